@@ -1,0 +1,83 @@
+/* backend.c - status strings, call names, and the timed, counted wrappers around backend calls. */
+#include "backend.h"
+
+#include <glib.h>
+
+const char *gs_strerror(gs_status s)
+{
+    switch (s) {
+#define GS_STATUS_STR(code, msg) \
+    case code:                   \
+        return msg;
+        GS_STATUS_LIST(GS_STATUS_STR)
+#undef GS_STATUS_STR
+    }
+    return "unknown status";
+}
+
+const char *gs_call_name(gs_call_kind k)
+{
+    static const char *const names[GS_CALL_COUNT] = {
+#define GS_CALL_STR(k, name) name,
+        GS_CALL_KINDS(GS_CALL_STR)
+#undef GS_CALL_STR
+    };
+    return (unsigned)k < GS_CALL_COUNT ? names[k] : "?";
+}
+
+double gs_devcalls_total_us(const gs_devcalls *c)
+{
+    double t = 0;
+    for (int k = 0; k < GS_CALL_COUNT; k++) t += c->time_us[k];
+    return t;
+}
+
+void gs_devcalls_add(gs_devcalls *into, const gs_devcalls *c)
+{
+    for (int k = 0; k < GS_CALL_COUNT; k++) {
+        into->n[k] += c->n[k];
+        into->failed[k] += c->failed[k];
+        into->time_us[k] += c->time_us[k];
+    }
+}
+
+/* Time one call on the backend's own clock and count it. */
+static inline void account(gs_backend *be, gs_devcalls *calls, gs_call_kind k, double t0,
+                           gs_status st)
+{
+    if (!calls) return;
+    calls->n[k]++;
+    if (st != GS_OK) calls->failed[k]++;
+    calls->time_us[k] += be->ops->now_us(be->state) - t0;
+}
+
+gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr)
+{
+    double t0 = be->ops->now_us(be->state);
+    gs_status st = be->ops->malloc(be->state, size, addr);
+    account(be, calls, GS_CALL_MALLOC, t0, st);
+    return st;
+}
+
+gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr)
+{
+    double t0 = be->ops->now_us(be->state);
+    gs_status st = be->ops->free(be->state, addr);
+    account(be, calls, GS_CALL_FREE, t0, st);
+    return st;
+}
+
+gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, uint64_t *total)
+{
+    double t0 = be->ops->now_us(be->state);
+    gs_status st = be->ops->mem_info(be->state, free_b, total);
+    account(be, calls, GS_CALL_MEM_INFO, t0, st);
+    return st;
+}
+
+void gs_backend_destroy(gs_backend *be)
+{
+    if (!be) return;
+    be->ops->destroy(be->state);
+    g_free(be);
+}

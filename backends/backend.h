@@ -1,0 +1,162 @@
+/* backend.h - the device seam: what the allocator core asks of a GPU.
+ *
+ * A backend is an ops table (in the spirit of sqlite3_mem_methods / sqlite3_vfs) plus an opaque
+ * state pointer. Device addresses are plain integers: the host never dereferences them, and all
+ * allocator metadata lives in host memory, so the same core runs on the simulated heap
+ * (backends/sim.c), on real memory (backends/cuda.c) or behind a fault injector
+ * (backends/faulty.c).
+ *
+ * Contract for every method: result parameters are non-NULL; sizes are > 0; the return value is
+ * a gs_status (GS_OK on success). GS_ERR_OOM is the one failure the allocator policies handle
+ * (cudaErrorMemoryAllocation / CUDA_ERROR_OUT_OF_MEMORY); any other error is reported upward.
+ *
+ * Callers do not call the ops directly but through gs_dev_*() below, which time every call with
+ * the backend's clock and count it by kind into a gs_devcalls record. The simulated device's
+ * clock is virtual (each call advances it by the modelled latency); the CUDA backend's clock is
+ * a monotonic host clock read around the real call.
+ */
+#ifndef GS_BACKEND_H
+#define GS_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+
+/* Status codes shared by every module (defined here because the backend is the lowest layer).
+ * One X-macro list gives both the enum and gs_strerror(), so they cannot drift apart. */
+#define GS_STATUS_LIST(X)                                                  \
+    X(GS_OK, "success")                                                    \
+    X(GS_ERR_OOM, "out of device memory")                                  \
+    X(GS_ERR_LIMIT, "allocator memory limit reached")                      \
+    X(GS_ERR_INVALID, "invalid argument")                                  \
+    X(GS_ERR_UNSUPPORTED, "operation not supported by this backend")      \
+    X(GS_ERR_DEVICE, "device error")                                       \
+    X(GS_ERR_NOMEM, "out of host memory")
+
+typedef enum {
+#define GS_STATUS_ENUM(code, msg) code,
+    GS_STATUS_LIST(GS_STATUS_ENUM)
+#undef GS_STATUS_ENUM
+} gs_status;
+
+const char *gs_strerror(gs_status s);
+
+#define GS_BACKEND_VERSION 1
+#define GS_MiB (UINT64_C(1) << 20)
+#define GS_GiB (UINT64_C(1) << 30)
+
+/* Device call kinds, counted and timed separately in reports. */
+#define GS_CALL_KINDS(X)                  \
+    X(MALLOC, "cudaMalloc")               \
+    X(FREE, "cudaFree")                   \
+    X(VA_RESERVE, "cuMemAddressReserve")  \
+    X(VA_RELEASE, "cuMemAddressFree")     \
+    X(PAGE_CREATE, "cuMemCreate")         \
+    X(PAGE_RELEASE, "cuMemRelease")       \
+    X(MAP, "cuMemMap")                    \
+    X(SET_ACCESS, "cuMemSetAccess")       \
+    X(UNMAP, "cuMemUnmap")                \
+    X(MEM_INFO, "cudaMemGetInfo")
+
+typedef enum {
+#define GS_CALL_ENUM(k, name) GS_CALL_##k,
+    GS_CALL_KINDS(GS_CALL_ENUM)
+#undef GS_CALL_ENUM
+    GS_CALL_COUNT
+} gs_call_kind;
+
+const char *gs_call_name(gs_call_kind k);
+
+/* Per-allocator record of device calls: how many of each kind (successful or not), how many
+ * failed, and the time spent in them, in microseconds of the backend's clock. */
+typedef struct {
+    uint64_t n[GS_CALL_COUNT];
+    uint64_t failed[GS_CALL_COUNT];
+    double time_us[GS_CALL_COUNT];
+} gs_devcalls;
+
+double gs_devcalls_total_us(const gs_devcalls *c);
+void gs_devcalls_add(gs_devcalls *into, const gs_devcalls *c);
+
+typedef struct gs_backend_ops {
+    int version;      /* GS_BACKEND_VERSION */
+    const char *name; /* "sim", "cuda", "faulty" */
+
+    /* cudaMalloc / cudaFree semantics. */
+    gs_status (*malloc)(void *st, uint64_t size, uint64_t *addr);
+    gs_status (*free)(void *st, uint64_t addr);
+
+    /* The driver's virtual-memory calls. May be NULL on a backend without VMM support. */
+    gs_status (*va_reserve)(void *st, uint64_t size, uint64_t *va);
+    gs_status (*va_release)(void *st, uint64_t va, uint64_t size);
+    gs_status (*page_create)(void *st, uint64_t size, uint64_t *handle);
+    gs_status (*page_release)(void *st, uint64_t handle);
+    gs_status (*map)(void *st, uint64_t va, uint64_t size, uint64_t handle);
+    gs_status (*set_access)(void *st, uint64_t va, uint64_t size);
+    gs_status (*unmap)(void *st, uint64_t va, uint64_t size);
+    uint64_t (*granularity)(void *st);
+
+    gs_status (*mem_info)(void *st, uint64_t *free_bytes, uint64_t *total_bytes);
+    double (*now_us)(void *st); /* the backend's clock, microseconds */
+    void (*destroy)(void *st);
+} gs_backend_ops;
+
+typedef struct gs_backend {
+    const gs_backend_ops *ops;
+    void *state;
+} gs_backend;
+
+/* Timed, counted wrappers. calls may be NULL (the call is then neither timed nor counted). */
+gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr);
+gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr);
+gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, uint64_t *total);
+void gs_backend_destroy(gs_backend *be);
+
+/* ---- Calibration: device-call latency as a function of size (backends/calibration.c) ----
+ * Loaded from a CSV "op,size_bytes,median_us,..." (the format of shared/calibration/), or the
+ * built-in H100 table. Latency is interpolated linearly in size between measured points and
+ * held constant beyond the ends. */
+typedef struct gs_calibration gs_calibration;
+
+gs_calibration *gs_calibration_builtin(void);
+/* NULL and a message in *errmsg (g_free it) on a bad file: "FILE:LINE: message". */
+gs_calibration *gs_calibration_load(const char *path, char **errmsg);
+double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
+void gs_calibration_free(gs_calibration *c);
+
+/* ---- The simulated device (backends/sim.c) ----
+ * total: physical bytes of the device; physical memory is handed out in 2 MiB pages that may be
+ * placed anywhere, so a cudaMalloc fails only when the free pages cannot cover it.
+ * cal: latency model (owned by the caller, must outlive the backend; NULL = no time). */
+typedef struct {
+    uint64_t total_bytes;
+    uint64_t reserved_bytes;       /* taken by others at start (CUDA context, other processes) */
+    const gs_calibration *cal;
+    /* Optional address script: the n-th cudaMalloc gets addrs[n] if sizes[n] equals the
+     * requested size (reference-address mode; see fidelity-notes.md §1.3). Once a size differs,
+     * the script is abandoned and the placement model takes over. Not copied. */
+    const uint64_t *script_addrs;
+    const uint64_t *script_sizes;
+    size_t script_n;
+} gs_sim_config;
+
+gs_backend *gs_sim_backend_new(const gs_sim_config *cfg);
+/* How many cudaMallocs took their address from the script (reference-address mode). */
+size_t gs_sim_script_used(const gs_backend *be);
+
+/* ---- Fault injection (backends/faulty.c) ----
+ * Wraps any backend. Fails the nth call (1-based, counting only the kinds in mask) with status,
+ * or each such call with probability p (seeded, reproducible). The inner backend is owned. */
+typedef struct {
+    uint32_t mask;       /* bit (1u << gs_call_kind) for each kind that may fail; 0 = all */
+    uint64_t fail_nth;   /* 0 = off */
+    double probability;  /* 0 = off */
+    uint64_t seed;
+    gs_status status;    /* what the failed call returns, e.g. GS_ERR_OOM or GS_ERR_DEVICE */
+} gs_faulty_config;
+
+gs_backend *gs_faulty_backend_new(gs_backend *inner, const gs_faulty_config *cfg);
+uint64_t gs_faulty_injected(const gs_backend *be);
+
+#endif

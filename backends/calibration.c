@@ -1,0 +1,242 @@
+/* calibration.c - device-call latency model: a table of (call, size) -> median microseconds,
+ * interpolated in size.
+ *
+ * The built-in table is the H100 measurement of shared/calibration/h100-latency.csv (NVIDIA H100
+ * 80GB HBM3, driver 580.159.04, CUDA 13.0), kept here as data so the program works without
+ * ../shared. Another table in the same CSV format loads with --calibration FILE.
+ *
+ * Which measured row stands for which call: a replayed program has written its memory before
+ * freeing it, so cudaFree uses cudaFree_touched where the table has it (it is 5-20% dearer than
+ * a free of untouched memory). Rows the simulator has no call for (cudaMallocAsync, grow_*,
+ * granularity_*) are kept out of the model but are not errors.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#include <glib.h>
+
+static const char builtin_h100[] =
+    "op,size_bytes,median_us,p10_us,p90_us,n\n"
+    "cudaMalloc,512,48.87,48.30,63.66,41\n"
+    "cudaFree,512,40.62,40.04,43.20,41\n"
+    "cudaMalloc,4096,49.51,48.19,52.52,41\n"
+    "cudaFree,4096,41.14,40.07,42.98,41\n"
+    "cudaMalloc,65536,50.46,49.82,52.66,41\n"
+    "cudaFree,65536,41.61,41.05,43.81,41\n"
+    "cudaMalloc,1048576,50.53,49.75,52.32,41\n"
+    "cudaFree,1048576,41.62,41.05,43.73,41\n"
+    "cudaMalloc,2097152,49.41,48.81,52.05,41\n"
+    "cudaFree,2097152,40.99,40.52,42.65,41\n"
+    "cudaMalloc,20971520,49.59,48.08,52.17,41\n"
+    "cudaFree,20971520,57.53,55.97,60.68,41\n"
+    "cudaMalloc,67108864,74.12,53.64,81.88,41\n"
+    "cudaFree,67108864,78.64,76.21,97.99,41\n"
+    "cudaMalloc,268435456,62.84,59.45,143.92,41\n"
+    "cudaFree,268435456,182.92,172.27,258.73,41\n"
+    "cudaMalloc,1073741824,200.48,124.18,296.34,9\n"
+    "cudaFree,1073741824,656.10,596.86,794.61,9\n"
+    "cudaMalloc,4294967296,633.88,359.34,696.70,9\n"
+    "cudaFree,4294967296,2483.03,2256.67,3152.25,9\n"
+    "cudaMalloc,17179869184,7292.58,997.38,93965.42,9\n"
+    "cudaFree,17179869184,13052.70,11101.53,14021.89,9\n"
+    "cudaFree_touched,512,44.03,42.58,65.07,41\n"
+    "cudaFree_touched,4096,42.03,41.35,79.20,41\n"
+    "cudaFree_touched,65536,43.54,42.17,51.05,41\n"
+    "cudaFree_touched,1048576,44.84,42.96,59.21,41\n"
+    "cudaFree_touched,2097152,45.72,43.44,53.06,41\n"
+    "cudaFree_touched,20971520,56.78,54.13,69.87,41\n"
+    "cudaFree_touched,67108864,89.78,86.83,109.95,41\n"
+    "cudaFree_touched,268435456,209.81,203.25,226.79,41\n"
+    "cudaFree_touched,1073741824,711.18,677.17,1752.24,9\n"
+    "cudaFree_touched,4294967296,3037.11,2837.40,3492.02,9\n"
+    "cudaFree_touched,17179869184,13956.67,11874.10,20073.06,9\n"
+    "cudaMallocAsync,512,0.66,0.59,0.77,41\n"
+    "cudaFreeAsync,512,0.93,0.89,1.00,41\n"
+    "cudaMallocAsync,4096,0.67,0.60,0.70,41\n"
+    "cudaFreeAsync,4096,0.93,0.84,0.98,41\n"
+    "cudaMallocAsync,65536,0.67,0.60,0.70,41\n"
+    "cudaFreeAsync,65536,0.94,0.88,0.98,41\n"
+    "cudaMallocAsync,1048576,0.65,0.61,0.67,41\n"
+    "cudaFreeAsync,1048576,0.93,0.89,0.96,41\n"
+    "cudaMallocAsync,2097152,0.64,0.55,0.67,41\n"
+    "cudaFreeAsync,2097152,0.89,0.83,0.93,41\n"
+    "cudaMallocAsync,20971520,0.61,0.54,0.65,41\n"
+    "cudaFreeAsync,20971520,0.88,0.77,0.93,41\n"
+    "cudaMallocAsync,67108864,0.64,0.58,0.66,41\n"
+    "cudaFreeAsync,67108864,0.89,0.83,0.92,41\n"
+    "cudaMallocAsync,268435456,0.64,0.57,0.67,41\n"
+    "cudaFreeAsync,268435456,0.89,0.84,0.93,41\n"
+    "cudaMallocAsync,1073741824,0.65,0.59,8748.77,9\n"
+    "cudaFreeAsync,1073741824,0.92,0.81,10.79,9\n"
+    "cudaMallocAsync,4294967296,0.68,0.62,6061.73,9\n"
+    "cudaFreeAsync,4294967296,0.96,0.84,9.19,9\n"
+    "cudaMallocAsync,17179869184,0.94,0.64,26154.50,9\n"
+    "cudaFreeAsync,17179869184,1.29,1.05,19.69,9\n"
+    "cudaMemGetInfo,0,7.48,7.30,7.68,41\n"
+    "granularity_min,2097152,0,0,0,1\n"
+    "granularity_rec,2097152,0,0,0,1\n"
+    "cuMemAddressReserve,2097152,0.98,0.83,1.30,31\n"
+    "cuMemCreate,2097152,14.53,13.24,26.44,31\n"
+    "cuMemMap,2097152,1.37,1.23,1.55,31\n"
+    "cuMemSetAccess,2097152,30.55,29.16,45.21,31\n"
+    "cuMemUnmap,2097152,20.35,19.53,21.88,31\n"
+    "cuMemRelease,2097152,26.53,25.30,27.03,31\n"
+    "cuMemAddressFree,2097152,0.77,0.72,0.99,31\n"
+    "cuMemAddressReserve,20971520,1.21,1.02,1.35,31\n"
+    "cuMemCreate,20971520,13.63,13.08,24.82,31\n"
+    "cuMemMap,20971520,1.31,1.22,1.55,31\n"
+    "cuMemSetAccess,20971520,29.84,29.08,31.79,31\n"
+    "cuMemUnmap,20971520,19.80,19.35,21.18,31\n"
+    "cuMemRelease,20971520,36.40,35.40,37.33,31\n"
+    "cuMemAddressFree,20971520,0.88,0.81,1.21,31\n"
+    "cuMemAddressReserve,268435456,3.76,3.38,4.47,31\n"
+    "cuMemCreate,268435456,45.84,40.17,55.98,31\n"
+    "cuMemMap,268435456,1.44,1.26,1.72,31\n"
+    "cuMemSetAccess,268435456,63.87,61.76,74.39,31\n"
+    "cuMemUnmap,268435456,33.21,32.28,35.20,31\n"
+    "cuMemRelease,268435456,187.18,178.20,204.88,31\n"
+    "cuMemAddressFree,268435456,4.18,3.58,5.51,31\n"
+    "cuMemAddressReserve,1073741824,4.10,3.80,4.44,9\n"
+    "cuMemCreate,1073741824,126.37,59.23,145.23,9\n"
+    "cuMemMap,1073741824,1.69,1.44,2.14,9\n"
+    "cuMemSetAccess,1073741824,88.44,86.06,104.63,9\n"
+    "cuMemUnmap,1073741824,39.36,38.80,54.09,9\n"
+    "cuMemRelease,1073741824,655.77,631.86,823.95,9\n"
+    "cuMemAddressFree,1073741824,5.21,4.95,5.88,9\n"
+    "cuMemAddressReserve,4294967296,7.33,4.94,7.85,9\n"
+    "cuMemCreate,4294967296,487.85,167.70,523.19,9\n"
+    "cuMemMap,4294967296,2.75,1.82,3.18,9\n"
+    "cuMemSetAccess,4294967296,215.86,209.19,230.08,9\n"
+    "cuMemUnmap,4294967296,74.31,68.92,82.41,9\n"
+    "cuMemRelease,4294967296,2802.35,2478.56,3068.42,9\n"
+    "cuMemAddressFree,4294967296,9.65,8.91,13.28,9\n"
+    "grow_2MiB_page,2097152,52.04,48.88,66.56,512\n"
+    "shrink_2MiB_page,2097152,40.96,38.99,47.03,512\n";
+
+typedef struct {
+    uint64_t size;
+    double us;
+} point;
+
+struct gs_calibration {
+    GArray *pts[GS_CALL_COUNT]; /* point, sorted by size */
+    bool free_touched;          /* FREE came from cudaFree_touched rows */
+};
+
+static int point_cmp(const void *a, const void *b)
+{
+    const point *x = a, *y = b;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+/* Map a CSV op name to a call kind; returns -1 for rows the model does not use. */
+static int kind_of(const char *op, bool *touched)
+{
+    *touched = false;
+    if (strcmp(op, "cudaFree_touched") == 0) {
+        *touched = true;
+        return GS_CALL_FREE;
+    }
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        if (strcmp(op, gs_call_name((gs_call_kind)k)) == 0) return k;
+    return -1;
+}
+
+static gs_calibration *parse(const char *name, const char *text, char **errmsg)
+{
+    gs_calibration *c = g_new0(gs_calibration, 1);
+    GArray *plain_free = g_array_new(FALSE, FALSE, sizeof(point));
+    for (int k = 0; k < GS_CALL_COUNT; k++) c->pts[k] = g_array_new(FALSE, FALSE, sizeof(point));
+    char **lines = g_strsplit(text, "\n", -1);
+    bool ok = true;
+    for (int i = 0; ok && lines[i]; i++) {
+        char *line = g_strstrip(lines[i]);
+        if (!*line || line[0] == '#' || g_str_has_prefix(line, "op,")) continue;
+        char **f = g_strsplit(line, ",", -1);
+        char *end1 = NULL, *end2 = NULL;
+        guint nf = g_strv_length(f);
+        uint64_t size = nf >= 3 ? g_ascii_strtoull(f[1], &end1, 10) : 0;
+        double us = nf >= 3 ? g_ascii_strtod(f[2], &end2) : 0;
+        if (nf < 3 || !*f[1] || *end1 || !*f[2] || *end2 || us < 0) {
+            *errmsg = g_strdup_printf("%s:%d: expected 'op,size_bytes,median_us,...', got '%s'",
+                                      name, i + 1, line);
+            ok = false;
+        } else {
+            bool touched;
+            int k = kind_of(f[0], &touched);
+            point p = {size, us};
+            if (k == GS_CALL_FREE && !touched) g_array_append_val(plain_free, p);
+            else if (k >= 0) {
+                g_array_append_val(c->pts[k], p);
+                if (touched) c->free_touched = true;
+            }
+        }
+        g_strfreev(f);
+    }
+    g_strfreev(lines);
+    if (ok && !c->free_touched) {
+        g_array_append_vals(c->pts[GS_CALL_FREE], plain_free->data, plain_free->len);
+    }
+    g_array_free(plain_free, TRUE);
+    if (ok && c->pts[GS_CALL_MALLOC]->len == 0) {
+        *errmsg = g_strdup_printf("%s: no cudaMalloc rows: not a latency table", name);
+        ok = false;
+    }
+    if (!ok) {
+        gs_calibration_free(c);
+        return NULL;
+    }
+    for (int k = 0; k < GS_CALL_COUNT; k++) g_array_sort(c->pts[k], point_cmp);
+    return c;
+}
+
+gs_calibration *gs_calibration_builtin(void)
+{
+    char *err = NULL;
+    gs_calibration *c = parse("built-in H100 table", builtin_h100, &err);
+    g_assert(c != NULL); /* the built-in table is known good; tests cover it */
+    return c;
+}
+
+gs_calibration *gs_calibration_load(const char *path, char **errmsg)
+{
+    char *text = NULL;
+    GError *e = NULL;
+    if (!g_file_get_contents(path, &text, NULL, &e)) {
+        *errmsg = g_strdup_printf("%s: %s", path, e->message);
+        g_error_free(e);
+        return NULL;
+    }
+    gs_calibration *c = parse(path, text, errmsg);
+    g_free(text);
+    return c;
+}
+
+/* Linear in size between measured points. Below the first point: the first value (fixed costs
+ * dominate small calls). Beyond the last: extended along the last segment's slope when that
+ * grows (cudaFree is about linear in size at the top of the table), else held. */
+double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size)
+{
+    if (!c || (unsigned)k >= GS_CALL_COUNT) return 0;
+    const GArray *a = c->pts[k];
+    if (a->len == 0) return 0;
+    const point *p = (const point *)(void *)a->data;
+    if (size <= p[0].size || a->len == 1) return p[0].us;
+    guint i = 1;
+    while (i < a->len && p[i].size < size) i++;
+    if (i == a->len) i = a->len - 1; /* beyond the end: use the last segment */
+    const point *lo = &p[i - 1], *hi = &p[i];
+    double slope = (hi->us - lo->us) / (double)(hi->size - lo->size);
+    if (size > hi->size && slope < 0) return hi->us;
+    return lo->us + slope * (double)(size - lo->size);
+}
+
+void gs_calibration_free(gs_calibration *c)
+{
+    if (!c) return;
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        if (c->pts[k]) g_array_free(c->pts[k], TRUE);
+    g_free(c);
+}

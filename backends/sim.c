@@ -1,0 +1,220 @@
+/* sim.c - the simulated device: a capacity, physical memory in 2 MiB pages, virtual addresses
+ * without real memory, and a virtual clock advanced by a calibrated cost model.
+ *
+ * Physical memory. The driver hands out physical memory in 2 MiB pages and can place them
+ * anywhere, so virtual contiguity is free: a cudaMalloc fails only when the free pages cannot
+ * cover its size rounded up to whole pages. Fragmentation at the driver level is therefore nil;
+ * the fragmentation users meet lives in the caching allocator above, which is what gpusim
+ * studies.
+ *
+ * Virtual addresses still matter, because PyTorch's best fit breaks ties between equal-size
+ * free blocks by address (fidelity-notes.md §1.3). Two ways to choose them:
+ *  - a script (reference-address mode): the n-th cudaMalloc takes the address the real driver
+ *    gave the n-th segment of a reference run, as long as the sizes keep matching;
+ *  - a placement model of what the H100's driver was seen to do in the reference traces:
+ *    addresses 2 MiB aligned, new ranges carved downward from the top of the address space, each
+ *    in a chunk rounded up to 32 MiB; the slack left in a chunk, and freed ranges, are reused
+ *    for later allocations that fit, the lowest address first.
+ */
+#include <string.h>
+
+#include "backend.h"
+
+#include <glib.h>
+
+#define PAGE (2 * GS_MiB)
+#define CHUNK (32 * GS_MiB)
+#define VA_TOP UINT64_C(0x7f0000000000) /* where the model starts carving (a typical CUDA VA) */
+
+typedef struct {
+    uint64_t addr, size;
+} range;
+
+typedef struct {
+    uint64_t total_pages;
+    uint64_t used_pages;
+    const gs_calibration *cal;
+    double clock_us;
+    /* live allocations: addr -> size (rounded to pages) */
+    GHashTable *live;
+    /* free address ranges below the frontier, sorted by address */
+    GArray *holes;
+    uint64_t frontier; /* everything below is untouched address space */
+    const uint64_t *script_addrs, *script_sizes;
+    size_t script_n, script_pos;
+    bool script_off;
+    size_t script_used;
+} sim_state;
+
+static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+/* Take [addr, addr+size) out of the hole list (it must lie inside one hole). */
+static void holes_take(sim_state *s, uint64_t addr, uint64_t size)
+{
+    for (guint i = 0; i < s->holes->len; i++) {
+        range *h = &g_array_index(s->holes, range, i);
+        if (addr < h->addr || addr + size > h->addr + h->size) continue;
+        range below = {h->addr, addr - h->addr};
+        range above = {addr + size, h->addr + h->size - (addr + size)};
+        g_array_remove_index(s->holes, i);
+        if (above.size) g_array_insert_val(s->holes, i, above);
+        if (below.size) g_array_insert_val(s->holes, i, below);
+        return;
+    }
+}
+
+/* Return a range to the hole list, merging with neighbours. */
+static void holes_give(sim_state *s, uint64_t addr, uint64_t size)
+{
+    guint i = 0;
+    while (i < s->holes->len && g_array_index(s->holes, range, i).addr < addr) i++;
+    range r = {addr, size};
+    g_array_insert_val(s->holes, i, r);
+    if (i + 1 < s->holes->len) {
+        range *a = &g_array_index(s->holes, range, i), *b = a + 1;
+        if (a->addr + a->size == b->addr) {
+            a->size += b->size;
+            g_array_remove_index(s->holes, i + 1);
+        }
+    }
+    if (i > 0) {
+        range *a = &g_array_index(s->holes, range, i - 1), *b = a + 1;
+        if (a->addr + a->size == b->addr) {
+            a->size += b->size;
+            g_array_remove_index(s->holes, i);
+        }
+    }
+}
+
+/* Would [addr, addr+size) collide with a live allocation? (A script may name an address the
+ * model has handed out; then the script is abandoned.) */
+static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
+{
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, s->live);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        uint64_t a = *(uint64_t *)k, n = *(uint64_t *)v;
+        if (addr < a + n && a < addr + size) return true;
+    }
+    return false;
+}
+
+static uint64_t place_model(sim_state *s, uint64_t size)
+{
+    for (guint i = 0; i < s->holes->len; i++) {
+        range *h = &g_array_index(s->holes, range, i);
+        if (h->size >= size) {
+            uint64_t addr = h->addr;
+            holes_take(s, addr, size);
+            return addr;
+        }
+    }
+    uint64_t chunk = round_up(size, CHUNK);
+    s->frontier -= chunk;
+    if (chunk > size) holes_give(s, s->frontier + size, chunk - size);
+    return s->frontier;
+}
+
+static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
+{
+    sim_state *s = st;
+    uint64_t rsize = round_up(size, PAGE);
+    uint64_t pages = rsize / PAGE;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MALLOC, size);
+    if (pages > s->total_pages - s->used_pages) return GS_ERR_OOM;
+
+    uint64_t a = 0;
+    bool placed = false;
+    if (!s->script_off && s->script_pos < s->script_n) {
+        if (s->script_sizes[s->script_pos] == size &&
+            !overlaps_live(s, s->script_addrs[s->script_pos], rsize)) {
+            a = s->script_addrs[s->script_pos++];
+            placed = true;
+            s->script_used++;
+            /* The model must never hand out a scripted range later: keep its frontier below
+             * every scripted address that falls inside its part of the address space. */
+            if (a >= s->frontier && a < VA_TOP) holes_take(s, a, rsize);
+            else if (a < s->frontier) s->frontier = a / CHUNK * CHUNK;
+        } else {
+            s->script_off = true; /* the run diverged from the reference: model from here on */
+        }
+    }
+    if (!placed) a = place_model(s, rsize);
+
+    uint64_t *k = g_new(uint64_t, 2);
+    k[0] = a;
+    k[1] = rsize;
+    g_hash_table_insert(s->live, &k[0], &k[1]);
+    s->used_pages += pages;
+    *addr = a;
+    return GS_OK;
+}
+
+static gs_status sim_free(void *st, uint64_t addr)
+{
+    sim_state *s = st;
+    uint64_t *v = g_hash_table_lookup(s->live, &addr);
+    if (!v) return GS_ERR_INVALID;
+    uint64_t size = *v;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
+    g_hash_table_remove(s->live, &addr);
+    s->used_pages -= size / PAGE;
+    if (addr >= s->frontier && addr < VA_TOP) holes_give(s, addr, size);
+    return GS_OK;
+}
+
+static gs_status sim_mem_info(void *st, uint64_t *free_b, uint64_t *total)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MEM_INFO, 0);
+    *free_b = (s->total_pages - s->used_pages) * PAGE;
+    *total = s->total_pages * PAGE;
+    return GS_OK;
+}
+
+static uint64_t sim_granularity(void *st) { return PAGE; }
+static double sim_now(void *st) { return ((sim_state *)st)->clock_us; }
+
+static void sim_destroy(void *st)
+{
+    sim_state *s = st;
+    g_hash_table_destroy(s->live);
+    g_array_free(s->holes, TRUE);
+    g_free(s);
+}
+
+static const gs_backend_ops sim_ops = {
+    .version = GS_BACKEND_VERSION,
+    .name = "sim",
+    .malloc = sim_malloc,
+    .free = sim_free,
+    .granularity = sim_granularity,
+    .mem_info = sim_mem_info,
+    .now_us = sim_now,
+    .destroy = sim_destroy,
+};
+
+gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
+{
+    sim_state *s = g_new0(sim_state, 1);
+    uint64_t usable = cfg->total_bytes > cfg->reserved_bytes ? cfg->total_bytes - cfg->reserved_bytes : 0;
+    s->total_pages = usable / PAGE;
+    s->cal = cfg->cal;
+    /* the key and value live in one g_new'd pair; the key pointer owns it */
+    s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    s->holes = g_array_new(FALSE, FALSE, sizeof(range));
+    s->frontier = VA_TOP;
+    s->script_addrs = cfg->script_addrs;
+    s->script_sizes = cfg->script_sizes;
+    s->script_n = cfg->script_addrs && cfg->script_sizes ? cfg->script_n : 0;
+    gs_backend *be = g_new0(gs_backend, 1);
+    be->ops = &sim_ops;
+    be->state = s;
+    return be;
+}
+
+size_t gs_sim_script_used(const gs_backend *be)
+{
+    return be->ops == &sim_ops ? ((sim_state *)be->state)->script_used : 0;
+}

@@ -1,0 +1,745 @@
+/* core.c - the allocator engine: blocks, segments, the free-block index, split and merge, the
+ * out-of-memory ladder, statistics and the invariant check. See core.h for the vocabulary.
+ *
+ * The order of operations in gs_heap_malloc/free mirrors PyTorch's DeviceCachingAllocator
+ * (malloc, alloc_block, get_free_block, alloc_found_block, free, free_block, try_merge_blocks,
+ * release_cached_blocks), because statistics such as num_alloc_retries and inactive_split only
+ * come out equal to PyTorch's when every step happens in the same order.
+ */
+#include "core.h"
+
+#include <string.h>
+
+#include "policy.h"
+
+/* ------------------------------------------------------------------------------------------
+ * The free-block index: an intrusive treap per pool, ordered by (stream, size, addr).
+ *
+ * Intrusive (the links live in the block) so inserting and removing never allocate; a treap
+ * because it is the shortest balanced tree to get right: expected O(log n) for insert, remove
+ * and lower bound. Priorities come from a hash of the address, so a replay is deterministic.
+ * Successor and predecessor are found by a descent from the root (no parent links to keep).
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    gs_block *root;
+    size_t count;
+    uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
+    bool is_small;
+} gs_pool;
+
+static inline int key_cmp(uint32_t s1, uint64_t z1, uint64_t a1, const gs_block *b)
+{
+    if (s1 != b->stream) return s1 < b->stream ? -1 : 1;
+    if (z1 != b->size) return z1 < b->size ? -1 : 1;
+    if (a1 != b->addr) return a1 < b->addr ? -1 : 1;
+    return 0;
+}
+
+static uint32_t prio_of(uint64_t addr)
+{
+    /* splitmix64 finaliser: neighbouring addresses get unrelated priorities */
+    uint64_t z = addr + UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return (uint32_t)(z ^ (z >> 31));
+}
+
+static void index_insert(gs_pool *p, gs_block *b)
+{
+    /* Walk down to the insertion point, remembering the path, then rotate b up while its
+     * priority beats its parent's. The path is at most the tree height (expected ~2 ln n). */
+    gs_block **path[128];
+    int depth = 0;
+    gs_block **link = &p->root;
+    b->left = b->right = NULL;
+    b->prio = prio_of(b->addr);
+    while (*link) {
+        path[depth++] = link;
+        link = key_cmp(b->stream, b->size, b->addr, *link) < 0 ? &(*link)->left : &(*link)->right;
+        g_assert(depth < 128);
+    }
+    *link = b;
+    while (depth > 0) {
+        gs_block **plink = path[--depth];
+        gs_block *parent = *plink;
+        if (parent->prio >= b->prio) break;
+        if (parent->left == b) {
+            parent->left = b->right;
+            b->right = parent;
+        } else {
+            parent->right = b->left;
+            b->left = parent;
+        }
+        *plink = b;
+    }
+    p->count++;
+}
+
+static void index_remove(gs_pool *p, gs_block *b)
+{
+    gs_block **link = &p->root;
+    while (*link != b) {
+        g_assert(*link != NULL);
+        link = key_cmp(b->stream, b->size, b->addr, *link) < 0 ? &(*link)->left : &(*link)->right;
+    }
+    /* Rotate b down (the child with the higher priority comes up) until it has at most one
+     * child, then splice it out. */
+    for (;;) {
+        gs_block *l = b->left, *r = b->right;
+        if (!l) { *link = r; break; }
+        if (!r) { *link = l; break; }
+        if (l->prio > r->prio) {
+            b->left = l->right;
+            l->right = b;
+            *link = l;
+            link = &l->right;
+        } else {
+            b->right = r->left;
+            r->left = b;
+            *link = r;
+            link = &r->left;
+        }
+    }
+    b->left = b->right = NULL;
+    p->count--;
+}
+
+static gs_block *index_lower_bound(const gs_pool *p, uint32_t stream, uint64_t size, uint64_t addr)
+{
+    gs_block *n = p->root, *best = NULL;
+    while (n) {
+        if (key_cmp(stream, size, addr, n) <= 0) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
+static gs_block *index_next(const gs_pool *p, const gs_block *b)
+{
+    gs_block *n = p->root, *best = NULL;
+    while (n) {
+        if (key_cmp(b->stream, b->size, b->addr, n) < 0) {
+            best = n;
+            n = n->left;
+        } else {
+            n = n->right;
+        }
+    }
+    return best;
+}
+
+static gs_block *index_prev(const gs_pool *p, const gs_block *b)
+{
+    gs_block *n = p->root, *best = NULL;
+    while (n) {
+        if (key_cmp(b->stream, b->size, b->addr, n) > 0) {
+            best = n;
+            n = n->right;
+        } else {
+            n = n->left;
+        }
+    }
+    return best;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The heap
+ * ------------------------------------------------------------------------------------------ */
+
+/* Blocks come from slabs: a split or merge happens on most events, and malloc/free per block
+ * would dominate the replay time. */
+#define SLAB_BLOCKS 256
+
+struct gs_heap {
+    const gs_policy *policy;
+    const gs_policy_ops *P;
+    const void *cfg;
+    gs_backend *be;
+    uint64_t limit;
+    uint64_t oversize;       /* the policy's oversize threshold, cached */
+    bool gc_active;          /* limit set and the policy collects garbage */
+    gs_pool pools[GS_MAX_POOLS];
+    unsigned npools;
+    gs_segment *segments;    /* live segments, newest first */
+    size_t nsegments;
+    gs_block *pending;       /* frees awaiting completion, linked through ->right */
+    gs_block *spare;         /* recycled block structs, linked through ->right */
+    GPtrArray *slabs;
+    uint64_t total_reserved; /* PyTorch's total_allocated_memory */
+    bool peak_reserved_dirty;
+    gs_stats st;
+    gs_devcalls calls;
+};
+
+/* ---- statistics helpers (PyTorch's Stat::increase / decrease) ---- */
+
+static inline void stat_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void stat_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
+
+/* Apply to "all" and to the pool's own type, as PyTorch's for_each_selected_stat_type does. */
+static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+{
+    stat_inc(&a[GS_STAT_ALL], v);
+    stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+}
+
+static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+{
+    stat_dec(&a[GS_STAT_ALL], v);
+    stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+}
+
+static inline bool pool_small(const gs_heap *h, const gs_block *b)
+{
+    return h->pools[b->pool].is_small;
+}
+
+/* ---- block structs ---- */
+
+static gs_block *block_new(gs_heap *h)
+{
+    if (!h->spare) {
+        gs_block *slab = g_new(gs_block, SLAB_BLOCKS);
+        g_ptr_array_add(h->slabs, slab);
+        for (int i = 0; i < SLAB_BLOCKS; i++) {
+            slab[i].right = h->spare;
+            h->spare = &slab[i];
+        }
+    }
+    gs_block *b = h->spare;
+    h->spare = b->right;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_delete(gs_heap *h, gs_block *b)
+{
+    b->right = h->spare;
+    h->spare = b;
+}
+
+/* Insert a free block into its pool's index; its GC age starts now. */
+static void pool_insert(gs_heap *h, gs_block *b)
+{
+    gs_pool *p = &h->pools[b->pool];
+    b->state = GS_BLOCK_FREE;
+    b->gc_base = p->get_free_calls;
+    index_insert(p, b);
+}
+
+gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg)
+{
+    g_return_val_if_fail(policy && be, NULL);
+    gs_heap *h = g_new0(gs_heap, 1);
+    h->policy = policy;
+    h->P = policy->ops;
+    h->cfg = policy->cfg;
+    h->be = be;
+    h->limit = cfg ? cfg->limit : 0;
+    h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
+    h->gc_active = h->limit > 0 && h->P->collect != NULL;
+    h->npools = h->P->npools;
+    g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
+    for (unsigned i = 0; i < h->npools; i++) h->pools[i].is_small = h->P->pools[i].is_small;
+    h->slabs = g_ptr_array_new_with_free_func(g_free);
+    return h;
+}
+
+/* ---- segments ---- */
+
+static void segment_unlink(gs_heap *h, gs_segment *s)
+{
+    if (s->prev) s->prev->next = s->next;
+    else h->segments = s->next;
+    if (s->next) s->next->prev = s->prev;
+    h->nsegments--;
+}
+
+/* Free (cudaFree) a free block that is a whole segment. PyTorch's release_block. */
+gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
+{
+    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b), GS_ERR_INVALID);
+    gs_status st = gs_dev_free(h->be, &h->calls, b->addr);
+    if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
+    bool small = pool_small(h, b);
+    h->st.num_device_free++;
+    h->total_reserved -= b->size;
+    index_remove(&h->pools[b->pool], b);
+    stat2_dec(h->st.segment, small, 1);
+    stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
+    segment_unlink(h, b->seg);
+    g_free(b->seg);
+    block_delete(h, b);
+    return GS_OK;
+}
+
+/* Grow by one segment of seg_size for pool/stream. PyTorch's alloc_block (non-expandable).
+ * GS_ERR_OOM when the limit or the device refuses. */
+static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t seg_size,
+                             bool is_retry, gs_block **out)
+{
+    if (is_retry) h->st.num_alloc_retries++;
+    if (h->limit && h->total_reserved + seg_size > h->limit) return GS_ERR_OOM;
+    uint64_t addr;
+    gs_status st = gs_dev_malloc(h->be, &h->calls, seg_size, &addr);
+    if (st != GS_OK) return st;
+
+    gs_segment *s = g_new0(gs_segment, 1);
+    gs_block *b = block_new(h);
+    s->addr = b->addr = addr;
+    s->size = b->size = seg_size;
+    s->stream = b->stream = stream;
+    s->pool = b->pool = (uint8_t)pool;
+    s->head = b;
+    b->seg = s;
+    s->next = h->segments;
+    if (h->segments) h->segments->prev = s;
+    h->segments = s;
+    h->nsegments++;
+
+    bool small = h->pools[pool].is_small;
+    h->total_reserved += seg_size;
+    stat2_inc(h->st.segment, small, 1);
+    stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
+    if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
+    h->st.num_device_alloc++;
+    if (h->st.reserved_bytes[GS_STAT_ALL].current == h->st.reserved_bytes[GS_STAT_ALL].peak)
+        h->peak_reserved_dirty = true;
+    *out = b;
+    return GS_OK;
+}
+
+/* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. */
+static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+{
+    gs_pool *p = &h->pools[pool];
+    if (h->gc_active) p->get_free_calls++;
+    gs_block *b = index_lower_bound(p, stream, size, 0);
+    if (!b || b->stream != stream) return NULL;
+    if (!h->P->fits(h->cfg, b, size)) return NULL;
+    index_remove(p, b);
+    return b;
+}
+
+/* ---- merge and free ---- */
+
+/* Absorb neighbour src into dst if src is free. Returns the bytes absorbed (0: no merge). */
+static uint64_t try_merge(gs_heap *h, gs_block *dst, gs_block *src)
+{
+    if (!src || src->state != GS_BLOCK_FREE) return 0;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev) dst->prev->next = dst;
+        else dst->seg->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next) dst->next->prev = dst;
+    }
+    uint64_t n = src->size;
+    dst->size += n;
+    index_remove(&h->pools[src->pool], src);
+    block_delete(h, src);
+    return n;
+}
+
+/* The completion of a free: merge with free neighbours and return to the index.
+ * PyTorch's free_block. */
+static void free_block(gs_heap *h, gs_block *b)
+{
+    uint64_t orig_size = b->size, requested = b->requested;
+    bool small = pool_small(h, b);
+    int64_t split_blocks = 0, split_bytes = 0;
+    gs_block *cands[2] = {b->prev, b->next};
+    b->state = GS_BLOCK_FREE; /* not yet in the index; try_merge only looks at neighbours */
+    for (int i = 0; i < 2; i++) {
+        uint64_t n = try_merge(h, b, cands[i]);
+        if (n > 0) {
+            split_blocks -= 1;
+            split_bytes -= (int64_t)n;
+        }
+    }
+    b->requested = 0;
+    pool_insert(h, b);
+    if (gs_block_is_split(b)) {
+        split_blocks += 1;
+        split_bytes += (int64_t)b->size;
+    }
+    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
+    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
+    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
+    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
+    stat2_dec(h->st.active, small, 1);
+    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
+    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
+}
+
+/* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
+static void free_request(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
+    bool small = pool_small(h, b);
+    stat2_dec(h->st.allocation, small, 1);
+    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
+}
+
+void gs_heap_free(gs_heap *h, gs_block *b)
+{
+    free_request(h, b);
+    free_block(h, b);
+}
+
+void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
+{
+    free_request(h, b);
+    b->state = GS_BLOCK_PENDING;
+    b->owner = owner;
+    b->right = h->pending;
+    b->left = NULL;
+    if (h->pending) h->pending->left = b;
+    h->pending = b;
+}
+
+static void pending_unlink(gs_heap *h, gs_block *b)
+{
+    if (b->left) b->left->right = b->right;
+    else h->pending = b->right;
+    if (b->right) b->right->left = b->left;
+    b->left = b->right = NULL;
+    b->owner = NULL;
+}
+
+void gs_heap_free_complete(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_PENDING);
+    pending_unlink(h, b);
+    free_block(h, b);
+}
+
+/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
+ * completes now. Owners learn it through *owner = NULL. */
+static void drain_pending(gs_heap *h)
+{
+    h->st.num_sync_all_streams++;
+    while (h->pending) {
+        gs_block *b = h->pending;
+        if (b->owner) *b->owner = NULL;
+        pending_unlink(h, b);
+        free_block(h, b);
+    }
+}
+
+gs_status gs_heap_release_cached(gs_heap *h)
+{
+    drain_pending(h);
+    for (unsigned i = 0; i < h->npools; i++) {
+        gs_block *b = index_lower_bound(&h->pools[i], 0, 0, 0);
+        while (b) {
+            gs_block *next = index_next(&h->pools[i], b);
+            if (!gs_block_is_split(b)) {
+                gs_status st = gs_heap_release_block(h, b);
+                if (st != GS_OK) return st;
+            }
+            b = next;
+        }
+    }
+    return GS_OK;
+}
+
+gs_status gs_heap_empty_cache(gs_heap *h)
+{
+    return gs_heap_release_cached(h);
+}
+
+/* Record the state that external_frag needs, once per new peak of reserved bytes (after the
+ * malloc that raised it, so the new segment is seen serving its request). */
+static void note_peak_reserved(gs_heap *h)
+{
+    uint64_t largest = 0, total = 0;
+    for (unsigned i = 0; i < h->npools; i++) {
+        for (gs_block *b = index_lower_bound(&h->pools[i], 0, 0, 0); b;
+             b = index_next(&h->pools[i], b)) {
+            total += b->size;
+            if (b->size > largest) largest = b->size;
+        }
+    }
+    h->st.largest_free_at_peak_reserved = largest;
+    h->st.total_free_at_peak_reserved = total;
+    h->peak_reserved_dirty = false;
+}
+
+/* Hand out (part of) a block found in the index or fresh from the device.
+ * PyTorch's alloc_found_block. */
+static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
+{
+    bool small = pool_small(h, b);
+    bool already_split = gs_block_is_split(b);
+    if (h->P->should_split(h->cfg, b, size)) {
+        /* The allocation takes the low end; the remainder keeps the high end and goes back. */
+        gs_block *rem = b;
+        b = block_new(h);
+        b->addr = rem->addr;
+        b->size = size;
+        b->stream = rem->stream;
+        b->pool = rem->pool;
+        b->seg = rem->seg;
+        b->prev = rem->prev;
+        if (b->prev) b->prev->next = b;
+        else b->seg->head = b;
+        b->next = rem;
+        rem->prev = b;
+        rem->addr += size;
+        rem->size -= size;
+        pool_insert(h, rem);
+        if (already_split) {
+            stat2_dec(h->st.inactive_split_bytes, small, (int64_t)size);
+        } else {
+            stat2_inc(h->st.inactive_split_bytes, small, (int64_t)rem->size);
+            stat2_inc(h->st.inactive_split, small, 1);
+        }
+    } else if (already_split) {
+        stat2_dec(h->st.inactive_split_bytes, small, (int64_t)b->size);
+        stat2_dec(h->st.inactive_split, small, 1);
+    }
+    b->state = GS_BLOCK_ALLOCATED;
+    b->requested = orig;
+    stat2_inc(h->st.allocation, small, 1);
+    stat2_inc(h->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_inc(h->st.active, small, 1);
+    stat2_inc(h->st.active_bytes, small, (int64_t)b->size);
+    stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
+    if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
+    const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
+    if (a->current == a->peak)
+        h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;
+    return b;
+}
+
+gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+{
+    const gs_policy_ops *P = h->P;
+    uint64_t size = P->round_size(h->cfg, orig);
+    unsigned pool = P->pool_of(h->cfg, size);
+    gs_block *b = get_free_block(h, pool, stream, size);
+    if (!b) {
+        /* The out-of-memory ladder, in PyTorch's order: garbage collection, grow, release some
+         * and grow, release everything and grow again (the counted retry), fail. */
+        uint64_t seg_size = P->segment_size(h->cfg, size);
+        gs_status st = GS_OK;
+        if (h->gc_active) {
+            st = P->collect(h, h->cfg);
+            if (st != GS_OK) return st;
+        }
+        st = alloc_block(h, pool, stream, seg_size, false, &b);
+        if (st == GS_ERR_OOM && P->release_some) {
+            gs_status rst = GS_OK;
+            bool again = P->release_some(h, h->cfg, pool, stream, size, &rst);
+            if (rst != GS_OK) return rst;
+            if (again) st = alloc_block(h, pool, stream, seg_size, false, &b);
+        }
+        if (st == GS_ERR_OOM) {
+            gs_status rst = gs_heap_release_cached(h);
+            if (rst != GS_OK) return rst;
+            st = alloc_block(h, pool, stream, seg_size, true, &b);
+        }
+        if (st == GS_ERR_OOM) {
+            h->st.num_ooms++;
+            return GS_ERR_OOM;
+        }
+        if (st != GS_OK) return st;
+    }
+    *out = alloc_found_block(h, b, size, orig);
+    if (h->peak_reserved_dirty) note_peak_reserved(h);
+    return GS_OK;
+}
+
+void gs_heap_free_all(gs_heap *h)
+{
+    if (!h) return;
+    /* Return every segment to the device, whatever its blocks' state: the program is gone. */
+    while (h->segments) {
+        gs_segment *s = h->segments;
+        (void)gs_dev_free(h->be, &h->calls, s->addr);
+        segment_unlink(h, s);
+        g_free(s);
+    }
+    g_ptr_array_free(h->slabs, TRUE);
+    g_free(h);
+}
+
+/* ---- accessors for policies and reports ---- */
+
+const gs_stats *gs_heap_stats(const gs_heap *h) { return &h->st; }
+const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
+const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
+uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
+uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
+const gs_segment *gs_heap_segments(const gs_heap *h) { return h->segments; }
+
+gs_block *gs_pool_lower_bound(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+{
+    return index_lower_bound(&h->pools[pool], stream, size, 0);
+}
+gs_block *gs_pool_first(const gs_heap *h, unsigned pool)
+{
+    return index_lower_bound(&h->pools[pool], 0, 0, 0);
+}
+gs_block *gs_pool_last(const gs_heap *h, unsigned pool)
+{
+    gs_block *n = h->pools[pool].root;
+    while (n && n->right) n = n->right;
+    return n;
+}
+gs_block *gs_pool_next(const gs_heap *h, const gs_block *b)
+{
+    return index_next(&h->pools[b->pool], b);
+}
+gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
+{
+    return index_prev(&h->pools[b->pool], b);
+}
+size_t gs_pool_count(const gs_heap *h, unsigned pool) { return h->pools[pool].count; }
+uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
+{
+    return h->pools[b->pool].get_free_calls - b->gc_base;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The invariant check
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int n;
+    char *first;
+} check_ctx;
+
+G_GNUC_PRINTF(2, 3) static void fail(check_ctx *c, const char *fmt, ...)
+{
+    if (c->n++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        c->first = g_strdup_vprintf(fmt, ap);
+        va_end(ap);
+    }
+}
+
+#define INSIST(c, cond, ...) \
+    do {                     \
+        if (!(cond)) fail(c, __VA_ARGS__); \
+    } while (0)
+
+/* Walk a treap in order, checking order and heap property; returns the node count. */
+static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs_block *n,
+                         const gs_block **last)
+{
+    if (!n) return 0;
+    size_t k = check_tree(c, h, pool, n->left, last);
+    INSIST(c, n->state == GS_BLOCK_FREE, "index of pool %u holds a block that is not free (%#" G_GINT64_MODIFIER "x)", pool, n->addr);
+    INSIST(c, n->pool == pool, "block %#" G_GINT64_MODIFIER "x is in the index of pool %u but belongs to pool %u", n->addr, pool, n->pool);
+    if (*last) INSIST(c, key_cmp((*last)->stream, (*last)->size, (*last)->addr, n) < 0, "index of pool %u out of order", pool);
+    if (n->left) INSIST(c, n->left->prio <= n->prio, "treap heap property broken");
+    if (n->right) INSIST(c, n->right->prio <= n->prio, "treap heap property broken");
+    *last = n;
+    return k + 1 + check_tree(c, h, pool, n->right, last);
+}
+
+int gs_heap_check(const gs_heap *h, char **why)
+{
+    check_ctx c = {0, NULL};
+    gs_stats re;
+    memset(&re, 0, sizeof re);
+    size_t free_blocks[GS_MAX_POOLS] = {0};
+    size_t nseg = 0;
+    uint64_t reserved = 0;
+
+    for (const gs_segment *s = h->segments; s; s = s->next) {
+        nseg++;
+        bool small = h->pools[s->pool].is_small;
+        int t = small ? GS_STAT_SMALL : GS_STAT_LARGE;
+        reserved += s->size;
+        re.segment[GS_STAT_ALL].current++;
+        re.segment[t].current++;
+        re.reserved_bytes[GS_STAT_ALL].current += (int64_t)s->size;
+        re.reserved_bytes[t].current += (int64_t)s->size;
+        if (s->size >= h->oversize) re.oversize_segments.current++;
+        INSIST(&c, s->head && s->head->prev == NULL, "segment %#" G_GINT64_MODIFIER "x: head block has a prev", s->addr);
+        uint64_t at = s->addr;
+        bool split = s->head && s->head->next != NULL;
+        for (const gs_block *b = s->head; b; b = b->next) {
+            INSIST(&c, b->seg == s, "block %#" G_GINT64_MODIFIER "x points to the wrong segment", b->addr);
+            INSIST(&c, b->addr == at, "segment %#" G_GINT64_MODIFIER "x: gap or overlap at %#" G_GINT64_MODIFIER "x (block starts at %#" G_GINT64_MODIFIER "x)", s->addr, at, b->addr);
+            INSIST(&c, b->size > 0, "block %#" G_GINT64_MODIFIER "x has size 0", b->addr);
+            INSIST(&c, b->pool == s->pool && b->stream == s->stream, "block %#" G_GINT64_MODIFIER "x: pool/stream differ from its segment", b->addr);
+            if (b->next) INSIST(&c, b->next->prev == b, "block %#" G_GINT64_MODIFIER "x: next->prev is not the block", b->addr);
+            if (b->state == GS_BLOCK_FREE) {
+                free_blocks[b->pool]++;
+                INSIST(&c, !(b->next && b->next->state == GS_BLOCK_FREE), "blocks should have coalesced at %#" G_GINT64_MODIFIER "x", b->next ? b->next->addr : 0);
+                if (split) {
+                    re.inactive_split[GS_STAT_ALL].current++;
+                    re.inactive_split[t].current++;
+                    re.inactive_split_bytes[GS_STAT_ALL].current += (int64_t)b->size;
+                    re.inactive_split_bytes[t].current += (int64_t)b->size;
+                }
+            } else {
+                /* Allocated and pending blocks are both "active" in PyTorch's terms. */
+                re.active[GS_STAT_ALL].current++;
+                re.active[t].current++;
+                re.active_bytes[GS_STAT_ALL].current += (int64_t)b->size;
+                re.active_bytes[t].current += (int64_t)b->size;
+                re.requested_bytes[GS_STAT_ALL].current += (int64_t)b->requested;
+                re.requested_bytes[t].current += (int64_t)b->requested;
+                if (b->state == GS_BLOCK_ALLOCATED) {
+                    re.allocation[GS_STAT_ALL].current++;
+                    re.allocation[t].current++;
+                    re.allocated_bytes[GS_STAT_ALL].current += (int64_t)b->size;
+                    re.allocated_bytes[t].current += (int64_t)b->size;
+                    if (b->size >= h->oversize) re.oversize_allocations.current++;
+                }
+            }
+            at += b->size;
+        }
+        INSIST(&c, at == s->addr + s->size, "segment %#" G_GINT64_MODIFIER "x: blocks cover %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " bytes", s->addr, at - s->addr, s->size);
+    }
+    INSIST(&c, nseg == h->nsegments, "segment list holds %zu segments, count says %zu", nseg, h->nsegments);
+    INSIST(&c, reserved == h->total_reserved, "segments hold %" G_GUINT64_FORMAT " bytes, reserved says %" G_GUINT64_FORMAT, reserved, h->total_reserved);
+
+    for (unsigned i = 0; i < h->npools; i++) {
+        const gs_block *last = NULL;
+        size_t n = check_tree(&c, h, i, h->pools[i].root, &last);
+        INSIST(&c, n == h->pools[i].count, "index of pool %u holds %zu blocks, count says %zu", i, n, h->pools[i].count);
+        INSIST(&c, n == free_blocks[i], "index of pool %u holds %zu blocks, segments have %zu free", i, n, free_blocks[i]);
+    }
+    for (const gs_block *b = h->pending; b; b = b->right)
+        INSIST(&c, b->state == GS_BLOCK_PENDING, "pending list holds a block that is not pending");
+
+#define CHECK_ARRAY(name)                                                                    \
+    for (int t = 0; t < GS_STAT_TYPES; t++)                                                  \
+        INSIST(&c, re.name[t].current == h->st.name[t].current,                              \
+               "stat " #name "[%d].current is %" G_GINT64_FORMAT ", recount gives %" G_GINT64_FORMAT, t, \
+               h->st.name[t].current, re.name[t].current);
+    GS_STAT_ARRAYS(CHECK_ARRAY)
+#undef CHECK_ARRAY
+    INSIST(&c, re.oversize_allocations.current == h->st.oversize_allocations.current, "stat oversize_allocations differs from recount");
+    INSIST(&c, re.oversize_segments.current == h->st.oversize_segments.current, "stat oversize_segments differs from recount");
+
+    if (why) *why = c.first;
+    else g_free(c.first);
+    return c.n;
+}

@@ -1,0 +1,161 @@
+/* core.h - the allocator engine shared by every policy.
+ *
+ * The core owns blocks and segments, the free-block index, splitting and coalescing, the
+ * statistics and the out-of-memory ladder. A policy (policies/policy.h) decides the rest: size
+ * rounding, which pool a request goes to, how large a new segment is, whether a cached block may
+ * serve a request, whether to split, and what to release under pressure. A backend
+ * (backends/backend.h) is the device. The structure follows PyTorch's DeviceCachingAllocator
+ * (c10/cuda/CUDACachingAllocator.cpp) closely, because reproducing what real PyTorch did, to the
+ * segment and the retry, is the point; see shared/reference/pytorch-caching-allocator.md.
+ *
+ * Vocabulary:
+ *   segment  one device allocation (a cudaMalloc), tiled exactly by blocks in address order;
+ *   block    a piece of a segment: allocated (live request), pending (freed by the program,
+ *            awaiting a deferred completion) or free (cached, in the pool's index);
+ *   pool     a set of segments with its own free-block index (PyTorch: small and large);
+ *   stream   free blocks are reused only by requests on the stream that allocated them.
+ *
+ * Nothing here is global: every call takes the heap. Not thread-safe; callers serialise.
+ */
+#ifndef GS_CORE_H
+#define GS_CORE_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+G_BEGIN_DECLS
+
+typedef struct gs_heap gs_heap;
+typedef struct gs_block gs_block;
+typedef struct gs_segment gs_segment;
+typedef struct gs_policy gs_policy;
+
+#define GS_MAX_POOLS 4
+
+typedef enum {
+    GS_BLOCK_FREE = 0,  /* cached: in its pool's index */
+    GS_BLOCK_ALLOCATED, /* serving a live request */
+    GS_BLOCK_PENDING,   /* freed by the program, completion deferred (cross-stream use) */
+} gs_block_state;
+
+struct gs_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;     /* the live request's un-rounded size (0 when not allocated) */
+    gs_block *prev, *next;  /* address-order neighbours within the segment */
+    gs_segment *seg;
+    gs_block *left, *right; /* index links while FREE; pending-list link (right) while PENDING */
+    gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
+    uint64_t gc_base;       /* pool's get_free_block count when the block entered the index */
+    uint32_t prio;          /* treap priority, derived from the address */
+    uint32_t stream;
+    uint8_t pool;
+    uint8_t state;          /* gs_block_state */
+};
+
+struct gs_segment {
+    uint64_t addr, size;
+    gs_block *head;             /* lowest-address block */
+    gs_segment *prev, *next;    /* the heap's list of live segments, in creation order */
+    uint32_t stream;
+    uint8_t pool;
+};
+
+/* ---- Statistics, with PyTorch's exact meanings (torch.cuda.memory_stats()) ---- */
+
+typedef struct {
+    int64_t current, peak, allocated, freed; /* allocated/freed: cumulative increases/decreases */
+} gs_stat;
+
+typedef enum { GS_STAT_ALL = 0, GS_STAT_SMALL, GS_STAT_LARGE, GS_STAT_TYPES } gs_stat_type;
+
+/* Each X(name) is a gs_stat[GS_STAT_TYPES] array: all, small_pool, large_pool. */
+#define GS_STAT_ARRAYS(X)                                                                   \
+    X(allocation) X(segment) X(active) X(inactive_split) X(allocated_bytes) X(reserved_bytes) \
+    X(active_bytes) X(inactive_split_bytes) X(requested_bytes)
+
+typedef struct {
+#define GS_STAT_FIELD(n) gs_stat n[GS_STAT_TYPES];
+    GS_STAT_ARRAYS(GS_STAT_FIELD)
+#undef GS_STAT_FIELD
+    gs_stat oversize_allocations; /* no pool breakdown, as in PyTorch */
+    gs_stat oversize_segments;
+    uint64_t num_alloc_retries;   /* the counted alloc attempt after a full cache flush */
+    uint64_t num_ooms;
+    uint64_t num_sync_all_streams;
+    uint64_t num_device_alloc;
+    uint64_t num_device_free;
+    /* Metrics of DESIGN.md that need the state at a moment: */
+    int64_t requested_at_peak_allocated; /* Q when A reached its peak (internal_frag) */
+    uint64_t largest_free_at_peak_reserved;
+    uint64_t total_free_at_peak_reserved; /* cached free bytes when R reached its peak */
+} gs_stats;
+
+/* ---- The heap: one allocator instance ---- */
+
+typedef struct {
+    /* Bytes the allocator may reserve (PyTorch's memory fraction times the device total);
+     * 0 means no limit was set, which, as in PyTorch, also disables garbage collection. */
+    uint64_t limit;
+} gs_heap_config;
+
+/* The heap borrows policy and backend; both must outlive it. */
+gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg);
+/* Releases every cached segment and frees host memory. Allocated blocks' segments are
+ * returned to the device too (the program is gone). */
+void gs_heap_free_all(gs_heap *h);
+
+/* Allocate size bytes on a stream. GS_OK and *out; GS_ERR_OOM after the whole ladder failed
+ * (num_ooms counted); GS_ERR_DEVICE etc. for a device failure that is not an OOM (the heap
+ * stays consistent). size 0 is served like PyTorch: rounded up to the minimum block. */
+gs_status gs_heap_malloc(gs_heap *h, uint64_t size, uint32_t stream, gs_block **out);
+/* Free a live block; its memory is reusable at once. */
+void gs_heap_free(gs_heap *h, gs_block *b);
+/* Free whose completion is deferred (the block was used on another stream). The block stays
+ * unusable until gs_heap_free_complete, or until the core drains all pending frees (a full cache
+ * release synchronises the device, as PyTorch's synchronize_and_free_events does); in that case
+ * *owner is set to NULL so the caller knows not to complete it. owner may be NULL. */
+void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner);
+void gs_heap_free_complete(gs_heap *h, gs_block *b);
+/* torch.cuda.empty_cache(): complete pending frees, release every fully free segment. */
+gs_status gs_heap_empty_cache(gs_heap *h);
+
+const gs_stats *gs_heap_stats(const gs_heap *h);
+const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
+const gs_policy *gs_heap_policy(const gs_heap *h);
+uint64_t gs_heap_limit(const gs_heap *h);
+uint64_t gs_heap_reserved(const gs_heap *h);
+const gs_segment *gs_heap_segments(const gs_heap *h); /* walk with ->next */
+
+/* Verify every invariant: blocks tile each segment exactly and are linked both ways; no two
+ * adjacent free blocks are left unmerged; each index holds exactly the free blocks of its pool,
+ * in order, with the heap property; the statistics equal a recount. Returns the number of
+ * violations; the first is described in *why (g_free it) when why is non-NULL. */
+int gs_heap_check(const gs_heap *h, char **why);
+
+/* ---- For policies: the free-block index and the release primitives ---- */
+
+/* Smallest free block in pool with (stream, size, addr) >= (stream, size, 0), or NULL. The
+ * result may be on a later stream: callers check ->stream. */
+gs_block *gs_pool_lower_bound(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+gs_block *gs_pool_first(const gs_heap *h, unsigned pool);
+gs_block *gs_pool_last(const gs_heap *h, unsigned pool);
+gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
+gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
+size_t gs_pool_count(const gs_heap *h, unsigned pool);
+/* get_free_block calls made on the pool (counted only while the policy's GC is active); a
+ * block's age is this count minus the count when it entered the index. */
+uint64_t gs_block_age(const gs_heap *h, const gs_block *b);
+static inline bool gs_block_is_split(const gs_block *b) { return b->prev || b->next; }
+/* Return a free block that is a whole segment to the device (cudaFree). */
+gs_status gs_heap_release_block(gs_heap *h, gs_block *b);
+/* PyTorch's release_cached_blocks: drain pending frees, then release every free block that is a
+ * whole segment, pool by pool. Stops at the first device error. */
+gs_status gs_heap_release_cached(gs_heap *h);
+
+G_END_DECLS
+
+#endif

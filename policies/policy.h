@@ -1,0 +1,90 @@
+/* policy.h - the policy seam: named tables of hooks over the shared core, and their registry.
+ *
+ * A policy decides what the core leaves open (see core/core.h): rounding, pool choice, segment
+ * size, whether a cached block may serve a request, whether to split it, and what to release
+ * under pressure. Policies are found by name, and their config is parsed from PyTorch's own
+ * syntax so a user can paste PYTORCH_CUDA_ALLOC_CONF as it is:
+ *
+ *     pytorch                                   PyTorch 2.11's native caching allocator
+ *     pytorch:max_split_size_mb:128,expandable_segments:False
+ *
+ * A spec is NAME or NAME:CONF. Hooks take the parsed config (cfg) and never keep state of their
+ * own: all state lives in the heap, so one gs_policy may serve many heaps.
+ */
+#ifndef GS_POLICY_H
+#define GS_POLICY_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core.h"
+
+G_BEGIN_DECLS
+
+#define GS_POLICY_VERSION 1
+
+typedef struct {
+    bool is_small; /* counted as small_pool in the statistics (else large_pool) */
+} gs_pool_desc;
+
+typedef struct gs_policy_ops {
+    int version;            /* GS_POLICY_VERSION */
+    const char *name;
+    const char *summary;    /* one line for --help */
+    const char *keys_help;  /* the config keys, one per line, for --help */
+
+    /* Parse CONF (may be ""); NULL and err (GS_POLICY_ERROR) naming the bad key or value. */
+    void *(*parse)(const char *conf, GError **err);
+    void (*cfg_free)(void *cfg);
+
+    unsigned npools;
+    const gs_pool_desc *pools;
+
+    uint64_t (*round_size)(const void *cfg, uint64_t size);
+    unsigned (*pool_of)(const void *cfg, uint64_t rounded);
+    uint64_t (*segment_size)(const void *cfg, uint64_t rounded);
+    /* May the best-fit candidate b serve a request of rounded size? Returning false ends the
+     * search (every later candidate is larger): PyTorch's oversize rules. */
+    bool (*fits)(const void *cfg, const gs_block *b, uint64_t rounded);
+    bool (*should_split)(const void *cfg, const gs_block *b, uint64_t rounded);
+    /* Blocks and segments at least this large count as oversize (UINT64_MAX: never). */
+    uint64_t (*oversize)(const void *cfg);
+
+    /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
+     * Called only when the heap has a limit. */
+    gs_status (*collect)(gs_heap *h, const void *cfg);
+    /* Optional. After a failed growth: release some cached memory for this request and say
+     * whether growth should be tried again before the full flush (PyTorch's
+     * release_available_cached_blocks). A false return after partial releases is meaningful:
+     * PyTorch then goes straight to the full flush. */
+    bool (*release_some)(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
+                         uint64_t rounded, gs_status *st);
+} gs_policy_ops;
+
+struct gs_policy {
+    const gs_policy_ops *ops;
+    void *cfg;
+    char *spec; /* as given: NAME or NAME:CONF */
+};
+
+#define GS_POLICY_ERROR (gs_policy_error_quark())
+GQuark gs_policy_error_quark(void);
+typedef enum { GS_POLICY_ERROR_UNKNOWN, GS_POLICY_ERROR_CONFIG } gs_policy_error_code;
+
+/* Look up NAME in the registry and parse CONF. */
+gs_policy *gs_policy_new(const char *spec, GError **err);
+void gs_policy_free(gs_policy *p);
+/* The registry, NULL-terminated, for --help and tests. */
+const gs_policy_ops *const *gs_policy_registry(void);
+
+extern const gs_policy_ops gs_policy_pytorch;
+
+/* PyTorch's size helpers, exposed for tests and other policies. */
+uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);
+/* roundup_power2_divisions in effect for a size (PyTorch's interval table). */
+unsigned gs_pytorch_divisions(const void *cfg, uint64_t size);
+
+G_END_DECLS
+
+#endif

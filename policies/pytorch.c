@@ -1,0 +1,402 @@
+/* pytorch.c - PyTorch 2.11's native CUDA caching allocator as a gpusim policy.
+ *
+ * Constants, rounding, pool choice, segment sizes, the oversize (max_split_size) rules, the split
+ * rule, release_available_cached_blocks and garbage collection, as in
+ * c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (2.9+). Section numbers
+ * refer to shared/reference/pytorch-caching-allocator.md.
+ *
+ * Config keys (PYTORCH_CUDA_ALLOC_CONF syntax, "key:value,key:value"):
+ *   max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions,
+ *   garbage_collection_threshold, expandable_segments, and keys accepted for compatibility
+ *   that do not change what the simulator computes (backend:native, release_lock_on_cudamalloc,
+ *   pinned_*, graph_capture_record_stream_reuse).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* §1.1 */
+enum {
+    kMinBlockSize = 512,
+    kSmallSize = 1048576,
+    kSmallBuffer = 2097152,
+    kLargeBuffer = 20971520,
+    kMinLargeAlloc = 10485760,
+    kRoundLarge = 2097152,
+};
+
+#define ROUNDUP_INTERVALS 16 /* 1 MiB .. 64 GiB, one per power of two (§1.2) */
+
+enum { POOL_LARGE = 0, POOL_SMALL = 1 };
+
+typedef struct {
+    uint64_t max_split_size;          /* UINT64_MAX: unlimited */
+    uint64_t max_non_split_rounding;  /* default kLargeBuffer */
+    unsigned divisions[ROUNDUP_INTERVALS];
+    double gc_threshold;              /* 0: off */
+    bool expandable;
+} pytorch_cfg;
+
+static const gs_pool_desc pytorch_pools[] = {
+    [POOL_LARGE] = {.is_small = false},
+    [POOL_SMALL] = {.is_small = true},
+};
+
+/* ---- sizes (§1.4, §1.5) ---- */
+
+static unsigned floor_log2(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
+
+unsigned gs_pytorch_divisions(const void *cfgv, uint64_t size)
+{
+    const pytorch_cfg *cfg = cfgv;
+    int idx = (int)floor_log2(size) - 20;
+    if (idx < 0) idx = 0;
+    if (idx > ROUNDUP_INTERVALS - 1) idx = ROUNDUP_INTERVALS - 1;
+    return cfg->divisions[idx];
+}
+
+static uint64_t roundup_power2_next_division(uint64_t size, unsigned divisions)
+{
+    if ((size & (size - 1)) == 0) return size;
+    uint64_t floor2 = UINT64_C(1) << floor_log2(size);
+    uint64_t step = floor2 >> floor_log2(divisions);
+    if (step == 0) return 2 * floor2; /* divisions exceed the interval's size */
+    return (size & ~(step - 1)) == size ? size : (size & ~(step - 1)) + step;
+}
+
+uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size)
+{
+    if (size < kMinBlockSize) return kMinBlockSize;
+    unsigned d = gs_pytorch_divisions(cfg, size);
+    if (d > 1 && size > (uint64_t)kMinBlockSize * d) return roundup_power2_next_division(size, d);
+    return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+static unsigned pytorch_pool_of(const void *cfg, uint64_t size)
+{
+    return size <= kSmallSize ? POOL_SMALL : POOL_LARGE;
+}
+
+static uint64_t pytorch_segment_size(const void *cfg, uint64_t size)
+{
+    if (size <= kSmallSize) return kSmallBuffer;
+    if (size < kMinLargeAlloc) return kLargeBuffer;
+    return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+/* ---- best fit (§1.7) and split (§1.8) ---- */
+
+static bool pytorch_fits(const void *cfgv, const gs_block *b, uint64_t size)
+{
+    const pytorch_cfg *cfg = cfgv;
+    /* A small request never takes an oversize block: it would be split and strand the rest. */
+    if (size < cfg->max_split_size && b->size >= cfg->max_split_size) return false;
+    /* A large request takes an oversize block only if it wastes less than the rounding
+     * tolerance, since oversize blocks are never split. */
+    if (size >= cfg->max_split_size && b->size >= size + cfg->max_non_split_rounding) return false;
+    return true;
+}
+
+static bool pytorch_should_split(const void *cfgv, const gs_block *b, uint64_t size)
+{
+    const pytorch_cfg *cfg = cfgv;
+    uint64_t remaining = b->size - size;
+    if (b->pool == POOL_SMALL || cfg->expandable) return remaining >= kMinBlockSize;
+    /* Note the strict '>': a large-pool remainder of exactly 1 MiB stays with the allocation. */
+    return size < cfg->max_split_size && remaining > kSmallSize;
+}
+
+static uint64_t pytorch_oversize(const void *cfgv)
+{
+    return ((const pytorch_cfg *)cfgv)->max_split_size;
+}
+
+/* ---- release paths (§1.10) ---- */
+
+/* release_available_cached_blocks: free one cached oversize block big enough for the request,
+ * else free oversize blocks from the largest down until enough is freed. Returns false when
+ * that was not enough, even though the blocks it freed stay freed: PyTorch then goes straight
+ * to the full flush (fidelity-notes.md §1.2). */
+static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
+                                 uint64_t size, gs_status *st)
+{
+    const pytorch_cfg *cfg = cfgv;
+    *st = GS_OK;
+    if (cfg->max_split_size == UINT64_MAX) return false;
+    uint64_t key = size < cfg->max_split_size ? cfg->max_split_size : size;
+    gs_block *b = gs_pool_lower_bound(h, pool, stream, key);
+    if (b && b->stream == stream) {
+        *st = gs_heap_release_block(h, b);
+        return *st == GS_OK;
+    }
+    /* No single block is large enough. Back up one: the largest block of this stream, if any. */
+    gs_block *cur = b ? gs_pool_prev(h, b) : gs_pool_last(h, pool);
+    uint64_t released = 0;
+    while (cur && released < key && cur->size >= cfg->max_split_size && cur->stream == stream) {
+        gs_block *prev = gs_pool_prev(h, cur);
+        uint64_t n = cur->size;
+        *st = gs_heap_release_block(h, cur);
+        if (*st != GS_OK) return false;
+        released += n;
+        cur = prev;
+    }
+    return released >= key;
+}
+
+/* garbage_collect_cached_blocks: free unsplit cached blocks of the large pool whose age (in
+ * get_free_block calls since they were cached) is at least the average, until reserved memory
+ * is back under threshold * limit. */
+static gs_status pytorch_collect(gs_heap *h, const void *cfgv)
+{
+    const pytorch_cfg *cfg = cfgv;
+    if (cfg->gc_threshold <= 0.0) return GS_OK;
+    uint64_t threshold = (uint64_t)(cfg->gc_threshold * (double)gs_heap_limit(h));
+    uint64_t reserved = gs_heap_reserved(h);
+    if (reserved <= threshold) return GS_OK;
+    uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0;
+    int64_t count = 0;
+    for (gs_block *b = gs_pool_first(h, POOL_LARGE); b; b = gs_pool_next(h, b)) {
+        if (!gs_block_is_split(b)) {
+            total_age += gs_block_age(h, b);
+            count++;
+        }
+    }
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+        double age_threshold = (double)total_age / (double)count;
+        freed = false;
+        gs_block *b = gs_pool_first(h, POOL_LARGE);
+        while (b) {
+            gs_block *next = gs_pool_next(h, b);
+            uint64_t age = gs_block_age(h, b);
+            if (!gs_block_is_split(b) && (double)age >= age_threshold) {
+                uint64_t n = b->size;
+                gs_status st = gs_heap_release_block(h, b);
+                if (st != GS_OK) return st;
+                freed = true;
+                reclaimed += n;
+                total_age -= age;
+                count--;
+            }
+            b = next;
+        }
+    }
+    return GS_OK;
+}
+
+/* ---- config parsing (§1.2) ---- */
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    if (!*s || !g_ascii_isdigit(*s)) return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+/* "4" or "[256:1,512:2,1024:4,>:8]" (keys in MB, powers of two; values powers of two or 0). */
+static bool parse_divisions(pytorch_cfg *cfg, const char *val, GError **err)
+{
+    uint64_t v;
+    if (val[0] != '[') {
+        if (!parse_u64(val, &v) || (v != 0 && !is_pow2(v))) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "roundup_power2_divisions: '%s' is not a power of two", val);
+            return false;
+        }
+        for (int i = 0; i < ROUNDUP_INTERVALS; i++) cfg->divisions[i] = (unsigned)v;
+        return true;
+    }
+    size_t len = strlen(val);
+    if (len < 2 || val[len - 1] != ']') {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "roundup_power2_divisions: unterminated list '%s'", val);
+        return false;
+    }
+    char *inner = g_strndup(val + 1, len - 2);
+    char **items = g_strsplit(inner, ",", -1);
+    bool ok = true, first = true;
+    int last = -1;
+    for (char **it = items; ok && *it; it++) {
+        char *colon = strchr(*it, ':');
+        uint64_t d;
+        if (!colon || !parse_u64(colon + 1, &d) || (d != 0 && !is_pow2(d))) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "roundup_power2_divisions: bad entry '%s' (want MB:DIVISIONS, a power of two)", *it);
+            ok = false;
+            break;
+        }
+        *colon = '\0';
+        if (strcmp(*it, ">") == 0) {
+            /* '>' fills every interval after the last explicit one (2.9+ behaviour). */
+            for (int i = last + 1; i < ROUNDUP_INTERVALS; i++) cfg->divisions[i] = (unsigned)d;
+            continue;
+        }
+        uint64_t mb;
+        if (!parse_u64(*it, &mb) || !is_pow2(mb)) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "roundup_power2_divisions: key '%s' must be a power of two (MB)", *it);
+            ok = false;
+            break;
+        }
+        int idx = (int)floor_log2(mb);
+        if (idx > ROUNDUP_INTERVALS - 1) idx = ROUNDUP_INTERVALS - 1;
+        if (first) {
+            for (int i = 0; i < idx; i++) cfg->divisions[i] = (unsigned)d;
+            first = false;
+        }
+        cfg->divisions[idx] = (unsigned)d;
+        last = idx;
+    }
+    g_strfreev(items);
+    g_free(inner);
+    return ok;
+}
+
+static bool parse_mb_key(const char *key, const char *val, uint64_t *out, GError **err)
+{
+    uint64_t mb;
+    if (!parse_u64(val, &mb)) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' is not a whole number of MB", key, val);
+        return false;
+    }
+    if (mb < kLargeBuffer / GS_MiB) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: %s is too small, must be >= %d", key, val, (int)(kLargeBuffer / GS_MiB));
+        return false;
+    }
+    *out = mb > UINT64_MAX / GS_MiB ? UINT64_MAX : mb * GS_MiB;
+    return true;
+}
+
+static bool parse_bool(const char *key, const char *val, bool *out, GError **err)
+{
+    /* PyTorch accepts exactly these two spellings. */
+    if (strcmp(val, "True") == 0) *out = true;
+    else if (strcmp(val, "False") == 0) *out = false;
+    else {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be True or False", key, val);
+        return false;
+    }
+    return true;
+}
+
+/* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets). */
+static GPtrArray *split_conf(const char *conf)
+{
+    GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
+    int depth = 0;
+    const char *start = conf;
+    for (const char *p = conf;; p++) {
+        if (*p == '[') depth++;
+        else if (*p == ']') depth--;
+        if (*p == '\0' || (*p == ',' && depth == 0)) {
+            char *item = g_strstrip(g_strndup(start, (size_t)(p - start)));
+            if (*item) g_ptr_array_add(items, item);
+            else g_free(item);
+            if (*p == '\0') break;
+            start = p + 1;
+        }
+    }
+    return items;
+}
+
+static void *pytorch_parse(const char *conf, GError **err)
+{
+    pytorch_cfg *cfg = g_new0(pytorch_cfg, 1);
+    cfg->max_split_size = UINT64_MAX;
+    cfg->max_non_split_rounding = kLargeBuffer;
+    GPtrArray *items = split_conf(conf ? conf : "");
+    bool ok = true;
+    for (unsigned i = 0; ok && i < items->len; i++) {
+        char *item = items->pdata[i];
+        char *colon = strchr(item, ':');
+        if (!colon) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "'%s': expected key:value", item);
+            ok = false;
+            break;
+        }
+        *colon = '\0';
+        const char *key = item, *val = colon + 1;
+        if (strcmp(key, "max_split_size_mb") == 0) {
+            ok = parse_mb_key(key, val, &cfg->max_split_size, err);
+        } else if (strcmp(key, "max_non_split_rounding_mb") == 0) {
+            ok = parse_mb_key(key, val, &cfg->max_non_split_rounding, err);
+        } else if (strcmp(key, "roundup_power2_divisions") == 0) {
+            ok = parse_divisions(cfg, val, err);
+        } else if (strcmp(key, "garbage_collection_threshold") == 0) {
+            char *end;
+            double v = g_ascii_strtod(val, &end);
+            if (!*val || *end || !(v > 0.0 && v < 1.0)) {
+                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                            "garbage_collection_threshold: '%s' must be a number with 0 < x < 1", val);
+                ok = false;
+            }
+            cfg->gc_threshold = v;
+        } else if (strcmp(key, "expandable_segments") == 0) {
+            ok = parse_bool(key, val, &cfg->expandable, err);
+            if (ok && cfg->expandable) {
+                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                            "expandable_segments:True is not supported yet by this gpusim build");
+                ok = false;
+            }
+        } else if (strcmp(key, "backend") == 0) {
+            if (strcmp(val, "native") != 0) {
+                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                            "backend: '%s' is not simulated (only 'native' is)", val);
+                ok = false;
+            }
+        } else if (strcmp(key, "release_lock_on_cudamalloc") == 0 ||
+                   strcmp(key, "graph_capture_record_stream_reuse") == 0) {
+            bool ignored;
+            ok = parse_bool(key, val, &ignored, err); /* no effect on a single-threaded replay */
+        } else if (g_str_has_prefix(key, "pinned_")) {
+            /* host (pinned) allocator settings: outside the device allocator */
+        } else {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "unknown key '%s' (see gpusim replay --help for the pytorch policy's keys)", key);
+            ok = false;
+        }
+    }
+    g_ptr_array_free(items, TRUE);
+    if (!ok) {
+        g_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+const gs_policy_ops gs_policy_pytorch = {
+    .version = GS_POLICY_VERSION,
+    .name = "pytorch",
+    .summary = "PyTorch 2.11's native CUDA caching allocator (best-fit bins, small/large pools)",
+    .keys_help =
+        "max_split_size_mb:N          blocks >= N MiB are never split (N >= 20; default unlimited)\n"
+        "max_non_split_rounding_mb:N  an oversize block may serve a request up to N MiB smaller (default 20)\n"
+        "roundup_power2_divisions:D   round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]\n"
+        "garbage_collection_threshold:X  0<X<1: free old cached blocks above X*capacity (needs --capacity)\n"
+        "expandable_segments:False    (True: not supported yet)\n",
+    .parse = pytorch_parse,
+    .cfg_free = g_free,
+    .npools = 2,
+    .pools = pytorch_pools,
+    .round_size = gs_pytorch_round_size,
+    .pool_of = pytorch_pool_of,
+    .segment_size = pytorch_segment_size,
+    .fits = pytorch_fits,
+    .should_split = pytorch_should_split,
+    .oversize = pytorch_oversize,
+    .collect = pytorch_collect,
+    .release_some = pytorch_release_some,
+};

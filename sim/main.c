@@ -1,0 +1,282 @@
+/* main.c - the gpusim command line.
+ *
+ *   gpusim replay TRACE... [--policy SPEC]... [--capacity SIZE] [--format table|csv|json] ...
+ *
+ * Exit status: 0 when every report was produced (an OOM is a result, not a failure); 1 when a
+ * replay stopped on a device error; 2 for bad usage or bad input (one line on stderr).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <errno.h>
+
+#include "replay.h"
+
+#define EXIT_DEVICE 1
+#define EXIT_USAGE 2
+
+static const char replay_summary[] =
+    "Replay recorded allocation traces through allocator policies on a simulated GPU and\n"
+    "compare peak memory, fragmentation, allocation retries, OOMs and device time.";
+
+static const char replay_description[] =
+    "Policies (SPEC is NAME or NAME:CONF, CONF in PYTORCH_CUDA_ALLOC_CONF syntax):\n"
+    "%s\n"
+    "SIZE accepts 18.2GiB, 512MiB, 6.25GiB, 4096 (bytes); GB/MB are decimal.\n"
+    "--capacity is the memory the allocator may reserve: PyTorch's per-process memory fraction\n"
+    "times the device total. Without it there is no limit (and, as in PyTorch, no garbage\n"
+    "collection); the device itself has --device-total bytes (default: the trace's\n"
+    "device_total_bytes header, else 80GiB).\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz --policy pytorch \\\n"
+    "      --policy pytorch:max_split_size_mb:128 --capacity 5.75GiB\n"
+    "  gpusim replay trace.gstrace --policy 'pytorch:roundup_power2_divisions:[256:1,>:4]' --format json\n"
+    "  gpusim replay ref_input.gstrace.gz --reference run.ref.json     # real run vs simulated\n"
+    "\n"
+    "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
+    "error, 2 bad usage or bad input.";
+
+static void usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gpusim: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(EXIT_USAGE);
+}
+
+static void progress(size_t done, size_t total, void *ud)
+{
+    fprintf(stderr, "\r%s: %zu/%zu events (%.0f%%)", (const char *)ud, done, total,
+            100.0 * (double)done / (double)(total ? total : 1));
+    fflush(stderr);
+}
+
+static void warn_lenient(const char *msg, void *ud)
+{
+    fprintf(stderr, "gpusim: warning: %s\n", msg);
+}
+
+static char *policies_help(void)
+{
+    GString *s = g_string_new(NULL);
+    for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++) {
+        g_string_append_printf(s, "  %-10s %s\n", (*r)->name, (*r)->summary);
+        char **lines = g_strsplit((*r)->keys_help, "\n", -1);
+        for (char **l = lines; *l; l++)
+            if (**l) g_string_append_printf(s, "      %s\n", *l);
+        g_strfreev(lines);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* Write the report to a temporary file beside path, then rename: never a half-written file. */
+static FILE *open_output(const char *path, char **tmp)
+{
+    if (!path) return stdout;
+    *tmp = g_strdup_printf("%s.XXXXXX", path);
+    int fd = g_mkstemp(*tmp);
+    if (fd < 0) usage_error("%s: cannot write: %s", path, g_strerror(errno));
+    return fdopen(fd, "w");
+}
+
+static void close_output(FILE *f, const char *path, char *tmp)
+{
+    if (f == stdout) {
+        fflush(stdout);
+        return;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        usage_error("%s: cannot write: %s", path, g_strerror(errno));
+    }
+    g_free(tmp);
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+    char **policies = NULL, *capacity = NULL, *device_total = NULL, *format = NULL;
+    char *backend = NULL, *calibration = NULL, *reference = NULL, *output = NULL;
+    gboolean continue_on_oom = FALSE, lenient = FALSE, no_ref_addrs = FALSE, quiet = FALSE;
+    GOptionEntry entries[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "Policy to replay under; repeat to compare several (default: pytorch)", "SPEC"},
+        {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
+         "Memory the allocator may reserve (default: no limit)", "SIZE"},
+        {"device-total", 0, 0, G_OPTION_ARG_STRING, &device_total,
+         "Physical memory of the simulated device (default: from the trace, else 80GiB)", "SIZE"},
+        {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend, "Device: sim (default)", "sim"},
+        {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
+         "Output: table (default), csv (one row per policy), json (one object)", "FMT"},
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+         "Write the report to FILE (whole, via a temporary file) instead of stdout", "FILE"},
+        {"continue-on-oom", 0, 0, G_OPTION_ARG_NONE, &continue_on_oom,
+         "Count and skip OOMs instead of stopping at the first, as the program would", NULL},
+        {"lenient", 0, 0, G_OPTION_ARG_NONE, &lenient,
+         "Turn trace errors such as a free of an unknown id into counted warnings", NULL},
+        {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
+         "Device-call latency table (CSV as in calibration/; default: built-in H100)", "FILE"},
+        {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
+         "What the real allocator did (traces/convert.py --reference): compare with it, place "
+         "segments at its addresses, and default --policy and --capacity to its run's",
+         "REF.json"},
+        {"no-reference-addresses", 0, 0, G_OPTION_ARG_NONE, &no_ref_addrs,
+         "With --reference: place segments by the driver model, not the real addresses", NULL},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    GOptionContext *ctx = g_option_context_new("TRACE... - replay allocation traces");
+    g_option_context_set_summary(ctx, replay_summary);
+    char *ph = policies_help();
+    char *desc = g_strdup_printf(replay_description, ph);
+    g_free(ph);
+    g_option_context_set_description(ctx, desc);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    GError *err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        usage_error("%s (try 'gpusim replay --help')", err->message);
+    if (argc < 2) usage_error("replay: no TRACE given (try 'gpusim replay --help')");
+
+    gs_format fmt = GS_FMT_TABLE;
+    if (format) {
+        if (strcmp(format, "table") == 0) fmt = GS_FMT_TABLE;
+        else if (strcmp(format, "csv") == 0) fmt = GS_FMT_CSV;
+        else if (strcmp(format, "json") == 0) fmt = GS_FMT_JSON;
+        else usage_error("--format: '%s' is not one of table, csv, json", format);
+    }
+    if (backend && strcmp(backend, "sim") != 0)
+        usage_error("--backend: '%s' is not available in this build (available: sim)", backend);
+    uint64_t cap = 0, total = 0;
+    if (capacity && !gs_parse_size(capacity, &cap, &err)) usage_error("--capacity: %s", err->message);
+    if (device_total && !gs_parse_size(device_total, &total, &err))
+        usage_error("--device-total: %s", err->message);
+    gs_calibration *cal = NULL;
+    if (calibration) {
+        char *msg = NULL;
+        cal = gs_calibration_load(calibration, &msg);
+        if (!cal) usage_error("--calibration: %s", msg);
+    }
+    gs_reference *ref = NULL;
+    if (reference) {
+        ref = gs_reference_load(reference, &err);
+        if (!ref) usage_error("%s", err->message);
+        if (!capacity) cap = ref->cap_bytes;
+        if (!device_total) total = ref->device_total;
+    }
+
+    /* Parse every policy before replaying anything: a typo in the last one should not cost a
+     * long replay of the first. */
+    GPtrArray *pols = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    if (policies) {
+        for (char **p = policies; *p; p++) {
+            gs_policy *pol = gs_policy_new(*p, &err);
+            if (!pol) usage_error("--policy: %s", err->message);
+            g_ptr_array_add(pols, pol);
+        }
+    } else {
+        char *spec = ref && ref->allocator_conf && *ref->allocator_conf
+                         ? g_strdup_printf("pytorch:%s", ref->allocator_conf)
+                         : g_strdup("pytorch");
+        gs_policy *pol = gs_policy_new(spec, &err);
+        if (!pol) usage_error("policy of the reference run: %s", err->message);
+        g_ptr_array_add(pols, pol);
+        g_free(spec);
+    }
+
+    char *tmp = NULL;
+    FILE *out = open_output(output, &tmp);
+    bool show_progress = !quiet && isatty(STDERR_FILENO);
+    int rc = 0;
+    if (fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
+    for (int a = 1; a < argc; a++) {
+        gs_trace *t = gs_trace_load(argv[a], lenient ? GS_TRACE_LENIENT : 0, warn_lenient, NULL, &err);
+        if (!t) {
+            if (out != stdout) unlink(tmp);
+            usage_error("%s", err->message);
+        }
+        if (t->n_warnings)
+            fprintf(stderr, "gpusim: %s: %zu problems skipped (--lenient)\n", argv[a], t->n_warnings);
+        gs_result *rs = g_new0(gs_result, pols->len);
+        const gs_reference **refs = ref ? g_new0(const gs_reference *, pols->len) : NULL;
+        for (guint i = 0; i < pols->len; i++) {
+            const gs_policy *pol = pols->pdata[i];
+            char *label = g_strdup_printf("%s [%s]", argv[a], pol->spec);
+            gs_replay_opts o = {
+                .capacity = cap,
+                .device_total = total ? total : t->device_total,
+                .cal = cal,
+                .continue_on_oom = continue_on_oom,
+                .ref = no_ref_addrs ? NULL : ref,
+                .progress = show_progress ? progress : NULL,
+                .progress_ud = label,
+            };
+            gs_replay_run(t, pol, &o, &rs[i], NULL);
+            if (show_progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
+            if (rs[i].error != GS_OK) rc = EXIT_DEVICE;
+            if (refs) refs[i] = ref;
+            g_free(label);
+        }
+        if (fmt == GS_FMT_JSON && a > 1) fputs(",\n", out);
+        gs_report(out, fmt, argv[a], t, rs, pols->len, refs, a == 1);
+        for (guint i = 0; i < pols->len; i++) gs_result_clear(&rs[i]);
+        g_free(rs);
+        g_free(refs);
+        gs_trace_free(t);
+    }
+    if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
+    close_output(out, output, tmp);
+
+    g_ptr_array_free(pols, TRUE);
+    gs_reference_free(ref);
+    gs_calibration_free(cal);
+    g_strfreev(policies);
+    g_free(capacity);
+    g_free(device_total);
+    g_free(format);
+    g_free(backend);
+    g_free(calibration);
+    g_free(reference);
+    g_free(output);
+    g_free(desc);
+    g_option_context_free(ctx);
+    return rc;
+}
+
+static const char main_help[] =
+    "usage: gpusim COMMAND [OPTIONS]\n"
+    "\n"
+    "gpusim replays GPU memory-allocation traces through allocator policies (PyTorch's caching\n"
+    "allocator and its settings) on a simulated device, to find which policy would have saved a\n"
+    "run from 'CUDA out of memory' and what it would cost.\n"
+    "\n"
+    "Commands:\n"
+    "  replay TRACE...   replay traces under one or more policies and compare them\n"
+    "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
+    "  version           print the version\n"
+    "\n"
+    "Traces are gpusim's text format (see traces/trace.h); convert a PyTorch memory snapshot with\n"
+    "  python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(main_help, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        fputs(main_help, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("gpusim %s\n", GS_VERSION);
+        return 0;
+    }
+    usage_error("unknown command '%s' (commands: replay, help, version)", cmd);
+}

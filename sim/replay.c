@@ -1,0 +1,248 @@
+/* replay.c - the replay engine: drive a trace's events through one allocator, and load reference
+ * answers (what the real allocator did) for side-by-side comparison.
+ */
+#include <string.h>
+
+#include "replay.h"
+
+/* ---- reference files ---- */
+
+static gboolean ref_bad(GError **err, const char *path, const char *what)
+{
+    g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                "%s: not a gpusim reference file (%s); make one with traces/convert.py --reference",
+                path, what);
+    return FALSE;
+}
+
+gs_reference *gs_reference_load(const char *path, GError **err)
+{
+    gs_json *j = gs_json_load(path, err);
+    if (!j) return NULL;
+    const gs_json *fmt = gs_json_get(j, "format");
+    if (!fmt || fmt->type != GS_JSON_STRING || strcmp(fmt->str, "gpusim-reference 1") != 0) {
+        ref_bad(err, path, "no \"format\": \"gpusim-reference 1\"");
+        gs_json_free(j);
+        return NULL;
+    }
+    gs_reference *r = g_new0(gs_reference, 1);
+    r->path = g_strdup(path);
+    r->seg_addrs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    r->seg_sizes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    const gs_json *v;
+    if ((v = gs_json_get(j, "allocator_conf")) && v->type == GS_JSON_STRING)
+        r->allocator_conf = g_strdup(v->str);
+    if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING) r->outcome = g_strdup(v->str);
+    if ((v = gs_json_get(j, "device_total_bytes"))) gs_json_uint(v, &r->device_total);
+    if ((v = gs_json_get(j, "cap_bytes"))) gs_json_uint(v, &r->cap_bytes);
+
+    const gs_json *evs = gs_json_get(j, "device_events");
+    gboolean ok = evs && evs->type == GS_JSON_ARRAY;
+    uint64_t reserved = 0;
+    for (size_t i = 0; ok && i < evs->n; i++) {
+        const gs_json *e = evs->items[i];
+        uint64_t addr, size;
+        ok = e->type == GS_JSON_ARRAY && e->n >= 3 && e->items[0]->type == GS_JSON_STRING &&
+             gs_json_uint(e->items[1], &addr) && gs_json_uint(e->items[2], &size);
+        if (!ok) break;
+        const char *a = e->items[0]->str;
+        if (strcmp(a, "segment_alloc") == 0) {
+            g_array_append_val(r->seg_addrs, addr);
+            g_array_append_val(r->seg_sizes, size);
+            r->n_segment_alloc++;
+        }
+        if (strcmp(a, "segment_alloc") == 0 || strcmp(a, "segment_map") == 0) reserved += size;
+        else if (strcmp(a, "segment_free") == 0 || strcmp(a, "segment_unmap") == 0) reserved -= size;
+        if (reserved > r->peak_reserved) r->peak_reserved = reserved;
+    }
+    if (!ok) {
+        ref_bad(err, path, "bad or missing \"device_events\"");
+        gs_reference_free(r);
+        gs_json_free(j);
+        return NULL;
+    }
+    const gs_json *ms = gs_json_get(j, "memory_stats");
+    if (ms && ms->type == GS_JSON_OBJECT) {
+        r->stats = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        for (size_t i = 0; i < ms->n; i++) {
+            int64_t x;
+            if (!gs_json_int(ms->items[i], &x)) continue;
+            g_hash_table_insert(r->stats, g_strdup(ms->keys[i]), g_memdup2(&x, sizeof x));
+        }
+    }
+    gs_json_free(j);
+    return r;
+}
+
+void gs_reference_free(gs_reference *r)
+{
+    if (!r) return;
+    g_free(r->path);
+    g_free(r->allocator_conf);
+    g_free(r->outcome);
+    g_array_free(r->seg_addrs, TRUE);
+    g_array_free(r->seg_sizes, TRUE);
+    if (r->stats) g_hash_table_destroy(r->stats);
+    g_free(r);
+}
+
+gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
+{
+    if (!r || !r->stats) return FALSE;
+    const int64_t *v = g_hash_table_lookup(r->stats, key);
+    if (!v) return FALSE;
+    *out = *v;
+    return TRUE;
+}
+
+/* ---- the replay ---- */
+
+void gs_result_clear(gs_result *r)
+{
+    g_free(r->policy);
+    memset(r, 0, sizeof *r);
+}
+
+/* One pass over the events. Returns FALSE when the replay must stop (first OOM without
+ * --continue-on-oom, or a device failure). */
+static gboolean replay_pass(gs_heap *h, const gs_trace *t, gs_block **slots,
+                            const gs_replay_opts *o, gs_result *r, size_t done_before,
+                            size_t total)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        gs_status st = GS_OK;
+        switch ((gs_op)e->op) {
+        case GS_OP_ALLOC:
+            st = gs_heap_malloc(h, e->size, e->stream, &slots[e->slot]);
+            if (st == GS_ERR_OOM) {
+                slots[e->slot] = NULL;
+                if (!r->oom) {
+                    r->oom = true;
+                    r->first_oom_event = i;
+                    r->first_oom_size = e->size;
+                }
+                if (!o->continue_on_oom) {
+                    r->events = done_before + i + 1;
+                    return FALSE;
+                }
+                st = GS_OK;
+            }
+            break;
+        case GS_OP_FREE: {
+            gs_block *b = slots[e->slot];
+            if (!b) {
+                r->skipped_frees++; /* its allocation failed and was skipped */
+                break;
+            }
+            if (e->flags & GS_EV_DEFERRED) {
+                gs_heap_free_request(h, b, &slots[e->slot]);
+            } else {
+                gs_heap_free(h, b);
+                slots[e->slot] = NULL;
+            }
+            break;
+        }
+        case GS_OP_FREE_DONE:
+            /* NULL when the allocator already synchronised and completed it */
+            if (slots[e->slot]) {
+                gs_heap_free_complete(h, slots[e->slot]);
+                slots[e->slot] = NULL;
+            }
+            break;
+        case GS_OP_EMPTY_CACHE:
+            st = gs_heap_empty_cache(h);
+            break;
+        case GS_OP_MARK:
+        case GS_OP_COUNT:
+            break;
+        }
+        if (st != GS_OK) {
+            r->error = st;
+            r->error_event = i;
+            r->events = done_before + i + 1;
+            return FALSE;
+        }
+        if (o->progress && ((i + 1) & ((1u << 20) - 1)) == 0)
+            o->progress(done_before + i + 1, total, o->progress_ud);
+    }
+    return TRUE;
+}
+
+gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
+                       gs_result *r, GError **err)
+{
+    memset(r, 0, sizeof *r);
+    r->policy = g_strdup(p->spec);
+    r->capacity = o->capacity;
+    gs_calibration *own_cal = NULL;
+    gs_backend *be = o->backend;
+    if (!be) {
+        if (!o->cal) own_cal = gs_calibration_builtin();
+        gs_sim_config sc = {
+            .total_bytes = o->device_total ? o->device_total : 80 * GS_GiB,
+            .cal = o->cal ? o->cal : own_cal,
+        };
+        if (o->ref && o->ref->seg_addrs->len) {
+            sc.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
+            sc.script_sizes = (const uint64_t *)(void *)o->ref->seg_sizes->data;
+            sc.script_n = o->ref->seg_addrs->len;
+        }
+        be = gs_sim_backend_new(&sc);
+    }
+    gs_heap_config hc = {.limit = o->capacity};
+    gs_heap *h = gs_heap_new(p, be, &hc);
+    gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
+    unsigned repeat = o->repeat ? o->repeat : 1;
+    size_t total = t->n * repeat;
+
+    gint64 t0 = g_get_monotonic_time();
+    gboolean go_on = TRUE;
+    for (unsigned k = 0; go_on && k < repeat; k++) {
+        go_on = replay_pass(h, t, slots, o, r, k * t->n, total);
+        if (go_on && k + 1 < repeat) {
+            /* Between repetitions the program "ends": free what is still live so the next
+             * pass starts from the same state of the trace (cached segments stay, as in a
+             * training loop's next epoch). */
+            for (size_t s = 0; s < t->n_slots; s++) {
+                if (!slots[s]) continue;
+                if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
+                else gs_heap_free(h, slots[s]);
+                slots[s] = NULL;
+            }
+        }
+    }
+    if (go_on) r->events = total;
+    r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+
+    r->stats = *gs_heap_stats(h);
+    r->calls = *gs_heap_devcalls(h);
+    r->script_used = gs_sim_script_used(be);
+    gs_heap_free_all(h);
+    g_free(slots);
+    if (!o->backend) gs_backend_destroy(be);
+    gs_calibration_free(own_cal);
+    (void)err;
+    return TRUE;
+}
+
+/* ---- metrics ---- */
+
+double gs_result_frag_peak(const gs_result *r)
+{
+    int64_t res = r->stats.reserved_bytes[GS_STAT_ALL].peak;
+    return res > 0 ? 1.0 - (double)r->stats.allocated_bytes[GS_STAT_ALL].peak / (double)res : 0.0;
+}
+
+double gs_result_internal_frag(const gs_result *r)
+{
+    int64_t q = r->stats.requested_at_peak_allocated;
+    int64_t a = r->stats.allocated_bytes[GS_STAT_ALL].peak;
+    return q > 0 ? (double)(a - q) / (double)q : 0.0;
+}
+
+double gs_result_external_frag(const gs_result *r)
+{
+    uint64_t tot = r->stats.total_free_at_peak_reserved;
+    return tot > 0 ? 1.0 - (double)r->stats.largest_free_at_peak_reserved / (double)tot : 0.0;
+}

@@ -1,0 +1,291 @@
+/* report.c - results as a table for people, CSV and JSON for scripts.
+ *
+ * Every format carries the same numbers with the names of DESIGN.md ("Metrics"); JSON adds the
+ * full PyTorch-style memory_stats and the device calls by kind. With a reference (what the real
+ * PyTorch run did), each result also says how the simulation compares.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "replay.h"
+
+static const char *outcome(const gs_result *r)
+{
+    if (r->error != GS_OK) return "error";
+    return r->oom ? "oom" : "ok";
+}
+
+static double events_per_s(const gs_result *r)
+{
+    return r->host_seconds > 0 ? (double)r->events / r->host_seconds : 0.0;
+}
+
+/* The comparison with a real run: the numbers the fidelity contract names. */
+typedef struct {
+    bool have;
+    const char *outcome;
+    int64_t peak_reserved, segments, device_alloc, retries, ooms, peak_allocated;
+    bool has_stats;
+    bool match; /* outcome, peak reserved, segments, device allocs and retries all equal */
+} ref_cmp;
+
+static ref_cmp compare(const gs_result *r, const gs_reference *ref)
+{
+    ref_cmp c;
+    memset(&c, 0, sizeof c);
+    if (!ref) return c;
+    c.have = true;
+    c.outcome = ref->outcome ? ref->outcome : "?";
+    c.peak_reserved = (int64_t)ref->peak_reserved;
+    c.segments = (int64_t)ref->n_segment_alloc;
+    c.device_alloc = c.segments;
+    c.has_stats = gs_reference_stat(ref, "num_alloc_retries", &c.retries) &&
+                  gs_reference_stat(ref, "num_ooms", &c.ooms) &&
+                  gs_reference_stat(ref, "allocated_bytes.all.peak", &c.peak_allocated);
+    gs_reference_stat(ref, "num_device_alloc", &c.device_alloc);
+    gs_reference_stat(ref, "reserved_bytes.all.peak", &c.peak_reserved);
+    c.match = strcmp(c.outcome, outcome(r)) == 0 &&
+              c.peak_reserved == r->stats.reserved_bytes[GS_STAT_ALL].peak &&
+              c.segments == r->stats.segment[GS_STAT_ALL].allocated &&
+              c.device_alloc == (int64_t)r->stats.num_device_alloc &&
+              (!c.has_stats || c.retries == (int64_t)r->stats.num_alloc_retries);
+    return c;
+}
+
+char *gs_format_size(uint64_t b)
+{
+    if (b >= GS_GiB) return g_strdup_printf("%.3f GiB", (double)b / (double)GS_GiB);
+    if (b >= GS_MiB) return g_strdup_printf("%.2f MiB", (double)b / (double)GS_MiB);
+    if (b >= 1024) return g_strdup_printf("%.2f KiB", (double)b / 1024.0);
+    return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
+}
+
+static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
+                         size_t n, const gs_reference *const *refs)
+{
+    fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
+    fprintf(out, "%-44s %-7s %12s %12s %6s %7s %5s %9s %8s %10s %8s\n", "policy", "outcome",
+            "peak alloc", "peak reserv", "frag", "retries", "OOMs", "cudaMalloc", "cudaFree",
+            "device ms", "Mev/s");
+    for (size_t i = 0; i < n; i++) {
+        const gs_result *r = &rs[i];
+        char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
+        char *pr = gs_format_size((uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak);
+        char *pol = r->capacity ? g_strdup_printf("%s @%.3fGiB", r->policy,
+                                                  (double)r->capacity / (double)GS_GiB)
+                                : g_strdup(r->policy);
+        fprintf(out, "%-44s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
+                     " %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %10.2f %8.2f\n",
+                pol, outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
+                r->stats.num_ooms, r->calls.n[GS_CALL_MALLOC], r->calls.n[GS_CALL_FREE],
+                gs_devcalls_total_us(&r->calls) / 1000.0, events_per_s(r) / 1e6);
+        g_free(pa);
+        g_free(pr);
+        g_free(pol);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gs_result *r = &rs[i];
+        if (r->oom) {
+            char *sz = gs_format_size(r->first_oom_size);
+            fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
+                         " bytes)%s\n",
+                    r->policy, r->first_oom_event, sz, r->first_oom_size,
+                    r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+            g_free(sz);
+        }
+        if (r->error != GS_OK)
+            fprintf(out, "  %s: stopped at event %zu: device error: %s\n", r->policy,
+                    r->error_event, gs_strerror(r->error));
+    }
+    if (!refs) return;
+    fprintf(out, "\nreal run (reference) vs simulated:\n");
+    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s\n", "policy", "outcome", "", "peak reserved",
+            "segments", "dev allocs", "retries");
+    for (size_t i = 0; i < n; i++) {
+        if (!refs[i]) continue;
+        const gs_result *r = &rs[i];
+        ref_cmp c = compare(r, refs[i]);
+        char retries[64] = "?";
+        if (c.has_stats)
+            g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
+                       c.retries, r->stats.num_alloc_retries);
+        fprintf(out, "%-44s %-4s/%-4s %-9s %11" G_GINT64_FORMAT "/%-11" G_GINT64_FORMAT
+                     " %5" G_GINT64_FORMAT "/%-5" G_GINT64_FORMAT " %5" G_GINT64_FORMAT
+                     "/%-5" G_GUINT64_FORMAT " %9s  %s\n",
+                r->policy, c.outcome, outcome(r), "", c.peak_reserved,
+                r->stats.reserved_bytes[GS_STAT_ALL].peak, c.segments,
+                r->stats.segment[GS_STAT_ALL].allocated, c.device_alloc,
+                r->stats.num_device_alloc, retries, c.match ? "exact" : "DIFFERS");
+    }
+    fprintf(out, "(each pair is real/simulated)\n");
+}
+
+#define CSV_COLUMNS                                                                            \
+    "policy,capacity_bytes,outcome,first_oom_event,first_oom_size,peak_allocated_bytes,"       \
+    "peak_reserved_bytes,peak_requested_bytes,frag_peak,waste_bytes,internal_frag,"            \
+    "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
+    "segments_allocated,device_time_us,replay_events_per_s"
+
+static void csv_row(FILE *out, const gs_result *r)
+{
+    const gs_stats *s = &r->stats;
+    fprintf(out, "%s,%" G_GUINT64_FORMAT ",%s,", r->policy, r->capacity, outcome(r));
+    if (r->oom) fprintf(out, "%zu,%" G_GUINT64_FORMAT ",", r->first_oom_event, r->first_oom_size);
+    else fprintf(out, ",,");
+    fprintf(out,
+            "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%.6f,%" G_GINT64_FORMAT
+            ",%.6f,%.6f,%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+            ",%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT ",%.1f,%.0f",
+            s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
+            s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(r),
+            s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
+            gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries,
+            s->num_ooms, s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
+            gs_devcalls_total_us(&r->calls), events_per_s(r));
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(out, "\\%c", ch);
+        else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
+        else fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
+static void json_stat(FILE *out, const char *name, const char *pool, const gs_stat *st, bool *first)
+{
+    static const char *const parts[] = {"allocated", "current", "freed", "peak"};
+    const int64_t vals[] = {st->allocated, st->current, st->freed, st->peak};
+    for (int i = 0; i < 4; i++) {
+        fprintf(out, "%s\"%s%s%s.%s\": %" G_GINT64_FORMAT, *first ? "" : ", ", name,
+                pool ? "." : "", pool ? pool : "", parts[i], vals[i]);
+        *first = false;
+    }
+}
+
+/* torch.cuda.memory_stats()'s flat dotted keys, so a real run and a simulated one diff cleanly. */
+static void json_memory_stats(FILE *out, const gs_stats *s)
+{
+    static const char *const pools[GS_STAT_TYPES] = {"all", "small_pool", "large_pool"};
+    bool first = true;
+    fputc('{', out);
+#define JSON_ARRAY(name)                                                                    \
+    for (int t = 0; t < GS_STAT_TYPES; t++) json_stat(out, #name, pools[t], &s->name[t], &first);
+    GS_STAT_ARRAYS(JSON_ARRAY)
+#undef JSON_ARRAY
+    json_stat(out, "oversize_allocations", NULL, &s->oversize_allocations, &first);
+    json_stat(out, "oversize_segments", NULL, &s->oversize_segments, &first);
+    fprintf(out,
+            ", \"num_alloc_retries\": %" G_GUINT64_FORMAT ", \"num_ooms\": %" G_GUINT64_FORMAT
+            ", \"num_sync_all_streams\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
+            ", \"num_device_free\": %" G_GUINT64_FORMAT "}",
+            s->num_alloc_retries, s->num_ooms, s->num_sync_all_streams, s->num_device_alloc,
+            s->num_device_free);
+}
+
+static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
+{
+    const gs_stats *s = &r->stats;
+    fprintf(out, "  {\"policy\": ");
+    json_str(out, r->policy);
+    fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"outcome\": \"%s\"", r->capacity,
+            outcome(r));
+    if (r->oom)
+        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT "}",
+                r->first_oom_event, r->first_oom_size);
+    if (r->error != GS_OK) {
+        fprintf(out, ", \"error\": {\"event\": %zu, \"message\": ", r->error_event);
+        json_str(out, gs_strerror(r->error));
+        fputc('}', out);
+    }
+    fprintf(out,
+            ",\n   \"peak_allocated_bytes\": %" G_GINT64_FORMAT ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT
+            ", \"peak_requested_bytes\": %" G_GINT64_FORMAT ", \"frag_peak\": %.6f, \"waste_bytes\": %" G_GINT64_FORMAT
+            ", \"internal_frag\": %.6f, \"external_frag\": %.6f,\n   \"num_alloc_retries\": %" G_GUINT64_FORMAT
+            ", \"num_ooms\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
+            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
+            ", \"device_time_us\": %.1f, \"events\": %zu, \"replay_events_per_s\": %.0f",
+            s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
+            s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(r),
+            s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
+            gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries, s->num_ooms,
+            s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
+            gs_devcalls_total_us(&r->calls), r->events, events_per_s(r));
+    fprintf(out, ",\n   \"device_calls\": {");
+    bool first = true;
+    for (int k = 0; k < GS_CALL_COUNT; k++) {
+        if (!r->calls.n[k]) continue;
+        fprintf(out, "%s\"%s\": {\"n\": %" G_GUINT64_FORMAT ", \"failed\": %" G_GUINT64_FORMAT
+                     ", \"time_us\": %.1f}",
+                first ? "" : ", ", gs_call_name((gs_call_kind)k), r->calls.n[k], r->calls.failed[k],
+                r->calls.time_us[k]);
+        first = false;
+    }
+    fprintf(out, "},\n   \"memory_stats\": ");
+    json_memory_stats(out, s);
+    if (ref) {
+        ref_cmp c = compare(r, ref);
+        fprintf(out, ",\n   \"reference\": {\"path\": ");
+        json_str(out, ref->path);
+        fprintf(out, ", \"outcome\": ");
+        json_str(out, c.outcome);
+        fprintf(out, ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
+                     ", \"num_device_alloc\": %" G_GINT64_FORMAT,
+                c.peak_reserved, c.segments, c.device_alloc);
+        if (c.has_stats)
+            fprintf(out, ", \"num_alloc_retries\": %" G_GINT64_FORMAT ", \"num_ooms\": %" G_GINT64_FORMAT
+                         ", \"peak_allocated_bytes\": %" G_GINT64_FORMAT,
+                    c.retries, c.ooms, c.peak_allocated);
+        fprintf(out, ", \"segments_at_reference_addresses\": %zu, \"match\": %s}", r->script_used,
+                c.match ? "true" : "false");
+    }
+    fprintf(out, "}");
+}
+
+void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+               const gs_result *rs, size_t n, const gs_reference *const *refs, bool first)
+{
+    switch (fmt) {
+    case GS_FMT_TABLE:
+        if (!first) fputc('\n', out);
+        report_table(out, name, t, rs, n, refs);
+        break;
+    case GS_FMT_CSV:
+        if (first)
+            fprintf(out, "trace,%s%s\n", CSV_COLUMNS,
+                refs ? ",ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,"
+                       "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
+                     : "");
+        for (size_t i = 0; i < n; i++) {
+            fprintf(out, "%s,", name);
+            csv_row(out, &rs[i]);
+            if (refs) {
+                ref_cmp c = compare(&rs[i], refs[i]);
+                if (c.have) {
+                    fprintf(out, ",%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
+                            c.outcome, c.peak_reserved, c.segments, c.device_alloc);
+                    if (c.has_stats) fprintf(out, "%" G_GINT64_FORMAT, c.retries);
+                    fprintf(out, ",%s", c.match ? "true" : "false");
+                } else {
+                    fprintf(out, ",,,,,,");
+                }
+            }
+            fputc('\n', out);
+        }
+        break;
+    case GS_FMT_JSON:
+        fprintf(out, "{\"trace\": ");
+        json_str(out, name);
+        fprintf(out, ", \"events\": %zu, \"allocations\": %zu, \"results\": [\n", t->n, t->n_slots);
+        for (size_t i = 0; i < n; i++) {
+            json_result(out, &rs[i], refs ? refs[i] : NULL);
+            fprintf(out, "%s\n", i + 1 < n ? "," : "");
+        }
+        fprintf(out, "]}\n");
+        break;
+    }
+}

@@ -1,0 +1,63 @@
+/* size.c - parse sizes the way people write them: "18.2GiB", "512MiB", "6.25 GiB", "4096".
+ *
+ * Binary units (KiB, MiB, GiB, TiB; also K, M, G, T) are powers of 1024; decimal units (kB, MB,
+ * GB, TB) are powers of 1000. A fraction is exact in decimal arithmetic, rounded down to whole
+ * bytes: "6.25GiB" is 6710886400 bytes. The result must be > 0 and fit in 64 bits.
+ */
+#include <string.h>
+
+#include "replay.h"
+
+
+static gboolean bad(GError **err, const char *s, const char *why)
+{
+    g_set_error(err, g_quark_from_static_string("gs-size-error"), 0,
+                "bad size '%s': %s (examples: 18.2GiB, 512MiB, 4096)", s, why);
+    return FALSE;
+}
+
+gboolean gs_parse_size(const char *s, uint64_t *out, GError **err)
+{
+    static const struct {
+        const char *name;
+        uint64_t mult;
+    } units[] = {
+        {"", 1},
+        {"B", 1},
+        {"K", UINT64_C(1) << 10}, {"KiB", UINT64_C(1) << 10}, {"kB", 1000}, {"KB", 1000},
+        {"M", UINT64_C(1) << 20}, {"MiB", UINT64_C(1) << 20}, {"MB", 1000000},
+        {"G", UINT64_C(1) << 30}, {"GiB", UINT64_C(1) << 30}, {"GB", 1000000000},
+        {"T", UINT64_C(1) << 40}, {"TiB", UINT64_C(1) << 40}, {"TB", UINT64_C(1000000000000)},
+    };
+    const char *p = s;
+    uint64_t whole = 0, frac = 0, frac_div = 1;
+    if (!g_ascii_isdigit(*p) && *p != '.') return bad(err, s, "not a number");
+    for (; g_ascii_isdigit(*p); p++) {
+        if (whole > (UINT64_MAX - 9) / 10) return bad(err, s, "too large");
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p == '.') {
+        p++;
+        if (!g_ascii_isdigit(*p)) return bad(err, s, "no digits after '.'");
+        for (; g_ascii_isdigit(*p); p++) {
+            if (frac_div >= UINT64_C(1000000000000)) continue; /* beyond 12 digits: ignored */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            frac_div *= 10;
+        }
+    }
+    while (*p == ' ') p++;
+    for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
+        if (strcmp(p, units[i].name) != 0) continue;
+        uint64_t m = units[i].mult;
+        if (whole && m > UINT64_MAX / whole) return bad(err, s, "too large");
+        uint64_t v = whole * m;
+        /* frac/frac_div * m without overflow: frac < frac_div <= 1e12, m <= 2^40 */
+        unsigned __int128 f = (unsigned __int128)frac * m / frac_div;
+        if (v > UINT64_MAX - (uint64_t)f) return bad(err, s, "too large");
+        v += (uint64_t)f;
+        if (v == 0) return bad(err, s, "must be more than 0 bytes");
+        *out = v;
+        return TRUE;
+    }
+    return bad(err, s, "unknown unit");
+}

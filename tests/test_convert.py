@@ -1,0 +1,549 @@
+#!/usr/bin/env python3
+"""Tests for traces/convert.py (standard library unittest; run from any directory).
+
+    python3 tests/test_convert.py          # or: python3 -m unittest discover -s tests
+
+The tests build small synthetic PyTorch memory snapshots (plain dicts, as _snapshot() returns)
+themselves and run the converter as a subprocess, the way users run it, so exit statuses and
+stderr are tested too. When the real reference traces are checked out beside the repository
+(../shared/traces/pytorch-2.11-h100 relative to the repository root), the allocator statistics
+derived from them are checked against what PyTorch itself reported; otherwise that test skips.
+"""
+
+import glob
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)                       # the repository root is the parent of tests/
+CONVERT = os.path.join(ROOT, "traces", "convert.py")
+REAL_TRACES = os.path.join(ROOT, "..", "shared", "traces", "pytorch-2.11-h100")
+
+MiB = 1 << 20
+H100_TOTAL = 85017493504
+HEADER_COLS = "seq,time_us,op,client,device,stream,id,size"
+
+
+def ev(action, addr, size, t, stream=0):
+    """One device_traces entry, with the fields PyTorch 2.11 writes (context=None)."""
+    e = {"action": action, "size": size, "stream": stream, "time_us": t,
+         "compile_context": "N/A", "user_metadata": ""}
+    if action == "oom":
+        e["device_free"] = addr
+    else:
+        e["addr"] = addr
+    return e
+
+
+def snapshot(*device_lists, conf="", segments=None):
+    """A minimal snapshot dict shaped like torch.cuda.memory._snapshot()."""
+    return {
+        "segments": segments if segments is not None else [],
+        "device_traces": [list(d) for d in device_lists],
+        "allocator_settings": {
+            "PYTORCH_CUDA_ALLOC_CONF": conf,
+            "max_split_size": -1,
+            "garbage_collection_threshold": 0.0,
+            "expandable_segments": "expandable_segments:True" in conf,
+            "roundup_power2_divisions": {"1": 0, "2": 0},
+        },
+        "external_annotations": [],
+    }
+
+
+class ConverterTestCase(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="test_convert.")
+        self.tmp = self._tmp.name
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write_snapshot(self, name, snap, gz=False):
+        data = pickle.dumps(snap, protocol=pickle.HIGHEST_PROTOCOL)
+        if gz:
+            data = gzip.compress(data)
+        return self.write_bytes(name, data)
+
+    def write_bytes(self, name, data):
+        p = self.path(name)
+        with open(p, "wb") as f:
+            f.write(data)
+        return p
+
+    def run_convert(self, *args):
+        # cwd is the temporary directory on purpose: the converter must not depend on it.
+        return subprocess.run([sys.executable, CONVERT, *args], cwd=self.tmp,
+                              capture_output=True, text=True)
+
+    def convert_ok(self, *args):
+        r = self.run_convert(*args)
+        self.assertEqual(r.returncode, 0, f"converter failed: {r.stderr}")
+        return r
+
+    @staticmethod
+    def read_text(path):
+        with open(path, "rb") as f:
+            data = f.read()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        return data.decode("utf-8")
+
+    def trace_lines(self, path):
+        return self.read_text(path).splitlines()
+
+    def event_lines(self, path):
+        lines = self.trace_lines(path)
+        return lines[lines.index(HEADER_COLS) + 1:]
+
+    def assert_one_line_error(self, r, *fragments):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("convert.py: "), lines[0])
+        for frag in fragments:
+            self.assertIn(frag, lines[0])
+
+
+# A small run: two segments, three allocations, an address reused after an immediate free.
+BASIC_EVENTS = [
+    ev("segment_alloc", 0x7000_0000, 2 * MiB, 990),
+    ev("alloc", 0x7000_0000, 100, 1000),
+    ev("alloc", 0x7000_0200, 513, 1010),
+    ev("free_requested", 0x7000_0000, 100, 1020),
+    ev("free_completed", 0x7000_0000, 100, 1021),
+    ev("snapshot", 0, 613, 1025),
+    ev("segment_alloc", 0x8000_0000, 20 * MiB, 1029),
+    ev("alloc", 0x7000_0000, 50, 1030),
+    ev("alloc", 0x8000_0000, 3 * MiB, 1031, stream=7),
+    ev("free_requested", 0x7000_0200, 513, 1040),
+    ev("free_completed", 0x7000_0200, 513, 1040),
+]
+
+BASIC_EXPECTED = [
+    "# gpusim-trace 1",
+    "# source: pytorch-snapshot basic.pickle",
+    "# device_total_bytes: 85017493504",
+    "# allocator_conf: expandable_segments:False",
+    HEADER_COLS,
+    "0,0,alloc,torch,0,0,1,100",
+    "1,10,alloc,torch,0,0,2,513",
+    "2,20,free,torch,0,0,1,100",
+    "3,30,alloc,torch,0,0,3,50",
+    "4,31,alloc,torch,0,7,4,3145728",
+    "5,40,free,torch,0,0,2,513",
+]
+
+
+class TestTraceOutput(ConverterTestCase):
+    def test_exact_output(self):
+        src = self.write_snapshot("basic.pickle",
+                                  snapshot(BASIC_EVENTS, conf="expandable_segments:False"))
+        r = self.convert_ok(src, "-o", "out.gstrace", "--device-total", str(H100_TOTAL))
+        self.assertEqual(r.stderr, "")
+        self.assertEqual(self.trace_lines(self.path("out.gstrace")), BASIC_EXPECTED)
+
+    def test_gzip_input_and_output(self):
+        snap = snapshot(BASIC_EVENTS, conf="expandable_segments:False")
+        plain = self.write_snapshot("basic.pickle", snap)
+        # Same content, gzipped, under a name that says nothing: detection is by content.
+        zipped = self.write_snapshot("basic.data", snap, gz=True)
+        self.convert_ok(plain, "-o", "a.gstrace")
+        self.convert_ok(zipped, "-o", "b.gstrace.gz")
+        self.convert_ok(zipped, "-o", "c.gstrace.gz")
+        with open(self.path("b.gstrace.gz"), "rb") as f:
+            b = f.read()
+        with open(self.path("c.gstrace.gz"), "rb") as f:
+            c = f.read()
+        self.assertEqual(b[:2], b"\x1f\x8b")
+        self.assertEqual(b, c, "gzip output must be byte-reproducible (mtime=0)")
+        a_lines = self.trace_lines(self.path("a.gstrace"))
+        b_lines = self.trace_lines(self.path("b.gstrace.gz"))
+        self.assertEqual(a_lines[2:], b_lines[2:])            # only '# source:' differs
+        self.assertEqual(b_lines[1], "# source: pytorch-snapshot basic.data")
+        # No device total given and no sibling JSON: the header line is left out.
+        self.assertFalse(any(l.startswith("# device_total_bytes") for l in a_lines))
+        # Written whole via a temporary file, which must not be left behind.
+        self.assertEqual(sorted(os.listdir(self.tmp)),
+                         ["a.gstrace", "b.gstrace.gz", "basic.data", "basic.pickle",
+                          "c.gstrace.gz"])
+
+    def test_client_name(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        self.convert_ok(src, "-o", "out.gstrace", "--client", "worker1")
+        self.assertEqual(self.event_lines(self.path("out.gstrace"))[0],
+                         "0,0,alloc,worker1,0,0,1,100")
+
+    def test_empty_allocator_conf(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS, conf=""))
+        self.convert_ok(src, "-o", "out.gstrace")
+        self.assertIn("# allocator_conf: ", self.trace_lines(self.path("out.gstrace")))
+
+    def test_deferred_free_completion(self):
+        events = [
+            ev("alloc", 0x1000, 64, 100),
+            ev("alloc", 0x2000, 128, 101, stream=5),
+            # Used on another stream (record_stream): completion comes later, after other
+            # events, so the trace gets free_done at that later position.
+            ev("free_requested", 0x2000, 128, 102, stream=5),
+            ev("alloc", 0x3000, 32, 103),
+            ev("free_completed", 0x2000, 128, 110, stream=5),
+            # Immediate: free_completed right after its own free_requested -> no free_done.
+            ev("free_requested", 0x1000, 64, 111),
+            ev("free_completed", 0x1000, 64, 111),
+            # Two deferred frees completing in the other order: the next event after a
+            # free_requested is a free_completed, but of another address, so still deferred.
+            ev("free_requested", 0x3000, 32, 112),
+            ev("alloc", 0x2000, 16, 113),
+            ev("free_requested", 0x2000, 16, 114),
+            ev("free_completed", 0x3000, 32, 115),
+            ev("free_completed", 0x2000, 16, 116),
+        ]
+        src = self.write_snapshot("d.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        self.assertEqual(self.event_lines(self.path("out.gstrace")), [
+            "0,0,alloc,torch,0,0,1,64",
+            "1,1,alloc,torch,0,5,2,128",
+            "2,2,free,torch,0,5,2,128",
+            "3,3,alloc,torch,0,0,3,32",
+            "4,10,free_done,torch,0,5,2,128",
+            "5,11,free,torch,0,0,1,64",
+            "6,12,free,torch,0,0,3,32",
+            "7,13,alloc,torch,0,0,4,16",
+            "8,14,free,torch,0,0,4,16",
+            "9,15,free_done,torch,0,0,3,32",
+            "10,16,free_done,torch,0,0,4,16",
+        ])
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(ref["derived"]["num_deferred_frees"], 3)
+
+    def test_alloc_while_pending_free_is_error(self):
+        # A block whose free has not completed still owns its address.
+        events = [ev("alloc", 0x1000, 64, 1), ev("free_requested", 0x1000, 64, 2),
+                  ev("alloc", 0x2000, 8, 3), ev("alloc", 0x1000, 64, 4)]
+        src = self.write_snapshot("p.pickle", snapshot(events))
+        r = self.run_convert(src, "-o", "out.gstrace")
+        self.assert_one_line_error(r, "device 0 event 3", "0x1000")
+
+    def test_multi_device_merge(self):
+        dev0 = [ev("alloc", 0x1000, 10, 100), ev("free_requested", 0x1000, 10, 300),
+                ev("free_completed", 0x1000, 10, 300)]
+        # Same address on device 1 is a different block; the equal time 100 goes after dev 0.
+        dev1 = [ev("alloc", 0x1000, 20, 100), ev("alloc", 0x2000, 30, 200),
+                ev("free_requested", 0x1000, 20, 400), ev("free_completed", 0x1000, 20, 400)]
+        src = self.write_snapshot("m.pickle", snapshot(dev0, dev1))
+        self.convert_ok(src, "-o", "out.gstrace")
+        self.assertEqual(self.event_lines(self.path("out.gstrace")), [
+            "0,0,alloc,torch,0,0,1,10",
+            "1,0,alloc,torch,1,0,2,20",
+            "2,100,alloc,torch,1,0,3,30",
+            "3,200,free,torch,0,0,1,10",
+            "4,300,free,torch,1,0,2,20",
+        ])
+
+    def test_free_size_comes_from_alloc(self):
+        events = [ev("alloc", 0x1000, 100, 1), ev("free_requested", 0x1000, 99, 2),
+                  ev("free_completed", 0x1000, 99, 2)]
+        src = self.write_snapshot("s.pickle", snapshot(events))
+        r = self.convert_ok(src, "-o", "out.gstrace")
+        self.assertEqual(self.event_lines(self.path("out.gstrace"))[1],
+                         "1,1,free,torch,0,0,1,100")
+        self.assertIn("warning", r.stderr)
+
+    def test_negative_stream_is_written_unsigned(self):
+        # A cudaStream_t recorded as a signed 64-bit integer: same handle, written unsigned.
+        events = [ev("alloc", 0x1000, 8, 1, stream=-2)]
+        src = self.write_snapshot("n.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "out.gstrace")
+        self.assertEqual(self.event_lines(self.path("out.gstrace")),
+                         ["0,0,alloc,torch,0,18446744073709551614,1,8"])
+
+    def test_help_teaches(self):
+        r = subprocess.run([sys.executable, CONVERT, "--help"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("examples:", r.stdout)
+        self.assertIn("--reference", r.stdout)
+
+
+class TestMidRun(ConverterTestCase):
+    def test_synthesized_allocs(self):
+        events = [
+            # The ring buffer dropped the beginning: these blocks were allocated before.
+            ev("free_completed", 0x9000, 8, 50),             # its free_requested was dropped
+            ev("free_requested", 0x5000, 64, 100),
+            ev("free_completed", 0x5000, 64, 100),
+            ev("alloc", 0x6000, 32, 110),
+            ev("segment_alloc", 0x7000_0000, 2 * MiB, 115),
+            ev("free_requested", 0x4000, 16, 120, stream=3),
+            ev("free_completed", 0x4000, 16, 120, stream=3),
+            ev("alloc", 0x5000, 64, 130),                     # address reuse is fine
+        ]
+        # The snapshot's segments say what is allocated at the end: 0x6000 and 0x5000 were
+        # allocated in the log; 0xA000 was held from before the log to its end.
+        segments = [{
+            "device": 0, "address": 0x0, "total_size": 2 * MiB, "allocated_size": 0,
+            "active_size": 0, "requested_size": 0, "stream": 0, "segment_type": "small",
+            "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+            "blocks": [
+                {"address": 0x5000, "size": 512, "requested_size": 64,
+                 "state": "active_allocated", "frames": []},
+                {"address": 0x6000, "size": 512, "requested_size": 32,
+                 "state": "active_allocated", "frames": []},
+                {"address": 0x8000, "size": 512, "requested_size": 0,
+                 "state": "inactive", "frames": []},
+                {"address": 0xA000, "size": 1024, "requested_size": 1000,
+                 "state": "active_allocated", "frames": []},
+            ]}]
+        src = self.write_snapshot("mid.pickle", snapshot(events, segments=segments))
+        r = self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertIn("# synthesized_allocs: 3", lines)
+        self.assertEqual(self.event_lines(self.path("out.gstrace")), [
+            "0,0,alloc,torch,0,0,1,64",       # freed at 0x5000, in the order of the frees
+            "1,0,alloc,torch,0,3,2,16",       # freed at 0x4000
+            "2,0,alloc,torch,0,0,3,1000",     # held throughout (from segments)
+            "3,0,free,torch,0,0,1,64",
+            "4,10,alloc,torch,0,0,4,32",
+            "5,20,free,torch,0,3,2,16",
+            "6,30,alloc,torch,0,0,5,64",
+        ])
+        # Warnings: one for the synthesized allocs (with the count), one for the dropped
+        # completion; no error, exit 0.
+        self.assertIn("synthesized 3 alloc(s)", r.stderr)
+        self.assertIn("skipped 1 free completion", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        # The segment_alloc came after 2 real trace events, after the 3 synthesized lines.
+        self.assertEqual(ref["device_events"], [["segment_alloc", 0x7000_0000, 2 * MiB, 5]])
+        self.assertEqual(ref["derived"]["num_synthesized_allocs"], 3)
+
+    def test_alloc_at_live_address_is_error(self):
+        events = [ev("alloc", 0x1000, 64, 1), ev("alloc", 0x2000, 8, 2),
+                  ev("alloc", 0x1000, 64, 3)]
+        src = self.write_snapshot("dup.pickle", snapshot(events))
+        r = self.run_convert(src, "-o", "out.gstrace")
+        self.assert_one_line_error(r, "device 0 event 2", "still allocated")
+        self.assertFalse(os.path.exists(self.path("out.gstrace")))
+
+
+class TestErrors(ConverterTestCase):
+    def test_not_a_pickle(self):
+        src = self.write_bytes("notes.txt", b"hello, this is not a snapshot\n")
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "notes.txt")
+
+    def test_garbage_that_looks_like_a_pickle(self):
+        src = self.write_bytes("bad.pickle", b"\x80\x04\x95garbage")
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "not a valid pickle")
+
+    def test_disallowed_class_is_refused_not_run(self):
+        # A classic hostile pickle: calls os.system("touch MARKER") when loaded normally.
+        marker = self.path("MARKER")
+        payload = (b"cos\nsystem\n(S'touch " + marker.encode() + b"'\ntR.")
+        src = self.write_bytes("evil.pickle", payload)
+        r = self.run_convert(src, "-o", "o.gstrace")
+        self.assert_one_line_error(r, "os.system", "refusing")
+        self.assertFalse(os.path.exists(marker), "the pickle's code must never run")
+
+    def test_object_instance_is_refused(self):
+        # Protocol-2 pickle of a class instance: needs copyreg/__main__ classes -> refused.
+        data = pickle.dumps({"segments": [], "device_traces": [[]],
+                             "allocator_settings": ValueError("x")}, protocol=2)
+        src = self.write_bytes("obj.pickle", data)
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "refusing")
+
+    def test_truncated_gzip(self):
+        data = gzip.compress(pickle.dumps(snapshot(BASIC_EVENTS)))
+        src = self.write_bytes("cut.pickle.gz", data[: len(data) // 2])
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "truncated gzip")
+
+    def test_missing_file(self):
+        self.assert_one_line_error(self.run_convert(self.path("nope.pickle"), "-o", "o.gstrace"),
+                                   "cannot read")
+
+    def test_empty_file(self):
+        src = self.write_bytes("empty.pickle", b"")
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "empty")
+
+    def test_pickle_that_is_not_a_snapshot(self):
+        src = self.write_bytes("list.pickle", pickle.dumps([1, 2, 3]))
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                   "not a PyTorch memory snapshot")
+
+    def test_unknown_action(self):
+        events = [ev("alloc", 0x1000, 1, 1), ev("teleport", 0x1000, 1, 2)]
+        src = self.write_snapshot("u.pickle", snapshot(events))
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                   "device 0 event 1", "'teleport'")
+
+    def test_malformed_event(self):
+        events = [ev("alloc", 0x1000, 1, 1), {"action": "alloc", "addr": "0x10", "size": 1,
+                                               "stream": 0, "time_us": 2}]
+        src = self.write_snapshot("m.pickle", snapshot(events))
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "'addr'")
+
+    def test_unwritable_output(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        r = self.run_convert(src, "-o", self.path("no/such/dir/o.gstrace"))
+        self.assert_one_line_error(r, "cannot write")
+
+
+class TestReference(ConverterTestCase):
+    EVENTS = [
+        ev("segment_alloc", 0x1_0000_0000, 2 * MiB, 10),      # reserved 2 MiB
+        ev("alloc", 0x1_0000_0000, 512, 11),
+        ev("segment_alloc", 0x2_0000_0000, 20 * MiB, 12),     # 22 MiB
+        ev("alloc", 0x2_0000_0000, 12 * MiB, 13),
+        ev("free_requested", 0x2_0000_0000, 12 * MiB, 14),
+        ev("free_completed", 0x2_0000_0000, 12 * MiB, 14),
+        ev("segment_free", 0x2_0000_0000, 20 * MiB, 15),      # 2 MiB
+        ev("segment_map", 0x3_0000_0000, 4 * MiB, 16),        # 6 MiB
+        ev("segment_map", 0x3_0040_0000, 20 * MiB, 17),       # 26 MiB (peak)
+        ev("oom", 123456789, 40 * MiB, 18),                   # device_free, rounded request
+        ev("segment_unmap", 0x3_0040_0000, 20 * MiB, 19),     # 6 MiB (final)
+        ev("alloc", 0x3_0000_0000, 3 * MiB, 20),
+    ]
+
+    def make(self, name="run__default__6.25", sibling=True):
+        src = self.write_snapshot(name + ".pickle.gz", snapshot(self.EVENTS), gz=True)
+        if sibling:
+            with open(self.path(name + ".json"), "w") as f:
+                json.dump({"total_bytes": H100_TOTAL, "cap_gib": 6.25, "outcome": "ok",
+                           "memory_stats": {"reserved_bytes.all.peak": 26 * MiB}}, f)
+        return src
+
+    def reference(self, *extra, sibling=True):
+        src = self.make(sibling=sibling)
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json", *extra)
+        with open(self.path("ref.json")) as f:
+            return json.load(f)
+
+    def test_fields(self):
+        ref = self.reference()
+        self.assertEqual(ref["format"], "gpusim-reference 1")
+        self.assertEqual(ref["source"], "run__default__6.25.pickle.gz")
+        self.assertEqual(ref["allocator_conf"], "")
+        self.assertEqual(ref["allocator_settings"]["max_split_size"], -1)
+        self.assertEqual(ref["device_total_bytes"], H100_TOTAL)
+        self.assertEqual(ref["cap_gib"], 6.25)
+        # PyTorch's truncated limit: one byte less than 6.25 GiB on this device.
+        self.assertEqual(ref["cap_bytes"], 6710886399)
+        self.assertEqual(ref["outcome"], "ok")
+        self.assertEqual(ref["memory_stats"], {"reserved_bytes.all.peak": 26 * MiB})
+        d = ref["derived"]
+        self.assertEqual((d["num_segment_alloc"], d["num_segment_free"], d["num_segment_map"],
+                          d["num_segment_unmap"], d["num_oom_events"]), (2, 1, 2, 1, 1))
+        self.assertEqual(d["peak_reserved_bytes"], 26 * MiB)
+        self.assertEqual(d["final_reserved_bytes"], 6 * MiB)
+        self.assertEqual(d["num_events"], len(self.EVENTS))
+        self.assertEqual(d["num_trace_events"], 4)
+        # seq = number of trace events before it: the event happened just before trace event seq.
+        self.assertEqual(ref["device_events"], [
+            ["segment_alloc", 0x1_0000_0000, 2 * MiB, 0],
+            ["segment_alloc", 0x2_0000_0000, 20 * MiB, 1],
+            ["segment_free", 0x2_0000_0000, 20 * MiB, 3],
+            ["segment_map", 0x3_0000_0000, 4 * MiB, 3],
+            ["segment_map", 0x3_0040_0000, 20 * MiB, 3],
+            ["oom", 123456789, 40 * MiB, 3],
+            ["segment_unmap", 0x3_0040_0000, 20 * MiB, 3],
+        ])
+        # The trace itself picked up the device total from the sibling JSON.
+        self.assertIn("# device_total_bytes: 85017493504",
+                      self.trace_lines(self.path("out.gstrace")))
+
+    def test_device_total_override(self):
+        ref = self.reference("--device-total", "1000000000")
+        self.assertEqual(ref["device_total_bytes"], 1000000000)
+        # The cap was truncated against the device the run really had.
+        self.assertEqual(ref["cap_bytes"], 6710886399)
+        self.assertIn("# device_total_bytes: 1000000000",
+                      self.trace_lines(self.path("out.gstrace")))
+
+    def test_no_sibling(self):
+        ref = self.reference(sibling=False)
+        for key in ("device_total_bytes", "cap_gib", "cap_bytes", "outcome", "memory_stats"):
+            self.assertIsNone(ref[key], key)
+
+    def test_nocap_sibling(self):
+        src = self.write_snapshot("w__default__nocap.pickle", snapshot(self.EVENTS))
+        with open(self.path("w__default__nocap.json"), "w") as f:
+            json.dump({"total_bytes": H100_TOTAL, "cap_gib": None, "outcome": "ok",
+                       "memory_stats": {}}, f)
+        self.convert_ok(src, "-o", "o.gstrace", "--reference", "r.json")
+        with open(self.path("r.json")) as f:
+            ref = json.load(f)
+        self.assertIsNone(ref["cap_bytes"])
+        self.assertEqual(ref["device_total_bytes"], H100_TOTAL)
+
+
+class TestRmmLog(ConverterTestCase):
+    def test_basic(self):
+        log = ("Thread,Time,Action,Pointer,Size,Stream\n"
+               "140,23:59:59.999990,allocate,0x7f0000000000,1024,0x0\n"
+               "140,23:59:59.999995,allocate,0x7f0000000400,256,0x5\n"
+               "141,00:00:00.000010,free,0x7f0000000000,1024,0x0\n")
+        src = self.write_bytes("rmm.csv", log.encode())
+        self.convert_ok(src, "-o", "out.gstrace", "--client", "rmm")
+        self.assertEqual(self.trace_lines(self.path("out.gstrace")), [
+            "# gpusim-trace 1",
+            "# source: rmm-log rmm.csv",
+            HEADER_COLS,
+            "0,0,alloc,rmm,0,0,1,1024",
+            "1,5,alloc,rmm,0,5,2,256",
+            "2,20,free,rmm,0,0,1,1024",      # across midnight
+        ])
+
+    def test_failure_is_error(self):
+        log = ("Thread,Time,Action,Pointer,Size,Stream\n"
+               "140,10:00:00.000001,allocate failure,0x0,1024,0x0\n")
+        src = self.write_bytes("rmm.csv", log.encode())
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "line 2")
+
+
+@unittest.skipUnless(os.path.isdir(REAL_TRACES), "real traces not present at " + REAL_TRACES)
+class TestRealTraces(ConverterTestCase):
+    """The allocator numbers derived from the real snapshots equal what PyTorch reported."""
+
+    def test_derived_matches_memory_stats(self):
+        runs = sorted(glob.glob(os.path.join(REAL_TRACES, "*.pickle.gz")))
+        self.assertTrue(runs)
+        event_lines = {}
+        for src in runs:
+            name = os.path.basename(src)[: -len(".pickle.gz")]
+            with self.subTest(run=name):
+                out, ref_path = self.path(name + ".gstrace"), self.path(name + ".ref.json")
+                self.convert_ok(src, "-o", out, "--reference", ref_path)
+                with open(ref_path) as f:
+                    ref = json.load(f)
+                d, ms = ref["derived"], ref["memory_stats"]
+                if not ref["allocator_settings"]["expandable_segments"]:
+                    self.assertEqual(d["num_segment_alloc"], ms["segment.all.allocated"])
+                self.assertEqual(d["num_segment_alloc"] + d["num_segment_map"],
+                                 ms["num_device_alloc"])
+                self.assertEqual(d["peak_reserved_bytes"], ms["reserved_bytes.all.peak"])
+                self.assertEqual(d["final_reserved_bytes"], ms["reserved_bytes.all.current"])
+                # Every request of one workload is the same in every run: compare without
+                # the time column.
+                rows = [l.split(",") for l in self.event_lines(out)]
+                event_lines.setdefault(name.split("__")[0], []).append(
+                    (name, [r[:1] + r[2:] for r in rows]))
+        for workload, runs_of_it in event_lines.items():
+            first_name, first = runs_of_it[0]
+            for name, rows in runs_of_it[1:]:
+                with self.subTest(workload=workload, run=name):
+                    self.assertEqual(rows, first, f"{name} differs from {first_name}")
+
+
+if __name__ == "__main__":
+    unittest.main()
