@@ -1,0 +1,99 @@
+#!/bin/sh
+# test_cli.sh GPUSIM SRCDIR - end-to-end tests of the gpusim command line: help, errors (one
+# line on stderr, exit 2), every output format, --output, OOM outcomes and --continue-on-oom.
+set -u
+gpusim=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+pass() { :; }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error DESCRIPTION WANT_SUBSTRING CMD...: exit 2, exactly one stderr line containing WANT
+expect_error() {
+    what=$1; want=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "$what: exit $rc, want 2"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$what: stderr has $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
+    grep -q -- "$want" "$tmp/err" || fail "$what: stderr lacks '$want': $(cat "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "$what: wrote to stdout"
+}
+
+trace=$src/traces/data/resnet50.gstrace.gz
+
+# --- help teaches ---
+"$gpusim" help >"$tmp/h" || fail "help exits non-zero"
+grep -q "replay" "$tmp/h" || fail "help lacks the replay command"
+"$gpusim" replay --help >"$tmp/h" || fail "replay --help exits non-zero"
+for word in --policy --capacity --format --continue-on-oom --reference max_split_size_mb Examples "Exit status"; do
+    grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
+done
+"$gpusim" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command: want exit 2"
+
+# --- errors ---
+expect_error "unknown command" "unknown command 'replya'" "$gpusim" replya
+expect_error "missing trace" "no TRACE" "$gpusim" replay
+expect_error "unreadable trace" "$tmp/nope.gstrace" "$gpusim" replay "$tmp/nope.gstrace"
+expect_error "bad flag" "--bogus" "$gpusim" replay --bogus "$trace"
+expect_error "bad size" "bad size '12 parsecs'" "$gpusim" replay "$trace" --capacity "12 parsecs"
+expect_error "bad format" "--format" "$gpusim" replay "$trace" --format xml
+expect_error "bad policy key" "unknown key 'max_split_sise_mb'" "$gpusim" replay "$trace" --policy pytorch:max_split_sise_mb:128
+expect_error "unknown policy" "unknown policy 'tcmalloc'" "$gpusim" replay "$trace" --policy tcmalloc
+expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,4096\n1,1,free,torch,0,0,2,0\n' >"$tmp/bad.gstrace"
+expect_error "bad trace" "bad.gstrace:4:" "$gpusim" replay "$tmp/bad.gstrace"
+# --lenient turns it into a warning and replays
+"$gpusim" replay "$tmp/bad.gstrace" --lenient --format csv >"$tmp/out" 2>"$tmp/err" || fail "--lenient: non-zero exit"
+grep -q "1 problems skipped" "$tmp/err" || fail "--lenient: no summary of skipped problems"
+
+# --- formats ---
+"$gpusim" replay "$trace" -p pytorch -p pytorch:max_split_size_mb:128 --format json >"$tmp/r.json" || fail "json: exit"
+python3 - "$tmp/r.json" <<'PY' || fail "json: content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rs = d["results"]
+assert [r["policy"] for r in rs] == ["pytorch", "pytorch:max_split_size_mb:128"], rs
+for r in rs:
+    for k in ("outcome", "peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes",
+              "frag_peak", "num_alloc_retries", "num_ooms", "num_device_alloc",
+              "num_device_free", "device_time_us", "replay_events_per_s", "memory_stats"):
+        assert k in r, k
+    assert r["outcome"] == "ok"
+    assert r["memory_stats"]["reserved_bytes.all.peak"] == r["peak_reserved_bytes"]
+assert rs[0]["peak_reserved_bytes"] == 7029653504, rs[0]["peak_reserved_bytes"]
+assert rs[0]["num_device_alloc"] == 110
+PY
+"$gpusim" replay "$trace" -p pytorch -p pytorch:max_split_size_mb:128 --format csv >"$tmp/r.csv" || fail "csv: exit"
+[ "$(wc -l <"$tmp/r.csv")" -eq 3 ] || fail "csv: want header + 2 rows"
+awk -F, 'NR==1{n=NF} NF!=n{exit 1}' "$tmp/r.csv" || fail "csv: ragged rows"
+head -1 "$tmp/r.csv" | grep -q "^trace,policy,capacity_bytes,outcome," || fail "csv: header"
+"$gpusim" replay "$trace" "$src/traces/data/gpt2.gstrace.gz" --format json >"$tmp/two.json" || fail "two traces: exit"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2" "$tmp/two.json" || fail "two traces: want a JSON array of 2"
+
+# --- --output writes the whole file ---
+"$gpusim" replay "$trace" --format csv -o "$tmp/o.csv" >"$tmp/out" || fail "--output: exit"
+[ ! -s "$tmp/out" ] || fail "--output: also wrote stdout"
+[ "$(wc -l <"$tmp/o.csv")" -eq 2 ] || fail "--output: file content"
+ls "$tmp" | grep -q 'o.csv.' && fail "--output: left a temporary file"
+
+# --- OOM outcome: stop at first, or continue ---
+"$gpusim" replay "$trace" --capacity 4GiB --format json >"$tmp/oom.json" || fail "oom: exit"
+python3 - "$tmp/oom.json" <<'PY' || fail "oom: content"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["outcome"] == "oom" and r["num_ooms"] == 1, r
+assert r["first_oom"]["event"] > 0 and r["first_oom"]["size"] > 0
+assert r["events"] == r["first_oom"]["event"] + 1
+PY
+"$gpusim" replay "$trace" --capacity 4GiB --continue-on-oom --format json >"$tmp/oom2.json" || fail "continue: exit"
+python3 -c "
+import json,sys
+r=json.load(open(sys.argv[1]))['results'][0]
+assert r['outcome']=='oom' and r['num_ooms']>1 and r['events']==8533, r" "$tmp/oom2.json" || fail "continue-on-oom: content"
+"$gpusim" replay "$trace" --capacity 4GiB >"$tmp/t.txt" || fail "table: exit"
+grep -q "first OOM at event" "$tmp/t.txt" || fail "table: no first-OOM line"
+
+[ "$fails" -eq 0 ] && echo "all CLI tests passed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,436 @@
+/* test_core.c - the allocator core under the pytorch policy: blocks, split and merge, pools,
+ * streams, statistics, the out-of-memory ladder, deferred frees, and failures of the device.
+ * Every operation is followed by gs_heap_check(). */
+#include "testutil.h"
+
+#define DEV (80 * GiB)
+
+START_TEST(small_request_takes_low_end_of_2mib_segment)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 37632, 0); /* rounds to 37888 */
+    ck_assert_uint_eq(a->size, 37888);
+    ck_assert_uint_eq(a->addr, a->seg->addr);
+    ck_assert_uint_eq(a->seg->size, 2 * MiB);
+    ck_assert_int_eq(STAT(f.heap, segment, SMALL).current, 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 2 * MiB);
+    ck_assert_int_eq(STAT(f.heap, allocated_bytes, ALL).current, 37888);
+    ck_assert_int_eq(STAT(f.heap, requested_bytes, ALL).current, 37632);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, SMALL).current, 1);
+    ck_assert_int_eq(STAT(f.heap, inactive_split_bytes, SMALL).current, 2 * MiB - 37888);
+    gs_block *b = xalloc(f.heap, 256, 0);
+    ck_assert_uint_eq(b->addr, a->addr + 37888); /* packed right after a, same segment */
+    ck_assert_uint_eq(b->size, 512);
+    xfree(f.heap, a);
+    xfree(f.heap, b); /* both merge back into one free 2 MiB block */
+    ck_assert_int_eq(STAT(f.heap, inactive_split, SMALL).current, 0);
+    ck_assert_uint_eq(gs_pool_count(f.heap, 1), 1);
+    ck_assert_int_eq(STAT(f.heap, allocated_bytes, ALL).current, 0);
+    ck_assert_int_eq(STAT(f.heap, active, ALL).current, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(segment_sizes_follow_pytorch)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1 * MiB, 0); /* <= 1 MiB: small pool */
+    ck_assert_uint_eq(a->seg->size, 2 * MiB);
+    gs_block *b = xalloc(f.heap, 1 * MiB + 1, 0); /* 1..10 MiB: a 20 MiB segment */
+    ck_assert_uint_eq(b->seg->size, 20 * MiB);
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);
+    /* b's 20 MiB segment has 19 MiB cached: use another stream to see fresh segments */
+    gs_block *c = xalloc(f.heap, 10 * MiB + MiB / 2, 1); /* >= 10 MiB: round to 2 MiB */
+    ck_assert_uint_eq(c->seg->size, 12 * MiB);
+    /* the 1.5 MiB remainder is > 1 MiB: split off and cached */
+    ck_assert_uint_eq(c->size, 10 * MiB + MiB / 2);
+    gs_block *d = xalloc(f.heap, 11 * MiB, 1);
+    /* remainder exactly 1 MiB: not split (strict '>'), counted as allocated */
+    ck_assert_uint_eq(d->seg->size, 12 * MiB);
+    ck_assert_uint_eq(d->size, 12 * MiB);
+    ck_assert_ptr_null(d->next);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(best_fit_prefers_smallest_then_lowest_address)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    /* three 12 MiB segments; free the second and third, then the first */
+    gs_block *a = xalloc(f.heap, 12 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 12 * MiB, 0);
+    gs_block *c = xalloc(f.heap, 14 * MiB, 0);
+    uint64_t lowest = MIN(a->addr, b->addr);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    gs_block *x = xalloc(f.heap, 11 * MiB + 1, 0); /* fits 12 and 14: takes a 12, lower address */
+    ck_assert_uint_eq(x->size, 12 * MiB);
+    ck_assert_uint_eq(x->addr, lowest);
+    gs_block *y = xalloc(f.heap, 13 * MiB, 0); /* only the 14 MiB block fits */
+    ck_assert_uint_eq(y->seg->size, 14 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 3);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(streams_do_not_share_free_blocks)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 1);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 4096, 2); /* a's cached segment belongs to stream 1 */
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2);
+    ck_assert_uint_eq(b->stream, 2);
+    gs_block *c = xalloc(f.heap, 4096, 1);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2); /* stream 1 reuses its own */
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(split_and_merge_keep_inactive_split_stats)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 2 * MiB, 0); /* 20 MiB segment, 18 MiB remainder */
+    gs_block *b = xalloc(f.heap, 2 * MiB, 0);
+    gs_block *c = xalloc(f.heap, 2 * MiB, 0);
+    ck_assert_uint_eq(b->addr, a->addr + 2 * MiB);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, LARGE).current, 1);
+    ck_assert_int_eq(STAT(f.heap, inactive_split_bytes, LARGE).current, 14 * MiB);
+    xfree(f.heap, b); /* a hole between a and c */
+    ck_assert_int_eq(STAT(f.heap, inactive_split, LARGE).current, 2);
+    xfree(f.heap, c); /* c merges with b's hole and the tail */
+    ck_assert_int_eq(STAT(f.heap, inactive_split, LARGE).current, 1);
+    ck_assert_int_eq(STAT(f.heap, inactive_split_bytes, LARGE).current, 18 * MiB);
+    xfree(f.heap, a); /* whole segment free again: not split, not inactive_split */
+    ck_assert_int_eq(STAT(f.heap, inactive_split, LARGE).current, 0);
+    ck_assert_int_eq(STAT(f.heap, inactive_split_bytes, LARGE).current, 0);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, LARGE).peak, 2);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(empty_cache_releases_only_whole_free_segments)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 0);
+    gs_block *b = xalloc(f.heap, 30 * MiB, 0);
+    gs_block *c = xalloc(f.heap, 2 * MiB, 0);
+    xfree(f.heap, b);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    /* b's 30 MiB segment went back; a's and c's segments are in use */
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_sync_all_streams, 1);
+    xfree(f.heap, a);
+    xfree(f.heap, c);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).peak, 52 * MiB);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(limit_hit_releases_cache_and_counts_one_retry)
+{
+    fixture f = fx_new("pytorch", DEV, 100 * MiB);
+    gs_block *a = xalloc(f.heap, 60 * MiB, 0);
+    xfree(f.heap, a); /* 60 MiB cached */
+    gs_block *b = xalloc(f.heap, 70 * MiB, 0); /* 60+70 > 100: flush the cache, retry */
+    ck_assert_uint_eq(b->size, 70 * MiB);
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->num_alloc_retries, 1);
+    ck_assert_int_eq(s->num_ooms, 0);
+    ck_assert_int_eq(s->num_device_free, 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).peak, 70 * MiB);
+    /* now a request that cannot fit even after a flush */
+    gs_block *c = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 40 * MiB, 0, &c), GS_ERR_OOM);
+    check_heap(f.heap);
+    ck_assert_int_eq(s->num_alloc_retries, 2); /* the retry is counted even when it fails */
+    ck_assert_int_eq(s->num_ooms, 1);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(device_oom_without_limit)
+{
+    fixture f = fx_new("pytorch", 64 * MiB, 0);
+    gs_block *a = xalloc(f.heap, 40 * MiB, 0);
+    gs_block *b = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 30 * MiB, 0, &b), GS_ERR_OOM);
+    check_heap(f.heap);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+    ck_assert_int_eq(gs_heap_devcalls(f.heap)->failed[GS_CALL_MALLOC], 2); /* first try + retry */
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(max_split_size_rules)
+{
+    fixture f = fx_new("pytorch:max_split_size_mb:100", DEV, 0);
+    gs_block *big = xalloc(f.heap, 200 * MiB, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->oversize_segments.current, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->oversize_allocations.current, 1);
+    xfree(f.heap, big);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->oversize_allocations.current, 0);
+    /* a request below max_split_size never takes the oversize block */
+    gs_block *small = xalloc(f.heap, 50 * MiB, 0);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2);
+    ck_assert_uint_eq(small->seg->size, 50 * MiB);
+    /* a large request takes it only within 20 MiB: 181 MiB would waste 19 MiB: ok */
+    gs_block *l1 = xalloc(f.heap, 181 * MiB, 0);
+    ck_assert_uint_eq(l1->size, 200 * MiB); /* not split */
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2);
+    xfree(f.heap, l1);
+    gs_block *l2 = xalloc(f.heap, 180 * MiB, 0); /* would waste exactly 20 MiB: refused */
+    ck_assert_uint_eq(l2->seg->size, 180 * MiB);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 3);
+    xfree(f.heap, small);
+    xfree(f.heap, l2);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(release_available_frees_one_big_enough_oversize_block)
+{
+    /* limit 500 MiB: cached oversize blocks of 150 and 300 MiB; a 250 MiB request does not fit
+     * (450 + 250 > 500) and cannot use the 300 MiB block (waste >= 20 MiB), so the policy frees
+     * the smallest single oversize block >= 250 MiB (the 300) and grows without a counted retry. */
+    fixture f = fx_new("pytorch:max_split_size_mb:100", DEV, 500 * MiB);
+    gs_block *a = xalloc(f.heap, 150 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 300 * MiB, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    gs_block *c = xalloc(f.heap, 250 * MiB, 0);
+    ck_assert_uint_eq(c->size, 250 * MiB);
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->num_alloc_retries, 0);
+    ck_assert_int_eq(s->num_device_free, 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 400 * MiB);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(release_available_partial_release_goes_to_full_flush)
+{
+    /* Cached oversize blocks of 120 and 110 MiB (both < the 250 MiB request) and a cached
+     * 40 MiB non-oversize segment. Limit 300 MiB. Releasing the oversize blocks from the largest
+     * down frees 230 MiB < 250 MiB: release_some says no (though the frees stand), so PyTorch
+     * goes straight to the full flush and the counted retry (fidelity-notes §1.2). */
+    fixture f = fx_new("pytorch:max_split_size_mb:100", DEV, 300 * MiB);
+    gs_block *a = xalloc(f.heap, 120 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 110 * MiB, 0);
+    gs_block *c = xalloc(f.heap, 40 * MiB, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    gs_block *d = xalloc(f.heap, 250 * MiB, 0);
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->num_alloc_retries, 1);
+    ck_assert_int_eq(s->num_device_free, 3);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 250 * MiB);
+    xfree(f.heap, d);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(garbage_collection_frees_old_blocks_only_with_limit)
+{
+    /* Threshold 0.5 of 100 MiB. Cache two 30 MiB segments, then age one of them by serving
+     * many requests from another segment; GC frees the old one before growing. */
+    fixture f = fx_new("pytorch:garbage_collection_threshold:0.5", DEV, 100 * MiB);
+    gs_block *old = xalloc(f.heap, 30 * MiB, 0);
+    gs_block *keep = xalloc(f.heap, 24 * MiB, 0);
+    xfree(f.heap, old);
+    xfree(f.heap, keep);
+    /* best fit serves each 24 MiB request from keep's block, never old's: old ages */
+    for (int i = 0; i < 10; i++) xfree(f.heap, xalloc(f.heap, 24 * MiB, 0));
+    /* 54 MiB reserved > 50 MiB threshold: a miss triggers GC; both blocks are unsplit; the old
+     * one's age is far above average, the recent one's is not. */
+    gs_block *x = xalloc(f.heap, 40 * MiB, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 2);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    xfree(f.heap, x);
+    fx_free(&f);
+
+    /* without a limit the threshold is ignored, as in PyTorch (issue #106660) */
+    fixture g = fx_new("pytorch:garbage_collection_threshold:0.5", DEV, 0);
+    gs_block *o = xalloc(g.heap, 30 * MiB, 0);
+    xfree(g.heap, o);
+    gs_block *y = xalloc(g.heap, 40 * MiB, 0);
+    ck_assert_int_eq(gs_heap_stats(g.heap)->num_device_free, 0);
+    xfree(g.heap, y);
+    fx_free(&g);
+}
+END_TEST
+
+START_TEST(deferred_free_is_not_reused_until_complete)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 0);
+    gs_block *owner = a;
+    gs_heap_free_request(f.heap, a, &owner);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, allocated_bytes, ALL).current, 0); /* dropped at request */
+    ck_assert_int_eq(STAT(f.heap, active_bytes, ALL).current, 4096); /* still active */
+    gs_block *b = xalloc(f.heap, 4096, 0);
+    ck_assert_uint_ne(b->addr, a->addr); /* a is pending, not reusable */
+    gs_heap_free_complete(f.heap, a);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, active_bytes, ALL).current, 4096);
+    gs_block *c = xalloc(f.heap, 4096, 0);
+    ck_assert_uint_eq(c->addr, b->addr - 4096); /* a's place, lowest address first */
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(flush_completes_pending_frees_and_clears_owner)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    gs_block *owner = a;
+    gs_heap_free_request(f.heap, a, &owner);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_ptr_null(owner);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    ck_assert_int_eq(STAT(f.heap, active, ALL).current, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(roundup_power2_divisions_change_allocated_bytes)
+{
+    fixture f = fx_new("pytorch:roundup_power2_divisions:4", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1200 * 1024, 0); /* between 1 and 2 MiB: steps of 256 KiB */
+    ck_assert_uint_eq(a->size, 1280 * 1024);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(zero_size_request_gets_minimum_block)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 0, 0);
+    ck_assert_uint_eq(a->size, 512);
+    ck_assert_int_eq(STAT(f.heap, requested_bytes, ALL).current, 0);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+/* ---- device failures leave the heap consistent ---- */
+
+static fixture faulty_fx(const char *spec, uint64_t limit, gs_call_kind kind, uint64_t nth,
+                         gs_status status)
+{
+    gs_sim_config sc = {.total_bytes = DEV};
+    gs_faulty_config fc = {.mask = 1u << kind, .fail_nth = nth, .status = status};
+    return fx_new_on(spec, gs_faulty_backend_new(gs_sim_backend_new(&sc), &fc), limit);
+}
+
+START_TEST(malloc_oom_from_device_goes_through_ladder)
+{
+    /* the 2nd cudaMalloc reports OOM once: the ladder flushes the cache and retries */
+    fixture f = faulty_fx("pytorch", 0, GS_CALL_MALLOC, 2, GS_ERR_OOM);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 40 * MiB, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1); /* a's segment was flushed */
+    ck_assert_uint_eq(gs_faulty_injected(f.be), 1);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(malloc_device_error_propagates_and_heap_stays_consistent)
+{
+    fixture f = faulty_fx("pytorch", 0, GS_CALL_MALLOC, 2, GS_ERR_DEVICE);
+    gs_block *a = xalloc(f.heap, 4096, 0);
+    gs_block *b = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 30 * MiB, 0, &b), GS_ERR_DEVICE);
+    check_heap(f.heap);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 0); /* not an OOM */
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    gs_block *c = xalloc(f.heap, 30 * MiB, 0); /* the device works again */
+    xfree(f.heap, a);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(free_failure_during_flush_keeps_segment_cached)
+{
+    fixture f = faulty_fx("pytorch", 0, GS_CALL_FREE, 1, GS_ERR_DEVICE);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    xfree(f.heap, a);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_ERR_DEVICE);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 0);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK); /* second try succeeds */
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(check_detects_corruption)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 0);
+    a->size += 512; /* blocks no longer tile the segment, stats disagree */
+    char *why = NULL;
+    ck_assert_int_gt(gs_heap_check(f.heap, &why), 0);
+    ck_assert_ptr_nonnull(why);
+    g_free(why);
+    a->size -= 512;
+    check_heap(f.heap);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("pytorch");
+    tcase_add_test(tc, small_request_takes_low_end_of_2mib_segment);
+    tcase_add_test(tc, segment_sizes_follow_pytorch);
+    tcase_add_test(tc, best_fit_prefers_smallest_then_lowest_address);
+    tcase_add_test(tc, streams_do_not_share_free_blocks);
+    tcase_add_test(tc, split_and_merge_keep_inactive_split_stats);
+    tcase_add_test(tc, empty_cache_releases_only_whole_free_segments);
+    tcase_add_test(tc, limit_hit_releases_cache_and_counts_one_retry);
+    tcase_add_test(tc, device_oom_without_limit);
+    tcase_add_test(tc, max_split_size_rules);
+    tcase_add_test(tc, release_available_frees_one_big_enough_oversize_block);
+    tcase_add_test(tc, release_available_partial_release_goes_to_full_flush);
+    tcase_add_test(tc, garbage_collection_frees_old_blocks_only_with_limit);
+    tcase_add_test(tc, deferred_free_is_not_reused_until_complete);
+    tcase_add_test(tc, flush_completes_pending_frees_and_clears_owner);
+    tcase_add_test(tc, roundup_power2_divisions_change_allocated_bytes);
+    tcase_add_test(tc, zero_size_request_gets_minimum_block);
+    suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("device-failures");
+    tcase_add_test(tf, malloc_oom_from_device_goes_through_ladder);
+    tcase_add_test(tf, malloc_device_error_propagates_and_heap_stays_consistent);
+    tcase_add_test(tf, free_failure_during_flush_keeps_segment_cached);
+    tcase_add_test(tf, check_detects_corruption);
+    suite_add_tcase(s, tf);
+    return s;
+}
+
+int main(void) { return run_suite(core_suite()); }

@@ -1,0 +1,135 @@
+/* test_random.c - thousands of seeded random alloc/free/empty_cache sequences through every
+ * policy setting, with and without a limit, on a reliable and on a failing device. After every
+ * operation the heap check runs, and every byte is accounted for: the heap's statistics agree
+ * with a model of the live requests kept here, and what the heap reserved agrees with what the
+ * device handed out. */
+#include "testutil.h"
+
+static const char *const specs[] = {
+    "pytorch",
+    "pytorch:max_split_size_mb:40",
+    "pytorch:roundup_power2_divisions:4",
+    "pytorch:roundup_power2_divisions:[1:2,4:4,>:8],max_non_split_rounding_mb:30",
+    "pytorch:garbage_collection_threshold:0.5,max_split_size_mb:64",
+};
+
+#define SEQUENCES 400 /* per spec and mode */
+#define OPS 400
+#define MAXLIVE 64
+
+/* Sizes spanning both pools and every segment-size rule, biased towards collisions. */
+static uint64_t random_size(GRand *r)
+{
+    switch (g_rand_int_range(r, 0, 6)) {
+    case 0: return (uint64_t)g_rand_int_range(r, 0, 4096);
+    case 1: return (uint64_t)g_rand_int_range(r, 4096, 1 << 20);
+    case 2: return (uint64_t)g_rand_int_range(r, 1 << 20, 10 << 20);
+    case 3: return (uint64_t)g_rand_int_range(r, 10 << 20, 120 << 20);
+    case 4: return (uint64_t)(1 + g_rand_int_range(r, 0, 8)) << 20; /* exact MiB multiples */
+    default: return (uint64_t)g_rand_int_range(r, 1, 300) * 512;
+    }
+}
+
+static void run_sequence(const char *spec, uint32_t seed, bool limited, bool faulty)
+{
+    GRand *r = g_rand_new_with_seed(seed);
+    uint64_t limit = limited ? (uint64_t)g_rand_int_range(r, 64, 512) * MiB : 0;
+    gs_sim_config sc = {.total_bytes = 1 * GiB};
+    gs_backend *be = gs_sim_backend_new(&sc);
+    if (faulty) {
+        gs_faulty_config fc = {.mask = (1u << GS_CALL_MALLOC) | (1u << GS_CALL_FREE),
+                               .probability = 0.05, .seed = seed,
+                               .status = (seed & 1) ? GS_ERR_OOM : GS_ERR_DEVICE};
+        be = gs_faulty_backend_new(be, &fc);
+    }
+    fixture f = fx_new_on(spec, be, limit);
+    gs_block *live[MAXLIVE] = {0};
+    gs_block *pending[MAXLIVE] = {0};
+    uint64_t live_req = 0, live_sz = 0;
+    for (int op = 0; op < OPS; op++) {
+        int slot = g_rand_int_range(r, 0, MAXLIVE);
+        int what = g_rand_int_range(r, 0, 100);
+        if (what < 2) {
+            gs_status st = gs_heap_empty_cache(f.heap);
+            ck_assert(st == GS_OK || faulty);
+            for (int i = 0; i < MAXLIVE; i++) /* the flush completes pending frees */
+                ck_assert(st != GS_OK || pending[i] == NULL);
+        } else if (what < 8 && pending[slot]) {
+            gs_heap_free_complete(f.heap, pending[slot]);
+            pending[slot] = NULL;
+        } else if (live[slot]) {
+            live_req -= live[slot]->requested;
+            live_sz -= live[slot]->size;
+            if (what < 20 && !pending[slot]) {
+                pending[slot] = live[slot];
+                gs_heap_free_request(f.heap, live[slot], &pending[slot]);
+            } else {
+                gs_heap_free(f.heap, live[slot]);
+            }
+            live[slot] = NULL;
+        } else {
+            uint64_t size = random_size(r);
+            gs_block *b = NULL;
+            gs_status st = gs_heap_malloc(f.heap, size, (uint32_t)g_rand_int_range(r, 0, 2), &b);
+            if (st == GS_OK) {
+                ck_assert_uint_ge(b->size, size);
+                ck_assert_uint_eq(b->requested, size);
+                live[slot] = b;
+                live_req += size;
+                live_sz += b->size;
+            } else {
+                ck_assert_msg(st == GS_ERR_OOM || (faulty && st == GS_ERR_DEVICE),
+                              "unexpected status %s", gs_strerror(st));
+            }
+        }
+        check_heap(f.heap);
+        const gs_stats *s = gs_heap_stats(f.heap);
+        ck_assert_int_eq(s->allocated_bytes[GS_STAT_ALL].current, (int64_t)live_sz);
+        int64_t pend_req = 0;
+        for (int i = 0; i < MAXLIVE; i++) pend_req += pending[i] ? (int64_t)pending[i]->requested : 0;
+        ck_assert_int_eq(s->requested_bytes[GS_STAT_ALL].current, (int64_t)live_req + pend_req);
+        if (limit) ck_assert_uint_le(gs_heap_reserved(f.heap), limit);
+        uint64_t fr, tot;
+        ck_assert_int_eq(gs_dev_mem_info(f.be, NULL, &fr, &tot), GS_OK);
+        ck_assert_uint_eq(tot - fr, gs_heap_reserved(f.heap)); /* every device byte is ours */
+    }
+    for (int i = 0; i < MAXLIVE; i++) {
+        if (live[i]) gs_heap_free(f.heap, live[i]);
+        if (pending[i]) gs_heap_free_complete(f.heap, pending[i]);
+    }
+    check_heap(f.heap);
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->allocated_bytes[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s->requested_bytes[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s->inactive_split[GS_STAT_ALL].current, 0); /* all merged back */
+    /* cumulative counters balance */
+    ck_assert_int_eq(s->allocation[GS_STAT_ALL].allocated, s->allocation[GS_STAT_ALL].freed);
+    ck_assert_int_eq(s->segment[GS_STAT_ALL].allocated - s->segment[GS_STAT_ALL].freed,
+                     s->segment[GS_STAT_ALL].current);
+    ck_assert_int_eq((int64_t)s->num_device_alloc, s->segment[GS_STAT_ALL].allocated);
+    ck_assert_int_eq((int64_t)s->num_device_free, s->segment[GS_STAT_ALL].freed);
+    fx_free(&f);
+    g_rand_free(r);
+}
+
+START_TEST(random_sequences)
+{
+    const char *spec = specs[_i / 3];
+    int mode = _i % 3; /* 0: no limit, 1: limit, 2: limit and a failing device */
+    for (uint32_t seed = 1; seed <= SEQUENCES; seed++)
+        run_sequence(spec, seed * 7919u + (uint32_t)_i, mode >= 1, mode == 2);
+}
+END_TEST
+
+static Suite *random_suite(void)
+{
+    Suite *s = suite_create("random");
+    TCase *tc = tcase_create("sequences");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, random_sequences, 0, (int)G_N_ELEMENTS(specs) * 3);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return run_suite(random_suite()); }

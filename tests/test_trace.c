@@ -1,0 +1,1097 @@
+/* test_trace.c - Check suite for the trace reader, writer and builder (traces/trace.c).
+ *
+ * Every error the reader can report has a named test that checks the error domain, the code
+ * and the "FILE:LINE:" prefix, because users find bad lines in multi-gigabyte traces by that
+ * prefix alone. Files are written into a fresh temporary directory per test, so no fixture
+ * files are needed and the tests can run in parallel.
+ */
+#include "trace.h"
+
+#include <check.h>
+#include <errno.h>
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME "t.gstrace"
+#define HDR "# gpusim-trace 1\n" GS_TRACE_COLUMNS "\n"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static gs_trace *parse(const char *text, unsigned flags, GError **err)
+{
+    return gs_trace_parse(NAME, text, strlen(text), flags, NULL, NULL, err);
+}
+
+static gs_trace *parse_ok(const char *text)
+{
+    GError *err = NULL;
+    gs_trace *t = parse(text, 0, &err);
+    ck_assert_msg(t != NULL, "unexpected error: %s", err ? err->message : "?");
+    ck_assert_uint_eq(t->n_warnings, 0);
+    return t;
+}
+
+/* The reader must fail with GS_TRACE_ERROR_FORMAT, "t.gstrace:LINE: ..." and the given text. */
+static void expect_error_at(const char *text, size_t line, const char *what)
+{
+    GError *err = NULL;
+    gs_trace *t = parse(text, 0, &err);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(err);
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    char *prefix = line ? g_strdup_printf(NAME ":%zu: ", line) : g_strdup(NAME ": ");
+    ck_assert_msg(g_str_has_prefix(err->message, prefix), "message '%s' lacks prefix '%s'",
+                  err->message, prefix);
+    ck_assert_msg(strstr(err->message, what) != NULL, "message '%s' lacks '%s'", err->message,
+                  what);
+    g_free(prefix);
+    g_error_free(err);
+}
+
+typedef struct {
+    GPtrArray *msgs;
+} warn_log;
+
+static void collect_warning(const char *msg, void *ud)
+{
+    warn_log *w = ud;
+    g_ptr_array_add(w->msgs, g_strdup(msg));
+}
+
+static char *make_tmpdir(void)
+{
+    GError *err = NULL;
+    char *dir = g_dir_make_tmp("gs-test-trace-XXXXXX", &err);
+    ck_assert_msg(dir != NULL, "%s", err ? err->message : "?");
+    return dir;
+}
+
+/* Removes a test directory and the plain files in it. */
+static void remove_tmpdir(char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    if (d) {
+        const char *name;
+        while ((name = g_dir_read_name(d))) {
+            char *p = g_build_filename(dir, name, NULL);
+            g_unlink(p);
+            g_free(p);
+        }
+        g_dir_close(d);
+    }
+    g_rmdir(dir);
+    g_free(dir);
+}
+
+static guint count_entries(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    ck_assert_ptr_nonnull(d);
+    guint n = 0;
+    while (g_dir_read_name(d))
+        n++;
+    g_dir_close(d);
+    return n;
+}
+
+static void write_file(const char *path, const char *data, gssize len)
+{
+    GError *err = NULL;
+    ck_assert_msg(g_file_set_contents(path, data, len, &err), "%s", err ? err->message : "?");
+}
+
+static void assert_same_trace(const gs_trace *a, const gs_trace *b)
+{
+    ck_assert_uint_eq(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        const gs_event *x = &a->ev[i], *y = &b->ev[i];
+        ck_assert_msg(x->time_us == y->time_us && x->size == y->size && x->slot == y->slot &&
+                      x->stream == y->stream && x->client == y->client && x->op == y->op &&
+                      x->flags == y->flags && x->device == y->device,
+                      "event %zu differs", i);
+    }
+    ck_assert_uint_eq(a->n_slots, b->n_slots);
+    for (size_t i = 0; i < a->n_slots; i++)
+        ck_assert_uint_eq(a->slot_id[i], b->slot_id[i]);
+    ck_assert_uint_eq(a->clients->len, b->clients->len);
+    for (guint i = 0; i < a->clients->len; i++)
+        ck_assert_str_eq(g_ptr_array_index(a->clients, i), g_ptr_array_index(b->clients, i));
+    ck_assert_uint_eq(a->streams->len, b->streams->len);
+    for (guint i = 0; i < a->streams->len; i++)
+        ck_assert_uint_eq(g_array_index(a->streams, uint64_t, i),
+                          g_array_index(b->streams, uint64_t, i));
+    ck_assert_uint_eq(a->meta->len, b->meta->len);
+    for (guint i = 0; i < a->meta->len; i++) {
+        ck_assert_str_eq(g_array_index(a->meta, gs_trace_meta, i).key,
+                         g_array_index(b->meta, gs_trace_meta, i).key);
+        ck_assert_str_eq(g_array_index(a->meta, gs_trace_meta, i).value,
+                         g_array_index(b->meta, gs_trace_meta, i).value);
+    }
+    ck_assert_uint_eq(a->device_total, b->device_total);
+}
+
+/* ---- well-formed input ---------------------------------------------------------------------- */
+
+START_TEST(test_basic)
+{
+    gs_trace *t = parse_ok("# gpusim-trace 1\n"
+                           "# source: pytorch-snapshot resnet50 torch-2.11.0 H100\n"
+                           "# device_total_bytes: 85017493504\n"
+                           GS_TRACE_COLUMNS "\n"
+                           "0,0,alloc,torch,0,0,1,37632\n"
+                           "1,12,alloc,cupy,1,7,2,100\n"
+                           "2,12,free,torch,0,0,1,37632\n"
+                           "3,20,free,cupy,1,7,2,0\n");
+    ck_assert_str_eq(t->path, NAME);
+    ck_assert_uint_eq(t->n, 4);
+    ck_assert_uint_eq(t->n_slots, 2);
+    ck_assert_uint_eq(t->slot_id[0], 1);
+    ck_assert_uint_eq(t->slot_id[1], 2);
+    ck_assert_uint_eq(t->device_total, 85017493504ull);
+    ck_assert_str_eq(gs_trace_get_meta(t, "source"),
+                     "pytorch-snapshot resnet50 torch-2.11.0 H100");
+    ck_assert_str_eq(gs_trace_get_meta(t, "device_total_bytes"), "85017493504");
+    ck_assert_ptr_null(gs_trace_get_meta(t, "nope"));
+    ck_assert_uint_eq(t->clients->len, 2);
+    ck_assert_str_eq(g_ptr_array_index(t->clients, 0), "torch");
+    ck_assert_str_eq(g_ptr_array_index(t->clients, 1), "cupy");
+    ck_assert_uint_eq(t->streams->len, 2);
+    ck_assert_uint_eq(g_array_index(t->streams, uint64_t, 1), 7);
+
+    const gs_event *e = t->ev;
+    ck_assert_uint_eq(e[0].op, GS_OP_ALLOC);
+    ck_assert_uint_eq(e[0].size, 37632);
+    ck_assert_uint_eq(e[0].slot, 0);
+    ck_assert_uint_eq(e[1].time_us, 12);
+    ck_assert_uint_eq(e[1].client, 1);
+    ck_assert_uint_eq(e[1].device, 1);
+    ck_assert_uint_eq(e[1].stream, 1);
+    ck_assert_uint_eq(e[2].op, GS_OP_FREE);
+    ck_assert_uint_eq(e[2].slot, 0);
+    ck_assert_uint_eq(e[2].flags, 0);
+    /* A free with size 0 gets the allocation's size. */
+    ck_assert_uint_eq(e[3].size, 100);
+    ck_assert_uint_eq(e[3].slot, 1);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_empty_trace_ok)
+{
+    gs_trace *t = parse_ok(HDR);
+    ck_assert_uint_eq(t->n, 0);
+    ck_assert_uint_eq(t->n_slots, 0);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_zero_size_alloc)
+{
+    /* PyTorch returns a null pointer for a zero-byte request: legal, and it must be freed. */
+    gs_trace *t = parse_ok(HDR "0,0,alloc,torch,0,0,1,0\n1,1,free,torch,0,0,1,0\n");
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->ev[0].size, 0);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_empty_cache_and_mark)
+{
+    gs_trace *t = parse_ok(HDR "0,0,mark,torch,0,0,0,3\n1,5,empty_cache,torch,0,0,9,0\n");
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->ev[0].op, GS_OP_MARK);
+    ck_assert_uint_eq(t->ev[0].size, 3);
+    ck_assert_uint_eq(t->ev[0].slot, UINT32_MAX);
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_EMPTY_CACHE);
+    ck_assert_uint_eq(t->ev[1].slot, UINT32_MAX);
+    ck_assert_uint_eq(t->n_slots, 0);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_max_values)
+{
+    gs_trace *t = parse_ok(HDR "0,18446744073709551615,alloc,a.b-c_9,4294967295,"
+                               "18446744073709551615,18446744073709551615,18446744073709551615\n"
+                               "1,0,free,a.b-c_9,0,0,018446744073709551615,0\n");
+    ck_assert_uint_eq(t->ev[0].time_us, UINT64_MAX);
+    ck_assert_uint_eq(t->ev[0].device, UINT32_MAX);
+    ck_assert_uint_eq(t->ev[0].size, UINT64_MAX);
+    ck_assert_uint_eq(t->slot_id[0], UINT64_MAX);
+    ck_assert_uint_eq(g_array_index(t->streams, uint64_t, 0), UINT64_MAX);
+    /* Leading zeros are still the same number. */
+    ck_assert_uint_eq(t->ev[1].slot, 0);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_time_may_decrease)
+{
+    gs_trace *t = parse_ok(HDR "0,50,mark,torch,0,0,0,1\n1,10,mark,torch,0,0,0,2\n");
+    ck_assert_uint_eq(t->ev[1].time_us, 10);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_crlf)
+{
+    gs_trace *t = parse_ok("# gpusim-trace 1\r\n# source: win\r\n# device_total_bytes: 42\r\n"
+                           GS_TRACE_COLUMNS "\r\n\r\n"
+                           "0,0,alloc,torch,0,0,1,10\r\n1,0,free,torch,0,0,1,10\r\n");
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_FREE);
+    ck_assert_str_eq(gs_trace_get_meta(t, "source"), "win");
+    ck_assert_uint_eq(t->device_total, 42);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_comments_and_blank_lines)
+{
+    gs_trace *t = parse_ok("# gpusim-trace 1\n"
+                           "#\n"
+                           "# just a comment\n"
+                           "#key: no space after the hash, a comment\n"
+                           "# not a key: spaces in the key make this a comment\n"
+                           "\n"
+                           "# model: gpt2\n"
+                           GS_TRACE_COLUMNS "\n"
+                           "# a comment among events\n"
+                           "# after: the column line this is only a comment\n"
+                           "\n"
+                           "0,0,alloc,torch,0,0,1,10\n"
+                           "#\n"
+                           "1,0,free,torch,0,0,1,10\n");
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->meta->len, 1);
+    ck_assert_str_eq(gs_trace_get_meta(t, "model"), "gpt2");
+    ck_assert_ptr_null(gs_trace_get_meta(t, "after"));
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_deferred_flag)
+{
+    gs_trace *t = parse_ok(HDR "0,0,alloc,torch,0,0,1,10\n"
+                               "1,0,alloc,torch,0,1,2,20\n"
+                               "2,1,free,torch,0,1,2,20\n"
+                               "3,2,free,torch,0,0,1,10\n"
+                               "4,3,free_done,torch,0,1,2,0\n");
+    ck_assert_uint_eq(t->n, 5);
+    ck_assert_uint_eq(t->ev[2].flags & GS_EV_DEFERRED, GS_EV_DEFERRED); /* completed later */
+    ck_assert_uint_eq(t->ev[3].flags & GS_EV_DEFERRED, 0);              /* immediate */
+    ck_assert_uint_eq(t->ev[4].op, GS_OP_FREE_DONE);
+    ck_assert_uint_eq(t->ev[4].slot, 1);
+    ck_assert_uint_eq(t->ev[4].size, 20);
+    ck_assert_uint_eq(t->ev[4].flags, 0);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_id_reuse)
+{
+    /* An id is reusable after its free (no free_done follows) or after its free_done. */
+    gs_trace *t = parse_ok(HDR "0,0,alloc,torch,0,0,1,10\n"
+                               "1,0,free,torch,0,0,1,10\n"
+                               "2,0,alloc,torch,0,0,1,20\n"
+                               "3,0,free,torch,0,0,1,20\n"
+                               "4,0,free_done,torch,0,0,1,20\n"
+                               "5,0,alloc,torch,0,0,1,30\n"
+                               "6,0,free,torch,0,0,1,0\n");
+    ck_assert_uint_eq(t->n_slots, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(t->slot_id[i], 1);
+    ck_assert_uint_eq(t->ev[1].slot, 0);
+    ck_assert_uint_eq(t->ev[1].flags, 0);
+    ck_assert_uint_eq(t->ev[3].slot, 1);
+    ck_assert_uint_eq(t->ev[3].flags, GS_EV_DEFERRED);
+    ck_assert_uint_eq(t->ev[4].slot, 1);
+    ck_assert_uint_eq(t->ev[6].slot, 2);
+    ck_assert_uint_eq(t->ev[6].size, 30);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_free_done_after_reuse_is_error)
+{
+    /* The reuse proves the first free was immediate: the free_done then has nothing to finish. */
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,10\n"
+                        "1,0,free,torch,0,0,1,10\n"
+                        "2,0,alloc,torch,0,0,1,20\n"
+                        "3,0,free_done,torch,0,0,1,0\n",
+                    6, "free_done of id 1 without a pending free");
+}
+END_TEST
+
+/* ---- header and structure errors ------------------------------------------------------------ */
+
+START_TEST(test_err_empty_file)
+{
+    expect_error_at("", 0, "empty file, expected '# gpusim-trace 1'");
+}
+END_TEST
+
+START_TEST(test_err_version)
+{
+    expect_error_at("# gpusim-trace 2\n" GS_TRACE_COLUMNS "\n", 1, "unsupported trace version 2");
+}
+END_TEST
+
+START_TEST(test_err_not_a_trace)
+{
+    expect_error_at("hello\n", 1, "expected '# gpusim-trace 1'");
+    expect_error_at(GS_TRACE_COLUMNS "\n", 1, "expected '# gpusim-trace 1'");
+    expect_error_at("# gpusim-trace 1 \n" GS_TRACE_COLUMNS "\n", 1, "expected");
+    expect_error_at("\n# gpusim-trace 1\n", 1, "expected '# gpusim-trace 1'");
+}
+END_TEST
+
+START_TEST(test_err_missing_columns)
+{
+    expect_error_at("# gpusim-trace 1\n# a: b\n", 2, "missing column line");
+    expect_error_at("# gpusim-trace 1\n", 1, "missing column line");
+}
+END_TEST
+
+START_TEST(test_err_wrong_columns)
+{
+    expect_error_at("# gpusim-trace 1\nseq,time_us,op\n", 2, "expected column line");
+    expect_error_at("# gpusim-trace 1\n0,0,alloc,torch,0,0,1,10\n", 2, "expected column line");
+    expect_error_at("# gpusim-trace 1\n" GS_TRACE_COLUMNS " \n", 2, "expected column line");
+}
+END_TEST
+
+START_TEST(test_err_truncated_line)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,10\n1,0,free,torch,0,0,1,10", 4,
+                    "truncated line (no newline at end of file)");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,10\n1,0,fr", 4, "truncated line");
+    expect_error_at("# gpusim-trace 1", 1, "truncated line");
+}
+END_TEST
+
+START_TEST(test_err_device_total)
+{
+    expect_error_at("# gpusim-trace 1\n# device_total_bytes: 12a\n" GS_TRACE_COLUMNS "\n", 2,
+                    "bad number in header 'device_total_bytes'");
+    expect_error_at("# gpusim-trace 1\n# device_total_bytes: 18446744073709551616\n"
+                    GS_TRACE_COLUMNS "\n", 2, "device_total_bytes");
+}
+END_TEST
+
+/* ---- event syntax errors -------------------------------------------------------------------- */
+
+START_TEST(test_err_unknown_op)
+{
+    expect_error_at(HDR "0,0,foo,torch,0,0,1,10\n", 3, "unknown op 'foo'");
+    expect_error_at(HDR "0,0,,torch,0,0,1,10\n", 3, "unknown op ''");
+    expect_error_at(HDR "0,0,Alloc,torch,0,0,1,10\n", 3, "unknown op 'Alloc'");
+}
+END_TEST
+
+START_TEST(test_err_bad_number)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,12x\n", 3, "bad number in column 'size': '12x'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,-5\n", 3, "bad number in column 'size': '-5'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,+5\n", 3, "bad number in column 'size'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,\n", 3, "bad number in column 'size': ''");
+    expect_error_at(HDR "0,0,alloc,torch,0,0, 1,5\n", 3, "bad number in column 'id': ' 1'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5 \n", 3, "bad number in column 'size'");
+    expect_error_at(HDR "x,0,alloc,torch,0,0,1,5\n", 3, "bad number in column 'seq'");
+    expect_error_at(HDR "0,1.5,alloc,torch,0,0,1,5\n", 3, "bad number in column 'time_us'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0x1,1,5\n", 3, "bad number in column 'stream'");
+}
+END_TEST
+
+START_TEST(test_err_number_overflow)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,18446744073709551616\n", 3,
+                    "bad number in column 'size': '18446744073709551616'");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,99999999999999999999999,1\n", 3,
+                    "bad number in column 'id'");
+    expect_error_at(HDR "0,0,alloc,torch,4294967296,0,1,1\n", 3,
+                    "bad number in column 'device': '4294967296'");
+}
+END_TEST
+
+START_TEST(test_err_columns)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1\n", 3, "expected 8 columns, got 7");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5,6\n", 3, "expected 8 columns, got 9");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5,\n", 3, "expected 8 columns, got 9");
+    expect_error_at(HDR "garbage\n", 3, "expected 8 columns, got 1");
+}
+END_TEST
+
+START_TEST(test_err_client_name)
+{
+    expect_error_at(HDR "0,0,alloc,to rch,0,0,1,5\n", 3, "bad client name");
+    expect_error_at(HDR "0,0,alloc,,0,0,1,5\n", 3, "bad client name in column 'client': ''");
+}
+END_TEST
+
+START_TEST(test_err_seq)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n2,0,free,torch,0,0,1,5\n", 4,
+                    "expected seq 1, got 2");
+    expect_error_at(HDR "1,0,alloc,torch,0,0,1,5\n", 3, "expected seq 0, got 1");
+}
+END_TEST
+
+START_TEST(test_err_binary_garbage)
+{
+    static const char text[] = HDR "0,0,alloc,tor\0ch,0,0,1,5\n1,\x01\xff,x\n";
+    GError *err = NULL;
+    gs_trace *t = gs_trace_parse(NAME, text, sizeof text - 1, 0, NULL, NULL, &err);
+    ck_assert_ptr_null(t);
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    ck_assert(g_str_has_prefix(err->message, NAME ":3: bad client name"));
+    ck_assert_ptr_nonnull(strstr(err->message, "\\x00"));
+    g_error_free(err);
+}
+END_TEST
+
+START_TEST(test_err_line_numbers_count_comments)
+{
+    /* Comments and blank lines count as lines: the message points at the file's real line. */
+    expect_error_at("# gpusim-trace 1\n# a: b\n\n# c\n" GS_TRACE_COLUMNS "\n\n# x\n"
+                    "0,0,alloc,torch,0,0,1,5\n\n1,0,bogus,torch,0,0,1,5\n",
+                    10, "unknown op 'bogus'");
+}
+END_TEST
+
+/* ---- semantic errors ------------------------------------------------------------------------ */
+
+START_TEST(test_err_alloc_live)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n1,0,alloc,torch,0,0,1,6\n", 4,
+                    "alloc of live id 1 (allocated at line 3)");
+}
+END_TEST
+
+START_TEST(test_err_free_unknown)
+{
+    expect_error_at(HDR "0,0,free,torch,0,0,7,5\n", 3, "free of unknown id 7");
+    /* After free_done the id is gone. */
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n1,0,free,torch,0,0,1,5\n"
+                        "2,0,free_done,torch,0,0,1,5\n3,0,free,torch,0,0,1,5\n",
+                    6, "free of unknown id 1");
+}
+END_TEST
+
+START_TEST(test_err_double_free)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n1,0,free,torch,0,0,1,5\n"
+                        "2,0,free,torch,0,0,1,5\n",
+                    5, "double free of id 1 (freed at line 4)");
+}
+END_TEST
+
+START_TEST(test_err_free_done_without_free)
+{
+    expect_error_at(HDR "0,0,free_done,torch,0,0,1,5\n", 3,
+                    "free_done of id 1 without a pending free");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n1,0,free_done,torch,0,0,1,5\n", 4,
+                    "free_done of id 1 without a pending free");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,5\n1,0,free,torch,0,0,1,5\n"
+                        "2,0,free_done,torch,0,0,1,5\n3,0,free_done,torch,0,0,1,5\n",
+                    6, "free_done of id 1 without a pending free");
+}
+END_TEST
+
+START_TEST(test_err_size_mismatch)
+{
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,10\n1,0,free,torch,0,0,1,5\n", 4,
+                    "free of id 1 with size 5, allocated with size 10");
+    expect_error_at(HDR "0,0,alloc,torch,0,0,1,10\n1,0,free,torch,0,0,1,10\n"
+                        "2,0,free_done,torch,0,0,1,11\n",
+                    5, "free_done of id 1 with size 11, allocated with size 10");
+}
+END_TEST
+
+START_TEST(test_lenient)
+{
+    const char *text = HDR "0,0,alloc,torch,0,0,1,10\n"     /* line 3 */
+                           "1,0,alloc,torch,0,0,1,99\n"     /* 4: alloc of live id, dropped */
+                           "2,0,free,torch,0,0,7,10\n"      /* 5: unknown id, dropped */
+                           "3,0,free_done,torch,0,0,1,0\n"  /* 6: no pending free, dropped */
+                           "4,0,free,torch,0,0,1,5\n"       /* 7: size mismatch, kept */
+                           "5,0,free,torch,0,0,1,10\n"      /* 8: double free, dropped */
+                           "6,0,free_done,torch,0,0,1,10\n" /* 9: fine */
+                           "7,0,mark,torch,0,0,0,1\n";
+    warn_log w = { g_ptr_array_new_with_free_func(g_free) };
+    GError *err = NULL;
+    gs_trace *t = gs_trace_parse(NAME, text, strlen(text), GS_TRACE_LENIENT, collect_warning, &w,
+                                 &err);
+    ck_assert_msg(t != NULL, "%s", err ? err->message : "?");
+    ck_assert_uint_eq(t->n_warnings, 5);
+    ck_assert_uint_eq(w.msgs->len, 5);
+    ck_assert_str_eq(g_ptr_array_index(w.msgs, 0), NAME ":4: alloc of live id 1 (allocated at line 3)");
+    ck_assert_str_eq(g_ptr_array_index(w.msgs, 1), NAME ":5: free of unknown id 7");
+    ck_assert_str_eq(g_ptr_array_index(w.msgs, 2),
+                     NAME ":6: free_done of id 1 without a pending free");
+    ck_assert_str_eq(g_ptr_array_index(w.msgs, 3),
+                     NAME ":7: free of id 1 with size 5, allocated with size 10");
+    ck_assert_str_eq(g_ptr_array_index(w.msgs, 4), NAME ":8: double free of id 1 (freed at line 7)");
+
+    ck_assert_uint_eq(t->n, 4); /* alloc, free (kept despite its size), free_done, mark */
+    ck_assert_uint_eq(t->n_slots, 1);
+    ck_assert_uint_eq(t->ev[0].size, 10);
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_FREE);
+    ck_assert_uint_eq(t->ev[1].size, 10);
+    ck_assert_uint_eq(t->ev[1].flags, GS_EV_DEFERRED);
+    ck_assert_uint_eq(t->ev[2].op, GS_OP_FREE_DONE);
+    ck_assert_uint_eq(t->ev[3].op, GS_OP_MARK);
+    gs_trace_free(t);
+    g_ptr_array_unref(w.msgs);
+
+    /* No callback: still counted. */
+    t = gs_trace_parse(NAME, text, strlen(text), GS_TRACE_LENIENT, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n_warnings, 5);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_lenient_syntax_still_fatal)
+{
+    GError *err = NULL;
+    const char *text = HDR "0,0,alloc,torch,0,0,1,1x\n";
+    gs_trace *t = gs_trace_parse(NAME, text, strlen(text), GS_TRACE_LENIENT, NULL, NULL, &err);
+    ck_assert_ptr_null(t);
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    ck_assert(g_str_has_prefix(err->message, NAME ":3: bad number"));
+    g_error_free(err);
+}
+END_TEST
+
+/* ---- files, gzip, writer -------------------------------------------------------------------- */
+
+START_TEST(test_load_missing_file)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "nope.gstrace", NULL);
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_load(path, 0, NULL, NULL, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO));
+    char *want = g_strdup_printf("%s: %s", path, g_strerror(ENOENT));
+    ck_assert_str_eq(err->message, want);
+    g_free(want);
+    g_clear_error(&err);
+
+    /* A directory reads as EISDIR. */
+    ck_assert_ptr_null(gs_trace_load(dir, 0, NULL, NULL, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO));
+    g_error_free(err);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_load_file_errors_name_path)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "bad.gstrace", NULL);
+    write_file(path, HDR "0,0,alloc,torch,0,0,1,10\n1,0,nope,torch,0,0,1,10\n", -1);
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_load(path, 0, NULL, NULL, &err));
+    char *prefix = g_strdup_printf("%s:4: unknown op 'nope'", path);
+    ck_assert_str_eq(err->message, prefix);
+    g_free(prefix);
+    g_error_free(err);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+static gs_trace *build_sample(void)
+{
+    gs_trace *t = gs_trace_new();
+    gs_trace_set_meta(t, "source", "unit test: built");
+    gs_trace_set_meta(t, "device_total_bytes", "1000000");
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100);
+    uint32_t b = gs_trace_add_alloc(t, "torch", 7, 200);
+    uint32_t c = gs_trace_add_alloc(t, "cupy", 0, 0);
+    gs_trace_add_op(t, GS_OP_MARK, 1);
+    gs_trace_add_free_deferred(t, b);
+    gs_trace_add_free(t, a);
+    gs_trace_add_op(t, GS_OP_EMPTY_CACHE, 0);
+    gs_trace_add_free_done(t, b);
+    gs_trace_add_free(t, c);
+    for (int i = 0; i < 1000; i++) {
+        uint32_t s = gs_trace_add_alloc(t, i % 3 ? "torch" : "cupy", (uint64_t)i % 5,
+                                        (uint64_t)i * 512);
+        if (i % 4 == 0) {
+            gs_trace_add_free_deferred(t, s);
+            gs_trace_add_free_done(t, s);
+        } else if (i % 4 != 3) {
+            gs_trace_add_free(t, s);
+        }
+    }
+    return t;
+}
+
+START_TEST(test_builder)
+{
+    gs_trace *t = build_sample();
+    ck_assert_uint_eq(t->device_total, 1000000);
+    ck_assert_str_eq(gs_trace_get_meta(t, "source"), "unit test: built");
+    gs_trace_set_meta(t, "source", "replaced");
+    ck_assert_str_eq(gs_trace_get_meta(t, "source"), "replaced");
+    ck_assert_uint_eq(t->meta->len, 2);
+    ck_assert_uint_eq(t->n_slots, 1003);
+    ck_assert_uint_eq(t->slot_id[2], 3); /* id = slot + 1 */
+    ck_assert_uint_eq(t->ev[0].time_us, 0);
+    ck_assert_uint_eq(t->ev[3].op, GS_OP_MARK);
+    ck_assert_uint_eq(t->ev[3].slot, UINT32_MAX);
+    ck_assert_uint_eq(t->ev[4].op, GS_OP_FREE);
+    ck_assert_uint_eq(t->ev[4].flags, GS_EV_DEFERRED);
+    ck_assert_uint_eq(t->ev[4].size, 200);
+    ck_assert_uint_eq(t->ev[4].stream, t->ev[1].stream);
+    ck_assert_uint_eq(t->ev[5].flags, 0);
+    ck_assert_uint_eq(t->ev[7].op, GS_OP_FREE_DONE);
+    ck_assert_uint_eq(t->ev[8].client, 1);
+    for (size_t i = 0; i < t->n; i++)
+        ck_assert_uint_eq(t->ev[i].time_us, i);
+    ck_assert_str_eq(gs_op_name(GS_OP_ALLOC), "alloc");
+    ck_assert_str_eq(gs_op_name(GS_OP_FREE), "free");
+    ck_assert_str_eq(gs_op_name(GS_OP_FREE_DONE), "free_done");
+    ck_assert_str_eq(gs_op_name(GS_OP_EMPTY_CACHE), "empty_cache");
+    ck_assert_str_eq(gs_op_name(GS_OP_MARK), "mark");
+    ck_assert_str_eq(gs_op_name(GS_OP_COUNT), "unknown");
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_builder_op_on_empty_trace)
+{
+    gs_trace *t = gs_trace_new();
+    gs_trace_add_op(t, GS_OP_MARK, 5);
+    ck_assert_uint_eq(t->n, 1);
+    ck_assert_uint_eq(t->clients->len, 1);
+    ck_assert_uint_eq(t->streams->len, 1);
+    gs_trace_free(t);
+}
+END_TEST
+
+static void save_load_compare(gs_trace *t, const char *file, gboolean expect_gzip)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, file, NULL);
+    GError *err = NULL;
+    ck_assert_msg(gs_trace_save(t, path, &err), "%s", err ? err->message : "?");
+    ck_assert_uint_eq(count_entries(dir), 1); /* no temporary file left behind */
+
+    char *data;
+    gsize len;
+    ck_assert(g_file_get_contents(path, &data, &len, NULL));
+    ck_assert(len > 2);
+    ck_assert_int_eq((unsigned char)data[0] == 0x1f && (unsigned char)data[1] == 0x8b,
+                     expect_gzip);
+    g_free(data);
+
+    gs_trace *u = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
+    assert_same_trace(t, u);
+    ck_assert_str_eq(u->path, path);
+    gs_trace_free(u);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+
+START_TEST(test_roundtrip_built)
+{
+    gs_trace *t = build_sample();
+    save_load_compare(t, "built.gstrace", FALSE);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_roundtrip_gzip)
+{
+    gs_trace *t = build_sample();
+    save_load_compare(t, "built.gstrace.gz", TRUE);
+    gs_trace_free(t);
+}
+END_TEST
+
+static const char canonical[] =
+    "# gpusim-trace 1\n"
+    "# source: pytorch-snapshot resnet50 torch-2.11.0 H100\n"
+    "# device_total_bytes: 85017493504\n"
+    "# empty: \n"
+    GS_TRACE_COLUMNS "\n"
+    "0,0,alloc,torch,0,0,1,37632\n"
+    "1,3,alloc,cupy,2,94823749234,18446744073709551615,5\n"
+    "2,12,free,torch,0,0,1,37632\n"
+    "3,12,mark,torch,0,0,0,1\n"
+    "4,13,free,cupy,2,94823749234,18446744073709551615,5\n"
+    "5,14,empty_cache,cupy,0,0,0,0\n"
+    "6,15,free_done,cupy,2,94823749234,18446744073709551615,5\n"
+    "7,16,alloc,torch,0,0,1,0\n";
+
+START_TEST(test_roundtrip_text_exact)
+{
+    /* A trace in canonical form is written back byte for byte. */
+    gs_trace *t = parse_ok(canonical);
+    ck_assert_uint_eq(t->ev[4].flags, GS_EV_DEFERRED);
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    GError *err = NULL;
+    ck_assert_msg(gs_trace_save(t, path, &err), "%s", err ? err->message : "?");
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, NULL, NULL));
+    ck_assert_str_eq(data, canonical);
+    g_free(data);
+    save_load_compare(t, "again.gstrace.gz", TRUE);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_roundtrip_device_total_set_directly)
+{
+    gs_trace *t = parse_ok(HDR "0,0,mark,torch,0,0,0,1\n");
+    t->device_total = 12345;
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    gs_trace *u = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->device_total, 12345);
+    ck_assert_str_eq(gs_trace_get_meta(u, "device_total_bytes"), "12345");
+    gs_trace_free(u);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_gzip_truncated)
+{
+    gs_trace *t = build_sample();
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "t.gstrace.gz", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *data;
+    gsize len;
+    ck_assert(g_file_get_contents(path, &data, &len, NULL));
+
+    /* Cut at several points, including inside the 8-byte trailer. */
+    gsize cuts[] = { 2, 10, len / 2, len - 8, len - 1 };
+    for (size_t i = 0; i < G_N_ELEMENTS(cuts); i++) {
+        write_file(path, data, (gssize)cuts[i]);
+        GError *err = NULL;
+        ck_assert_ptr_null(gs_trace_load(path, 0, NULL, NULL, &err));
+        ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+        char *want = g_strdup_printf("%s: truncated or corrupt gzip data", path);
+        ck_assert_str_eq(err->message, want);
+        g_free(want);
+        g_error_free(err);
+    }
+
+    /* A flipped byte in the middle: the CRC or the inflater catches it. */
+    data[len / 2] ^= 0x55;
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_parse("c.gz", data, len, 0, NULL, NULL, &err));
+    ck_assert_str_eq(err->message, "c.gz: truncated or corrupt gzip data");
+    g_clear_error(&err);
+    data[len / 2] ^= 0x55;
+
+    /* Garbage after a complete member is refused too. */
+    char *more = g_malloc(len + 3);
+    memcpy(more, data, len);
+    memcpy(more + len, "xyz", 3);
+    ck_assert_ptr_null(gs_trace_parse("g.gz", more, len + 3, 0, NULL, NULL, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    g_clear_error(&err);
+    g_free(more);
+
+    g_free(data);
+    g_free(path);
+    remove_tmpdir(dir);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_gzip_concatenated_members)
+{
+    /* `cat a.gz b.gz` is a valid gzip file: the two halves of a trace, compressed apart. */
+    char *dir = make_tmpdir();
+    char *pa = g_build_filename(dir, "a.gstrace.gz", NULL);
+    gs_trace *t = parse_ok(canonical);
+    ck_assert(gs_trace_save(t, pa, NULL));
+    char *a;
+    gsize alen;
+    ck_assert(g_file_get_contents(pa, &a, &alen, NULL));
+    /* The second member holds only a comment and a blank line, which the reader skips. */
+    GConverter *z = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+    char out[4096];
+    gsize r, w;
+    const char tail[] = "# tail comment\n\n";
+    ck_assert_int_eq(g_converter_convert(z, tail, sizeof tail - 1, out, sizeof out,
+                                         G_CONVERTER_INPUT_AT_END, &r, &w, NULL),
+                     G_CONVERTER_FINISHED);
+    g_object_unref(z);
+    char *both = g_malloc(alen + w);
+    memcpy(both, a, alen);
+    memcpy(both + alen, out, w);
+    GError *err = NULL;
+    gs_trace *u = gs_trace_parse("cat.gz", both, alen + w, 0, NULL, NULL, &err);
+    ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
+    assert_same_trace(t, u);
+    gs_trace_free(u);
+    gs_trace_free(t);
+    g_free(both);
+    g_free(a);
+    g_free(pa);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_gzip_empty_content)
+{
+    GConverter *z = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+    char out[256];
+    gsize r, w;
+    ck_assert_int_eq(g_converter_convert(z, "", 0, out, sizeof out, G_CONVERTER_INPUT_AT_END,
+                                         &r, &w, NULL),
+                     G_CONVERTER_FINISHED);
+    g_object_unref(z);
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_parse("e.gz", out, w, 0, NULL, NULL, &err));
+    ck_assert_str_eq(err->message, "e.gz: empty file, expected '# gpusim-trace 1'");
+    g_error_free(err);
+}
+END_TEST
+
+START_TEST(test_save_missing_dir)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "no", "such", "out.gstrace", NULL);
+    gs_trace *t = build_sample();
+    GError *err = NULL;
+    ck_assert(!gs_trace_save(t, path, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO));
+    ck_assert(g_str_has_prefix(err->message, path));
+    g_error_free(err);
+    ck_assert_uint_eq(count_entries(dir), 0);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_save_atomic_failure_keeps_nothing)
+{
+    /* The target is a directory: the rename fails after the data was written, and the
+     * temporary file must not survive. */
+    char *dir = make_tmpdir();
+    char *target = g_build_filename(dir, "out.gstrace", NULL);
+    ck_assert_int_eq(g_mkdir(target, 0700), 0);
+    char *inner = g_build_filename(target, "keep", NULL);
+    write_file(inner, "x", 1);
+    gs_trace *t = build_sample();
+    GError *err = NULL;
+    ck_assert(!gs_trace_save(t, target, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO));
+    g_error_free(err);
+    ck_assert_uint_eq(count_entries(dir), 1);
+    ck_assert_uint_eq(count_entries(target), 1);
+    g_unlink(inner);
+    g_rmdir(target);
+    g_free(inner);
+    g_free(target);
+    gs_trace_free(t);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_save_replaces_existing)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    write_file(path, "old contents that are longer than nothing\n", -1);
+    gs_trace *t = parse_ok(canonical);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, NULL, NULL));
+    ck_assert_str_eq(data, canonical);
+    ck_assert_uint_eq(count_entries(dir), 1);
+    g_free(data);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_save_refuses_unwritable)
+{
+    /* A hand-made meta value with a newline would read back as something else. */
+    gs_trace *t = parse_ok(canonical);
+    gs_trace_meta *m = &g_array_index(t->meta, gs_trace_meta, 0);
+    g_free(m->value);
+    m->value = g_strdup("two\nlines");
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    GError *err = NULL;
+    ck_assert(!gs_trace_save(t, path, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    g_error_free(err);
+    ck_assert_uint_eq(count_entries(dir), 0);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_builder_continues_loaded)
+{
+    gs_trace *t = parse_ok(HDR "0,0,alloc,torch,0,5,40,10\n"
+                               "1,0,alloc,torch,0,5,41,20\n"
+                               "2,0,free,torch,0,5,41,20\n"
+                               "3,0,free_done,torch,0,5,41,20\n");
+    gs_trace_add_free(t, 0);
+    ck_assert_uint_eq(t->n, 5);
+    ck_assert_uint_eq(t->ev[4].op, GS_OP_FREE);
+    ck_assert_uint_eq(t->ev[4].size, 10);
+    ck_assert_uint_eq(t->ev[4].stream, 0);
+    uint32_t s = gs_trace_add_alloc(t, "torch", 5, 30);
+    ck_assert_uint_eq(s, 2);
+    ck_assert_uint_eq(t->slot_id[2], 3);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* Random valid traces over a small id range, checked against a model: exercises id reuse,
+ * deferred frees and deletions from the reader's id table. */
+START_TEST(test_random_against_model)
+{
+    GRand *rng = g_rand_new_with_seed(12345);
+    enum { IDS = 300, LINES = 30000 };
+    int state[IDS];        /* 0 dead, 1 live, 2 freed and a free_done will follow */
+    int64_t slot_of[IDS];  /* current slot of each id */
+    int64_t want_slot[LINES];
+    int want_deferred[LINES];
+    size_t free_line_of[IDS];
+    memset(state, 0, sizeof state);
+    GString *g = g_string_new(HDR);
+    size_t n_slots = 0;
+    for (int i = 0; i < LINES; i++) {
+        int id = g_rand_int_range(rng, 0, IDS);
+        uint64_t raw_id = (uint64_t)id * 0x100000001ull; /* spread, still collides in hash */
+        want_deferred[i] = 0;
+        if (state[id] == 0) {
+            slot_of[id] = (int64_t)n_slots++;
+            state[id] = 1;
+            g_string_append_printf(g, "%d,%d,alloc,c%d,0,%d,%" G_GUINT64_FORMAT ",%d\n", i, i,
+                                   id % 3, id % 4, raw_id, id + 1);
+        } else if (state[id] == 1) {
+            gboolean deferred = g_rand_boolean(rng);
+            g_string_append_printf(g, "%d,%d,free,c%d,0,%d,%" G_GUINT64_FORMAT ",0\n", i, i,
+                                   id % 3, id % 4, raw_id);
+            state[id] = deferred ? 2 : 0;
+            free_line_of[id] = (size_t)i;
+        } else {
+            g_string_append_printf(g, "%d,%d,free_done,c%d,0,%d,%" G_GUINT64_FORMAT ",%d\n", i,
+                                   i, id % 3, id % 4, raw_id, id + 1);
+            want_deferred[free_line_of[id]] = 1;
+            state[id] = 0;
+        }
+        want_slot[i] = slot_of[id];
+    }
+    gs_trace *t = parse_ok(g->str);
+    ck_assert_uint_eq(t->n, LINES);
+    ck_assert_uint_eq(t->n_slots, n_slots);
+    for (int i = 0; i < LINES; i++) {
+        ck_assert_uint_eq(t->ev[i].slot, (uint64_t)want_slot[i]);
+        ck_assert_uint_eq(t->ev[i].flags, (unsigned)want_deferred[i]);
+        ck_assert_uint_eq(t->ev[i].size, t->slot_id[t->ev[i].slot] / 0x100000001ull + 1);
+    }
+    save_load_compare(t, "random.gstrace.gz", TRUE);
+    gs_trace_free(t);
+    g_string_free(g, TRUE);
+    g_rand_free(rng);
+}
+END_TEST
+
+static Suite *trace_suite(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("read");
+    tcase_set_timeout(tc, 60); /* the random test is slow under valgrind */
+    tcase_add_test(tc, test_basic);
+    tcase_add_test(tc, test_empty_trace_ok);
+    tcase_add_test(tc, test_zero_size_alloc);
+    tcase_add_test(tc, test_empty_cache_and_mark);
+    tcase_add_test(tc, test_max_values);
+    tcase_add_test(tc, test_time_may_decrease);
+    tcase_add_test(tc, test_crlf);
+    tcase_add_test(tc, test_comments_and_blank_lines);
+    tcase_add_test(tc, test_deferred_flag);
+    tcase_add_test(tc, test_id_reuse);
+    tcase_add_test(tc, test_free_done_after_reuse_is_error);
+    tcase_add_test(tc, test_random_against_model);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_err_empty_file);
+    tcase_add_test(tc, test_err_version);
+    tcase_add_test(tc, test_err_not_a_trace);
+    tcase_add_test(tc, test_err_missing_columns);
+    tcase_add_test(tc, test_err_wrong_columns);
+    tcase_add_test(tc, test_err_truncated_line);
+    tcase_add_test(tc, test_err_device_total);
+    tcase_add_test(tc, test_err_unknown_op);
+    tcase_add_test(tc, test_err_bad_number);
+    tcase_add_test(tc, test_err_number_overflow);
+    tcase_add_test(tc, test_err_columns);
+    tcase_add_test(tc, test_err_client_name);
+    tcase_add_test(tc, test_err_seq);
+    tcase_add_test(tc, test_err_binary_garbage);
+    tcase_add_test(tc, test_err_line_numbers_count_comments);
+    tcase_add_test(tc, test_err_alloc_live);
+    tcase_add_test(tc, test_err_free_unknown);
+    tcase_add_test(tc, test_err_double_free);
+    tcase_add_test(tc, test_err_free_done_without_free);
+    tcase_add_test(tc, test_err_size_mismatch);
+    tcase_add_test(tc, test_lenient);
+    tcase_add_test(tc, test_lenient_syntax_still_fatal);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_load_missing_file);
+    tcase_add_test(tc, test_load_file_errors_name_path);
+    tcase_add_test(tc, test_gzip_truncated);
+    tcase_add_test(tc, test_gzip_concatenated_members);
+    tcase_add_test(tc, test_gzip_empty_content);
+    tcase_add_test(tc, test_roundtrip_text_exact);
+    tcase_add_test(tc, test_roundtrip_device_total_set_directly);
+    tcase_add_test(tc, test_save_missing_dir);
+    tcase_add_test(tc, test_save_atomic_failure_keeps_nothing);
+    tcase_add_test(tc, test_save_replaces_existing);
+    tcase_add_test(tc, test_save_refuses_unwritable);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("build");
+    tcase_add_test(tc, test_builder);
+    tcase_add_test(tc, test_builder_op_on_empty_trace);
+    tcase_add_test(tc, test_builder_continues_loaded);
+    tcase_add_test(tc, test_roundtrip_built);
+    tcase_add_test(tc, test_roundtrip_gzip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(trace_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,83 @@
+/* testutil.h - shared fixtures for the Check suites: a heap on a simulated device under a policy
+ * spec, and allocation helpers that run the invariant check after every operation. */
+#ifndef GS_TESTUTIL_H
+#define GS_TESTUTIL_H
+
+#include <check.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "core.h"
+#include "policy.h"
+
+typedef struct {
+    gs_policy *policy;
+    gs_backend *be;
+    gs_heap *heap;
+} fixture;
+
+/* A heap under spec on a simulated device of total bytes, with an allocator limit. */
+static inline fixture fx_new_on(const char *spec, gs_backend *be, uint64_t limit)
+{
+    fixture f;
+    GError *err = NULL;
+    f.policy = gs_policy_new(spec, &err);
+    ck_assert_msg(f.policy != NULL, "policy %s: %s", spec, err ? err->message : "?");
+    f.be = be;
+    gs_heap_config hc = {.limit = limit};
+    f.heap = gs_heap_new(f.policy, f.be, &hc);
+    return f;
+}
+
+static inline fixture fx_new(const char *spec, uint64_t total, uint64_t limit)
+{
+    gs_sim_config sc = {.total_bytes = total};
+    return fx_new_on(spec, gs_sim_backend_new(&sc), limit);
+}
+
+static inline void fx_free(fixture *f)
+{
+    gs_heap_free_all(f->heap);
+    gs_backend_destroy(f->be);
+    gs_policy_free(f->policy);
+}
+
+static inline void check_heap(const gs_heap *h)
+{
+    char *why = NULL;
+    int n = gs_heap_check(h, &why);
+    ck_assert_msg(n == 0, "heap check: %d violations, first: %s", n, why ? why : "");
+    g_free(why);
+}
+
+/* Allocate and check; fails the test if the allocation fails. */
+static inline gs_block *xalloc(gs_heap *h, uint64_t size, uint32_t stream)
+{
+    gs_block *b = NULL;
+    gs_status st = gs_heap_malloc(h, size, stream, &b);
+    ck_assert_msg(st == GS_OK, "malloc(%" G_GUINT64_FORMAT "): %s", size, gs_strerror(st));
+    check_heap(h);
+    return b;
+}
+
+static inline void xfree(gs_heap *h, gs_block *b)
+{
+    gs_heap_free(h, b);
+    check_heap(h);
+}
+
+#define STAT(h, name, t) (gs_heap_stats(h)->name[GS_STAT_##t])
+
+static inline int run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#define MiB GS_MiB
+#define GiB GS_GiB
+
+#endif
