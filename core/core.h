@@ -50,6 +50,7 @@ struct gs_block {
     gs_block *left, *right; /* index links while FREE; pending-list link (right) while PENDING */
     gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
     uint64_t gc_base;       /* pool's get_free_block count when the block entered the index */
+    uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
     uint32_t prio;          /* treap priority, derived from the address */
     uint32_t stream;
     uint8_t pool;
