@@ -42,17 +42,18 @@ typedef enum {
 } gs_block_state;
 
 struct gs_block {
+    /* The fields a descent of the free-block index reads come first, on one cache line. */
+    uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
     uint64_t addr;
+    gs_block *left, *right; /* index links while FREE; pending-list links while PENDING */
+    uint32_t prio;          /* treap priority, derived from the address */
+    uint32_t stream;
     uint64_t size;
     uint64_t requested;     /* the live request's un-rounded size (0 when not allocated) */
     gs_block *prev, *next;  /* address-order neighbours within the segment */
     gs_segment *seg;
-    gs_block *left, *right; /* index links while FREE; pending-list link (right) while PENDING */
     gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
     uint64_t gc_base;       /* pool's get_free_block count when the block entered the index */
-    uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
-    uint32_t prio;          /* treap priority, derived from the address */
-    uint32_t stream;
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
 };
