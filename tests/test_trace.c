@@ -102,6 +102,21 @@ static void write_file(const char *path, const char *data, gssize len)
     ck_assert_msg(g_file_set_contents(path, data, len, &err), "%s", err ? err->message : "?");
 }
 
+/* Compresses data as one gzip member. */
+static GBytes *gzip_bytes(const char *data, size_t len)
+{
+    GConverter *z = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+    GOutputStream *mem = g_memory_output_stream_new_resizable();
+    GOutputStream *out = g_converter_output_stream_new(mem, z);
+    ck_assert(g_output_stream_write_all(out, data, len, NULL, NULL, NULL));
+    ck_assert(g_output_stream_close(out, NULL, NULL));
+    GBytes *b = g_memory_output_stream_steal_as_bytes(G_MEMORY_OUTPUT_STREAM(mem));
+    g_object_unref(out);
+    g_object_unref(mem);
+    g_object_unref(z);
+    return b;
+}
+
 static void assert_same_trace(const gs_trace *a, const gs_trace *b)
 {
     ck_assert_uint_eq(a->n, b->n);
@@ -819,52 +834,53 @@ END_TEST
 
 START_TEST(test_gzip_concatenated_members)
 {
-    /* `cat a.gz b.gz` is a valid gzip file: the two halves of a trace, compressed apart. */
-    char *dir = make_tmpdir();
-    char *pa = g_build_filename(dir, "a.gstrace.gz", NULL);
+    /* `cat a.gz b.gz` is a valid gzip file. Split the text mid-line, compress the halves
+     * apart, and read the result from memory and from a file. */
+    size_t len = strlen(canonical), cut = 123;
+    GBytes *m1 = gzip_bytes(canonical, cut), *m2 = gzip_bytes(canonical + cut, len - cut);
+    gsize l1 = g_bytes_get_size(m1), l2 = g_bytes_get_size(m2);
+    char *both = g_malloc(l1 + l2);
+    memcpy(both, g_bytes_get_data(m1, NULL), l1);
+    memcpy(both + l1, g_bytes_get_data(m2, NULL), l2);
+    g_bytes_unref(m1);
+    g_bytes_unref(m2);
+
     gs_trace *t = parse_ok(canonical);
-    ck_assert(gs_trace_save(t, pa, NULL));
-    char *a;
-    gsize alen;
-    ck_assert(g_file_get_contents(pa, &a, &alen, NULL));
-    /* The second member holds only a comment and a blank line, which the reader skips. */
-    GConverter *z = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
-    char out[4096];
-    gsize r, w;
-    const char tail[] = "# tail comment\n\n";
-    ck_assert_int_eq(g_converter_convert(z, tail, sizeof tail - 1, out, sizeof out,
-                                         G_CONVERTER_INPUT_AT_END, &r, &w, NULL),
-                     G_CONVERTER_FINISHED);
-    g_object_unref(z);
-    char *both = g_malloc(alen + w);
-    memcpy(both, a, alen);
-    memcpy(both + alen, out, w);
     GError *err = NULL;
-    gs_trace *u = gs_trace_parse("cat.gz", both, alen + w, 0, NULL, NULL, &err);
+    gs_trace *u = gs_trace_parse("cat.gz", both, l1 + l2, 0, NULL, NULL, &err);
     ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
     assert_same_trace(t, u);
     gs_trace_free(u);
+
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "cat.gstrace.gz", NULL);
+    write_file(path, both, (gssize)(l1 + l2));
+    u = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
+    assert_same_trace(t, u);
+    gs_trace_free(u);
+
+    /* Only the first member, whose text stops mid-line: a truncated line, not gzip damage. */
+    ck_assert_ptr_null(gs_trace_parse("one.gz", both, l1, 0, NULL, NULL, &err));
+    ck_assert(g_str_has_suffix(err->message, "truncated line (no newline at end of file)"));
+    g_error_free(err);
+
     gs_trace_free(t);
     g_free(both);
-    g_free(a);
-    g_free(pa);
+    g_free(path);
     remove_tmpdir(dir);
 }
 END_TEST
 
 START_TEST(test_gzip_empty_content)
 {
-    GConverter *z = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
-    char out[256];
-    gsize r, w;
-    ck_assert_int_eq(g_converter_convert(z, "", 0, out, sizeof out, G_CONVERTER_INPUT_AT_END,
-                                         &r, &w, NULL),
-                     G_CONVERTER_FINISHED);
-    g_object_unref(z);
+    GBytes *z = gzip_bytes("", 0);
     GError *err = NULL;
-    ck_assert_ptr_null(gs_trace_parse("e.gz", out, w, 0, NULL, NULL, &err));
+    ck_assert_ptr_null(gs_trace_parse("e.gz", g_bytes_get_data(z, NULL), g_bytes_get_size(z), 0,
+                                      NULL, NULL, &err));
     ck_assert_str_eq(err->message, "e.gz: empty file, expected '# gpusim-trace 1'");
     g_error_free(err);
+    g_bytes_unref(z);
 }
 END_TEST
 
@@ -1011,10 +1027,75 @@ START_TEST(test_random_against_model)
         ck_assert_uint_eq(t->ev[i].flags, (unsigned)want_deferred[i]);
         ck_assert_uint_eq(t->ev[i].size, t->slot_id[t->ev[i].slot] / 0x100000001ull + 1);
     }
+    /* About 1 MB of text: files are read in chunks, so lines straddle chunk boundaries. */
+    save_load_compare(t, "random.gstrace", FALSE);
     save_load_compare(t, "random.gstrace.gz", TRUE);
     gs_trace_free(t);
     g_string_free(g, TRUE);
     g_rand_free(rng);
+}
+END_TEST
+
+START_TEST(test_error_line_in_large_file)
+{
+    /* Line numbers keep counting across the chunks a file is read in, plain or gzip. */
+    gs_trace *t = gs_trace_new();
+    for (int i = 0; i < 50000; i++)
+        gs_trace_add_free(t, gs_trace_add_alloc(t, "torch", 0, 4096));
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "big.gstrace", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *text;
+    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+    char *bad = g_strconcat(text, "100000,0,alloc,torch,0,0,1,x\n", NULL);
+    GBytes *gz = gzip_bytes(bad, strlen(bad));
+    for (int k = 0; k < 2; k++) {
+        if (k == 0)
+            write_file(path, bad, -1);
+        else
+            write_file(path, g_bytes_get_data(gz, NULL), (gssize)g_bytes_get_size(gz));
+        GError *err = NULL;
+        ck_assert_ptr_null(gs_trace_load(path, 0, NULL, NULL, &err));
+        /* 1 magic + 1 column line + 100000 events, then the bad one */
+        char *want = g_strdup_printf("%s:100003: bad number in column 'size': 'x'", path);
+        ck_assert_str_eq(err->message, want);
+        g_free(want);
+        g_error_free(err);
+    }
+    g_bytes_unref(gz);
+    g_free(bad);
+    g_free(text);
+    g_free(path);
+    gs_trace_free(t);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_long_line)
+{
+    /* A comment far longer than a read chunk must not confuse the line splitting. */
+    GString *g = g_string_new("# gpusim-trace 1\n# note: ");
+    for (int i = 0; i < 700000; i++)
+        g_string_append_c(g, (char)('a' + i % 26));
+    g_string_append(g, "\n" GS_TRACE_COLUMNS "\n0,0,mark,torch,0,0,0,1\n");
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "long.gstrace", NULL);
+    write_file(path, g->str, (gssize)g->len);
+    GError *err = NULL;
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(t != NULL, "%s", err ? err->message : "?");
+    ck_assert_uint_eq(strlen(gs_trace_get_meta(t, "note")), 700000);
+    ck_assert_uint_eq(t->n, 1);
+    gs_trace_free(t);
+
+    /* The same long line, cut short at the end of the file. */
+    write_file(path, g->str, 300000);
+    ck_assert_ptr_null(gs_trace_load(path, 0, NULL, NULL, &err));
+    ck_assert(g_str_has_suffix(err->message, ":2: truncated line (no newline at end of file)"));
+    g_error_free(err);
+    g_free(path);
+    remove_tmpdir(dir);
+    g_string_free(g, TRUE);
 }
 END_TEST
 
@@ -1075,6 +1156,8 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_save_atomic_failure_keeps_nothing);
     tcase_add_test(tc, test_save_replaces_existing);
     tcase_add_test(tc, test_save_refuses_unwritable);
+    tcase_add_test(tc, test_error_line_in_large_file);
+    tcase_add_test(tc, test_long_line);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("build");
