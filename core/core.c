@@ -267,6 +267,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->be = be;
     h->limit = cfg ? cfg->limit : 0;
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
+    h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
     h->npools = h->P->npools;
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);

@@ -90,6 +90,7 @@ typedef struct {
     uint64_t num_sync_all_streams;
     uint64_t num_device_alloc;
     uint64_t num_device_free;
+    int64_t max_split_size;       /* the policy's oversize threshold; -1 when unlimited */
     /* Metrics of DESIGN.md that need the state at a moment: */
     int64_t requested_at_peak_allocated; /* Q when A reached its peak (internal_frag) */
     uint64_t largest_free_at_peak_reserved;

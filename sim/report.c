@@ -182,9 +182,9 @@ static void json_memory_stats(FILE *out, const gs_stats *s)
     fprintf(out,
             ", \"num_alloc_retries\": %" G_GUINT64_FORMAT ", \"num_ooms\": %" G_GUINT64_FORMAT
             ", \"num_sync_all_streams\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
-            ", \"num_device_free\": %" G_GUINT64_FORMAT "}",
+            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"max_split_size\": %" G_GINT64_FORMAT "}",
             s->num_alloc_retries, s->num_ooms, s->num_sync_all_streams, s->num_device_alloc,
-            s->num_device_free);
+            s->num_device_free, s->max_split_size);
 }
 
 static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)

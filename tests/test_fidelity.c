@@ -6,14 +6,15 @@
  *   - uncapped runs: segments cudaMalloc'd and peak reserved equal the real run's exactly;
  *   - capped runs: same outcome, peak reserved within 0.5%, and num_alloc_retries equal.
  * Both address modes are checked: reference addresses (segment n at the real segment n's
- * address), which must be exact everywhere, and the driver placement model, which must meet
- * the contract above.
+ * address), which must be exact everywhere, down to every key of torch.cuda.memory_stats(),
+ * and the driver placement model, which must meet the contract above.
  *
  * Usage: test_fidelity CONVERT_PY TRACES_DIR WORK_DIR. Exit 77 (skip) when TRACES_DIR or
  * python3 is absent. Expandable-segment runs are left to the expandable-segments work.
  */
 #include <glib/gstdio.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "replay.h"
@@ -41,6 +42,41 @@ static void convert(const char *name)
     g_free(in);
     g_free(out);
     g_free(ref);
+}
+
+/* With reference addresses, the simulated run must match the real one in every key of
+ * torch.cuda.memory_stats(), read back from the JSON report as a user would. Returns the number
+ * of keys compared. */
+static size_t check_memory_stats(const char *name, const gs_trace *t, const gs_result *r,
+                                 const gs_reference *ref)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_JSON, name, t, r, 1, NULL, true);
+    fclose(f);
+    GError *err = NULL;
+    gs_json *j = gs_json_parse("report", buf, len, &err);
+    ck_assert_msg(j != NULL, "report JSON: %s", err ? err->message : "");
+    const gs_json *results = gs_json_get(j, "results");
+    ck_assert(results && results->n == 1);
+    const gs_json *ms = gs_json_get(results->items[0], "memory_stats");
+    ck_assert_ptr_nonnull(ms);
+    GHashTableIter it;
+    gpointer k, v;
+    size_t n = 0;
+    g_hash_table_iter_init(&it, ref->stats);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        int64_t sim;
+        const gs_json *x = gs_json_get(ms, k);
+        ck_assert_msg(x && gs_json_int(x, &sim), "%s: memory_stats lacks %s", name, (char *)k);
+        ck_assert_msg(sim == *(int64_t *)v, "%s: %s is %" G_GINT64_FORMAT ", real %" G_GINT64_FORMAT,
+                      name, (char *)k, sim, *(int64_t *)v);
+        n++;
+    }
+    gs_json_free(j);
+    free(buf);
+    return n;
 }
 
 static void check_run(const char *name, bool reference_addresses)
@@ -91,8 +127,12 @@ static void check_run(const char *name, bool reference_addresses)
         ck_assert_msg(rel < 0.005 && rel > -0.005, "%s (%s): peak reserved off by %.3f%%", name,
                       mode, 100 * rel);
     }
-    if (reference_addresses) /* every segment must have found its real address */
+    if (reference_addresses) { /* every segment must have found its real address */
         ck_assert_uint_eq(r.script_used, ref->n_segment_alloc);
+        size_t keys = check_memory_stats(name, t, &r, ref);
+        ck_assert_uint_ge(keys, 100);
+        printf("%-40s %-20s all %zu memory_stats keys equal\n", name, mode, keys);
+    }
 
     gs_result_clear(&r);
     gs_policy_free(p);
