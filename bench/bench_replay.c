@@ -36,7 +36,10 @@ int main(int argc, char **argv)
     }
     if (!path) path = GS_SOURCE_ROOT "/traces/data/gpt2.gstrace.gz";
     if (nspecs == 0) specs[nspecs++] = "pytorch";
-    if (runs == 0 || runs > 99) runs = 7;
+    if (repeat == 0 || runs == 0 || runs > 99) {
+        fprintf(stderr, "bench_replay: --repeat must be >= 1 and --runs between 1 and 99\n");
+        return 2;
+    }
 
     GError *err = NULL;
     gs_trace *t = gs_trace_load(path, 0, NULL, NULL, &err);

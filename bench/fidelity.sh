@@ -16,8 +16,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for f in "$dir"/*.pickle.gz; do
     n=$(basename "$f" .pickle.gz)
-    python3 "$root/traces/convert.py" "$f" -o "$work/$n.gstrace.gz" --reference "$work/$n.ref.json" 2>/dev/null
+    python3 "$root/traces/convert.py" "$f" -o "$work/$n.gstrace.gz" --reference "$work/$n.ref.json" ||
+        { echo "fidelity.sh: could not convert $f" >&2; exit 2; }
 done
+ls "$work"/*.ref.json >/dev/null 2>&1 || { echo "fidelity.sh: no *.pickle.gz in $dir" >&2; exit 2; }
 printf '%-36s %-9s %-9s %-25s %-9s %-11s %-7s %-6s\n' run addresses outcome "peak reserved (bytes)" segments "dev allocs" retries match
 for ref in "$work"/*.ref.json; do
     n=$(basename "$ref" .ref.json)
@@ -28,7 +30,8 @@ for ref in "$work"/*.ref.json; do
         [ $mode = model ] && flag=--no-reference-addresses
         "$gpusim" replay "$input" --reference "$ref" $flag --format csv | tail -n 1 |
         awk -F, -v run="$n" -v mode="$mode" '{
-            # columns: see gpusim replay --format csv with --reference
+            # columns: see gpusim replay --format csv with --reference (the policies here hold
+            # no commas, so no field is quoted)
             printf "%-36s %-9s %-9s %-25s %-9s %-11s %-7s %-6s\n", run, mode, $21 "/" $4,
                    $22 "/" $8, $23 "/" $18, $24 "/" $16, $25 "/" $14, ($26 == "true" ? "exact" : "DIFFERS")
         }'

@@ -552,6 +552,10 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
 gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
 {
     const gs_policy_ops *P = h->P;
+    if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
+        h->st.num_ooms++;
+        return GS_ERR_OOM;
+    }
     uint64_t size = P->round_size(h->cfg, orig);
     unsigned pool = P->pool_of(h->cfg, size);
     gs_block *b = get_free_block(h, pool, stream, size);

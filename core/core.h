@@ -34,6 +34,9 @@ typedef struct gs_segment gs_segment;
 typedef struct gs_policy gs_policy;
 
 #define GS_MAX_POOLS 4
+/* Requests above this (64 TiB, beyond any device) fail as OOMs at once, before any rounding
+ * could overflow: PyTorch likewise refuses "more than 1EB" up front. */
+#define GS_MAX_REQUEST (UINT64_C(1) << 46)
 
 typedef enum {
     GS_BLOCK_FREE = 0,  /* cached: in its pool's index */

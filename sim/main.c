@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #include "replay.h"
 
@@ -23,7 +26,8 @@ static const char replay_summary[] =
 static const char replay_description[] =
     "Policies (SPEC is NAME or NAME:CONF, CONF in PYTORCH_CUDA_ALLOC_CONF syntax):\n"
     "%s\n"
-    "SIZE accepts 18.2GiB, 512MiB, 6.25GiB, 4096 (bytes); GB/MB are decimal.\n"
+    "SIZE accepts 18.2GiB, 512MiB, 6.25GiB, 4096 (bytes); K/M/G/T mean KiB/MiB/GiB/TiB,\n"
+    "kB/MB/GB/TB are decimal; a fraction needs a unit.\n"
     "--capacity is the memory the allocator may reserve: PyTorch's per-process memory fraction\n"
     "times the device total. Without it there is no limit (and, as in PyTorch, no garbage\n"
     "collection); the device itself has --device-total bytes (default: the trace's\n"
@@ -75,24 +79,36 @@ static char *policies_help(void)
     return g_string_free(s, FALSE);
 }
 
-/* Write the report to a temporary file beside path, then rename: never a half-written file. */
+/* Write the report whole: to a temporary file beside path, then rename, so an interrupted run
+ * never leaves a half-written report. "-" is stdout; an existing path that is not a regular file
+ * (a symlink, a FIFO, /dev/null) is written in place, never replaced. */
 static FILE *open_output(const char *path, char **tmp)
 {
-    if (!path) return stdout;
+    *tmp = NULL;
+    if (!path || strcmp(path, "-") == 0) return stdout;
+    GStatBuf st;
+    if (g_lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "w");
+        if (!f) usage_error("%s: cannot write: %s", path, g_strerror(errno));
+        return f;
+    }
     *tmp = g_strdup_printf("%s.XXXXXX", path);
     int fd = g_mkstemp(*tmp);
     if (fd < 0) usage_error("%s: cannot write: %s", path, g_strerror(errno));
+    mode_t mask = umask(0);
+    umask(mask);
+    fchmod(fd, 0666 & ~mask); /* as if created by open(), not mkstemp's 0600 */
     return fdopen(fd, "w");
 }
 
-static void close_output(FILE *f, const char *path, char *tmp)
+static void close_output(FILE *f, char *tmp, const char *path)
 {
     if (f == stdout) {
         fflush(stdout);
         return;
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    if (fclose(f) != 0 || (tmp && rename(tmp, path) != 0)) {
+        if (tmp) unlink(tmp);
         usage_error("%s: cannot write: %s", path, g_strerror(errno));
     }
     g_free(tmp);
@@ -112,7 +128,8 @@ static int cmd_replay(int argc, char **argv)
          "Physical memory of the simulated device (default: from the trace, else 80GiB)", "SIZE"},
         {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend, "Device: sim (default)", "sim"},
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
-         "Output: table (default), csv (one row per policy), json (one object)", "FMT"},
+         "Output: table (default), csv (one row per policy), json (one object per trace; an "
+         "array of them for several traces)", "FMT"},
         {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
          "Write the report to FILE (whole, via a temporary file) instead of stdout", "FILE"},
         {"continue-on-oom", 0, 0, G_OPTION_ARG_NONE, &continue_on_oom,
@@ -120,7 +137,7 @@ static int cmd_replay(int argc, char **argv)
         {"lenient", 0, 0, G_OPTION_ARG_NONE, &lenient,
          "Turn trace errors such as a free of an unknown id into counted warnings", NULL},
         {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
-         "Device-call latency table (CSV as in calibration/; default: built-in H100)", "FILE"},
+         "Device-call latency table (CSV as in shared/calibration/; default: built-in H100)", "FILE"},
         {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
          "What the real allocator did (traces/convert.py --reference): compare with it, place "
          "segments at its addresses, and default --policy and --capacity to its run's",
@@ -188,19 +205,25 @@ static int cmd_replay(int argc, char **argv)
         g_free(spec);
     }
 
+    if (no_ref_addrs && !ref) usage_error("--no-reference-addresses needs --reference");
+    /* Load every trace before writing anything: a bad second trace must not leave half a
+     * report behind. */
+    GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
+    for (int a = 1; a < argc; a++) {
+        gs_trace *t = gs_trace_load(argv[a], lenient ? GS_TRACE_LENIENT : 0, warn_lenient, NULL, &err);
+        if (!t) usage_error("%s", err->message);
+        if (t->n_warnings)
+            fprintf(stderr, "gpusim: %s: %zu problems skipped (--lenient)\n", argv[a], t->n_warnings);
+        g_ptr_array_add(traces, t);
+    }
+
     char *tmp = NULL;
     FILE *out = open_output(output, &tmp);
     bool show_progress = !quiet && isatty(STDERR_FILENO);
     int rc = 0;
     if (fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
     for (int a = 1; a < argc; a++) {
-        gs_trace *t = gs_trace_load(argv[a], lenient ? GS_TRACE_LENIENT : 0, warn_lenient, NULL, &err);
-        if (!t) {
-            if (out != stdout) unlink(tmp);
-            usage_error("%s", err->message);
-        }
-        if (t->n_warnings)
-            fprintf(stderr, "gpusim: %s: %zu problems skipped (--lenient)\n", argv[a], t->n_warnings);
+        const gs_trace *t = traces->pdata[a - 1];
         gs_result *rs = g_new0(gs_result, pols->len);
         const gs_reference **refs = ref ? g_new0(const gs_reference *, pols->len) : NULL;
         for (guint i = 0; i < pols->len; i++) {
@@ -226,10 +249,10 @@ static int cmd_replay(int argc, char **argv)
         for (guint i = 0; i < pols->len; i++) gs_result_clear(&rs[i]);
         g_free(rs);
         g_free(refs);
-        gs_trace_free(t);
     }
+    g_ptr_array_free(traces, TRUE);
     if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
-    close_output(out, output, tmp);
+    close_output(out, tmp, output);
 
     g_ptr_array_free(pols, TRUE);
     gs_reference_free(ref);

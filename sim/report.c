@@ -52,6 +52,18 @@ static ref_cmp compare(const gs_result *r, const gs_reference *ref)
     return c;
 }
 
+/* A capacity as typed: "5.75GiB", or bytes when it is not a round number of MiB. */
+static const char *cap_label(char buf[48], uint64_t cap)
+{
+    if (cap % (GS_MiB / 4) == 0 && cap >= GS_GiB / 4)
+        g_snprintf(buf, 48, "%gGiB", (double)cap / (double)GS_GiB);
+    else if (cap % GS_MiB == 0)
+        g_snprintf(buf, 48, "%" G_GUINT64_FORMAT "MiB", cap / GS_MiB);
+    else
+        g_snprintf(buf, 48, "%" G_GUINT64_FORMAT "B", cap);
+    return buf;
+}
+
 char *gs_format_size(uint64_t b)
 {
     if (b >= GS_GiB) return g_strdup_printf("%.3f GiB", (double)b / (double)GS_GiB);
@@ -64,25 +76,31 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
                          size_t n, const gs_reference *const *refs)
 {
     fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
-    fprintf(out, "%-44s %-7s %12s %12s %6s %7s %5s %9s %8s %10s %8s\n", "policy", "outcome",
-            "peak alloc", "peak reserv", "frag", "retries", "OOMs", "cudaMalloc", "cudaFree",
-            "device ms", "Mev/s");
+    char **labels = g_new0(char *, n + 1);
+    int w = 6;
+    for (size_t i = 0; i < n; i++) {
+        const gs_result *r = &rs[i];
+        char cb[48];
+        labels[i] = r->capacity ? g_strdup_printf("%s @%s", r->policy, cap_label(cb, r->capacity))
+                                : g_strdup(r->policy);
+        w = MAX(w, (int)strlen(labels[i]));
+    }
+    fprintf(out, "%-*s %-7s %12s %12s %6s %7s %5s %9s %8s %10s %8s\n",
+            w, "policy", "outcome", "peak alloc", "peak reserv", "frag", "retries", "OOMs",
+            "cudaMalloc", "cudaFree", "device ms", "Mev/s");
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
         char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
         char *pr = gs_format_size((uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak);
-        char *pol = r->capacity ? g_strdup_printf("%s @%.3fGiB", r->policy,
-                                                  (double)r->capacity / (double)GS_GiB)
-                                : g_strdup(r->policy);
-        fprintf(out, "%-44s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
+        fprintf(out, "%-*s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
                      " %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %10.2f %8.2f\n",
-                pol, outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
+                w, labels[i], outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
                 r->stats.num_ooms, r->calls.n[GS_CALL_MALLOC], r->calls.n[GS_CALL_FREE],
                 gs_devcalls_total_us(&r->calls) / 1000.0, events_per_s(r) / 1e6);
         g_free(pa);
         g_free(pr);
-        g_free(pol);
     }
+    g_strfreev(labels);
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
         if (r->oom) {
@@ -99,8 +117,8 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     }
     if (!refs) return;
     fprintf(out, "\nreal run (reference) vs simulated:\n");
-    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s\n", "policy", "outcome", "", "peak reserved",
-            "segments", "dev allocs", "retries");
+    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s  %s\n", "policy", "outcome", "",
+            "peak reserved", "segments", "dev allocs", "retries", "match");
     for (size_t i = 0; i < n; i++) {
         if (!refs[i]) continue;
         const gs_result *r = &rs[i];
@@ -126,10 +144,27 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
     "segments_allocated,device_time_us,replay_events_per_s"
 
+/* RFC 4180: a field with a comma, quote or newline is quoted, its quotes doubled (policy specs
+ * such as max_split_size_mb:128,garbage_collection_threshold:0.6 contain commas). */
+static void csv_field(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"') fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
 static void csv_row(FILE *out, const gs_result *r)
 {
     const gs_stats *s = &r->stats;
-    fprintf(out, "%s,%" G_GUINT64_FORMAT ",%s,", r->policy, r->capacity, outcome(r));
+    csv_field(out, r->policy);
+    fprintf(out, ",%" G_GUINT64_FORMAT ",%s,", r->capacity, outcome(r));
     if (r->oom) fprintf(out, "%zu,%" G_GUINT64_FORMAT ",", r->first_oom_event, r->first_oom_size);
     else fprintf(out, ",,");
     fprintf(out,
@@ -261,7 +296,8 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                        "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
                      : "");
         for (size_t i = 0; i < n; i++) {
-            fprintf(out, "%s,", name);
+            csv_field(out, name);
+            fputc(',', out);
             csv_row(out, &rs[i]);
             if (refs) {
                 ref_cmp c = compare(&rs[i], refs[i]);

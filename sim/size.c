@@ -48,6 +48,8 @@ gboolean gs_parse_size(const char *s, uint64_t *out, GError **err)
     while (*p == ' ') p++;
     for (size_t i = 0; i < G_N_ELEMENTS(units); i++) {
         if (strcmp(p, units[i].name) != 0) continue;
+        if (frac && units[i].mult == 1)
+            return bad(err, s, "a fraction needs a unit (did you mean GiB?)");
         uint64_t m = units[i].mult;
         if (whole && m > UINT64_MAX / whole) return bad(err, s, "too large");
         uint64_t v = whole * m;

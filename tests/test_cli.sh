@@ -78,6 +78,35 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2" "
 [ "$(wc -l <"$tmp/o.csv")" -eq 2 ] || fail "--output: file content"
 ls "$tmp" | grep -q 'o.csv.' && fail "--output: left a temporary file"
 
+# --- -o never replaces what is not a regular file; "-" is stdout ---
+"$gpusim" replay "$trace" --format csv -o - >"$tmp/dash.csv" || fail "-o -: exit"
+[ "$(wc -l <"$tmp/dash.csv")" -eq 2 ] && [ ! -e ./- ] || fail "-o -: want stdout"
+ln -s "$tmp/target.csv" "$tmp/link.csv"
+"$gpusim" replay "$trace" --format csv -o "$tmp/link.csv" || fail "-o symlink: exit"
+[ -L "$tmp/link.csv" ] && [ "$(wc -l <"$tmp/target.csv")" -eq 2 ] || fail "-o symlink: link replaced"
+
+# --- a bad second trace: nothing written at all ---
+head -c 1000 "$trace" >"$tmp/trunc.gstrace.gz"
+expect_error "bad second trace" "trunc.gstrace.gz" "$gpusim" replay "$trace" "$tmp/trunc.gstrace.gz"
+
+# --- CSV fields with commas are quoted ---
+"$gpusim" replay "$trace" -p pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6 --format csv >"$tmp/q.csv" || fail "csv quoting: exit"
+python3 -c "
+import csv,sys
+rows=list(csv.reader(open(sys.argv[1])))
+assert len(rows)==2 and len(rows[0])==len(rows[1]), rows
+assert rows[1][1]=='pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6', rows[1][1]" "$tmp/q.csv" || fail "csv quoting: content"
+
+# --- a fractional size needs a unit; an absurd request is an OOM, not a wrap-around ---
+expect_error "bare fraction" "needs a unit" "$gpusim" replay "$trace" --capacity 5.75
+expect_error "no-ref-addrs alone" "needs --reference" "$gpusim" replay "$trace" --no-reference-addresses
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,18446744073709551615\n' >"$tmp/huge.gstrace"
+"$gpusim" replay "$tmp/huge.gstrace" --format json >"$tmp/huge.json" || fail "huge: exit"
+python3 -c "
+import json,sys
+r=json.load(open(sys.argv[1]))['results'][0]
+assert r['outcome']=='oom' and r['peak_reserved_bytes']==0, r" "$tmp/huge.json" || fail "huge request: want an OOM"
+
 # --- OOM outcome: stop at first, or continue ---
 "$gpusim" replay "$trace" --capacity 4GiB --format json >"$tmp/oom.json" || fail "oom: exit"
 python3 - "$tmp/oom.json" <<'PY' || fail "oom: content"

@@ -121,7 +121,7 @@ START_TEST(parse_sizes)
     ck_assert(gs_parse_size("1.5GB", &v, &err)); ck_assert_uint_eq(v, 1500000000);
     ck_assert(gs_parse_size("2T", &v, &err)); ck_assert_uint_eq(v, 2 * 1024 * GiB);
     const char *bad[] = {"", "GiB", "-1", "1.GiB", "12 parsecs", "0", "0.0GiB",
-                         "99999999999999999999", "20000000TiB"};
+                         "99999999999999999999", "20000000TiB", "5.75"};
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         ck_assert_msg(!gs_parse_size(bad[i], &v, &err), "accepted '%s'", bad[i]);
         ck_assert_ptr_nonnull(strstr(err->message, "bad size"));
