@@ -75,6 +75,58 @@ gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, 
     return st;
 }
 
+/* The VMM wrappers differ only in the op and its arguments. */
+#define VMM_CALL(kind, op, ...)                                  \
+    do {                                                         \
+        if (!be->ops->op) return GS_ERR_UNSUPPORTED;             \
+        double t0 = be->ops->now_us(be->state);                  \
+        gs_status st = be->ops->op(be->state, __VA_ARGS__);      \
+        account(be, calls, GS_CALL_##kind, t0, st);              \
+        return st;                                               \
+    } while (0)
+
+gs_status gs_dev_va_reserve(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *va)
+{
+    VMM_CALL(VA_RESERVE, va_reserve, size, va);
+}
+
+gs_status gs_dev_va_release(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
+{
+    VMM_CALL(VA_RELEASE, va_release, va, size);
+}
+
+gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *handle)
+{
+    VMM_CALL(PAGE_CREATE, page_create, size, handle);
+}
+
+gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle)
+{
+    VMM_CALL(PAGE_RELEASE, page_release, handle);
+}
+
+gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle)
+{
+    VMM_CALL(MAP, map, va, size, handle);
+}
+
+gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
+{
+    VMM_CALL(SET_ACCESS, set_access, va, size);
+}
+
+gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
+{
+    VMM_CALL(UNMAP, unmap, va, size);
+}
+
+bool gs_dev_has_vmm(const gs_backend *be)
+{
+    const gs_backend_ops *o = be->ops;
+    return o->va_reserve && o->va_release && o->page_create && o->page_release && o->map &&
+           o->set_access && o->unmap && o->granularity;
+}
+
 void gs_backend_destroy(gs_backend *be)
 {
     if (!be) return;

@@ -87,7 +87,13 @@ typedef struct gs_backend_ops {
     gs_status (*malloc)(void *st, uint64_t size, uint64_t *addr);
     gs_status (*free)(void *st, uint64_t addr);
 
-    /* The driver's virtual-memory calls. May be NULL on a backend without VMM support. */
+    /* The driver's virtual-memory calls (cuMemAddressReserve, cuMemAddressFree, cuMemCreate,
+     * cuMemRelease, cuMemMap, cuMemSetAccess, cuMemUnmap). NULL on a backend without VMM
+     * support (the wrappers then return GS_ERR_UNSUPPORTED). Sizes and addresses are multiples
+     * of granularity(). A handle is physical memory of one page_create, never 0; it is mapped
+     * whole (offset 0). page_create is the call that runs out of memory (GS_ERR_OOM). unmap
+     * must cover whole mappings; page_release of a handle still mapped frees its memory when
+     * the last mapping goes, as the driver does. */
     gs_status (*va_reserve)(void *st, uint64_t size, uint64_t *va);
     gs_status (*va_release)(void *st, uint64_t va, uint64_t size);
     gs_status (*page_create)(void *st, uint64_t size, uint64_t *handle);
@@ -95,7 +101,7 @@ typedef struct gs_backend_ops {
     gs_status (*map)(void *st, uint64_t va, uint64_t size, uint64_t handle);
     gs_status (*set_access)(void *st, uint64_t va, uint64_t size);
     gs_status (*unmap)(void *st, uint64_t va, uint64_t size);
-    uint64_t (*granularity)(void *st);
+    uint64_t (*granularity)(void *st); /* the physical page: 2 MiB on current GPUs */
 
     gs_status (*mem_info)(void *st, uint64_t *free_bytes, uint64_t *total_bytes);
     double (*now_us)(void *st); /* the backend's clock, microseconds */
@@ -111,6 +117,14 @@ typedef struct gs_backend {
 gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr);
 gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr);
 gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, uint64_t *total);
+gs_status gs_dev_va_reserve(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *va);
+gs_status gs_dev_va_release(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
+gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *handle);
+gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle);
+gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle);
+gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
+gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
+bool gs_dev_has_vmm(const gs_backend *be);
 void gs_backend_destroy(gs_backend *be);
 
 /* ---- Calibration: device-call latency as a function of size (backends/calibration.c) ----

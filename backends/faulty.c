@@ -44,6 +44,44 @@ static gs_status faulty_free(void *st, uint64_t addr)
     return INNER(f)->free(ISTATE(f), addr);
 }
 
+/* The VMM calls: fail if chosen, else pass through (or report the inner backend's lack). */
+#define FORWARD(kind, op, ...)                                        \
+    do {                                                              \
+        faulty_state *f = st;                                         \
+        if (!INNER(f)->op) return GS_ERR_UNSUPPORTED;                 \
+        if (should_fail(f, GS_CALL_##kind)) return f->cfg.status;     \
+        return INNER(f)->op(ISTATE(f), __VA_ARGS__);                  \
+    } while (0)
+
+static gs_status faulty_va_reserve(void *st, uint64_t size, uint64_t *va)
+{
+    FORWARD(VA_RESERVE, va_reserve, size, va);
+}
+static gs_status faulty_va_release(void *st, uint64_t va, uint64_t size)
+{
+    FORWARD(VA_RELEASE, va_release, va, size);
+}
+static gs_status faulty_page_create(void *st, uint64_t size, uint64_t *handle)
+{
+    FORWARD(PAGE_CREATE, page_create, size, handle);
+}
+static gs_status faulty_page_release(void *st, uint64_t handle)
+{
+    FORWARD(PAGE_RELEASE, page_release, handle);
+}
+static gs_status faulty_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
+{
+    FORWARD(MAP, map, va, size, handle);
+}
+static gs_status faulty_set_access(void *st, uint64_t va, uint64_t size)
+{
+    FORWARD(SET_ACCESS, set_access, va, size);
+}
+static gs_status faulty_unmap(void *st, uint64_t va, uint64_t size)
+{
+    FORWARD(UNMAP, unmap, va, size);
+}
+
 static gs_status faulty_mem_info(void *st, uint64_t *free_b, uint64_t *total)
 {
     faulty_state *f = st;
@@ -76,6 +114,13 @@ static const gs_backend_ops faulty_ops = {
     .name = "faulty",
     .malloc = faulty_malloc,
     .free = faulty_free,
+    .va_reserve = faulty_va_reserve,
+    .va_release = faulty_va_release,
+    .page_create = faulty_page_create,
+    .page_release = faulty_page_release,
+    .map = faulty_map,
+    .set_access = faulty_set_access,
+    .unmap = faulty_unmap,
     .granularity = faulty_granularity,
     .mem_info = faulty_mem_info,
     .now_us = faulty_now,

@@ -15,6 +15,16 @@
  *    addresses 2 MiB aligned, new ranges carved downward from the top of the address space, each
  *    in a chunk rounded up to 32 MiB; the slack left in a chunk, and freed ranges, are reused
  *    for later allocations that fit, the lowest address first.
+ *
+ * Virtual memory (the driver's cuMem* calls, used by expandable segments). A reservation is
+ * address space only. cuMemCreate takes physical pages (and is the call that runs out of
+ * memory); cuMemMap puts a whole handle at a granularity-aligned address inside a reservation
+ * where nothing is mapped yet; cuMemSetAccess needs every page of its range mapped; cuMemUnmap
+ * must cover whole mappings; cuMemRelease frees a handle's pages at once, or when its last
+ * mapping goes if it is still mapped. Anything else is GS_ERR_INVALID, as the driver's
+ * CUDA_ERROR_INVALID_VALUE. Reservations are carved upward from VMM_BASE, far from where
+ * cudaMalloc's model places segments, and never reused (the address does not matter to the
+ * allocator: an expandable segment's blocks only compare addresses within the segment).
  */
 #include <string.h>
 
@@ -25,6 +35,22 @@
 #define PAGE (2 * GS_MiB)
 #define CHUNK (32 * GS_MiB)
 #define VA_TOP UINT64_C(0x7f0000000000) /* where the model starts carving (a typical CUDA VA) */
+#define VMM_BASE UINT64_C(0x200000000000)
+
+typedef struct {
+    uint64_t va, size;
+    uint64_t mapped_pages;
+} reservation;
+
+typedef struct {
+    uint64_t size;
+    uint32_t maps;   /* live mappings of this handle */
+    bool released;   /* cuMemRelease'd while mapped: its pages go with the last unmap */
+} phys_handle;
+
+typedef struct {
+    uint64_t va, size, handle;
+} mapping;
 
 typedef struct {
     uint64_t addr, size;
@@ -44,6 +70,13 @@ typedef struct {
     size_t script_n, script_pos;
     bool script_off;
     size_t script_used;
+    /* virtual memory */
+    GHashTable *reservations; /* va -> reservation */
+    GHashTable *handles;      /* handle -> phys_handle */
+    GHashTable *pages;        /* va of each mapped granule -> its mapping (owned by maps) */
+    GHashTable *maps;         /* mapping va -> mapping */
+    uint64_t next_handle;
+    uint64_t vmm_frontier;
 } sim_state;
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
@@ -173,6 +206,139 @@ static gs_status sim_mem_info(void *st, uint64_t *free_b, uint64_t *total)
     return GS_OK;
 }
 
+/* ---- virtual memory ---- */
+
+static reservation *reservation_of(sim_state *s, uint64_t va, uint64_t size)
+{
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, s->reservations);
+    while (g_hash_table_iter_next(&it, &k, &v)) {
+        reservation *r = v;
+        if (va >= r->va && size <= r->size && va - r->va <= r->size - size) return r;
+    }
+    return NULL;
+}
+
+static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RESERVE, size);
+    if (size == 0 || size % PAGE) return GS_ERR_INVALID;
+    reservation *r = g_new0(reservation, 1);
+    r->va = s->vmm_frontier;
+    r->size = size;
+    s->vmm_frontier += size;
+    g_hash_table_insert(s->reservations, &r->va, r);
+    *va = r->va;
+    return GS_OK;
+}
+
+static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RELEASE, size);
+    reservation *r = g_hash_table_lookup(s->reservations, &va);
+    if (!r || r->size != size || r->mapped_pages) return GS_ERR_INVALID;
+    g_hash_table_remove(s->reservations, &va);
+    return GS_OK;
+}
+
+static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_CREATE, size);
+    if (size == 0 || size % PAGE) return GS_ERR_INVALID;
+    if (size / PAGE > s->total_pages - s->used_pages) return GS_ERR_OOM;
+    s->used_pages += size / PAGE;
+    phys_handle *p = g_new0(phys_handle, 1);
+    p->size = size;
+    uint64_t *k = g_new(uint64_t, 1);
+    *k = ++s->next_handle;
+    g_hash_table_insert(s->handles, k, p);
+    *handle = *k;
+    return GS_OK;
+}
+
+static void handle_drop(sim_state *s, uint64_t handle, phys_handle *p)
+{
+    s->used_pages -= p->size / PAGE;
+    g_hash_table_remove(s->handles, &handle);
+}
+
+static gs_status sim_page_release(void *st, uint64_t handle)
+{
+    sim_state *s = st;
+    phys_handle *p = g_hash_table_lookup(s->handles, &handle);
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_RELEASE, p ? p->size : PAGE);
+    if (!p || p->released) return GS_ERR_INVALID;
+    if (p->maps) p->released = true;
+    else handle_drop(s, handle, p);
+    return GS_OK;
+}
+
+static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MAP, size);
+    phys_handle *p = g_hash_table_lookup(s->handles, &handle);
+    reservation *r = reservation_of(s, va, size);
+    if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
+    for (uint64_t a = va; a < va + size; a += PAGE)
+        if (g_hash_table_contains(s->pages, &a)) return GS_ERR_INVALID; /* already mapped */
+    mapping *m = g_new(mapping, 1);
+    *m = (mapping){va, size, handle};
+    g_hash_table_insert(s->maps, &m->va, m);
+    for (uint64_t a = va; a < va + size; a += PAGE) {
+        uint64_t *k = g_new(uint64_t, 1);
+        *k = a;
+        g_hash_table_insert(s->pages, k, m);
+    }
+    p->maps++;
+    r->mapped_pages += size / PAGE;
+    return GS_OK;
+}
+
+/* Is every granule of [va, va+size) mapped? */
+static bool range_mapped(sim_state *s, uint64_t va, uint64_t size)
+{
+    if (size == 0 || va % PAGE || size % PAGE) return false;
+    for (uint64_t a = va; a < va + size; a += PAGE)
+        if (!g_hash_table_contains(s->pages, &a)) return false;
+    return true;
+}
+
+static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_SET_ACCESS, size);
+    return range_mapped(s, va, size) ? GS_OK : GS_ERR_INVALID;
+}
+
+static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
+{
+    sim_state *s = st;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_UNMAP, size);
+    if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
+    /* The range must consist of whole mappings: check before changing anything. */
+    for (uint64_t a = va; a < va + size;) {
+        mapping *m = g_hash_table_lookup(s->pages, &a);
+        if (m->va != a || m->size > va + size - a) return GS_ERR_INVALID;
+        a += m->size;
+    }
+    for (uint64_t a = va; a < va + size;) {
+        mapping *m = g_hash_table_lookup(s->maps, &a);
+        uint64_t n = m->size, h = m->handle;
+        for (uint64_t q = a; q < a + n; q += PAGE) g_hash_table_remove(s->pages, &q);
+        reservation_of(s, a, n)->mapped_pages -= n / PAGE;
+        phys_handle *p = g_hash_table_lookup(s->handles, &h);
+        if (--p->maps == 0 && p->released) handle_drop(s, h, p);
+        g_hash_table_remove(s->maps, &a); /* frees m */
+        a += n;
+    }
+    return GS_OK;
+}
+
 static uint64_t sim_granularity(void *st) { return PAGE; }
 static double sim_now(void *st) { return ((sim_state *)st)->clock_us; }
 
@@ -181,6 +347,10 @@ static void sim_destroy(void *st)
     sim_state *s = st;
     g_hash_table_destroy(s->live);
     g_array_free(s->holes, TRUE);
+    g_hash_table_destroy(s->pages);
+    g_hash_table_destroy(s->maps);
+    g_hash_table_destroy(s->handles);
+    g_hash_table_destroy(s->reservations);
     g_free(s);
 }
 
@@ -189,6 +359,13 @@ static const gs_backend_ops sim_ops = {
     .name = "sim",
     .malloc = sim_malloc,
     .free = sim_free,
+    .va_reserve = sim_va_reserve,
+    .va_release = sim_va_release,
+    .page_create = sim_page_create,
+    .page_release = sim_page_release,
+    .map = sim_map,
+    .set_access = sim_set_access,
+    .unmap = sim_unmap,
     .granularity = sim_granularity,
     .mem_info = sim_mem_info,
     .now_us = sim_now,
@@ -205,6 +382,11 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     s->holes = g_array_new(FALSE, FALSE, sizeof(range));
     s->frontier = VA_TOP;
+    s->reservations = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+    s->handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    s->maps = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+    s->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    s->vmm_frontier = VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;
     s->script_n = cfg->script_addrs && cfg->script_sizes ? cfg->script_n : 0;

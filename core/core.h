@@ -10,8 +10,11 @@
  *
  * Vocabulary:
  *   segment  one device allocation (a cudaMalloc), tiled exactly by blocks in address order;
+ *            or, for an expandable segment, one virtual reservation whose pages are mapped
+ *            and unmapped as the pool grows and shrinks (PyTorch's expandable_segments:True);
  *   block    a piece of a segment: allocated (live request), pending (freed by the program,
- *            awaiting a deferred completion) or free (cached, in the pool's index);
+ *            awaiting a deferred completion), free (cached, in the pool's index) or unmapped
+ *            (address space of an expandable segment with no memory behind it);
  *   pool     a set of segments with its own free-block index (PyTorch: small and large);
  *   stream   free blocks are reused only by requests on the stream that allocated them.
  *
@@ -42,6 +45,7 @@ typedef enum {
     GS_BLOCK_FREE = 0,  /* cached: in its pool's index */
     GS_BLOCK_ALLOCATED, /* serving a live request */
     GS_BLOCK_PENDING,   /* freed by the program, completion deferred (cross-stream use) */
+    GS_BLOCK_UNMAPPED,  /* expandable segments only: no pages mapped; in the unmapped index */
 } gs_block_state;
 
 struct gs_block {
@@ -62,11 +66,17 @@ struct gs_block {
 };
 
 struct gs_segment {
-    uint64_t addr, size;
+    uint64_t addr, size;        /* expandable: the whole reservation, mapped or not */
     gs_block *head;             /* lowest-address block */
-    gs_segment *prev, *next;    /* the heap's list of live segments, in creation order */
+    gs_segment *prev, *next;    /* the heap's list of live segments, newest first */
     uint32_t stream;
     uint8_t pool;
+    bool expandable;
+    /* Expandable segments: the reservation is size / page slots of page bytes, each backed by
+     * one physical handle while mapped (0 when not). */
+    uint64_t page;
+    uint64_t *handles;
+    uint64_t mapped_pages;
 };
 
 /* ---- Statistics, with PyTorch's exact meanings (torch.cuda.memory_stats()) ---- */
@@ -106,9 +116,13 @@ typedef struct {
     /* Bytes the allocator may reserve (PyTorch's memory fraction times the device total);
      * 0 means no limit was set, which, as in PyTorch, also disables garbage collection. */
     uint64_t limit;
+    /* The device's total memory (totalGlobalMem): an expandable segment reserves 9/8 of it in
+     * address space, as PyTorch does. 0: ask the backend (cudaMemGetInfo's total). */
+    uint64_t device_total;
 } gs_heap_config;
 
-/* The heap borrows policy and backend; both must outlive it. */
+/* The heap borrows policy and backend; both must outlive it. NULL when the policy needs the
+ * driver's virtual-memory calls (expandable segments) and the backend has none. */
 gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg);
 /* Releases every cached segment and frees host memory. Allocated blocks' segments are
  * returned to the device too (the program is gone). */
@@ -156,10 +170,14 @@ size_t gs_pool_count(const gs_heap *h, unsigned pool);
  * block's age is this count minus the count when it entered the index. */
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b);
 static inline bool gs_block_is_split(const gs_block *b) { return b->prev || b->next; }
-/* Return a free block that is a whole segment to the device (cudaFree). */
+static inline bool gs_block_is_expandable(const gs_block *b) { return b->seg->expandable; }
+/* Return a free block that is a whole segment to the device (cudaFree). Not for blocks of
+ * expandable segments: those shrink only through gs_heap_release_cached. */
 gs_status gs_heap_release_block(gs_heap *h, gs_block *b);
-/* PyTorch's release_cached_blocks: drain pending frees, then release every free block that is a
- * whole segment, pool by pool. Stops at the first device error. */
+/* PyTorch's release_cached_blocks: drain pending frees, then, pool by pool, release every free
+ * block that is a whole segment, and unmap the whole pages inside every free block of an
+ * expandable segment (a reservation left with nothing mapped is freed). Stops at the first
+ * device error. */
 gs_status gs_heap_release_cached(gs_heap *h);
 
 G_END_DECLS

@@ -50,6 +50,10 @@ typedef struct gs_policy_ops {
     bool (*should_split)(const void *cfg, const gs_block *b, uint64_t rounded);
     /* Blocks and segments at least this large count as oversize (UINT64_MAX: never). */
     uint64_t (*oversize)(const void *cfg);
+    /* Optional. Non-zero: the pool grows as an expandable segment, mapping physical handles of
+     * this many bytes into one virtual reservation per stream (needs a backend with the
+     * driver's VMM calls); 0 or NULL: it grows by cudaMalloc segments. */
+    uint64_t (*expandable_page)(const void *cfg, unsigned pool);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

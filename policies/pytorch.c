@@ -114,12 +114,21 @@ static uint64_t pytorch_oversize(const void *cfgv)
     return ((const pytorch_cfg *)cfgv)->max_split_size;
 }
 
+/* §2: one handle per page; 2 MiB pages for the small pool, 20 MiB for the large pool, because
+ * mapping costs grow with the number of handles. */
+static uint64_t pytorch_expandable_page(const void *cfgv, unsigned pool)
+{
+    if (!((const pytorch_cfg *)cfgv)->expandable) return 0;
+    return pool == POOL_SMALL ? kSmallBuffer : kLargeBuffer;
+}
+
 /* ---- release paths (§1.10) ---- */
 
 /* release_available_cached_blocks: free one cached oversize block big enough for the request,
  * else free oversize blocks from the largest down until enough is freed. Returns false when
  * that was not enough, even though the blocks it freed stay freed: PyTorch then goes straight
- * to the full flush (fidelity-notes.md §1.2). */
+ * to the full flush (fidelity-notes.md §1.2). Blocks of expandable segments are passed over,
+ * as in PyTorch 2.9+ (they are not whole cudaMalloc segments; the full flush unmaps them). */
 static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
                                  uint64_t size, gs_status *st)
 {
@@ -128,7 +137,7 @@ static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, ui
     if (cfg->max_split_size == UINT64_MAX) return false;
     uint64_t key = size < cfg->max_split_size ? cfg->max_split_size : size;
     gs_block *b = gs_pool_lower_bound(h, pool, stream, key);
-    if (b && b->stream == stream) {
+    if (b && b->stream == stream && !gs_block_is_expandable(b)) {
         *st = gs_heap_release_block(h, b);
         return *st == GS_OK;
     }
@@ -138,9 +147,11 @@ static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, ui
     while (cur && released < key && cur->size >= cfg->max_split_size && cur->stream == stream) {
         gs_block *prev = gs_pool_prev(h, cur);
         uint64_t n = cur->size;
-        *st = gs_heap_release_block(h, cur);
-        if (*st != GS_OK) return false;
-        released += n;
+        if (!gs_block_is_expandable(cur)) {
+            *st = gs_heap_release_block(h, cur);
+            if (*st != GS_OK) return false;
+            released += n;
+        }
         cur = prev;
     }
     return released >= key;
@@ -158,6 +169,7 @@ static gs_status pytorch_collect(gs_heap *h, const void *cfgv)
     if (reserved <= threshold) return GS_OK;
     uint64_t target = reserved - threshold, reclaimed = 0, total_age = 0;
     int64_t count = 0;
+    /* Candidates are unsplit, cudaMalloc'd blocks (2.9+ passes expandable ones over). */
     for (gs_block *b = gs_pool_first(h, POOL_LARGE); b; b = gs_pool_next(h, b)) {
         if (!gs_block_is_split(b)) {
             total_age += gs_block_age(h, b);
@@ -172,7 +184,7 @@ static gs_status pytorch_collect(gs_heap *h, const void *cfgv)
         while (b) {
             gs_block *next = gs_pool_next(h, b);
             uint64_t age = gs_block_age(h, b);
-            if (!gs_block_is_split(b) && (double)age >= age_threshold) {
+            if (!gs_block_is_split(b) && !gs_block_is_expandable(b) && (double)age >= age_threshold) {
                 uint64_t n = b->size;
                 gs_status st = gs_heap_release_block(h, b);
                 if (st != GS_OK) return st;
@@ -346,11 +358,6 @@ static void *pytorch_parse(const char *conf, GError **err)
             cfg->gc_threshold = v;
         } else if (strcmp(key, "expandable_segments") == 0) {
             ok = parse_bool(key, val, &cfg->expandable, err);
-            if (ok && cfg->expandable) {
-                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                            "expandable_segments:True is not supported yet by this gpusim build");
-                ok = false;
-            }
         } else if (strcmp(key, "backend") == 0) {
             if (strcmp(val, "native") != 0) {
                 g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
@@ -386,7 +393,8 @@ const gs_policy_ops gs_policy_pytorch = {
         "max_non_split_rounding_mb:N  an oversize block may serve a request up to N MiB smaller (default 20)\n"
         "roundup_power2_divisions:D   round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]\n"
         "garbage_collection_threshold:X  0<X<1: free old cached blocks above X*capacity (needs --capacity)\n"
-        "expandable_segments:False    (True: not supported yet)\n",
+        "expandable_segments:True     grow one virtual range per stream and pool by mapping pages\n"
+        "                             (2 MiB small, 20 MiB large), unmap them on empty_cache/OOM\n",
     .parse = pytorch_parse,
     .cfg_free = g_free,
     .npools = 2,
@@ -397,6 +405,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .fits = pytorch_fits,
     .should_split = pytorch_should_split,
     .oversize = pytorch_oversize,
+    .expandable_page = pytorch_expandable_page,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,
 };

@@ -169,6 +169,12 @@ static gboolean replay_pass(gs_heap *h, const gs_trace *t, gs_block **slots,
     return TRUE;
 }
 
+/* The simulated device's total memory: the trace's device, else an 80 GiB H100. */
+static uint64_t sc_total(const gs_replay_opts *o)
+{
+    return o->device_total ? o->device_total : 80 * GS_GiB;
+}
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
 {
@@ -180,7 +186,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     if (!be) {
         if (!o->cal) own_cal = gs_calibration_builtin();
         gs_sim_config sc = {
-            .total_bytes = o->device_total ? o->device_total : 80 * GS_GiB,
+            .total_bytes = sc_total(o),
             .cal = o->cal ? o->cal : own_cal,
         };
         if (o->ref && o->ref->seg_addrs->len) {
@@ -190,8 +196,18 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
         }
         be = gs_sim_backend_new(&sc);
     }
-    gs_heap_config hc = {.limit = o->capacity};
+    gs_heap_config hc = {.limit = o->capacity, .device_total = o->backend ? 0 : sc_total(o)};
     gs_heap *h = gs_heap_new(p, be, &hc);
+    if (!h) {
+        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                    "policy %s needs the driver's virtual-memory calls, which backend '%s' lacks",
+                    p->spec, be->ops->name);
+        if (!o->backend) gs_backend_destroy(be);
+        gs_calibration_free(own_cal);
+        g_free(r->policy);
+        r->policy = NULL;
+        return FALSE;
+    }
     gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
     unsigned repeat = o->repeat ? o->repeat : 1;
     size_t total = t->n * repeat;
