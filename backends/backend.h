@@ -130,7 +130,8 @@ void gs_backend_destroy(gs_backend *be);
 /* ---- Calibration: device-call latency as a function of size (backends/calibration.c) ----
  * Loaded from a CSV "op,size_bytes,median_us,..." (the format of shared/calibration/), or the
  * built-in H100 table. Latency is interpolated linearly in size between measured points and
- * held constant beyond the ends. */
+ * held at the first point below the smallest size; above the largest it follows the last two points'
+ * slope (costs such as cudaFree grow with size), unless that slope is negative. */
 typedef struct gs_calibration gs_calibration;
 
 gs_calibration *gs_calibration_builtin(void);

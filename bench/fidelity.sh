@@ -23,18 +23,24 @@ ls "$work"/*.ref.json >/dev/null 2>&1 || { echo "fidelity.sh: no *.pickle.gz in 
 printf '%-36s %-9s %-9s %-25s %-9s %-11s %-7s %-6s\n' run addresses outcome "peak reserved (bytes)" segments "dev allocs" retries match
 for ref in "$work"/*.ref.json; do
     n=$(basename "$ref" .ref.json)
-    case $n in *__expandable_segments__*) continue ;; esac   # expandable segments: not yet simulated
     input=$work/${n%%__*}__default__nocap.gstrace.gz
     for mode in reference model; do
         flag=""
         [ $mode = model ] && flag=--no-reference-addresses
-        "$gpusim" replay "$input" --reference "$ref" $flag --format csv | tail -n 1 |
-        awk -F, -v run="$n" -v mode="$mode" '{
-            # columns: see gpusim replay --format csv with --reference (the policies here hold
-            # no commas, so no field is quoted)
-            printf "%-36s %-9s %-9s %-25s %-9s %-11s %-7s %-6s\n", run, mode, $21 "/" $4,
-                   $22 "/" $8, $23 "/" $18, $24 "/" $16, $25 "/" $14, ($26 == "true" ? "exact" : "DIFFERS")
-        }'
+        "$gpusim" replay "$input" --reference "$ref" $flag --format csv |
+        awk -F, -v run="$n" -v mode="$mode" '
+            # columns by their header names (the policies here hold no commas, so no field is
+            # quoted)
+            NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            {
+                printf "%-36s %-9s %-9s %-25s %-9s %-11s %-7s %-6s\n", run, mode,
+                       $c["ref_outcome"] "/" $c["outcome"],
+                       $c["ref_peak_reserved_bytes"] "/" $c["peak_reserved_bytes"],
+                       $c["ref_segments_allocated"] "/" $c["segments_allocated"],
+                       $c["ref_num_device_alloc"] "/" $c["num_device_alloc"],
+                       $c["ref_num_alloc_retries"] "/" $c["num_alloc_retries"],
+                       ($c["ref_match"] == "true" ? "exact" : "DIFFERS")
+            }'
     done
 done
 echo "(pairs are real/simulated; 'exact' = outcome, peak reserved, segments, device allocs and retries all equal)"

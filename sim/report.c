@@ -72,6 +72,29 @@ char *gs_format_size(uint64_t b)
     return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
 }
 
+/* The device calls each policy made, by kind, with their modelled (or measured) time: only the
+ * kinds some policy used, so a cudaMalloc-only comparison stays narrow. */
+static void report_calls(FILE *out, const gs_result *rs, size_t n, char **labels, int w)
+{
+    bool used[GS_CALL_COUNT] = {false};
+    bool any = false;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < GS_CALL_COUNT; k++) any |= used[k] |= rs[i].calls.n[k] > 0;
+    if (!any) return;
+    fprintf(out, "\ndevice calls: count / %s ms\n%-*s", "modelled", w, "policy");
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        if (used[k]) fprintf(out, " %19s", gs_call_name((gs_call_kind)k));
+    fputc('\n', out);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%-*s", w, labels[i]);
+        for (int k = 0; k < GS_CALL_COUNT; k++)
+            if (used[k])
+                fprintf(out, " %8" G_GUINT64_FORMAT " / %8.2f", rs[i].calls.n[k],
+                        rs[i].calls.time_us[k] / 1000.0);
+        fputc('\n', out);
+    }
+}
+
 static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
                          size_t n, const gs_reference *const *refs)
 {
@@ -85,21 +108,22 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
                                 : g_strdup(r->policy);
         w = MAX(w, (int)strlen(labels[i]));
     }
-    fprintf(out, "%-*s %-7s %12s %12s %6s %7s %5s %9s %8s %10s %8s\n",
+    fprintf(out, "%-*s %-7s %12s %12s %6s %7s %5s %10s %9s %10s %8s\n",
             w, "policy", "outcome", "peak alloc", "peak reserv", "frag", "retries", "OOMs",
-            "cudaMalloc", "cudaFree", "device ms", "Mev/s");
+            "dev allocs", "dev frees", "device ms", "Mev/s");
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
         char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
         char *pr = gs_format_size((uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak);
         fprintf(out, "%-*s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
-                     " %9" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT " %10.2f %8.2f\n",
+                     " %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT " %10.2f %8.2f\n",
                 w, labels[i], outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
-                r->stats.num_ooms, r->calls.n[GS_CALL_MALLOC], r->calls.n[GS_CALL_FREE],
+                r->stats.num_ooms, r->stats.num_device_alloc, r->stats.num_device_free,
                 gs_devcalls_total_us(&r->calls) / 1000.0, events_per_s(r) / 1e6);
         g_free(pa);
         g_free(pr);
     }
+    report_calls(out, rs, n, labels, w);
     g_strfreev(labels);
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
@@ -143,6 +167,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     "peak_reserved_bytes,peak_requested_bytes,frag_peak,waste_bytes,internal_frag,"            \
     "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
     "segments_allocated,device_time_us,replay_events_per_s"
+/* ... then, for each device call kind K (gs_call_name), n_K and us_K: calls made, time in them */
 
 /* RFC 4180: a field with a comma, quote or newline is quoted, its quotes doubled (policy specs
  * such as max_split_size_mb:128,garbage_collection_threshold:0.6 contain commas). */
@@ -177,6 +202,8 @@ static void csv_row(FILE *out, const gs_result *r)
             gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries,
             s->num_ooms, s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
             gs_devcalls_total_us(&r->calls), events_per_s(r));
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        fprintf(out, ",%" G_GUINT64_FORMAT ",%.1f", r->calls.n[k], r->calls.time_us[k]);
 }
 
 static void json_str(FILE *out, const char *s)
@@ -290,11 +317,16 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
         report_table(out, name, t, rs, n, refs);
         break;
     case GS_FMT_CSV:
-        if (first)
-            fprintf(out, "trace,%s%s\n", CSV_COLUMNS,
-                refs ? ",ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,"
-                       "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
-                     : "");
+        if (first) {
+            fprintf(out, "trace,%s", CSV_COLUMNS);
+            for (int k = 0; k < GS_CALL_COUNT; k++)
+                fprintf(out, ",n_%s,us_%s", gs_call_name((gs_call_kind)k),
+                        gs_call_name((gs_call_kind)k));
+            fprintf(out, "%s\n",
+                    refs ? ",ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,"
+                           "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
+                         : "");
+        }
         for (size_t i = 0; i < n; i++) {
             csv_field(out, name);
             fputc(',', out);

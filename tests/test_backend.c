@@ -1,5 +1,5 @@
-/* test_backend.c - the simulated device (pages, placement, reference addresses), the latency
- * model, and the fault injector. */
+/* test_backend.c - the simulated device (pages, placement, reference addresses, virtual
+ * memory), the latency model, and the fault injector. */
 #include <glib/gstdio.h>
 #include <math.h>
 
@@ -168,6 +168,180 @@ START_TEST(strerror_names_every_status)
 }
 END_TEST
 
+/* ---- the simulated device's virtual memory (cuMem*) ---- */
+
+static gs_backend *vmm_device(uint64_t total)
+{
+    gs_sim_config sc = {.total_bytes = total};
+    return gs_sim_backend_new(&sc);
+}
+
+static uint64_t used_bytes(gs_backend *be)
+{
+    uint64_t fr, tot;
+    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
+    return tot - fr;
+}
+
+START_TEST(vmm_reserve_create_map_access_unmap_release)
+{
+    gs_backend *be = vmm_device(1 * GiB);
+    gs_devcalls calls = {0};
+    ck_assert(gs_dev_has_vmm(be));
+    ck_assert_uint_eq(be->ops->granularity(be->state), 2 * MiB);
+    uint64_t va, h1, h2;
+    ck_assert_int_eq(gs_dev_va_reserve(be, &calls, 64 * MiB, &va), GS_OK);
+    ck_assert_uint_eq(va % (2 * MiB), 0);
+    ck_assert_uint_eq(used_bytes(be), 0); /* address space only */
+    ck_assert_int_eq(gs_dev_page_create(be, &calls, 20 * MiB, &h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, &calls, 2 * MiB, &h2), GS_OK);
+    ck_assert(h1 != 0 && h2 != 0 && h1 != h2);
+    ck_assert_uint_eq(used_bytes(be), 22 * MiB); /* physical memory is taken at create */
+    ck_assert_int_eq(gs_dev_map(be, &calls, va, 20 * MiB, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, &calls, va + 20 * MiB, 2 * MiB, h2), GS_OK);
+    ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 22 * MiB), GS_OK); /* across both */
+    ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 22 * MiB), GS_OK);     /* both at once */
+    ck_assert_uint_eq(used_bytes(be), 22 * MiB); /* unmapped, not yet released */
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h2), GS_OK);
+    ck_assert_uint_eq(used_bytes(be), 0);
+    ck_assert_int_eq(gs_dev_va_release(be, &calls, va, 64 * MiB), GS_OK);
+    /* every call counted by kind, none failed */
+    ck_assert_uint_eq(calls.n[GS_CALL_VA_RESERVE], 1);
+    ck_assert_uint_eq(calls.n[GS_CALL_PAGE_CREATE], 2);
+    ck_assert_uint_eq(calls.n[GS_CALL_MAP], 2);
+    ck_assert_uint_eq(calls.n[GS_CALL_SET_ACCESS], 1);
+    ck_assert_uint_eq(calls.n[GS_CALL_UNMAP], 1);
+    ck_assert_uint_eq(calls.n[GS_CALL_PAGE_RELEASE], 2);
+    ck_assert_uint_eq(calls.n[GS_CALL_VA_RELEASE], 1);
+    for (int k = 0; k < GS_CALL_COUNT; k++) ck_assert_uint_eq(calls.failed[k], 0);
+    gs_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(vmm_map_over_a_mapped_page_is_refused)
+{
+    gs_backend *be = vmm_device(1 * GiB);
+    uint64_t va, h1, h2;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 40 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h2), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h1), GS_OK);
+    /* overlapping the first mapping by its last 2 MiB page */
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 18 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    /* the same handle twice in one place */
+    ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h1), GS_ERR_INVALID);
+    /* a size other than the handle's, a misaligned address, outside the reservation */
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 20 * MiB, 2 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 21 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 40 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 20 * MiB, 20 * MiB, h2), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, 12345), GS_ERR_INVALID); /* no such handle */
+    /* a reservation with mappings cannot be freed */
+    ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 40 * MiB), GS_ERR_INVALID);
+    gs_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(vmm_unmap_of_an_unmapped_range_is_refused)
+{
+    gs_backend *be = vmm_device(1 * GiB);
+    uint64_t va, h;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 60 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_ERR_INVALID); /* nothing mapped */
+    ck_assert_int_eq(gs_dev_set_access(be, NULL, va, 2 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 20 * MiB, 20 * MiB, h), GS_OK);
+    /* a range reaching past the mapping, and part of the mapping, are both refused whole */
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 40 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 2 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_set_access(be, NULL, va, 40 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_set_access(be, NULL, va + 20 * MiB, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 20 * MiB), GS_ERR_INVALID); /* twice */
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_ERR_INVALID); /* twice */
+    ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 20 * MiB), GS_ERR_INVALID); /* wrong size */
+    ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 60 * MiB), GS_OK);
+    gs_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(vmm_running_out_of_handles)
+{
+    /* cuMemCreate is where physical memory runs out; the reservation is only address space */
+    gs_backend *be = vmm_device(8 * MiB);
+    uint64_t va, h[5], extra;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 1 * GiB, &va), GS_OK);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[i]), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[4]), GS_ERR_OOM);
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &extra), GS_ERR_OOM); /* one pool of pages */
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h[0]), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[4]), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 3 * MiB, &extra), GS_ERR_INVALID); /* not granular */
+    gs_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(vmm_release_while_mapped_frees_at_unmap)
+{
+    gs_backend *be = vmm_device(1 * GiB);
+    uint64_t va, h;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 20 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_OK);
+    ck_assert_uint_eq(used_bytes(be), 20 * MiB); /* the mapping keeps the memory alive */
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
+    ck_assert_uint_eq(used_bytes(be), 0);
+    gs_backend_destroy(be);
+}
+END_TEST
+
+START_TEST(vmm_calls_cost_their_calibrated_latency)
+{
+    gs_calibration *cal = gs_calibration_builtin();
+    gs_sim_config sc = {.total_bytes = 1 * GiB, .cal = cal};
+    gs_backend *be = gs_sim_backend_new(&sc);
+    gs_devcalls calls = {0};
+    uint64_t va, h;
+    ck_assert_int_eq(gs_dev_va_reserve(be, &calls, 20 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, &calls, 20 * MiB, &h), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, &calls, va, 20 * MiB, h), GS_OK);
+    ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h), GS_OK);
+    /* the built-in H100 table's 20 MiB rows (shared/calibration/h100-latency.csv) */
+    ck_assert(fabs(calls.time_us[GS_CALL_VA_RESERVE] - 1.21) < 1e-9);
+    ck_assert(fabs(calls.time_us[GS_CALL_PAGE_CREATE] - 13.63) < 1e-9);
+    ck_assert(fabs(calls.time_us[GS_CALL_MAP] - 1.31) < 1e-9);
+    ck_assert(fabs(calls.time_us[GS_CALL_SET_ACCESS] - 29.84) < 1e-9);
+    ck_assert(fabs(calls.time_us[GS_CALL_UNMAP] - 19.80) < 1e-9);
+    ck_assert(fabs(calls.time_us[GS_CALL_PAGE_RELEASE] - 36.40) < 1e-9);
+    gs_backend_destroy(be);
+    gs_calibration_free(cal);
+}
+END_TEST
+
+START_TEST(faulty_forwards_and_fails_vmm_calls)
+{
+    gs_faulty_config fc = {.mask = 1u << GS_CALL_PAGE_CREATE, .fail_nth = 2, .status = GS_ERR_OOM};
+    gs_backend *be = gs_faulty_backend_new(vmm_device(1 * GiB), &fc);
+    ck_assert(gs_dev_has_vmm(be));
+    uint64_t va, h1, h2;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 40 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h2), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_faulty_injected(be), 1);
+    ck_assert_uint_eq(used_bytes(be), 20 * MiB); /* the failed call never reached the device */
+    ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 40 * MiB), GS_OK);
+    gs_backend_destroy(be);
+}
+END_TEST
+
 static Suite *backend_suite(void)
 {
     Suite *s = suite_create("backend");
@@ -182,6 +356,15 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, faulty_probability_is_seeded);
     tcase_add_test(tc, strerror_names_every_status);
     suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("vmm");
+    tcase_add_test(tv, vmm_reserve_create_map_access_unmap_release);
+    tcase_add_test(tv, vmm_map_over_a_mapped_page_is_refused);
+    tcase_add_test(tv, vmm_unmap_of_an_unmapped_range_is_refused);
+    tcase_add_test(tv, vmm_running_out_of_handles);
+    tcase_add_test(tv, vmm_release_while_mapped_frees_at_unmap);
+    tcase_add_test(tv, vmm_calls_cost_their_calibrated_latency);
+    tcase_add_test(tv, faulty_forwards_and_fails_vmm_calls);
+    suite_add_tcase(s, tv);
     return s;
 }
 

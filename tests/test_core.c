@@ -403,6 +403,234 @@ START_TEST(check_detects_corruption)
 }
 END_TEST
 
+/* ---- expandable segments (expandable_segments:True) ---- */
+
+#define EXP "pytorch:expandable_segments:True"
+
+static uint64_t ncalls(const gs_heap *h, gs_call_kind k) { return gs_heap_devcalls(h)->n[k]; }
+
+static uint64_t device_used(gs_backend *be)
+{
+    uint64_t fr, tot;
+    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
+    return tot - fr;
+}
+
+START_TEST(expandable_grows_by_mapping_pages_at_the_lowest_address)
+{
+    fixture f = fx_new(EXP, DEV, 0);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    const gs_segment *s = a->seg;
+    ck_assert(s->expandable);
+    ck_assert_uint_eq(s->page, 20 * MiB);              /* large pool: 20 MiB handles */
+    ck_assert_uint_eq(s->size, 4608 * 20 * MiB);       /* 9/8 of 80 GiB of address space */
+    ck_assert_uint_eq(a->addr, s->addr);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 40 * MiB); /* two pages */
+    ck_assert_int_eq(STAT(f.heap, segment, ALL).current, 0); /* maps are not segments */
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), 2);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_MAP), 2);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_SET_ACCESS), 1); /* one call for the whole range */
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_MALLOC), 0);
+    /* 15 MiB: the free 10 MiB at the end plus one more page, right after a */
+    gs_block *b = xalloc(f.heap, 15 * MiB, 0);
+    ck_assert_uint_eq(b->addr, s->addr + 30 * MiB);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 60 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 1); /* the same segment grew */
+    ck_assert_int_eq(STAT(f.heap, inactive_split, ALL).current, 0); /* expandable: never counted */
+    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    ck_assert_uint_eq(gs_pool_count(f.heap, 0), 1); /* one free block, 60 MiB */
+    ck_assert_uint_eq(gs_pool_first(f.heap, 0)->size, 60 * MiB);
+    ck_assert_int_eq(STAT(f.heap, inactive_split_bytes, ALL).current, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_empty_cache_unmaps_whole_free_pages_only)
+{
+    fixture f = fx_new(EXP, DEV, 0);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);         /* [0,30) of pages [0,20) [20,40) */
+    uint64_t base = a->seg->addr;
+    gs_block *b = xalloc(f.heap, 8 * MiB, 0);          /* [30,38) */
+    ck_assert_uint_eq(b->addr, base + 30 * MiB);
+    xfree(f.heap, a);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    /* only page [0,20) lies wholly inside the free [0,30); [20,30) and [38,40) stay mapped */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 20 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 1);
+    ck_assert_uint_eq(device_used(f.be), 20 * MiB);
+    const gs_segment *s = gs_heap_segments(f.heap);
+    ck_assert_int_eq(s->head->state, GS_BLOCK_UNMAPPED);
+    ck_assert_uint_eq(s->head->size, 20 * MiB);
+    ck_assert_int_eq(s->head->next->state, GS_BLOCK_FREE);
+    ck_assert_uint_eq(s->head->next->size, 10 * MiB);
+    /* growth refills the hole first: 30 MiB = the unmapped [0,20) plus the free [20,30) */
+    gs_block *c = xalloc(f.heap, 30 * MiB, 0);
+    ck_assert_uint_eq(c->addr, base);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 40 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    /* all free: every page goes, and the reservation with it */
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_ptr_null(gs_heap_segments(f.heap));
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 2);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RELEASE), 1);
+    ck_assert_uint_eq(device_used(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_best_fit_spares_the_growable_end)
+{
+    fixture f = fx_new(EXP, DEV, 0);
+    gs_block *a = xalloc(f.heap, 40 * MiB, 0);         /* [0,40) */
+    uint64_t base = a->seg->addr;
+    gs_block *b = xalloc(f.heap, 20 * MiB, 0);         /* [40,60) */
+    gs_block *c = xalloc(f.heap, 20 * MiB, 0);         /* [60,80) */
+    gs_block *d = xalloc(f.heap, 10 * MiB, 0);         /* [80,90), free [90,100) before the unmapped rest */
+    ck_assert_uint_eq(d->addr, base + 80 * MiB);
+    xfree(f.heap, c);
+    /* Plain best fit would take the 10 MiB at [90,100); counted with the space it can grow
+     * into, that block is the largest, so the 20 MiB at [60,80) serves. */
+    gs_block *e = xalloc(f.heap, 10 * MiB, 0);
+    ck_assert_uint_eq(e->addr, base + 60 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 4);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, d);
+    xfree(f.heap, e);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_split_rule_is_512_bytes_in_both_pools)
+{
+    /* 11.5 MiB: a cudaMalloc'd 12 MiB segment keeps its 0.5 MiB remainder with the block
+     * (large pool: split only above 1 MiB); in an expandable segment it is split off. */
+    fixture g = fx_new("pytorch", DEV, 0);
+    gs_block *x = xalloc(g.heap, 11 * MiB + 512 * 1024, 0);
+    ck_assert_uint_eq(x->size, 12 * MiB);
+    xfree(g.heap, x);
+    fx_free(&g);
+    fixture f = fx_new(EXP, DEV, 0);
+    gs_block *a = xalloc(f.heap, 11 * MiB + 512 * 1024, 0);
+    ck_assert_uint_eq(a->size, 11 * MiB + 512 * 1024);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, LARGE).current, 20 * MiB);
+    gs_block *b = xalloc(f.heap, 4096, 0); /* small pool: its own segment of 2 MiB handles */
+    ck_assert_uint_eq(b->seg->page, 2 * MiB);
+    ck_assert_ptr_ne(b->seg, a->seg);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, SMALL).current, 2 * MiB);
+    ck_assert_uint_eq(b->size, 4096);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_oom_ladder_unmaps_then_retries)
+{
+    /* 100 MiB device; address space per segment: 9/8 of it, rounded up to 20 MiB pages */
+    fixture f = fx_new(EXP, 100 * MiB, 0);
+    gs_block *a = xalloc(f.heap, 60 * MiB, 0);
+    xfree(f.heap, a); /* 60 MiB stays mapped, cached on stream 0 */
+    /* stream 1 gets its own segment; its third page finds no memory: the two created in that
+     * call are released, the cache is flushed (stream 0's pages unmapped, its reservation
+     * freed), and the counted retry maps all three */
+    gs_block *b = xalloc(f.heap, 60 * MiB, 1);
+    ck_assert_uint_eq(b->addr, b->seg->addr);
+    ck_assert_uint_eq(b->seg->size, 120 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 0);
+    ck_assert_uint_eq(gs_heap_devcalls(f.heap)->failed[GS_CALL_PAGE_CREATE], 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 2);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RELEASE), 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 60 * MiB);
+    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    /* nothing left to give: a second 60 MiB on stream 0 is an OOM, and the heap is intact */
+    gs_block *c = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 60 * MiB, 0, &c), GS_ERR_OOM);
+    check_heap(f.heap);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_with_max_split_size_release_passes_expandable_blocks_over)
+{
+    /* release_available_cached_blocks frees only cudaMalloc'd oversize blocks (PyTorch 2.9+);
+     * the full flush is what unmaps expandable ones */
+    fixture f = fx_new(EXP ",max_split_size_mb:20", DEV, 100 * MiB);
+    gs_block *a = xalloc(f.heap, 60 * MiB, 0);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 80 * MiB, 0); /* 60 + 80 > 100: the limit refuses growth */
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_FREE), 0);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 2);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->oversize_segments.allocated, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->oversize_allocations.current, 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 80 * MiB);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_failed_map_gives_back_its_pages)
+{
+    fixture f = faulty_fx(EXP, 0, GS_CALL_MAP, 2, GS_ERR_DEVICE);
+    gs_block *a = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 30 * MiB, 0, &a), GS_ERR_DEVICE);
+    check_heap(f.heap);
+    ck_assert_uint_eq(device_used(f.be), 0); /* page 0 unmapped, both handles released */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 0);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 2);
+    a = xalloc(f.heap, 30 * MiB, 0); /* the device works again */
+    ck_assert_uint_eq(a->addr, a->seg->addr);
+    ck_assert_uint_eq(device_used(f.be), 40 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_create_oom_goes_through_the_ladder)
+{
+    fixture f = faulty_fx(EXP, 0, GS_CALL_PAGE_CREATE, 2, GS_ERR_OOM);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), 4);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 1); /* the first page of the failed call */
+    ck_assert_uint_eq(device_used(f.be), 40 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(expandable_needs_a_backend_with_vmm)
+{
+    static const gs_backend_ops no_vmm_ops = {.version = GS_BACKEND_VERSION, .name = "novmm"};
+    gs_backend be = {.ops = &no_vmm_ops};
+    gs_policy *p = gs_policy_new(EXP, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_null(gs_heap_new(p, &be, NULL));
+    gs_policy_free(p);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -429,6 +657,17 @@ static Suite *core_suite(void)
     tcase_add_test(tf, malloc_device_error_propagates_and_heap_stays_consistent);
     tcase_add_test(tf, free_failure_during_flush_keeps_segment_cached);
     tcase_add_test(tf, check_detects_corruption);
+    TCase *te = tcase_create("expandable");
+    tcase_add_test(te, expandable_grows_by_mapping_pages_at_the_lowest_address);
+    tcase_add_test(te, expandable_empty_cache_unmaps_whole_free_pages_only);
+    tcase_add_test(te, expandable_best_fit_spares_the_growable_end);
+    tcase_add_test(te, expandable_split_rule_is_512_bytes_in_both_pools);
+    tcase_add_test(te, expandable_oom_ladder_unmaps_then_retries);
+    tcase_add_test(te, expandable_with_max_split_size_release_passes_expandable_blocks_over);
+    tcase_add_test(te, expandable_failed_map_gives_back_its_pages);
+    tcase_add_test(te, expandable_create_oom_goes_through_the_ladder);
+    tcase_add_test(te, expandable_needs_a_backend_with_vmm);
+    suite_add_tcase(s, te);
     suite_add_tcase(s, tf);
     return s;
 }

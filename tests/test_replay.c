@@ -1,5 +1,8 @@
 /* test_replay.c - the replay engine on built traces (outcomes, first OOM, continue-on-oom,
- * deferred frees, empty_cache, repeat), size parsing, and reference files. */
+ * deferred frees, empty_cache, repeat), size parsing, reference files, and the bundled
+ * synthetic batch-alternate trace that expandable segments exist for.
+ *
+ * Usage: test_replay [TRACE_DATA_DIR] (traces/data; the trace-file tests need it). */
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -176,6 +179,56 @@ START_TEST(reference_files)
 }
 END_TEST
 
+static const char *data_dir;
+
+/* PyTorch's own case for expandable segments (traces/synth.py batch-alternate: 48 layers,
+ * batch alternating 8 and 9): cudaMalloc segments cut for one batch size leave slivers the other
+ * cannot use, so the default policy reserves far more than is ever live; one expandable segment
+ * per pool coalesces and stays within a page of the peak. */
+START_TEST(expandable_segments_do_not_strand_slivers)
+{
+    char *path = g_build_filename(data_dir, "batch-alternate.gstrace.gz", NULL);
+    GError *err = NULL;
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(t != NULL, "%s", err ? err->message : "");
+    gs_result def = replay(t, "pytorch", 0, false);
+    gs_result mss = replay(t, "pytorch:max_split_size_mb:128", 0, false);
+    gs_result exp = replay(t, "pytorch:expandable_segments:True", 0, false);
+    int64_t live = def.stats.requested_bytes[GS_STAT_ALL].peak;
+    int64_t r_def = def.stats.reserved_bytes[GS_STAT_ALL].peak;
+    int64_t r_mss = mss.stats.reserved_bytes[GS_STAT_ALL].peak;
+    int64_t r_exp = exp.stats.reserved_bytes[GS_STAT_ALL].peak;
+    printf("batch-alternate: peak live %" G_GINT64_FORMAT ", reserved: default %" G_GINT64_FORMAT
+           ", max_split_size_mb:128 %" G_GINT64_FORMAT ", expandable %" G_GINT64_FORMAT "\n",
+           live, r_def, r_mss, r_exp);
+    /* expandable: within one 20 MiB page of the live peak */
+    ck_assert_int_lt(r_exp - live, 20 * MiB);
+    /* the cudaMalloc policies strand more than 10% of the live peak in slivers */
+    ck_assert_int_gt(r_def - r_exp, live / 10);
+    ck_assert_int_gt(r_mss - r_exp, live / 10);
+    ck_assert_int_eq(exp.stats.num_device_free, 0);
+    ck_assert_uint_eq(exp.calls.n[GS_CALL_MALLOC], 0);
+    ck_assert_uint_gt(exp.calls.n[GS_CALL_MAP], 0);
+    ck_assert_uint_eq(exp.stats.num_device_alloc, exp.calls.n[GS_CALL_SET_ACCESS]);
+    /* so with 5% headroom over the live peak, the default policy runs out even after
+     * flushing its cache, and expandable segments finish */
+    uint64_t cap = (uint64_t)(live + live / 20);
+    gs_result def_cap = replay(t, "pytorch", cap, false);
+    gs_result exp_cap = replay(t, "pytorch:expandable_segments:True", cap, false);
+    ck_assert(def_cap.oom);
+    ck_assert_int_ge(def_cap.stats.num_alloc_retries, 1);
+    ck_assert(!exp_cap.oom);
+    ck_assert_int_eq(exp_cap.stats.reserved_bytes[GS_STAT_ALL].peak, r_exp);
+    gs_result_clear(&def);
+    gs_result_clear(&mss);
+    gs_result_clear(&exp);
+    gs_result_clear(&def_cap);
+    gs_result_clear(&exp_cap);
+    gs_trace_free(t);
+    g_free(path);
+}
+END_TEST
+
 static Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -188,7 +241,16 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, format_sizes);
     tcase_add_test(tc, reference_files);
     suite_add_tcase(s, tc);
+    if (data_dir) {
+        TCase *tt = tcase_create("traces");
+        tcase_add_test(tt, expandable_segments_do_not_strand_slivers);
+        suite_add_tcase(s, tt);
+    }
     return s;
 }
 
-int main(void) { return run_suite(replay_suite()); }
+int main(int argc, char **argv)
+{
+    data_dir = argc > 1 ? argv[1] : NULL;
+    return run_suite(replay_suite());
+}
