@@ -123,8 +123,6 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
         g_free(pa);
         g_free(pr);
     }
-    report_calls(out, rs, n, labels, w);
-    g_strfreev(labels);
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
         if (r->oom) {
@@ -139,6 +137,8 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
             fprintf(out, "  %s: stopped at event %zu: device error: %s\n", r->policy,
                     r->error_event, gs_strerror(r->error));
     }
+    report_calls(out, rs, n, labels, w);
+    g_strfreev(labels);
     if (!refs) return;
     fprintf(out, "\nreal run (reference) vs simulated:\n");
     fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s  %s\n", "policy", "outcome", "",

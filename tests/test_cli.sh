@@ -124,5 +124,30 @@ assert r['outcome']=='oom' and r['num_ooms']>1 and r['events']==8533, r" "$tmp/o
 "$gpusim" replay "$trace" --capacity 4GiB >"$tmp/t.txt" || fail "table: exit"
 grep -q "first OOM at event" "$tmp/t.txt" || fail "table: no first-OOM line"
 
+# --- expandable segments: device calls by kind, in every format ---
+alt=$src/traces/data/batch-alternate.gstrace.gz
+"$gpusim" replay "$alt" -p pytorch -p pytorch:expandable_segments:True >"$tmp/e.txt" || fail "expandable: exit"
+for kind in "device calls" cudaMalloc cuMemAddressReserve cuMemCreate cuMemMap cuMemSetAccess; do
+    grep -q -- "$kind" "$tmp/e.txt" || fail "expandable table lacks '$kind'"
+done
+"$gpusim" replay "$alt" -p pytorch:expandable_segments:True --format csv >"$tmp/e.csv" || fail "expandable csv: exit"
+python3 - "$tmp/e.csv" "$tmp/e.txt" <<'PY' || fail "expandable csv: content"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+r = rows[0]
+assert r["segments_allocated"] == "0", r
+assert int(r["n_cuMemMap"]) > 0 and float(r["us_cuMemMap"]) > 0, r
+assert r["n_cudaMalloc"] == "0", r
+# one cuMemSetAccess per mapping, and each mapping is a device allocation, as PyTorch counts it
+assert r["n_cuMemSetAccess"] == r["num_device_alloc"], r
+total = sum(float(v) for k, v in r.items() if k.startswith("us_"))
+assert abs(total - float(r["device_time_us"])) < 1, (total, r["device_time_us"])
+PY
+"$gpusim" replay "$alt" -p pytorch:expandable_segments:True --format json >"$tmp/e.json" || fail "expandable json: exit"
+python3 -c "
+import json,sys
+r=json.load(open(sys.argv[1]))['results'][0]
+assert r['device_calls']['cuMemCreate']['n'] > 0, r['device_calls']" "$tmp/e.json" || fail "expandable json: device_calls"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

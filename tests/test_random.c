@@ -17,7 +17,7 @@ static const char *const specs[] = {
     "pytorch:expandable_segments:True,max_split_size_mb:40,garbage_collection_threshold:0.5",
 };
 
-#define SEQUENCES 400 /* per spec and mode */
+#define SEQUENCES 300 /* per spec and mode */
 #define OPS 400
 #define MAXLIVE 64
 
