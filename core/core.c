@@ -284,14 +284,23 @@ static void unmapped_remove(gs_heap *h, gs_block *b)
     index_remove(&h->pools[b->pool].unmapped, b);
 }
 
-/* Link nb into its segment's block list between before and after (either may be NULL). */
-static void splice(gs_block *nb, gs_block *before, gs_block *after)
+/* A new block [addr, addr+size) in like's segment (same stream and pool), linked between before
+ * and after (either may be NULL). The caller puts it in an index. */
+static gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t addr, uint64_t size,
+                             gs_block *before, gs_block *after)
 {
+    gs_block *nb = block_new(h);
+    nb->addr = addr;
+    nb->size = size;
+    nb->stream = like->stream;
+    nb->pool = like->pool;
+    nb->seg = like->seg;
     nb->prev = before;
     nb->next = after;
     if (before) before->next = nb;
     else nb->seg->head = nb;
     if (after) after->prev = nb;
+    return nb;
 }
 
 gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg)
@@ -505,14 +514,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
     s->mapped_pages += end - begin;
     unmapped_remove(h, b);
     if (mapped < b->size) {
-        gs_block *rest = block_new(h);
-        rest->addr = b->addr + mapped;
-        rest->size = b->size - mapped;
-        rest->stream = b->stream;
-        rest->pool = b->pool;
-        rest->seg = s;
-        splice(rest, b, b->next);
-        unmapped_insert(h, rest);
+        unmapped_insert(h, block_carve(h, b, b->addr + mapped, b->size - mapped, b, b->next));
         b->size = mapped;
     }
     b->state = GS_BLOCK_FREE;
@@ -577,26 +579,9 @@ static gs_status unmap_block(gs_heap *h, gs_block *b)
 
     uint64_t ua = s->addr + begin * pg, un = (end - begin) * pg;
     pool_remove(h, b);
-    if (ua > b->addr) {
-        gs_block *before = block_new(h);
-        before->addr = b->addr;
-        before->size = ua - b->addr;
-        before->stream = b->stream;
-        before->pool = b->pool;
-        before->seg = s;
-        splice(before, b->prev, b);
-        pool_insert(h, before);
-    }
-    if (b->addr + b->size > ua + un) {
-        gs_block *after = block_new(h);
-        after->addr = ua + un;
-        after->size = b->addr + b->size - (ua + un);
-        after->stream = b->stream;
-        after->pool = b->pool;
-        after->seg = s;
-        splice(after, b, b->next);
-        pool_insert(h, after);
-    }
+    if (ua > b->addr) pool_insert(h, block_carve(h, b, b->addr, ua - b->addr, b->prev, b));
+    if (b->addr + b->size > ua + un)
+        pool_insert(h, block_carve(h, b, ua + un, b->addr + b->size - (ua + un), b, b->next));
     b->addr = ua;
     b->size = un;
     b->state = GS_BLOCK_UNMAPPED;
@@ -855,17 +840,7 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     if (h->P->should_split(h->cfg, b, size)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
-        b = block_new(h);
-        b->addr = rem->addr;
-        b->size = size;
-        b->stream = rem->stream;
-        b->pool = rem->pool;
-        b->seg = rem->seg;
-        b->prev = rem->prev;
-        if (b->prev) b->prev->next = b;
-        else b->seg->head = b;
-        b->next = rem;
-        rem->prev = b;
+        b = block_carve(h, rem, rem->addr, size, rem->prev, rem);
         rem->addr += size;
         rem->size -= size;
         pool_insert(h, rem);
