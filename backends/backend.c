@@ -120,6 +120,16 @@ gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t
     VMM_CALL(UNMAP, unmap, va, size);
 }
 
+gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size)
+{
+    return be->ops->touch ? be->ops->touch(be->state, addr, size) : GS_OK;
+}
+
+const char *gs_dev_last_error(const gs_backend *be)
+{
+    return be->ops->last_error ? be->ops->last_error(be->state) : NULL;
+}
+
 bool gs_dev_has_vmm(const gs_backend *be)
 {
     const gs_backend_ops *o = be->ops;

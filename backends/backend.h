@@ -105,6 +105,11 @@ typedef struct gs_backend_ops {
 
     gs_status (*mem_info)(void *st, uint64_t *free_bytes, uint64_t *total_bytes);
     double (*now_us)(void *st); /* the backend's clock, microseconds */
+    /* Optional. Write [addr, addr+size) once, as a program would (real memory only). */
+    gs_status (*touch)(void *st, uint64_t addr, uint64_t size);
+    /* Optional. What the last GS_ERR_DEVICE/GS_ERR_INVALID was: call, size, the driver's words. */
+    const char *(*last_error)(void *st);
+    /* Returns everything still allocated, mapped or reserved. */
     void (*destroy)(void *st);
 } gs_backend_ops;
 
@@ -125,6 +130,9 @@ gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t s
 gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
 bool gs_dev_has_vmm(const gs_backend *be);
+/* Not counted as device calls: touching is the program's work, not the allocator's. */
+gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size);
+const char *gs_dev_last_error(const gs_backend *be); /* NULL when the backend keeps none */
 void gs_backend_destroy(gs_backend *be);
 
 /* ---- Calibration: device-call latency as a function of size (backends/calibration.c) ----
@@ -159,6 +167,11 @@ typedef struct {
 gs_backend *gs_sim_backend_new(const gs_sim_config *cfg);
 /* How many cudaMallocs took their address from the script (reference-address mode). */
 size_t gs_sim_script_used(const gs_backend *be);
+
+/* ---- The real device (backends/cuda.c, built when meson finds the CUDA Toolkit; GS_HAVE_CUDA)
+ * device: the CUDA device index. NULL and *errmsg (g_free it) when there is no usable device or
+ * driver; the binary itself runs without either. */
+gs_backend *gs_cuda_backend_new(int device, char **errmsg);
 
 /* ---- Fault injection (backends/faulty.c) ----
  * Wraps any backend. Fails the nth call (1-based, counting only the kinds in mask) with status,

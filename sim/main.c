@@ -119,6 +119,7 @@ static int cmd_replay(int argc, char **argv)
     char **policies = NULL, *capacity = NULL, *device_total = NULL, *format = NULL;
     char *backend = NULL, *calibration = NULL, *reference = NULL, *output = NULL;
     gboolean continue_on_oom = FALSE, lenient = FALSE, no_ref_addrs = FALSE, quiet = FALSE;
+    gboolean touch = FALSE;
     GOptionEntry entries[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "Policy to replay under; repeat to compare several (default: pytorch)", "SPEC"},
@@ -126,7 +127,11 @@ static int cmd_replay(int argc, char **argv)
          "Memory the allocator may reserve (default: no limit)", "SIZE"},
         {"device-total", 0, 0, G_OPTION_ARG_STRING, &device_total,
          "Physical memory of the simulated device (default: from the trace, else 80GiB)", "SIZE"},
-        {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend, "Device: sim (default)", "sim"},
+        {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
+         "Device: sim (default), or cuda: the same allocator on the real GPU's memory "
+         "(device 0 of CUDA_VISIBLE_DEVICES)", "sim|cuda"},
+        {"touch", 0, 0, G_OPTION_ARG_NONE, &touch,
+         "With --backend cuda: write each allocation once, as a program would", NULL},
         {"format", 'f', 0, G_OPTION_ARG_STRING, &format,
          "Output: table (default), csv (one row per policy), json (one object per trace; an "
          "array of them for several traces)", "FMT"},
@@ -166,8 +171,15 @@ static int cmd_replay(int argc, char **argv)
         else if (strcmp(format, "json") == 0) fmt = GS_FMT_JSON;
         else usage_error("--format: '%s' is not one of table, csv, json", format);
     }
-    if (backend && strcmp(backend, "sim") != 0)
-        usage_error("--backend: '%s' is not available in this build (available: sim)", backend);
+    bool on_cuda = backend && strcmp(backend, "cuda") == 0;
+    if (backend && !on_cuda && strcmp(backend, "sim") != 0)
+        usage_error("--backend: '%s' is not one of sim, cuda", backend);
+#ifndef GS_HAVE_CUDA
+    if (on_cuda)
+        usage_error("--backend cuda: this gpusim was built without the CUDA Toolkit "
+                    "(meson -Dcuda=enabled says why)");
+#endif
+    if (touch && !on_cuda) usage_error("--touch needs --backend cuda");
     uint64_t cap = 0, total = 0;
     if (capacity && !gs_parse_size(capacity, &cap, &err)) usage_error("--capacity: %s", err->message);
     if (device_total && !gs_parse_size(device_total, &total, &err))
@@ -217,6 +229,18 @@ static int cmd_replay(int argc, char **argv)
         g_ptr_array_add(traces, t);
     }
 
+    gs_backend *dev = NULL;
+#ifdef GS_HAVE_CUDA
+    if (on_cuda) {
+        char *msg = NULL;
+        dev = gs_cuda_backend_new(0, &msg);
+        if (!dev) {
+            fprintf(stderr, "gpusim: --backend cuda: %s\n", msg);
+            exit(EXIT_DEVICE);
+        }
+    }
+#endif
+
     char *tmp = NULL;
     FILE *out = open_output(output, &tmp);
     bool show_progress = !quiet && isatty(STDERR_FILENO);
@@ -237,6 +261,8 @@ static int cmd_replay(int argc, char **argv)
                 .ref = no_ref_addrs ? NULL : ref,
                 .progress = show_progress ? progress : NULL,
                 .progress_ud = label,
+                .backend = dev,
+                .touch = touch,
             };
             gs_replay_run(t, pol, &o, &rs[i], NULL);
             if (show_progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
@@ -253,6 +279,7 @@ static int cmd_replay(int argc, char **argv)
     g_ptr_array_free(traces, TRUE);
     if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
     close_output(out, tmp, output);
+    gs_backend_destroy(dev);
 
     g_ptr_array_free(pols, TRUE);
     gs_reference_free(ref);

@@ -100,12 +100,13 @@ gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
 void gs_result_clear(gs_result *r)
 {
     g_free(r->policy);
+    g_free(r->error_msg);
     memset(r, 0, sizeof *r);
 }
 
 /* One pass over the events. Returns FALSE when the replay must stop (first OOM without
  * --continue-on-oom, or a device failure). */
-static gboolean replay_pass(gs_heap *h, const gs_trace *t, gs_block **slots,
+static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_block **slots,
                             const gs_replay_opts *o, gs_result *r, size_t done_before,
                             size_t total)
 {
@@ -127,6 +128,8 @@ static gboolean replay_pass(gs_heap *h, const gs_trace *t, gs_block **slots,
                     return FALSE;
                 }
                 st = GS_OK;
+            } else if (st == GS_OK && o->touch) {
+                st = gs_dev_touch(be, slots[e->slot]->addr, e->size ? e->size : 1);
             }
             break;
         case GS_OP_FREE: {
@@ -196,6 +199,8 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
         }
         be = gs_sim_backend_new(&sc);
     }
+    uint64_t dev_total = 0;
+    (void)gs_dev_mem_info(be, NULL, &r->dev_free_before, &dev_total);
     gs_heap_config hc = {.limit = o->capacity, .device_total = o->backend ? 0 : sc_total(o)};
     gs_heap *h = gs_heap_new(p, be, &hc);
     if (!h) {
@@ -215,7 +220,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     gint64 t0 = g_get_monotonic_time();
     gboolean go_on = TRUE;
     for (unsigned k = 0; go_on && k < repeat; k++) {
-        go_on = replay_pass(h, t, slots, o, r, k * t->n, total);
+        go_on = replay_pass(h, be, t, slots, o, r, k * t->n, total);
         if (go_on && k + 1 < repeat) {
             /* Between repetitions the program "ends": free what is still live so the next
              * pass starts from the same state of the trace (cached segments stay, as in a
@@ -234,7 +239,10 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     r->stats = *gs_heap_stats(h);
     r->calls = *gs_heap_devcalls(h);
     r->script_used = gs_sim_script_used(be);
+    r->backend = be->ops->name;
+    if (r->error != GS_OK && gs_dev_last_error(be)) r->error_msg = g_strdup(gs_dev_last_error(be));
     gs_heap_free_all(h);
+    (void)gs_dev_mem_info(be, NULL, &r->dev_free_after, &dev_total);
     g_free(slots);
     if (!o->backend) gs_backend_destroy(be);
     gs_calibration_free(own_cal);

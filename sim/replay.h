@@ -47,15 +47,18 @@ typedef struct {
     gs_progress_fn progress;      /* optional, called every 2^20 events */
     void *progress_ud;
     unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1 */
+    bool touch;                   /* write every allocation once (real memory: --touch) */
 } gs_replay_opts;
 
 typedef struct {
     char *policy;                 /* the spec */
+    const char *backend;          /* the device's name: "sim", "cuda" (static string) */
     uint64_t capacity;
     bool oom;                     /* at least one OOM the program could not recover from */
     size_t first_oom_event;       /* event index (seq) of the first OOM */
     uint64_t first_oom_size;      /* its requested size */
     gs_status error;              /* GS_OK, or a device failure that stopped the replay */
+    char *error_msg;              /* the backend's words for it (call, size, driver message) */
     size_t error_event;
     size_t events;                /* events replayed */
     size_t skipped_frees;         /* frees of allocations that had failed (continue-on-oom) */
@@ -63,6 +66,9 @@ typedef struct {
     gs_devcalls calls;
     double host_seconds;          /* replay loop only: no parsing, no setup */
     size_t script_used;           /* segments placed at the reference's addresses */
+    /* The device's free bytes before the replay and after the allocator let go of everything:
+     * equal when every byte went back. */
+    uint64_t dev_free_before, dev_free_after;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device

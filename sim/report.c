@@ -81,7 +81,10 @@ static void report_calls(FILE *out, const gs_result *rs, size_t n, char **labels
     for (size_t i = 0; i < n; i++)
         for (int k = 0; k < GS_CALL_COUNT; k++) any |= used[k] |= rs[i].calls.n[k] > 0;
     if (!any) return;
-    fprintf(out, "\ndevice calls: count / %s ms\n%-*s", "modelled", w, "policy");
+    bool measured = false; /* on real hardware the times are measured, not modelled */
+    for (size_t i = 0; i < n; i++) measured |= rs[i].backend && strcmp(rs[i].backend, "sim") != 0;
+    fprintf(out, "\ndevice calls: count / %s ms\n%-*s", measured ? "measured" : "modelled", w,
+            "policy");
     for (int k = 0; k < GS_CALL_COUNT; k++)
         if (used[k]) fprintf(out, " %19s", gs_call_name((gs_call_kind)k));
     fputc('\n', out);
@@ -134,8 +137,8 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
             g_free(sz);
         }
         if (r->error != GS_OK)
-            fprintf(out, "  %s: stopped at event %zu: device error: %s\n", r->policy,
-                    r->error_event, gs_strerror(r->error));
+            fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
+                    gs_strerror(r->error), r->error_msg ? r->error_msg : "(no detail)");
     }
     report_calls(out, rs, n, labels, w);
     g_strfreev(labels);
@@ -254,6 +257,8 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
     const gs_stats *s = &r->stats;
     fprintf(out, "  {\"policy\": ");
     json_str(out, r->policy);
+    fprintf(out, ", \"backend\": ");
+    json_str(out, r->backend ? r->backend : "sim");
     fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"outcome\": \"%s\"", r->capacity,
             outcome(r));
     if (r->oom)
@@ -261,7 +266,7 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
                 r->first_oom_event, r->first_oom_size);
     if (r->error != GS_OK) {
         fprintf(out, ", \"error\": {\"event\": %zu, \"message\": ", r->error_event);
-        json_str(out, gs_strerror(r->error));
+        json_str(out, r->error_msg ? r->error_msg : gs_strerror(r->error));
         fputc('}', out);
     }
     fprintf(out,
@@ -270,13 +275,15 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
             ", \"internal_frag\": %.6f, \"external_frag\": %.6f,\n   \"num_alloc_retries\": %" G_GUINT64_FORMAT
             ", \"num_ooms\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
             ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
-            ", \"device_time_us\": %.1f, \"events\": %zu, \"replay_events_per_s\": %.0f",
+            ", \"device_time_us\": %.1f, \"events\": %zu, \"replay_events_per_s\": %.0f"
+            ",\n   \"device_free_bytes_before\": %" G_GUINT64_FORMAT ", \"device_free_bytes_after\": %" G_GUINT64_FORMAT,
             s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
             s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(r),
             s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
             gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries, s->num_ooms,
             s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
-            gs_devcalls_total_us(&r->calls), r->events, events_per_s(r));
+            gs_devcalls_total_us(&r->calls), r->events, events_per_s(r), r->dev_free_before,
+            r->dev_free_after);
     fprintf(out, ",\n   \"device_calls\": {");
     bool first = true;
     for (int k = 0; k < GS_CALL_COUNT; k++) {
