@@ -15,7 +15,6 @@ cd "$root"
 {
     head -2 /etc/os-release
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    git log -1 --format='commit %H' 2>/dev/null || true
 } >"$out/env.txt" 2>&1
 build/tests/test_cuda traces/data >"$out/test_cuda.log" 2>&1
 echo "test_cuda exit status: $?" >>"$out/test_cuda.log"
