@@ -42,6 +42,17 @@ expect_error "bad format" "--format" "$gpusim" replay "$trace" --format xml
 expect_error "bad policy key" "unknown key 'max_split_sise_mb'" "$gpusim" replay "$trace" --policy pytorch:max_split_sise_mb:128
 expect_error "unknown policy" "unknown policy 'tcmalloc'" "$gpusim" replay "$trace" --policy tcmalloc
 expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
+expect_error "touch on sim" "--touch needs --backend cuda" "$gpusim" replay "$trace" --touch
+# --backend cuda where there is no GPU (CI): one line saying so, non-zero, nothing on stdout.
+# (Skipped where a GPU is present: tests/test_cuda.c covers that.)
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    "$gpusim" replay "$trace" --backend cuda >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -ne 0 ] || fail "cuda without a GPU: exit 0"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "cuda without a GPU: stderr: $(cat "$tmp/err")"
+    grep -q -- "--backend cuda" "$tmp/err" || fail "cuda without a GPU: message: $(cat "$tmp/err")"
+    [ ! -s "$tmp/out" ] || fail "cuda without a GPU: wrote to stdout"
+fi
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,4096\n1,1,free,torch,0,0,2,0\n' >"$tmp/bad.gstrace"
 expect_error "bad trace" "bad.gstrace:4:" "$gpusim" replay "$tmp/bad.gstrace"
 # --lenient turns it into a warning and replays
