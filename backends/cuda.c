@@ -96,11 +96,13 @@ static gs_status drv_status(cuda_state *s, CUresult r, const char *call, uint64_
     return GS_ERR_DEVICE;
 }
 
-static uint64_t *key_new(uint64_t k)
+/* Remember key -> value in t (key and value share one allocation, owned by the key). */
+static void track(GHashTable *t, uint64_t key, uint64_t value)
 {
     uint64_t *p = g_new(uint64_t, 2);
-    p[0] = k;
-    return p;
+    p[0] = key;
+    p[1] = value;
+    g_hash_table_insert(t, p, &p[1]);
 }
 
 /* ---- cudaMalloc / cudaFree ---- */
@@ -111,10 +113,8 @@ static gs_status cu_malloc(void *st, uint64_t size, uint64_t *addr)
     void *p = NULL;
     gs_status r = rt_status(s, cudaMalloc(&p, size), "cudaMalloc", size);
     if (r != GS_OK) return r;
-    uint64_t *k = key_new((uint64_t)(uintptr_t)p);
-    k[1] = size;
-    g_hash_table_insert(s->live, k, &k[1]);
-    *addr = k[0];
+    *addr = (uint64_t)(uintptr_t)p;
+    track(s->live, *addr, size);
     return GS_OK;
 }
 
@@ -149,9 +149,7 @@ static gs_status cu_va_reserve(void *st, uint64_t size, uint64_t *va)
     CUdeviceptr p = 0;
     gs_status r = drv_status(s, s->drv.reserve(&p, size, 0, 0, 0), "cuMemAddressReserve", size);
     if (r != GS_OK) return r;
-    uint64_t *k = key_new(p);
-    k[1] = size;
-    g_hash_table_insert(s->reserved, k, &k[1]);
+    track(s->reserved, p, size);
     *va = p;
     return GS_OK;
 }
@@ -170,10 +168,8 @@ static gs_status cu_page_create(void *st, uint64_t size, uint64_t *handle)
     CUmemGenericAllocationHandle h = 0;
     gs_status r = drv_status(s, s->drv.create(&h, size, &s->prop, 0), "cuMemCreate", size);
     if (r != GS_OK) return r;
-    uint64_t *k = key_new(++s->next_handle); /* our ids are never 0; the driver's may be */
-    k[1] = h;
-    g_hash_table_insert(s->handles, k, &k[1]);
-    *handle = k[0];
+    *handle = ++s->next_handle; /* our ids are never 0; the driver's may be */
+    track(s->handles, *handle, h);
     return GS_OK;
 }
 
@@ -200,9 +196,7 @@ static gs_status cu_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
     }
     gs_status r = drv_status(s, s->drv.map(va, size, 0, *h, 0), "cuMemMap", size);
     if (r != GS_OK) return r;
-    uint64_t *k = key_new(va);
-    k[1] = size;
-    g_hash_table_insert(s->maps, k, &k[1]);
+    track(s->maps, va, size);
     return GS_OK;
 }
 
