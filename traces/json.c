@@ -29,11 +29,10 @@ static void jfail(jparser *jp, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = g_strdup_vprintf(fmt, ap);
+    char *full = gs_located_vprintf(jp->name, jp->line, fmt, ap);
     va_end(ap);
-    g_set_error(jp->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s:%zu: %s", jp->name, jp->line,
-                msg);
-    g_free(msg);
+    g_set_error_literal(jp->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
+    g_free(full);
 }
 
 /* Newlines can only occur in whitespace (a raw newline inside a string is an error), so

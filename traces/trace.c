@@ -345,16 +345,23 @@ typedef struct {
     uint64_t seq; /* expected seq of the next event line */
 } parser;
 
+char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
+{
+    char *msg = g_strdup_vprintf(fmt, ap);
+    char *full = g_strdup_printf("%s:%zu: %s", name, line, msg);
+    g_free(msg);
+    return full;
+}
+
 static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void fail(parser *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = g_strdup_vprintf(fmt, ap);
+    char *full = gs_located_vprintf(p->name, p->line, fmt, ap);
     va_end(ap);
-    g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s:%zu: %s", p->name, p->line,
-                msg);
-    g_free(msg);
+    g_set_error_literal(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
+    g_free(full);
 }
 
 /* A semantic problem: fatal normally, a counted warning in lenient mode. Returns TRUE when
@@ -364,10 +371,8 @@ static gboolean problem(parser *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = g_strdup_vprintf(fmt, ap);
+    char *full = gs_located_vprintf(p->name, p->line, fmt, ap);
     va_end(ap);
-    char *full = g_strdup_printf("%s:%zu: %s", p->name, p->line, msg);
-    g_free(msg);
     gboolean lenient = (p->flags & GS_TRACE_LENIENT) != 0;
     if (lenient) {
         p->t->n_warnings++;

@@ -23,6 +23,7 @@
 
 #include <glib.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stddef.h>
 
 G_BEGIN_DECLS
@@ -91,6 +92,11 @@ typedef enum {
     GS_TRACE_ERROR_IO,     /* cannot open/read/write the file */
     GS_TRACE_ERROR_FORMAT, /* malformed content */
 } gs_trace_error_code;
+
+/* "NAME:LINE: message" from a printf format: how every reader of this module (traces, JSON)
+ * names the place of a problem. g_free the result. */
+char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(3, 0);
 
 /* Load a trace. Returns NULL and sets err ("FILE:LINE: message") on any error; never aborts on
  * bad input. Lenient-mode warnings go to the warning callback (may be NULL) and are counted. */
