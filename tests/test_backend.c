@@ -176,13 +176,6 @@ static gs_backend *vmm_device(uint64_t total)
     return gs_sim_backend_new(&sc);
 }
 
-static uint64_t used_bytes(gs_backend *be)
-{
-    uint64_t fr, tot;
-    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
-    return tot - fr;
-}
-
 START_TEST(vmm_reserve_create_map_access_unmap_release)
 {
     gs_backend *be = vmm_device(1 * GiB);
@@ -192,19 +185,19 @@ START_TEST(vmm_reserve_create_map_access_unmap_release)
     uint64_t va, h1, h2;
     ck_assert_int_eq(gs_dev_va_reserve(be, &calls, 64 * MiB, &va), GS_OK);
     ck_assert_uint_eq(va % (2 * MiB), 0);
-    ck_assert_uint_eq(used_bytes(be), 0); /* address space only */
+    ck_assert_uint_eq(dev_used_bytes(be), 0); /* address space only */
     ck_assert_int_eq(gs_dev_page_create(be, &calls, 20 * MiB, &h1), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, &calls, 2 * MiB, &h2), GS_OK);
     ck_assert(h1 != 0 && h2 != 0 && h1 != h2);
-    ck_assert_uint_eq(used_bytes(be), 22 * MiB); /* physical memory is taken at create */
+    ck_assert_uint_eq(dev_used_bytes(be), 22 * MiB); /* physical memory is taken at create */
     ck_assert_int_eq(gs_dev_map(be, &calls, va, 20 * MiB, h1), GS_OK);
     ck_assert_int_eq(gs_dev_map(be, &calls, va + 20 * MiB, 2 * MiB, h2), GS_OK);
     ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 22 * MiB), GS_OK); /* across both */
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 22 * MiB), GS_OK);     /* both at once */
-    ck_assert_uint_eq(used_bytes(be), 22 * MiB); /* unmapped, not yet released */
+    ck_assert_uint_eq(dev_used_bytes(be), 22 * MiB); /* unmapped, not yet released */
     ck_assert_int_eq(gs_dev_page_release(be, &calls, h1), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, &calls, h2), GS_OK);
-    ck_assert_uint_eq(used_bytes(be), 0);
+    ck_assert_uint_eq(dev_used_bytes(be), 0);
     ck_assert_int_eq(gs_dev_va_release(be, &calls, va, 64 * MiB), GS_OK);
     /* every call counted by kind, none failed */
     ck_assert_uint_eq(calls.n[GS_CALL_VA_RESERVE], 1);
@@ -291,9 +284,9 @@ START_TEST(vmm_release_while_mapped_frees_at_unmap)
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h), GS_OK);
     ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_OK);
-    ck_assert_uint_eq(used_bytes(be), 20 * MiB); /* the mapping keeps the memory alive */
+    ck_assert_uint_eq(dev_used_bytes(be), 20 * MiB); /* the mapping keeps the memory alive */
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
-    ck_assert_uint_eq(used_bytes(be), 0);
+    ck_assert_uint_eq(dev_used_bytes(be), 0);
     gs_backend_destroy(be);
 }
 END_TEST
@@ -333,7 +326,7 @@ START_TEST(faulty_forwards_and_fails_vmm_calls)
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h1), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h2), GS_ERR_OOM);
     ck_assert_uint_eq(gs_faulty_injected(be), 1);
-    ck_assert_uint_eq(used_bytes(be), 20 * MiB); /* the failed call never reached the device */
+    ck_assert_uint_eq(dev_used_bytes(be), 20 * MiB); /* the failed call never reached the device */
     ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h1), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, NULL, h1), GS_OK);

@@ -409,13 +409,6 @@ END_TEST
 
 static uint64_t ncalls(const gs_heap *h, gs_call_kind k) { return gs_heap_devcalls(h)->n[k]; }
 
-static uint64_t device_used(gs_backend *be)
-{
-    uint64_t fr, tot;
-    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
-    return tot - fr;
-}
-
 START_TEST(expandable_grows_by_mapping_pages_at_the_lowest_address)
 {
     fixture f = fx_new(EXP, DEV, 0);
@@ -440,7 +433,7 @@ START_TEST(expandable_grows_by_mapping_pages_at_the_lowest_address)
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 1); /* the same segment grew */
     ck_assert_int_eq(STAT(f.heap, inactive_split, ALL).current, 0); /* expandable: never counted */
-    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 60 * MiB);
     xfree(f.heap, a);
     xfree(f.heap, b);
     ck_assert_uint_eq(gs_pool_count(f.heap, 0), 1); /* one free block, 60 MiB */
@@ -465,7 +458,7 @@ START_TEST(expandable_empty_cache_unmaps_whole_free_pages_only)
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 1);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 1);
-    ck_assert_uint_eq(device_used(f.be), 20 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 20 * MiB);
     const gs_segment *s = gs_heap_segments(f.heap);
     ck_assert_int_eq(s->head->state, GS_BLOCK_UNMAPPED);
     ck_assert_uint_eq(s->head->size, 20 * MiB);
@@ -485,7 +478,7 @@ START_TEST(expandable_empty_cache_unmaps_whole_free_pages_only)
     ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_free, 2);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RELEASE), 1);
-    ck_assert_uint_eq(device_used(f.be), 0);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
     fx_free(&f);
 }
 END_TEST
@@ -556,13 +549,13 @@ START_TEST(expandable_oom_ladder_unmaps_then_retries)
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RESERVE), 2);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_VA_RELEASE), 1);
     ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 60 * MiB);
-    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 60 * MiB);
     /* nothing left to give: a second 60 MiB on stream 0 is an OOM, and the heap is intact */
     gs_block *c = NULL;
     ck_assert_int_eq(gs_heap_malloc(f.heap, 60 * MiB, 0, &c), GS_ERR_OOM);
     check_heap(f.heap);
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 1);
-    ck_assert_uint_eq(device_used(f.be), 60 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 60 * MiB);
     xfree(f.heap, b);
     fx_free(&f);
 }
@@ -594,14 +587,14 @@ START_TEST(expandable_failed_map_gives_back_its_pages)
     gs_block *a = NULL;
     ck_assert_int_eq(gs_heap_malloc(f.heap, 30 * MiB, 0, &a), GS_ERR_DEVICE);
     check_heap(f.heap);
-    ck_assert_uint_eq(device_used(f.be), 0); /* page 0 unmapped, both handles released */
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0); /* page 0 unmapped, both handles released */
     ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_device_alloc, 0);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 2);
     a = xalloc(f.heap, 30 * MiB, 0); /* the device works again */
     ck_assert_uint_eq(a->addr, a->seg->addr);
-    ck_assert_uint_eq(device_used(f.be), 40 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 40 * MiB);
     xfree(f.heap, a);
     fx_free(&f);
 }
@@ -614,7 +607,7 @@ START_TEST(expandable_create_oom_goes_through_the_ladder)
     ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), 4);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_RELEASE), 1); /* the first page of the failed call */
-    ck_assert_uint_eq(device_used(f.be), 40 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 40 * MiB);
     xfree(f.heap, a);
     fx_free(&f);
 }

@@ -19,25 +19,18 @@ static gs_backend *cuda_or_skip(void)
     return be;
 }
 
-static uint64_t free_bytes(gs_backend *be)
-{
-    uint64_t fr, tot;
-    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
-    return fr;
-}
-
 START_TEST(cuda_calls_round_trip_and_return_every_byte)
 {
     gs_backend *be = cuda_or_skip();
     gs_devcalls calls = {0};
     uint64_t g = be->ops->granularity(be->state);
     ck_assert(g > 0 && (g & (g - 1)) == 0); /* queried from the driver: a power of two */
-    uint64_t before = free_bytes(be);
+    uint64_t before = dev_free_bytes(be);
     uint64_t a, b, va, h1, h2;
     ck_assert_int_eq(gs_dev_malloc(be, &calls, 20 * MiB, &a), GS_OK);
     ck_assert_int_eq(gs_dev_malloc(be, &calls, 2 * MiB, &b), GS_OK);
     ck_assert_int_eq(gs_dev_touch(be, a, 20 * MiB), GS_OK);
-    ck_assert_uint_le(free_bytes(be), before - 22 * MiB);
+    ck_assert_uint_le(dev_free_bytes(be), before - 22 * MiB);
     ck_assert_int_eq(gs_dev_va_reserve(be, &calls, 64 * g, &va), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, &calls, 10 * g, &h1), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, &calls, g, &h2), GS_OK);
@@ -53,7 +46,7 @@ START_TEST(cuda_calls_round_trip_and_return_every_byte)
     ck_assert_int_eq(gs_dev_va_release(be, &calls, va, 64 * g), GS_OK);
     ck_assert_int_eq(gs_dev_free(be, &calls, a), GS_OK);
     ck_assert_int_eq(gs_dev_free(be, &calls, b), GS_OK);
-    ck_assert_uint_eq(free_bytes(be), before);
+    ck_assert_uint_eq(dev_free_bytes(be), before);
     for (int k = 0; k < GS_CALL_COUNT; k++) {
         ck_assert_uint_eq(calls.failed[k], 0);
         if (calls.n[k]) ck_assert(calls.time_us[k] > 0); /* every call timed */
@@ -65,7 +58,7 @@ START_TEST(cuda_calls_round_trip_and_return_every_byte)
     ck_assert_int_eq(gs_dev_map(be, NULL, va, g, h1), GS_OK);
     gs_backend_destroy(be);
     be = cuda_or_skip();
-    ck_assert_uint_eq(free_bytes(be), before);
+    ck_assert_uint_eq(dev_free_bytes(be), before);
     gs_backend_destroy(be);
 }
 END_TEST
@@ -153,11 +146,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, cuda_oom_is_an_oom_and_other_errors_say_what_failed);
     tcase_add_test(tc, cuda_replay_matches_the_simulator);
     suite_add_tcase(s, tc);
-    /* No fork: one CUDA context per process, created before the tests run. */
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite_forking(s, false); /* one CUDA context for the process */
 }

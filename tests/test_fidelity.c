@@ -214,12 +214,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, reference_addresses, 0, (int)runs->len);
     tcase_add_loop_test(tc, placement_model, 0, (int)runs->len);
     suite_add_tcase(s, tc);
-    /* No fork: the conversions done by one test are reused by the next. */
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = run_suite_forking(s, false); /* the conversions of one test serve the next */
     g_ptr_array_free(runs, TRUE);
-    return failed ? 1 : 0;
+    return rc;
 }

@@ -6,7 +6,7 @@
  */
 #include "trace.h"
 
-#include <check.h>
+#include "testutil.h"
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -366,11 +366,4 @@ static Suite *json_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(json_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return run_suite(json_suite()); }

@@ -7,7 +7,7 @@
  */
 #include "trace.h"
 
-#include <check.h>
+#include "testutil.h"
 #include <errno.h>
 #include <gio/gio.h>
 #include <glib/gstdio.h>
@@ -1170,11 +1170,4 @@ static Suite *trace_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(trace_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return run_suite(trace_suite()); }

@@ -68,14 +68,35 @@ static inline void xfree(gs_heap *h, gs_block *b)
 
 #define STAT(h, name, t) (gs_heap_stats(h)->name[GS_STAT_##t])
 
-static inline int run_suite(Suite *s)
+/* The device's free and used bytes, as cudaMemGetInfo gives them (not counted as a call). */
+static inline uint64_t dev_free_bytes(gs_backend *be)
+{
+    uint64_t fr, tot;
+    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
+    return fr;
+}
+
+static inline uint64_t dev_used_bytes(gs_backend *be)
+{
+    uint64_t fr, tot;
+    ck_assert_int_eq(gs_dev_mem_info(be, NULL, &fr, &tot), GS_OK);
+    return tot - fr;
+}
+
+/* Run a suite; fork: one process per test (Check's default, so a crash is one failure), or all
+ * in this process (state built by one test, such as a CUDA context or converted files, is
+ * reused by the next). */
+static inline int run_suite_forking(Suite *s, bool fork)
 {
     SRunner *sr = srunner_create(s);
+    if (!fork) srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+static inline int run_suite(Suite *s) { return run_suite_forking(s, true); }
 
 #define MiB GS_MiB
 #define GiB GS_GiB
