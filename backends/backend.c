@@ -43,27 +43,29 @@ void gs_devcalls_add(gs_devcalls *into, const gs_devcalls *c)
 
 /* Time one call on the backend's own clock and count it. */
 static inline void account(gs_backend *be, gs_devcalls *calls, gs_call_kind k, double t0,
-                           gs_status st)
+                           gs_status st, uint64_t size)
 {
     if (!calls) return;
+    double us = be->ops->now_us(be->state) - t0;
     calls->n[k]++;
     if (st != GS_OK) calls->failed[k]++;
-    calls->time_us[k] += be->ops->now_us(be->state) - t0;
+    calls->time_us[k] += us;
+    if (be->observe) be->observe(be->observe_ud, k, size, us, st);
 }
 
 gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr)
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->malloc(be->state, size, addr);
-    account(be, calls, GS_CALL_MALLOC, t0, st);
+    account(be, calls, GS_CALL_MALLOC, t0, st, size);
     return st;
 }
 
-gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr)
+gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr, uint64_t size)
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->free(be->state, addr);
-    account(be, calls, GS_CALL_FREE, t0, st);
+    account(be, calls, GS_CALL_FREE, t0, st, size);
     return st;
 }
 
@@ -71,53 +73,54 @@ gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, 
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->mem_info(be->state, free_b, total);
-    account(be, calls, GS_CALL_MEM_INFO, t0, st);
+    account(be, calls, GS_CALL_MEM_INFO, t0, st, 0);
     return st;
 }
 
 /* The VMM wrappers differ only in the op and its arguments. */
-#define VMM_CALL(kind, op, ...)                                  \
+#define VMM_CALL(kind, size, op, ...)                            \
     do {                                                         \
         if (!be->ops->op) return GS_ERR_UNSUPPORTED;             \
         double t0 = be->ops->now_us(be->state);                  \
         gs_status st = be->ops->op(be->state, __VA_ARGS__);      \
-        account(be, calls, GS_CALL_##kind, t0, st);              \
+        account(be, calls, GS_CALL_##kind, t0, st, size);        \
         return st;                                               \
     } while (0)
 
 gs_status gs_dev_va_reserve(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *va)
 {
-    VMM_CALL(VA_RESERVE, va_reserve, size, va);
+    VMM_CALL(VA_RESERVE, size, va_reserve, size, va);
 }
 
 gs_status gs_dev_va_release(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
 {
-    VMM_CALL(VA_RELEASE, va_release, va, size);
+    VMM_CALL(VA_RELEASE, size, va_release, va, size);
 }
 
 gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *handle)
 {
-    VMM_CALL(PAGE_CREATE, page_create, size, handle);
+    VMM_CALL(PAGE_CREATE, size, page_create, size, handle);
 }
 
-gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle)
+gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle,
+                              uint64_t size)
 {
-    VMM_CALL(PAGE_RELEASE, page_release, handle);
+    VMM_CALL(PAGE_RELEASE, size, page_release, handle);
 }
 
 gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle)
 {
-    VMM_CALL(MAP, map, va, size, handle);
+    VMM_CALL(MAP, size, map, va, size, handle);
 }
 
 gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
 {
-    VMM_CALL(SET_ACCESS, set_access, va, size);
+    VMM_CALL(SET_ACCESS, size, set_access, va, size);
 }
 
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
 {
-    VMM_CALL(UNMAP, unmap, va, size);
+    VMM_CALL(UNMAP, size, unmap, va, size);
 }
 
 gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size)

@@ -113,19 +113,29 @@ typedef struct gs_backend_ops {
     void (*destroy)(void *st);
 } gs_backend_ops;
 
+/* Optional observer of every timed call: kind, the bytes it concerned, its time on the backend's
+ * clock and its status. `gpusim validate --save-calibration` uses it to build a latency table
+ * from the calls a replay really made. */
+typedef void (*gs_call_observer)(void *ud, gs_call_kind k, uint64_t size, double us, gs_status st);
+
 typedef struct gs_backend {
     const gs_backend_ops *ops;
     void *state;
+    gs_call_observer observe; /* NULL: none */
+    void *observe_ud;
 } gs_backend;
 
-/* Timed, counted wrappers. calls may be NULL (the call is then neither timed nor counted). */
+/* Timed, counted wrappers. calls may be NULL (the call is then neither timed nor counted).
+ * gs_dev_free and gs_dev_page_release take the size of what they give back only for the record
+ * (the observer, the cost of the call); the backend knows it already. */
 gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr);
-gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr);
+gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr, uint64_t size);
 gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, uint64_t *total);
 gs_status gs_dev_va_reserve(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *va);
 gs_status gs_dev_va_release(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
 gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *handle);
-gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle);
+gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle,
+                              uint64_t size);
 gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle);
 gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);

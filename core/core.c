@@ -351,7 +351,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 {
     g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->seg->expandable,
                          GS_ERR_INVALID);
-    gs_status st = gs_dev_free(h->be, &h->calls, b->addr);
+    gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
     if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
     bool small = pool_small(h, b);
     h->st.num_device_free++;
@@ -477,7 +477,7 @@ static void unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t mapped
     for (uint64_t i = from; i < mapped_to; i++)
         (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
     for (uint64_t i = from; i < to && s->handles[i]; i++) {
-        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i]);
+        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
         s->handles[i] = 0;
     }
 }
@@ -568,7 +568,7 @@ static gs_status unmap_block(gs_heap *h, gs_block *b)
     while (i < end) {
         st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
         if (st != GS_OK) break;
-        st = gs_dev_page_release(h->be, &h->calls, s->handles[i]);
+        st = gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
         s->handles[i] = 0;
         s->mapped_pages--;
         i++;
@@ -921,12 +921,12 @@ void gs_heap_free_all(gs_heap *h)
             for (uint64_t i = 0; i < s->size / s->page; i++) {
                 if (!s->handles[i]) continue;
                 (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
-                (void)gs_dev_page_release(h->be, &h->calls, s->handles[i]);
+                (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
             }
             (void)gs_dev_va_release(h->be, &h->calls, s->addr, s->size);
             g_free(s->handles);
         } else {
-            (void)gs_dev_free(h->be, &h->calls, s->addr);
+            (void)gs_dev_free(h->be, &h->calls, s->addr, s->size);
         }
         segment_unlink(h, s);
         g_free(s);

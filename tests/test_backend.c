@@ -21,8 +21,8 @@ START_TEST(sim_fails_when_pages_run_out)
     ck_assert_uint_eq(calls.n[GS_CALL_MALLOC], 3);
     ck_assert_uint_eq(a % (2 * MiB), 0);
     ck_assert(b + 6 * MiB <= a || a + 4 * MiB <= b); /* no overlap */
-    ck_assert_int_eq(gs_dev_free(be, &calls, a), GS_OK);
-    ck_assert_int_eq(gs_dev_free(be, &calls, a), GS_ERR_INVALID); /* double free */
+    ck_assert_int_eq(gs_dev_free(be, &calls, a, 3 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, &calls, a, 3 * MiB), GS_ERR_INVALID); /* double free */
     ck_assert_int_eq(gs_dev_malloc(be, &calls, 4 * MiB, &c), GS_OK);
     gs_backend_destroy(be);
 }
@@ -38,7 +38,7 @@ START_TEST(sim_model_places_downward_and_reuses_chunk_slack)
     ck_assert_uint_eq(b, a + 20 * MiB); /* the 12 MiB left in a's 32 MiB chunk */
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 50 * MiB, &c), GS_OK);
     ck_assert_uint_eq(c, a - 64 * MiB); /* next chunk below, rounded to 32 MiB */
-    ck_assert_int_eq(gs_dev_free(be, NULL, a), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, NULL, a, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 16 * MiB, &d), GS_OK);
     /* a's freed range merged with c's 14 MiB slack below it: one 34 MiB hole, used from its low end */
     ck_assert_uint_eq(d, c + 50 * MiB);
@@ -74,7 +74,7 @@ START_TEST(sim_clock_advances_by_calibrated_latency)
     uint64_t a;
     ck_assert_int_eq(gs_dev_malloc(be, &calls, 2 * MiB, &a), GS_OK);
     ck_assert_double_eq_tol(calls.time_us[GS_CALL_MALLOC], 49.41, 1e-9); /* the table's median */
-    ck_assert_int_eq(gs_dev_free(be, &calls, a), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, &calls, a, 2 * MiB), GS_OK);
     ck_assert_double_eq_tol(calls.time_us[GS_CALL_FREE], 45.72, 1e-9); /* cudaFree_touched */
     ck_assert_double_eq_tol(gs_devcalls_total_us(&calls), 49.41 + 45.72, 1e-9);
     gs_backend_destroy(be);
@@ -130,7 +130,7 @@ START_TEST(faulty_fails_nth_masked_call_only)
     gs_backend *be = gs_faulty_backend_new(gs_sim_backend_new(&sc), &fc);
     uint64_t a, b, c;
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &a), GS_OK);
-    ck_assert_int_eq(gs_dev_free(be, NULL, a), GS_OK); /* frees are not counted */
+    ck_assert_int_eq(gs_dev_free(be, NULL, a, 2 * MiB), GS_OK); /* frees are not counted */
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &b), GS_ERR_DEVICE);
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &c), GS_OK);
     ck_assert_uint_eq(gs_faulty_injected(be), 1);
@@ -148,7 +148,7 @@ START_TEST(faulty_probability_is_seeded)
         for (int i = 0; i < 1000; i++) {
             uint64_t a;
             if (gs_dev_malloc(be, NULL, 2 * MiB, &a) != GS_OK) fails[run]++;
-            else gs_dev_free(be, NULL, a);
+            else gs_dev_free(be, NULL, a, 2 * MiB);
         }
         gs_backend_destroy(be);
     }
@@ -156,6 +156,60 @@ START_TEST(faulty_probability_is_seeded)
     /* binomial(1000, 0.3): mean 300, sd 14.5; the seed makes it one fixed draw */
     ck_assert_int_gt(fails[0], 230);
     ck_assert_int_lt(fails[0], 370);
+}
+END_TEST
+
+/* The observer sees every counted call with the bytes it concerned and the time it was charged. */
+typedef struct {
+    int n;
+    gs_call_kind kind[8];
+    uint64_t size[8];
+    double us[8];
+    gs_status st[8];
+} seen_calls;
+
+static void record_call(void *ud, gs_call_kind k, uint64_t size, double us, gs_status st)
+{
+    seen_calls *s = ud;
+    ck_assert_int_lt(s->n, 8);
+    s->kind[s->n] = k;
+    s->size[s->n] = size;
+    s->us[s->n] = us;
+    s->st[s->n++] = st;
+}
+
+START_TEST(observer_sees_kind_size_time_and_status)
+{
+    gs_calibration *cal = gs_calibration_builtin();
+    gs_sim_config sc = {.total_bytes = 4 * MiB, .cal = cal};
+    gs_backend *be = gs_sim_backend_new(&sc);
+    seen_calls seen = {0};
+    be->observe = record_call;
+    be->observe_ud = &seen;
+    gs_devcalls calls = {0};
+    uint64_t a, b, h, va;
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 2 * MiB, &a), GS_OK);
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 4 * MiB, &b), GS_ERR_OOM);
+    ck_assert_int_eq(gs_dev_free(be, &calls, a, 2 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_va_reserve(be, &calls, 8 * MiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, &calls, 2 * MiB, &h), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h, 2 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &a), GS_OK); /* not counted: not seen */
+    ck_assert_int_eq(seen.n, 6);
+    const gs_call_kind kinds[] = {GS_CALL_MALLOC, GS_CALL_MALLOC, GS_CALL_FREE,
+                                  GS_CALL_VA_RESERVE, GS_CALL_PAGE_CREATE, GS_CALL_PAGE_RELEASE};
+    const uint64_t sizes[] = {2 * MiB, 4 * MiB, 2 * MiB, 8 * MiB, 2 * MiB, 2 * MiB};
+    double total = 0;
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(seen.kind[i], kinds[i]);
+        ck_assert_uint_eq(seen.size[i], sizes[i]);
+        ck_assert_int_eq(seen.st[i], i == 1 ? GS_ERR_OOM : GS_OK);
+        total += seen.us[i];
+    }
+    ck_assert_double_eq_tol(seen.us[0], 49.41, 1e-9);
+    ck_assert_double_eq_tol(total, gs_devcalls_total_us(&calls), 1e-9);
+    gs_backend_destroy(be);
+    gs_calibration_free(cal);
 }
 END_TEST
 
@@ -195,8 +249,8 @@ START_TEST(vmm_reserve_create_map_access_unmap_release)
     ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 22 * MiB), GS_OK); /* across both */
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 22 * MiB), GS_OK);     /* both at once */
     ck_assert_uint_eq(dev_used_bytes(be), 22 * MiB); /* unmapped, not yet released */
-    ck_assert_int_eq(gs_dev_page_release(be, &calls, h1), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, &calls, h2), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h1, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h2, 2 * MiB), GS_OK);
     ck_assert_uint_eq(dev_used_bytes(be), 0);
     ck_assert_int_eq(gs_dev_va_release(be, &calls, va, 64 * MiB), GS_OK);
     /* every call counted by kind, none failed */
@@ -252,8 +306,8 @@ START_TEST(vmm_unmap_of_an_unmapped_range_is_refused)
     ck_assert_int_eq(gs_dev_set_access(be, NULL, va + 20 * MiB, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 20 * MiB, 20 * MiB), GS_ERR_INVALID); /* twice */
-    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_ERR_INVALID); /* twice */
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h, 20 * MiB), GS_ERR_INVALID); /* twice */
     ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 20 * MiB), GS_ERR_INVALID); /* wrong size */
     ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 60 * MiB), GS_OK);
     gs_backend_destroy(be);
@@ -269,7 +323,7 @@ START_TEST(vmm_running_out_of_handles)
     for (int i = 0; i < 4; i++) ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[i]), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[4]), GS_ERR_OOM);
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &extra), GS_ERR_OOM); /* one pool of pages */
-    ck_assert_int_eq(gs_dev_page_release(be, NULL, h[0]), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h[0], 2 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[4]), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 3 * MiB, &extra), GS_ERR_INVALID); /* not granular */
     gs_backend_destroy(be);
@@ -283,7 +337,7 @@ START_TEST(vmm_release_while_mapped_frees_at_unmap)
     ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 20 * MiB, &va), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h), GS_OK);
     ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, NULL, h), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h, 20 * MiB), GS_OK);
     ck_assert_uint_eq(dev_used_bytes(be), 20 * MiB); /* the mapping keeps the memory alive */
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
     ck_assert_uint_eq(dev_used_bytes(be), 0);
@@ -303,7 +357,7 @@ START_TEST(vmm_calls_cost_their_calibrated_latency)
     ck_assert_int_eq(gs_dev_map(be, &calls, va, 20 * MiB, h), GS_OK);
     ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 20 * MiB), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, &calls, h), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h, 20 * MiB), GS_OK);
     /* the built-in H100 table's 20 MiB rows (shared/calibration/h100-latency.csv) */
     ck_assert(fabs(calls.time_us[GS_CALL_VA_RESERVE] - 1.21) < 1e-9);
     ck_assert(fabs(calls.time_us[GS_CALL_PAGE_CREATE] - 13.63) < 1e-9);
@@ -329,7 +383,7 @@ START_TEST(faulty_forwards_and_fails_vmm_calls)
     ck_assert_uint_eq(dev_used_bytes(be), 20 * MiB); /* the failed call never reached the device */
     ck_assert_int_eq(gs_dev_map(be, NULL, va, 20 * MiB, h1), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, va, 20 * MiB), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, NULL, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h1, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 40 * MiB), GS_OK);
     gs_backend_destroy(be);
 }
@@ -348,6 +402,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, faulty_fails_nth_masked_call_only);
     tcase_add_test(tc, faulty_probability_is_seeded);
     tcase_add_test(tc, strerror_names_every_status);
+    tcase_add_test(tc, observer_sees_kind_size_time_and_status);
     suite_add_tcase(s, tc);
     TCase *tv = tcase_create("vmm");
     tcase_add_test(tv, vmm_reserve_create_map_access_unmap_release);

@@ -41,11 +41,11 @@ START_TEST(cuda_calls_round_trip_and_return_every_byte)
     ck_assert_int_eq(gs_dev_touch(be, va, 11 * g), GS_OK); /* the mapping is usable memory */
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 10 * g), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va + 10 * g, g), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, &calls, h1), GS_OK);
-    ck_assert_int_eq(gs_dev_page_release(be, &calls, h2), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h1, 10 * g), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, &calls, h2, g), GS_OK);
     ck_assert_int_eq(gs_dev_va_release(be, &calls, va, 64 * g), GS_OK);
-    ck_assert_int_eq(gs_dev_free(be, &calls, a), GS_OK);
-    ck_assert_int_eq(gs_dev_free(be, &calls, b), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, &calls, a, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, &calls, b, 2 * MiB), GS_OK);
     ck_assert_uint_eq(dev_free_bytes(be), before);
     for (int k = 0; k < GS_CALL_COUNT; k++) {
         ck_assert_uint_eq(calls.failed[k], 0);
@@ -72,7 +72,7 @@ START_TEST(cuda_oom_is_an_oom_and_other_errors_say_what_failed)
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * tot, &a), GS_ERR_OOM);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, (2 * tot) / g * g, &h), GS_ERR_OOM);
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &a), GS_OK); /* no sticky error left */
-    ck_assert_int_eq(gs_dev_free(be, NULL, a), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, NULL, a, 2 * MiB), GS_OK);
     /* not a multiple of the granularity: CUDA_ERROR_INVALID_VALUE, not an OOM. (cuMemUnmap of
      * a range with nothing mapped is no use here: driver 580.159 returns success for it.) */
     ck_assert_int_eq(gs_dev_page_create(be, NULL, g + 4096, &h), GS_ERR_DEVICE);
