@@ -297,6 +297,151 @@ static int cmd_replay(int argc, char **argv)
     return rc;
 }
 
+static const char validate_description[] =
+    "Replays each TRACE under each policy twice over: on the simulated device, as 'gpusim replay'\n"
+    "does, and on the real GPU (the same core and policy on cudaMalloc/cudaFree and the driver's\n"
+    "virtual-memory calls). The real side replays once to warm up, asking the driver at every new\n"
+    "peak how much memory it has lost (the driver's view of peak reserved), then --runs more\n"
+    "times, timed; its times are the medians of those runs.\n"
+    "\n"
+    "Checks and their tolerances (a row beyond its tolerance says DIFFERS):\n"
+    "  outcome, peak reserved and peak allocated, alloc retries, device calls by kind: equal\n"
+    "  peak reserved as the driver sees it: within 2% of the allocator's count\n"
+    "  modelled device time: within 25% of the measured median, in total and for every call\n"
+    "    kind that takes at least 10% of the measured total\n"
+    "  host time per alloc/free (the allocator's own, device calls excluded): shown, not judged\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim validate traces/data/resnet50.gstrace.gz --policy pytorch \\\n"
+    "      --policy pytorch:expandable_segments:True --touch\n"
+    "  gpusim validate traces/data/gpt2.gstrace.gz --runs 9 --format json -o gpt2.validate.json\n"
+    "  gpusim validate traces/data/resnet50.gstrace.gz --save-calibration my-gpu.csv\n"
+    "      # then: gpusim replay ... --calibration my-gpu.csv\n"
+    "\n"
+    "Exit status: 0 every check within tolerance, 3 some check differs, 1 the device failed or\n"
+    "there is no GPU, 2 bad usage or bad input.";
+
+#define EXIT_DIFFERS 3
+
+static int cmd_validate(int argc, char **argv)
+{
+    char **policies = NULL, *capacity = NULL, *format = NULL, *output = NULL;
+    char *calibration = NULL, *save_cal = NULL;
+    int runs = 5;
+    gboolean touch = FALSE;
+    GOptionEntry entries[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "Policy to validate; repeat for several (default: pytorch)", "SPEC"},
+        {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
+         "Memory the allocator may reserve (default: no limit)", "SIZE"},
+        {"runs", 'n', 0, G_OPTION_ARG_INT, &runs, "Timed runs on the GPU after the warm-up (default 5)",
+         "N"},
+        {"touch", 0, 0, G_OPTION_ARG_NONE, &touch,
+         "Write each allocation once on the GPU, as a program would", NULL},
+        {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "Output: table (default) or json", "FMT"},
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+         "Write the comparison to FILE (whole, via a temporary file) instead of stdout", "FILE"},
+        {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
+         "The simulator's latency table (default: built-in H100)", "FILE"},
+        {"save-calibration", 0, 0, G_OPTION_ARG_FILENAME, &save_cal,
+         "Write a latency table made from every timed call of the real runs (medians per call "
+         "and size class; loads with --calibration)", "FILE"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    GOptionContext *ctx =
+        g_option_context_new("TRACE... - the simulator's prediction beside the real GPU");
+    g_option_context_set_summary(ctx, "Replay traces on the simulated device and on the real GPU "
+                                      "and compare them, check by check.");
+    g_option_context_set_description(ctx, validate_description);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    GError *err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        usage_error("%s (try 'gpusim validate --help')", err->message);
+    if (argc < 2) usage_error("validate: no TRACE given (try 'gpusim validate --help')");
+    if (runs < 1 || runs > 1000) usage_error("--runs: %d is not between 1 and 1000", runs);
+    gs_format fmt = GS_FMT_TABLE;
+    if (format && strcmp(format, "json") == 0) fmt = GS_FMT_JSON;
+    else if (format && strcmp(format, "table") != 0)
+        usage_error("--format: '%s' is not one of table, json", format);
+    uint64_t cap = 0;
+    if (capacity && !gs_parse_size(capacity, &cap, &err)) usage_error("--capacity: %s", err->message);
+    gs_calibration *cal = NULL;
+    if (calibration) {
+        char *msg = NULL;
+        cal = gs_calibration_load(calibration, &msg);
+        if (!cal) usage_error("--calibration: %s", msg);
+    }
+    GPtrArray *pols = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    for (char **p = policies; p && *p; p++) {
+        gs_policy *pol = gs_policy_new(*p, &err);
+        if (!pol) usage_error("--policy: %s", err->message);
+        g_ptr_array_add(pols, pol);
+    }
+    if (!pols->len) g_ptr_array_add(pols, gs_policy_new("pytorch", NULL));
+    GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
+    for (int a = 1; a < argc; a++) {
+        gs_trace *t = gs_trace_load(argv[a], 0, NULL, NULL, &err);
+        if (!t) usage_error("%s", err->message);
+        g_ptr_array_add(traces, t);
+    }
+#ifdef GS_HAVE_CUDA
+    char *msg = NULL;
+    gs_backend *dev = gs_cuda_backend_new(0, &msg);
+    if (!dev) {
+        fprintf(stderr, "gpusim: validate: %s\n", msg);
+        exit(EXIT_DEVICE);
+    }
+#else
+    gs_backend *dev = NULL;
+    fprintf(stderr, "gpusim: validate: this gpusim was built without the CUDA Toolkit\n");
+    exit(EXIT_DEVICE);
+#endif
+    GArray *samples = save_cal ? gs_call_samples_new() : NULL;
+    char *tmp = NULL;
+    FILE *out = open_output(output, &tmp);
+    int rc = 0;
+    bool first = true;
+    if (fmt == GS_FMT_JSON) fputs("[\n", out);
+    for (int a = 1; a < argc; a++) {
+        const gs_trace *t = traces->pdata[a - 1];
+        for (guint i = 0; i < pols->len; i++) {
+            gs_validate_opts o = {
+                .capacity = cap,
+                .device_total = t->device_total,
+                .cal = cal,
+                .backend = dev,
+                .runs = (unsigned)runs,
+                .touch = touch,
+                .samples = samples,
+            };
+            gs_validation v;
+            if (!gs_validate_run(t, pols->pdata[i], &o, &v, &err)) usage_error("%s", err->message);
+            gs_validation_report(out, fmt, argv[a], t, &v, first);
+            first = false;
+            if (v.real.error != GS_OK) rc = EXIT_DEVICE;
+            else if (!gs_validation_ok(t, &v) && rc == 0) rc = EXIT_DIFFERS;
+            gs_validation_clear(&v);
+        }
+    }
+    if (fmt == GS_FMT_JSON) fputs("\n]\n", out);
+    close_output(out, tmp, output);
+    if (samples && !gs_calibration_write(save_cal, samples, &err))
+        usage_error("--save-calibration: %s", err->message);
+    if (samples) g_array_free(samples, TRUE);
+    gs_backend_destroy(dev);
+    g_ptr_array_free(traces, TRUE);
+    g_ptr_array_free(pols, TRUE);
+    gs_calibration_free(cal);
+    g_strfreev(policies);
+    g_free(capacity);
+    g_free(format);
+    g_free(output);
+    g_free(calibration);
+    g_free(save_cal);
+    g_option_context_free(ctx);
+    return rc;
+}
+
 static const char main_help[] =
     "usage: gpusim COMMAND [OPTIONS]\n"
     "\n"
@@ -306,6 +451,7 @@ static const char main_help[] =
     "\n"
     "Commands:\n"
     "  replay TRACE...   replay traces under one or more policies and compare them\n"
+    "  validate TRACE... replay on the simulator and on the real GPU, side by side\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
@@ -320,6 +466,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "validate") == 0) return cmd_validate(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(main_help, stdout);
         return 0;
@@ -328,5 +475,5 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return 0;
     }
-    usage_error("unknown command '%s' (commands: replay, help, version)", cmd);
+    usage_error("unknown command '%s' (commands: replay, validate, help, version)", cmd);
 }

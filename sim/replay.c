@@ -106,9 +106,20 @@ void gs_result_clear(gs_result *r)
 
 /* One pass over the events. Returns FALSE when the replay must stop (first OOM without
  * --continue-on-oom, or a device failure). */
+/* The driver's view at a new peak of reserved memory (opts.probe_driver). */
+static void probe_driver(gs_heap *h, gs_backend *be, gs_result *r, uint64_t *probed)
+{
+    uint64_t res = gs_heap_reserved(h), fr = 0, tot = 0;
+    if (res <= *probed) return;
+    *probed = res;
+    if (be->ops->mem_info(be->state, &fr, &tot) == GS_OK && fr < r->dev_free_before &&
+        r->dev_free_before - fr > r->driver_peak_used)
+        r->driver_peak_used = r->dev_free_before - fr;
+}
+
 static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_block **slots,
                             const gs_replay_opts *o, gs_result *r, size_t done_before,
-                            size_t total)
+                            size_t total, uint64_t *probed)
 {
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
@@ -166,6 +177,7 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
             r->events = done_before + i + 1;
             return FALSE;
         }
+        if (o->probe_driver) probe_driver(h, be, r, probed);
         if (o->progress && ((i + 1) & ((1u << 20) - 1)) == 0)
             o->progress(done_before + i + 1, total, o->progress_ud);
     }
@@ -219,8 +231,9 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
 
     gint64 t0 = g_get_monotonic_time();
     gboolean go_on = TRUE;
+    uint64_t probed = 0;
     for (unsigned k = 0; go_on && k < repeat; k++) {
-        go_on = replay_pass(h, be, t, slots, o, r, k * t->n, total);
+        go_on = replay_pass(h, be, t, slots, o, r, k * t->n, total, &probed);
         if (go_on && k + 1 < repeat) {
             /* Between repetitions the program "ends": free what is still live so the next
              * pass starts from the same state of the trace (cached segments stay, as in a

@@ -48,6 +48,11 @@ typedef struct {
     void *progress_ud;
     unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1 */
     bool touch;                   /* write every allocation once (real memory: --touch) */
+    /* Each time reserved memory reaches a new peak, ask the device how much memory it has lost
+     * since the start (cudaMemGetInfo, not counted as the allocator's call): the driver's view
+     * of peak reserved, for gpusim validate. It costs a call per new peak, so timed runs leave
+     * it off. */
+    bool probe_driver;
 } gs_replay_opts;
 
 typedef struct {
@@ -69,6 +74,9 @@ typedef struct {
     /* The device's free bytes before the replay and after the allocator let go of everything:
      * equal when every byte went back. */
     uint64_t dev_free_before, dev_free_after;
+    /* probe_driver: the most device memory gone at a peak of reserved (free before minus free
+     * then); 0 when not probed. */
+    uint64_t driver_peak_used;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device
@@ -89,6 +97,50 @@ typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
  * output (CSV prints its header once; JSON callers wrap several traces in an array). */
 void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
+
+/* A JSON string literal for s (quotes, escapes). */
+void gs_json_str(FILE *out, const char *s);
+
+/* ---- validation: the simulator beside the real device (sim/validate.c) ---- */
+
+/* Tolerances, stated in gpusim validate --help and the README. */
+#define GS_VALIDATE_TIME_TOL 0.25    /* modelled device time within 25% of the measured */
+#define GS_VALIDATE_KIND_SHARE 0.10  /* a call kind's time is judged from 10% of the total */
+#define GS_VALIDATE_DRIVER_TOL 0.02  /* driver's view of peak reserved within 2% */
+
+typedef struct {
+    uint64_t capacity, device_total; /* as gs_replay_opts, for both sides */
+    const gs_calibration *cal;       /* the simulator's cost model; NULL: built-in */
+    gs_backend *backend;             /* the real device */
+    unsigned runs;                   /* timed runs after the warm-up; 0 = 1 */
+    bool touch;
+    GArray *samples;                 /* optional: every timed call, for gs_calibration_write */
+} gs_validate_opts;
+
+typedef struct {
+    gs_result sim;                 /* the simulator's prediction */
+    gs_result real;                /* the first timed run: outcome, statistics, call counts */
+    double real_us[GS_CALL_COUNT]; /* median over the timed runs of each kind's time */
+    double real_total_us;          /* median of the runs' total device time */
+    double real_host_s;            /* median host seconds of the replay loop */
+    unsigned runs;                 /* timed runs done */
+    bool runs_agree;               /* every timed run made the same calls, same peak */
+    uint64_t driver_peak;          /* the driver's view of peak reserved (warm-up run) */
+} gs_validation;
+
+/* FALSE on a setup error (err set); a device failure is in v->real.error. */
+gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
+                         gs_validation *v, GError **err);
+void gs_validation_clear(gs_validation *v);
+/* Every judged check within its tolerance, every timed run alike, no device failure. */
+bool gs_validation_ok(const gs_trace *t, const gs_validation *v);
+/* Table, or JSON (one object per validation; first: no separating comma). CSV is not offered. */
+void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                          const gs_validation *v, bool first);
+/* An empty array for gs_validate_opts.samples. */
+GArray *gs_call_samples_new(void);
+/* Write the samples a validation kept as a latency table (--calibration format). */
+gboolean gs_calibration_write(const char *path, GArray *samples, GError **err);
 
 /* ---- sizes: "18.2GiB", "512MiB", "4096", "1.5GB" (decimal units) ---- */
 gboolean gs_parse_size(const char *s, uint64_t *out, GError **err);

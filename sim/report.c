@@ -209,7 +209,7 @@ static void csv_row(FILE *out, const gs_result *r)
         fprintf(out, ",%" G_GUINT64_FORMAT ",%.1f", r->calls.n[k], r->calls.time_us[k]);
 }
 
-static void json_str(FILE *out, const char *s)
+void gs_json_str(FILE *out, const char *s)
 {
     fputc('"', out);
     for (; *s; s++) {
@@ -256,9 +256,9 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
 {
     const gs_stats *s = &r->stats;
     fprintf(out, "  {\"policy\": ");
-    json_str(out, r->policy);
+    gs_json_str(out, r->policy);
     fprintf(out, ", \"backend\": ");
-    json_str(out, r->backend ? r->backend : "sim");
+    gs_json_str(out, r->backend ? r->backend : "sim");
     fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"outcome\": \"%s\"", r->capacity,
             outcome(r));
     if (r->oom)
@@ -266,7 +266,7 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
                 r->first_oom_event, r->first_oom_size);
     if (r->error != GS_OK) {
         fprintf(out, ", \"error\": {\"event\": %zu, \"message\": ", r->error_event);
-        json_str(out, r->error_msg ? r->error_msg : gs_strerror(r->error));
+        gs_json_str(out, r->error_msg ? r->error_msg : gs_strerror(r->error));
         fputc('}', out);
     }
     fprintf(out,
@@ -299,9 +299,9 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
     if (ref) {
         ref_cmp c = compare(r, ref);
         fprintf(out, ",\n   \"reference\": {\"path\": ");
-        json_str(out, ref->path);
+        gs_json_str(out, ref->path);
         fprintf(out, ", \"outcome\": ");
-        json_str(out, c.outcome);
+        gs_json_str(out, c.outcome);
         fprintf(out, ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
                      ", \"num_device_alloc\": %" G_GINT64_FORMAT,
                 c.peak_reserved, c.segments, c.device_alloc);
@@ -354,7 +354,7 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
         break;
     case GS_FMT_JSON:
         fprintf(out, "{\"trace\": ");
-        json_str(out, name);
+        gs_json_str(out, name);
         fprintf(out, ", \"events\": %zu, \"allocations\": %zu, \"results\": [\n", t->n, t->n_slots);
         for (size_t i = 0; i < n; i++) {
             json_result(out, &rs[i], refs ? refs[i] : NULL);

@@ -1,0 +1,258 @@
+/* pluggable.c - gpusim as a PyTorch pluggable allocator (libgpusim_torch.so): any PyTorch program
+ * runs on a gpusim policy, on real memory, with three lines of Python:
+ *
+ *     import torch
+ *     alloc = torch.cuda.memory.CUDAPluggableAllocator("build/libgpusim_torch.so",
+ *                                                      "gpusim_malloc", "gpusim_free")
+ *     torch.cuda.memory.change_current_allocator(alloc)
+ *
+ * Configuration, read once at the first request (environment):
+ *   GPUSIM_POLICY    the policy in PYTORCH_CUDA_ALLOC_CONF syntax, as `gpusim replay --policy`
+ *                    takes it (default: pytorch); a bad one stops the program with a message
+ *   GPUSIM_CAPACITY  the allocator's limit (PyTorch's memory fraction times the device), e.g. 20GiB
+ *   GPUSIM_STATS     at exit, write the statistics there: the JSON of `gpusim replay --format json`
+ *   GPUSIM_TRACE     record every request in gpusim's trace format (gz if the name ends in .gz),
+ *                    written at exit: a trace of any PyTorch program, ready for gpusim replay
+ *   GPUSIM_BACKEND   cuda (default), or sim: the simulated device, whose "pointers" are not
+ *                    memory (for tests of this library on machines without a GPU)
+ *
+ * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
+ * so one mutex guards everything. The entry points have no context argument, so the state is
+ * necessarily one object per process: it is kept in the single struct below and nowhere else.
+ * Only the gpusim_* symbols are exported (sim/pluggable.map): the core, GLib's users and the
+ * CUDA runtime linked in stay private to the library, whatever the host process has loaded.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "replay.h"
+
+#define MAX_DEVICES 64
+
+typedef struct {
+    pthread_mutex_t lock;
+    bool ready;
+    gs_policy *policy;
+    uint64_t capacity;
+    bool on_sim;
+    char *stats_path, *trace_path;
+    gs_calibration *cal;               /* the sim backend's cost model */
+    gs_backend *be[MAX_DEVICES];
+    gs_heap *heap[MAX_DEVICES];
+    GHashTable *live;                  /* device address -> gs_block* */
+    GHashTable *slots;                 /* device address -> trace slot + 1 (GPUSIM_TRACE) */
+    GHashTable *streams;               /* cudaStream_t -> stream index + 1 */
+    gs_trace *trace;                   /* GPUSIM_TRACE: the requests so far */
+    gint64 t0;                         /* monotonic clock at the first request, us */
+    uint64_t requests, frees, unknown_frees, ooms, device_errors;
+    double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
+    int used[MAX_DEVICES];             /* devices that got a request */
+} gs_pluggable;
+
+static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void *gpusim_malloc(ssize_t size, int device, void *stream);
+void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
+
+G_GNUC_NORETURN static void config_error(const char *var, const char *msg)
+{
+    fprintf(stderr, "gpusim: %s: %s\n", var, msg);
+    exit(2);
+}
+
+static void write_outputs(void);
+
+/* Read the environment; called with the lock held, once. */
+static void setup(gs_pluggable *a)
+{
+    GError *err = NULL;
+    const char *spec = g_getenv("GPUSIM_POLICY");
+    a->policy = gs_policy_new(spec && *spec ? spec : "pytorch", &err);
+    if (!a->policy) config_error("GPUSIM_POLICY", err->message);
+    const char *cap = g_getenv("GPUSIM_CAPACITY");
+    if (cap && *cap && !gs_parse_size(cap, &a->capacity, &err))
+        config_error("GPUSIM_CAPACITY", err->message);
+    const char *be = g_getenv("GPUSIM_BACKEND");
+    if (be && *be && strcmp(be, "sim") != 0 && strcmp(be, "cuda") != 0)
+        config_error("GPUSIM_BACKEND", "expected cuda or sim");
+    a->on_sim = be && strcmp(be, "sim") == 0;
+    a->stats_path = g_strdup(g_getenv("GPUSIM_STATS"));
+    a->trace_path = g_strdup(g_getenv("GPUSIM_TRACE"));
+    a->live = g_hash_table_new(g_direct_hash, g_direct_equal);
+    a->streams = g_hash_table_new(g_direct_hash, g_direct_equal);
+    if (a->trace_path && *a->trace_path) {
+        a->trace = gs_trace_new();
+        a->slots = g_hash_table_new(g_direct_hash, g_direct_equal);
+        char *src = g_strdup_printf("gpusim pluggable allocator, pid %d, policy %s", (int)getpid(),
+                                    a->policy->spec);
+        gs_trace_set_meta(a->trace, "source", src);
+        g_free(src);
+    }
+    a->t0 = g_get_monotonic_time();
+    if (a->stats_path || a->trace) atexit(write_outputs);
+    a->ready = true;
+}
+
+/* The heap of a device, made at its first request. */
+static gs_heap *heap_of(gs_pluggable *a, int device)
+{
+    if (device < 0 || device >= MAX_DEVICES) return NULL;
+    if (a->heap[device]) return a->heap[device];
+    char *msg = NULL;
+    uint64_t total = 80 * GS_GiB;
+    if (a->on_sim) {
+        a->cal = a->cal ? a->cal : gs_calibration_builtin();
+        gs_sim_config sc = {.total_bytes = total, .cal = a->cal};
+        a->be[device] = gs_sim_backend_new(&sc);
+    } else {
+#ifdef GS_HAVE_CUDA
+        a->be[device] = gs_cuda_backend_new(device, &msg);
+#else
+        msg = g_strdup("this library was built without the CUDA Toolkit (GPUSIM_BACKEND=sim "
+                       "runs it on the simulated device)");
+#endif
+        if (!a->be[device]) config_error("GPUSIM_BACKEND", msg);
+        uint64_t fr = 0;
+        (void)gs_dev_mem_info(a->be[device], NULL, &fr, &total);
+    }
+    gs_heap_config hc = {.limit = a->capacity, .device_total = total};
+    a->heap[device] = gs_heap_new(a->policy, a->be[device], &hc);
+    if (!a->heap[device])
+        config_error("GPUSIM_POLICY", "this policy needs the driver's virtual-memory calls, "
+                                      "which the device lacks");
+    if (a->trace && device == 0) {
+        char *tot = g_strdup_printf("%" G_GUINT64_FORMAT, total);
+        gs_trace_set_meta(a->trace, "device_total_bytes", tot);
+        a->trace->device_total = total;
+        g_free(tot);
+    }
+    a->used[device] = 1;
+    return a->heap[device];
+}
+
+static uint32_t stream_index(gs_pluggable *a, void *stream)
+{
+    gpointer v = g_hash_table_lookup(a->streams, stream);
+    if (v) return (uint32_t)GPOINTER_TO_UINT(v) - 1;
+    uint32_t i = g_hash_table_size(a->streams);
+    g_hash_table_insert(a->streams, stream, GUINT_TO_POINTER(i + 1));
+    return i;
+}
+
+void *gpusim_malloc(ssize_t size, int device, void *stream)
+{
+    gs_pluggable *a = &the_allocator;
+    if (size <= 0) return NULL; /* as PyTorch's own allocator: no memory for an empty tensor */
+    pthread_mutex_lock(&a->lock);
+    gint64 t0 = g_get_monotonic_time();
+    if (!a->ready) setup(a);
+    gs_heap *h = heap_of(a, device);
+    gs_block *b = NULL;
+    gs_status st = h ? gs_heap_malloc(h, (uint64_t)size, stream_index(a, stream), &b) : GS_ERR_INVALID;
+    a->requests++;
+    void *p = NULL;
+    if (st == GS_OK) {
+        p = (void *)(uintptr_t)b->addr;
+        g_hash_table_insert(a->live, p, b);
+    } else if (st == GS_ERR_OOM) {
+        a->ooms++;
+    } else {
+        a->device_errors++;
+        const char *why = h ? gs_dev_last_error(a->be[device]) : NULL;
+        fprintf(stderr, "gpusim: gpusim_malloc(%zd) on device %d: %s\n", size, device,
+                why ? why : gs_strerror(st));
+    }
+    if (a->trace) {
+        uint32_t slot = gs_trace_add_alloc(a->trace, "torch", (uint64_t)(uintptr_t)stream,
+                                           (uint64_t)size);
+        a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
+        a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
+        if (p) g_hash_table_insert(a->slots, p, GUINT_TO_POINTER(slot + 1));
+    }
+    a->host_us += (double)(g_get_monotonic_time() - t0);
+    pthread_mutex_unlock(&a->lock);
+    return p; /* NULL: PyTorch raises its out-of-memory error */
+}
+
+void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
+{
+    gs_pluggable *a = &the_allocator;
+    if (!ptr) return;
+    pthread_mutex_lock(&a->lock);
+    gint64 t0 = g_get_monotonic_time();
+    gs_block *b = a->ready ? g_hash_table_lookup(a->live, ptr) : NULL;
+    if (!b) {
+        a->unknown_frees++; /* not ours: nothing to do, and nothing to break */
+    } else {
+        g_hash_table_remove(a->live, ptr);
+        gs_heap_free(a->heap[device >= 0 && device < MAX_DEVICES && a->heap[device] ? device : 0], b);
+        a->frees++;
+        if (a->trace) {
+            guint slot = GPOINTER_TO_UINT(g_hash_table_lookup(a->slots, ptr));
+            g_hash_table_remove(a->slots, ptr);
+            gs_trace_add_free(a->trace, slot - 1);
+            a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
+            a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
+        }
+    }
+    a->host_us += (double)(g_get_monotonic_time() - t0);
+    pthread_mutex_unlock(&a->lock);
+    (void)size;
+    (void)stream;
+}
+
+/* At exit: the statistics (one result per device used) and the trace, each written whole. The
+ * memory stays where it is: the process is ending and the driver takes it back; calling into
+ * CUDA from an exit handler, after PyTorch's own teardown, is not safe. */
+static void write_outputs(void)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    GError *err = NULL;
+    if (a->trace && !gs_trace_save(a->trace, a->trace_path, &err)) {
+        fprintf(stderr, "gpusim: GPUSIM_TRACE: %s\n", err->message);
+        g_clear_error(&err);
+    }
+    if (a->stats_path && *a->stats_path) {
+        gs_result rs[MAX_DEVICES];
+        size_t n = 0;
+        for (int d = 0; d < MAX_DEVICES; d++) {
+            if (!a->used[d]) continue;
+            gs_result *r = &rs[n++];
+            memset(r, 0, sizeof *r);
+            r->policy = a->policy->spec;
+            r->backend = a->be[d]->ops->name;
+            r->capacity = a->capacity;
+            r->oom = a->ooms > 0;
+            r->events = a->requests + a->frees;
+            r->stats = *gs_heap_stats(a->heap[d]);
+            r->calls = *gs_heap_devcalls(a->heap[d]);
+            r->host_seconds = a->host_us / 1e6;
+        }
+        /* gs_report names the request counts through a trace: lend it ours, or an empty one. */
+        gs_trace *t = a->trace ? a->trace : gs_trace_new();
+        size_t saved_n = t->n, saved_slots = t->n_slots;
+        t->n = a->requests + a->frees;
+        t->n_slots = a->requests;
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        char *name = g_strdup_printf("gpusim pluggable allocator (pid %d)", (int)getpid());
+        gs_report(m, GS_FMT_JSON, name, t, rs, n, NULL, true);
+        fclose(m);
+        t->n = saved_n;
+        t->n_slots = saved_slots;
+        if (t != a->trace) gs_trace_free(t);
+        if (!g_file_set_contents(a->stats_path, buf, (gssize)len, &err)) {
+            fprintf(stderr, "gpusim: GPUSIM_STATS: %s\n", err->message);
+            g_clear_error(&err);
+        }
+        free(buf);
+        g_free(name);
+    }
+    pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,371 @@
+/* validate.c - the simulator's prediction beside the real device: the same trace, core and policy
+ * replayed on the simulated heap and on the GPU (backends/cuda.c), compared within stated
+ * tolerances (gpusim validate).
+ *
+ * Measured device time varies from run to run (the first replay of a process pays for the
+ * driver's warm-up; cudaFree waits for the device), so the real side replays once to warm up and
+ * then `runs` times, and its times are medians over those runs. The warm-up run also asks the
+ * driver how much memory it has lost at every new peak of reserved memory: the driver's view of
+ * peak reserved. The timed runs leave that probe off so it costs them nothing.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "replay.h"
+
+typedef struct {
+    gs_call_kind kind;
+    uint64_t size;
+    double us;
+} sample;
+
+static void keep_sample(void *ud, gs_call_kind k, uint64_t size, double us, gs_status st)
+{
+    if (st != GS_OK) return; /* a failed call says nothing about a call's cost */
+    sample s = {k, size, us};
+    g_array_append_val((GArray *)ud, s);
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n values (sorted in place). */
+static double median(double *v, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, dbl_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static bool same_run(const gs_result *a, const gs_result *b)
+{
+    if (a->oom != b->oom || a->error != b->error ||
+        a->stats.reserved_bytes[GS_STAT_ALL].peak != b->stats.reserved_bytes[GS_STAT_ALL].peak)
+        return false;
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        if (a->calls.n[k] != b->calls.n[k]) return false;
+    return true;
+}
+
+gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
+                         gs_validation *v, GError **err)
+{
+    memset(v, 0, sizeof *v);
+    gs_replay_opts so = {
+        .capacity = o->capacity,
+        .device_total = o->device_total,
+        .cal = o->cal,
+    };
+    if (!gs_replay_run(t, p, &so, &v->sim, err)) return FALSE;
+
+    gs_replay_opts ro = {.capacity = o->capacity, .backend = o->backend, .touch = o->touch};
+    gs_result warm;
+    ro.probe_driver = true;
+    if (!gs_replay_run(t, p, &ro, &warm, err)) return FALSE;
+    v->driver_peak = warm.driver_peak_used;
+    ro.probe_driver = false;
+    if (warm.error != GS_OK) { /* the device failed: report the warm-up run as it is */
+        v->real = warm;
+        v->runs = 0;
+        return TRUE;
+    }
+    gs_result_clear(&warm);
+
+    unsigned runs = o->runs ? o->runs : 1;
+    gs_result *rs = g_new0(gs_result, runs);
+    if (o->samples) {
+        o->backend->observe = keep_sample;
+        o->backend->observe_ud = o->samples;
+    }
+    v->runs_agree = true;
+    unsigned done = 0;
+    for (; done < runs; done++) {
+        if (!gs_replay_run(t, p, &ro, &rs[done], err)) break;
+        if (done > 0 && !same_run(&rs[0], &rs[done])) v->runs_agree = false;
+        if (rs[done].error != GS_OK) {
+            done++;
+            break;
+        }
+    }
+    o->backend->observe = NULL;
+    o->backend->observe_ud = NULL;
+
+    double *x = g_new(double, runs);
+    for (int k = 0; k < GS_CALL_COUNT; k++) {
+        for (unsigned i = 0; i < done; i++) x[i] = rs[i].calls.time_us[k];
+        v->real_us[k] = median(x, done);
+    }
+    for (unsigned i = 0; i < done; i++) x[i] = gs_devcalls_total_us(&rs[i].calls);
+    v->real_total_us = median(x, done);
+    for (unsigned i = 0; i < done; i++) x[i] = rs[i].host_seconds;
+    v->real_host_s = median(x, done);
+    g_free(x);
+    v->runs = done;
+    if (done) {
+        v->real = rs[0];
+        rs[0].policy = NULL;
+        rs[0].error_msg = NULL;
+    }
+    for (unsigned i = 0; i < done; i++) gs_result_clear(&rs[i]);
+    g_free(rs);
+    return done == runs;
+}
+
+void gs_validation_clear(gs_validation *v)
+{
+    gs_result_clear(&v->sim);
+    gs_result_clear(&v->real);
+}
+
+/* ---- the comparison ---- */
+
+/* Allocs and frees in the trace (what "host time per alloc/free" divides by). */
+static size_t alloc_free_events(const gs_trace *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].op == GS_OP_ALLOC || t->ev[i].op == GS_OP_FREE) n++;
+    return n;
+}
+
+static double rel_diff(double sim, double real)
+{
+    return real > 0 ? (sim - real) / real : (sim > 0 ? INFINITY : 0);
+}
+
+typedef enum { ROW_BYTES, ROW_COUNT, ROW_MS, ROW_US, ROW_TEXT } row_kind;
+
+typedef struct {
+    char what[64];
+    row_kind kind;
+    double sim, real;      /* numbers; for ROW_TEXT unused */
+    const char *sim_text, *real_text;
+    bool judged;           /* false: shown, not checked */
+    bool ok;
+    bool has_sim;          /* false: the simulator has no such number (driver's view) */
+    const char *tolerance; /* words for the check column */
+} row;
+
+/* Every line of the comparison, in order, with its check. */
+static GArray *compare_rows(const gs_trace *t, const gs_validation *v)
+{
+    GArray *rows = g_array_new(FALSE, TRUE, sizeof(row));
+    row r;
+#define ADD(...)                                      \
+    do {                                              \
+        memset(&r, 0, sizeof r);                      \
+        r.has_sim = true;                             \
+        __VA_ARGS__;                                  \
+        g_array_append_val(rows, r);                  \
+    } while (0)
+    const gs_result *s = &v->sim, *d = &v->real;
+    static const char *const outcomes[] = {"ok", "oom", "error"};
+    int so = s->error != GS_OK ? 2 : s->oom, ro = d->error != GS_OK ? 2 : d->oom;
+    ADD(g_strlcpy(r.what, "outcome", sizeof r.what); r.kind = ROW_TEXT; r.sim_text = outcomes[so];
+        r.real_text = outcomes[ro]; r.judged = true; r.ok = so == ro; r.tolerance = "equal");
+    double sp = (double)s->stats.reserved_bytes[GS_STAT_ALL].peak;
+    double rp = (double)d->stats.reserved_bytes[GS_STAT_ALL].peak;
+    ADD(g_strlcpy(r.what, "peak reserved (allocator)", sizeof r.what); r.kind = ROW_BYTES;
+        r.sim = sp; r.real = rp; r.judged = true; r.ok = sp == rp; r.tolerance = "equal");
+    ADD(g_strlcpy(r.what, "peak reserved (driver)", sizeof r.what); r.kind = ROW_BYTES;
+        r.has_sim = false; r.sim = sp; r.real = (double)v->driver_peak; r.judged = true;
+        r.ok = fabs(r.real - rp) <= GS_VALIDATE_DRIVER_TOL * rp;
+        r.tolerance = "within 2% of the allocator's");
+    ADD(g_strlcpy(r.what, "peak allocated", sizeof r.what); r.kind = ROW_BYTES;
+        r.sim = (double)s->stats.allocated_bytes[GS_STAT_ALL].peak;
+        r.real = (double)d->stats.allocated_bytes[GS_STAT_ALL].peak; r.judged = true;
+        r.ok = r.sim == r.real; r.tolerance = "equal");
+    ADD(g_strlcpy(r.what, "alloc retries", sizeof r.what); r.kind = ROW_COUNT;
+        r.sim = (double)s->stats.num_alloc_retries; r.real = (double)d->stats.num_alloc_retries;
+        r.judged = true; r.ok = r.sim == r.real; r.tolerance = "equal");
+    double real_total = v->real_total_us;
+    for (int k = 0; k < GS_CALL_COUNT; k++) {
+        if (!s->calls.n[k] && !d->calls.n[k]) continue;
+        const char *name = gs_call_name((gs_call_kind)k);
+        ADD(g_snprintf(r.what, sizeof r.what, "%s calls", name); r.kind = ROW_COUNT;
+            r.sim = (double)s->calls.n[k]; r.real = (double)d->calls.n[k]; r.judged = true;
+            r.ok = r.sim == r.real; r.tolerance = "equal");
+        /* A kind is judged on its time only when it matters to the total: a single
+         * cuMemAddressReserve is noise beside hundreds of cudaMallocs. */
+        bool matters = v->real_us[k] >= GS_VALIDATE_KIND_SHARE * real_total;
+        ADD(g_snprintf(r.what, sizeof r.what, "%s ms", name); r.kind = ROW_MS;
+            r.sim = s->calls.time_us[k]; r.real = v->real_us[k]; r.judged = matters;
+            r.ok = fabs(rel_diff(r.sim, r.real)) <= GS_VALIDATE_TIME_TOL;
+            r.tolerance = matters ? "within 25%" : "under 10% of the total: not judged");
+    }
+    ADD(g_strlcpy(r.what, "device time ms", sizeof r.what); r.kind = ROW_MS;
+        r.sim = gs_devcalls_total_us(&s->calls); r.real = real_total; r.judged = true;
+        r.ok = fabs(rel_diff(r.sim, r.real)) <= GS_VALIDATE_TIME_TOL; r.tolerance = "within 25%");
+    /* Host time of the allocator itself: the replay loop minus the device calls (the simulated
+     * device's time is virtual, so nothing to subtract there). Shown, not judged: the two sides
+     * do different host work by design. */
+    double ops = (double)alloc_free_events(t);
+    ADD(g_strlcpy(r.what, "host us per alloc/free", sizeof r.what); r.kind = ROW_US;
+        r.sim = ops ? s->host_seconds * 1e6 / ops : 0;
+        r.real = ops ? (v->real_host_s * 1e6 - real_total) / ops : 0;
+        r.tolerance = "allocator only, not judged");
+#undef ADD
+    return rows;
+}
+
+static void cell(char *buf, size_t n, row_kind kind, double x)
+{
+    switch (kind) {
+    case ROW_BYTES: {
+        char *s = gs_format_size((uint64_t)x);
+        g_strlcpy(buf, s, n);
+        g_free(s);
+        break;
+    }
+    case ROW_COUNT: g_snprintf(buf, n, "%.0f", x); break;
+    case ROW_MS: g_snprintf(buf, n, "%.2f", x / 1000); break;
+    case ROW_US: g_snprintf(buf, n, "%.3f", x); break;
+    case ROW_TEXT: buf[0] = 0; break;
+    }
+}
+
+static void diff_cell(char *buf, size_t n, const row *r)
+{
+    buf[0] = 0;
+    if (r->kind == ROW_TEXT) return;
+    double d = r->real - r->sim; /* real minus predicted */
+    if (r->kind == ROW_BYTES) {
+        if (d == 0) g_strlcpy(buf, "0", n);
+        else {
+            char *s = gs_format_size((uint64_t)fabs(d));
+            g_snprintf(buf, n, "%c%s", d > 0 ? '+' : '-', s);
+            g_free(s);
+        }
+    } else if (r->kind == ROW_COUNT) {
+        g_snprintf(buf, n, "%+.0f", d);
+    } else if (r->sim > 0) {
+        g_snprintf(buf, n, "%+.1f%%", 100 * (r->real - r->sim) / r->sim);
+    }
+}
+
+bool gs_validation_ok(const gs_trace *t, const gs_validation *v)
+{
+    GArray *rows = compare_rows(t, v);
+    bool ok = v->runs_agree && v->real.error == GS_OK;
+    for (guint i = 0; i < rows->len; i++) {
+        const row *r = &g_array_index(rows, row, i);
+        if (r->judged && !r->ok) ok = false;
+    }
+    g_array_free(rows, TRUE);
+    return ok;
+}
+
+void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                          const gs_validation *v, bool first)
+{
+    GArray *rows = compare_rows(t, v);
+    if (fmt == GS_FMT_JSON) {
+        fprintf(out, "%s  {\"trace\": ", first ? "" : ",\n");
+        gs_json_str(out, name);
+        fprintf(out, ", \"policy\": ");
+        gs_json_str(out, v->sim.policy);
+        fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"timed_runs\": %u"
+                     ", \"runs_agree\": %s, \"ok\": %s,\n   \"checks\": [",
+                v->sim.capacity, v->runs, v->runs_agree ? "true" : "false",
+                gs_validation_ok(t, v) ? "true" : "false");
+        for (guint i = 0; i < rows->len; i++) {
+            const row *r = &g_array_index(rows, row, i);
+            fprintf(out, "%s\n    {\"what\": ", i ? "," : "");
+            gs_json_str(out, r->what);
+            if (r->kind == ROW_TEXT) {
+                fprintf(out, ", \"sim\": ");
+                gs_json_str(out, r->sim_text);
+                fprintf(out, ", \"real\": ");
+                gs_json_str(out, r->real_text);
+            } else {
+                if (r->has_sim) fprintf(out, ", \"sim\": %.17g", r->sim);
+                fprintf(out, ", \"real\": %.17g", r->real);
+            }
+            fprintf(out, ", \"judged\": %s, \"ok\": %s, \"tolerance\": ", r->judged ? "true" : "false",
+                    r->ok ? "true" : "false");
+            gs_json_str(out, r->tolerance);
+            fputc('}', out);
+        }
+        fprintf(out, "]}");
+        g_array_free(rows, TRUE);
+        return;
+    }
+    if (!first) fputc('\n', out);
+    char cap[48] = "";
+    if (v->sim.capacity) {
+        char *c = gs_format_size(v->sim.capacity);
+        g_snprintf(cap, sizeof cap, " @%s", c);
+        g_free(c);
+    }
+    fprintf(out, "validate %s under %s%s: simulator vs real device (%u timed runs after a warm-up, "
+                 "medians)\n",
+            name, v->sim.policy, cap, v->runs);
+    fprintf(out, "%-30s %14s %14s %12s  %s\n", "", "simulator", "real device", "difference", "check");
+    for (guint i = 0; i < rows->len; i++) {
+        const row *r = &g_array_index(rows, row, i);
+        char a[40], b[40], d[40];
+        if (r->kind == ROW_TEXT) {
+            g_strlcpy(a, r->sim_text, sizeof a);
+            g_strlcpy(b, r->real_text, sizeof b);
+        } else {
+            cell(a, sizeof a, r->kind, r->sim);
+            cell(b, sizeof b, r->kind, r->real);
+        }
+        if (!r->has_sim) a[0] = 0;
+        diff_cell(d, sizeof d, r);
+        const char *verdict = !r->judged ? "" : r->ok ? "ok" : "DIFFERS";
+        fprintf(out, "%-30s %14s %14s %12s  %s%s(%s)\n", r->what, a, b, d, verdict,
+                *verdict ? " " : "", r->tolerance);
+    }
+    if (!v->runs_agree) fprintf(out, "the timed runs did not all make the same calls: DIFFERS\n");
+    if (v->real.error != GS_OK)
+        fprintf(out, "the real device failed: %s\n",
+                v->real.error_msg ? v->real.error_msg : gs_strerror(v->real.error));
+    fprintf(out, "verdict: %s\n", gs_validation_ok(t, v) ? "agrees within tolerance" : "DIFFERS");
+    g_array_free(rows, TRUE);
+}
+
+/* ---- a latency table from the calls the real runs made ---- */
+
+static int sample_cmp(const void *a, const void *b)
+{
+    const sample *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+GArray *gs_call_samples_new(void)
+{
+    return g_array_new(FALSE, FALSE, sizeof(sample));
+}
+
+/* One row per call kind and power-of-two size class: the class's median size and its median,
+ * 10th and 90th percentile time, in the CSV format of shared/calibration/ (so --calibration
+ * loads it). */
+gboolean gs_calibration_write(const char *path, GArray *samples, GError **err)
+{
+    g_array_sort(samples, sample_cmp);
+    GString *s = g_string_new("op,size_bytes,median_us,p10_us,p90_us,n\n");
+    const sample *x = (const sample *)(void *)samples->data;
+    guint i = 0;
+    while (i < samples->len) {
+        guint j = i;
+        guint cls = g_bit_storage(x[i].size);
+        while (j < samples->len && x[j].kind == x[i].kind && g_bit_storage(x[j].size) == cls) j++;
+        guint n = j - i;
+        double *us = g_new(double, n);
+        for (guint k = 0; k < n; k++) us[k] = x[i + k].us;
+        double med = median(us, n); /* sorts us */
+        g_string_append_printf(s, "%s,%" G_GUINT64_FORMAT ",%.2f,%.2f,%.2f,%u\n",
+                               gs_call_name(x[i].kind), x[i + n / 2].size, med, us[n / 10],
+                               us[n - 1 - n / 10], n);
+        g_free(us);
+        i = j;
+    }
+    gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, err); /* temp + rename */
+    g_string_free(s, TRUE);
+    return ok;
+}

@@ -1,0 +1,271 @@
+/* test_pluggable.c - the PyTorch pluggable allocator library (sim/pluggable.c), loaded with dlopen
+ * as PyTorch's CUDAPluggableAllocator loads it, on the simulated device (GPUSIM_BACKEND=sim) so
+ * it runs without a GPU.
+ *
+ * Each test runs the library in a child process (its configuration is read once per process and
+ * its outputs are written at exit) and checks from the parent what the child left behind: the
+ * statistics file, the recorded trace, the exit status and message.
+ */
+#include <dlfcn.h>
+#include <glib/gstdio.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "replay.h"
+#include "testutil.h"
+
+typedef void *(*malloc_fn)(ssize_t, int, void *);
+typedef void (*free_fn)(void *, ssize_t, int, void *);
+
+static const char *lib_path;
+static char *dir;
+
+typedef struct {
+    malloc_fn m;
+    free_fn f;
+} entry_points;
+
+static entry_points load(void)
+{
+    void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "dlopen %s: %s\n", lib_path, dlerror());
+        _exit(90);
+    }
+    entry_points e = {(malloc_fn)(uintptr_t)dlsym(h, "gpusim_malloc"),
+                      (free_fn)(uintptr_t)dlsym(h, "gpusim_free")};
+    /* nothing but the two entry points is exported */
+    if (!e.m || !e.f || dlsym(h, "gs_heap_malloc") || dlsym(h, "gs_policy_new")) _exit(91);
+    return e;
+}
+
+/* Run body in a child with the environment given (NAME=VALUE strings, NULL-terminated) and
+ * stderr to dir/stderr; return its exit status. */
+static int in_child(void (*body)(void), const char *const *env)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        for (const char *const *e = env; *e; e++) putenv(g_strdup(*e));
+        char *err = g_build_filename(dir, "stderr", NULL);
+        if (!freopen(err, "w", stderr)) _exit(92);
+        body();
+        exit(0); /* exit, not _exit: the library writes its outputs from an atexit handler */
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static char *path_in(const char *name) { return g_build_filename(dir, name, NULL); }
+
+/* ---- many threads, then the statistics and the trace ---- */
+
+#define THREADS 8
+#define ROUNDS 4000
+#define KEEP 16
+#define SERIAL 200
+
+static entry_points ep;
+
+static void *worker(void *arg)
+{
+    GRand *r = g_rand_new_with_seed((guint32)(uintptr_t)arg);
+    void *ptr[KEEP] = {0};
+    ssize_t len[KEEP] = {0};
+    void *stream = (uintptr_t)arg % 2 ? (void *)(uintptr_t)0x5000 : NULL; /* two streams */
+    for (int i = 0; i < ROUNDS; i++) {
+        int k = g_rand_int_range(r, 0, KEEP);
+        if (ptr[k]) ep.f(ptr[k], len[k], 0, stream);
+        /* small-pool, 1-10 MiB and large requests, as a training step makes */
+        int kind = g_rand_int_range(r, 0, 10);
+        len[k] = kind < 6 ? g_rand_int_range(r, 1, 1 << 20)
+                 : kind < 9 ? g_rand_int_range(r, 1 << 20, 10 << 20)
+                            : g_rand_int_range(r, 10 << 20, 64 << 20);
+        ptr[k] = ep.m(len[k], 0, stream);
+        if (!ptr[k]) _exit(93);
+    }
+    for (int k = 0; k < KEEP; k++) ep.f(ptr[k], len[k], 0, stream);
+    g_rand_free(r);
+    return NULL;
+}
+
+static int addr_cmp(const void *a, const void *b)
+{
+    const uintptr_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static void threads_body(void)
+{
+    ep = load();
+    /* one thread first: what it gets back never overlaps */
+    uintptr_t blocks[SERIAL][2];
+    for (int i = 0; i < SERIAL; i++) {
+        ssize_t n = 512 * (1 + i % 7) + (i % 3) * (3 << 20);
+        void *p = ep.m(n, 0, NULL);
+        if (!p) _exit(94);
+        blocks[i][0] = (uintptr_t)p;
+        blocks[i][1] = (uintptr_t)n;
+    }
+    qsort(blocks, SERIAL, sizeof blocks[0], addr_cmp);
+    for (int i = 1; i < SERIAL; i++)
+        if (blocks[i - 1][0] + blocks[i - 1][1] > blocks[i][0]) _exit(95);
+    for (int i = 0; i < SERIAL; i++) ep.f((void *)blocks[i][0], (ssize_t)blocks[i][1], 0, NULL);
+    pthread_t th[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++) pthread_create(&th[i], NULL, worker, (void *)(i + 1));
+    for (int i = 0; i < THREADS; i++) pthread_join(th[i], NULL);
+    /* three requests still live at exit */
+    for (int i = 0; i < 3; i++)
+        if (!ep.m(1 << 20, 0, NULL)) _exit(96);
+}
+
+static int64_t mstat(const gs_json *res, const char *key)
+{
+    int64_t v = -1;
+    const gs_json *ms = gs_json_get(res, "memory_stats");
+    ck_assert_msg(ms && gs_json_int(gs_json_get(ms, key), &v), "no %s", key);
+    return v;
+}
+
+START_TEST(threads_stats_and_trace_agree_with_a_replay)
+{
+    char *stats = path_in("stats.json"), *trace = path_in("run.gstrace.gz");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_POLICY=pytorch", e1, e2, NULL};
+    ck_assert_int_eq(in_child(threads_body, env), 0);
+
+    GError *err = NULL;
+    gs_json *j = gs_json_load(stats, &err);
+    ck_assert_msg(j, "%s", err ? err->message : "");
+    const gs_json *res = gs_json_get(j, "results")->items[0];
+    int64_t mallocs = SERIAL + THREADS * ROUNDS + 3;
+    ck_assert_int_eq(mstat(res, "allocation.all.allocated"), mallocs);
+    ck_assert_int_eq(mstat(res, "allocation.all.current"), 3);
+    ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"), 3 << 20);
+    ck_assert_int_eq(mstat(res, "num_ooms"), 0);
+    ck_assert_str_eq(gs_json_get(res, "policy")->str, "pytorch");
+    ck_assert_str_eq(gs_json_get(res, "backend")->str, "sim");
+    int64_t peak = -1, devalloc = -1;
+    ck_assert(gs_json_int(gs_json_get(res, "peak_reserved_bytes"), &peak));
+    ck_assert(gs_json_int(gs_json_get(res, "num_device_alloc"), &devalloc));
+
+    /* The trace holds every request in the order the allocator served them, so replaying it
+     * under the same policy ends exactly where the live run did. */
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, &err);
+    ck_assert_msg(t, "%s", err ? err->message : "");
+    ck_assert_uint_eq(t->n_slots, (uint64_t)mallocs);
+    ck_assert_uint_eq(t->n, (uint64_t)(2 * mallocs - 3));
+    ck_assert_uint_eq(t->streams->len, 2);
+    gs_policy *p = gs_policy_new("pytorch", NULL);
+    gs_replay_opts o = {.device_total = t->device_total};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert(!r.oom);
+    ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].peak, peak);
+    ck_assert_int_eq((int64_t)r.stats.num_device_alloc, devalloc);
+    ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].current, 3 << 20);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+    gs_json_free(j);
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
+}
+END_TEST
+
+/* ---- configuration errors and odd requests ---- */
+
+static void one_request_body(void)
+{
+    entry_points e = load();
+    void *p = e.m(4096, 0, NULL);
+    e.f(p, 4096, 0, NULL);
+}
+
+static char *child_stderr(void)
+{
+    char *path = path_in("stderr"), *text = NULL;
+    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+    g_free(path);
+    return text;
+}
+
+START_TEST(bad_policy_stops_the_program_with_a_message)
+{
+    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_POLICY=pytorch:max_split_size_mb:lots", NULL};
+    ck_assert_int_eq(in_child(one_request_body, env), 2);
+    char *msg = child_stderr();
+    ck_assert_msg(strstr(msg, "GPUSIM_POLICY") && strstr(msg, "max_split_size_mb"), "%s", msg);
+    g_free(msg);
+    const char *env2[] = {"GPUSIM_BACKEND=gpu", NULL};
+    ck_assert_int_eq(in_child(one_request_body, env2), 2);
+    msg = child_stderr();
+    ck_assert_msg(strstr(msg, "GPUSIM_BACKEND"), "%s", msg);
+    g_free(msg);
+    const char *env3[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=12 apples", NULL};
+    ck_assert_int_eq(in_child(one_request_body, env3), 2);
+    msg = child_stderr();
+    ck_assert_msg(strstr(msg, "GPUSIM_CAPACITY"), "%s", msg);
+    g_free(msg);
+}
+END_TEST
+
+static void odd_requests_body(void)
+{
+    entry_points e = load();
+    if (e.m(0, 0, NULL) != NULL) _exit(97);      /* an empty tensor takes no memory */
+    e.f(NULL, 0, 0, NULL);                        /* and its free does nothing */
+    e.f((void *)(uintptr_t)0xdead000, 64, 0, NULL); /* not ours: ignored */
+    void *a = e.m(12 << 20, 0, NULL);
+    if (!a) _exit(98);
+    /* over the 20 MiB capacity: NULL, which PyTorch turns into its OOM error */
+    if (e.m(16 << 20, 0, NULL) != NULL) _exit(99);
+    e.f(a, 12 << 20, 0, NULL);
+}
+
+START_TEST(empty_unknown_and_over_capacity_requests)
+{
+    char *stats = path_in("odd.json");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats);
+    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", e1, NULL};
+    ck_assert_int_eq(in_child(odd_requests_body, env), 0);
+    gs_json *j = gs_json_load(stats, NULL);
+    ck_assert_ptr_nonnull(j);
+    const gs_json *res = gs_json_get(j, "results")->items[0];
+    ck_assert_int_eq(mstat(res, "num_ooms"), 1);
+    ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 1);
+    ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"), 0);
+    ck_assert_str_eq(gs_json_get(res, "outcome")->str, "oom");
+    gs_json_free(j);
+    g_free(e1);
+    g_free(stats);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_pluggable LIBGPUSIM_TORCH.so\n");
+        return 2;
+    }
+    lib_path = argv[1];
+    dir = g_dir_make_tmp("gpusim-pluggable-XXXXXX", NULL);
+    Suite *s = suite_create("pluggable");
+    TCase *tc = tcase_create("pluggable");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, threads_stats_and_trace_agree_with_a_replay);
+    tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
+    tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
+    suite_add_tcase(s, tc);
+    int rc = run_suite(s);
+    char *cmd = g_strdup_printf("rm -rf '%s'", dir);
+    if (system(cmd) != 0) rc = EXIT_FAILURE;
+    g_free(cmd);
+    g_free(dir);
+    return rc;
+}
