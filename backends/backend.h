@@ -158,6 +158,20 @@ gs_calibration *gs_calibration_load(const char *path, char **errmsg);
 double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
 void gs_calibration_free(gs_calibration *c);
 
+/* One timed call, as the observer saw it: the material of a measured table. */
+typedef struct {
+    gs_call_kind kind;
+    uint64_t size;
+    double us;
+} gs_call_sample;
+
+/* Write a latency table (the CSV above, written whole) from measured calls: one row per call
+ * kind and power-of-two size class, with the class's median size and the median, 10th and 90th
+ * percentile time. Kinds with no sample keep the rows of base (the model they would replace),
+ * so the table is complete. Sorts samples. FALSE and *errmsg (g_free it) if it cannot write. */
+bool gs_calibration_save(const char *path, gs_call_sample *samples, size_t n,
+                         const gs_calibration *base, char **errmsg);
+
 /* ---- The simulated device (backends/sim.c) ----
  * total: physical bytes of the device; physical memory is handed out in 2 MiB pages that may be
  * placed anywhere, so a cudaMalloc fails only when the free pages cannot cover it.

@@ -240,3 +240,58 @@ void gs_calibration_free(gs_calibration *c)
         if (c->pts[k]) g_array_free(c->pts[k], TRUE);
     g_free(c);
 }
+
+static int sample_cmp(const void *a, const void *b)
+{
+    const gs_call_sample *x = a, *y = b;
+    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+bool gs_calibration_save(const char *path, gs_call_sample *x, size_t n, const gs_calibration *base,
+                         char **errmsg)
+{
+    qsort(x, n, sizeof *x, sample_cmp);
+    GString *s = g_string_new("op,size_bytes,median_us,p10_us,p90_us,n\n");
+    bool measured[GS_CALL_COUNT] = {false};
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        guint cls = g_bit_storage(x[i].size);
+        while (j < n && x[j].kind == x[i].kind && g_bit_storage(x[j].size) == cls) j++;
+        size_t m = j - i;
+        double *us = g_new(double, m);
+        for (size_t k = 0; k < m; k++) us[k] = x[i + k].us;
+        qsort(us, m, sizeof *us, dbl_cmp);
+        double med = m % 2 ? us[m / 2] : (us[m / 2 - 1] + us[m / 2]) / 2;
+        g_string_append_printf(s, "%s,%" G_GUINT64_FORMAT ",%.2f,%.2f,%.2f,%zu\n",
+                               gs_call_name(x[i].kind), x[i + m / 2].size, med, us[m / 10],
+                               us[m - 1 - m / 10], m);
+        measured[x[i].kind] = true;
+        g_free(us);
+        i = j;
+    }
+    for (int k = 0; base && k < GS_CALL_COUNT; k++) {
+        if (measured[k]) continue;
+        const GArray *a = base->pts[k];
+        for (guint p = 0; p < a->len; p++) {
+            const point *pt = &g_array_index(a, point, p);
+            g_string_append_printf(s, "%s,%" G_GUINT64_FORMAT ",%.2f,,,0\n",
+                                   gs_call_name((gs_call_kind)k), pt->size, pt->us);
+        }
+    }
+    GError *e = NULL;
+    bool ok = g_file_set_contents(path, s->str, (gssize)s->len, &e); /* temp file + rename */
+    if (!ok) {
+        *errmsg = g_strdup(e->message);
+        g_error_free(e);
+    }
+    g_string_free(s, TRUE);
+    return ok;
+}

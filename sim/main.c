@@ -425,9 +425,15 @@ static int cmd_validate(int argc, char **argv)
     }
     if (fmt == GS_FMT_JSON) fputs("\n]\n", out);
     close_output(out, tmp, output);
-    if (samples && !gs_calibration_write(save_cal, samples, &err))
-        usage_error("--save-calibration: %s", err->message);
-    if (samples) g_array_free(samples, TRUE);
+    if (samples) {
+        char *why = NULL;
+        gs_calibration *base = cal ? NULL : gs_calibration_builtin();
+        if (!gs_calibration_save(save_cal, (gs_call_sample *)(void *)samples->data, samples->len,
+                                 cal ? cal : base, &why))
+            usage_error("--save-calibration: %s", why);
+        gs_calibration_free(base);
+        g_array_free(samples, TRUE);
+    }
     gs_backend_destroy(dev);
     g_ptr_array_free(traces, TRUE);
     g_ptr_array_free(pols, TRUE);

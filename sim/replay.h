@@ -137,10 +137,8 @@ bool gs_validation_ok(const gs_trace *t, const gs_validation *v);
 /* Table, or JSON (one object per validation; first: no separating comma). CSV is not offered. */
 void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                           const gs_validation *v, bool first);
-/* An empty array for gs_validate_opts.samples. */
+/* An empty array of gs_call_sample for gs_validate_opts.samples (gs_calibration_save). */
 GArray *gs_call_samples_new(void);
-/* Write the samples a validation kept as a latency table (--calibration format). */
-gboolean gs_calibration_write(const char *path, GArray *samples, GError **err);
 
 /* ---- sizes: "18.2GiB", "512MiB", "4096", "1.5GB" (decimal units) ---- */
 gboolean gs_parse_size(const char *s, uint64_t *out, GError **err);

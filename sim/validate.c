@@ -13,16 +13,10 @@
 
 #include "replay.h"
 
-typedef struct {
-    gs_call_kind kind;
-    uint64_t size;
-    double us;
-} sample;
-
 static void keep_sample(void *ud, gs_call_kind k, uint64_t size, double us, gs_status st)
 {
     if (st != GS_OK) return; /* a failed call says nothing about a call's cost */
-    sample s = {k, size, us};
+    gs_call_sample s = {k, size, us};
     g_array_append_val((GArray *)ud, s);
 }
 
@@ -203,9 +197,10 @@ static GArray *compare_rows(const gs_trace *t, const gs_validation *v)
      * device's time is virtual, so nothing to subtract there). Shown, not judged: the two sides
      * do different host work by design. */
     double ops = (double)alloc_free_events(t);
+    bool host_clock = d->backend && strcmp(d->backend, "sim") != 0;
     ADD(g_strlcpy(r.what, "host us per alloc/free", sizeof r.what); r.kind = ROW_US;
         r.sim = ops ? s->host_seconds * 1e6 / ops : 0;
-        r.real = ops ? (v->real_host_s * 1e6 - real_total) / ops : 0;
+        r.real = ops ? (v->real_host_s * 1e6 - (host_clock ? real_total : 0)) / ops : 0;
         r.tolerance = "allocator only, not judged");
 #undef ADD
     return rows;
@@ -330,42 +325,7 @@ void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_t
 
 /* ---- a latency table from the calls the real runs made ---- */
 
-static int sample_cmp(const void *a, const void *b)
-{
-    const sample *x = a, *y = b;
-    if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
-    return x->size < y->size ? -1 : x->size > y->size;
-}
-
 GArray *gs_call_samples_new(void)
 {
-    return g_array_new(FALSE, FALSE, sizeof(sample));
-}
-
-/* One row per call kind and power-of-two size class: the class's median size and its median,
- * 10th and 90th percentile time, in the CSV format of shared/calibration/ (so --calibration
- * loads it). */
-gboolean gs_calibration_write(const char *path, GArray *samples, GError **err)
-{
-    g_array_sort(samples, sample_cmp);
-    GString *s = g_string_new("op,size_bytes,median_us,p10_us,p90_us,n\n");
-    const sample *x = (const sample *)(void *)samples->data;
-    guint i = 0;
-    while (i < samples->len) {
-        guint j = i;
-        guint cls = g_bit_storage(x[i].size);
-        while (j < samples->len && x[j].kind == x[i].kind && g_bit_storage(x[j].size) == cls) j++;
-        guint n = j - i;
-        double *us = g_new(double, n);
-        for (guint k = 0; k < n; k++) us[k] = x[i + k].us;
-        double med = median(us, n); /* sorts us */
-        g_string_append_printf(s, "%s,%" G_GUINT64_FORMAT ",%.2f,%.2f,%.2f,%u\n",
-                               gs_call_name(x[i].kind), x[i + n / 2].size, med, us[n / 10],
-                               us[n - 1 - n / 10], n);
-        g_free(us);
-        i = j;
-    }
-    gboolean ok = g_file_set_contents(path, s->str, (gssize)s->len, err); /* temp + rename */
-    g_string_free(s, TRUE);
-    return ok;
+    return g_array_new(FALSE, FALSE, sizeof(gs_call_sample));
 }

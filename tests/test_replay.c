@@ -229,6 +229,111 @@ START_TEST(expandable_segments_do_not_strand_slivers)
 }
 END_TEST
 
+/* gpusim validate's comparison, with a simulated device standing in for the real one: the same
+ * cost model must agree on every check; a device twice as slow must be flagged. */
+static gs_validation validate_against(const gs_trace *t, const char *spec, const gs_calibration *dev_cal,
+                                      GArray *samples)
+{
+    gs_sim_config sc = {.total_bytes = t->device_total, .cal = dev_cal};
+    gs_backend *dev = gs_sim_backend_new(&sc);
+    gs_policy *p = gs_policy_new(spec, NULL);
+    gs_validate_opts o = {.device_total = t->device_total, .backend = dev, .runs = 3,
+                          .samples = samples};
+    gs_validation v;
+    ck_assert(gs_validate_run(t, p, &o, &v, NULL));
+    ck_assert_ptr_null(dev->observe); /* the observer is gone once the runs are done */
+    gs_backend_destroy(dev);
+    gs_policy_free(p);
+    return v;
+}
+
+static char *report_text(const gs_trace *t, const gs_validation *v, gs_format fmt)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    gs_validation_report(m, fmt, "resnet50", t, v, true);
+    fclose(m);
+    return buf;
+}
+
+START_TEST(validate_agrees_with_itself_and_flags_a_slower_device)
+{
+    char *path = g_build_filename(data_dir, "resnet50.gstrace.gz", NULL);
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    gs_calibration *cal = gs_calibration_builtin();
+    GArray *samples = gs_call_samples_new();
+    gs_validation v = validate_against(t, "pytorch:expandable_segments:True", cal, samples);
+    ck_assert_uint_eq(v.runs, 3);
+    ck_assert(v.runs_agree);
+    ck_assert(gs_validation_ok(t, &v));
+    /* the simulated device loses exactly the pages mapped at the peak */
+    ck_assert_uint_eq(v.driver_peak, (uint64_t)v.real.stats.reserved_bytes[GS_STAT_ALL].peak);
+    ck_assert_double_eq_tol(v.real_total_us, gs_devcalls_total_us(&v.sim.calls), 1e-6);
+    char *table = report_text(t, &v, GS_FMT_TABLE);
+    ck_assert_msg(strstr(table, "verdict: agrees within tolerance") && !strstr(table, "DIFFERS"),
+                  "%s", table);
+    ck_assert_msg(strstr(table, "cuMemSetAccess calls"), "%s", table);
+    char *json = report_text(t, &v, GS_FMT_JSON);
+    gs_json *j = gs_json_parse("validation", json, strlen(json), NULL);
+    ck_assert_msg(j && gs_json_get(j, "ok")->b && gs_json_get(j, "runs_agree")->b, "%s", json);
+    ck_assert_uint_gt(gs_json_get(j, "checks")->n, 10);
+    gs_json_free(j);
+    g_free(json);
+    g_free(table);
+
+    /* every timed call was kept: a table made from them gives back the model it came from */
+    ck_assert_uint_gt(samples->len, 3 * v.real.calls.n[GS_CALL_MAP]);
+    char *dir = g_dir_make_tmp("gpusim-cal-XXXXXX", NULL);
+    char *csv = g_build_filename(dir, "measured.csv", NULL);
+    char *msg = NULL;
+    ck_assert(gs_calibration_save(csv, (gs_call_sample *)(void *)samples->data, samples->len, cal,
+                                  &msg));
+    gs_calibration *back = gs_calibration_load(csv, &msg);
+    ck_assert_msg(back, "%s", msg);
+    ck_assert_double_eq_tol(gs_calibration_us(back, GS_CALL_SET_ACCESS, 20 * MiB),
+                            gs_calibration_us(cal, GS_CALL_SET_ACCESS, 20 * MiB), 0.01);
+    /* kinds the runs never made (no cudaMalloc under expandable segments) keep the base rows */
+    for (uint64_t sz = 512; sz <= 16 * GiB; sz *= 4)
+        ck_assert_double_eq_tol(gs_calibration_us(back, GS_CALL_MALLOC, sz),
+                                gs_calibration_us(cal, GS_CALL_MALLOC, sz), 0.01);
+    gs_calibration_free(back);
+    g_array_free(samples, TRUE);
+    gs_validation_clear(&v);
+
+    /* a device whose calls take twice the modelled time */
+    GString *slow = g_string_new("op,size_bytes,median_us,p10_us,p90_us,n\n");
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        for (uint64_t sz = 2 * MiB; sz <= 4 * GiB; sz *= 8)
+            g_string_append_printf(slow, "%s,%" G_GUINT64_FORMAT ",%.3f,0,0,1\n",
+                                   gs_call_name((gs_call_kind)k), sz,
+                                   2 * gs_calibration_us(cal, (gs_call_kind)k, sz));
+    ck_assert(g_file_set_contents(csv, slow->str, -1, NULL));
+    gs_calibration *slow_cal = gs_calibration_load(csv, &msg);
+    ck_assert_msg(slow_cal, "%s", msg);
+    v = validate_against(t, "pytorch:expandable_segments:True", slow_cal, NULL);
+    ck_assert(!gs_validation_ok(t, &v));
+    table = report_text(t, &v, GS_FMT_TABLE);
+    ck_assert_msg(strstr(table, "device time ms") && strstr(table, "DIFFERS (within 25%)") &&
+                      strstr(table, "verdict: DIFFERS"),
+                  "%s", table);
+    /* only the times differ: the counts and the peak still agree */
+    ck_assert_msg(strstr(table, "cuMemMap calls") && !strstr(table, "DIFFERS (equal)"), "%s", table);
+    g_free(table);
+    gs_validation_clear(&v);
+    gs_calibration_free(slow_cal);
+    g_string_free(slow, TRUE);
+    g_unlink(csv);
+    g_rmdir(dir);
+    g_free(csv);
+    g_free(dir);
+    gs_calibration_free(cal);
+    gs_trace_free(t);
+    g_free(path);
+}
+END_TEST
+
 static Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
@@ -244,6 +349,7 @@ static Suite *replay_suite(void)
     if (data_dir) {
         TCase *tt = tcase_create("traces");
         tcase_add_test(tt, expandable_segments_do_not_strand_slivers);
+        tcase_add_test(tt, validate_agrees_with_itself_and_flags_a_slower_device);
         suite_add_tcase(s, tt);
     }
     return s;
