@@ -113,9 +113,22 @@ gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t s
     VMM_CALL(MAP, size, map, va, size, handle);
 }
 
-gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
+gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size,
+                            uint64_t page)
 {
-    VMM_CALL(SET_ACCESS, size, set_access, va, size);
+    if (!be->ops->set_access) return GS_ERR_UNSUPPORTED;
+    double t0 = be->ops->now_us(be->state);
+    gs_status st = be->ops->set_access(be->state, va, size);
+    gs_call_observer seen = be->observe;
+    be->observe = NULL; /* the observer gets the cost per mapping, below */
+    account(be, calls, GS_CALL_SET_ACCESS, t0, st, size);
+    be->observe = seen;
+    if (seen && calls) {
+        uint64_t n = page && size / page ? size / page : 1;
+        seen(be->observe_ud, GS_CALL_SET_ACCESS, page ? page : size,
+             (be->ops->now_us(be->state) - t0) / (double)n, st);
+    }
+    return st;
 }
 
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)

@@ -137,7 +137,10 @@ gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, 
 gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle,
                               uint64_t size);
 gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle);
-gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
+/* page: the size of each mapping in the range. cuMemSetAccess costs per mapping, so the
+ * observer is told the time per mapping and the mapping's size. */
+gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size,
+                            uint64_t page);
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
 bool gs_dev_has_vmm(const gs_backend *be);
 /* Not counted as device calls: touching is the program's work, not the allocator's. */

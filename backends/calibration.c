@@ -5,6 +5,15 @@
  * 80GB HBM3, driver 580.159.04, CUDA 13.0), kept here as data so the program works without
  * ../shared. Another table in the same CSV format loads with --calibration FILE.
  *
+ * Rows marked (v) are the project's own measurements, not shared/calibration's: the calls as
+ * gpusim's allocator makes them while replaying GPT-2 under expandable segments on the same H100
+ * (gpusim validate --save-calibration; bench/results/h100-2026-11-22-validate/). The shared
+ * table timed each VMM call in an isolated reserve-create-map-access-unmap-release cycle;
+ * in a replay, cuMemCreate of a 20 MiB page was 15% cheaper and cuMemRelease 40% cheaper, and
+ * the 95 GiB reservation of an expandable segment (9/8 of the device) costs 16 us where the
+ * table's last rows extrapolated to about 100. cuMemSetAccess keeps the shared rows but is
+ * charged per mapping in its range (sim.c says why).
+ *
  * Which measured row stands for which call: a replayed program has written its memory before
  * freeing it, so cudaFree uses cudaFree_touched where the table has it (it is 5-20% dearer than
  * a free of untouched memory). Rows the simulator has no call for (cudaMallocAsync, grow_*,
@@ -78,18 +87,18 @@ static const char builtin_h100[] =
     "granularity_min,2097152,0,0,0,1\n"
     "granularity_rec,2097152,0,0,0,1\n"
     "cuMemAddressReserve,2097152,0.98,0.83,1.30,31\n"
-    "cuMemCreate,2097152,14.53,13.24,26.44,31\n"
+    "cuMemCreate,2097152,16.30,10.96,58.45,25\n"             /* (v) */
     "cuMemMap,2097152,1.37,1.23,1.55,31\n"
     "cuMemSetAccess,2097152,30.55,29.16,45.21,31\n"
-    "cuMemUnmap,2097152,20.35,19.53,21.88,31\n"
-    "cuMemRelease,2097152,26.53,25.30,27.03,31\n"
+    "cuMemUnmap,2097152,33.50,27.82,135.19,25\n"             /* (v) */
+    "cuMemRelease,2097152,18.55,16.90,57.95,25\n"            /* (v) */
     "cuMemAddressFree,2097152,0.77,0.72,0.99,31\n"
     "cuMemAddressReserve,20971520,1.21,1.02,1.35,31\n"
-    "cuMemCreate,20971520,13.63,13.08,24.82,31\n"
+    "cuMemCreate,20971520,11.58,9.77,17.31,4355\n"           /* (v) */
     "cuMemMap,20971520,1.31,1.22,1.55,31\n"
     "cuMemSetAccess,20971520,29.84,29.08,31.79,31\n"
-    "cuMemUnmap,20971520,19.80,19.35,21.18,31\n"
-    "cuMemRelease,20971520,36.40,35.40,37.33,31\n"
+    "cuMemUnmap,20971520,20.82,18.68,27.58,4355\n"           /* (v) */
+    "cuMemRelease,20971520,21.63,17.56,34.55,4355\n"         /* (v) */
     "cuMemAddressFree,20971520,0.88,0.81,1.21,31\n"
     "cuMemAddressReserve,268435456,3.76,3.38,4.47,31\n"
     "cuMemCreate,268435456,45.84,40.17,55.98,31\n"
@@ -106,12 +115,14 @@ static const char builtin_h100[] =
     "cuMemRelease,1073741824,655.77,631.86,823.95,9\n"
     "cuMemAddressFree,1073741824,5.21,4.95,5.88,9\n"
     "cuMemAddressReserve,4294967296,7.33,4.94,7.85,9\n"
+    "cuMemAddressReserve,95651102720,15.56,9.07,24.06,10\n"  /* (v) */
     "cuMemCreate,4294967296,487.85,167.70,523.19,9\n"
     "cuMemMap,4294967296,2.75,1.82,3.18,9\n"
     "cuMemSetAccess,4294967296,215.86,209.19,230.08,9\n"
     "cuMemUnmap,4294967296,74.31,68.92,82.41,9\n"
     "cuMemRelease,4294967296,2802.35,2478.56,3068.42,9\n"
     "cuMemAddressFree,4294967296,9.65,8.91,13.28,9\n"
+    "cuMemAddressFree,95651102720,28.30,25.94,35.36,10\n"    /* (v) */
     "grow_2MiB_page,2097152,52.04,48.88,66.56,512\n"
     "shrink_2MiB_page,2097152,40.96,38.99,47.03,512\n";
 

@@ -211,7 +211,13 @@ static gs_status cu_set_access(void *st, uint64_t va, uint64_t size)
 static gs_status cu_unmap(void *st, uint64_t va, uint64_t size)
 {
     cuda_state *s = st;
-    gs_status r = drv_status(s, s->drv.unmap(va, size), "cuMemUnmap", size);
+    /* Unlike cudaFree, cuMemUnmap does not wait for the device: work still queued on these
+     * pages would fault ("an illegal memory access was encountered", sticky for the context).
+     * PyTorch synchronizes the segment's stream before it unmaps; the backend does not know
+     * streams, so it waits for the whole device. */
+    gs_status r = rt_status(s, cudaDeviceSynchronize(), "cudaDeviceSynchronize before cuMemUnmap", size);
+    if (r != GS_OK) return r;
+    r = drv_status(s, s->drv.unmap(va, size), "cuMemUnmap", size);
     /* forget every mapping in the range (the core unmaps one page-sized mapping at a time) */
     for (uint64_t a = va; r == GS_OK && a < va + size; a += s->gran) g_hash_table_remove(s->maps, &a);
     return r;
@@ -222,9 +228,12 @@ static uint64_t cu_granularity(void *st) { return ((cuda_state *)st)->gran; }
 static const char *cu_last_error(void *st) { return ((cuda_state *)st)->last_error; }
 
 /* Write the range once, as the program that asked for it would. */
+/* Write the range and wait for it: a replay has no kernels of its own, so nothing is left
+ * queued behind the allocator's next call (and a fault shows at the touch that caused it). */
 static gs_status cu_touch(void *st, uint64_t addr, uint64_t size)
 {
-    return rt_status(st, cudaMemset((void *)(uintptr_t)addr, 0xA5, size), "cudaMemset", size);
+    gs_status r = rt_status(st, cudaMemset((void *)(uintptr_t)addr, 0xA5, size), "cudaMemset", size);
+    return r != GS_OK ? r : rt_status(st, cudaDeviceSynchronize(), "cudaMemset (synchronize)", size);
 }
 
 /* Return everything still held, then check the driver agrees: every byte is back. */

@@ -505,7 +505,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
         if (st != GS_OK) unwind_map(h, s, begin, i, end);
     }
     if (st == GS_OK) {
-        st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg);
+        st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
         if (st != GS_OK) unwind_map(h, s, begin, end, end);
     }
     if (st != GS_OK) return st;

@@ -326,7 +326,7 @@ static const char validate_description[] =
 static int cmd_validate(int argc, char **argv)
 {
     char **policies = NULL, *capacity = NULL, *format = NULL, *output = NULL;
-    char *calibration = NULL, *save_cal = NULL;
+    char *calibration = NULL, *save_cal = NULL, *backend = NULL;
     int runs = 5;
     gboolean touch = FALSE;
     GOptionEntry entries[] = {
@@ -343,6 +343,10 @@ static int cmd_validate(int argc, char **argv)
          "Write the comparison to FILE (whole, via a temporary file) instead of stdout", "FILE"},
         {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
          "The simulator's latency table (default: built-in H100)", "FILE"},
+        {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
+         "The device checked against: cuda (default; device 0 of CUDA_VISIBLE_DEVICES), or sim: "
+         "a second simulated device stands in for it (to try gpusim validate itself without a GPU)",
+         "cuda|sim"},
         {"save-calibration", 0, 0, G_OPTION_ARG_FILENAME, &save_cal,
          "Write a latency table made from every timed call of the real runs (medians per call "
          "and size class; loads with --calibration)", "FILE"},
@@ -384,18 +388,30 @@ static int cmd_validate(int argc, char **argv)
         if (!t) usage_error("%s", err->message);
         g_ptr_array_add(traces, t);
     }
-#ifdef GS_HAVE_CUDA
-    char *msg = NULL;
-    gs_backend *dev = gs_cuda_backend_new(0, &msg);
-    if (!dev) {
-        fprintf(stderr, "gpusim: validate: %s\n", msg);
-        exit(EXIT_DEVICE);
-    }
-#else
+    bool on_sim = backend && strcmp(backend, "sim") == 0;
+    if (backend && !on_sim && strcmp(backend, "cuda") != 0)
+        usage_error("--backend: '%s' is not one of cuda, sim", backend);
     gs_backend *dev = NULL;
-    fprintf(stderr, "gpusim: validate: this gpusim was built without the CUDA Toolkit\n");
-    exit(EXIT_DEVICE);
+    gs_calibration *stand_in_cal = NULL;
+    if (on_sim) {
+        const gs_trace *t0 = traces->pdata[0];
+        stand_in_cal = gs_calibration_builtin();
+        gs_sim_config sc = {.total_bytes = t0->device_total ? t0->device_total : 80 * GS_GiB,
+                            .cal = stand_in_cal};
+        dev = gs_sim_backend_new(&sc);
+    } else {
+#ifdef GS_HAVE_CUDA
+        char *msg = NULL;
+        dev = gs_cuda_backend_new(0, &msg);
+        if (!dev) {
+            fprintf(stderr, "gpusim: validate: %s\n", msg);
+            exit(EXIT_DEVICE);
+        }
+#else
+        fprintf(stderr, "gpusim: validate: this gpusim was built without the CUDA Toolkit\n");
+        exit(EXIT_DEVICE);
 #endif
+    }
     GArray *samples = save_cal ? gs_call_samples_new() : NULL;
     char *tmp = NULL;
     FILE *out = open_output(output, &tmp);
@@ -435,9 +451,11 @@ static int cmd_validate(int argc, char **argv)
         g_array_free(samples, TRUE);
     }
     gs_backend_destroy(dev);
+    gs_calibration_free(stand_in_cal);
     g_ptr_array_free(traces, TRUE);
     g_ptr_array_free(pols, TRUE);
     gs_calibration_free(cal);
+    g_free(backend);
     g_strfreev(policies);
     g_free(capacity);
     g_free(format);

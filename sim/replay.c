@@ -140,7 +140,9 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
                 }
                 st = GS_OK;
             } else if (st == GS_OK && o->touch) {
+                gint64 t0 = g_get_monotonic_time();
                 st = gs_dev_touch(be, slots[e->slot]->addr, e->size ? e->size : 1);
+                r->touch_seconds += (double)(g_get_monotonic_time() - t0) / 1e6;
             }
             break;
         case GS_OP_FREE: {

@@ -70,6 +70,7 @@ typedef struct {
     gs_stats stats;
     gs_devcalls calls;
     double host_seconds;          /* replay loop only: no parsing, no setup */
+    double touch_seconds;         /* of which writing allocations (--touch) */
     size_t script_used;           /* segments placed at the reference's addresses */
     /* The device's free bytes before the replay and after the allocator let go of everything:
      * equal when every byte went back. */
@@ -122,7 +123,7 @@ typedef struct {
     gs_result real;                /* the first timed run: outcome, statistics, call counts */
     double real_us[GS_CALL_COUNT]; /* median over the timed runs of each kind's time */
     double real_total_us;          /* median of the runs' total device time */
-    double real_host_s;            /* median host seconds of the replay loop */
+    double real_host_s;            /* median host seconds of the replay loop, touches excluded */
     unsigned runs;                 /* timed runs done */
     bool runs_agree;               /* every timed run made the same calls, same peak */
     uint64_t driver_peak;          /* the driver's view of peak reserved (warm-up run) */

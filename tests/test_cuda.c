@@ -37,7 +37,7 @@ START_TEST(cuda_calls_round_trip_and_return_every_byte)
     ck_assert(h1 && h2 && h1 != h2);
     ck_assert_int_eq(gs_dev_map(be, &calls, va, 10 * g, h1), GS_OK);
     ck_assert_int_eq(gs_dev_map(be, &calls, va + 10 * g, g, h2), GS_OK);
-    ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 11 * g), GS_OK);
+    ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 11 * g, g), GS_OK);
     ck_assert_int_eq(gs_dev_touch(be, va, 11 * g), GS_OK); /* the mapping is usable memory */
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 10 * g), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va + 10 * g, g), GS_OK);
