@@ -111,7 +111,7 @@ static void report_clients(FILE *out, const gs_result *rs, size_t n, char **labe
     for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < rs[i].n_clients; k++)
             cw = MAX(cw, (int)strlen(rs[i].clients[k].name));
-    fprintf(out, "\nclients (each allocator on the one device; cached = reserved - allocated)\n");
+    fprintf(out, "\nclients (cached = reserved - allocated; shared: a segment is charged to the client whose request made it)\n");
     fprintf(out, "%-*s %-*s %-7s %12s %12s %7s %8s %5s %10s %9s %15s %15s\n", w, "policy", cw,
             "client", "outcome", "peak alloc", "peak reserv", "retries", "reclaims", "OOMs",
             "dev allocs", "dev frees", "reserv @OOM", "cached @OOM");
@@ -196,7 +196,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
              * with several allocators is often memory another one keeps cached. */
             char *sz = gs_format_size(r->first_oom_size);
             fprintf(out, "  %s: first OOM at event %zu, %s's request of %s (%" G_GUINT64_FORMAT
-                         " bytes)%s; then",
+                         " bytes)%s\n    held then:",
                     labels[i], r->first_oom_event, r->clients[r->first_oom_client].name, sz,
                     r->first_oom_size,
                     r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
@@ -204,8 +204,8 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
                 const gs_client_result *c = &r->clients[k];
                 char *res = gs_format_size(c->reserved_at_oom);
                 char *cached = gs_format_size(c->reserved_at_oom - c->allocated_at_oom);
-                fprintf(out, "%s %s held %s reserved, %s of it cached", k ? ";" : "", c->name,
-                        res, cached);
+                fprintf(out, "%s %s %s reserved, %s of it cached", k ? ";" : "", c->name, res,
+                        cached);
                 g_free(res);
                 g_free(cached);
             }

@@ -175,7 +175,8 @@ expect_error "no client name" "no client NAME" "$gpusim" replay "$story" -p =cup
 grep -q "^separate cupy=cupy torch=pytorch  *oom" "$tmp/s.txt" || fail "story: separate should end in OOM: $(cat "$tmp/s.txt")"
 grep -q "^shared pytorch  *ok" "$tmp/s.txt" || fail "story: shared should complete"
 grep -q "^cooperative cupy=cupy torch=pytorch  *ok" "$tmp/s.txt" || fail "story: cooperative should complete"
-grep -q "torch's request of 40.000 GiB.*cupy held 55.007 GiB reserved, 55.007 GiB of it cached" "$tmp/s.txt" || fail "story: the OOM line should say what cupy held cached"
+grep -q "first OOM at event 170, torch's request of 40.000 GiB" "$tmp/s.txt" || fail "story: the OOM line should name torch's request"
+grep -q "held then: cupy 55.007 GiB reserved, 55.007 GiB of it cached" "$tmp/s.txt" || fail "story: the OOM line should say what cupy held cached"
 "$gpusim" replay "$story" --clients separate,shared,cooperative -p pytorch -p cupy=cupy --format json >"$tmp/s.json" || fail "story json: exit"
 python3 - "$tmp/s.json" <<'PY' || fail "story json: content"
 import json, sys
