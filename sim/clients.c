@@ -43,7 +43,6 @@ typedef struct {
 
 struct gs_clients {
     gs_clients_mode mode;
-    const gs_trace *t;
     size_t n;                /* clients */
     gs_heap **heap;          /* per client; shared: every entry is the one heap */
     const gs_policy **pol;   /* per client */
@@ -54,7 +53,6 @@ struct gs_clients {
     counters before;         /* shared: the heap's counters before the current event */
     uint16_t cur;            /* the client of the current event */
     gs_stats dev;            /* separate, cooperative: the device's peaks (of the sums) */
-    uint64_t last_reserved;  /* the device's reserved bytes after the previous event */
     bool have_oom;
 };
 
@@ -152,7 +150,6 @@ gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_repla
 {
     gs_clients *c = g_new0(gs_clients, 1);
     c->mode = o->clients;
-    c->t = t;
     c->n = t->clients->len;
     c->heap = g_new0(gs_heap *, c->n);
     c->pol = g_new0(const gs_policy *, c->n);
