@@ -199,6 +199,8 @@ struct gs_heap {
     GPtrArray *slabs;
     uint64_t total_reserved; /* PyTorch's total_allocated_memory */
     bool peak_reserved_dirty;
+    uint32_t tag;            /* stamped on new segments */
+    gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
     gs_stats st;
     gs_devcalls calls;
 };
@@ -313,6 +315,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->be = be;
     h->limit = cfg ? cfg->limit : 0;
     h->device_total = cfg ? cfg->device_total : 0;
+    if (cfg) h->cb = *cfg;
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
@@ -353,6 +356,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
                          GS_ERR_INVALID);
     gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
     if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, -(int64_t)b->size);
     bool small = pool_small(h, b);
     h->st.num_device_free++;
     h->total_reserved -= b->size;
@@ -394,9 +398,11 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     s->size = b->size = seg_size;
     s->stream = b->stream = stream;
     s->pool = b->pool = (uint8_t)pool;
+    s->tag = h->tag;
     s->head = b;
     b->seg = s;
     segment_link(h, s);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)seg_size);
 
     bool small = h->pools[pool].is_small;
     h->total_reserved += seg_size;
@@ -435,6 +441,7 @@ static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stre
     s->stream = stream;
     s->pool = (uint8_t)pool;
     s->expandable = true;
+    s->tag = h->tag;
     s->page = page;
     s->handles = g_new0(uint64_t, slots);
     gs_block *b = block_new(h);
@@ -523,6 +530,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
     pool_insert(h, b);
 
     h->total_reserved += mapped;
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)mapped);
     stat2_inc(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)mapped);
     h->st.num_device_alloc++;
     note_reserved_up(h);
@@ -590,6 +598,7 @@ static gs_status unmap_block(gs_heap *h, gs_block *b)
     unmapped_insert(h, b);
 
     h->total_reserved -= un;
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, -(int64_t)un);
     stat2_dec(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)un);
     h->st.num_device_free++;
     return st;
@@ -900,6 +909,18 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
             if (rst != GS_OK) return rst;
             st = alloc_block(h, pool, stream, size, seg_size, true, &b);
         }
+        /* Other allocators on the device may hold what this one needs in their caches: only
+         * worth asking when the device refused, not this heap's own limit. */
+        if (st == GS_ERR_OOM && h->cb.reclaim &&
+            !(h->limit && h->total_reserved + seg_size > h->limit)) {
+            gs_status rst = GS_OK;
+            bool again = h->cb.reclaim(h->cb.ud, h, seg_size, &rst);
+            if (rst != GS_OK) return rst;
+            if (again) {
+                h->st.num_reclaim_retries++;
+                st = alloc_block(h, pool, stream, size, seg_size, false, &b);
+            }
+        }
         if (st == GS_ERR_OOM) {
             h->st.num_ooms++;
             return GS_ERR_OOM;
@@ -942,6 +963,7 @@ const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
 uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
+void gs_heap_set_tag(gs_heap *h, uint32_t tag) { h->tag = tag; }
 const gs_segment *gs_heap_segments(const gs_heap *h) { return h->segments; }
 
 gs_block *gs_pool_lower_bound(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)

@@ -72,6 +72,7 @@ struct gs_segment {
     uint32_t stream;
     uint8_t pool;
     bool expandable;
+    uint32_t tag;               /* the heap's tag when the segment was made (gs_heap_set_tag) */
     /* Expandable segments: the reservation is size / page slots of page bytes, each backed by
      * one physical handle while mapped (0 when not). */
     uint64_t page;
@@ -103,6 +104,9 @@ typedef struct {
     uint64_t num_sync_all_streams;
     uint64_t num_device_alloc;
     uint64_t num_device_free;
+    /* Not PyTorch's: the retries after other allocators on the device released their cache
+     * for this one (gs_heap_config.reclaim; gpusim replay --clients cooperative). */
+    uint64_t num_reclaim_retries;
     int64_t max_split_size;       /* the policy's oversize threshold; -1 when unlimited */
     /* Metrics of DESIGN.md that need the state at a moment: */
     int64_t requested_at_peak_allocated; /* Q when A reached its peak (internal_frag) */
@@ -119,6 +123,18 @@ typedef struct {
     /* The device's total memory (totalGlobalMem): an expandable segment reserves 9/8 of it in
      * address space, as PyTorch does. 0: ask the backend (cudaMemGetInfo's total). */
     uint64_t device_total;
+    /* Optional: several allocators on one device. Both are NULL for a lone allocator, and the
+     * heap then behaves exactly as without them. ud is passed back to each. */
+    void *ud;
+    /* Called at the end of the out-of-memory ladder, when the device (not the heap's own
+     * limit) refused bytes even after this heap released its cache: ask the other allocators
+     * to release theirs. Returns whether anything was released; if so the heap tries once
+     * more (counted in num_reclaim_retries) before it fails. *st: a device error, or GS_OK. */
+    bool (*reclaim)(void *ud, gs_heap *h, uint64_t bytes, gs_status *st);
+    /* Called whenever a segment's reserved bytes change: +size when a cudaMalloc'd segment is
+     * made, -size before it is freed, +/-bytes as pages of an expandable segment are mapped
+     * or unmapped. Lets a caller attribute one heap's reserved memory (by gs_segment.tag). */
+    void (*on_reserve)(void *ud, const gs_segment *s, int64_t bytes);
 } gs_heap_config;
 
 /* The heap borrows policy and backend; both must outlive it. NULL when the policy needs the
@@ -148,6 +164,9 @@ const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);
 uint64_t gs_heap_reserved(const gs_heap *h);
+/* Segments made from now on carry tag (gs_segment.tag; 0 until set): the replay's shared
+ * arrangement marks each with the client whose request made it. */
+void gs_heap_set_tag(gs_heap *h, uint32_t tag);
 const gs_segment *gs_heap_segments(const gs_heap *h); /* walk with ->next */
 
 /* Verify every invariant: blocks tile each segment exactly and are linked both ways; no two

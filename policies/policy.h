@@ -7,6 +7,7 @@
  *
  *     pytorch                                   PyTorch 2.11's native caching allocator
  *     pytorch:max_split_size_mb:128,expandable_segments:False
+ *     cupy                                      CuPy 14's MemoryPool
  *
  * A spec is NAME or NAME:CONF. Hooks take the parsed config (cfg) and never keep state of their
  * own: all state lives in the heap, so one gs_policy may serve many heaps.
@@ -83,6 +84,7 @@ void gs_policy_free(gs_policy *p);
 const gs_policy_ops *const *gs_policy_registry(void);
 
 extern const gs_policy_ops gs_policy_pytorch;
+extern const gs_policy_ops gs_policy_cupy; /* policies/cupy.c */
 
 /* PyTorch's size helpers, exposed for tests and other policies. */
 uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);

@@ -33,11 +33,25 @@ static const char replay_description[] =
     "collection); the device itself has --device-total bytes (default: the trace's\n"
     "device_total_bytes header, else 80GiB).\n"
     "\n"
+    "Several libraries on one GPU: a trace whose events name several clients (torch, cupy,\n"
+    "...) replays with --clients separate (an allocator per client: they compete for the\n"
+    "device's memory, as PyTorch and CuPy do in one process), shared (one allocator serves\n"
+    "every client, as RMM's PyTorch and CuPy hooks do) or cooperative (an allocator per\n"
+    "client; one the device refuses asks the others to release their cached segments and\n"
+    "tries again). Give several, or a list, to compare them. --policy NAME=SPEC sets client\n"
+    "NAME's policy (separate, cooperative); a plain --policy SPEC applies to every other\n"
+    "client and to the shared allocator. --capacity limits each allocator; the device's\n"
+    "memory (--device-total) is what they share. Reports add each client's numbers and, at\n"
+    "the first OOM, what every client held reserved and cached. A trace with one client\n"
+    "replays as always.\n"
+    "\n"
     "Examples:\n"
     "  gpusim replay traces/data/resnet50.gstrace.gz --policy pytorch \\\n"
     "      --policy pytorch:max_split_size_mb:128 --capacity 5.75GiB\n"
     "  gpusim replay trace.gstrace --policy 'pytorch:roundup_power2_divisions:[256:1,>:4]' --format json\n"
     "  gpusim replay ref_input.gstrace.gz --reference run.ref.json     # real run vs simulated\n"
+    "  gpusim replay traces/data/dataframe-then-torch.gstrace.gz \\\n"
+    "      --clients separate,shared,cooperative --policy pytorch --policy cupy=cupy\n"
     "\n"
     "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
     "error, 2 bad usage or bad input.";
@@ -64,6 +78,15 @@ static void progress(size_t done, size_t total, void *ud)
 static void warn_lenient(const char *msg, void *ud)
 {
     fprintf(stderr, "gpusim: warning: %s\n", msg);
+}
+
+/* "cupy, torch": a trace's client names, for messages. g_free it. */
+static char *clients_list(const gs_trace *t)
+{
+    GString *s = g_string_new(NULL);
+    for (guint k = 0; k < t->clients->len; k++)
+        g_string_append_printf(s, "%s%s", k ? ", " : "", (const char *)t->clients->pdata[k]);
+    return g_string_free(s, FALSE);
 }
 
 static char *policies_help(void)
@@ -118,11 +141,17 @@ static int cmd_replay(int argc, char **argv)
 {
     char **policies = NULL, *capacity = NULL, *device_total = NULL, *format = NULL;
     char *backend = NULL, *calibration = NULL, *reference = NULL, *output = NULL;
+    char **clients = NULL;
     gboolean continue_on_oom = FALSE, lenient = FALSE, no_ref_addrs = FALSE, quiet = FALSE;
     gboolean touch = FALSE;
     GOptionEntry entries[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
-         "Policy to replay under; repeat to compare several (default: pytorch)", "SPEC"},
+         "Policy to replay under; repeat to compare several (default: pytorch). NAME=SPEC: "
+         "the policy of the trace's client NAME (several clients)", "[NAME=]SPEC"},
+        {"clients", 0, 0, G_OPTION_ARG_STRING_ARRAY, &clients,
+         "Traces with several clients: separate (an allocator each, the default), shared (one "
+         "for all), cooperative (an allocator each; on OOM the others release their cache); "
+         "repeat or list with commas to compare", "MODE[,MODE]"},
         {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
          "Memory the allocator may reserve (default: no limit)", "SIZE"},
         {"device-total", 0, 0, G_OPTION_ARG_STRING, &device_total,
@@ -199,15 +228,29 @@ static int cmd_replay(int argc, char **argv)
     }
 
     /* Parse every policy before replaying anything: a typo in the last one should not cost a
-     * long replay of the first. */
+     * long replay of the first. NAME=SPEC assigns a policy to one client (a '=' before any ':'
+     * cannot be part of a spec); the others are compared, each applied to every client. */
     GPtrArray *pols = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
-    if (policies) {
-        for (char **p = policies; *p; p++) {
-            gs_policy *pol = gs_policy_new(*p, &err);
-            if (!pol) usage_error("--policy: %s", err->message);
+    GPtrArray *assigned = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    GPtrArray *assigned_to = g_ptr_array_new_with_free_func(g_free);
+    for (char **p = policies; p && *p; p++) {
+        const char *eq = strchr(*p, '='), *colon = strchr(*p, ':');
+        bool named = eq && (!colon || eq < colon);
+        gs_policy *pol = gs_policy_new(named ? eq + 1 : *p, &err);
+        if (!pol) usage_error("--policy: %s", err->message);
+        if (!named) {
             g_ptr_array_add(pols, pol);
+            continue;
         }
-    } else {
+        char *name = g_strndup(*p, (size_t)(eq - *p));
+        if (!*name) usage_error("--policy %s: no client NAME before '='", *p);
+        for (guint i = 0; i < assigned_to->len; i++)
+            if (strcmp(assigned_to->pdata[i], name) == 0)
+                usage_error("--policy %s: client '%s' has a policy already", *p, name);
+        g_ptr_array_add(assigned, pol);
+        g_ptr_array_add(assigned_to, name);
+    }
+    if (pols->len == 0) {
         char *spec = ref && ref->allocator_conf && *ref->allocator_conf
                          ? g_strdup_printf("pytorch:%s", ref->allocator_conf)
                          : g_strdup("pytorch");
@@ -216,16 +259,44 @@ static int cmd_replay(int argc, char **argv)
         g_ptr_array_add(pols, pol);
         g_free(spec);
     }
+    GArray *modes = g_array_new(FALSE, FALSE, sizeof(gs_clients_mode));
+    for (char **c = clients; c && *c; c++) {
+        char **parts = g_strsplit(*c, ",", -1);
+        for (char **m = parts; *m; m++) {
+            gs_clients_mode mode;
+            if (!gs_clients_mode_parse(g_strstrip(*m), &mode))
+                usage_error("--clients: '%s' is not one of separate, shared, cooperative", *m);
+            g_array_append_val(modes, mode);
+        }
+        g_strfreev(parts);
+    }
+    if (modes->len == 0) {
+        gs_clients_mode mode = GS_CLIENTS_SEPARATE;
+        g_array_append_val(modes, mode);
+    }
 
     if (no_ref_addrs && !ref) usage_error("--no-reference-addresses needs --reference");
     /* Load every trace before writing anything: a bad second trace must not leave half a
      * report behind. */
     GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
+    bool any_clients = false;
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_trace_load(argv[a], lenient ? GS_TRACE_LENIENT : 0, warn_lenient, NULL, &err);
         if (!t) usage_error("%s", err->message);
         if (t->n_warnings)
             fprintf(stderr, "gpusim: %s: %zu problems skipped (--lenient)\n", argv[a], t->n_warnings);
+        for (guint i = 0; i < assigned_to->len; i++) {
+            bool found = false;
+            for (guint k = 0; k < t->clients->len; k++)
+                found |= strcmp(t->clients->pdata[k], assigned_to->pdata[i]) == 0;
+            if (!found) {
+                char *names = clients_list(t);
+                usage_error("--policy %s=...: %s has no client '%s' (its clients: %s)",
+                            (char *)assigned_to->pdata[i], argv[a],
+                            (char *)assigned_to->pdata[i], names);
+            }
+        }
+        any_clients |= t->clients->len > 1;
         g_ptr_array_add(traces, t);
     }
 
@@ -248,10 +319,22 @@ static int cmd_replay(int argc, char **argv)
     if (fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
     for (int a = 1; a < argc; a++) {
         const gs_trace *t = traces->pdata[a - 1];
-        gs_result *rs = g_new0(gs_result, pols->len);
-        const gs_reference **refs = ref ? g_new0(const gs_reference *, pols->len) : NULL;
-        for (guint i = 0; i < pols->len; i++) {
-            const gs_policy *pol = pols->pdata[i];
+        /* The client policies of this trace, by its client index (NULL: the compared one). */
+        const gs_policy **cpol = g_new0(const gs_policy *, t->clients->len);
+        for (guint k = 0; k < t->clients->len; k++)
+            for (guint i = 0; i < assigned_to->len; i++)
+                if (strcmp(t->clients->pdata[k], assigned_to->pdata[i]) == 0)
+                    cpol[k] = assigned->pdata[i];
+        /* One client: the arrangements are all the same, and its NAME=SPEC, if any, is the
+         * policy. Several: every arrangement under every compared policy. */
+        bool multi = t->clients->len > 1;
+        guint nmodes = multi ? modes->len : 1;
+        guint npols = !multi && cpol[0] ? 1 : pols->len;
+        guint n = nmodes * npols;
+        gs_result *rs = g_new0(gs_result, n);
+        const gs_reference **refs = ref ? g_new0(const gs_reference *, n) : NULL;
+        for (guint i = 0; i < n; i++) {
+            const gs_policy *pol = !multi && cpol[0] ? cpol[0] : pols->pdata[i % npols];
             char *label = g_strdup_printf("%s [%s]", argv[a], pol->spec);
             gs_replay_opts o = {
                 .capacity = cap,
@@ -263,6 +346,8 @@ static int cmd_replay(int argc, char **argv)
                 .progress_ud = label,
                 .backend = dev,
                 .touch = touch,
+                .clients = g_array_index(modes, gs_clients_mode, i / npols),
+                .client_policy = cpol,
             };
             gs_replay_run(t, pol, &o, &rs[i], NULL);
             if (show_progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
@@ -271,10 +356,11 @@ static int cmd_replay(int argc, char **argv)
             g_free(label);
         }
         if (fmt == GS_FMT_JSON && a > 1) fputs(",\n", out);
-        gs_report(out, fmt, argv[a], t, rs, pols->len, refs, a == 1);
-        for (guint i = 0; i < pols->len; i++) gs_result_clear(&rs[i]);
+        gs_report_ex(out, fmt, argv[a], t, rs, n, refs, a == 1, any_clients);
+        for (guint i = 0; i < n; i++) gs_result_clear(&rs[i]);
         g_free(rs);
         g_free(refs);
+        g_free(cpol);
     }
     g_ptr_array_free(traces, TRUE);
     if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
@@ -282,6 +368,10 @@ static int cmd_replay(int argc, char **argv)
     gs_backend_destroy(dev);
 
     g_ptr_array_free(pols, TRUE);
+    g_ptr_array_free(assigned, TRUE);
+    g_ptr_array_free(assigned_to, TRUE);
+    g_array_free(modes, TRUE);
+    g_strfreev(clients);
     gs_reference_free(ref);
     gs_calibration_free(cal);
     g_strfreev(policies);

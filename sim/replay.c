@@ -3,6 +3,7 @@
  */
 #include <string.h>
 
+#include "clients.h"
 #include "replay.h"
 
 /* ---- reference files ---- */
@@ -101,11 +102,14 @@ void gs_result_clear(gs_result *r)
 {
     g_free(r->policy);
     g_free(r->error_msg);
+    for (size_t k = 0; k < r->n_clients; k++) {
+        g_free(r->clients[k].name);
+        g_free(r->clients[k].policy);
+    }
+    g_free(r->clients);
     memset(r, 0, sizeof *r);
 }
 
-/* One pass over the events. Returns FALSE when the replay must stop (first OOM without
- * --continue-on-oom, or a device failure). */
 /* The driver's view at a new peak of reserved memory (opts.probe_driver). */
 static void probe_driver(gs_heap *h, gs_backend *be, gs_result *r, uint64_t *probed)
 {
@@ -117,13 +121,16 @@ static void probe_driver(gs_heap *h, gs_backend *be, gs_result *r, uint64_t *pro
         r->driver_peak_used = r->dev_free_before - fr;
 }
 
-static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_block **slots,
-                            const gs_replay_opts *o, gs_result *r, size_t done_before,
-                            size_t total, uint64_t *probed)
+/* One pass over the events. Returns FALSE when the replay must stop (first OOM without
+ * --continue-on-oom, or a device failure). mc: several clients (NULL: h serves every event). */
+static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs_trace *t,
+                            gs_block **slots, const gs_replay_opts *o, gs_result *r,
+                            size_t done_before, size_t total, uint64_t *probed)
 {
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
         gs_status st = GS_OK;
+        if (mc) h = gs_clients_route(mc, e, slots);
         switch ((gs_op)e->op) {
         case GS_OP_ALLOC:
             st = gs_heap_malloc(h, e->size, e->stream, &slots[e->slot]);
@@ -134,7 +141,9 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
                     r->first_oom_event = i;
                     r->first_oom_size = e->size;
                 }
+                if (mc) gs_clients_oom(mc, e, i);
                 if (!o->continue_on_oom) {
+                    if (mc) gs_clients_after(mc, e, slots);
                     r->events = done_before + i + 1;
                     return FALSE;
                 }
@@ -173,6 +182,7 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
         case GS_OP_COUNT:
             break;
         }
+        if (mc) gs_clients_after(mc, e, slots);
         if (st != GS_OK) {
             r->error = st;
             r->error_event = i;
@@ -184,6 +194,21 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
             o->progress(done_before + i + 1, total, o->progress_ud);
     }
     return TRUE;
+}
+
+/* A multi-client result's policy: the one spec, or each client's as NAME=SPEC when they
+ * differ (the shared arrangement has one allocator, under p). */
+static char *clients_label(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o)
+{
+    bool same = true;
+    for (guint k = 0; o->client_policy && o->clients != GS_CLIENTS_SHARED && k < t->clients->len; k++)
+        same &= !o->client_policy[k] || strcmp(o->client_policy[k]->spec, p->spec) == 0;
+    if (same) return g_strdup(p->spec);
+    GString *s = g_string_new(NULL);
+    for (guint k = 0; k < t->clients->len; k++)
+        g_string_append_printf(s, "%s%s=%s", k ? " " : "", (const char *)t->clients->pdata[k],
+                               o->client_policy[k] ? o->client_policy[k]->spec : p->spec);
+    return g_string_free(s, FALSE);
 }
 
 /* The simulated device's total memory: the trace's device, else an 80 GiB H100. */
@@ -216,11 +241,23 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     uint64_t dev_total = 0;
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_before, &dev_total);
     gs_heap_config hc = {.limit = o->capacity, .device_total = o->backend ? 0 : sc_total(o)};
-    gs_heap *h = gs_heap_new(p, be, &hc);
-    if (!h) {
+    /* Several clients: an allocator per client (or one for all), on this one device. */
+    gs_clients *mc = NULL;
+    gs_heap *h = NULL;
+    const gs_policy *failed = p;
+    if (t->clients->len > 1) {
+        mc = gs_clients_new(t, p, o, be, &hc, &failed);
+        if (mc) {
+            g_free(r->policy);
+            r->policy = clients_label(t, p, o);
+        }
+    } else {
+        h = gs_heap_new(p, be, &hc);
+    }
+    if (!h && !mc) {
         g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
                     "policy %s needs the driver's virtual-memory calls, which backend '%s' lacks",
-                    p->spec, be->ops->name);
+                    failed->spec, be->ops->name);
         if (!o->backend) gs_backend_destroy(be);
         gs_calibration_free(own_cal);
         g_free(r->policy);
@@ -235,14 +272,15 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     gboolean go_on = TRUE;
     uint64_t probed = 0;
     for (unsigned k = 0; go_on && k < repeat; k++) {
-        go_on = replay_pass(h, be, t, slots, o, r, k * t->n, total, &probed);
+        go_on = replay_pass(h, mc, be, t, slots, o, r, k * t->n, total, &probed);
         if (go_on && k + 1 < repeat) {
             /* Between repetitions the program "ends": free what is still live so the next
              * pass starts from the same state of the trace (cached segments stay, as in a
              * training loop's next epoch). */
             for (size_t s = 0; s < t->n_slots; s++) {
                 if (!slots[s]) continue;
-                if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
+                if (mc) gs_clients_free_slot(mc, (uint32_t)s, slots[s]);
+                else if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
                 else gs_heap_free(h, slots[s]);
                 slots[s] = NULL;
             }
@@ -251,12 +289,16 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     if (go_on) r->events = total;
     r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
 
-    r->stats = *gs_heap_stats(h);
-    r->calls = *gs_heap_devcalls(h);
     r->script_used = gs_sim_script_used(be);
     r->backend = be->ops->name;
     if (r->error != GS_OK && gs_dev_last_error(be)) r->error_msg = g_strdup(gs_dev_last_error(be));
-    gs_heap_free_all(h);
+    if (mc) {
+        gs_clients_finish(mc, r);
+    } else {
+        r->stats = *gs_heap_stats(h);
+        r->calls = *gs_heap_devcalls(h);
+        gs_heap_free_all(h);
+    }
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_after, &dev_total);
     g_free(slots);
     if (!o->backend) gs_backend_destroy(be);

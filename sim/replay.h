@@ -37,6 +37,20 @@ gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
 
 typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
 
+/* How the clients of a trace with several (libraries on one GPU) share the device. A trace
+ * with one client replays the same way under each. */
+typedef enum {
+    GS_CLIENTS_SEPARATE = 0, /* an allocator per client; they compete for the device's memory */
+    GS_CLIENTS_SHARED,       /* one allocator serves every client (as RMM's hooks do) */
+    GS_CLIENTS_COOPERATIVE,  /* an allocator per client; one the device refuses asks the others
+                              * to release their cached segments, then tries again */
+    GS_CLIENTS_COUNT
+} gs_clients_mode;
+
+const char *gs_clients_mode_name(gs_clients_mode m);
+/* "separate", "shared", "cooperative"; FALSE for anything else. */
+gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out);
+
 typedef struct {
     uint64_t capacity;            /* the allocator's limit in bytes; 0 = none */
     uint64_t device_total;        /* the simulated device's physical memory */
@@ -53,7 +67,33 @@ typedef struct {
      * of peak reserved, for gpusim validate. It costs a call per new peak, so timed runs leave
      * it off. */
     bool probe_driver;
+    /* Traces with several clients: the arrangement, and optionally a policy per client
+     * (indexed like gs_trace.clients; a NULL array or entry means the policy given to
+     * gs_replay_run). The shared arrangement runs one allocator under that policy. Every
+     * allocator may reserve up to capacity; together they have the device's memory. */
+    gs_clients_mode clients;
+    const gs_policy *const *client_policy;
 } gs_replay_opts;
+
+/* One client's part of a replay of a trace with several clients. */
+typedef struct {
+    char *name;                   /* the trace's client name */
+    char *policy;                 /* the spec of the allocator that served it */
+    bool oom;                     /* it met an OOM it could not recover from */
+    size_t first_oom_event;
+    uint64_t first_oom_size;
+    /* separate, cooperative: its allocator's statistics. shared: its part of the one
+     * allocator's: allocations and allocated/requested bytes by request; reserved bytes and
+     * segments by the segment's maker (the client whose request made it; an expandable
+     * segment's pages go to the client that made the reservation); retries, OOMs, syncs,
+     * device calls and their time by the client whose request caused them. The additive
+     * numbers (current, allocated, freed, counts) of all clients sum to the device's. */
+    gs_stats stats;
+    gs_devcalls calls;
+    uint64_t released_for_others; /* cooperative: cached bytes it released when asked */
+    /* What it held when the run met its first OOM (any client's), if it did. */
+    uint64_t reserved_at_oom, allocated_at_oom;
+} gs_client_result;
 
 typedef struct {
     char *policy;                 /* the spec */
@@ -78,6 +118,13 @@ typedef struct {
     /* probe_driver: the most device memory gone at a peak of reserved (free before minus free
      * then); 0 when not probed. */
     uint64_t driver_peak_used;
+    /* Several clients (NULL/0 for a trace with one; its result is exactly as before). stats
+     * and calls above are then the whole device's: the allocator's in the shared arrangement,
+     * else the sums over the clients' allocators, with peaks of the sums over time. */
+    const char *arrangement;      /* gs_clients_mode_name(), static */
+    gs_client_result *clients;    /* in the trace's client order */
+    size_t n_clients;
+    size_t first_oom_client;      /* index into clients, when oom */
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device
@@ -98,6 +145,12 @@ typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
  * output (CSV prints its header once; JSON callers wrap several traces in an array). */
 void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
+/* As gs_report; client_columns: CSV gets the columns of several clients (arrangement, client,
+ * ...) and a row per client after each result's. Set it for every trace of one output when any
+ * trace has several clients, so the columns stay the same; gs_report sets it when t has. */
+void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
+                  const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
+                  bool client_columns);
 
 /* A JSON string literal for s (quotes, escapes). */
 void gs_json_str(FILE *out, const char *s);

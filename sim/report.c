@@ -72,6 +72,72 @@ char *gs_format_size(uint64_t b)
     return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
 }
 
+/* A client's part of r as a result of its own, so the metric helpers and the CSV row apply. */
+static gs_result client_as_result(const gs_result *r, const gs_client_result *c)
+{
+    gs_result cr;
+    memset(&cr, 0, sizeof cr);
+    cr.policy = c->policy;
+    cr.backend = r->backend;
+    cr.capacity = r->capacity;
+    cr.oom = c->oom;
+    cr.first_oom_event = c->first_oom_event;
+    cr.first_oom_size = c->first_oom_size;
+    cr.stats = c->stats;
+    cr.calls = c->calls;
+    cr.events = r->events;
+    cr.host_seconds = r->host_seconds;
+    return cr;
+}
+
+/* A result's label: its policy (and, with several clients, the arrangement first). */
+static char *result_label(const gs_result *r)
+{
+    char cb[48];
+    GString *s = g_string_new(NULL);
+    if (r->arrangement) g_string_append_printf(s, "%s ", r->arrangement);
+    g_string_append(s, r->policy);
+    if (r->capacity) g_string_append_printf(s, " @%s", cap_label(cb, r->capacity));
+    return g_string_free(s, FALSE);
+}
+
+/* Several clients: who held what when the first OOM came, and each client's numbers. */
+static void report_clients(FILE *out, const gs_result *rs, size_t n, char **labels, int w)
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any |= rs[i].n_clients > 0;
+    if (!any) return;
+    int cw = 6;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < rs[i].n_clients; k++)
+            cw = MAX(cw, (int)strlen(rs[i].clients[k].name));
+    fprintf(out, "\nclients (cached = reserved - allocated; shared: a segment is charged to the client whose request made it)\n");
+    fprintf(out, "%-*s %-*s %-7s %12s %12s %7s %8s %5s %10s %9s %15s %15s\n", w, "policy", cw,
+            "client", "outcome", "peak alloc", "peak reserv", "retries", "reclaims", "OOMs",
+            "dev allocs", "dev frees", "reserv @OOM", "cached @OOM");
+    for (size_t i = 0; i < n; i++) {
+        const gs_result *r = &rs[i];
+        for (size_t k = 0; k < r->n_clients; k++) {
+            const gs_client_result *c = &r->clients[k];
+            char *pa = gs_format_size((uint64_t)c->stats.allocated_bytes[GS_STAT_ALL].peak);
+            char *pr = gs_format_size((uint64_t)c->stats.reserved_bytes[GS_STAT_ALL].peak);
+            char *ro = r->oom ? gs_format_size(c->reserved_at_oom) : g_strdup("-");
+            char *co = r->oom ? gs_format_size(c->reserved_at_oom - c->allocated_at_oom)
+                              : g_strdup("-");
+            fprintf(out, "%-*s %-*s %-7s %12s %12s %7" G_GUINT64_FORMAT " %8" G_GUINT64_FORMAT
+                         " %5" G_GUINT64_FORMAT " %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT
+                         " %15s %15s\n",
+                    w, labels[i], cw, c->name, c->oom ? "oom" : "ok", pa, pr,
+                    c->stats.num_alloc_retries, c->stats.num_reclaim_retries, c->stats.num_ooms,
+                    c->stats.num_device_alloc, c->stats.num_device_free, ro, co);
+            g_free(pa);
+            g_free(pr);
+            g_free(ro);
+            g_free(co);
+        }
+    }
+}
+
 /* The device calls each policy made, by kind, with their modelled (or measured) time: only the
  * kinds some policy used, so a cudaMalloc-only comparison stays narrow. */
 static void report_calls(FILE *out, const gs_result *rs, size_t n, char **labels, int w)
@@ -105,10 +171,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     char **labels = g_new0(char *, n + 1);
     int w = 6;
     for (size_t i = 0; i < n; i++) {
-        const gs_result *r = &rs[i];
-        char cb[48];
-        labels[i] = r->capacity ? g_strdup_printf("%s @%s", r->policy, cap_label(cb, r->capacity))
-                                : g_strdup(r->policy);
+        labels[i] = result_label(&rs[i]);
         w = MAX(w, (int)strlen(labels[i]));
     }
     fprintf(out, "%-*s %-7s %12s %12s %6s %7s %5s %10s %9s %10s %8s\n",
@@ -128,7 +191,27 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     }
     for (size_t i = 0; i < n; i++) {
         const gs_result *r = &rs[i];
-        if (r->oom) {
+        if (r->oom && r->n_clients) {
+            /* Say whose request failed and what every client held then: the point of an OOM
+             * with several allocators is often memory another one keeps cached. */
+            char *sz = gs_format_size(r->first_oom_size);
+            fprintf(out, "  %s: first OOM at event %zu, %s's request of %s (%" G_GUINT64_FORMAT
+                         " bytes)%s\n    held then:",
+                    labels[i], r->first_oom_event, r->clients[r->first_oom_client].name, sz,
+                    r->first_oom_size,
+                    r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+            for (size_t k = 0; k < r->n_clients; k++) {
+                const gs_client_result *c = &r->clients[k];
+                char *res = gs_format_size(c->reserved_at_oom);
+                char *cached = gs_format_size(c->reserved_at_oom - c->allocated_at_oom);
+                fprintf(out, "%s %s %s reserved, %s of it cached", k ? ";" : "", c->name, res,
+                        cached);
+                g_free(res);
+                g_free(cached);
+            }
+            fputc('\n', out);
+            g_free(sz);
+        } else if (r->oom) {
             char *sz = gs_format_size(r->first_oom_size);
             fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
                          " bytes)%s\n",
@@ -140,6 +223,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
             fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
                     gs_strerror(r->error), r->error_msg ? r->error_msg : "(no detail)");
     }
+    report_clients(out, rs, n, labels, w);
     report_calls(out, rs, n, labels, w);
     g_strfreev(labels);
     if (!refs) return;
@@ -170,7 +254,11 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     "peak_reserved_bytes,peak_requested_bytes,frag_peak,waste_bytes,internal_frag,"            \
     "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
     "segments_allocated,device_time_us,replay_events_per_s"
-/* ... then, for each device call kind K (gs_call_name), n_K and us_K: calls made, time in them */
+/* ... then, for each device call kind K (gs_call_name), n_K and us_K: calls made, time in them;
+ * then, when some trace of the output has several clients, these, and a row per client after
+ * each result's (the device's) row: */
+#define CSV_CLIENT_COLUMNS \
+    "arrangement,client,num_reclaim_retries,reserved_at_first_oom,allocated_at_first_oom"
 
 /* RFC 4180: a field with a comma, quote or newline is quoted, its quotes doubled (policy specs
  * such as max_split_size_mb:128,garbage_collection_threshold:0.6 contain commas). */
@@ -252,6 +340,8 @@ static void json_memory_stats(FILE *out, const gs_stats *s)
             s->num_device_free, s->max_split_size);
 }
 
+static void json_client(FILE *out, const gs_result *r, const gs_client_result *c);
+
 static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
 {
     const gs_stats *s = &r->stats;
@@ -261,9 +351,18 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
     gs_json_str(out, r->backend ? r->backend : "sim");
     fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"outcome\": \"%s\"", r->capacity,
             outcome(r));
-    if (r->oom)
-        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT "}",
+    if (r->arrangement)
+        fprintf(out, ", \"arrangement\": \"%s\", \"num_reclaim_retries\": %" G_GUINT64_FORMAT,
+                r->arrangement, r->stats.num_reclaim_retries);
+    if (r->oom) {
+        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT,
                 r->first_oom_event, r->first_oom_size);
+        if (r->n_clients) {
+            fprintf(out, ", \"client\": ");
+            gs_json_str(out, r->clients[r->first_oom_client].name);
+        }
+        fputc('}', out);
+    }
     if (r->error != GS_OK) {
         fprintf(out, ", \"error\": {\"event\": %zu, \"message\": ", r->error_event);
         gs_json_str(out, r->error_msg ? r->error_msg : gs_strerror(r->error));
@@ -296,6 +395,14 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
     }
     fprintf(out, "},\n   \"memory_stats\": ");
     json_memory_stats(out, s);
+    if (r->n_clients) {
+        fprintf(out, ",\n   \"clients\": {\n");
+        for (size_t k = 0; k < r->n_clients; k++) {
+            json_client(out, r, &r->clients[k]);
+            fprintf(out, "%s\n", k + 1 < r->n_clients ? "," : "");
+        }
+        fprintf(out, "   }");
+    }
     if (ref) {
         ref_cmp c = compare(r, ref);
         fprintf(out, ",\n   \"reference\": {\"path\": ");
@@ -315,8 +422,70 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
     fprintf(out, "}");
 }
 
+/* The client columns of one CSV row: c NULL for the device's row (or a one-client result). */
+static void csv_client_cols(FILE *out, const gs_result *r, const gs_client_result *c)
+{
+    fputc(',', out);
+    if (r->arrangement) fputs(r->arrangement, out);
+    fputc(',', out);
+    if (c) csv_field(out, c->name);
+    fprintf(out, ",%" G_GUINT64_FORMAT ",", c ? c->stats.num_reclaim_retries : r->stats.num_reclaim_retries);
+    if (r->oom && r->n_clients) {
+        uint64_t res = 0, al = 0;
+        for (size_t k = 0; k < r->n_clients; k++) {
+            if (c && c != &r->clients[k]) continue;
+            res += r->clients[k].reserved_at_oom;
+            al += r->clients[k].allocated_at_oom;
+        }
+        fprintf(out, "%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT, res, al);
+    } else {
+        fputc(',', out);
+    }
+}
+
+static void json_client(FILE *out, const gs_result *r, const gs_client_result *c)
+{
+    gs_result cr = client_as_result(r, c);
+    const gs_stats *s = &c->stats;
+    fprintf(out, "     ");
+    gs_json_str(out, c->name);
+    fprintf(out, ": {\"policy\": ");
+    gs_json_str(out, c->policy);
+    fprintf(out, ", \"outcome\": \"%s\"", c->oom ? "oom" : "ok");
+    if (c->oom)
+        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT "}",
+                c->first_oom_event, c->first_oom_size);
+    fprintf(out,
+            ", \"peak_allocated_bytes\": %" G_GINT64_FORMAT ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT
+            ", \"peak_requested_bytes\": %" G_GINT64_FORMAT ", \"frag_peak\": %.6f, \"waste_bytes\": %" G_GINT64_FORMAT
+            ", \"num_alloc_retries\": %" G_GUINT64_FORMAT ", \"num_reclaim_retries\": %" G_GUINT64_FORMAT
+            ", \"num_ooms\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
+            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
+            ", \"device_time_us\": %.1f, \"allocated_bytes\": %" G_GINT64_FORMAT
+            ", \"reserved_bytes\": %" G_GINT64_FORMAT ", \"released_for_others_bytes\": %" G_GUINT64_FORMAT,
+            s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
+            s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(&cr),
+            s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
+            s->num_alloc_retries, s->num_reclaim_retries, s->num_ooms, s->num_device_alloc,
+            s->num_device_free, s->segment[GS_STAT_ALL].allocated, gs_devcalls_total_us(&c->calls),
+            s->allocated_bytes[GS_STAT_ALL].current, s->reserved_bytes[GS_STAT_ALL].current,
+            c->released_for_others);
+    if (r->oom)
+        fprintf(out, ", \"at_first_oom\": {\"reserved_bytes\": %" G_GUINT64_FORMAT
+                     ", \"allocated_bytes\": %" G_GUINT64_FORMAT ", \"cached_bytes\": %" G_GUINT64_FORMAT "}",
+                c->reserved_at_oom, c->allocated_at_oom, c->reserved_at_oom - c->allocated_at_oom);
+    fprintf(out, "}");
+}
+
 void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                const gs_result *rs, size_t n, const gs_reference *const *refs, bool first)
+{
+    gs_report_ex(out, fmt, name, t, rs, n, refs, first, t->clients->len > 1);
+}
+
+void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                  const gs_result *rs, size_t n, const gs_reference *const *refs, bool first,
+                  bool client_columns)
 {
     switch (fmt) {
     case GS_FMT_TABLE:
@@ -329,10 +498,11 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
             for (int k = 0; k < GS_CALL_COUNT; k++)
                 fprintf(out, ",n_%s,us_%s", gs_call_name((gs_call_kind)k),
                         gs_call_name((gs_call_kind)k));
-            fprintf(out, "%s\n",
+            fprintf(out, "%s%s\n",
                     refs ? ",ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,"
                            "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
-                         : "");
+                         : "",
+                    client_columns ? "," CSV_CLIENT_COLUMNS : "");
         }
         for (size_t i = 0; i < n; i++) {
             csv_field(out, name);
@@ -349,7 +519,17 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                     fprintf(out, ",,,,,,");
                 }
             }
+            if (client_columns) csv_client_cols(out, &rs[i], NULL);
             fputc('\n', out);
+            for (size_t k = 0; client_columns && k < rs[i].n_clients; k++) {
+                gs_result cr = client_as_result(&rs[i], &rs[i].clients[k]);
+                csv_field(out, name);
+                fputc(',', out);
+                csv_row(out, &cr);
+                if (refs) fprintf(out, ",,,,,,");
+                csv_client_cols(out, &rs[i], &rs[i].clients[k]);
+                fputc('\n', out);
+            }
         }
         break;
     case GS_FMT_JSON:

@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_cli.sh GPUSIM SRCDIR - end-to-end tests of the gpusim command line: help, errors (one
-# line on stderr, exit 2), every output format, --output, OOM outcomes and --continue-on-oom.
+# line on stderr, exit 2), every output format, --output, OOM outcomes and --continue-on-oom,
+# and traces with several clients (--clients, NAME=SPEC policies, per-client reports).
 set -u
 gpusim=$1
 src=$2
@@ -159,6 +160,66 @@ python3 -c "
 import json,sys
 r=json.load(open(sys.argv[1]))['results'][0]
 assert r['device_calls']['cuMemCreate']['n'] > 0, r['device_calls']" "$tmp/e.json" || fail "expandable json: device_calls"
+
+# --- several clients: the story, its errors, every format ---
+story=$src/traces/data/dataframe-then-torch.gstrace.gz
+"$gpusim" replay --help | grep -q -- "--clients" || fail "replay --help lacks --clients"
+"$gpusim" replay --help | grep -q "cupy" || fail "replay --help lacks the cupy policy"
+expect_error "bad --clients" "'together' is not one of separate, shared, cooperative" "$gpusim" replay "$story" --clients together
+expect_error "unknown client" "has no client 'cudf' (its clients: cupy, torch)" "$gpusim" replay "$story" --policy cudf=cupy
+expect_error "client not in a one-client trace" "has no client 'cupy'" "$gpusim" replay "$trace" --policy cupy=cupy
+expect_error "client given twice" "client 'cupy' has a policy already" "$gpusim" replay "$story" -p cupy=cupy -p cupy=pytorch
+expect_error "bad client policy" "unknown policy 'rmm'" "$gpusim" replay "$story" -p cupy=rmm
+expect_error "no client name" "no client NAME" "$gpusim" replay "$story" -p =cupy
+"$gpusim" replay "$story" --clients separate,shared --clients cooperative -p pytorch -p cupy=cupy >"$tmp/s.txt" || fail "story table: exit"
+grep -q "^separate cupy=cupy torch=pytorch  *oom" "$tmp/s.txt" || fail "story: separate should end in OOM: $(cat "$tmp/s.txt")"
+grep -q "^shared pytorch  *ok" "$tmp/s.txt" || fail "story: shared should complete"
+grep -q "^cooperative cupy=cupy torch=pytorch  *ok" "$tmp/s.txt" || fail "story: cooperative should complete"
+grep -q "first OOM at event 170, torch's request of 40.000 GiB" "$tmp/s.txt" || fail "story: the OOM line should name torch's request"
+grep -q "held then: cupy 55.007 GiB reserved, 55.007 GiB of it cached" "$tmp/s.txt" || fail "story: the OOM line should say what cupy held cached"
+"$gpusim" replay "$story" --clients separate,shared,cooperative -p pytorch -p cupy=cupy --format json >"$tmp/s.json" || fail "story json: exit"
+python3 - "$tmp/s.json" <<'PY' || fail "story json: content"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+assert [r["arrangement"] for r in rs] == ["separate", "shared", "cooperative"], rs
+assert [r["outcome"] for r in rs] == ["oom", "ok", "ok"]
+sep, shared, coop = rs
+assert sep["first_oom"]["client"] == "torch" and sep["first_oom"]["size"] == 40 << 30
+assert sep["clients"]["cupy"]["at_first_oom"]["cached_bytes"] > 54 << 30
+assert sep["clients"]["torch"]["outcome"] == "oom" and sep["clients"]["cupy"]["outcome"] == "ok"
+assert coop["num_reclaim_retries"] == 1 and coop["clients"]["torch"]["num_reclaim_retries"] == 1
+assert coop["clients"]["cupy"]["released_for_others_bytes"] > 54 << 30
+for r in rs:
+    cs = r["clients"].values()
+    for k in ("num_alloc_retries", "num_reclaim_retries", "num_ooms", "num_device_alloc",
+              "num_device_free", "segments_allocated"):
+        assert sum(c[k] for c in cs) == r[k], (r["arrangement"], k)
+    assert abs(sum(c["device_time_us"] for c in cs) - r["device_time_us"]) < 1
+    assert sum(c["reserved_bytes"] for c in cs) == r["memory_stats"]["reserved_bytes.all.current"]
+    assert max(c["peak_reserved_bytes"] for c in cs) <= r["peak_reserved_bytes"] <= sum(c["peak_reserved_bytes"] for c in cs)
+assert shared["clients"]["cupy"]["policy"] == "pytorch" and sep["clients"]["cupy"]["policy"] == "cupy"
+PY
+"$gpusim" replay "$trace" "$story" --clients shared,cooperative --format csv >"$tmp/s.csv" || fail "story csv: exit"
+python3 - "$tmp/s.csv" <<'PY' || fail "story csv: content"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+# resnet50 (one client): one row; the story: a device row and two client rows per arrangement
+assert len(rows) == 1 + 2 * 3, len(rows)
+assert rows[0]["arrangement"] == "" and rows[0]["client"] == ""
+story = [r for r in rows if r["trace"].endswith("dataframe-then-torch.gstrace.gz")]
+assert [(r["arrangement"], r["client"]) for r in story] == [
+    ("shared", ""), ("shared", "cupy"), ("shared", "torch"),
+    ("cooperative", ""), ("cooperative", "cupy"), ("cooperative", "torch")], story
+dev, cupy, torch = story[3:]
+assert int(dev["num_reclaim_retries"]) == int(torch["num_reclaim_retries"]) == 1
+for k in ("num_device_alloc", "num_device_free", "num_alloc_retries"):
+    assert int(dev[k]) == int(cupy[k]) + int(torch[k]), k
+PY
+# a one-client trace prints as before: no client columns, no clients part
+"$gpusim" replay "$trace" --clients shared --format csv >"$tmp/one.csv" || fail "one client csv: exit"
+head -1 "$tmp/one.csv" | grep -q "arrangement" && fail "one client: CSV gained client columns"
+"$gpusim" replay "$trace" --clients cooperative >"$tmp/one.txt" || fail "one client table: exit"
+grep -q "^clients" "$tmp/one.txt" && fail "one client: table gained a clients part"
 
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

@@ -624,6 +624,139 @@ START_TEST(expandable_needs_a_backend_with_vmm)
 }
 END_TEST
 
+/* ---- several heaps on one device (the replay's --clients) ---- */
+
+typedef struct {
+    gs_heap *other;  /* the heap the reclaim callback empties */
+    int calls;
+    int64_t reserved[2]; /* on_reserve's running sums by segment tag */
+} two_heaps;
+
+static bool release_other(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
+{
+    two_heaps *th = ud;
+    th->calls++;
+    ck_assert_ptr_ne(h, th->other);
+    uint64_t before = gs_heap_reserved(th->other);
+    *st = gs_heap_release_cached(th->other);
+    check_heap(th->other);
+    return gs_heap_reserved(th->other) < before;
+}
+
+static void count_reserve(void *ud, const gs_segment *s, int64_t bytes)
+{
+    two_heaps *th = ud;
+    ck_assert_uint_lt(s->tag, 2);
+    th->reserved[s->tag] += bytes;
+}
+
+/* The device refuses heap b while heap a caches 40 of its 64 MiB: without a reclaim callback
+ * b fails exactly as before; with one, a releases its cache, b tries once more (counted apart
+ * from PyTorch's retry) and succeeds. */
+START_TEST(reclaim_asks_the_other_heap_then_retries_once)
+{
+    for (int with = 0; with < 2; with++) {
+        gs_sim_config sc = {.total_bytes = 64 * MiB};
+        gs_backend *be = gs_sim_backend_new(&sc);
+        GError *err = NULL;
+        gs_policy *p = gs_policy_new("pytorch", &err);
+        two_heaps th = {0};
+        gs_heap_config hc = {.ud = &th, .reclaim = with ? release_other : NULL};
+        gs_heap *a = gs_heap_new(p, be, &hc), *b = gs_heap_new(p, be, &hc);
+        th.other = a;
+        xfree(a, xalloc(a, 40 * MiB, 0));
+        gs_block *x = NULL;
+        gs_status st = gs_heap_malloc(b, 30 * MiB, 0, &x);
+        check_heap(a);
+        check_heap(b);
+        const gs_stats *s = gs_heap_stats(b);
+        ck_assert_uint_eq(s->num_alloc_retries, 1); /* its own flush and retry come first */
+        if (!with) {
+            ck_assert_int_eq(st, GS_ERR_OOM);
+            ck_assert_uint_eq(s->num_ooms, 1);
+            ck_assert_uint_eq(s->num_reclaim_retries, 0);
+            ck_assert_uint_eq(gs_heap_reserved(a), 40 * MiB);
+        } else {
+            ck_assert_int_eq(st, GS_OK);
+            ck_assert_int_eq(th.calls, 1);
+            ck_assert_uint_eq(s->num_ooms, 0);
+            ck_assert_uint_eq(s->num_reclaim_retries, 1);
+            ck_assert_uint_eq(gs_heap_reserved(a), 0);
+            ck_assert_uint_eq(gs_heap_stats(a)->num_device_free, 1);
+            xfree(b, x);
+        }
+        gs_heap_free_all(a);
+        gs_heap_free_all(b);
+        gs_policy_free(p);
+        gs_backend_destroy(be);
+    }
+}
+END_TEST
+
+/* A heap's own limit is not the device's refusal: the others are not asked. */
+START_TEST(reclaim_not_asked_for_the_heap_limit)
+{
+    gs_sim_config sc = {.total_bytes = 1 * GiB};
+    gs_backend *be = gs_sim_backend_new(&sc);
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new("pytorch", &err);
+    two_heaps th = {0};
+    gs_heap_config hc = {.limit = 50 * MiB, .ud = &th, .reclaim = release_other};
+    gs_heap *a = gs_heap_new(p, be, &hc), *b = gs_heap_new(p, be, &hc);
+    th.other = a;
+    xfree(a, xalloc(a, 40 * MiB, 0));
+    gs_block *x = NULL;
+    ck_assert_int_eq(gs_heap_malloc(b, 60 * MiB, 0, &x), GS_ERR_OOM);
+    check_heap(b);
+    ck_assert_int_eq(th.calls, 0);
+    ck_assert_uint_eq(gs_heap_reserved(a), 40 * MiB);
+    gs_heap_free_all(a);
+    gs_heap_free_all(b);
+    gs_policy_free(p);
+    gs_backend_destroy(be);
+}
+END_TEST
+
+/* on_reserve sees every change of reserved bytes, with the tag of the segment's maker; for
+ * cudaMalloc segments and for the pages of expandable ones. */
+START_TEST(on_reserve_follows_reserved_bytes_by_tag)
+{
+    const char *specs[] = {"pytorch", "pytorch:expandable_segments:True"};
+    for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) {
+        two_heaps th = {0};
+        gs_sim_config sc = {.total_bytes = 1 * GiB};
+        gs_backend *be = gs_sim_backend_new(&sc);
+        GError *err = NULL;
+        gs_policy *p = gs_policy_new(specs[i], &err);
+        gs_heap_config hc = {.ud = &th, .on_reserve = count_reserve};
+        gs_heap *h = gs_heap_new(p, be, &hc);
+        gs_heap_set_tag(h, 0);
+        gs_block *a = xalloc(h, 30 * MiB, 0);
+        gs_block *b = xalloc(h, 4096, 0);
+        gs_heap_set_tag(h, 1);
+        gs_block *c = xalloc(h, 100 * MiB, 1);
+        /* under tag 1 on stream 0: a new segment of tag 1's, or, with expandable segments, pages
+         * mapped into tag 0's reservation and charged to tag 0 */
+        gs_block *d = xalloc(h, 30 * MiB, 0);
+        ck_assert_int_eq(th.reserved[0] + th.reserved[1], (int64_t)gs_heap_reserved(h));
+        ck_assert_int_gt(th.reserved[1], 0);
+        xfree(h, a);
+        xfree(h, b);
+        xfree(h, c);
+        ck_assert_int_eq(gs_heap_empty_cache(h), GS_OK);
+        check_heap(h);
+        ck_assert_int_eq(th.reserved[0] + th.reserved[1], (int64_t)gs_heap_reserved(h));
+        xfree(h, d);
+        ck_assert_int_eq(gs_heap_empty_cache(h), GS_OK);
+        ck_assert_int_eq(th.reserved[0], 0);
+        ck_assert_int_eq(th.reserved[1], 0);
+        gs_heap_free_all(h);
+        gs_policy_free(p);
+        gs_backend_destroy(be);
+    }
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -662,6 +795,11 @@ static Suite *core_suite(void)
     tcase_add_test(te, expandable_needs_a_backend_with_vmm);
     suite_add_tcase(s, te);
     suite_add_tcase(s, tf);
+    TCase *tm = tcase_create("several heaps");
+    tcase_add_test(tm, reclaim_asks_the_other_heap_then_retries_once);
+    tcase_add_test(tm, reclaim_not_asked_for_the_heap_limit);
+    tcase_add_test(tm, on_reserve_follows_reserved_bytes_by_tag);
+    suite_add_tcase(s, tm);
     return s;
 }
 

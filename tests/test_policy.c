@@ -1,4 +1,6 @@
-/* test_policy.c - the pytorch policy's size rules and its config parser (PyTorch syntax). */
+/* test_policy.c - the pytorch policy's size rules and its config parser (PyTorch syntax); the
+ * cupy policy (CuPy 14's MemoryPool) on a heap: rounding, a cudaMalloc per miss, best fit with
+ * split and merge, per-stream arenas, free_all_blocks and its OOM path. */
 #include <string.h>
 
 #include "testutil.h"
@@ -105,6 +107,145 @@ START_TEST(registry_lists_pytorch)
 }
 END_TEST
 
+/* ---- cupy ---- */
+
+#define DEV (1 * GiB)
+
+START_TEST(cupy_rounds_to_512_and_mallocs_exactly_that)
+{
+    fixture f = fx_new("cupy", DEV, 0);
+    const gs_policy_ops *P = f.policy->ops;
+    ck_assert_uint_eq(P->round_size(f.policy->cfg, 1), 512);
+    ck_assert_uint_eq(P->round_size(f.policy->cfg, 512), 512);
+    ck_assert_uint_eq(P->round_size(f.policy->cfg, 513), 1024);
+    ck_assert_uint_eq(P->round_size(f.policy->cfg, 0), 512);
+    gs_block *a = xalloc(f.heap, 1000, 0);
+    gs_block *b = xalloc(f.heap, 3 * MiB + 1, 0);
+    ck_assert_uint_eq(a->size, 1024);
+    ck_assert_uint_eq(a->seg->size, 1024); /* no 2 MiB small-pool segment: CuPy has none */
+    ck_assert_uint_eq(b->seg->size, 3 * MiB + 512);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, LARGE).current, 3 * MiB + 1536);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, SMALL).current, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_best_fit_splits_and_merges)
+{
+    fixture f = fx_new("cupy", DEV, 0);
+    gs_block *big = xalloc(f.heap, 10 * MiB, 0);
+    gs_block *small = xalloc(f.heap, 4 * MiB, 0);
+    xfree(f.heap, big);
+    xfree(f.heap, small);
+    /* 5 MiB: the 10 MiB chunk is the only one large enough; split, rest cached */
+    gs_block *a = xalloc(f.heap, 5 * MiB, 0);
+    ck_assert_uint_eq(a->seg->size, 10 * MiB);
+    ck_assert(gs_block_is_split(a));
+    /* 3 MiB: best fit is the 4 MiB chunk, not the 5 MiB rest */
+    gs_block *b = xalloc(f.heap, 3 * MiB, 0);
+    ck_assert_uint_eq(b->seg->size, 4 * MiB);
+    gs_block *c = xalloc(f.heap, 5 * MiB, 0); /* exactly the rest: no split */
+    ck_assert_ptr_eq(c->seg, a->seg);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2); /* no miss */
+    xfree(f.heap, a);
+    xfree(f.heap, c);
+    /* the two halves merged back into one whole 10 MiB chunk */
+    ck_assert_ptr_eq(gs_pool_last(f.heap, 0)->seg->head, gs_pool_last(f.heap, 0));
+    ck_assert_uint_eq(gs_pool_last(f.heap, 0)->size, 10 * MiB);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_arenas_are_per_stream)
+{
+    fixture f = fx_new("cupy", DEV, 0);
+    gs_block *a = xalloc(f.heap, 8 * MiB, 1);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 8 * MiB, 2); /* stream 1's free chunk is not for stream 2 */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    gs_block *c = xalloc(f.heap, 8 * MiB, 1);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_free_all_blocks_releases_only_unsplit_chunks)
+{
+    fixture f = fx_new("cupy", DEV, 0);
+    gs_block *whole = xalloc(f.heap, 6 * MiB, 0);
+    gs_block *split = xalloc(f.heap, 8 * MiB, 0);
+    xfree(f.heap, whole);
+    xfree(f.heap, split);
+    gs_block *part = xalloc(f.heap, 7 * MiB, 0); /* best fit: the 8 MiB chunk, split */
+    ck_assert_uint_eq(part->seg->size, 8 * MiB);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    /* the whole 6 MiB chunk went back; the free 1 MiB piece of the split one cannot */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
+    ck_assert_uint_eq(gs_pool_count(f.heap, 0), 1);
+    xfree(f.heap, part);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_oom_frees_all_blocks_then_retries_once)
+{
+    fixture f = fx_new("cupy", 64 * MiB, 0);
+    gs_block *a = xalloc(f.heap, 40 * MiB, 0);
+    xfree(f.heap, a);
+    /* 50 MiB: no cached chunk is large enough, cudaMalloc fails (40 of 64 MiB cached),
+     * free_all_blocks, the retry succeeds */
+    gs_block *b = xalloc(f.heap, 50 * MiB, 0);
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_uint_eq(s->num_alloc_retries, 1);
+    ck_assert_uint_eq(s->num_device_free, 1);
+    ck_assert_uint_eq(gs_heap_devcalls(f.heap)->failed[GS_CALL_MALLOC], 1);
+    /* a split chunk cannot be released: split b's chunk, leaving 40 MiB of it cached, and ask
+     * for 45 MiB, which only the device could give */
+    xfree(f.heap, b);
+    gs_block *c = xalloc(f.heap, 10 * MiB, 0);
+    gs_block *d = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 45 * MiB, 0, &d), GS_ERR_OOM);
+    check_heap(f.heap);
+    ck_assert_uint_eq(s->num_alloc_retries, 2);
+    ck_assert_uint_eq(s->num_ooms, 1);
+    ck_assert_uint_eq(s->num_device_free, 1); /* nothing more could go back */
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_limit_is_set_limit)
+{
+    fixture f = fx_new("cupy", DEV, 100 * MiB);
+    gs_block *a = xalloc(f.heap, 60 * MiB, 0);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 70 * MiB, 0); /* 60 + 70 > 100: free_all_blocks, retry */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_uint_eq(gs_heap_devcalls(f.heap)->failed[GS_CALL_MALLOC], 0); /* never asked */
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cupy_has_no_config_keys)
+{
+    expect_error("cupy:max_split_size_mb:128", "no config keys");
+    gs_policy *p = policy("cupy");
+    ck_assert_str_eq(p->spec, "cupy");
+    gs_policy_free(p);
+    const gs_policy_ops *const *r = gs_policy_registry();
+    ck_assert_str_eq(r[1]->name, "cupy");
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -116,6 +257,15 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, config_errors_name_the_key);
     tcase_add_test(tc, registry_lists_pytorch);
     suite_add_tcase(s, tc);
+    TCase *tcu = tcase_create("cupy");
+    tcase_add_test(tcu, cupy_rounds_to_512_and_mallocs_exactly_that);
+    tcase_add_test(tcu, cupy_best_fit_splits_and_merges);
+    tcase_add_test(tcu, cupy_arenas_are_per_stream);
+    tcase_add_test(tcu, cupy_free_all_blocks_releases_only_unsplit_chunks);
+    tcase_add_test(tcu, cupy_oom_frees_all_blocks_then_retries_once);
+    tcase_add_test(tcu, cupy_limit_is_set_limit);
+    tcase_add_test(tcu, cupy_has_no_config_keys);
+    suite_add_tcase(s, tcu);
     return s;
 }
 

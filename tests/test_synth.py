@@ -3,9 +3,10 @@
 
     python3 tests/test_synth.py
 
-The generator runs as a subprocess, the way users run it. The bundled
-traces/data/batch-alternate.gstrace.gz must be exactly what the generator writes with its
-defaults, so the trace the tests replay is the one the README tells users to regenerate.
+The generator runs as a subprocess, the way users run it. The bundled traces
+(traces/data/batch-alternate, dataframe-then-torch and producer-consumer .gstrace.gz) must be
+exactly what the generator writes with its defaults, so the traces the tests replay are the
+ones the README tells users to regenerate.
 """
 
 import gzip
@@ -104,6 +105,111 @@ class TestBatchAlternate(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn(b"batch-alternate", r.stdout)
         self.assertIn(b"Expandable Segments", r.stdout)
+
+
+def body(lines):
+    return [l.split(",") for l in lines[lines.index(HEADER_COLS) + 1:]]
+
+
+def live_peaks(rows):
+    """Peak of live requested bytes per client, and overall, walking the events."""
+    live, size_of, peak, total, peak_total = {}, {}, {}, 0, 0
+    for f in rows:
+        op, client, ident, size = f[2], f[3], f[6], int(f[7])
+        if op == "alloc":
+            size_of[ident] = (client, size)
+            live[client] = live.get(client, 0) + size
+            total += size
+        elif op == "free":
+            c, sz = size_of.pop(ident)
+            live[c] -= sz
+            total -= sz
+        for c, v in live.items():
+            peak[c] = max(peak.get(c, 0), v)
+        peak_total = max(peak_total, total)
+    return peak, peak_total, live
+
+
+class TestClients(unittest.TestCase):
+    """The scenarios of several libraries on one GPU."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def lines(self, scenario, *args):
+        r = run(scenario, *args, "-o", "-")
+        self.assertEqual(r.returncode, 0, r.stderr.decode())
+        return r.stdout.decode().splitlines()
+
+    def test_bundled_traces_are_the_default_output(self):
+        for scenario in ("dataframe-then-torch", "producer-consumer"):
+            out = os.path.join(self.tmp.name, scenario + ".gstrace.gz")
+            r = run(scenario, "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr.decode())
+            bundled = os.path.join(ROOT, "traces", "data", scenario + ".gstrace.gz")
+            with open(out, "rb") as a, open(bundled, "rb") as b:
+                self.assertEqual(a.read(), b.read(), scenario)
+
+    def test_deterministic_and_seeded(self):
+        for scenario in ("dataframe-then-torch", "producer-consumer"):
+            self.assertEqual(self.lines(scenario, "--seed", "3"), self.lines(scenario, "--seed", "3"))
+            self.assertNotEqual(self.lines(scenario, "--seed", "3"), self.lines(scenario, "--seed", "4"))
+
+    def test_story_shape(self):
+        lines = self.lines("dataframe-then-torch")
+        self.assertIn("# device_total_bytes: 85899345920", lines)
+        rows = body(lines)
+        clients = [f[3] for f in rows if f[2] in ("alloc", "free")]
+        # the data frame first, all of it, then PyTorch alone
+        first_torch = clients.index("torch")
+        self.assertEqual(set(clients[:first_torch]), {"cupy"})
+        self.assertEqual(set(clients[first_torch:]), {"torch"})
+        peak, _, live = live_peaks(rows)
+        # about 55 GiB: every allocation of the frame, less what a group-by step gives back
+        self.assertTrue(0.95 * 55 * GIB < peak["cupy"] < 1.01 * 55 * GIB, peak["cupy"])
+        self.assertEqual(live, {"cupy": 0, "torch": 0})  # everything freed in the end
+        self.assertIn(str(40 * GIB), [f[7] for f in rows if f[2] == "alloc"])
+        small = self.lines("dataframe-then-torch", "--frame-gib", "10", "--torch-gib", "5",
+                           "--columns", "4")
+        peak, _, _ = live_peaks(body(small))
+        self.assertTrue(0.9 * 10 * GIB < peak["cupy"] < 1.01 * 10 * GIB, peak["cupy"])
+
+    def test_producer_consumer_shape(self):
+        lines = self.lines("producer-consumer", "--steps", "5")
+        self.assertIn("# device_total_bytes: 16106127360", lines)
+        rows = body(lines)
+        # the two clients take turns within every step
+        marks = [i for i, f in enumerate(rows) if f[2] == "mark"]
+        self.assertEqual(len(marks), 5)
+        for a, b in zip(marks, marks[1:] + [len(rows)]):
+            self.assertEqual({f[3] for f in rows[a + 1:b] if f[2] == "alloc"}, {"cupy", "torch"})
+        peak, total, live = live_peaks(rows)
+        self.assertEqual(live, {"cupy": 0, "torch": 0})
+        self.assertLess(total, 15 * GIB)
+        # each free is on its allocation's client
+        owner = {f[6]: f[3] for f in rows if f[2] == "alloc"}
+        self.assertTrue(all(owner[f[6]] == f[3] for f in rows if f[2] == "free"))
+
+    def test_bad_arguments_exit_2(self):
+        for args in (["dataframe-then-torch", "--frame-gib", "0"],
+                     ["producer-consumer", "--min-batch-mib", "9", "--max-batch-mib", "8"],
+                     ["producer-consumer", "--steps", "x"]):
+            r = run(*args, "-o", os.path.join(self.tmp.name, "x"))
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn(b"synth.py", r.stderr)
+
+    def test_help_names_the_scenarios(self):
+        r = run("--help")
+        for word in (b"dataframe-then-torch", b"producer-consumer", b"cupy"):
+            self.assertIn(word, r.stdout)
+        r = run("dataframe-then-torch", "--help")
+        self.assertIn(b"--torch-gib", r.stdout)
+
+
+GIB = 1 << 30
 
 
 if __name__ == "__main__":

@@ -15,14 +15,33 @@ Scenarios:
                     segment that no later request of that layer can use; the allocator must
                     cudaMalloc again. An expandable segment lets the frees coalesce into one
                     range, so its peak reserved stays near the peak of live memory.
+  dataframe-then-torch
+                    Two libraries on one 80 GiB GPU, one after the other. A data-frame library
+                    (client "cupy": CuPy's memory pool) loads the columns of a table, joins
+                    and groups it, about 55 GiB at its peak, and frees everything; its pool
+                    keeps the memory cached. Then PyTorch (client "torch") loads a model's
+                    weights and asks for 40 GiB at once, and trains a few steps. Nothing of
+                    the data frame is in use, but with an allocator per library the device
+                    has only what the first one did not cache: the story behind
+                    "CUDA out of memory" between cuDF/CuPy and PyTorch.
+  producer-consumer
+                    Two libraries interleaved on one GPU (15 GiB by default): each step a
+                    producer (client "cupy") makes a batch and scratch buffers of varying
+                    size, a consumer (client "torch") computes on it with activations of
+                    varying size, then both free what they made. About 12 GiB is live at the
+                    peak; each allocator's cache grows to its own high-water marks in pieces
+                    the other cannot use, so with an allocator each the device runs out.
 
 Every trace is deterministic for its options (--seed drives the random layer widths), and is
 written whole (temporary file, then rename); gzip-compressed when OUTPUT ends in ".gz", with a
 zero timestamp so the same options always give the same bytes. OUTPUT "-" is stdout.
 
-Example:
+Examples:
   python3 traces/synth.py batch-alternate -o /tmp/alt.gstrace
   build/gpusim replay /tmp/alt.gstrace --policy pytorch --policy pytorch:expandable_segments:True
+  python3 traces/synth.py dataframe-then-torch -o /tmp/story.gstrace
+  build/gpusim replay /tmp/story.gstrace --clients separate,shared,cooperative \
+      --policy pytorch --policy cupy=cupy
 
 Standard library only.
 """
@@ -67,8 +86,8 @@ class Writer:
     def free(self, ident, size, client="torch", stream=0):
         self._emit("free", ident, size, client, stream)
 
-    def mark(self, n):
-        self._emit("mark", 0, n)
+    def mark(self, n, client="torch"):
+        self._emit("mark", 0, n, client)
 
     def text(self):
         return ("\n".join(self.lines) + "\n").encode()
@@ -96,6 +115,79 @@ def batch_alternate(args):
                 saved.append((w.alloc(size), size))
         for ident, size in reversed(saved):  # backward: free them, last layer first
             w.free(ident, size)
+    return w
+
+
+def gib_sizes(rng, total, parts, unit=512):
+    """parts sizes, multiples of unit, that vary around total/parts and sum to about total."""
+    weights = [rng.uniform(0.6, 1.4) for _ in range(parts)]
+    scale = total / sum(weights)
+    return [max(unit, int(w * scale) // unit * unit) for w in weights]
+
+
+def dataframe_then_torch(args):
+    rng = random.Random(args.seed)
+    w = Writer(
+        f"synth dataframe-then-torch frame={args.frame_gib}GiB torch={args.torch_gib}GiB "
+        f"columns={args.columns} seed={args.seed}",
+        args.device_total,
+    )
+    df = "cupy"
+    # The data frame: columns (about 55% of the frame), then a join's hash table and output
+    # and a group-by's partial results (the rest), with small masks and indices between.
+    w.mark(0, df)
+    frame = args.frame_gib * GiB
+    columns = [(w.alloc(sz, df), sz) for sz in gib_sizes(rng, frame * 0.55, args.columns)]
+    work = []
+    for step, sz in enumerate(gib_sizes(rng, frame * 0.45, args.columns // 2)):
+        mask = rng.randrange(64, 4096) * KiB
+        m = w.alloc(mask, df)
+        work.append((w.alloc(sz, df), sz))
+        w.free(m, mask, df)
+        if step % 3 == 2:  # a group-by step reuses the space of an earlier partial result
+            ident, size = work.pop(0)
+            w.free(ident, size, df)
+            work.append((w.alloc(size - size // 4 // 512 * 512, df), size - size // 4 // 512 * 512))
+    for ident, size in reversed(work):
+        w.free(ident, size, df)
+    for ident, size in reversed(columns):
+        w.free(ident, size, df)
+    # PyTorch: the model's weights, the one large request, then training steps.
+    w.mark(1)
+    weights = [(w.alloc(sz), sz) for sz in gib_sizes(rng, args.weights_gib * GiB, 64)]
+    big = args.torch_gib * GiB
+    big_id = w.alloc(big)
+    for it in range(args.steps):
+        w.mark(2 + it)
+        acts = [(w.alloc(sz), sz) for sz in gib_sizes(rng, GiB, 32)]
+        for ident, size in reversed(acts):
+            w.free(ident, size)
+    w.free(big_id, big)
+    for ident, size in reversed(weights):
+        w.free(ident, size)
+    return w
+
+
+def producer_consumer(args):
+    rng = random.Random(args.seed)
+    w = Writer(
+        f"synth producer-consumer steps={args.steps} seed={args.seed}", args.device_total)
+    prod, cons = "cupy", "torch"
+    weights = [(w.alloc(sz, cons), sz) for sz in gib_sizes(rng, GiB, 16)]
+    for it in range(args.steps):
+        w.mark(it)
+        batch = rng.randrange(args.min_batch_mib, args.max_batch_mib + 1) * MiB
+        b = w.alloc(batch, prod)
+        scratch = [(w.alloc(sz, prod), sz) for sz in gib_sizes(rng, batch // 2, 3)]
+        for ident, size in scratch:
+            w.free(ident, size, prod)
+        acts = [(w.alloc(sz, cons), sz)
+                for sz in gib_sizes(rng, batch * rng.uniform(1.0, 2.0), 8)]
+        for ident, size in reversed(acts):
+            w.free(ident, size, cons)
+        w.free(b, batch, prod)
+    for ident, size in reversed(weights):
+        w.free(ident, size, cons)
     return w
 
 
@@ -128,13 +220,39 @@ def main(argv=None):
     a.add_argument("--seed", type=int, default=1, help="seed of the layer widths (default 1)")
     a.add_argument("--device-total", type=positive, default=80 * GiB,
                    help="device_total_bytes header (default 80 GiB)")
-    for sp in (a,):
+    d = sub.add_parser("dataframe-then-torch",
+                       help="a data-frame library caches ~55 GiB, then PyTorch asks for 40 GiB")
+    d.add_argument("--frame-gib", type=positive, default=55,
+                   help="the data frame's peak, GiB (default 55)")
+    d.add_argument("--columns", type=positive, default=24, help="columns (default 24)")
+    d.add_argument("--weights-gib", type=positive, default=2,
+                   help="PyTorch's model weights, GiB (default 2)")
+    d.add_argument("--torch-gib", type=positive, default=40,
+                   help="PyTorch's one large request, GiB (default 40)")
+    d.add_argument("--steps", type=positive, default=3, help="training steps (default 3)")
+    d.add_argument("--seed", type=int, default=1, help="seed of the sizes (default 1)")
+    d.add_argument("--device-total", type=positive, default=80 * GiB,
+                   help="device_total_bytes header (default 80 GiB)")
+    c = sub.add_parser("producer-consumer",
+                       help="two libraries interleaved: a producer's batches, a consumer's activations")
+    c.add_argument("--steps", type=positive, default=40, help="steps (default 40)")
+    c.add_argument("--min-batch-mib", type=positive, default=1024,
+                   help="smallest batch, MiB (default 1024)")
+    c.add_argument("--max-batch-mib", type=positive, default=4096,
+                   help="largest batch, MiB (default 4096)")
+    c.add_argument("--seed", type=int, default=1, help="seed of the sizes (default 1)")
+    c.add_argument("--device-total", type=positive, default=15 * GiB,
+                   help="device_total_bytes header (default 15 GiB)")
+    for sp in (a, d, c):
         sp.add_argument("-o", "--output", required=True, help="output file (.gz: compressed; -: stdout)")
     args = p.parse_args(argv)
     if args.scenario == "batch-alternate" and args.min_kib > args.max_kib:
         p.error("--min-kib must not exceed --max-kib")
+    if args.scenario == "producer-consumer" and args.min_batch_mib > args.max_batch_mib:
+        p.error("--min-batch-mib must not exceed --max-batch-mib")
 
-    w = batch_alternate(args)
+    w = {"batch-alternate": batch_alternate, "dataframe-then-torch": dataframe_then_torch,
+         "producer-consumer": producer_consumer}[args.scenario](args)
     data = maybe_gzip(args.output, w.text())
     if args.output == "-":
         sys.stdout.buffer.write(data)

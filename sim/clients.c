@@ -1,0 +1,422 @@
+/* clients.c - several libraries on one GPU: the allocators of a replay whose trace has several
+ * clients, the routing of events to them, the cooperative release, and the bookkeeping that
+ * says what each client held (see clients.h and gs_client_result in replay.h).
+ *
+ * All allocators share one backend, the simulated device, so its physical memory is what they
+ * compete for; each also has the replay's limit (--capacity), as each library has its own cap.
+ *
+ * The arrangements:
+ *   separate     one heap per client, each under its client's policy;
+ *   shared       one heap serves every client; what each client is charged is worked out
+ *                here, per request and per segment (its tag names the client that made it);
+ *   cooperative  one heap per client, and each heap's config has a reclaim callback: when the
+ *                device refuses it, the other heaps release every cached segment they can
+ *                (gs_heap_release_cached, which is also CuPy's free_all_blocks) and it tries
+ *                once more.
+ */
+#include <string.h>
+
+#include "clients.h"
+
+/* Every gs_stat of a gs_stats, for sums and peaks over several heaps. */
+#define GS_ONE_ARRAY(name) +GS_STAT_TYPES
+enum { NSTATS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
+#undef GS_ONE_ARRAY
+
+#define GS_STAT_LIST_BODY                                                                   \
+    size_t n = 0;                                                                           \
+    GS_STAT_ARRAYS(GS_LIST)                                                                 \
+    out[n++] = &s->oversize_allocations;                                                    \
+    out[n++] = &s->oversize_segments;
+#define GS_LIST(name) for (int t = 0; t < GS_STAT_TYPES; t++) out[n++] = &s->name[t];
+static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
+static void stat_list_c(const gs_stats *s, const gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
+#undef GS_LIST
+#undef GS_STAT_LIST_BODY
+
+/* The counters of a heap that the shared arrangement charges to the client whose event
+ * caused them. */
+typedef struct {
+    uint64_t retries, ooms, syncs, dev_alloc, dev_free;
+    gs_devcalls calls;
+} counters;
+
+struct gs_clients {
+    gs_clients_mode mode;
+    size_t n;                /* clients */
+    gs_heap **heap;          /* per client; shared: every entry is the one heap */
+    const gs_policy **pol;   /* per client */
+    uint16_t *slot_client;   /* the client of each allocation */
+    gs_client_result *cr;    /* per client; stats only filled as the run goes for shared */
+    uint64_t *pending_req;   /* shared: requested bytes of the client's pending frees, per
+                              * client and pool type: [2k] large, [2k+1] small */
+    counters before;         /* shared: the heap's counters before the current event */
+    uint16_t cur;            /* the client of the current event */
+    gs_stats dev;            /* separate, cooperative: the device's peaks (of the sums) */
+    bool have_oom;
+};
+
+const char *gs_clients_mode_name(gs_clients_mode m)
+{
+    static const char *const names[GS_CLIENTS_COUNT] = {"separate", "shared", "cooperative"};
+    return m < GS_CLIENTS_COUNT ? names[m] : "?";
+}
+
+gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out)
+{
+    for (int m = 0; m < GS_CLIENTS_COUNT; m++) {
+        if (strcmp(s, gs_clients_mode_name((gs_clients_mode)m)) == 0) {
+            *out = (gs_clients_mode)m;
+            return TRUE;
+        }
+    }
+    return FALSE;
+}
+
+/* ---- statistics charged by hand (shared), with the core's Stat semantics ---- */
+
+static void st_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static void st_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
+
+static int pool_type(const gs_heap *h, unsigned pool)
+{
+    return gs_heap_policy(h)->ops->pools[pool].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+}
+
+static void st2(gs_stat a[GS_STAT_TYPES], int type, int64_t v)
+{
+    if (v >= 0) {
+        st_inc(&a[GS_STAT_ALL], v);
+        st_inc(&a[type], v);
+    } else {
+        st_dec(&a[GS_STAT_ALL], -v);
+        st_dec(&a[type], -v);
+    }
+}
+
+/* gs_heap_config.on_reserve, shared: a segment's bytes belong to the client that made it. */
+static void on_reserve(void *ud, const gs_segment *s, int64_t bytes)
+{
+    gs_clients *c = ud;
+    g_assert(s->tag < c->n);
+    gs_stats *st = &c->cr[s->tag].stats;
+    int type = pool_type(c->heap[0], s->pool);
+    st2(st->reserved_bytes, type, bytes);
+    if (!s->expandable) st2(st->segment, type, bytes > 0 ? 1 : -1);
+}
+
+/* gs_heap_config.reclaim, cooperative: every other allocator releases what it has cached. */
+static bool reclaim(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
+{
+    gs_clients *c = ud;
+    bool any = false;
+    *st = GS_OK;
+    for (size_t k = 0; k < c->n; k++) {
+        gs_heap *o = c->heap[k];
+        if (o == h) continue;
+        uint64_t before = gs_heap_reserved(o);
+        *st = gs_heap_release_cached(o);
+        uint64_t after = gs_heap_reserved(o);
+        c->cr[k].released_for_others += before - after;
+        any |= after < before;
+        if (*st != GS_OK) return false;
+    }
+    return any;
+}
+
+static void read_counters(const gs_heap *h, counters *k)
+{
+    const gs_stats *s = gs_heap_stats(h);
+    k->retries = s->num_alloc_retries;
+    k->ooms = s->num_ooms;
+    k->syncs = s->num_sync_all_streams;
+    k->dev_alloc = s->num_device_alloc;
+    k->dev_free = s->num_device_free;
+    k->calls = *gs_heap_devcalls(h);
+}
+
+gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
+                           gs_backend *be, const gs_heap_config *hc, const gs_policy **failed)
+{
+    gs_clients *c = g_new0(gs_clients, 1);
+    c->mode = o->clients;
+    c->n = t->clients->len;
+    c->heap = g_new0(gs_heap *, c->n);
+    c->pol = g_new0(const gs_policy *, c->n);
+    c->cr = g_new0(gs_client_result, c->n);
+    c->pending_req = g_new0(uint64_t, 2 * c->n);
+    c->slot_client = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    for (size_t i = 0; i < t->n; i++)
+        if (t->ev[i].op == GS_OP_ALLOC) c->slot_client[t->ev[i].slot] = t->ev[i].client;
+
+    gs_heap_config cfg = *hc;
+    cfg.ud = c;
+    if (c->mode == GS_CLIENTS_SHARED) cfg.on_reserve = on_reserve;
+    if (c->mode == GS_CLIENTS_COOPERATIVE) cfg.reclaim = reclaim;
+    for (size_t k = 0; k < c->n; k++) {
+        c->pol[k] = c->mode != GS_CLIENTS_SHARED && o->client_policy && o->client_policy[k]
+                        ? o->client_policy[k] : p;
+        c->cr[k].name = g_strdup(g_ptr_array_index(t->clients, k));
+        c->cr[k].policy = g_strdup(c->pol[k]->spec);
+        if (c->mode == GS_CLIENTS_SHARED && k > 0) {
+            c->heap[k] = c->heap[0];
+            continue;
+        }
+        c->heap[k] = gs_heap_new(c->pol[k], be, &cfg);
+        if (!c->heap[k]) {
+            *failed = c->pol[k];
+            gs_result r;
+            memset(&r, 0, sizeof r);
+            gs_clients_finish(c, &r);
+            gs_result_clear(&r);
+            return NULL;
+        }
+    }
+    if (c->mode == GS_CLIENTS_SHARED) {
+        c->cr[0].stats.max_split_size = gs_heap_stats(c->heap[0])->max_split_size;
+        for (size_t k = 1; k < c->n; k++) c->cr[k].stats.max_split_size = c->cr[0].stats.max_split_size;
+    }
+    return c;
+}
+
+static uint16_t client_of(const gs_clients *c, const gs_event *e)
+{
+    return e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? c->slot_client[e->slot] : e->client;
+}
+
+/* Client k's event begins: shared, note the heap's counters to charge their growth to k. */
+static gs_heap *begin_event(gs_clients *c, uint16_t k)
+{
+    c->cur = k;
+    gs_heap *h = c->heap[k];
+    if (c->mode == GS_CLIENTS_SHARED) {
+        gs_heap_set_tag(h, k);
+        read_counters(h, &c->before);
+    }
+    return h;
+}
+
+/* Shared: charge client k for the free (op GS_OP_FREE, deferred or not) or the completion
+ * (GS_OP_FREE_DONE) of live block b, before the heap does it. Allocation counts drop at the
+ * free, requested bytes at its completion, as the core counts them (free_request, free_block). */
+static void charge_free(gs_clients *c, uint16_t k, const gs_block *b, gs_op op, bool deferred)
+{
+    if (c->mode != GS_CLIENTS_SHARED) return;
+    gs_stats *st = &c->cr[k].stats;
+    int type = pool_type(c->heap[k], b->pool);
+    uint64_t *pend = &c->pending_req[2 * k + (type == GS_STAT_SMALL)];
+    if (op == GS_OP_FREE) {
+        st2(st->allocation, type, -1);
+        st2(st->allocated_bytes, type, -(int64_t)b->size);
+        if (deferred) *pend += b->requested;
+        else st2(st->requested_bytes, type, -(int64_t)b->requested);
+    } else {
+        st2(st->requested_bytes, type, -(int64_t)b->requested);
+        *pend -= b->requested;
+    }
+}
+
+gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slots)
+{
+    uint16_t k = client_of(c, e);
+    gs_heap *h = begin_event(c, k);
+    const gs_block *b = e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? slots[e->slot] : NULL;
+    /* no block: a skipped allocation's free, or a completion the core already did */
+    if (b) charge_free(c, k, b, (gs_op)e->op, e->flags & GS_EV_DEFERRED);
+    return h;
+}
+
+/* The device's peaks, from the sums over the heaps (separate, cooperative). Taken after each
+ * event: within one event reserved and allocated bytes only fall (a release) before they
+ * rise, so the peaks of the sums are exact. */
+static void track_device(gs_clients *c)
+{
+    gs_stat *dev[NSTATS];
+    stat_list(&c->dev, dev);
+    int64_t sum[NSTATS] = {0};
+    for (size_t k = 0; k < c->n; k++) {
+        const gs_stat *hs[NSTATS];
+        stat_list_c(gs_heap_stats(c->heap[k]), hs);
+        for (int i = 0; i < NSTATS; i++) sum[i] += hs[i]->current;
+    }
+    int64_t old_alloc_peak = c->dev.allocated_bytes[GS_STAT_ALL].peak;
+    int64_t old_res_peak = c->dev.reserved_bytes[GS_STAT_ALL].peak;
+    for (int i = 0; i < NSTATS; i++)
+        if (sum[i] > dev[i]->peak) dev[i]->peak = sum[i];
+    const gs_stat *a = &c->dev.allocated_bytes[GS_STAT_ALL];
+    if (a->peak > old_alloc_peak) {
+        int64_t q = 0;
+        for (size_t k = 0; k < c->n; k++)
+            q += gs_heap_stats(c->heap[k])->requested_bytes[GS_STAT_ALL].current;
+        c->dev.requested_at_peak_allocated = q;
+    }
+    uint64_t res = (uint64_t)c->dev.reserved_bytes[GS_STAT_ALL].peak;
+    if ((int64_t)res > old_res_peak) {
+        /* external_frag's state at the device's peak: the cached free blocks of every heap */
+        uint64_t largest = 0, total = 0;
+        for (size_t k = 0; k < c->n; k++) {
+            const gs_heap *h = c->heap[k];
+            for (unsigned p = 0; p < gs_heap_policy(h)->ops->npools; p++)
+                for (gs_block *b = gs_pool_first(h, p); b; b = gs_pool_next(h, b)) {
+                    total += b->size;
+                    largest = MAX(largest, b->size);
+                }
+        }
+        c->dev.largest_free_at_peak_reserved = largest;
+        c->dev.total_free_at_peak_reserved = total;
+    }
+}
+
+/* Client c->cur's event ended; b: the block it allocated, if any. */
+static void end_event(gs_clients *c, const gs_block *b)
+{
+    if (c->mode != GS_CLIENTS_SHARED) {
+        track_device(c);
+        return;
+    }
+    uint16_t k = c->cur;
+    gs_heap *h = c->heap[k];
+    gs_stats *st = &c->cr[k].stats;
+    if (b) {
+        int type = pool_type(h, b->pool);
+        st2(st->allocation, type, 1);
+        st2(st->allocated_bytes, type, (int64_t)b->size);
+        st2(st->requested_bytes, type, (int64_t)b->requested);
+    }
+    counters now;
+    read_counters(h, &now);
+    st->num_alloc_retries += now.retries - c->before.retries;
+    st->num_ooms += now.ooms - c->before.ooms;
+    st->num_sync_all_streams += now.syncs - c->before.syncs;
+    st->num_device_alloc += now.dev_alloc - c->before.dev_alloc;
+    st->num_device_free += now.dev_free - c->before.dev_free;
+    for (int i = 0; i < GS_CALL_COUNT; i++) {
+        c->cr[k].calls.n[i] += now.calls.n[i] - c->before.calls.n[i];
+        c->cr[k].calls.failed[i] += now.calls.failed[i] - c->before.calls.failed[i];
+        c->cr[k].calls.time_us[i] += now.calls.time_us[i] - c->before.calls.time_us[i];
+    }
+    if (now.syncs != c->before.syncs) {
+        /* The heap synchronised: every pending free of every client completed. */
+        for (size_t j = 0; j < 2 * c->n; j++) {
+            if (!c->pending_req[j]) continue;
+            int type = j % 2 ? GS_STAT_SMALL : GS_STAT_LARGE;
+            st2(c->cr[j / 2].stats.requested_bytes, type, -(int64_t)c->pending_req[j]);
+            c->pending_req[j] = 0;
+        }
+    }
+}
+
+void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots)
+{
+    end_event(c, e->op == GS_OP_ALLOC ? slots[e->slot] : NULL);
+}
+
+/* What client k holds now. */
+static void holdings(const gs_clients *c, size_t k, uint64_t *reserved, uint64_t *allocated)
+{
+    const gs_stats *s = c->mode == GS_CLIENTS_SHARED ? &c->cr[k].stats : gs_heap_stats(c->heap[k]);
+    *reserved = (uint64_t)s->reserved_bytes[GS_STAT_ALL].current;
+    *allocated = (uint64_t)s->allocated_bytes[GS_STAT_ALL].current;
+}
+
+void gs_clients_oom(gs_clients *c, const gs_event *e, size_t i)
+{
+    gs_client_result *cr = &c->cr[c->cur];
+    if (!cr->oom) {
+        cr->oom = true;
+        cr->first_oom_event = i;
+        cr->first_oom_size = e->size;
+    }
+    if (c->have_oom) return;
+    c->have_oom = true;
+    for (size_t k = 0; k < c->n; k++)
+        holdings(c, k, &c->cr[k].reserved_at_oom, &c->cr[k].allocated_at_oom);
+}
+
+void gs_clients_free_slot(gs_clients *c, uint32_t slot, gs_block *b)
+{
+    /* As the slot's free (or completion) event would, so the shared charges stay right. */
+    uint16_t k = c->slot_client[slot];
+    gs_heap *h = begin_event(c, k);
+    if (b->state == GS_BLOCK_PENDING) {
+        charge_free(c, k, b, GS_OP_FREE_DONE, false);
+        gs_heap_free_complete(h, b);
+    } else {
+        charge_free(c, k, b, GS_OP_FREE, false);
+        gs_heap_free(h, b);
+    }
+    end_event(c, NULL);
+}
+
+void gs_clients_finish(gs_clients *c, gs_result *r)
+{
+    if (r) {
+        r->arrangement = gs_clients_mode_name(c->mode);
+        r->n_clients = c->n;
+        r->clients = c->cr;
+        c->cr = NULL;
+        for (size_t k = 0; k < r->n_clients; k++) {
+            if (r->clients[k].oom && (!r->clients[r->first_oom_client].oom ||
+                                      r->clients[k].first_oom_event <
+                                          r->clients[r->first_oom_client].first_oom_event))
+                r->first_oom_client = k;
+        }
+        if (c->mode == GS_CLIENTS_SHARED && c->heap[0]) {
+            r->stats = *gs_heap_stats(c->heap[0]);
+            r->calls = *gs_heap_devcalls(c->heap[0]);
+        } else if (c->n && c->heap[c->n - 1]) {
+            /* The device: additive numbers summed, peaks of the sums as tracked. */
+            gs_stats *d = &r->stats;
+            *d = c->dev;
+            gs_stat *dl[NSTATS];
+            stat_list(d, dl);
+            memset(&r->calls, 0, sizeof r->calls);
+            for (size_t k = 0; k < c->n; k++) {
+                const gs_stats *s = gs_heap_stats(c->heap[k]);
+                r->clients[k].stats = *s;
+                r->clients[k].calls = *gs_heap_devcalls(c->heap[k]);
+                gs_devcalls_add(&r->calls, gs_heap_devcalls(c->heap[k]));
+                gs_stat *sl[NSTATS];
+                stat_list(&r->clients[k].stats, sl);
+                for (int i = 0; i < NSTATS; i++) {
+                    dl[i]->current += sl[i]->current;
+                    dl[i]->allocated += sl[i]->allocated;
+                    dl[i]->freed += sl[i]->freed;
+                }
+                d->num_alloc_retries += s->num_alloc_retries;
+                d->num_ooms += s->num_ooms;
+                d->num_sync_all_streams += s->num_sync_all_streams;
+                d->num_device_alloc += s->num_device_alloc;
+                d->num_device_free += s->num_device_free;
+                d->num_reclaim_retries += s->num_reclaim_retries;
+            }
+            d->max_split_size = r->clients[0].stats.max_split_size;
+        }
+    }
+    for (size_t k = 0; k < c->n; k++) {
+        if (c->mode == GS_CLIENTS_SHARED && k > 0) break;
+        gs_heap_free_all(c->heap[k]);
+    }
+    if (c->cr) {
+        for (size_t k = 0; k < c->n; k++) {
+            g_free(c->cr[k].name);
+            g_free(c->cr[k].policy);
+        }
+        g_free(c->cr);
+    }
+    g_free(c->heap);
+    g_free(c->pol);
+    g_free(c->pending_req);
+    g_free(c->slot_client);
+    g_free(c);
+}
