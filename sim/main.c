@@ -1,9 +1,13 @@
 /* main.c - the gpusim command line.
  *
  *   gpusim replay TRACE... [--policy SPEC]... [--capacity SIZE] [--format table|csv|json] ...
+ *   gpusim sweep TRACE --policy 'pytorch:max_split_size_mb:{64,128}' --capacity '{5.75,6.25}GiB'
+ *   gpusim plot RESULT...
  *
  * Exit status: 0 when every report was produced (an OOM is a result, not a failure); 1 when a
- * replay stopped on a device error; 2 for bad usage or bad input (one line on stderr).
+ * replay stopped on a device error; 2 for bad usage or bad input (one line on stderr); 3 when
+ * plots were asked for and gnuplot is missing or failed (the reports and the plots' data are
+ * written all the same).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +18,13 @@
 
 #include <glib/gstdio.h>
 
+#include "plot.h"
 #include "replay.h"
+#include "sweep.h"
 
 #define EXIT_DEVICE 1
 #define EXIT_USAGE 2
+#define EXIT_PLOT 3
 
 static const char replay_summary[] =
     "Replay recorded allocation traces through allocator policies on a simulated GPU and\n"
@@ -38,9 +45,17 @@ static const char replay_description[] =
     "      --policy pytorch:max_split_size_mb:128 --capacity 5.75GiB\n"
     "  gpusim replay trace.gstrace --policy 'pytorch:roundup_power2_divisions:[256:1,>:4]' --format json\n"
     "  gpusim replay ref_input.gstrace.gz --reference run.ref.json     # real run vs simulated\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz -p pytorch -p pytorch:expandable_segments:True \\\n"
+    "      --plot plots/ --format json -o run.json   # plots; 'gpusim plot run.json' redraws them\n"
+    "\n"
+    "--plot DIR draws, with gnuplot, per trace: NAME-timeline (allocated and reserved memory over\n"
+    "the trace, retries and OOMs marked), NAME-bars (the policies compared) and NAME-map-K-POLICY\n"
+    "(the address space at peak reserved), each as .png and .svg beside its .gp script and .dat\n"
+    "data (run 'gnuplot NAME.gp' in DIR to redraw). gnuplot is $GPUSIM_GNUPLOT, else gnuplot.\n"
     "\n"
     "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
-    "error, 2 bad usage or bad input.";
+    "error, 2 bad usage or bad input, 3 --plot could not draw (gnuplot missing or failed; the\n"
+    "reports and the plots' data are written all the same).";
 
 static void usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 static void usage_error(const char *fmt, ...)
@@ -114,10 +129,22 @@ static void close_output(FILE *f, char *tmp, const char *path)
     g_free(tmp);
 }
 
+/* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */
+static gboolean render_plots(gs_plotter *plotter)
+{
+    GError *err = NULL;
+    size_t n = 0;
+    if (gs_plotter_render(plotter, &n, &err)) return TRUE;
+    fprintf(stderr, "gpusim: --plot: %s\n", err->message);
+    g_error_free(err);
+    return FALSE;
+}
+
 static int cmd_replay(int argc, char **argv)
 {
     char **policies = NULL, *capacity = NULL, *device_total = NULL, *format = NULL;
     char *backend = NULL, *calibration = NULL, *reference = NULL, *output = NULL;
+    char *plot_dir = NULL;
     gboolean continue_on_oom = FALSE, lenient = FALSE, no_ref_addrs = FALSE, quiet = FALSE;
     gboolean touch = FALSE;
     GOptionEntry entries[] = {
@@ -150,6 +177,9 @@ static int cmd_replay(int argc, char **argv)
         {"no-reference-addresses", 0, 0, G_OPTION_ARG_NONE, &no_ref_addrs,
          "With --reference: place segments by the driver model, not the real addresses", NULL},
         {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr", NULL},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also draw plots into DIR with gnuplot (timeline, bars, address map at peak; PNG and "
+         "SVG beside their data); --format json then carries their data too", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     GOptionContext *ctx = g_option_context_new("TRACE... - replay allocation traces");
@@ -241,6 +271,8 @@ static int cmd_replay(int argc, char **argv)
     }
 #endif
 
+    gs_plotter *plotter = NULL;
+    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &err))) usage_error("--plot: %s", err->message);
     char *tmp = NULL;
     FILE *out = open_output(output, &tmp);
     bool show_progress = !quiet && isatty(STDERR_FILENO);
@@ -250,6 +282,7 @@ static int cmd_replay(int argc, char **argv)
         const gs_trace *t = traces->pdata[a - 1];
         gs_result *rs = g_new0(gs_result, pols->len);
         const gs_reference **refs = ref ? g_new0(const gs_reference *, pols->len) : NULL;
+        gs_plot_series **series = plotter ? g_new0(gs_plot_series *, pols->len) : NULL;
         for (guint i = 0; i < pols->len; i++) {
             const gs_policy *pol = pols->pdata[i];
             char *label = g_strdup_printf("%s [%s]", argv[a], pol->spec);
@@ -264,7 +297,12 @@ static int cmd_replay(int argc, char **argv)
                 .backend = dev,
                 .touch = touch,
             };
+            if (series) {
+                o.observe = gs_plot_observe;
+                o.observe_ud = series[i] = gs_plot_series_new(t->n);
+            }
             gs_replay_run(t, pol, &o, &rs[i], NULL);
+            if (series && fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
             if (show_progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
             if (rs[i].error != GS_OK) rc = EXIT_DEVICE;
             if (refs) refs[i] = ref;
@@ -272,6 +310,15 @@ static int cmd_replay(int argc, char **argv)
         }
         if (fmt == GS_FMT_JSON && a > 1) fputs(",\n", out);
         gs_report(out, fmt, argv[a], t, rs, pols->len, refs, a == 1);
+        if (plotter) {
+            gs_plot_run *runs = g_new0(gs_plot_run, pols->len);
+            for (guint i = 0; i < pols->len; i++) gs_plot_run_from_result(&runs[i], &rs[i], series[i]);
+            if (!gs_plot_trace(plotter, argv[a], runs, pols->len, &err))
+                usage_error("--plot: %s", err->message);
+            for (guint i = 0; i < pols->len; i++) gs_plot_run_clear(&runs[i]); /* and the series */
+            g_free(runs);
+            g_free(series);
+        }
         for (guint i = 0; i < pols->len; i++) gs_result_clear(&rs[i]);
         g_free(rs);
         g_free(refs);
@@ -280,6 +327,9 @@ static int cmd_replay(int argc, char **argv)
     if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
     close_output(out, tmp, output);
     gs_backend_destroy(dev);
+    if (plotter && !render_plots(plotter)) rc = EXIT_PLOT;
+    gs_plotter_free(plotter);
+    g_free(plot_dir);
 
     g_ptr_array_free(pols, TRUE);
     gs_reference_free(ref);

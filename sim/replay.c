@@ -101,6 +101,7 @@ void gs_result_clear(gs_result *r)
 {
     g_free(r->policy);
     g_free(r->error_msg);
+    g_free(r->json_extra);
     memset(r, 0, sizeof *r);
 }
 
@@ -124,6 +125,7 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
                     r->first_oom_size = e->size;
                 }
                 if (!o->continue_on_oom) {
+                    if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                     r->events = done_before + i + 1;
                     return FALSE;
                 }
@@ -160,6 +162,7 @@ static gboolean replay_pass(gs_heap *h, gs_backend *be, const gs_trace *t, gs_bl
         case GS_OP_COUNT:
             break;
         }
+        if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
         if (st != GS_OK) {
             r->error = st;
             r->error_event = i;

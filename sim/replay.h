@@ -36,6 +36,10 @@ void gs_reference_free(gs_reference *r);
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out);
 
 typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
+/* Called after every event with the heap as that event left it (e: the event; index: events
+ * replayed before it, over all repetitions). For plots (plots/plot.h): the timeline, the retry
+ * and OOM markers, the address map at peak reserved. Must not change the heap. */
+typedef void (*gs_observe_fn)(const gs_heap *h, const gs_event *e, size_t index, void *ud);
 
 typedef struct {
     uint64_t capacity;            /* the allocator's limit in bytes; 0 = none */
@@ -48,6 +52,8 @@ typedef struct {
     void *progress_ud;
     unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1 */
     bool touch;                   /* write every allocation once (real memory: --touch) */
+    gs_observe_fn observe;        /* optional: see gs_observe_fn; NULL costs one branch */
+    void *observe_ud;
 } gs_replay_opts;
 
 typedef struct {
@@ -69,6 +75,9 @@ typedef struct {
     /* The device's free bytes before the replay and after the allocator let go of everything:
      * equal when every byte went back. */
     uint64_t dev_free_before, dev_free_after;
+    /* More members for this result's JSON object, already formatted (", \"timeline\": ...":
+     * the plot series of plots/plot.c), or NULL; g_free'd by gs_result_clear. */
+    char *json_extra;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device
