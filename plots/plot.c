@@ -268,6 +268,14 @@ gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err)
 
 /* ---- runs ---- */
 
+/* x as a report prints it ("%.6f"), so plots drawn now and from the saved report agree. */
+static double as_printed(const char *fmt, double x)
+{
+    char buf[64];
+    g_snprintf(buf, sizeof buf, fmt, x);
+    return g_ascii_strtod(buf, NULL);
+}
+
 void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series *series)
 {
     memset(pr, 0, sizeof *pr);
@@ -276,10 +284,10 @@ void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series
     pr->outcome = g_strdup(r->error != GS_OK ? "error" : r->oom ? "oom" : "ok");
     pr->peak_allocated = r->stats.allocated_bytes[GS_STAT_ALL].peak;
     pr->peak_reserved = r->stats.reserved_bytes[GS_STAT_ALL].peak;
-    pr->frag_peak = gs_result_frag_peak(r);
+    pr->frag_peak = as_printed("%.6f", gs_result_frag_peak(r));
     pr->retries = r->stats.num_alloc_retries;
     pr->ooms = r->stats.num_ooms;
-    pr->device_us = gs_devcalls_total_us(&r->calls);
+    pr->device_us = as_printed("%.1f", gs_devcalls_total_us(&r->calls));
     pr->series = series;
 }
 
