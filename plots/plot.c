@@ -473,20 +473,24 @@ static gboolean plot_timeline(gs_plotter *p, const char *trace, const char *stem
 {
     /* Trace time when the trace has it; synthetic traces may not. */
     bool use_time = false;
-    double xmax = 1, ymax = 0;
+    uint64_t span_us = 0;
+    double xmax = 0, ymax = 0;
     for (size_t i = 0; i < n; i++) {
         const gs_plot_series *s = runs[i].series;
         if (!s || !s->points->len) continue;
         const point *last = &g_array_index(s->points, point, s->points->len - 1);
         use_time |= last->time_us > 0;
+        span_us = MAX(span_us, last->time_us);
     }
+    /* milliseconds for a trace shorter than 10 s (the .dat keeps seconds) */
+    bool in_ms = use_time && span_us < 10 * G_USEC_PER_SEC;
+    const char *xexpr = !use_time ? "1" : in_ms ? "($2*1000)" : "2";
     GString *dat = g_string_new(NULL), *ev = g_string_new(NULL), *g = g_string_new(NULL);
     g_string_append_printf(dat, "# %s: memory over the trace, per policy (gnuplot index blocks, in "
                                 "this order); each row is the maxima over a bucket of events\n"
                                 "# event time_s allocated_GiB reserved_GiB\n", trace);
     g_string_append(ev, "# the events where a retry or an OOM happened (index blocks named below)\n"
                         "# event time_s allocated_GiB reserved_GiB\n");
-    int xcol = use_time ? 2 : 1;
     bool cap_same = same_capacity(runs, n);
     char *title_cap = cap_same ? cap_words(runs[0].capacity) : g_strdup("capacities as labelled");
     char *base = g_path_get_basename(trace);
@@ -503,17 +507,18 @@ static gboolean plot_timeline(gs_plotter *p, const char *trace, const char *stem
             const point *pt = &g_array_index(s->points, point, k);
             g_string_append_printf(dat, "%" G_GUINT64_FORMAT " %.6f %.6f %.6f\n", pt->event,
                                    (double)pt->time_us / 1e6, gib(pt->allocated), gib(pt->reserved));
-            xmax = MAX(xmax, use_time ? (double)pt->time_us / 1e6 : (double)pt->event);
+            xmax = MAX(xmax, !use_time ? (double)pt->event
+                             : (double)pt->time_us / (in_ms ? 1e3 : 1e6));
             ymax = MAX(ymax, gib(pt->reserved));
         }
         g_string_append(dat, "\n\n");
-        g_string_append_printf(plots, "%s'%s.dat' index %d using %d:4 with lines lw 2.5 lc rgb '%s' title ",
-                               plots->len ? ", \\\n     " : "plot ", stem, block, xcol, c);
+        g_string_append_printf(plots, "%s'%s.dat' index %d using %s:4 with lines lw 2.5 lc rgb '%s' title ",
+                               plots->len ? ", \\\n     " : "plot ", stem, block, xexpr, c);
         char *t = g_strdup_printf("%s: reserved", label);
         gp_str(plots, t);
         g_free(t);
-        g_string_append_printf(plots, ", \\\n     '%s.dat' index %d using %d:3 with lines lw 1 dt 3 lc rgb '%s' title ",
-                               stem, block, xcol, c);
+        g_string_append_printf(plots, ", \\\n     '%s.dat' index %d using %s:3 with lines lw 1 dt 3 lc rgb '%s' title ",
+                               stem, block, xexpr, c);
         t = g_strdup_printf("%s: allocated", label);
         gp_str(plots, t);
         g_free(t);
@@ -528,8 +533,8 @@ static gboolean plot_timeline(gs_plotter *p, const char *trace, const char *stem
                                        (double)pt->time_us / 1e6, gib(pt->allocated), gib(pt->reserved));
             }
             g_string_append(ev, "\n\n");
-            g_string_append_printf(plots, ", \\\n     '%s-events.dat' index %d using %d:4 with points %s lc rgb '%s' title ",
-                                   stem, evblock++, xcol, m ? "pt 2 ps 2.6 lw 3" : "pt 8 ps 1.8 lw 2", c);
+            g_string_append_printf(plots, ", \\\n     '%s-events.dat' index %d using %s:4 with points %s lc rgb '%s' title ",
+                                   stem, evblock++, xexpr, m ? "pt 2 ps 2.6 lw 3" : "pt 8 ps 1.8 lw 2", c);
             t = m ? count_label(label, s->n_ooms, "OOM", "OOMs")
                   : count_label(label, s->n_retries, "retry (cache flushed)", "retries (cache flushed)");
             gp_str(plots, t);
@@ -556,7 +561,7 @@ static gboolean plot_timeline(gs_plotter *p, const char *trace, const char *stem
     g_string_append_printf(g, "\nset xlabel '%s'\nset ylabel 'memory (GiB)'\n"
                               "set grid\nset key below left Left reverse maxcols 3 spacing 1.2\n"
                               "set xrange [0:%.6g]\nset yrange [0:%.6g]\nset format y '%%.1f'\n",
-                           use_time ? "trace time (s)" : "event", xmax, ymax > 0 ? ymax * 1.1 : 1.0);
+                           !use_time ? "event" : in_ms ? "trace time (ms)" : "trace time (s)", xmax > 0 ? xmax : 1.0, ymax > 0 ? ymax * 1.1 : 1.0);
     g_string_append_len(g, plots->str, (gssize)plots->len);
     g_string_append_c(g, '\n');
     gp_end(g);
@@ -668,7 +673,7 @@ static gboolean plot_bars(gs_plotter *p, const char *trace, const char *stem,
             "plot '%s.dat' using 1:%zu:2 with boxes lc rgb variable, \\\n"
             "     '' using 1:%zu:(sprintf('%s', $%zu)) with labels offset 0,0.8 font 'Sans,11'\n",
             (double)n - 0.4, ymax, m >= 3 && m <= 4 ? "%.0f" : "%g",
-            m >= 3 && m <= 4 && maxv[m] < 5 ? "set ytics 1\n" : "", stem, m + 3, m + 3,
+            m >= 3 && m <= 4 && maxv[m] < 5 ? "set ytics 1\n" : "set ytics autofreq\n", stem, m + 3, m + 3,
             metrics[m].fmt, m + 3);
     }
     gp_legend_strip(g, top, 0.09, labels, colours, n, NULL);
