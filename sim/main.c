@@ -527,11 +527,11 @@ static int cmd_plot(int argc, char **argv)
     for (int a = 1; a < argc; a++) {
         char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
         gs_plotter *p = gs_plotter_new(d, &err);
-        if (!p) usage_error("%s", err->message);
-        if (!gs_plot_saved(p, argv[a], &err)) usage_error("%s", err->message);
-        if (!render_plots(p)) rc = EXIT_PLOT;
-        gs_plotter_free(p);
         g_free(d);
+        gboolean ok = p && gs_plot_saved(p, argv[a], &err);
+        if (ok && !render_plots(p)) rc = EXIT_PLOT;
+        gs_plotter_free(p);
+        if (!ok) usage_error("%s", err->message);
         if (rc) break;
     }
     g_free(dir);
