@@ -1,9 +1,13 @@
 /* main.c - the gpusim command line.
  *
  *   gpusim replay TRACE... [--policy SPEC]... [--capacity SIZE] [--format table|csv|json] ...
+ *   gpusim sweep TRACE --policy 'pytorch:max_split_size_mb:{64,128}' --capacity '{5.75,6.25}GiB'
+ *   gpusim plot RESULT...
  *
  * Exit status: 0 when every report was produced (an OOM is a result, not a failure); 1 when a
- * replay stopped on a device error; 2 for bad usage or bad input (one line on stderr).
+ * replay stopped on a device error; 2 for bad usage or bad input (one line on stderr); 3 when
+ * plots were asked for and gnuplot is missing or failed (the reports and the plots' data are
+ * written all the same).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +18,13 @@
 
 #include <glib/gstdio.h>
 
+#include "plot.h"
 #include "replay.h"
+#include "sweep.h"
 
 #define EXIT_DEVICE 1
 #define EXIT_USAGE 2
+#define EXIT_PLOT 3
 
 static const char replay_summary[] =
     "Replay recorded allocation traces through allocator policies on a simulated GPU and\n"
@@ -52,9 +59,17 @@ static const char replay_description[] =
     "  gpusim replay ref_input.gstrace.gz --reference run.ref.json     # real run vs simulated\n"
     "  gpusim replay traces/data/dataframe-then-torch.gstrace.gz \\\n"
     "      --clients separate,shared,cooperative --policy pytorch --policy cupy=cupy\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz -p pytorch -p pytorch:expandable_segments:True \\\n"
+    "      --plot plots/ --format json -o run.json   # plots; 'gpusim plot run.json' redraws them\n"
+    "\n"
+    "--plot DIR draws, with gnuplot, per trace: NAME-timeline (allocated and reserved memory over\n"
+    "the trace, retries and OOMs marked), NAME-bars (the policies compared) and NAME-map-K-POLICY\n"
+    "(the address space at peak reserved), each as .png and .svg beside its .gp script and .dat\n"
+    "data (run 'gnuplot NAME.gp' in DIR to redraw). gnuplot is $GPUSIM_GNUPLOT, else gnuplot.\n"
     "\n"
     "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
-    "error, 2 bad usage or bad input.";
+    "error, 2 bad usage or bad input, 3 --plot could not draw (gnuplot missing or failed; the\n"
+    "reports and the plots' data are written all the same).";
 
 static void usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 static void usage_error(const char *fmt, ...)
@@ -137,11 +152,23 @@ static void close_output(FILE *f, char *tmp, const char *path)
     g_free(tmp);
 }
 
+/* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */
+static gboolean render_plots(gs_plotter *plotter)
+{
+    GError *err = NULL;
+    size_t n = 0;
+    if (gs_plotter_render(plotter, &n, &err)) return TRUE;
+    fprintf(stderr, "gpusim: %s\n", err->message);
+    g_error_free(err);
+    return FALSE;
+}
+
 static int cmd_replay(int argc, char **argv)
 {
     char **policies = NULL, *capacity = NULL, *device_total = NULL, *format = NULL;
     char *backend = NULL, *calibration = NULL, *reference = NULL, *output = NULL;
     char **clients = NULL;
+    char *plot_dir = NULL;
     gboolean continue_on_oom = FALSE, lenient = FALSE, no_ref_addrs = FALSE, quiet = FALSE;
     gboolean touch = FALSE;
     GOptionEntry entries[] = {
@@ -179,6 +206,9 @@ static int cmd_replay(int argc, char **argv)
         {"no-reference-addresses", 0, 0, G_OPTION_ARG_NONE, &no_ref_addrs,
          "With --reference: place segments by the driver model, not the real addresses", NULL},
         {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr", NULL},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also draw plots into DIR with gnuplot (timeline, bars, address map at peak; PNG and "
+         "SVG beside their data); --format json then carries their data too", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     GOptionContext *ctx = g_option_context_new("TRACE... - replay allocation traces");
@@ -312,6 +342,8 @@ static int cmd_replay(int argc, char **argv)
     }
 #endif
 
+    gs_plotter *plotter = NULL;
+    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &err))) usage_error("--plot: %s", err->message);
     char *tmp = NULL;
     FILE *out = open_output(output, &tmp);
     bool show_progress = !quiet && isatty(STDERR_FILENO);
@@ -333,6 +365,7 @@ static int cmd_replay(int argc, char **argv)
         guint n = nmodes * npols;
         gs_result *rs = g_new0(gs_result, n);
         const gs_reference **refs = ref ? g_new0(const gs_reference *, n) : NULL;
+        gs_plot_series **series = plotter ? g_new0(gs_plot_series *, n) : NULL;
         for (guint i = 0; i < n; i++) {
             const gs_policy *pol = !multi && cpol[0] ? cpol[0] : pols->pdata[i % npols];
             char *label = g_strdup_printf("%s [%s]", argv[a], pol->spec);
@@ -349,7 +382,12 @@ static int cmd_replay(int argc, char **argv)
                 .clients = g_array_index(modes, gs_clients_mode, i / npols),
                 .client_policy = cpol,
             };
+            if (series) {
+                o.observe = gs_plot_observe;
+                o.observe_ud = series[i] = gs_plot_series_new(t->n);
+            }
             gs_replay_run(t, pol, &o, &rs[i], NULL);
+            if (series && fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
             if (show_progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
             if (rs[i].error != GS_OK) rc = EXIT_DEVICE;
             if (refs) refs[i] = ref;
@@ -357,6 +395,15 @@ static int cmd_replay(int argc, char **argv)
         }
         if (fmt == GS_FMT_JSON && a > 1) fputs(",\n", out);
         gs_report_ex(out, fmt, argv[a], t, rs, n, refs, a == 1, any_clients);
+        if (plotter) {
+            gs_plot_run *runs = g_new0(gs_plot_run, n);
+            for (guint i = 0; i < n; i++) gs_plot_run_from_result(&runs[i], &rs[i], series[i]);
+            if (!gs_plot_trace(plotter, argv[a], runs, n, &err))
+                usage_error("--plot: %s", err->message);
+            for (guint i = 0; i < n; i++) gs_plot_run_clear(&runs[i]); /* and the series */
+            g_free(runs);
+            g_free(series);
+        }
         for (guint i = 0; i < n; i++) gs_result_clear(&rs[i]);
         g_free(rs);
         g_free(refs);
@@ -366,6 +413,9 @@ static int cmd_replay(int argc, char **argv)
     if (fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
     close_output(out, tmp, output);
     gs_backend_destroy(dev);
+    if (plotter && !render_plots(plotter)) rc = EXIT_PLOT;
+    gs_plotter_free(plotter);
+    g_free(plot_dir);
 
     g_ptr_array_free(pols, TRUE);
     g_ptr_array_free(assigned, TRUE);
@@ -556,6 +606,198 @@ static int cmd_validate(int argc, char **argv)
     return rc;
 }
 
+/* ---- gpusim sweep ---- */
+
+static const char sweep_description[] =
+    "Each brace list in --policy or --capacity is a parameter of the grid, named by the key in\n"
+    "front of it (max_split_size_mb, garbage_collection_threshold, ...) or 'capacity'; several\n"
+    "--policy templates add a 'policy' parameter. Cells are the product of the lists, the first\n"
+    "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
+    "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
+    "      --policy 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \\\n"
+    "      -o sweep.csv --plot plots/        # 8 cells; plots/resnet50-sweep.png\n"
+    "  gpusim sweep trace.gstrace -p 'pytorch:garbage_collection_threshold:{0.5,0.7,0.9}' \\\n"
+    "      -p pytorch:expandable_segments:True --capacity 20GiB -j 4\n"
+    "  gpusim plot sweep.csv                  # redraw the sweep's plot from its CSV\n"
+    "\n"
+    "--plot DIR draws NAME-sweep (.png, .svg, with its .gp and .dat): peak reserved, waste,\n"
+    "retries and modelled device time against the first parameter, one line per value of the\n"
+    "others, OOM cells marked. A progress line goes to stderr when it is a terminal.\n"
+    "\n"
+    "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
+    "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway).";
+
+static void sweep_progress(size_t done, size_t total, void *ud)
+{
+    fprintf(stderr, "\r\033[K%s: %zu/%zu cells", (const char *)ud, done, total);
+    fflush(stderr);
+}
+
+static int cmd_sweep(int argc, char **argv)
+{
+    char **policies = NULL, *capacity = NULL, *device_total = NULL, *calibration = NULL;
+    char *output = NULL, *plot_dir = NULL;
+    gint jobs = 0;
+    gboolean continue_on_oom = FALSE, lenient = FALSE, quiet = FALSE;
+    GOptionEntry entries[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "Policy template with brace lists, e.g. 'pytorch:max_split_size_mb:{64,128}'; repeat "
+         "for several (default: pytorch)", "SPEC"},
+        {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
+         "Memory the allocator may reserve, with brace lists, e.g. '{5.75,6.25}GiB' "
+         "(default: no limit)", "SIZE"},
+        {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
+         "Cells replayed at once (default: one per processor)", "N"},
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+         "Write the CSV to FILE (whole, via a temporary file) instead of stdout", "FILE"},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also plot the sweep into DIR with gnuplot", "DIR"},
+        {"device-total", 0, 0, G_OPTION_ARG_STRING, &device_total,
+         "Physical memory of the simulated device (default: from the trace, else 80GiB)", "SIZE"},
+        {"continue-on-oom", 0, 0, G_OPTION_ARG_NONE, &continue_on_oom,
+         "Count and skip OOMs instead of stopping a cell at its first", NULL},
+        {"lenient", 0, 0, G_OPTION_ARG_NONE, &lenient,
+         "Turn trace errors such as a free of an unknown id into counted warnings", NULL},
+        {"calibration", 0, 0, G_OPTION_ARG_FILENAME, &calibration,
+         "Device-call latency table (default: built-in H100)", "FILE"},
+        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, "No progress on stderr", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    GOptionContext *ctx = g_option_context_new("TRACE - replay one trace over a grid of settings");
+    g_option_context_set_summary(ctx,
+        "Replay a trace under every combination of policy settings and capacities written as\n"
+        "brace lists, in parallel, and write one CSV row per combination.");
+    g_option_context_set_description(ctx, sweep_description);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    GError *err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        usage_error("%s (try 'gpusim sweep --help')", err->message);
+    if (argc < 2) usage_error("sweep: no TRACE given (try 'gpusim sweep --help')");
+    if (argc > 2) usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
+    if (jobs < 0) usage_error("--jobs: %d is not a number of threads", jobs);
+    uint64_t total = 0;
+    if (device_total && !gs_parse_size(device_total, &total, &err))
+        usage_error("--device-total: %s", err->message);
+    gs_sweep *sw = gs_sweep_new((const char *const *)policies, capacity, &err);
+    if (!sw) usage_error("%s", err->message);
+    gs_calibration *cal = NULL;
+    if (calibration) {
+        char *msg = NULL;
+        if (!(cal = gs_calibration_load(calibration, &msg))) usage_error("--calibration: %s", msg);
+    } else {
+        cal = gs_calibration_builtin(); /* one table, read by every cell */
+    }
+    gs_trace *t = gs_trace_load(argv[1], lenient ? GS_TRACE_LENIENT : 0, warn_lenient, NULL, &err);
+    if (!t) usage_error("%s", err->message);
+    gs_plotter *plotter = NULL;
+    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &err))) usage_error("--plot: %s", err->message);
+
+    size_t n = sw->cells->len;
+    gs_result *rs = g_new0(gs_result, n);
+    gs_replay_opts o = {
+        .device_total = total ? total : t->device_total,
+        .cal = cal,
+        .continue_on_oom = continue_on_oom,
+    };
+    bool show_progress = !quiet && isatty(STDERR_FILENO);
+    if (!gs_sweep_run(sw, t, &o, (unsigned)jobs, show_progress ? sweep_progress : NULL, argv[1],
+                      rs, &err))
+        usage_error("%s", err->message);
+    if (show_progress) fputs("\r\033[K", stderr);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].error != GS_OK) rc = EXIT_DEVICE;
+
+    char *tmp = NULL;
+    FILE *out = open_output(output, &tmp);
+    gs_sweep_csv(out, sw, argv[1], t, rs);
+    close_output(out, tmp, output);
+    if (plotter) {
+        gs_plot_run *runs = g_new0(gs_plot_run, n);
+        const char **values = g_new0(const char *, n * sw->params->len + 1);
+        for (size_t i = 0; i < n; i++) {
+            const gs_sweep_cell *c = &g_array_index(sw->cells, gs_sweep_cell, i);
+            gs_plot_run_from_result(&runs[i], &rs[i], NULL);
+            for (guint k = 0; k < sw->params->len; k++) values[i * sw->params->len + k] = c->values[k];
+        }
+        if (!gs_plot_sweep(plotter, argv[1], (const char *const *)sw->params->pdata,
+                           sw->params->len, values, runs, n, &err))
+            usage_error("--plot: %s", err->message);
+        if (!render_plots(plotter)) rc = EXIT_PLOT;
+        for (size_t i = 0; i < n; i++) gs_plot_run_clear(&runs[i]);
+        g_free(runs);
+        g_free(values);
+        gs_plotter_free(plotter);
+    }
+    for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
+    g_free(rs);
+    gs_trace_free(t);
+    gs_sweep_free(sw);
+    gs_calibration_free(cal);
+    g_strfreev(policies);
+    g_free(capacity);
+    g_free(device_total);
+    g_free(calibration);
+    g_free(output);
+    g_free(plot_dir);
+    g_option_context_free(ctx);
+    return rc;
+}
+
+/* ---- gpusim plot ---- */
+
+static const char plot_description[] =
+    "RESULT is a report of 'gpusim replay --format json|csv' or the CSV of 'gpusim sweep'. JSON\n"
+    "saved from a replay run with --plot carries the timeline and the address map, and gives\n"
+    "every plot again; a replay's CSV (or JSON without them) gives the comparison bars; a sweep's\n"
+    "CSV gives the sweep's plot. Each plot is NAME.png and NAME.svg beside NAME.gp and its .dat.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz -p pytorch -p pytorch:expandable_segments:True \\\n"
+    "      --format json -o run.json --plot plots/\n"
+    "  gpusim plot run.json -o other-plots/\n"
+    "  gpusim sweep trace.gstrace -p 'pytorch:max_split_size_mb:{64,128}' -o sweep.csv\n"
+    "  gpusim plot sweep.csv                   # plots beside sweep.csv\n"
+    "\n"
+    "gnuplot is $GPUSIM_GNUPLOT, else gnuplot in PATH.\n"
+    "Exit status: 0 plots drawn, 2 bad usage or a RESULT that is not a gpusim report, 3 gnuplot\n"
+    "missing or failed (the data files and scripts are written anyway).";
+
+static int cmd_plot(int argc, char **argv)
+{
+    char *dir = NULL;
+    GOptionEntry entries[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &dir,
+         "Write the plots into DIR (default: the directory of each RESULT)", "DIR"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    GOptionContext *ctx = g_option_context_new("RESULT... - plot saved results");
+    g_option_context_set_summary(ctx, "Draw gpusim's plots from a saved report, with gnuplot.");
+    g_option_context_set_description(ctx, plot_description);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    GError *err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        usage_error("%s (try 'gpusim plot --help')", err->message);
+    if (argc < 2) usage_error("plot: no RESULT given (try 'gpusim plot --help')");
+    int rc = 0;
+    for (int a = 1; a < argc; a++) {
+        char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
+        gs_plotter *p = gs_plotter_new(d, &err);
+        g_free(d);
+        gboolean ok = p && gs_plot_saved(p, argv[a], &err);
+        if (ok && !render_plots(p)) rc = EXIT_PLOT;
+        gs_plotter_free(p);
+        if (!ok) usage_error("%s", err->message);
+        if (rc) break;
+    }
+    g_free(dir);
+    g_option_context_free(ctx);
+    return rc;
+}
+
 static const char main_help[] =
     "usage: gpusim COMMAND [OPTIONS]\n"
     "\n"
@@ -566,6 +808,8 @@ static const char main_help[] =
     "Commands:\n"
     "  replay TRACE...   replay traces under one or more policies and compare them\n"
     "  validate TRACE... replay on the simulator and on the real GPU, side by side\n"
+    "  sweep TRACE       replay one trace over a grid of settings ({64,128} lists), in parallel\n"
+    "  plot RESULT...    draw the plots of a saved report (also: replay/sweep --plot DIR)\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
@@ -581,6 +825,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "validate") == 0) return cmd_validate(argc - 1, argv + 1);
+    if (strcmp(cmd, "sweep") == 0) return cmd_sweep(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(main_help, stdout);
         return 0;
@@ -589,5 +835,6 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return 0;
     }
-    usage_error("unknown command '%s' (commands: replay, validate, help, version)", cmd);
+    usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, help, version)",
+                cmd);
 }

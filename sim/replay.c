@@ -107,6 +107,7 @@ void gs_result_clear(gs_result *r)
         g_free(r->clients[k].policy);
     }
     g_free(r->clients);
+    g_free(r->json_extra);
     memset(r, 0, sizeof *r);
 }
 
@@ -144,6 +145,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
                 if (mc) gs_clients_oom(mc, e, i);
                 if (!o->continue_on_oom) {
                     if (mc) gs_clients_after(mc, e, slots);
+                    if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                     r->events = done_before + i + 1;
                     return FALSE;
                 }
@@ -183,6 +185,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
             break;
         }
         if (mc) gs_clients_after(mc, e, slots);
+        if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
         if (st != GS_OK) {
             r->error = st;
             r->error_event = i;

@@ -36,6 +36,10 @@ void gs_reference_free(gs_reference *r);
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out);
 
 typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
+/* Called after every event with the heap as that event left it (e: the event; index: events
+ * replayed before it, over all repetitions). For plots (plots/plot.h): the timeline, the retry
+ * and OOM markers, the address map at peak reserved. Must not change the heap. */
+typedef void (*gs_observe_fn)(const gs_heap *h, const gs_event *e, size_t index, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */
@@ -73,6 +77,8 @@ typedef struct {
      * allocator may reserve up to capacity; together they have the device's memory. */
     gs_clients_mode clients;
     const gs_policy *const *client_policy;
+    gs_observe_fn observe;        /* optional: see gs_observe_fn; NULL costs one branch */
+    void *observe_ud;
 } gs_replay_opts;
 
 /* One client's part of a replay of a trace with several clients. */
@@ -125,6 +131,9 @@ typedef struct {
     gs_client_result *clients;    /* in the trace's client order */
     size_t n_clients;
     size_t first_oom_client;      /* index into clients, when oom */
+    /* More members for this result's JSON object, already formatted (", \"timeline\": ...":
+     * the plot series of plots/plot.c), or NULL; g_free'd by gs_result_clear. */
+    char *json_extra;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device

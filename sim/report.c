@@ -419,6 +419,7 @@ static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
         fprintf(out, ", \"segments_at_reference_addresses\": %zu, \"match\": %s}", r->script_used,
                 c.match ? "true" : "false");
     }
+    if (r->json_extra) fputs(r->json_extra, out);
     fprintf(out, "}");
 }
 

@@ -1,0 +1,104 @@
+/* plot.h - gpusim's plots: what a replay records for them, the data files and gnuplot scripts
+ * that draw them, and running gnuplot.
+ *
+ * Four plots (README "Plots"):
+ *   NAME-timeline   allocated and reserved bytes over the trace's time, one colour per policy,
+ *                   markers at retries and OOMs, the capacity dashed;
+ *   NAME-bars       peak reserved, waste, fragmentation, retries, OOMs, device time per policy;
+ *   NAME-map-K-SPEC the address space at the moment of peak reserved under policy K: a row per
+ *                   segment, its blocks coloured by state;
+ *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting.
+ * Each is a .gp script beside its .dat data files, written whole (temporary file, then rename),
+ * so `cd DIR && gnuplot NAME-timeline.gp` draws it again; gpusim runs the same scripts to make
+ * NAME.png (pngcairo) and NAME.svg, also written whole.
+ *
+ * Recording is opt-in: a gs_plot_series is the observer (gs_replay_opts.observe) of one replay,
+ * so a replay without --plot pays one untaken branch per event.
+ */
+#ifndef GS_PLOT_H
+#define GS_PLOT_H
+
+#include <glib.h>
+
+#include "replay.h"
+
+G_BEGIN_DECLS
+
+#define GS_PLOT_ERROR (gs_plot_error_quark())
+GQuark gs_plot_error_quark(void);
+typedef enum {
+    GS_PLOT_ERROR_IO,          /* cannot write a data file, script or image */
+    GS_PLOT_ERROR_NO_GNUPLOT,  /* gnuplot (or $GPUSIM_GNUPLOT) is not installed */
+    GS_PLOT_ERROR_GNUPLOT,     /* gnuplot ran and failed */
+    GS_PLOT_ERROR_INPUT,       /* a saved result that cannot be plotted */
+} gs_plot_error_code;
+
+/* ---- recording during a replay ---- */
+
+/* The timeline (downsampled to at most GS_PLOT_POINTS buckets, each keeping its maxima so no
+ * peak is lost), the retries and OOMs, and a snapshot of every segment and block taken each
+ * time reserved bytes reach a new maximum (so it ends as the address map at peak reserved). */
+#define GS_PLOT_POINTS 2000
+typedef struct gs_plot_series gs_plot_series;
+
+/* n_events: the trace's events (sets the bucket width). */
+gs_plot_series *gs_plot_series_new(size_t n_events);
+void gs_plot_series_free(gs_plot_series *s);
+/* The gs_observe_fn: ud is the gs_plot_series. */
+void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud);
+/* The series as members of a result's JSON object (gs_result.json_extra):
+ * ", \"timeline\": {...}, \"address_map\": {...}"; and back, from a result object of a saved
+ * report (NULL when it holds none; err set when it holds a malformed one). */
+char *gs_plot_series_json(const gs_plot_series *s);
+gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err);
+
+/* ---- what one policy's plot needs: from a gs_result, or from a saved report ---- */
+typedef struct {
+    char *policy;
+    uint64_t capacity;          /* 0: no limit */
+    char *outcome;              /* "ok", "oom", "error" */
+    int64_t peak_allocated, peak_reserved;
+    double frag_peak;
+    uint64_t retries, ooms;
+    double device_us;
+    gs_plot_series *series;     /* NULL: the bars only; owned */
+} gs_plot_run;
+
+void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series *series);
+void gs_plot_run_clear(gs_plot_run *pr);
+
+/* ---- writing plots ---- */
+typedef struct gs_plotter gs_plotter;
+
+/* Plots go to dir (created if missing). Nothing is written until a gs_plot_* call. */
+gs_plotter *gs_plotter_new(const char *dir, GError **err);
+void gs_plotter_free(gs_plotter *p);
+/* The timeline (runs with a series), the bars, and an address map per run with a series.
+ * trace: as given on the command line; the plots' file names start with its base name. */
+gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
+                       GError **err);
+/* A sweep: cells[i] has values[i * n_params + k] for params[k] ("" where it does not apply). */
+gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *params,
+                       size_t n_params, const char *const *values, const gs_plot_run *cells,
+                       size_t n_cells, GError **err);
+/* Run gnuplot on every script written so far: NAME.png and NAME.svg beside each. The program is
+ * $GPUSIM_GNUPLOT, else gnuplot. GS_PLOT_ERROR_NO_GNUPLOT when it is missing (the data and the
+ * scripts stay). On success, *n_images (may be NULL) is the number of images written. */
+gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err);
+const char *gs_plotter_dir(const gs_plotter *p);
+
+/* ---- saved results: `gpusim plot RESULT` ---- */
+/* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is
+ * told by its content. JSON from a replay with --plot carries the series and gives every plot;
+ * otherwise the bars (and, for a sweep's CSV, the sweep plot). */
+gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
+
+/* ---- small helpers shared with the sweep ---- */
+/* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */
+char *gs_plot_stem(const char *trace);
+/* RFC 4180 CSV: a field with a comma, quote or newline is quoted. */
+void gs_csv_field(GString *out, const char *s);
+
+G_END_DECLS
+
+#endif

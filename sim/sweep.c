@@ -1,0 +1,342 @@
+/* sweep.c - expand a grid of settings written with brace lists, replay a trace in every cell on
+ * a GLib thread pool, and report one CSV row per cell.
+ *
+ * Cells run in parallel safely because nothing in the replay path is shared and mutable: the
+ * trace is read-only, each cell has its own policy, heap and simulated device, the calibration
+ * table is only read, and the core has no global state. Results land in their cell's slot, so
+ * the output's order is the grid's, not the order cells finish in.
+ */
+#include <string.h>
+
+#include "plot.h"
+#include "sweep.h"
+
+typedef struct {
+    char *text;    /* the expanded string */
+    char **choice; /* the alternative taken in each brace list */
+} expansion;
+
+/* The parameter a brace list sets: the key in front of it ("pytorch:max_split_size_mb:{...}"
+ * and "...,garbage_collection_threshold:{...}" name max_split_size_mb and
+ * garbage_collection_threshold); the fallback for a list not after "key:". */
+static char *group_name(const char *before, const char *fallback)
+{
+    size_t n = strlen(before);
+    if (n < 2 || before[n - 1] != ':') return g_strdup(fallback);
+    const char *start = before + n - 1;
+    while (start > before && start[-1] != ':' && start[-1] != ',') start--;
+    return start < before + n - 1 ? g_strndup(start, (size_t)(before + n - 1 - start)) : g_strdup(fallback);
+}
+
+static gboolean bad(GError **err, const char *what, const char *s, const char *why)
+{
+    g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s '%s': %s", what, s, why);
+    return FALSE;
+}
+
+/* Shell-style brace expansion without nesting: "a{1,2}b{x,y}" is a1bx a1by a2bx a2by. names
+ * gets each list's parameter name; out gets the expansions. */
+static gboolean expand(const char *s, const char *what, const char *fallback, GPtrArray *names,
+                       GArray *out, GError **err)
+{
+    GPtrArray *lits = g_ptr_array_new_with_free_func(g_free);
+    GPtrArray *groups = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    GString *lit = g_string_new(NULL), *before = g_string_new(NULL);
+    gboolean ok = TRUE;
+    for (const char *c = s; ok && *c;) {
+        if (*c == '}') {
+            ok = bad(err, what, s, "a '}' without its '{'");
+            break;
+        }
+        if (*c != '{') {
+            g_string_append_c(lit, *c);
+            g_string_append_c(before, *c++);
+            continue;
+        }
+        const char *close = strchr(c, '}'), *open2 = strchr(c + 1, '{');
+        if (!close) {
+            ok = bad(err, what, s, "a '{' without its '}'");
+            break;
+        }
+        if (open2 && open2 < close) {
+            ok = bad(err, what, s, "braces inside braces are not supported");
+            break;
+        }
+        char *inner = g_strndup(c + 1, (size_t)(close - c - 1));
+        char **alts = g_strsplit(inner, ",", -1);
+        g_free(inner);
+        for (char **a = alts; ok && *a; a++)
+            if (!**a) ok = bad(err, what, s, "an empty choice in braces (write {64,128})");
+        if (!alts[0]) ok = bad(err, what, s, "empty braces (write {64,128})");
+        if (!ok) {
+            g_strfreev(alts);
+            break;
+        }
+        g_ptr_array_add(names, group_name(before->str, fallback));
+        g_ptr_array_add(lits, g_string_free(lit, FALSE));
+        lit = g_string_new(NULL);
+        g_ptr_array_add(groups, alts);
+        g_string_append(before, "{}");
+        c = close + 1;
+    }
+    if (ok) {
+        /* an odometer over the lists, the last one turning fastest */
+        guint ng = groups->len;
+        guint *at = g_new0(guint, ng + 1);
+        for (;;) {
+            GString *t = g_string_new(NULL);
+            expansion x = {.choice = g_new0(char *, ng + 1)};
+            for (guint k = 0; k < ng; k++) {
+                char **alts = groups->pdata[k];
+                g_string_append(t, lits->pdata[k]);
+                g_string_append(t, alts[at[k]]);
+                x.choice[k] = g_strdup(alts[at[k]]);
+            }
+            g_string_append(t, lit->str);
+            x.text = g_string_free(t, FALSE);
+            g_array_append_val(out, x);
+            int k = (int)ng - 1;
+            while (k >= 0) {
+                if (((char **)groups->pdata[k])[++at[k]]) break;
+                at[k--] = 0;
+            }
+            if (k < 0) break; /* every list wrapped round: done */
+        }
+        g_free(at);
+    }
+    g_string_free(lit, TRUE);
+    g_string_free(before, TRUE);
+    g_ptr_array_free(lits, TRUE);
+    g_ptr_array_free(groups, TRUE);
+    return ok;
+}
+
+static void expansions_free(GArray *a)
+{
+    for (guint i = 0; i < a->len; i++) {
+        expansion *x = &g_array_index(a, expansion, i);
+        g_free(x->text);
+        g_strfreev(x->choice);
+    }
+    g_array_free(a, TRUE);
+}
+
+/* The column of a parameter name, added if new. */
+static guint param_col(GPtrArray *params, const char *name)
+{
+    for (guint i = 0; i < params->len; i++)
+        if (strcmp(params->pdata[i], name) == 0) return i;
+    g_ptr_array_add(params, g_strdup(name));
+    return params->len - 1;
+}
+
+void gs_sweep_free(gs_sweep *s)
+{
+    if (!s) return;
+    for (guint i = 0; i < s->cells->len; i++) {
+        gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
+        g_free(c->policy);
+        gs_policy_free(c->pol);
+        g_strfreev(c->values);
+    }
+    g_array_free(s->cells, TRUE);
+    g_ptr_array_free(s->params, TRUE);
+    g_free(s);
+}
+
+gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError **err)
+{
+    static const char *const dflt[] = {"pytorch", NULL};
+    if (!policies || !policies[0]) policies = dflt;
+    size_t n_templates = g_strv_length((char **)policies);
+    gs_sweep *s = g_new0(gs_sweep, 1);
+    s->params = g_ptr_array_new_with_free_func(g_free);
+    s->cells = g_array_new(FALSE, TRUE, sizeof(gs_sweep_cell));
+
+    /* Expand everything first, so the columns are known before any cell is made. */
+    GPtrArray *pol_names = g_ptr_array_new_with_free_func((GDestroyNotify)g_ptr_array_unref);
+    GPtrArray *pol_exp = g_ptr_array_new_with_free_func((GDestroyNotify)expansions_free);
+    GPtrArray *cap_names = g_ptr_array_new_with_free_func(g_free);
+    GArray *cap_exp = g_array_new(FALSE, FALSE, sizeof(expansion));
+    gboolean ok = TRUE;
+    for (size_t p = 0; ok && p < n_templates; p++) {
+        GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+        GArray *ex = g_array_new(FALSE, FALSE, sizeof(expansion));
+        ok = expand(policies[p], "--policy", "policy", names, ex, err);
+        g_ptr_array_add(pol_names, names);
+        g_ptr_array_add(pol_exp, ex);
+    }
+    if (ok && capacity) ok = expand(capacity, "--capacity", "capacity", cap_names, cap_exp, err);
+    if (ok) {
+        /* Columns: the policies' lists (a name used twice in one template gets a suffix), the
+         * capacity, then "policy" for the template when there are several. */
+        GPtrArray *cols = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+        for (size_t p = 0; p < n_templates; p++) {
+            GPtrArray *names = pol_names->pdata[p];
+            GArray *c = g_array_new(FALSE, FALSE, sizeof(guint));
+            for (guint k = 0; k < names->len; k++) {
+                char *name = g_strdup(names->pdata[k]);
+                for (int dup = 2;; dup++) {
+                    bool used = false;
+                    for (guint j = 0; j < k; j++)
+                        used |= strcmp(g_ptr_array_index(s->params, g_array_index(c, guint, j)), name) == 0;
+                    if (!used) break;
+                    g_free(name);
+                    name = g_strdup_printf("%s#%d", (char *)names->pdata[k], dup);
+                }
+                guint col = param_col(s->params, name);
+                g_array_append_val(c, col);
+                g_free(name);
+            }
+            g_ptr_array_add(cols, c);
+        }
+        guint cap_col = cap_names->len ? param_col(s->params, "capacity") : G_MAXUINT;
+        guint tmpl_col = n_templates > 1 ? param_col(s->params, "policy") : G_MAXUINT;
+        guint np = s->params->len;
+        size_t n_caps = capacity ? cap_exp->len : 1;
+        for (size_t p = 0; ok && p < n_templates; p++) {
+            GArray *ex = pol_exp->pdata[p];
+            GArray *c = cols->pdata[p];
+            for (guint e = 0; ok && e < ex->len; e++) {
+                const expansion *pe = &g_array_index(ex, expansion, e);
+                gs_policy *pol = gs_policy_new(pe->text, err);
+                if (!pol) {
+                    ok = FALSE;
+                    break;
+                }
+                for (size_t k = 0; ok && k < n_caps; k++) {
+                    gs_sweep_cell cell = {.policy = g_strdup(pe->text), .values = g_new0(char *, np + 1)};
+                    cell.pol = k == 0 ? pol : gs_policy_new(pe->text, NULL);
+                    for (guint j = 0; j < np; j++) cell.values[j] = g_strdup("");
+                    for (guint j = 0; j < c->len; j++) {
+                        guint col = g_array_index(c, guint, j);
+                        g_free(cell.values[col]);
+                        cell.values[col] = g_strdup(pe->choice[j]);
+                    }
+                    if (tmpl_col != G_MAXUINT) {
+                        g_free(cell.values[tmpl_col]);
+                        cell.values[tmpl_col] = g_strdup(policies[p]);
+                    }
+                    if (capacity) {
+                        const expansion *ce = &g_array_index(cap_exp, expansion, k);
+                        GError *e2 = NULL;
+                        if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
+                            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "--capacity: %s", e2->message);
+                            g_error_free(e2);
+                            ok = FALSE;
+                        }
+                        if (cap_col != G_MAXUINT) {
+                            /* the whole value ("5.75GiB") reads better than the list's part */
+                            g_free(cell.values[cap_col]);
+                            cell.values[cap_col] = g_strdup(ce->text);
+                        }
+                    }
+                    g_array_append_val(s->cells, cell);
+                }
+            }
+        }
+        g_ptr_array_free(cols, TRUE);
+    }
+    g_ptr_array_free(pol_names, TRUE);
+    g_ptr_array_free(pol_exp, TRUE);
+    g_ptr_array_free(cap_names, TRUE);
+    expansions_free(cap_exp);
+    if (!ok) {
+        gs_sweep_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* ---- running the cells ---- */
+
+typedef struct {
+    const gs_sweep *s;
+    const gs_trace *t;
+    const gs_replay_opts *base;
+    gs_result *results;
+    GMutex lock;
+    size_t done;
+    char *first_error;
+    gs_sweep_progress_fn progress;
+    void *ud;
+} run_ctx;
+
+static void run_cell(gpointer data, gpointer user)
+{
+    run_ctx *x = user;
+    size_t i = GPOINTER_TO_SIZE(data) - 1;
+    const gs_sweep_cell *c = &g_array_index(x->s->cells, gs_sweep_cell, i);
+    gs_replay_opts o = *x->base;
+    o.capacity = c->capacity;
+    o.progress = NULL; /* the sweep reports cells, not events */
+    o.observe = NULL;
+    GError *err = NULL;
+    gboolean ok = gs_replay_run(x->t, c->pol, &o, &x->results[i], &err);
+    g_mutex_lock(&x->lock);
+    if (!ok && !x->first_error) x->first_error = g_strdup(err->message);
+    x->done++;
+    if (x->progress) x->progress(x->done, x->s->cells->len, x->ud);
+    g_mutex_unlock(&x->lock);
+    g_clear_error(&err);
+}
+
+gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts *base,
+                      unsigned jobs, gs_sweep_progress_fn progress, void *ud, gs_result *results,
+                      GError **err)
+{
+    run_ctx x = {.s = s, .t = t, .base = base, .results = results, .progress = progress, .ud = ud};
+    g_mutex_init(&x.lock);
+    if (!jobs) jobs = g_get_num_processors();
+    if (jobs > s->cells->len) jobs = s->cells->len;
+    if (jobs <= 1) {
+        for (guint i = 0; i < s->cells->len; i++) run_cell(GSIZE_TO_POINTER(i + 1), &x);
+    } else {
+        GThreadPool *pool = g_thread_pool_new(run_cell, &x, (gint)jobs, TRUE, NULL);
+        for (guint i = 0; i < s->cells->len; i++)
+            g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
+        g_thread_pool_free(pool, FALSE, TRUE); /* wait for every cell */
+    }
+    g_mutex_clear(&x.lock);
+    if (x.first_error) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s", x.first_error);
+        g_free(x.first_error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- the CSV ---- */
+
+void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
+                  const gs_result *results)
+{
+    /* The replay's own CSV rows (report.c), each prefixed with its cell and parameters: one
+     * source for the columns, so a sweep's CSV and a replay's never drift apart. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    for (guint i = 0; i < s->cells->len; i++)
+        gs_report(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0);
+    fclose(mem);
+    char **lines = g_strsplit(buf, "\n", -1);
+    GString *o = g_string_new("cell");
+    for (guint k = 0; k < s->params->len; k++) {
+        g_string_append_c(o, ',');
+        gs_csv_field(o, s->params->pdata[k]);
+    }
+    g_string_append_printf(o, ",%s\n", lines[0]);
+    for (guint i = 0; i < s->cells->len && lines[i + 1]; i++) {
+        const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
+        g_string_append_printf(o, "%u", i);
+        for (guint k = 0; k < s->params->len; k++) {
+            g_string_append_c(o, ',');
+            gs_csv_field(o, c->values[k]);
+        }
+        g_string_append_printf(o, ",%s\n", lines[i + 1]);
+    }
+    fwrite(o->str, 1, o->len, out);
+    g_string_free(o, TRUE);
+    g_strfreev(lines);
+    free(buf);
+}

@@ -1,0 +1,53 @@
+/* sweep.h - gpusim sweep: expand a grid of policy settings and capacities written with brace
+ * lists, replay one trace in every cell in parallel, and report one CSV row per cell.
+ *
+ *   --policy 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB'
+ *
+ * is 8 cells. Each brace list is a parameter, named by the key in front of it
+ * (max_split_size_mb), "capacity" for the capacity, and "policy" for a list in the policy
+ * name's place or, when several --policy templates are given, for the template itself.
+ */
+#ifndef GS_SWEEP_H
+#define GS_SWEEP_H
+
+#include <glib.h>
+#include <stdio.h>
+
+#include "replay.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    char *policy;       /* the expanded spec */
+    gs_policy *pol;     /* parsed from it */
+    uint64_t capacity;  /* bytes; 0: no limit */
+    char **values;      /* one per parameter, "" where the parameter does not apply */
+} gs_sweep_cell;
+
+typedef struct {
+    GPtrArray *params;  /* char*: parameter names, the CSV's columns after "cell" */
+    GArray *cells;      /* gs_sweep_cell, in grid order: templates in the order given, brace
+                         * lists left to right (the first outermost, as a shell expands them),
+                         * the capacity innermost */
+} gs_sweep;
+
+/* Expand and parse every cell (a bad setting fails here, before anything runs). policies is
+ * NULL-terminated (NULL or empty: "pytorch"); capacity may be NULL (no limit). */
+gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError **err);
+void gs_sweep_free(gs_sweep *s);
+
+/* Replay t in every cell on up to jobs threads (0: one per processor), base giving everything
+ * but the policy and capacity. results has one slot per cell, filled by cell index whatever
+ * order the cells finish in. progress (may be NULL) is called, serialised, as cells finish. */
+typedef void (*gs_sweep_progress_fn)(size_t done, size_t total, void *ud);
+gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts *base,
+                      unsigned jobs, gs_sweep_progress_fn progress, void *ud, gs_result *results,
+                      GError **err);
+
+/* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
+void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
+                  const gs_result *results);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,199 @@
+#!/bin/sh
+# test_plots.sh GPUSIM SRCDIR - end-to-end tests of the plots and the sweep: replay --plot,
+# gpusim plot from saved JSON and CSV, gpusim sweep (one CSV row per cell, -j, its plot), and
+# a missing or failing gnuplot (a clear message, exit 3, the reports and data written anyway).
+# Every PNG is checked to be a PNG of the size its script asks for, and every script is run
+# again by gnuplot itself, which must exit 0 and say nothing. Exits 77 (skipped) after the
+# tests that need no gnuplot when gnuplot is not installed.
+set -u
+gpusim=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error DESCRIPTION WANT_SUBSTRING CMD...: exit 2, exactly one stderr line containing WANT
+expect_error() {
+    what=$1; want=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "$what: exit $rc, want 2"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$what: stderr has $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
+    grep -q -- "$want" "$tmp/err" || fail "$what: stderr lacks '$want': $(cat "$tmp/err")"
+}
+
+# png_size FILE: "WIDTH HEIGHT" from the IHDR chunk, or nothing when FILE is not a PNG
+png_size() {
+    python3 - "$1" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read(33)
+if len(d) == 33 and d[:8] == b"\x89PNG\r\n\x1a\n" and d[12:16] == b"IHDR":
+    print("%d %d" % struct.unpack(">II", d[16:24]))
+PY
+}
+
+# check_plot DIR STEM WIDTH HEIGHT: STEM.png (a PNG of that size), STEM.svg, STEM.gp and its
+# data; no temporary file left; gnuplot STEM.gp, run again in DIR, exits 0 and prints nothing.
+check_plot() {
+    d=$1; stem=$2
+    for ext in png svg gp dat; do
+        [ -s "$d/$stem.$ext" ] || fail "$stem.$ext missing or empty"
+    done
+    size=$(png_size "$d/$stem.png")
+    [ "$size" = "$3 $4" ] || fail "$stem.png: size '$size', want '$3 $4'"
+    grep -q "</svg>" "$d/$stem.svg" || fail "$stem.svg: not a whole SVG"
+    (cd "$d" && gnuplot -e "out='$tmp/replot'" "$stem.gp") >"$tmp/gp.out" 2>"$tmp/gp.err" ||
+        fail "$stem.gp: gnuplot exits non-zero: $(cat "$tmp/gp.err")"
+    [ ! -s "$tmp/gp.err" ] || fail "$stem.gp: gnuplot complains: $(cat "$tmp/gp.err")"
+    [ "$(png_size "$tmp/replot.png")" = "$3 $4" ] || fail "$stem.gp: redrawn PNG differs in size"
+}
+
+alt=$src/traces/data/batch-alternate.gstrace.gz   # 1544 events; at 5.875 GiB pytorch OOMs
+three="-p pytorch -p pytorch:max_split_size_mb:128 -p pytorch:expandable_segments:True"
+
+# --- help teaches ---
+"$gpusim" help | grep -q "sweep TRACE" || fail "help lacks sweep"
+"$gpusim" help | grep -q "plot RESULT" || fail "help lacks plot"
+"$gpusim" replay --help | grep -q -- "--plot" || fail "replay --help lacks --plot"
+"$gpusim" sweep --help >"$tmp/h" || fail "sweep --help exits non-zero"
+for word in --policy --capacity --jobs --plot Examples "Exit status" "{64,128,256,512}"; do
+    grep -q -- "$word" "$tmp/h" || fail "sweep --help lacks '$word'"
+done
+"$gpusim" plot --help >"$tmp/h" || fail "plot --help exits non-zero"
+for word in RESULT Examples "Exit status" GPUSIM_GNUPLOT; do
+    grep -q -- "$word" "$tmp/h" || fail "plot --help lacks '$word'"
+done
+
+# --- errors ---
+expect_error "sweep without trace" "no TRACE" "$gpusim" sweep
+expect_error "sweep two traces" "one TRACE" "$gpusim" sweep "$alt" "$alt"
+expect_error "sweep unclosed brace" "without its '}'" "$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128'
+expect_error "sweep bad key" "unknown key 'max_split_sise_mb'" "$gpusim" sweep "$alt" -p 'pytorch:max_split_sise_mb:{64,128}'
+expect_error "sweep bad capacity" "--capacity" "$gpusim" sweep "$alt" --capacity '{5.75,huge}GiB'
+expect_error "sweep bad jobs" "--jobs" "$gpusim" sweep "$alt" -j -3
+expect_error "plot nothing" "no RESULT" "$gpusim" plot
+expect_error "plot a missing file" "nope.json" "$gpusim" plot "$tmp/nope.json"
+printf 'not,a,report\n1,2,3\n' >"$tmp/junk.csv"
+expect_error "plot a non-report" "no column 'trace'" "$gpusim" plot "$tmp/junk.csv"
+printf '{"trace": 1}' >"$tmp/junk.json"
+expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
+
+# --- the sweep's CSV: one row per cell, in grid order, whatever -j ---
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \
+    -j 1 -o "$tmp/s1.csv" 2>"$tmp/err" || fail "sweep -j 1: exit"
+[ ! -s "$tmp/err" ] || fail "sweep: stderr not a terminal, yet: $(cat "$tmp/err")"
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \
+    -j 3 >"$tmp/s3.csv" || fail "sweep -j 3: exit"
+python3 - "$tmp/s1.csv" "$tmp/s3.csv" <<'PY' || fail "sweep csv: content"
+import csv, sys
+a = list(csv.DictReader(open(sys.argv[1])))
+b = list(csv.DictReader(open(sys.argv[2])))
+assert len(a) == 8 and len(b) == 8, (len(a), len(b))
+head = open(sys.argv[1]).readline().strip().split(",")
+assert head[:5] == ["cell", "max_split_size_mb", "capacity", "trace", "policy"], head
+for k in ("capacity_bytes", "outcome", "peak_allocated_bytes", "peak_reserved_bytes", "frag_peak",
+          "waste_bytes", "num_alloc_retries", "num_ooms", "device_time_us"):
+    assert k in head, k
+want = [(m, c) for m in ("64", "128", "256", "512") for c in ("5.75GiB", "6.25GiB")]
+assert [(r["max_split_size_mb"], r["capacity"]) for r in a] == want
+assert [r["cell"] for r in a] == [str(i) for i in range(8)]
+for r in a:
+    assert r["policy"] == "pytorch:max_split_size_mb:" + r["max_split_size_mb"], r
+    assert int(r["capacity_bytes"]) == int(float(r["capacity"][:-3]) * 2**30), r
+for x, y in zip(a, b):   # parallel cells: the same numbers, the same order
+    x.pop("replay_events_per_s"); y.pop("replay_events_per_s")
+    assert x == y, (x, y)
+PY
+# the sweep with a single cell and no lists is a replay's row with a cell number
+"$gpusim" sweep "$alt" >"$tmp/one.csv" || fail "sweep one cell: exit"
+[ "$(wc -l <"$tmp/one.csv")" -eq 2 ] || fail "sweep one cell: want header + 1 row"
+head -1 "$tmp/one.csv" | grep -q "^cell,trace,policy," || fail "sweep one cell: header"
+
+# --- no gnuplot: a clear message, exit 3, the CSV/JSON and the data still written ---
+GPUSIM_GNUPLOT=gnuplot-that-is-not-there "$gpusim" replay "$alt" $three --capacity 5.875GiB \
+    --format json -o "$tmp/ng.json" --plot "$tmp/ng" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "no gnuplot: exit $rc, want 3"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "no gnuplot: stderr: $(cat "$tmp/err")"
+grep -q "gnuplot-that-is-not-there' not found" "$tmp/err" || fail "no gnuplot: message: $(cat "$tmp/err")"
+grep -q "GPUSIM_GNUPLOT" "$tmp/err" || fail "no gnuplot: message does not say how to fix it"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['results'])==3" "$tmp/ng.json" ||
+    fail "no gnuplot: JSON not written"
+[ -s "$tmp/ng/batch-alternate-timeline.dat" ] && [ -s "$tmp/ng/batch-alternate-timeline.gp" ] ||
+    fail "no gnuplot: data and script not written"
+ls "$tmp/ng" | grep -q '\.png$' && fail "no gnuplot: a PNG appeared"
+# ... and with a PATH that has no gnuplot (gpusim itself by its path)
+PATH=/nonexistent "$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -o "$tmp/ng.csv" \
+    --plot "$tmp/ng2" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "PATH without gnuplot: exit $rc, want 3"
+grep -q "'gnuplot' not found" "$tmp/err" || fail "PATH without gnuplot: message: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/ng.csv")" -eq 3 ] || fail "PATH without gnuplot: CSV not written"
+# a gnuplot that fails: exit 3, and no half-written image
+GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "failing gnuplot: exit $rc, want 3"
+grep -q "gnuplot failed on" "$tmp/err" || fail "failing gnuplot: message: $(cat "$tmp/err")"
+ls -A "$tmp/bad" | grep -q 'tmp' && fail "failing gnuplot: temporary files left"
+
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "gnuplot not installed: drawing tests skipped"
+    [ "$fails" -eq 0 ] || exit 1
+    exit 77
+fi
+
+# --- replay --plot: every plot kind, for a small trace ---
+"$gpusim" replay "$alt" $three --capacity 5.875GiB --format json -o "$tmp/run.json" \
+    --plot "$tmp/p" >"$tmp/out" 2>"$tmp/err" || fail "replay --plot: exit $?: $(cat "$tmp/err")"
+[ ! -s "$tmp/out" ] || fail "replay --plot -o: wrote to stdout"
+check_plot "$tmp/p" batch-alternate-timeline 1280 640
+check_plot "$tmp/p" batch-alternate-bars 1280 760
+check_plot "$tmp/p" batch-alternate-map-1-pytorch 1280 800
+check_plot "$tmp/p" batch-alternate-map-2-pytorch-max_split_size_mb-128 1280 800
+check_plot "$tmp/p" batch-alternate-map-3-pytorch-expandable_segments-True 1280 800
+ls -A "$tmp/p" | grep -q 'tmp' && fail "replay --plot: temporary files left"
+# what the plots say: the OOM and the retries are marked, the capacity is drawn and named
+grep -q "pytorch: 1 OOM" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: no OOM marker"
+grep -q "pytorch:max_split_size_mb:128: 4 retries" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: no retry markers"
+grep -q "capacity 5.875 GiB" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: capacity not named"
+grep -q "memory (GiB)" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: y axis has no unit"
+grep -q "unmapped" "$tmp/p/batch-alternate-map-3-pytorch-expandable_segments-True.gp" ||
+    grep -q "free (cached)" "$tmp/p/batch-alternate-map-3-pytorch-expandable_segments-True.gp" || fail "map: no states"
+grep -q "modelled device time (ms)" "$tmp/p/batch-alternate-bars.gp" || fail "bars: no device time"
+python3 - "$tmp/run.json" <<'PY' || fail "replay --plot: JSON series"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+for r in rs:
+    tl, m = r["timeline"], r["address_map"]
+    assert max(p[3] for p in tl["points"]) == r["peak_reserved_bytes"], r["policy"]
+    assert len(tl["retries"]) == r["num_alloc_retries"] and len(tl["ooms"]) == r["num_ooms"]
+    assert m["reserved_bytes"] == r["peak_reserved_bytes"]
+assert rs[0]["outcome"] == "oom" and len(rs[0]["timeline"]["ooms"]) == 1
+PY
+# without --plot, JSON stays as it was
+"$gpusim" replay "$alt" --format json | grep -q '"timeline"' && fail "JSON without --plot carries a timeline"
+
+# --- gpusim plot: from the saved JSON, the same plots and the same data ---
+"$gpusim" plot "$tmp/run.json" -o "$tmp/again" || fail "plot run.json: exit"
+for f in "$tmp"/p/*.dat "$tmp"/p/*.gp; do
+    cmp -s "$f" "$tmp/again/$(basename "$f")" || fail "plot run.json: $(basename "$f") differs"
+done
+check_plot "$tmp/again" batch-alternate-map-1-pytorch 1280 800
+# from a replay's CSV: the bars
+"$gpusim" replay "$alt" $three --capacity 5.875GiB --format csv -o "$tmp/run.csv" || fail "csv: exit"
+"$gpusim" plot "$tmp/run.csv" || fail "plot run.csv: exit"
+check_plot "$tmp" batch-alternate-bars 1280 760
+cmp -s "$tmp/p/batch-alternate-bars.dat" "$tmp/batch-alternate-bars.dat" || fail "plot run.csv: bars data differ"
+
+# --- the sweep's plot, and again from its CSV ---
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \
+    -o "$tmp/sw/s.csv" --plot "$tmp/sw" 2>"$tmp/err" || fail "sweep --plot: exit: $(cat "$tmp/err")"
+check_plot "$tmp/sw" batch-alternate-sweep 1280 800
+cp "$tmp/sw/s.csv" "$tmp/s.csv"
+"$gpusim" plot "$tmp/s.csv" -o "$tmp/sw2" || fail "plot sweep csv: exit"
+cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
+check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
+
+[ "$fails" -eq 0 ] && echo "all plot tests passed"
+[ "$fails" -eq 0 ]

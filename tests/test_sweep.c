@@ -1,0 +1,286 @@
+/* test_sweep.c - the sweep (brace-list grids: order, parameter names, errors; cells run in
+ * parallel give exactly the serial results, in grid order) and the plots' recorder (timeline
+ * maxima, retry and OOM markers, the address map at peak reserved, its JSON round trip).
+ *
+ * Usage: test_sweep TRACE_DATA_DIR (traces/data). */
+#include <string.h>
+
+#include "plot.h"
+#include "sweep.h"
+#include "testutil.h"
+
+static const char *data_dir;
+
+static gs_sweep *sweep_of(const char *p1, const char *p2, const char *cap)
+{
+    const char *pols[] = {p1, p2, NULL};
+    GError *err = NULL;
+    gs_sweep *s = gs_sweep_new(p1 ? pols : NULL, cap, &err);
+    ck_assert_msg(s != NULL, "%s", err ? err->message : "?");
+    return s;
+}
+
+static const gs_sweep_cell *cell(const gs_sweep *s, guint i)
+{
+    return &g_array_index(s->cells, gs_sweep_cell, i);
+}
+
+START_TEST(grid_is_the_product_first_list_outermost)
+{
+    gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{64,128},garbage_collection_threshold:{0.6,0.8}",
+                           NULL, "{5.75,6.25}GiB");
+    ck_assert_uint_eq(s->cells->len, 8);
+    ck_assert_uint_eq(s->params->len, 3);
+    ck_assert_str_eq(s->params->pdata[0], "max_split_size_mb");
+    ck_assert_str_eq(s->params->pdata[1], "garbage_collection_threshold");
+    ck_assert_str_eq(s->params->pdata[2], "capacity");
+    ck_assert_str_eq(cell(s, 0)->policy, "pytorch:max_split_size_mb:64,garbage_collection_threshold:0.6");
+    ck_assert_str_eq(cell(s, 1)->policy, "pytorch:max_split_size_mb:64,garbage_collection_threshold:0.6");
+    ck_assert_str_eq(cell(s, 2)->policy, "pytorch:max_split_size_mb:64,garbage_collection_threshold:0.8");
+    ck_assert_str_eq(cell(s, 7)->policy, "pytorch:max_split_size_mb:128,garbage_collection_threshold:0.8");
+    ck_assert_uint_eq(cell(s, 0)->capacity, 23 * GiB / 4);
+    ck_assert_uint_eq(cell(s, 1)->capacity, 25 * GiB / 4);
+    ck_assert_str_eq(cell(s, 5)->values[0], "128");
+    ck_assert_str_eq(cell(s, 5)->values[1], "0.6");
+    ck_assert_str_eq(cell(s, 5)->values[2], "6.25GiB");
+    for (guint i = 0; i < 8; i++) ck_assert_ptr_nonnull(cell(s, i)->pol);
+    gs_sweep_free(s);
+}
+END_TEST
+
+START_TEST(several_templates_add_a_policy_parameter)
+{
+    gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{64,128}", "pytorch:expandable_segments:True", NULL);
+    ck_assert_uint_eq(s->cells->len, 3);
+    ck_assert_uint_eq(s->params->len, 2);
+    ck_assert_str_eq(s->params->pdata[1], "policy");
+    ck_assert_str_eq(cell(s, 2)->values[0], ""); /* max_split_size_mb does not apply */
+    ck_assert_str_eq(cell(s, 2)->values[1], "pytorch:expandable_segments:True");
+    ck_assert_uint_eq(cell(s, 2)->capacity, 0);
+    gs_sweep_free(s);
+    /* no lists at all: one cell, no parameters; no policy: pytorch */
+    s = sweep_of(NULL, NULL, NULL);
+    ck_assert_uint_eq(s->cells->len, 1);
+    ck_assert_uint_eq(s->params->len, 0);
+    ck_assert_str_eq(cell(s, 0)->policy, "pytorch");
+    gs_sweep_free(s);
+}
+END_TEST
+
+static void expect_error(const char *pol, const char *cap, const char *want)
+{
+    const char *pols[] = {pol, NULL};
+    GError *err = NULL;
+    gs_sweep *s = gs_sweep_new(pols, cap, &err);
+    ck_assert_ptr_null(s);
+    ck_assert_msg(err && strstr(err->message, want), "%s / %s: got '%s', want '%s'", pol,
+                  cap ? cap : "", err ? err->message : "(no error)", want);
+    g_error_free(err);
+}
+
+START_TEST(bad_grids_are_errors)
+{
+    expect_error("pytorch:max_split_size_mb:{64,128", NULL, "without its '}'");
+    expect_error("pytorch:max_split_size_mb:64}", NULL, "without its '{'");
+    expect_error("pytorch:max_split_size_mb:{64,{1,2}}", NULL, "inside braces");
+    expect_error("pytorch:max_split_size_mb:{}", NULL, "empty");
+    expect_error("pytorch:max_split_size_mb:{64,,128}", NULL, "empty choice");
+    expect_error("pytorch:max_split_sise_mb:{64,128}", NULL, "max_split_sise_mb");
+    expect_error("pytorch", "{5.75,lots}GiB", "--capacity");
+}
+END_TEST
+
+static gs_trace *load(const char *name)
+{
+    char *path = g_build_filename(data_dir, name, NULL);
+    GError *err = NULL;
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(t != NULL, "%s", err ? err->message : "?");
+    g_free(path);
+    return t;
+}
+
+START_TEST(parallel_cells_equal_serial_in_grid_order)
+{
+    gs_trace *t = load("resnet50.gstrace.gz");
+    gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{64,128,256}",
+                           "pytorch:expandable_segments:{True,False}", "{5.75,6.25}GiB");
+    size_t n = s->cells->len;
+    ck_assert_uint_eq(n, 10);
+    gs_result *serial = g_new0(gs_result, n), *par = g_new0(gs_result, n);
+    gs_replay_opts o = {.device_total = t->device_total};
+    GError *err = NULL;
+    ck_assert(gs_sweep_run(s, t, &o, 1, NULL, NULL, serial, &err));
+    ck_assert(gs_sweep_run(s, t, &o, 4, NULL, NULL, par, &err));
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_str_eq(serial[i].policy, cell(s, (guint)i)->policy);
+        ck_assert_str_eq(par[i].policy, serial[i].policy);
+        ck_assert_uint_eq(par[i].capacity, serial[i].capacity);
+        ck_assert_int_eq(par[i].oom, serial[i].oom);
+        ck_assert(memcmp(&par[i].stats, &serial[i].stats, sizeof(gs_stats)) == 0);
+        ck_assert_uint_eq(par[i].calls.n[GS_CALL_MALLOC], serial[i].calls.n[GS_CALL_MALLOC]);
+    }
+    /* the README's fidelity numbers: max_split_size_mb:128 at 6.25 GiB retries 6 times */
+    ck_assert_uint_eq(par[3].stats.num_alloc_retries, 6);
+    for (size_t i = 0; i < n; i++) {
+        gs_result_clear(&serial[i]);
+        gs_result_clear(&par[i]);
+    }
+    g_free(serial);
+    g_free(par);
+    gs_sweep_free(s);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* Replay with the recorder attached. */
+static gs_plot_series *record(const gs_trace *t, const char *spec, uint64_t cap, gs_result *r)
+{
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new(spec, &err);
+    ck_assert_ptr_nonnull(p);
+    gs_plot_series *s = gs_plot_series_new(t->n);
+    gs_replay_opts o = {.capacity = cap, .device_total = 80 * GiB, .observe = gs_plot_observe,
+                        .observe_ud = s};
+    ck_assert(gs_replay_run(t, p, &o, r, &err));
+    gs_policy_free(p);
+    return s;
+}
+
+/* The series as a saved report carries it, parsed back. */
+static gs_json *series_json(const gs_plot_series *s)
+{
+    char *j = gs_plot_series_json(s);
+    char *doc = g_strdup_printf("{\"x\": 0%s}", j);
+    GError *err = NULL;
+    gs_json *root = gs_json_parse("series", doc, strlen(doc), &err);
+    ck_assert_msg(root != NULL, "%s", err ? err->message : "?");
+    g_free(j);
+    g_free(doc);
+    return root;
+}
+
+START_TEST(recorder_keeps_peaks_markers_and_the_map_at_peak)
+{
+    gs_trace *t = load("batch-alternate.gstrace.gz");
+    /* pytorch meets its OOM at 5.875 GiB; max_split_size_mb:128 survives on retries */
+    const char *specs[] = {"pytorch", "pytorch:max_split_size_mb:128"};
+    for (int k = 0; k < 2; k++) {
+        gs_result r;
+        gs_plot_series *s = record(t, specs[k], 47 * GiB / 8, &r);
+        gs_json *root = series_json(s);
+        const gs_json *tl = gs_json_get(root, "timeline"), *m = gs_json_get(root, "address_map");
+        ck_assert_ptr_nonnull(tl);
+        ck_assert_ptr_nonnull(m);
+        const gs_json *pts = gs_json_get(tl, "points");
+        ck_assert(pts->n > 0 && pts->n <= GS_PLOT_POINTS);
+        int64_t max_res = 0, max_alloc = 0, v;
+        for (size_t i = 0; i < pts->n; i++) {
+            ck_assert(gs_json_int(pts->items[i]->items[2], &v));
+            max_alloc = MAX(max_alloc, v);
+            ck_assert(gs_json_int(pts->items[i]->items[3], &v));
+            max_res = MAX(max_res, v);
+        }
+        /* per-bucket maxima: the peaks survive downsampling */
+        ck_assert_int_eq(max_res, r.stats.reserved_bytes[GS_STAT_ALL].peak);
+        ck_assert_int_eq(max_alloc, r.stats.allocated_bytes[GS_STAT_ALL].peak);
+        ck_assert_uint_eq(gs_json_get(tl, "retries")->n, r.stats.num_alloc_retries);
+        ck_assert_uint_eq(gs_json_get(tl, "ooms")->n, r.stats.num_ooms);
+        /* the map is the heap at peak reserved: its segments add up to it */
+        ck_assert(gs_json_int(gs_json_get(m, "reserved_bytes"), &v));
+        ck_assert_int_eq(v, r.stats.reserved_bytes[GS_STAT_ALL].peak);
+        const gs_json *segs = gs_json_get(m, "segments");
+        int64_t sum = 0, alloc = 0;
+        for (size_t i = 0; i < segs->n; i++) {
+            const gs_json *bl = gs_json_get(segs->items[i], "blocks");
+            for (size_t b = 0; b < bl->n; b++) {
+                ck_assert(gs_json_int(bl->items[b]->items[1], &v));
+                sum += v;
+                if (strcmp(bl->items[b]->items[2]->str, "allocated") == 0) alloc += v;
+            }
+        }
+        ck_assert_int_eq(sum, r.stats.reserved_bytes[GS_STAT_ALL].peak);
+        ck_assert(gs_json_int(gs_json_get(m, "allocated_bytes"), &v));
+        ck_assert_int_eq(alloc, v);
+        /* and back: a saved report gives the same series */
+        GError *err = NULL;
+        gs_plot_series *back = gs_plot_series_from_json(root, &err);
+        ck_assert_ptr_nonnull(back);
+        char *a = gs_plot_series_json(s), *b = gs_plot_series_json(back);
+        ck_assert_str_eq(a, b);
+        g_free(a);
+        g_free(b);
+        gs_plot_series_free(back);
+        gs_json_free(root);
+        gs_plot_series_free(s);
+        if (k == 0) ck_assert(r.oom && r.stats.num_ooms == 1);
+        else ck_assert(!r.oom && r.stats.num_alloc_retries == 4);
+        gs_result_clear(&r);
+    }
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(expandable_map_shows_unmapped_blocks)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    uint32_t b = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    gs_trace_add_free(t, a);
+    gs_trace_add_op(t, GS_OP_EMPTY_CACHE, 0); /* unmaps a's pages: a hole below b */
+    gs_trace_add_free(t, b);
+    gs_result r;
+    gs_plot_series *s = record(t, "pytorch:expandable_segments:True", 0, &r);
+    gs_json *root = series_json(s);
+    const gs_json *segs = gs_json_get(gs_json_get(root, "address_map"), "segments");
+    ck_assert_uint_eq(segs->n, 1);
+    ck_assert(gs_json_get(segs->items[0], "expandable")->b);
+    const gs_json *bl = gs_json_get(segs->items[0], "blocks");
+    /* at the peak (after b): a and b allocated, the rest of the reservation unmapped */
+    ck_assert_str_eq(bl->items[0]->items[2]->str, "allocated");
+    ck_assert_str_eq(bl->items[bl->n - 1]->items[2]->str, "unmapped");
+    gs_json_free(root);
+    gs_plot_series_free(s);
+    gs_result_clear(&r);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(stems_and_csv_fields)
+{
+    char *s = gs_plot_stem("traces/data/resnet50.gstrace.gz");
+    ck_assert_str_eq(s, "resnet50");
+    g_free(s);
+    s = gs_plot_stem("run.json");
+    ck_assert_str_eq(s, "run");
+    g_free(s);
+    GString *f = g_string_new(NULL);
+    gs_csv_field(f, "pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6");
+    ck_assert_str_eq(f->str, "\"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6\"");
+    g_string_free(f, TRUE);
+}
+END_TEST
+
+static Suite *sweep_suite(void)
+{
+    Suite *s = suite_create("sweep and plots");
+    TCase *tc = tcase_create("grid");
+    tcase_add_test(tc, grid_is_the_product_first_list_outermost);
+    tcase_add_test(tc, several_templates_add_a_policy_parameter);
+    tcase_add_test(tc, bad_grids_are_errors);
+    tcase_add_test(tc, stems_and_csv_fields);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("runs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, parallel_cells_equal_serial_in_grid_order);
+    tcase_add_test(tc, recorder_keeps_peaks_markers_and_the_map_at_peak);
+    tcase_add_test(tc, expandable_map_shows_unmapped_blocks);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    data_dir = argc > 1 ? argv[1] : "traces/data";
+    return run_suite(sweep_suite());
+}
