@@ -14,7 +14,8 @@
  *  - a placement model of what the H100's driver was seen to do in the reference traces:
  *    addresses 2 MiB aligned, new ranges carved downward from the top of the address space, each
  *    in a chunk rounded up to 32 MiB; the slack left in a chunk, and freed ranges, are reused
- *    for later allocations that fit, the lowest address first.
+ *    for later allocations that fit, the lowest address first; once nothing is allocated, it
+ *    starts again from the top, as a fresh device does.
  *
  * Virtual memory (the driver's cuMem* calls, used by expandable segments). A reservation is
  * address space only. cuMemCreate takes physical pages (and is the call that runs out of
@@ -194,6 +195,13 @@ static gs_status sim_free(void *st, uint64_t addr)
     g_hash_table_remove(s->live, &addr);
     s->used_pages -= size / PAGE;
     if (addr >= s->frontier && addr < VA_TOP) holes_give(s, addr, size);
+    /* Nothing left: the driver hands out addresses as to a fresh process again (on the H100,
+     * a second replay in one process got the first one's segments at addresses in the same
+     * order: gpusim validate's timed runs all matched the simulator's fresh-device run). */
+    if (g_hash_table_size(s->live) == 0 && !s->script_n) {
+        g_array_set_size(s->holes, 0);
+        s->frontier = VA_TOP;
+    }
     return GS_OK;
 }
 

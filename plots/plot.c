@@ -371,16 +371,9 @@ static char *file_part(const char *s)
 
 void gs_csv_field(GString *out, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
-        g_string_append(out, s);
-        return;
-    }
-    g_string_append_c(out, '"');
-    for (; *s; s++) {
-        if (*s == '"') g_string_append_c(out, '"');
-        g_string_append_c(out, *s);
-    }
-    g_string_append_c(out, '"');
+    char *q = gs_csv_quote(s);
+    g_string_append(out, q);
+    g_free(q);
 }
 
 /* A gnuplot string literal: double-quoted, so a title can hold a line break. */

@@ -161,6 +161,10 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
                   const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
                   bool client_columns);
 
+/* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
+ * quote or a line break (RFC 4180). g_free the result. */
+char *gs_csv_quote(const char *s);
+
 /* A JSON string literal for s (quotes, escapes). */
 void gs_json_str(FILE *out, const char *s);
 

@@ -262,18 +262,23 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
 
 /* RFC 4180: a field with a comma, quote or newline is quoted, its quotes doubled (policy specs
  * such as max_split_size_mb:128,garbage_collection_threshold:0.6 contain commas). */
+char *gs_csv_quote(const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) return g_strdup(s);
+    GString *q = g_string_new("\"");
+    for (; *s; s++) {
+        if (*s == '"') g_string_append_c(q, '"');
+        g_string_append_c(q, *s);
+    }
+    g_string_append_c(q, '"');
+    return g_string_free(q, FALSE);
+}
+
 static void csv_field(FILE *out, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
+    char *q = gs_csv_quote(s);
+    fputs(q, out);
+    g_free(q);
 }
 
 static void csv_row(FILE *out, const gs_result *r)

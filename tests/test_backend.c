@@ -46,6 +46,23 @@ START_TEST(sim_model_places_downward_and_reuses_chunk_slack)
 }
 END_TEST
 
+/* Once everything is freed the device places as it did when fresh (a second run in a process). */
+START_TEST(sim_empty_device_places_as_fresh)
+{
+    gs_sim_config sc = {.total_bytes = 80 * GiB};
+    gs_backend *be = gs_sim_backend_new(&sc);
+    uint64_t a[3], b[3];
+    const uint64_t sizes[3] = {20 * MiB, 2 * MiB, 50 * MiB};
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(gs_dev_malloc(be, NULL, sizes[i], &a[i]), GS_OK);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(gs_dev_free(be, NULL, a[i], sizes[i]), GS_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(gs_dev_malloc(be, NULL, sizes[i], &b[i]), GS_OK);
+        ck_assert_uint_eq(b[i], a[i]);
+    }
+    gs_backend_destroy(be);
+}
+END_TEST
+
 START_TEST(sim_follows_script_until_sizes_diverge)
 {
     uint64_t addrs[] = {0x7f5000000000, 0x7f5000200000, 0x7f5000400000};
@@ -425,6 +442,7 @@ static Suite *backend_suite(void)
     TCase *tc = tcase_create("sim");
     tcase_add_test(tc, sim_fails_when_pages_run_out);
     tcase_add_test(tc, sim_model_places_downward_and_reuses_chunk_slack);
+    tcase_add_test(tc, sim_empty_device_places_as_fresh);
     tcase_add_test(tc, sim_follows_script_until_sizes_diverge);
     tcase_add_test(tc, sim_clock_advances_by_calibrated_latency);
     tcase_add_test(tc, calibration_interpolates_and_extrapolates);

@@ -5,22 +5,7 @@
 set -u
 gpusim=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-pass() { :; }
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_error DESCRIPTION WANT_SUBSTRING CMD...: exit 2, exactly one stderr line containing WANT
-expect_error() {
-    what=$1; want=$2; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ "$rc" -eq 2 ] || fail "$what: exit $rc, want 2"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$what: stderr has $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
-    grep -q -- "$want" "$tmp/err" || fail "$what: stderr lacks '$want': $(cat "$tmp/err")"
-    [ ! -s "$tmp/out" ] || fail "$what: wrote to stdout"
-}
+. "$src/tests/clitest.sh"
 
 trace=$src/traces/data/resnet50.gstrace.gz
 
@@ -220,6 +205,37 @@ PY
 head -1 "$tmp/one.csv" | grep -q "arrangement" && fail "one client: CSV gained client columns"
 "$gpusim" replay "$trace" --clients cooperative >"$tmp/one.txt" || fail "one client table: exit"
 grep -q "^clients" "$tmp/one.txt" && fail "one client: table gained a clients part"
+
+# --- gpusim validate: usage, no GPU, and a simulated stand-in device ---
+"$gpusim" validate --help >"$tmp/h" || fail "validate --help exits non-zero"
+grep -q "within 25%" "$tmp/h" && grep -q "Examples" "$tmp/h" && grep -q "Exit status" "$tmp/h" ||
+    fail "validate --help does not state its tolerances, examples and exit status"
+expect_error "validate without a trace" "no TRACE" "$gpusim" validate
+expect_error "validate --runs 0" "--runs" "$gpusim" validate "$trace" --runs 0
+expect_error "validate --backend gpu" "--backend" "$gpusim" validate "$trace" --backend gpu
+expect_error "validate --format csv" "--format" "$gpusim" validate "$trace" --format csv
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    "$gpusim" validate "$trace" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "validate without a GPU: exit $rc, want 1"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "gpusim: validate:" "$tmp/err" ||
+        fail "validate without a GPU: $(cat "$tmp/err")"
+fi
+"$gpusim" validate "$trace" --backend sim --runs 2 -p pytorch -p pytorch:expandable_segments:True \
+    >"$tmp/v.txt" 2>"$tmp/err" || fail "validate --backend sim: exit $? $(cat "$tmp/err")"
+[ "$(grep -c "^verdict: agrees within tolerance" "$tmp/v.txt")" -eq 2 ] || fail "validate: $(cat "$tmp/v.txt")"
+grep -q "^peak reserved (driver)" "$tmp/v.txt" && grep -q "^cuMemSetAccess calls" "$tmp/v.txt" ||
+    fail "validate table lacks rows: $(cat "$tmp/v.txt")"
+"$gpusim" validate "$trace" --backend sim --runs 1 --format json -o "$tmp/v.json" \
+    --save-calibration "$tmp/cal.csv" || fail "validate json: exit $?"
+python3 - "$tmp/v.json" <<'PY' || fail "validate JSON"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert len(v) == 1 and v[0]["ok"] and v[0]["policy"] == "pytorch", v
+assert {c["what"] for c in v[0]["checks"]} >= {"outcome", "peak reserved (allocator)", "device time ms"}
+PY
+head -1 "$tmp/cal.csv" | grep -q "^op,size_bytes,median_us" || fail "--save-calibration: $(head -2 "$tmp/cal.csv")"
+"$gpusim" replay "$trace" --calibration "$tmp/cal.csv" >/dev/null || fail "the saved calibration does not load"
 
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

@@ -8,20 +8,7 @@
 set -u
 gpusim=$1
 src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# expect_error DESCRIPTION WANT_SUBSTRING CMD...: exit 2, exactly one stderr line containing WANT
-expect_error() {
-    what=$1; want=$2; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    [ "$rc" -eq 2 ] || fail "$what: exit $rc, want 2"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$what: stderr has $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
-    grep -q -- "$want" "$tmp/err" || fail "$what: stderr lacks '$want': $(cat "$tmp/err")"
-}
+. "$src/tests/clitest.sh"
 
 # png_size FILE: "WIDTH HEIGHT" from the IHDR chunk, or nothing when FILE is not a PNG
 png_size() {
