@@ -41,23 +41,25 @@ void gs_devcalls_add(gs_devcalls *into, const gs_devcalls *c)
     }
 }
 
-/* Time one call on the backend's own clock and count it. */
+/* Time one call on the backend's own clock and count it. The observer is told the call covered
+ * `parts` pieces of `part_size` bytes each and is given the time per piece: one piece for every
+ * call but cuMemSetAccess, whose cost is per mapping in its range. */
 static inline void account(gs_backend *be, gs_devcalls *calls, gs_call_kind k, double t0,
-                           gs_status st, uint64_t size)
+                           gs_status st, uint64_t part_size, uint64_t parts)
 {
     if (!calls) return;
     double us = be->ops->now_us(be->state) - t0;
     calls->n[k]++;
     if (st != GS_OK) calls->failed[k]++;
     calls->time_us[k] += us;
-    if (be->observe) be->observe(be->observe_ud, k, size, us, st);
+    if (be->observe) be->observe(be->observe_ud, k, part_size, us / (double)parts, st);
 }
 
 gs_status gs_dev_malloc(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *addr)
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->malloc(be->state, size, addr);
-    account(be, calls, GS_CALL_MALLOC, t0, st, size);
+    account(be, calls, GS_CALL_MALLOC, t0, st, size, 1);
     return st;
 }
 
@@ -65,7 +67,7 @@ gs_status gs_dev_free(gs_backend *be, gs_devcalls *calls, uint64_t addr, uint64_
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->free(be->state, addr);
-    account(be, calls, GS_CALL_FREE, t0, st, size);
+    account(be, calls, GS_CALL_FREE, t0, st, size, 1);
     return st;
 }
 
@@ -73,67 +75,56 @@ gs_status gs_dev_mem_info(gs_backend *be, gs_devcalls *calls, uint64_t *free_b, 
 {
     double t0 = be->ops->now_us(be->state);
     gs_status st = be->ops->mem_info(be->state, free_b, total);
-    account(be, calls, GS_CALL_MEM_INFO, t0, st, 0);
+    account(be, calls, GS_CALL_MEM_INFO, t0, st, 0, 1);
     return st;
 }
 
 /* The VMM wrappers differ only in the op and its arguments. */
-#define VMM_CALL(kind, size, op, ...)                            \
-    do {                                                         \
-        if (!be->ops->op) return GS_ERR_UNSUPPORTED;             \
-        double t0 = be->ops->now_us(be->state);                  \
-        gs_status st = be->ops->op(be->state, __VA_ARGS__);      \
-        account(be, calls, GS_CALL_##kind, t0, st, size);        \
-        return st;                                               \
+#define VMM_CALL(kind, part_size, parts, op, ...)                      \
+    do {                                                               \
+        if (!be->ops->op) return GS_ERR_UNSUPPORTED;                   \
+        double t0 = be->ops->now_us(be->state);                        \
+        gs_status st = be->ops->op(be->state, __VA_ARGS__);            \
+        account(be, calls, GS_CALL_##kind, t0, st, part_size, parts);  \
+        return st;                                                     \
     } while (0)
 
 gs_status gs_dev_va_reserve(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *va)
 {
-    VMM_CALL(VA_RESERVE, size, va_reserve, size, va);
+    VMM_CALL(VA_RESERVE, size, 1, va_reserve, size, va);
 }
 
 gs_status gs_dev_va_release(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
 {
-    VMM_CALL(VA_RELEASE, size, va_release, va, size);
+    VMM_CALL(VA_RELEASE, size, 1, va_release, va, size);
 }
 
 gs_status gs_dev_page_create(gs_backend *be, gs_devcalls *calls, uint64_t size, uint64_t *handle)
 {
-    VMM_CALL(PAGE_CREATE, size, page_create, size, handle);
+    VMM_CALL(PAGE_CREATE, size, 1, page_create, size, handle);
 }
 
 gs_status gs_dev_page_release(gs_backend *be, gs_devcalls *calls, uint64_t handle,
                               uint64_t size)
 {
-    VMM_CALL(PAGE_RELEASE, size, page_release, handle);
+    VMM_CALL(PAGE_RELEASE, size, 1, page_release, handle);
 }
 
 gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size, uint64_t handle)
 {
-    VMM_CALL(MAP, size, map, va, size, handle);
+    VMM_CALL(MAP, size, 1, map, va, size, handle);
 }
 
 gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size,
                             uint64_t page)
 {
-    if (!be->ops->set_access) return GS_ERR_UNSUPPORTED;
-    double t0 = be->ops->now_us(be->state);
-    gs_status st = be->ops->set_access(be->state, va, size);
-    gs_call_observer seen = be->observe;
-    be->observe = NULL; /* the observer gets the cost per mapping, below */
-    account(be, calls, GS_CALL_SET_ACCESS, t0, st, size);
-    be->observe = seen;
-    if (seen && calls) {
-        uint64_t n = page && size / page ? size / page : 1;
-        seen(be->observe_ud, GS_CALL_SET_ACCESS, page ? page : size,
-             (be->ops->now_us(be->state) - t0) / (double)n, st);
-    }
-    return st;
+    uint64_t parts = page && size / page ? size / page : 1;
+    VMM_CALL(SET_ACCESS, parts > 1 ? page : size, parts, set_access, va, size);
 }
 
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size)
 {
-    VMM_CALL(UNMAP, size, unmap, va, size);
+    VMM_CALL(UNMAP, size, 1, unmap, va, size);
 }
 
 gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size)
