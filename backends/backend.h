@@ -161,6 +161,9 @@ gs_calibration *gs_calibration_load(const char *path, char **errmsg);
 double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
 void gs_calibration_free(gs_calibration *c);
 
+/* The median of n values (0 for none). Sorts v in place, so percentiles can be read after. */
+double gs_median(double *v, size_t n);
+
 /* One timed call, as the observer saw it: the material of a measured table. */
 typedef struct {
     gs_call_kind kind;

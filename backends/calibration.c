@@ -265,6 +265,13 @@ static int dbl_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double gs_median(double *v, size_t n)
+{
+    if (n == 0) return 0;
+    qsort(v, n, sizeof *v, dbl_cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 bool gs_calibration_save(const char *path, gs_call_sample *x, size_t n, const gs_calibration *base,
                          char **errmsg)
 {
@@ -279,8 +286,7 @@ bool gs_calibration_save(const char *path, gs_call_sample *x, size_t n, const gs
         size_t m = j - i;
         double *us = g_new(double, m);
         for (size_t k = 0; k < m; k++) us[k] = x[i + k].us;
-        qsort(us, m, sizeof *us, dbl_cmp);
-        double med = m % 2 ? us[m / 2] : (us[m / 2 - 1] + us[m / 2]) / 2;
+        double med = gs_median(us, m); /* sorts us */
         g_string_append_printf(s, "%s,%" G_GUINT64_FORMAT ",%.2f,%.2f,%.2f,%zu\n",
                                gs_call_name(x[i].kind), x[i + m / 2].size, med, us[m / 10],
                                us[m - 1 - m / 10], m);

@@ -32,12 +32,6 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static int dbl_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct {
     const char *name;
     /* one pair; returns non-zero on failure */
@@ -62,8 +56,8 @@ static void run(const method *m, size_t size)
             }
         per_pair[r] = (now_ns() - t0) / m->pairs;
     }
-    qsort(per_pair, ROUNDS, sizeof per_pair[0], dbl_cmp);
-    printf("%s,%zu,%.1f,%.1f,%.1f\n", m->name, size, per_pair[ROUNDS / 2], per_pair[ROUNDS / 10],
+    double med = gs_median(per_pair, ROUNDS); /* sorts per_pair */
+    printf("%s,%zu,%.1f,%.1f,%.1f\n", m->name, size, med, per_pair[ROUNDS / 10],
            per_pair[ROUNDS - 1 - ROUNDS / 10]);
     fflush(stdout);
 }

@@ -12,12 +12,6 @@
 
 #include "replay.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
     const char *path = NULL;
@@ -62,9 +56,9 @@ int main(int argc, char **argv)
             rate[k] = (double)r.events / r.host_seconds;
             gs_result_clear(&r);
         }
-        qsort(rate, runs, sizeof rate[0], cmp_double);
-        printf("%-36s median %6.2f M events/s  (min %.2f, max %.2f)\n", specs[s],
-               rate[runs / 2] / 1e6, rate[0] / 1e6, rate[runs - 1] / 1e6);
+        double med = gs_median(rate, runs); /* sorts rate */
+        printf("%-36s median %6.2f M events/s  (min %.2f, max %.2f)\n", specs[s], med / 1e6,
+               rate[0] / 1e6, rate[runs - 1] / 1e6);
         gs_policy_free(p);
     }
     gs_trace_free(t);

@@ -20,20 +20,6 @@ static void keep_sample(void *ud, gs_call_kind k, uint64_t size, double us, gs_s
     g_array_append_val((GArray *)ud, s);
 }
 
-static int dbl_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of n values (sorted in place). */
-static double median(double *v, size_t n)
-{
-    if (n == 0) return 0;
-    qsort(v, n, sizeof *v, dbl_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static bool same_run(const gs_result *a, const gs_result *b)
 {
     if (a->oom != b->oom || a->error != b->error ||
@@ -96,12 +82,12 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
     double *x = g_new(double, runs);
     for (int k = 0; k < GS_CALL_COUNT; k++) {
         for (unsigned i = 0; i < done; i++) x[i] = rs[i].calls.time_us[k];
-        v->real_us[k] = median(x, done);
+        v->real_us[k] = gs_median(x, done);
     }
     for (unsigned i = 0; i < done; i++) x[i] = gs_devcalls_total_us(&rs[i].calls);
-    v->real_total_us = median(x, done);
+    v->real_total_us = gs_median(x, done);
     for (unsigned i = 0; i < done; i++) x[i] = rs[i].host_seconds - rs[i].touch_seconds;
-    v->real_host_s = median(x, done);
+    v->real_host_s = gs_median(x, done);
     g_free(x);
     v->runs = done;
     if (done) {

@@ -230,6 +230,17 @@ START_TEST(observer_sees_kind_size_time_and_status)
 }
 END_TEST
 
+START_TEST(median_of_odd_even_and_none)
+{
+    double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2};
+    ck_assert_double_eq(gs_median(odd, 3), 3);
+    ck_assert_double_eq(odd[0], 1); /* sorted in place */
+    ck_assert_double_eq(odd[2], 5);
+    ck_assert_double_eq(gs_median(even, 4), 2.5);
+    ck_assert_double_eq(gs_median(NULL, 0), 0);
+}
+END_TEST
+
 START_TEST(strerror_names_every_status)
 {
     ck_assert_str_eq(gs_strerror(GS_OK), "success");
@@ -450,6 +461,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, faulty_fails_nth_masked_call_only);
     tcase_add_test(tc, faulty_probability_is_seeded);
     tcase_add_test(tc, strerror_names_every_status);
+    tcase_add_test(tc, median_of_odd_even_and_none);
     tcase_add_test(tc, observer_sees_kind_size_time_and_status);
     suite_add_tcase(s, tc);
     TCase *tv = tcase_create("vmm");
