@@ -233,20 +233,21 @@ static void write_outputs(void)
             r->calls = *gs_heap_devcalls(a->heap[d]);
             r->host_seconds = a->host_us / 1e6;
         }
-        /* gs_report names the request counts through a trace: lend it ours, or an empty one. */
-        gs_trace *t = a->trace ? a->trace : gs_trace_new();
-        size_t saved_n = t->n, saved_slots = t->n_slots;
-        t->n = a->requests + a->frees;
-        t->n_slots = a->requests;
+        /* gs_report takes the request counts from a trace: the recorded one holds exactly the
+         * requests served (every malloc, every free of ours); without one, a stand-in. */
+        gs_trace *t = a->trace;
+        if (!t) {
+            t = gs_trace_new();
+            t->n = a->requests + a->frees;
+            t->n_slots = a->requests;
+        }
         char *buf = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&buf, &len);
         char *name = g_strdup_printf("gpusim pluggable allocator (pid %d)", (int)getpid());
         gs_report(m, GS_FMT_JSON, name, t, rs, n, NULL, true);
         fclose(m);
-        t->n = saved_n;
-        t->n_slots = saved_slots;
-        if (t != a->trace) gs_trace_free(t);
+        if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
         if (!g_file_set_contents(a->stats_path, buf, (gssize)len, &err)) {
             fprintf(stderr, "gpusim: GPUSIM_STATS: %s\n", err->message);
             g_clear_error(&err);

@@ -40,6 +40,17 @@ static entry_points load(void)
     return e;
 }
 
+static char *path_in(const char *name) { return g_build_filename(dir, name, NULL); }
+
+/* What the last child wrote on stderr. */
+static char *child_stderr(void)
+{
+    char *path = path_in("stderr"), *text = NULL;
+    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+    g_free(path);
+    return text;
+}
+
 /* Run body in a child with the environment given (NAME=VALUE strings, NULL-terminated) and
  * stderr to dir/stderr; return its exit status. */
 static int in_child(void (*body)(void), const char *const *env)
@@ -48,7 +59,7 @@ static int in_child(void (*body)(void), const char *const *env)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         for (const char *const *e = env; *e; e++) putenv(g_strdup(*e));
-        char *err = g_build_filename(dir, "stderr", NULL);
+        char *err = path_in("stderr");
         if (!freopen(err, "w", stderr)) _exit(92);
         g_free(err); /* the child exits through exit(), with the leak checker watching */
         body();
@@ -56,16 +67,10 @@ static int in_child(void (*body)(void), const char *const *env)
     }
     int status = 0;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    if (!WIFEXITED(status)) {
-        char *path = g_build_filename(dir, "stderr", NULL), *text = NULL;
-        (void)g_file_get_contents(path, &text, NULL, NULL);
-        ck_abort_msg("the child died of signal %d; its stderr:\n%s", WTERMSIG(status),
-                     text ? text : "");
-    }
+    if (!WIFEXITED(status))
+        ck_abort_msg("the child died of signal %d; its stderr:\n%s", WTERMSIG(status), child_stderr());
     return WEXITSTATUS(status);
 }
-
-static char *path_in(const char *name) { return g_build_filename(dir, name, NULL); }
 
 /* ---- many threads, then the statistics and the trace ---- */
 
@@ -191,14 +196,6 @@ static void one_request_body(void)
     entry_points e = load();
     void *p = e.m(4096, 0, NULL);
     e.f(p, 4096, 0, NULL);
-}
-
-static char *child_stderr(void)
-{
-    char *path = path_in("stderr"), *text = NULL;
-    ck_assert(g_file_get_contents(path, &text, NULL, NULL));
-    g_free(path);
-    return text;
 }
 
 START_TEST(bad_policy_stops_the_program_with_a_message)
