@@ -3,7 +3,7 @@
  * A backend is an ops table (in the spirit of sqlite3_mem_methods / sqlite3_vfs) plus an opaque
  * state pointer. Device addresses are plain integers: the host never dereferences them, and all
  * allocator metadata lives in host memory, so the same core runs on the simulated heap
- * (backends/sim.c), on real memory (backends/cuda.c) or behind a fault injector
+ * (backends/simdevice.c), on real memory (backends/cuda.c) or behind a fault injector
  * (backends/faulty.c).
  *
  * Contract for every method: result parameters are non-NULL; sizes are > 0; the return value is
@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "util.h"
 
 
 /* Status codes shared by every module (defined here because the backend is the lowest layer).
@@ -43,8 +45,6 @@ typedef enum {
 const char *gs_strerror(gs_status s);
 
 #define GS_BACKEND_VERSION 1
-#define GS_MiB (UINT64_C(1) << 20)
-#define GS_GiB (UINT64_C(1) << 30)
 
 /* Device call kinds, counted and timed separately in reports. */
 #define GS_CALL_KINDS(X)                  \
@@ -161,9 +161,6 @@ gs_calibration *gs_calibration_load(const char *path, char **errmsg);
 double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
 void gs_calibration_free(gs_calibration *c);
 
-/* The median of n values (0 for none). Sorts v in place, so percentiles can be read after. */
-double gs_median(double *v, size_t n);
-
 /* One timed call, as the observer saw it: the material of a measured table. */
 typedef struct {
     gs_call_kind kind;
@@ -178,7 +175,7 @@ typedef struct {
 bool gs_calibration_save(const char *path, gs_call_sample *samples, size_t n,
                          const gs_calibration *base, char **errmsg);
 
-/* ---- The simulated device (backends/sim.c) ----
+/* ---- The simulated device (backends/simdevice.c) ----
  * total: physical bytes of the device; physical memory is handed out in 2 MiB pages that may be
  * placed anywhere, so a cudaMalloc fails only when the free pages cannot cover it.
  * cal: latency model (owned by the caller, must outlive the backend; NULL = no time). */

@@ -259,19 +259,6 @@ static int sample_cmp(const void *a, const void *b)
     return x->size < y->size ? -1 : x->size > y->size;
 }
 
-static int dbl_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double gs_median(double *v, size_t n)
-{
-    if (n == 0) return 0;
-    qsort(v, n, sizeof *v, dbl_cmp);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 bool gs_calibration_save(const char *path, gs_call_sample *x, size_t n, const gs_calibration *base,
                          char **errmsg)
 {

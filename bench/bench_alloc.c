@@ -21,7 +21,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "replay.h"
+#include "report.h"
+#include "validate.h"
 
 #define ROUNDS 21
 

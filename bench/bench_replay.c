@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
 
 int main(int argc, char **argv)
 {

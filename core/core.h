@@ -1,7 +1,7 @@
 /* core.h - the allocator engine shared by every policy.
  *
  * The core owns blocks and segments, the free-block index, splitting and coalescing, the
- * statistics and the out-of-memory ladder. A policy (policies/policy.h) decides the rest: size
+ * statistics and the out-of-memory ladder. A policy (core/policy.h) decides the rest: size
  * rounding, which pool a request goes to, how large a new segment is, whether a cached block may
  * serve a request, whether to split, and what to release under pressure. A backend
  * (backends/backend.h) is the device. The structure follows PyTorch's DeviceCachingAllocator

@@ -369,13 +369,6 @@ static char *file_part(const char *s)
     return f;
 }
 
-void gs_csv_field(GString *out, const char *s)
-{
-    char *q = gs_csv_quote(s);
-    g_string_append(out, q);
-    g_free(q);
-}
-
 /* A gnuplot string literal: double-quoted, so a title can hold a line break. */
 static void gp_str(GString *g, const char *s)
 {

@@ -33,7 +33,7 @@
  *
  * No config keys: "cupy" is the whole spec. The pool's limit is --capacity.
  */
-#include "policy.h"
+#include "policies.h"
 
 enum { kUnit = 512 };
 

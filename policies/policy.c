@@ -1,7 +1,7 @@
 /* policy.c - the policy registry: find a policy by name and parse its config. */
 #include <string.h>
 
-#include "policy.h"
+#include "policies.h"
 
 G_DEFINE_QUARK(gs-policy-error-quark, gs_policy_error)
 

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "policies.h"
 
 /* §1.1 */
 enum {

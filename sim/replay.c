@@ -6,11 +6,13 @@
 #include "clients.h"
 #include "replay.h"
 
+G_DEFINE_QUARK(gs-replay-error-quark, gs_replay_error)
+
 /* ---- reference files ---- */
 
 static gboolean ref_bad(GError **err, const char *path, const char *what)
 {
-    g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+    g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_REFERENCE,
                 "%s: not a gpusim reference file (%s); make one with traces/convert.py --reference",
                 path, what);
     return FALSE;
@@ -258,7 +260,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
         h = gs_heap_new(p, be, &hc);
     }
     if (!h && !mc) {
-        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
                     "policy %s needs the driver's virtual-memory calls, which backend '%s' lacks",
                     failed->spec, be->ops->name);
         if (!o->backend) gs_backend_destroy(be);

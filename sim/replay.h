@@ -1,7 +1,7 @@
-/* replay.h - the replay engine, the reports, and the helpers of the gpusim command line.
+/* replay.h - the replay engine: a trace replayed under a policy on a device, and its result.
  *
  * Data flows one way: trace (traces/) -> replay engine -> core + policy -> backend; the core's
- * statistics -> a gs_result -> report (table, CSV, JSON).
+ * statistics -> a gs_result -> report (report/: table, CSV, JSON) -> plots (plots/).
  */
 #ifndef GS_REPLAY_H
 #define GS_REPLAY_H
@@ -11,10 +11,18 @@
 
 #include "backend.h"
 #include "core.h"
-#include "policy.h"
+#include "policies.h"
+#include "util.h"
 #include "trace.h"
 
 G_BEGIN_DECLS
+
+#define GS_REPLAY_ERROR (gs_replay_error_quark())
+GQuark gs_replay_error_quark(void);
+typedef enum {
+    GS_REPLAY_ERROR_REFERENCE, /* a reference file that cannot be read or is not one */
+    GS_REPLAY_ERROR_SETUP,     /* a replay that cannot start (a policy the device cannot run) */
+} gs_replay_error_code;
 
 /* What a reference file (traces/convert.py --reference) says the real allocator did. */
 typedef struct {
@@ -146,71 +154,6 @@ void gs_result_clear(gs_result *r);
 double gs_result_frag_peak(const gs_result *r);
 double gs_result_internal_frag(const gs_result *r);
 double gs_result_external_frag(const gs_result *r);
-
-/* ---- reports ---- */
-typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
-
-/* refs: one per result (entries may be NULL), or NULL. first: this is the first trace of the
- * output (CSV prints its header once; JSON callers wrap several traces in an array). */
-void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
-               const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
-/* As gs_report; client_columns: CSV gets the columns of several clients (arrangement, client,
- * ...) and a row per client after each result's. Set it for every trace of one output when any
- * trace has several clients, so the columns stay the same; gs_report sets it when t has. */
-void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
-                  const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
-                  bool client_columns);
-
-/* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
- * quote or a line break (RFC 4180). g_free the result. */
-char *gs_csv_quote(const char *s);
-
-/* A JSON string literal for s (quotes, escapes). */
-void gs_json_str(FILE *out, const char *s);
-
-/* ---- validation: the simulator beside the real device (sim/validate.c) ---- */
-
-/* Tolerances, stated in gpusim validate --help and the README. */
-#define GS_VALIDATE_TIME_TOL 0.25    /* modelled device time within 25% of the measured */
-#define GS_VALIDATE_KIND_SHARE 0.10  /* a call kind's time is judged from 10% of the total */
-#define GS_VALIDATE_DRIVER_TOL 0.02  /* driver's view of peak reserved within 2% */
-
-typedef struct {
-    uint64_t capacity, device_total; /* as gs_replay_opts, for both sides */
-    const gs_calibration *cal;       /* the simulator's cost model; NULL: built-in */
-    gs_backend *backend;             /* the real device */
-    unsigned runs;                   /* timed runs after the warm-up; 0 = 1 */
-    bool touch;
-    GArray *samples;                 /* optional: every timed call, for gs_calibration_write */
-} gs_validate_opts;
-
-typedef struct {
-    gs_result sim;                 /* the simulator's prediction */
-    gs_result real;                /* the first timed run: outcome, statistics, call counts */
-    double real_us[GS_CALL_COUNT]; /* median over the timed runs of each kind's time */
-    double real_total_us;          /* median of the runs' total device time */
-    double real_host_s;            /* median host seconds of the replay loop, touches excluded */
-    unsigned runs;                 /* timed runs done */
-    bool runs_agree;               /* every timed run made the same calls, same peak */
-    uint64_t driver_peak;          /* the driver's view of peak reserved (warm-up run) */
-} gs_validation;
-
-/* FALSE on a setup error (err set); a device failure is in v->real.error. */
-gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
-                         gs_validation *v, GError **err);
-void gs_validation_clear(gs_validation *v);
-/* Every judged check within its tolerance, every timed run alike, no device failure. */
-bool gs_validation_ok(const gs_trace *t, const gs_validation *v);
-/* Table, or JSON (one object per validation; first: no separating comma). CSV is not offered. */
-void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
-                          const gs_validation *v, bool first);
-/* An empty array of gs_call_sample for gs_validate_opts.samples (gs_calibration_save). */
-GArray *gs_call_samples_new(void);
-
-/* ---- sizes: "18.2GiB", "512MiB", "4096", "1.5GB" (decimal units) ---- */
-gboolean gs_parse_size(const char *s, uint64_t *out, GError **err);
-/* "5.45 GiB", "20.00 MiB", "512 B": for tables */
-char *gs_format_size(uint64_t bytes);
 
 G_END_DECLS
 

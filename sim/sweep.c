@@ -8,8 +8,9 @@
  */
 #include <string.h>
 
-#include "plot.h"
 #include "sweep.h"
+
+G_DEFINE_QUARK(gs-sweep-error-quark, gs_sweep_error)
 
 typedef struct {
     char *text;    /* the expanded string */
@@ -30,7 +31,7 @@ static char *group_name(const char *before, const char *fallback)
 
 static gboolean bad(GError **err, const char *what, const char *s, const char *why)
 {
-    g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s '%s': %s", what, s, why);
+    g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "%s '%s': %s", what, s, why);
     return FALSE;
 }
 
@@ -221,7 +222,7 @@ gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError
                         const expansion *ce = &g_array_index(cap_exp, expansion, k);
                         GError *e2 = NULL;
                         if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
-                            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "--capacity: %s", e2->message);
+                            g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "--capacity: %s", e2->message);
                             g_error_free(e2);
                             ok = FALSE;
                         }
@@ -299,44 +300,9 @@ gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts
     }
     g_mutex_clear(&x.lock);
     if (x.first_error) {
-        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s", x.first_error);
+        g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "%s", x.first_error);
         g_free(x.first_error);
         return FALSE;
     }
     return TRUE;
-}
-
-/* ---- the CSV ---- */
-
-void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
-                  const gs_result *results)
-{
-    /* The replay's own CSV rows (report.c), each prefixed with its cell and parameters: one
-     * source for the columns, so a sweep's CSV and a replay's never drift apart. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    for (guint i = 0; i < s->cells->len; i++)
-        gs_report(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0);
-    fclose(mem);
-    char **lines = g_strsplit(buf, "\n", -1);
-    GString *o = g_string_new("cell");
-    for (guint k = 0; k < s->params->len; k++) {
-        g_string_append_c(o, ',');
-        gs_csv_field(o, s->params->pdata[k]);
-    }
-    g_string_append_printf(o, ",%s\n", lines[0]);
-    for (guint i = 0; i < s->cells->len && lines[i + 1]; i++) {
-        const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
-        g_string_append_printf(o, "%u", i);
-        for (guint k = 0; k < s->params->len; k++) {
-            g_string_append_c(o, ',');
-            gs_csv_field(o, c->values[k]);
-        }
-        g_string_append_printf(o, ",%s\n", lines[i + 1]);
-    }
-    fwrite(o->str, 1, o->len, out);
-    g_string_free(o, TRUE);
-    g_strfreev(lines);
-    free(buf);
 }

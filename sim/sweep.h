@@ -17,6 +17,12 @@
 
 G_BEGIN_DECLS
 
+#define GS_SWEEP_ERROR (gs_sweep_error_quark())
+GQuark gs_sweep_error_quark(void);
+typedef enum {
+    GS_SWEEP_ERROR_INPUT, /* a template, a brace list or a capacity that cannot be expanded */
+} gs_sweep_error_code;
+
 typedef struct {
     char *policy;       /* the expanded spec */
     gs_policy *pol;     /* parsed from it */
@@ -43,10 +49,6 @@ typedef void (*gs_sweep_progress_fn)(size_t done, size_t total, void *ud);
 gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts *base,
                       unsigned jobs, gs_sweep_progress_fn progress, void *ud, gs_result *results,
                       GError **err);
-
-/* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
-void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
-                  const gs_result *results);
 
 G_END_DECLS
 

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "replay.h"
+#include "validate.h"
 
 static void keep_sample(void *ud, gs_call_kind k, uint64_t size, double us, gs_status st)
 {

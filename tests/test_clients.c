@@ -6,7 +6,7 @@
  * Usage: test_clients [TRACE_DATA_DIR] (traces/data; the scenario tests need it). */
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
 #include "testutil.h"
 
 static const char *data_dir;

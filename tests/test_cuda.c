@@ -6,7 +6,8 @@
  * Usage: test_cuda [TRACE_DATA_DIR]. Exit 77 (skip) where there is no usable GPU, as in CI. */
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
+#include "validate.h"
 #include "testutil.h"
 
 static const char *data_dir;

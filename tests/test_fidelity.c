@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
 #include "testutil.h"
 
 static const char *convert_py, *traces_dir, *work_dir;

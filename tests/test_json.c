@@ -1,4 +1,4 @@
-/* test_json.c - Check suite for the small JSON reader (traces/json.c).
+/* test_json.c - Check suite for the small JSON reader (util/json.c).
  *
  * The reader loads reference answers and saved results, so the tests pin down the details
  * that would silently change numbers: integer literals kept exact beyond 2^53, overflow
@@ -21,13 +21,13 @@ static gs_json *parse_ok(const char *text)
     return j;
 }
 
-/* Must fail with GS_TRACE_ERROR_FORMAT and "doc.json:LINE: ..." containing what. */
+/* Must fail with GS_JSON_ERROR_FORMAT and "doc.json:LINE: ..." containing what. */
 static void expect_error_len(const char *text, size_t len, size_t line, const char *what)
 {
     GError *err = NULL;
     gs_json *j = gs_json_parse("doc.json", text, len, &err);
     ck_assert_msg(j == NULL, "accepted: %s", text);
-    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    ck_assert(g_error_matches(err, GS_JSON_ERROR, GS_JSON_ERROR_FORMAT));
     char *prefix = g_strdup_printf("doc.json:%zu: ", line);
     ck_assert_msg(g_str_has_prefix(err->message, prefix), "'%s' lacks '%s'", err->message,
                   prefix);
@@ -325,7 +325,7 @@ START_TEST(test_load)
 
     g_unlink(path);
     ck_assert_ptr_null(gs_json_load(path, &err));
-    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO));
+    ck_assert(g_error_matches(err, GS_JSON_ERROR, GS_JSON_ERROR_IO));
     want = g_strdup_printf("%s: %s", path, g_strerror(ENOENT));
     ck_assert_str_eq(err->message, want);
     g_free(want);

@@ -9,6 +9,7 @@
 # change in a commit that says why a report changed. --update rewrites them.
 set -u
 gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac   # the runs cd to SRCDIR
 src=$2
 update=${3:-}
 . "$src/tests/clitest.sh"

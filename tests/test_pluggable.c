@@ -1,4 +1,4 @@
-/* test_pluggable.c - the PyTorch pluggable allocator library (sim/pluggable.c), loaded with dlopen
+/* test_pluggable.c - the PyTorch pluggable allocator library (torch/pluggable.c), loaded with dlopen
  * as PyTorch's CUDAPluggableAllocator loads it, on the simulated device (GPUSIM_BACKEND=sim) so
  * it runs without a GPU.
  *
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "replay.h"
+#include "report.h"
 #include "testutil.h"
 
 typedef void *(*malloc_fn)(ssize_t, int, void *);

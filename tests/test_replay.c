@@ -6,7 +6,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
+#include "validate.h"
 #include "testutil.h"
 
 static gs_result replay(const gs_trace *t, const char *spec, uint64_t capacity, bool cont)

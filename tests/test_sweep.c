@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "plot.h"
-#include "sweep.h"
+#include "report.h"
 #include "testutil.h"
 
 static const char *data_dir;

@@ -8,7 +8,7 @@
 
 #include "backend.h"
 #include "core.h"
-#include "policy.h"
+#include "policies.h"
 
 typedef struct {
     gs_policy *policy;

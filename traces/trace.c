@@ -345,14 +345,6 @@ typedef struct {
     uint64_t seq; /* expected seq of the next event line */
 } parser;
 
-char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
-{
-    char *msg = g_strdup_vprintf(fmt, ap);
-    char *full = g_strdup_printf("%s:%zu: %s", name, line, msg);
-    g_free(msg);
-    return full;
-}
-
 static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void fail(parser *p, const char *fmt, ...)
 {

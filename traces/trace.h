@@ -26,6 +26,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "util.h"
+
 G_BEGIN_DECLS
 
 #define GS_TRACE_MAGIC "# gpusim-trace 1"
@@ -93,10 +95,6 @@ typedef enum {
     GS_TRACE_ERROR_FORMAT, /* malformed content */
 } gs_trace_error_code;
 
-/* "NAME:LINE: message" from a printf format: how every reader of this module (traces, JSON)
- * names the place of a problem. g_free the result. */
-char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
-    G_GNUC_PRINTF(3, 0);
 
 /* Load a trace. Returns NULL and sets err ("FILE:LINE: message") on any error; never aborts on
  * bad input. Lenient-mode warnings go to the warning callback (may be NULL) and are counted. */
@@ -127,32 +125,6 @@ const char *gs_trace_get_meta(const gs_trace *t, const char *key);
 
 const char *gs_op_name(gs_op op);
 
-
-/* ---- A small JSON reader (traces/json.c) ----
- * For reference files written by traces/convert.py (--reference) and for saved gpusim results.
- * Numbers keep their text so 64-bit integers survive exactly (gs_json_int parses them). */
-typedef enum { GS_JSON_NULL, GS_JSON_BOOL, GS_JSON_NUMBER, GS_JSON_STRING, GS_JSON_ARRAY,
-               GS_JSON_OBJECT } gs_json_type;
-
-typedef struct gs_json gs_json;
-struct gs_json {
-    gs_json_type type;
-    char *str;          /* STRING: the decoded text; NUMBER: the literal as written */
-    gboolean b;         /* BOOL */
-    size_t n;           /* ARRAY/OBJECT: number of items */
-    gs_json **items;    /* ARRAY/OBJECT: the values */
-    char **keys;        /* OBJECT: the keys, parallel to items */
-};
-
-/* Parse a whole document; NULL and err ("NAME:LINE: message", GS_TRACE_ERROR_FORMAT) on error. */
-gs_json *gs_json_parse(const char *name, const char *text, size_t len, GError **err);
-gs_json *gs_json_load(const char *path, GError **err);
-void gs_json_free(gs_json *j);
-const gs_json *gs_json_get(const gs_json *obj, const char *key); /* NULL if absent/not object */
-/* Number as integer / double; return FALSE if j is not a number (or not an exact integer). */
-gboolean gs_json_int(const gs_json *j, int64_t *out);
-gboolean gs_json_uint(const gs_json *j, uint64_t *out);
-gboolean gs_json_double(const gs_json *j, double *out);
 
 G_END_DECLS
 

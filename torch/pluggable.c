@@ -19,7 +19,7 @@
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
  * necessarily one object per process: it is kept in the single struct below and nowhere else.
- * Only the gpusim_* symbols are exported (sim/pluggable.map): the core, GLib's users and the
+ * Only the gpusim_* symbols are exported (torch/pluggable.map): the core, GLib's users and the
  * CUDA runtime linked in stay private to the library, whatever the host process has loaded.
  */
 #include <pthread.h>
@@ -29,7 +29,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "replay.h"
+#include "report.h"
 
 #define MAX_DEVICES 64
 

@@ -5,7 +5,7 @@
  * exactly and are converted only when asked for. Nesting is limited so a hostile file cannot
  * exhaust the stack, and every error names the line it was found on.
  */
-#include "trace.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #define JSON_MAX_DEPTH 256
+
+G_DEFINE_QUARK(gs-json-error-quark, gs_json_error)
 
 typedef struct {
     const char *name;
@@ -31,7 +33,7 @@ static void jfail(jparser *jp, const char *fmt, ...)
     va_start(ap, fmt);
     char *full = gs_located_vprintf(jp->name, jp->line, fmt, ap);
     va_end(ap);
-    g_set_error_literal(jp->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
+    g_set_error_literal(jp->err, GS_JSON_ERROR, GS_JSON_ERROR_FORMAT, full);
     g_free(full);
 }
 
@@ -397,7 +399,7 @@ fail:;
     if (fd >= 0)
         close(fd);
     g_string_free(g, TRUE);
-    g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, g_strerror(e));
+    g_set_error(err, GS_JSON_ERROR, GS_JSON_ERROR_IO, "%s: %s", path, g_strerror(e));
     return NULL;
 }
 
@@ -476,4 +478,16 @@ gboolean gs_json_double(const gs_json *j, double *out)
         return FALSE;
     *out = v;
     return TRUE;
+}
+
+void gs_json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(out, "\\%c", ch);
+        else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
+        else fputc(ch, out);
+    }
+    fputc('"', out);
 }

@@ -1,4 +1,5 @@
-/* policy.h - the policy seam: named tables of hooks over the shared core, and their registry.
+/* policy.h - the policy seam: the table of hooks the core calls. It lives with the core, which
+ * calls it; the implementations and their registry are policies/ (policies.h).
  *
  * A policy decides what the core leaves open (see core/core.h): rounding, pool choice, segment
  * size, whether a cached block may serve a request, whether to split it, and what to release
@@ -76,20 +77,6 @@ struct gs_policy {
 #define GS_POLICY_ERROR (gs_policy_error_quark())
 GQuark gs_policy_error_quark(void);
 typedef enum { GS_POLICY_ERROR_UNKNOWN, GS_POLICY_ERROR_CONFIG } gs_policy_error_code;
-
-/* Look up NAME in the registry and parse CONF. */
-gs_policy *gs_policy_new(const char *spec, GError **err);
-void gs_policy_free(gs_policy *p);
-/* The registry, NULL-terminated, for --help and tests. */
-const gs_policy_ops *const *gs_policy_registry(void);
-
-extern const gs_policy_ops gs_policy_pytorch;
-extern const gs_policy_ops gs_policy_cupy; /* policies/cupy.c */
-
-/* PyTorch's size helpers, exposed for tests and other policies. */
-uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);
-/* roundup_power2_divisions in effect for a size (PyTorch's interval table). */
-unsigned gs_pytorch_divisions(const void *cfg, uint64_t size);
 
 G_END_DECLS
 

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "replay.h"
+#include "report.h"
 
 static const char *outcome(const gs_result *r)
 {
@@ -62,14 +62,6 @@ static const char *cap_label(char buf[48], uint64_t cap)
     else
         g_snprintf(buf, 48, "%" G_GUINT64_FORMAT "B", cap);
     return buf;
-}
-
-char *gs_format_size(uint64_t b)
-{
-    if (b >= GS_GiB) return g_strdup_printf("%.3f GiB", (double)b / (double)GS_GiB);
-    if (b >= GS_MiB) return g_strdup_printf("%.2f MiB", (double)b / (double)GS_MiB);
-    if (b >= 1024) return g_strdup_printf("%.2f KiB", (double)b / 1024.0);
-    return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
 }
 
 /* A client's part of r as a result of its own, so the metric helpers and the CSV row apply. */
@@ -260,20 +252,6 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
 #define CSV_CLIENT_COLUMNS \
     "arrangement,client,num_reclaim_retries,reserved_at_first_oom,allocated_at_first_oom"
 
-/* RFC 4180: a field with a comma, quote or newline is quoted, its quotes doubled (policy specs
- * such as max_split_size_mb:128,garbage_collection_threshold:0.6 contain commas). */
-char *gs_csv_quote(const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) return g_strdup(s);
-    GString *q = g_string_new("\"");
-    for (; *s; s++) {
-        if (*s == '"') g_string_append_c(q, '"');
-        g_string_append_c(q, *s);
-    }
-    g_string_append_c(q, '"');
-    return g_string_free(q, FALSE);
-}
-
 static void csv_field(FILE *out, const char *s)
 {
     char *q = gs_csv_quote(s);
@@ -300,18 +278,6 @@ static void csv_row(FILE *out, const gs_result *r)
             gs_devcalls_total_us(&r->calls), events_per_s(r));
     for (int k = 0; k < GS_CALL_COUNT; k++)
         fprintf(out, ",%" G_GUINT64_FORMAT ",%.1f", r->calls.n[k], r->calls.time_us[k]);
-}
-
-void gs_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(out, "\\%c", ch);
-        else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
-        else fputc(ch, out);
-    }
-    fputc('"', out);
 }
 
 static void json_stat(FILE *out, const char *name, const char *pool, const gs_stat *st, bool *first)
@@ -549,4 +515,39 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
         fprintf(out, "]}\n");
         break;
     }
+}
+
+/* ---- a sweep: a row per cell ---- */
+
+void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
+                  const gs_result *results)
+{
+    /* The replay's own CSV rows (report.c), each prefixed with its cell and parameters: one
+     * source for the columns, so a sweep's CSV and a replay's never drift apart. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    for (guint i = 0; i < s->cells->len; i++)
+        gs_report(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0);
+    fclose(mem);
+    char **lines = g_strsplit(buf, "\n", -1);
+    GString *o = g_string_new("cell");
+    for (guint k = 0; k < s->params->len; k++) {
+        g_string_append_c(o, ',');
+        gs_csv_field(o, s->params->pdata[k]);
+    }
+    g_string_append_printf(o, ",%s\n", lines[0]);
+    for (guint i = 0; i < s->cells->len && lines[i + 1]; i++) {
+        const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
+        g_string_append_printf(o, "%u", i);
+        for (guint k = 0; k < s->params->len; k++) {
+            g_string_append_c(o, ',');
+            gs_csv_field(o, c->values[k]);
+        }
+        g_string_append_printf(o, ",%s\n", lines[i + 1]);
+    }
+    fwrite(o->str, 1, o->len, out);
+    g_string_free(o, TRUE);
+    g_strfreev(lines);
+    free(buf);
 }

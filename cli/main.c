@@ -19,7 +19,8 @@
 #include <glib/gstdio.h>
 
 #include "plot.h"
-#include "replay.h"
+#include "report.h"
+#include "validate.h"
 #include "sweep.h"
 
 #define EXIT_DEVICE 1

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "replay.h"
+#include "util.h"
 
 
 static gboolean bad(GError **err, const char *s, const char *why)
@@ -62,4 +62,12 @@ gboolean gs_parse_size(const char *s, uint64_t *out, GError **err)
         return TRUE;
     }
     return bad(err, s, "unknown unit");
+}
+
+char *gs_format_size(uint64_t b)
+{
+    if (b >= GS_GiB) return g_strdup_printf("%.3f GiB", (double)b / (double)GS_GiB);
+    if (b >= GS_MiB) return g_strdup_printf("%.2f MiB", (double)b / (double)GS_MiB);
+    if (b >= 1024) return g_strdup_printf("%.2f KiB", (double)b / 1024.0);
+    return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
 }

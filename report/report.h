@@ -1,0 +1,33 @@
+/* report.h - results as a table for people, CSV and JSON for scripts (report.c), and the CSV of
+ * a sweep (sweep_csv.c). Every format carries the same numbers under the names of the README's
+ * "Metrics".
+ */
+#ifndef GS_REPORT_H
+#define GS_REPORT_H
+
+#include <glib.h>
+#include <stdio.h>
+
+#include "replay.h"
+#include "sweep.h"
+
+G_BEGIN_DECLS
+
+/* refs: one per result (entries may be NULL), or NULL. first: this is the first trace of the
+ * output (CSV prints its header once; JSON callers wrap several traces in an array). */
+void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
+               const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
+/* As gs_report; client_columns: CSV gets the columns of several clients (arrangement, client,
+ * ...) and a row per client after each result's. Set it for every trace of one output when any
+ * trace has several clients, so the columns stay the same; gs_report sets it when t has. */
+void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
+                  const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
+                  bool client_columns);
+
+/* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
+void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
+                  const gs_result *results);
+
+G_END_DECLS
+
+#endif

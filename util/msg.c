@@ -1,0 +1,10 @@
+/* msg.c - "FILE:LINE: message", the one shape of every error about input. */
+#include "util.h"
+
+char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
+{
+    char *msg = g_strdup_vprintf(fmt, ap);
+    char *full = g_strdup_printf("%s:%zu: %s", name, line, msg);
+    g_free(msg);
+    return full;
+}

@@ -1,0 +1,85 @@
+/* util.h - the small things every layer of gpusim shares, and nothing else: sizes as people write
+ * them, "FILE:LINE: message", CSV fields, a strict JSON reader and JSON string literals, the
+ * median of samples, and the output formats. It depends on GLib alone; every other folder may
+ * include it, and it includes nothing of theirs.
+ */
+#ifndef GS_UTIL_H
+#define GS_UTIL_H
+
+#include <glib.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+G_BEGIN_DECLS
+
+#define GS_KiB (UINT64_C(1) << 10)
+#define GS_MiB (UINT64_C(1) << 20)
+#define GS_GiB (UINT64_C(1) << 30)
+
+/* The reports' formats: a table for people, CSV and JSON for scripts. */
+typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
+
+/* ---- sizes (size.c): "18.2GiB", "512MiB", "4096", "1.5GB" (decimal units) ---- */
+gboolean gs_parse_size(const char *s, uint64_t *out, GError **err);
+/* "5.453 GiB", "20.00 MiB", "512 B": for tables. g_free the result. */
+char *gs_format_size(uint64_t bytes);
+
+/* ---- messages about input (msg.c) ---- */
+/* "NAME:LINE: message" from a printf format: how every reader (traces, JSON, CSV, calibration)
+ * names the place of a problem. g_free the result. */
+char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(3, 0);
+
+/* ---- CSV (csv.c) ---- */
+/* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
+ * quote or a line break (RFC 4180). g_free the result. */
+char *gs_csv_quote(const char *s);
+/* The same, appended to out. */
+void gs_csv_field(GString *out, const char *s);
+
+/* ---- JSON (json.c) ----
+ * A small strict reader, for reference files written by traces/convert.py (--reference) and for
+ * saved gpusim results. Numbers keep their text so 64-bit integers survive exactly
+ * (gs_json_int parses them). */
+#define GS_JSON_ERROR (gs_json_error_quark())
+GQuark gs_json_error_quark(void);
+typedef enum {
+    GS_JSON_ERROR_IO,     /* cannot open or read the file */
+    GS_JSON_ERROR_FORMAT, /* not JSON ("NAME:LINE: message") */
+} gs_json_error_code;
+
+typedef enum { GS_JSON_NULL, GS_JSON_BOOL, GS_JSON_NUMBER, GS_JSON_STRING, GS_JSON_ARRAY,
+               GS_JSON_OBJECT } gs_json_type;
+
+typedef struct gs_json gs_json;
+struct gs_json {
+    gs_json_type type;
+    char *str;          /* STRING: the decoded text; NUMBER: the literal as written */
+    gboolean b;         /* BOOL */
+    size_t n;           /* ARRAY/OBJECT: number of items */
+    gs_json **items;    /* ARRAY/OBJECT: the values */
+    char **keys;        /* OBJECT: the keys, parallel to items */
+};
+
+/* Parse a whole document; NULL and err ("NAME:LINE: message", GS_JSON_ERROR_FORMAT) on error. */
+gs_json *gs_json_parse(const char *name, const char *text, size_t len, GError **err);
+gs_json *gs_json_load(const char *path, GError **err);
+void gs_json_free(gs_json *j);
+const gs_json *gs_json_get(const gs_json *obj, const char *key); /* NULL if absent/not object */
+/* Number as integer / double; return FALSE if j is not a number (or not an exact integer). */
+gboolean gs_json_int(const gs_json *j, int64_t *out);
+gboolean gs_json_uint(const gs_json *j, uint64_t *out);
+gboolean gs_json_double(const gs_json *j, double *out);
+
+/* A JSON string literal for s (quotes, escapes). */
+void gs_json_str(FILE *out, const char *s);
+
+/* ---- samples (stats.c) ---- */
+/* The median of n values (0 for none). Sorts v in place, so percentiles can be read after. */
+double gs_median(double *v, size_t n);
+
+G_END_DECLS
+
+#endif
