@@ -280,118 +280,234 @@ static void csv_row(FILE *out, const gs_result *r)
         fprintf(out, ",%" G_GUINT64_FORMAT ",%.1f", r->calls.n[k], r->calls.time_us[k]);
 }
 
-static void json_stat(FILE *out, const char *name, const char *pool, const gs_stat *st, bool *first)
+static void json_stat(gs_jw *w, const char *name, const char *pool, const gs_stat *st)
 {
     static const char *const parts[] = {"allocated", "current", "freed", "peak"};
     const int64_t vals[] = {st->allocated, st->current, st->freed, st->peak};
     for (int i = 0; i < 4; i++) {
-        fprintf(out, "%s\"%s%s%s.%s\": %" G_GINT64_FORMAT, *first ? "" : ", ", name,
-                pool ? "." : "", pool ? pool : "", parts[i], vals[i]);
-        *first = false;
+        char *key = g_strdup_printf("%s%s%s.%s", name, pool ? "." : "", pool ? pool : "", parts[i]);
+        gs_jw_key(w, key);
+        gs_jw_int(w, vals[i]);
+        g_free(key);
     }
+}
+
+static void jw_u(gs_jw *w, const char *key, uint64_t v)
+{
+    gs_jw_key(w, key);
+    gs_jw_uint(w, v);
+}
+
+static void jw_i(gs_jw *w, const char *key, int64_t v)
+{
+    gs_jw_key(w, key);
+    gs_jw_int(w, v);
+}
+
+static void jw_f(gs_jw *w, const char *key, const char *fmt, double v)
+{
+    gs_jw_key(w, key);
+    gs_jw_num(w, fmt, v);
+}
+
+static void jw_s(gs_jw *w, const char *key, const char *v)
+{
+    gs_jw_key(w, key);
+    gs_jw_str(w, v);
 }
 
 /* torch.cuda.memory_stats()'s flat dotted keys, so a real run and a simulated one diff cleanly. */
-static void json_memory_stats(FILE *out, const gs_stats *s)
+static void json_memory_stats(gs_jw *w, const gs_stats *s)
 {
     static const char *const pools[GS_STAT_TYPES] = {"all", "small_pool", "large_pool"};
-    bool first = true;
-    fputc('{', out);
-#define JSON_ARRAY(name)                                                                    \
-    for (int t = 0; t < GS_STAT_TYPES; t++) json_stat(out, #name, pools[t], &s->name[t], &first);
+    gs_jw_object(w);
+#define JSON_ARRAY(name) \
+    for (int t = 0; t < GS_STAT_TYPES; t++) json_stat(w, #name, pools[t], &s->name[t]);
     GS_STAT_ARRAYS(JSON_ARRAY)
 #undef JSON_ARRAY
-    json_stat(out, "oversize_allocations", NULL, &s->oversize_allocations, &first);
-    json_stat(out, "oversize_segments", NULL, &s->oversize_segments, &first);
-    fprintf(out,
-            ", \"num_alloc_retries\": %" G_GUINT64_FORMAT ", \"num_ooms\": %" G_GUINT64_FORMAT
-            ", \"num_sync_all_streams\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
-            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"max_split_size\": %" G_GINT64_FORMAT "}",
-            s->num_alloc_retries, s->num_ooms, s->num_sync_all_streams, s->num_device_alloc,
-            s->num_device_free, s->max_split_size);
+    json_stat(w, "oversize_allocations", NULL, &s->oversize_allocations);
+    json_stat(w, "oversize_segments", NULL, &s->oversize_segments);
+    jw_u(w, "num_alloc_retries", s->num_alloc_retries);
+    jw_u(w, "num_ooms", s->num_ooms);
+    jw_u(w, "num_sync_all_streams", s->num_sync_all_streams);
+    jw_u(w, "num_device_alloc", s->num_device_alloc);
+    jw_u(w, "num_device_free", s->num_device_free);
+    jw_i(w, "max_split_size", s->max_split_size);
+    gs_jw_object_end(w);
 }
 
-static void json_client(FILE *out, const gs_result *r, const gs_client_result *c);
+/* The peaks and fragmentation every result and every client's part share. */
+static void json_peaks(gs_jw *w, const gs_result *r, const gs_stats *s)
+{
+    jw_i(w, "peak_allocated_bytes", s->allocated_bytes[GS_STAT_ALL].peak);
+    jw_i(w, "peak_reserved_bytes", s->reserved_bytes[GS_STAT_ALL].peak);
+    jw_i(w, "peak_requested_bytes", s->requested_bytes[GS_STAT_ALL].peak);
+    jw_f(w, "frag_peak", "%.6f", gs_result_frag_peak(r));
+    jw_i(w, "waste_bytes", s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak);
+}
 
-static void json_result(FILE *out, const gs_result *r, const gs_reference *ref)
+static void json_client(gs_jw *w, const gs_result *r, const gs_client_result *c)
+{
+    gs_result cr = client_as_result(r, c);
+    const gs_stats *s = &c->stats;
+    gs_jw_key(w, c->name);
+    gs_jw_object(w);
+    jw_s(w, "policy", c->policy);
+    jw_s(w, "outcome", c->oom ? "oom" : "ok");
+    if (c->oom) {
+        gs_jw_key(w, "first_oom");
+        gs_jw_object(w);
+        jw_u(w, "event", c->first_oom_event);
+        jw_u(w, "size", c->first_oom_size);
+        gs_jw_object_end(w);
+    }
+    json_peaks(w, &cr, s);
+    jw_u(w, "num_alloc_retries", s->num_alloc_retries);
+    jw_u(w, "num_reclaim_retries", s->num_reclaim_retries);
+    jw_u(w, "num_ooms", s->num_ooms);
+    jw_u(w, "num_device_alloc", s->num_device_alloc);
+    jw_u(w, "num_device_free", s->num_device_free);
+    jw_i(w, "segments_allocated", s->segment[GS_STAT_ALL].allocated);
+    jw_f(w, "device_time_us", "%.1f", gs_devcalls_total_us(&c->calls));
+    jw_i(w, "allocated_bytes", s->allocated_bytes[GS_STAT_ALL].current);
+    jw_i(w, "reserved_bytes", s->reserved_bytes[GS_STAT_ALL].current);
+    jw_u(w, "released_for_others_bytes", c->released_for_others);
+    if (r->oom) {
+        gs_jw_key(w, "at_first_oom");
+        gs_jw_object(w);
+        jw_u(w, "reserved_bytes", c->reserved_at_oom);
+        jw_u(w, "allocated_bytes", c->allocated_at_oom);
+        jw_u(w, "cached_bytes", c->reserved_at_oom - c->allocated_at_oom);
+        gs_jw_object_end(w);
+    }
+    gs_jw_object_end(w);
+}
+
+static void json_reference(gs_jw *w, const gs_result *r, const gs_reference *ref)
+{
+    ref_cmp c = compare(r, ref);
+    gs_jw_object(w);
+    jw_s(w, "path", ref->path);
+    jw_s(w, "outcome", c.outcome);
+    jw_i(w, "peak_reserved_bytes", c.peak_reserved);
+    jw_i(w, "segments_allocated", c.segments);
+    jw_i(w, "num_device_alloc", c.device_alloc);
+    if (c.has_stats) {
+        jw_i(w, "num_alloc_retries", c.retries);
+        jw_i(w, "num_ooms", c.ooms);
+        jw_i(w, "peak_allocated_bytes", c.peak_allocated);
+    }
+    jw_u(w, "segments_at_reference_addresses", r->script_used);
+    gs_jw_key(w, "match");
+    gs_jw_bool(w, c.match);
+    gs_jw_object_end(w);
+}
+
+#define JSON_LINE ",\n   " /* a result's members run over a few lines, grouped */
+
+static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
 {
     const gs_stats *s = &r->stats;
-    fprintf(out, "  {\"policy\": ");
-    gs_json_str(out, r->policy);
-    fprintf(out, ", \"backend\": ");
-    gs_json_str(out, r->backend ? r->backend : "sim");
-    fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"outcome\": \"%s\"", r->capacity,
-            outcome(r));
-    if (r->arrangement)
-        fprintf(out, ", \"arrangement\": \"%s\", \"num_reclaim_retries\": %" G_GUINT64_FORMAT,
-                r->arrangement, r->stats.num_reclaim_retries);
+    gs_jw_object(w);
+    jw_s(w, "policy", r->policy);
+    jw_s(w, "backend", r->backend ? r->backend : "sim");
+    jw_u(w, "capacity_bytes", r->capacity);
+    jw_s(w, "outcome", outcome(r));
+    if (r->arrangement) {
+        jw_s(w, "arrangement", r->arrangement);
+        jw_u(w, "num_reclaim_retries", r->stats.num_reclaim_retries);
+    }
     if (r->oom) {
-        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT,
-                r->first_oom_event, r->first_oom_size);
-        if (r->n_clients) {
-            fprintf(out, ", \"client\": ");
-            gs_json_str(out, r->clients[r->first_oom_client].name);
-        }
-        fputc('}', out);
+        gs_jw_key(w, "first_oom");
+        gs_jw_object(w);
+        jw_u(w, "event", r->first_oom_event);
+        jw_u(w, "size", r->first_oom_size);
+        if (r->n_clients) jw_s(w, "client", r->clients[r->first_oom_client].name);
+        gs_jw_object_end(w);
     }
     if (r->error != GS_OK) {
-        fprintf(out, ", \"error\": {\"event\": %zu, \"message\": ", r->error_event);
-        gs_json_str(out, r->error_msg ? r->error_msg : gs_strerror(r->error));
-        fputc('}', out);
+        gs_jw_key(w, "error");
+        gs_jw_object(w);
+        jw_u(w, "event", r->error_event);
+        jw_s(w, "message", r->error_msg ? r->error_msg : gs_strerror(r->error));
+        gs_jw_object_end(w);
     }
-    fprintf(out,
-            ",\n   \"peak_allocated_bytes\": %" G_GINT64_FORMAT ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT
-            ", \"peak_requested_bytes\": %" G_GINT64_FORMAT ", \"frag_peak\": %.6f, \"waste_bytes\": %" G_GINT64_FORMAT
-            ", \"internal_frag\": %.6f, \"external_frag\": %.6f,\n   \"num_alloc_retries\": %" G_GUINT64_FORMAT
-            ", \"num_ooms\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
-            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
-            ", \"device_time_us\": %.1f, \"events\": %zu, \"replay_events_per_s\": %.0f"
-            ",\n   \"device_free_bytes_before\": %" G_GUINT64_FORMAT ", \"device_free_bytes_after\": %" G_GUINT64_FORMAT,
-            s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
-            s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(r),
-            s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
-            gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries, s->num_ooms,
-            s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
-            gs_devcalls_total_us(&r->calls), r->events, events_per_s(r), r->dev_free_before,
-            r->dev_free_after);
-    fprintf(out, ",\n   \"device_calls\": {");
-    bool first = true;
+    gs_jw_break(w, JSON_LINE);
+    json_peaks(w, r, s);
+    jw_f(w, "internal_frag", "%.6f", gs_result_internal_frag(r));
+    jw_f(w, "external_frag", "%.6f", gs_result_external_frag(r));
+    gs_jw_break(w, JSON_LINE);
+    jw_u(w, "num_alloc_retries", s->num_alloc_retries);
+    jw_u(w, "num_ooms", s->num_ooms);
+    jw_u(w, "num_device_alloc", s->num_device_alloc);
+    jw_u(w, "num_device_free", s->num_device_free);
+    jw_i(w, "segments_allocated", s->segment[GS_STAT_ALL].allocated);
+    jw_f(w, "device_time_us", "%.1f", gs_devcalls_total_us(&r->calls));
+    jw_u(w, "events", r->events);
+    jw_f(w, "replay_events_per_s", "%.0f", events_per_s(r));
+    gs_jw_break(w, JSON_LINE);
+    jw_u(w, "device_free_bytes_before", r->dev_free_before);
+    jw_u(w, "device_free_bytes_after", r->dev_free_after);
+    gs_jw_break(w, JSON_LINE);
+    gs_jw_key(w, "device_calls");
+    gs_jw_object(w);
     for (int k = 0; k < GS_CALL_COUNT; k++) {
         if (!r->calls.n[k]) continue;
-        fprintf(out, "%s\"%s\": {\"n\": %" G_GUINT64_FORMAT ", \"failed\": %" G_GUINT64_FORMAT
-                     ", \"time_us\": %.1f}",
-                first ? "" : ", ", gs_call_name((gs_call_kind)k), r->calls.n[k], r->calls.failed[k],
-                r->calls.time_us[k]);
-        first = false;
+        gs_jw_key(w, gs_call_name((gs_call_kind)k));
+        gs_jw_object(w);
+        jw_u(w, "n", r->calls.n[k]);
+        jw_u(w, "failed", r->calls.failed[k]);
+        jw_f(w, "time_us", "%.1f", r->calls.time_us[k]);
+        gs_jw_object_end(w);
     }
-    fprintf(out, "},\n   \"memory_stats\": ");
-    json_memory_stats(out, s);
+    gs_jw_object_end(w);
+    gs_jw_break(w, JSON_LINE);
+    gs_jw_key(w, "memory_stats");
+    json_memory_stats(w, s);
     if (r->n_clients) {
-        fprintf(out, ",\n   \"clients\": {\n");
+        gs_jw_break(w, JSON_LINE);
+        gs_jw_key(w, "clients");
+        gs_jw_object(w);
+        gs_jw_text(w, "\n     ");
         for (size_t k = 0; k < r->n_clients; k++) {
-            json_client(out, r, &r->clients[k]);
-            fprintf(out, "%s\n", k + 1 < r->n_clients ? "," : "");
+            gs_jw_break(w, ",\n     ");
+            json_client(w, r, &r->clients[k]);
         }
-        fprintf(out, "   }");
+        gs_jw_text(w, "\n   ");
+        gs_jw_object_end(w);
     }
     if (ref) {
-        ref_cmp c = compare(r, ref);
-        fprintf(out, ",\n   \"reference\": {\"path\": ");
-        gs_json_str(out, ref->path);
-        fprintf(out, ", \"outcome\": ");
-        gs_json_str(out, c.outcome);
-        fprintf(out, ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
-                     ", \"num_device_alloc\": %" G_GINT64_FORMAT,
-                c.peak_reserved, c.segments, c.device_alloc);
-        if (c.has_stats)
-            fprintf(out, ", \"num_alloc_retries\": %" G_GINT64_FORMAT ", \"num_ooms\": %" G_GINT64_FORMAT
-                         ", \"peak_allocated_bytes\": %" G_GINT64_FORMAT,
-                    c.retries, c.ooms, c.peak_allocated);
-        fprintf(out, ", \"segments_at_reference_addresses\": %zu, \"match\": %s}", r->script_used,
-                c.match ? "true" : "false");
+        gs_jw_break(w, JSON_LINE);
+        gs_jw_key(w, "reference");
+        json_reference(w, r, ref);
     }
-    if (r->json_extra) fputs(r->json_extra, out);
-    fprintf(out, "}");
+    if (r->json_extra) gs_jw_text(w, r->json_extra);
+    gs_jw_object_end(w);
+}
+
+static void json_trace(FILE *out, const char *name, const gs_trace *t, const gs_result *rs, size_t n,
+                       const gs_reference *const *refs)
+{
+    GString *g = g_string_new(NULL);
+    gs_jw w;
+    gs_jw_init(&w, g);
+    gs_jw_object(&w);
+    jw_s(&w, "trace", name);
+    jw_u(&w, "events", t->n);
+    jw_u(&w, "allocations", t->n_slots);
+    gs_jw_key(&w, "results");
+    gs_jw_array(&w);
+    gs_jw_text(&w, "\n  ");
+    for (size_t i = 0; i < n; i++) {
+        gs_jw_break(&w, ",\n  ");
+        json_result(&w, &rs[i], refs ? refs[i] : NULL);
+    }
+    gs_jw_text(&w, "\n");
+    gs_jw_array_end(&w);
+    gs_jw_object_end(&w);
+    g_string_append_c(g, '\n');
+    fwrite(g->str, 1, g->len, out);
+    g_string_free(g, TRUE);
 }
 
 /* The client columns of one CSV row: c NULL for the device's row (or a one-client result). */
@@ -415,39 +531,6 @@ static void csv_client_cols(FILE *out, const gs_result *r, const gs_client_resul
     }
 }
 
-static void json_client(FILE *out, const gs_result *r, const gs_client_result *c)
-{
-    gs_result cr = client_as_result(r, c);
-    const gs_stats *s = &c->stats;
-    fprintf(out, "     ");
-    gs_json_str(out, c->name);
-    fprintf(out, ": {\"policy\": ");
-    gs_json_str(out, c->policy);
-    fprintf(out, ", \"outcome\": \"%s\"", c->oom ? "oom" : "ok");
-    if (c->oom)
-        fprintf(out, ", \"first_oom\": {\"event\": %zu, \"size\": %" G_GUINT64_FORMAT "}",
-                c->first_oom_event, c->first_oom_size);
-    fprintf(out,
-            ", \"peak_allocated_bytes\": %" G_GINT64_FORMAT ", \"peak_reserved_bytes\": %" G_GINT64_FORMAT
-            ", \"peak_requested_bytes\": %" G_GINT64_FORMAT ", \"frag_peak\": %.6f, \"waste_bytes\": %" G_GINT64_FORMAT
-            ", \"num_alloc_retries\": %" G_GUINT64_FORMAT ", \"num_reclaim_retries\": %" G_GUINT64_FORMAT
-            ", \"num_ooms\": %" G_GUINT64_FORMAT ", \"num_device_alloc\": %" G_GUINT64_FORMAT
-            ", \"num_device_free\": %" G_GUINT64_FORMAT ", \"segments_allocated\": %" G_GINT64_FORMAT
-            ", \"device_time_us\": %.1f, \"allocated_bytes\": %" G_GINT64_FORMAT
-            ", \"reserved_bytes\": %" G_GINT64_FORMAT ", \"released_for_others_bytes\": %" G_GUINT64_FORMAT,
-            s->allocated_bytes[GS_STAT_ALL].peak, s->reserved_bytes[GS_STAT_ALL].peak,
-            s->requested_bytes[GS_STAT_ALL].peak, gs_result_frag_peak(&cr),
-            s->reserved_bytes[GS_STAT_ALL].peak - s->allocated_bytes[GS_STAT_ALL].peak,
-            s->num_alloc_retries, s->num_reclaim_retries, s->num_ooms, s->num_device_alloc,
-            s->num_device_free, s->segment[GS_STAT_ALL].allocated, gs_devcalls_total_us(&c->calls),
-            s->allocated_bytes[GS_STAT_ALL].current, s->reserved_bytes[GS_STAT_ALL].current,
-            c->released_for_others);
-    if (r->oom)
-        fprintf(out, ", \"at_first_oom\": {\"reserved_bytes\": %" G_GUINT64_FORMAT
-                     ", \"allocated_bytes\": %" G_GUINT64_FORMAT ", \"cached_bytes\": %" G_GUINT64_FORMAT "}",
-                c->reserved_at_oom, c->allocated_at_oom, c->reserved_at_oom - c->allocated_at_oom);
-    fprintf(out, "}");
-}
 
 void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                const gs_result *rs, size_t n, const gs_reference *const *refs, bool first)
@@ -505,14 +588,7 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
         }
         break;
     case GS_FMT_JSON:
-        fprintf(out, "{\"trace\": ");
-        gs_json_str(out, name);
-        fprintf(out, ", \"events\": %zu, \"allocations\": %zu, \"results\": [\n", t->n, t->n_slots);
-        for (size_t i = 0; i < n; i++) {
-            json_result(out, &rs[i], refs ? refs[i] : NULL);
-            fprintf(out, "%s\n", i + 1 < n ? "," : "");
-        }
-        fprintf(out, "]}\n");
+        json_trace(out, name, t, rs, n, refs);
         break;
     }
 }

@@ -253,38 +253,69 @@ bool gs_validation_ok(const gs_trace *t, const gs_validation *v)
     return ok;
 }
 
+/* One object of validate's JSON array; first: no separating comma before it. */
+static void validation_json(FILE *out, const char *name, const gs_validation *v, const GArray *rows,
+                            bool first)
+{
+    GString *g = g_string_new(first ? "  " : ",\n  ");
+    gs_jw w;
+    gs_jw_init(&w, g);
+    gs_jw_object(&w);
+    gs_jw_key(&w, "trace");
+    gs_jw_str(&w, name);
+    gs_jw_key(&w, "policy");
+    gs_jw_str(&w, v->sim.policy);
+    gs_jw_key(&w, "capacity_bytes");
+    gs_jw_uint(&w, v->sim.capacity);
+    gs_jw_key(&w, "timed_runs");
+    gs_jw_uint(&w, v->runs);
+    gs_jw_key(&w, "runs_agree");
+    gs_jw_bool(&w, v->runs_agree);
+    gs_jw_key(&w, "ok");
+    gs_jw_bool(&w, rows_ok(v, rows));
+    gs_jw_break(&w, ",\n   ");
+    gs_jw_key(&w, "checks");
+    gs_jw_array(&w);
+    for (guint i = 0; i < rows->len; i++) {
+        const row *r = &g_array_index(rows, row, i);
+        gs_jw_break(&w, ",\n    ");
+        if (i == 0) gs_jw_text(&w, "\n    ");
+        gs_jw_object(&w);
+        gs_jw_key(&w, "what");
+        gs_jw_str(&w, r->what);
+        if (r->kind == ROW_TEXT) {
+            gs_jw_key(&w, "sim");
+            gs_jw_str(&w, r->sim_text);
+            gs_jw_key(&w, "real");
+            gs_jw_str(&w, r->real_text);
+        } else {
+            if (r->has_sim) {
+                gs_jw_key(&w, "sim");
+                gs_jw_num(&w, "%.17g", r->sim);
+            }
+            gs_jw_key(&w, "real");
+            gs_jw_num(&w, "%.17g", r->real);
+        }
+        gs_jw_key(&w, "judged");
+        gs_jw_bool(&w, r->judged);
+        gs_jw_key(&w, "ok");
+        gs_jw_bool(&w, r->ok);
+        gs_jw_key(&w, "tolerance");
+        gs_jw_str(&w, r->tolerance);
+        gs_jw_object_end(&w);
+    }
+    gs_jw_array_end(&w);
+    gs_jw_object_end(&w);
+    fwrite(g->str, 1, g->len, out);
+    g_string_free(g, TRUE);
+}
+
 void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                           const gs_validation *v, bool first)
 {
     GArray *rows = compare_rows(t, v);
     if (fmt == GS_FMT_JSON) {
-        fprintf(out, "%s  {\"trace\": ", first ? "" : ",\n");
-        gs_json_str(out, name);
-        fprintf(out, ", \"policy\": ");
-        gs_json_str(out, v->sim.policy);
-        fprintf(out, ", \"capacity_bytes\": %" G_GUINT64_FORMAT ", \"timed_runs\": %u"
-                     ", \"runs_agree\": %s, \"ok\": %s,\n   \"checks\": [",
-                v->sim.capacity, v->runs, v->runs_agree ? "true" : "false",
-                rows_ok(v, rows) ? "true" : "false");
-        for (guint i = 0; i < rows->len; i++) {
-            const row *r = &g_array_index(rows, row, i);
-            fprintf(out, "%s\n    {\"what\": ", i ? "," : "");
-            gs_json_str(out, r->what);
-            if (r->kind == ROW_TEXT) {
-                fprintf(out, ", \"sim\": ");
-                gs_json_str(out, r->sim_text);
-                fprintf(out, ", \"real\": ");
-                gs_json_str(out, r->real_text);
-            } else {
-                if (r->has_sim) fprintf(out, ", \"sim\": %.17g", r->sim);
-                fprintf(out, ", \"real\": %.17g", r->real);
-            }
-            fprintf(out, ", \"judged\": %s, \"ok\": %s, \"tolerance\": ", r->judged ? "true" : "false",
-                    r->ok ? "true" : "false");
-            gs_json_str(out, r->tolerance);
-            fputc('}', out);
-        }
-        fprintf(out, "]}");
+        validation_json(out, name, v, rows, first);
         g_array_free(rows, TRUE);
         return;
     }

@@ -479,15 +479,3 @@ gboolean gs_json_double(const gs_json *j, double *out)
     *out = v;
     return TRUE;
 }
-
-void gs_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(out, "\\%c", ch);
-        else if (ch < 0x20) fprintf(out, "\\u%04x", ch);
-        else fputc(ch, out);
-    }
-    fputc('"', out);
-}

@@ -8,6 +8,7 @@
 
 #include <glib.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,7 +74,40 @@ gboolean gs_json_int(const gs_json *j, int64_t *out);
 gboolean gs_json_uint(const gs_json *j, uint64_t *out);
 gboolean gs_json_double(const gs_json *j, double *out);
 
-/* A JSON string literal for s (quotes, escapes). */
+/* ---- the JSON writer (jsonw.c) ----
+ * One place decides what valid JSON is: strings escaped, bytes that are not UTF-8 written as
+ * U+FFFD, non-finite numbers as null, separators between items. Layout is the caller's: items
+ * are separated by ", ", or by the text given to gs_jw_break for the next one (",\n   "). */
+typedef struct {
+    GString *out;
+    unsigned depth;     /* containers open (at most 63) */
+    uint64_t nonempty;  /* bit d: the container at depth d has an item */
+    bool after_key;     /* the next value is a key's: no separator */
+    const char *brk;    /* the separator before the next item, if not ", " */
+} gs_jw;
+
+void gs_jw_init(gs_jw *w, GString *out);
+void gs_jw_object(gs_jw *w);
+void gs_jw_object_end(gs_jw *w);
+void gs_jw_array(gs_jw *w);
+void gs_jw_array_end(gs_jw *w);
+void gs_jw_key(gs_jw *w, const char *key);
+void gs_jw_str(gs_jw *w, const char *s);    /* NULL: "" */
+void gs_jw_int(gs_jw *w, int64_t v);
+void gs_jw_uint(gs_jw *w, uint64_t v);
+/* fmt: a printf format of one double ("%.6f"); null when v is not finite. */
+void gs_jw_num(gs_jw *w, const char *fmt, double v);
+void gs_jw_bool(gs_jw *w, bool v);
+void gs_jw_null(gs_jw *w);
+/* A value already written as JSON (a nested document). */
+void gs_jw_raw(gs_jw *w, const char *json);
+/* The separator before the next item, instead of ", " (e.g. ",\n   "). */
+void gs_jw_break(gs_jw *w, const char *sep);
+/* Text outside the item structure (a newline before a closing bracket). */
+void gs_jw_text(gs_jw *w, const char *text);
+
+/* s as a JSON string literal, appended to out / written to out. */
+void gs_json_escape(GString *out, const char *s);
 void gs_json_str(FILE *out, const char *s);
 
 /* ---- samples (stats.c) ---- */
