@@ -200,6 +200,25 @@ size_t gs_sim_script_used(const gs_backend *be);
  * driver; the binary itself runs without either. */
 gs_backend *gs_cuda_backend_new(int device, char **errmsg);
 
+/* ---- Opening a device by name (backends/open.c) ---- */
+
+/* The simulated device's memory when neither the trace nor the user says: an H100's 80 GiB. */
+#define GS_DEFAULT_DEVICE_TOTAL (80 * GS_GiB)
+
+typedef struct {
+    int device;         /* cuda: the CUDA device index */
+    gs_sim_config sim;  /* sim: its config; total_bytes 0 means GS_DEFAULT_DEVICE_TOTAL */
+} gs_backend_config;
+
+/* Build the device called name ("sim", or "cuda" where built with the CUDA Toolkit); cfg may be
+ * NULL (the defaults). GS_OK and *out; GS_ERR_INVALID for a name that is no backend,
+ * GS_ERR_UNSUPPORTED for one not compiled in, GS_ERR_DEVICE when the device cannot start (no
+ * GPU, no driver); then *errmsg (may be NULL; g_free it) says why in words. */
+gs_status gs_backend_open(const char *name, const gs_backend_config *cfg, gs_backend **out,
+                          char **errmsg);
+/* Is the backend name compiled into this build? */
+bool gs_backend_compiled_in(const char *name);
+
 /* ---- Fault injection (backends/faulty.c) ----
  * Wraps any backend. Fails the nth call (1-based, counting only the kinds in mask) with status,
  * or each such call with probability p (seeded, reproducible). The inner backend is owned. */

@@ -343,6 +343,14 @@ void gs_clients_oom(gs_clients *c, const gs_event *e, size_t i)
         holdings(c, k, &c->cr[k].reserved_at_oom, &c->cr[k].allocated_at_oom);
 }
 
+uint64_t gs_clients_reserved(const gs_clients *c)
+{
+    if (c->mode == GS_CLIENTS_SHARED) return gs_heap_reserved(c->heap[0]);
+    uint64_t sum = 0;
+    for (size_t k = 0; k < c->n; k++) sum += gs_heap_reserved(c->heap[k]);
+    return sum;
+}
+
 void gs_clients_free_slot(gs_clients *c, uint32_t slot, gs_block *b)
 {
     /* As the slot's free (or completion) event would, so the shared charges stay right. */

@@ -23,6 +23,8 @@ gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slo
 void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots);
 /* Event e, index i, met an OOM the ladder could not recover from. */
 void gs_clients_oom(gs_clients *c, const gs_event *e, size_t i);
+/* The device's reserved bytes now: every allocator's. */
+uint64_t gs_clients_reserved(const gs_clients *c);
 /* Free the live block of slot (between repetitions of the trace). */
 void gs_clients_free_slot(gs_clients *c, uint32_t slot, gs_block *b);
 /* Fill r's device-wide stats and calls and its clients, then free everything. */

@@ -100,6 +100,14 @@ gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
 
 /* ---- the replay ---- */
 
+void gs_result_move(gs_result *dst, gs_result *src)
+{
+    if (dst == src) return;
+    gs_result_clear(dst);
+    *dst = *src;
+    memset(src, 0, sizeof *src);
+}
+
 void gs_result_clear(gs_result *r)
 {
     g_free(r->policy);
@@ -113,10 +121,12 @@ void gs_result_clear(gs_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* The driver's view at a new peak of reserved memory (opts.probe_driver). */
-static void probe_driver(gs_heap *h, gs_backend *be, gs_result *r, uint64_t *probed)
+/* The driver's view at a new peak of reserved memory (opts.probe_driver): the device's reserved
+ * bytes, every client's allocator's when there are several. */
+static void probe_driver(const gs_heap *h, const gs_clients *mc, gs_backend *be, gs_result *r,
+                         uint64_t *probed)
 {
-    uint64_t res = gs_heap_reserved(h), fr = 0, tot = 0;
+    uint64_t res = mc ? gs_clients_reserved(mc) : gs_heap_reserved(h), fr = 0, tot = 0;
     if (res <= *probed) return;
     *probed = res;
     if (be->ops->mem_info(be->state, &fr, &tot) == GS_OK && fr < r->dev_free_before &&
@@ -194,7 +204,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
             r->events = done_before + i + 1;
             return FALSE;
         }
-        if (o->probe_driver) probe_driver(h, be, r, probed);
+        if (o->probe_driver) probe_driver(h, mc, be, r, probed);
         if (o->progress && ((i + 1) & ((1u << 20) - 1)) == 0)
             o->progress(done_before + i + 1, total, o->progress_ud);
     }
@@ -219,7 +229,7 @@ static char *clients_label(const gs_trace *t, const gs_policy *p, const gs_repla
 /* The simulated device's total memory: the trace's device, else an 80 GiB H100. */
 static uint64_t sc_total(const gs_replay_opts *o)
 {
-    return o->device_total ? o->device_total : 80 * GS_GiB;
+    return o->device_total ? o->device_total : GS_DEFAULT_DEVICE_TOTAL;
 }
 
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
@@ -232,16 +242,16 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     gs_backend *be = o->backend;
     if (!be) {
         if (!o->cal) own_cal = gs_calibration_builtin();
-        gs_sim_config sc = {
+        gs_backend_config bc = {.sim = {
             .total_bytes = sc_total(o),
             .cal = o->cal ? o->cal : own_cal,
-        };
+        }};
         if (o->ref && o->ref->seg_addrs->len) {
-            sc.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
-            sc.script_sizes = (const uint64_t *)(void *)o->ref->seg_sizes->data;
-            sc.script_n = o->ref->seg_addrs->len;
+            bc.sim.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
+            bc.sim.script_sizes = (const uint64_t *)(void *)o->ref->seg_sizes->data;
+            bc.sim.script_n = o->ref->seg_addrs->len;
         }
-        be = gs_sim_backend_new(&sc);
+        (void)gs_backend_open("sim", &bc, &be, NULL); /* the simulated device always opens */
     }
     uint64_t dev_total = 0;
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_before, &dev_total);

@@ -48,7 +48,7 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
     v->driver_peak = warm.driver_peak_used;
     ro.probe_driver = false;
     if (warm.error != GS_OK) { /* the device failed: report the warm-up run as it is */
-        v->real = warm;
+        gs_result_move(&v->real, &warm);
         v->runs = 0;
         return TRUE;
     }
@@ -68,11 +68,7 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
         done++;
         if (done > 1 && !same_run(&rs[0], &rs[done - 1])) v->runs_agree = false;
         if (rs[done - 1].error != GS_OK) { /* the device failed: that run is the one to show */
-            if (done > 1) {
-                gs_result_clear(&rs[0]);
-                rs[0] = rs[done - 1];
-                memset(&rs[done - 1], 0, sizeof rs[0]);
-            }
+            if (done > 1) gs_result_move(&rs[0], &rs[done - 1]);
             break;
         }
     }
@@ -90,11 +86,7 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
     v->real_host_s = gs_median(x, done);
     g_free(x);
     v->runs = done;
-    if (done) {
-        v->real = rs[0];
-        rs[0].policy = NULL;
-        rs[0].error_msg = NULL;
-    }
+    if (done) gs_result_move(&v->real, &rs[0]);
     for (unsigned i = 0; i < done; i++) gs_result_clear(&rs[i]);
     g_free(rs);
     return ok;

@@ -226,6 +226,15 @@ fi
 [ "$(grep -c "^verdict: agrees within tolerance" "$tmp/v.txt")" -eq 2 ] || fail "validate: $(cat "$tmp/v.txt")"
 grep -q "^peak reserved (driver)" "$tmp/v.txt" && grep -q "^cuMemSetAccess calls" "$tmp/v.txt" ||
     fail "validate table lacks rows: $(cat "$tmp/v.txt")"
+# Regression (issue 11): a trace with several clients aborted here (free(): invalid pointer: a
+# result copied by value kept pointers it no longer owned), and the driver's view of peak
+# reserved counted one client's allocator only.
+for t2 in dataframe-then-torch producer-consumer; do
+    "$gpusim" validate "$src/traces/data/$t2.gstrace.gz" --backend sim --runs 2 >"$tmp/v2.txt" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 0 ] || fail "validate $t2 (several clients): exit $rc $(cat "$tmp/err")"
+    grep -q "^verdict: agrees within tolerance" "$tmp/v2.txt" || fail "validate $t2: $(cat "$tmp/v2.txt")"
+done
 "$gpusim" validate "$trace" --backend sim --runs 1 --format json -o "$tmp/v.json" \
     --save-calibration "$tmp/cal.csv" || fail "validate json: exit $?"
 python3 - "$tmp/v.json" <<'PY' || fail "validate JSON"

@@ -103,19 +103,12 @@ static gs_heap *heap_of(gs_pluggable *a, int device)
     if (device < 0 || device >= MAX_DEVICES) return NULL;
     if (a->heap[device]) return a->heap[device];
     char *msg = NULL;
-    uint64_t total = 80 * GS_GiB;
-    if (a->on_sim) {
-        a->cal = a->cal ? a->cal : gs_calibration_builtin();
-        gs_sim_config sc = {.total_bytes = total, .cal = a->cal};
-        a->be[device] = gs_sim_backend_new(&sc);
-    } else {
-#ifdef GS_HAVE_CUDA
-        a->be[device] = gs_cuda_backend_new(device, &msg);
-#else
-        msg = g_strdup("this library was built without the CUDA Toolkit (GPUSIM_BACKEND=sim "
-                       "runs it on the simulated device)");
-#endif
-        if (!a->be[device]) config_error("GPUSIM_BACKEND", msg);
+    uint64_t total = GS_DEFAULT_DEVICE_TOTAL;
+    if (a->on_sim) a->cal = a->cal ? a->cal : gs_calibration_builtin();
+    gs_backend_config bc = {.device = device, .sim = {.total_bytes = total, .cal = a->cal}};
+    if (gs_backend_open(a->on_sim ? "sim" : "cuda", &bc, &a->be[device], &msg) != GS_OK)
+        config_error("GPUSIM_BACKEND", msg);
+    if (!a->on_sim) {
         uint64_t fr = 0;
         (void)gs_dev_mem_info(a->be[device], NULL, &fr, &total);
     }

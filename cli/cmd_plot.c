@@ -1,0 +1,48 @@
+/* cmd_plot.c - gpusim plot: the plots of a saved report, drawn again (plots/). */
+#include "cli.h"
+
+static const char plot_description[] =
+    "RESULT is a report of 'gpusim replay --format json|csv' or the CSV of 'gpusim sweep'. JSON\n"
+    "saved from a replay run with --plot carries the timeline and the address map, and gives\n"
+    "every plot again; a replay's CSV (or JSON without them) gives the comparison bars; a sweep's\n"
+    "CSV gives the sweep's plot. Each plot is NAME.png and NAME.svg beside NAME.gp and its .dat.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz -p pytorch -p pytorch:expandable_segments:True \\\n"
+    "      --format json -o run.json --plot plots/\n"
+    "  gpusim plot run.json -o other-plots/\n"
+    "  gpusim sweep trace.gstrace -p 'pytorch:max_split_size_mb:{64,128}' -o sweep.csv\n"
+    "  gpusim plot sweep.csv                   # plots beside sweep.csv\n"
+    "\n"
+    "gnuplot is $GPUSIM_GNUPLOT, else gnuplot in PATH.\n"
+    "Exit status: 0 plots drawn, 2 bad usage or a RESULT that is not a gpusim report, 3 gnuplot\n"
+    "missing or failed (the data files and scripts are written anyway).";
+
+int gs_cmd_plot(int argc, char **argv)
+{
+    char *dir = NULL;
+    const GOptionEntry own[] = {
+        {"output", 'o', 0, G_OPTION_ARG_FILENAME, &dir,
+         "Write the plots into DIR (default: the directory of each RESULT)", "DIR"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    gs_cli c;
+    gs_cli_init(&c, "plot", "RESULT... - plot saved results",
+                "Draw gpusim's plots from a saved report, with gnuplot.", plot_description, 0, own,
+                NULL);
+    gs_cli_parse(&c, &argc, &argv, 1, "RESULT");
+    GError *err = NULL;
+    int rc = GS_EXIT_OK;
+    for (int a = 1; a < argc && rc == GS_EXIT_OK; a++) {
+        char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
+        gs_plotter *p = gs_plotter_new(d, &err);
+        g_free(d);
+        gboolean ok = p && gs_plot_saved(p, argv[a], &err);
+        if (ok && !gs_cli_render_plots(p)) rc = GS_EXIT_PLOT;
+        gs_plotter_free(p);
+        if (!ok) gs_cli_usage_error("%s", err->message);
+    }
+    g_free(dir);
+    gs_cli_clear(&c);
+    return rc;
+}

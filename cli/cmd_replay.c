@@ -1,0 +1,330 @@
+/* cmd_replay.c - gpusim replay: traces replayed under one or more policies (and, for a trace
+ * with several clients, arrangements), reported as a table, CSV or JSON, optionally plotted.
+ */
+#include <string.h>
+
+#include "cli.h"
+
+static const char replay_summary[] =
+    "Replay recorded allocation traces through allocator policies on a simulated GPU and\n"
+    "compare peak memory, fragmentation, allocation retries, OOMs and device time.";
+
+static const char replay_description[] =
+    "Policies (SPEC is NAME or NAME:CONF, CONF in PYTORCH_CUDA_ALLOC_CONF syntax):\n"
+    "%s\n"
+    "SIZE accepts 18.2GiB, 512MiB, 6.25GiB, 4096 (bytes); K/M/G/T mean KiB/MiB/GiB/TiB,\n"
+    "kB/MB/GB/TB are decimal; a fraction needs a unit.\n"
+    "--capacity is the memory the allocator may reserve: PyTorch's per-process memory fraction\n"
+    "times the device total. Without it there is no limit (and, as in PyTorch, no garbage\n"
+    "collection); the device itself has --device-total bytes (default: the trace's\n"
+    "device_total_bytes header, else 80GiB).\n"
+    "\n"
+    "Several libraries on one GPU: a trace whose events name several clients (torch, cupy,\n"
+    "...) replays with --clients separate (an allocator per client: they compete for the\n"
+    "device's memory, as PyTorch and CuPy do in one process), shared (one allocator serves\n"
+    "every client, as RMM's PyTorch and CuPy hooks do) or cooperative (an allocator per\n"
+    "client; one the device refuses asks the others to release their cached segments and\n"
+    "tries again). Give several, or a list, to compare them. --policy NAME=SPEC sets client\n"
+    "NAME's policy (separate, cooperative); a plain --policy SPEC applies to every other\n"
+    "client and to the shared allocator. --capacity limits each allocator; the device's\n"
+    "memory (--device-total) is what they share. Reports add each client's numbers and, at\n"
+    "the first OOM, what every client held reserved and cached. A trace with one client\n"
+    "replays as always.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz --policy pytorch \\\n"
+    "      --policy pytorch:max_split_size_mb:128 --capacity 5.75GiB\n"
+    "  gpusim replay trace.gstrace --policy 'pytorch:roundup_power2_divisions:[256:1,>:4]' --format json\n"
+    "  gpusim replay ref_input.gstrace.gz --reference run.ref.json     # real run vs simulated\n"
+    "  gpusim replay traces/data/dataframe-then-torch.gstrace.gz \\\n"
+    "      --clients separate,shared,cooperative --policy pytorch --policy cupy=cupy\n"
+    "  gpusim replay traces/data/resnet50.gstrace.gz -p pytorch -p pytorch:expandable_segments:True \\\n"
+    "      --plot plots/ --format json -o run.json   # plots; 'gpusim plot run.json' redraws them\n"
+    "\n"
+    "--plot DIR draws, with gnuplot, per trace: NAME-timeline (allocated and reserved memory over\n"
+    "the trace, retries and OOMs marked), NAME-bars (the policies compared) and NAME-map-K-POLICY\n"
+    "(the address space at peak reserved), each as .png and .svg beside its .gp script and .dat\n"
+    "data (run 'gnuplot NAME.gp' in DIR to redraw). gnuplot is $GPUSIM_GNUPLOT, else gnuplot.\n"
+    "\n"
+    "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
+    "error, 2 bad usage or bad input, 3 --plot could not draw (gnuplot missing or failed; the\n"
+    "reports and the plots' data are written all the same).";
+
+/* The --policy arguments: the compared policies, and NAME=SPEC assignments to clients. */
+typedef struct {
+    GPtrArray *compared;     /* gs_policy*: each applied to every client */
+    GPtrArray *assigned;     /* gs_policy*: the policy of client assigned_to[i] */
+    GPtrArray *assigned_to;  /* char*: client names */
+} policy_args;
+
+/* Parse every policy before replaying anything: a typo in the last one should not cost a long
+ * replay of the first. NAME=SPEC assigns a policy to one client (a '=' before any ':' cannot be
+ * part of a spec). Without a compared policy: the reference run's, else pytorch. */
+static void parse_policies(policy_args *pa, char **specs, const gs_reference *ref)
+{
+    GError *err = NULL;
+    pa->compared = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    pa->assigned = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    pa->assigned_to = g_ptr_array_new_with_free_func(g_free);
+    for (char **p = specs; p && *p; p++) {
+        const char *eq = strchr(*p, '='), *colon = strchr(*p, ':');
+        bool named = eq && (!colon || eq < colon);
+        gs_policy *pol = gs_policy_new(named ? eq + 1 : *p, &err);
+        if (!pol) gs_cli_usage_error("--policy: %s", err->message);
+        if (!named) {
+            g_ptr_array_add(pa->compared, pol);
+            continue;
+        }
+        char *name = g_strndup(*p, (size_t)(eq - *p));
+        if (!*name) gs_cli_usage_error("--policy %s: no client NAME before '='", *p);
+        for (guint i = 0; i < pa->assigned_to->len; i++)
+            if (strcmp(pa->assigned_to->pdata[i], name) == 0)
+                gs_cli_usage_error("--policy %s: client '%s' has a policy already", *p, name);
+        g_ptr_array_add(pa->assigned, pol);
+        g_ptr_array_add(pa->assigned_to, name);
+    }
+    if (pa->compared->len == 0) {
+        char *spec = ref && ref->allocator_conf && *ref->allocator_conf
+                         ? g_strdup_printf("pytorch:%s", ref->allocator_conf)
+                         : g_strdup("pytorch");
+        gs_policy *pol = gs_policy_new(spec, &err);
+        if (!pol) gs_cli_usage_error("policy of the reference run: %s", err->message);
+        g_ptr_array_add(pa->compared, pol);
+        g_free(spec);
+    }
+}
+
+static void policy_args_clear(policy_args *pa)
+{
+    g_ptr_array_free(pa->compared, TRUE);
+    g_ptr_array_free(pa->assigned, TRUE);
+    g_ptr_array_free(pa->assigned_to, TRUE);
+}
+
+/* --clients, repeated or comma-separated; separate when absent. */
+static GArray *parse_modes(char **args)
+{
+    GArray *modes = g_array_new(FALSE, FALSE, sizeof(gs_clients_mode));
+    for (char **c = args; c && *c; c++) {
+        char **parts = g_strsplit(*c, ",", -1);
+        for (char **m = parts; *m; m++) {
+            gs_clients_mode mode;
+            if (!gs_clients_mode_parse(g_strstrip(*m), &mode))
+                gs_cli_usage_error("--clients: '%s' is not one of separate, shared, cooperative", *m);
+            g_array_append_val(modes, mode);
+        }
+        g_strfreev(parts);
+    }
+    if (modes->len == 0) {
+        gs_clients_mode mode = GS_CLIENTS_SEPARATE;
+        g_array_append_val(modes, mode);
+    }
+    return modes;
+}
+
+/* "cupy, torch": a trace's client names, for messages. g_free it. */
+static char *clients_list(const gs_trace *t)
+{
+    GString *s = g_string_new(NULL);
+    for (guint k = 0; k < t->clients->len; k++)
+        g_string_append_printf(s, "%s%s", k ? ", " : "", (const char *)t->clients->pdata[k]);
+    return g_string_free(s, FALSE);
+}
+
+/* Every NAME of a NAME=SPEC must be a client of the trace. */
+static void check_assigned(const policy_args *pa, const gs_trace *t, const char *path)
+{
+    for (guint i = 0; i < pa->assigned_to->len; i++) {
+        const char *name = pa->assigned_to->pdata[i];
+        bool found = false;
+        for (guint k = 0; k < t->clients->len; k++) found |= strcmp(t->clients->pdata[k], name) == 0;
+        if (!found) {
+            char *names = clients_list(t);
+            gs_cli_usage_error("--policy %s=...: %s has no client '%s' (its clients: %s)", name, path,
+                               name, names);
+        }
+    }
+}
+
+/* What every replay of this command shares. */
+typedef struct {
+    const gs_cli *c;
+    const policy_args *pa;
+    const GArray *modes;
+    const gs_reference *ref;
+    bool ref_addresses;
+    gs_backend *dev;          /* NULL: a simulated device per replay */
+    bool touch;
+    gs_plotter *plotter;      /* NULL: no plots */
+    bool any_clients;         /* some trace has several clients: CSV gets the client columns */
+} replay_ctx;
+
+/* Replay one trace under every compared policy (times every arrangement, with several clients)
+ * and write its report; plots too. Returns GS_EXIT_DEVICE if a replay stopped on a device error. */
+static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const gs_trace *t,
+                        bool first)
+{
+    const gs_cli *c = x->c;
+    /* The client policies of this trace, by its client index (NULL: the compared one). */
+    const gs_policy **cpol = g_new0(const gs_policy *, t->clients->len);
+    for (guint k = 0; k < t->clients->len; k++)
+        for (guint i = 0; i < x->pa->assigned_to->len; i++)
+            if (strcmp(t->clients->pdata[k], x->pa->assigned_to->pdata[i]) == 0)
+                cpol[k] = x->pa->assigned->pdata[i];
+    /* One client: the arrangements are all the same, and its NAME=SPEC, if any, is the policy.
+     * Several: every arrangement under every compared policy. */
+    bool multi = t->clients->len > 1;
+    guint nmodes = multi ? x->modes->len : 1;
+    guint npols = !multi && cpol[0] ? 1 : x->pa->compared->len;
+    guint n = nmodes * npols;
+    gs_result *rs = g_new0(gs_result, n);
+    const gs_reference **refs = x->ref ? g_new0(const gs_reference *, n) : NULL;
+    gs_plot_series **series = x->plotter ? g_new0(gs_plot_series *, n) : NULL;
+    int rc = GS_EXIT_OK;
+    for (guint i = 0; i < n; i++) {
+        const gs_policy *pol = !multi && cpol[0] ? cpol[0] : x->pa->compared->pdata[i % npols];
+        char *label = g_strdup_printf("%s [%s]", path, pol->spec);
+        gs_replay_opts o = {
+            .capacity = c->cap,
+            .device_total = c->total ? c->total : t->device_total,
+            .cal = c->cal,
+            .continue_on_oom = c->continue_on_oom,
+            .ref = x->ref_addresses ? x->ref : NULL,
+            .progress = c->progress ? gs_cli_progress : NULL,
+            .progress_ud = label,
+            .backend = x->dev,
+            .touch = x->touch,
+            .clients = g_array_index(x->modes, gs_clients_mode, i / npols),
+            .client_policy = cpol,
+        };
+        if (series) {
+            o.observe = gs_plot_observe;
+            o.observe_ud = series[i] = gs_plot_series_new(t->n);
+        }
+        gs_replay_run(t, pol, &o, &rs[i], NULL);
+        if (series && c->fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
+        if (c->progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
+        if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
+        if (refs) refs[i] = x->ref;
+        g_free(label);
+    }
+    if (c->fmt == GS_FMT_JSON && !first) fputs(",\n", out);
+    gs_report_ex(out, c->fmt, path, t, rs, n, refs, first, x->any_clients);
+    if (x->plotter) {
+        GError *err = NULL;
+        gs_plot_run *runs = g_new0(gs_plot_run, n);
+        for (guint i = 0; i < n; i++) gs_plot_run_from_result(&runs[i], &rs[i], series[i]);
+        if (!gs_plot_trace(x->plotter, path, runs, n, &err))
+            gs_cli_usage_error("--plot: %s", err->message);
+        for (guint i = 0; i < n; i++) gs_plot_run_clear(&runs[i]); /* and the series */
+        g_free(runs);
+        g_free(series);
+    }
+    for (guint i = 0; i < n; i++) gs_result_clear(&rs[i]);
+    g_free(rs);
+    g_free(refs);
+    g_free(cpol);
+    return rc;
+}
+
+int gs_cmd_replay(int argc, char **argv)
+{
+    char **policies = NULL, **clients = NULL, *backend = NULL, *reference = NULL, *plot_dir = NULL;
+    gboolean no_ref_addrs = FALSE, touch = FALSE;
+    const GOptionEntry own[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "Policy to replay under; repeat to compare several (default: pytorch). NAME=SPEC: "
+         "the policy of the trace's client NAME (several clients)", "[NAME=]SPEC"},
+        {"clients", 0, 0, G_OPTION_ARG_STRING_ARRAY, &clients,
+         "Traces with several clients: separate (an allocator each, the default), shared (one "
+         "for all), cooperative (an allocator each; on OOM the others release their cache); "
+         "repeat or list with commas to compare", "MODE[,MODE]"},
+        {"backend", 'b', 0, G_OPTION_ARG_STRING, &backend,
+         "Device: sim (default), or cuda: the same allocator on the real GPU's memory "
+         "(device 0 of CUDA_VISIBLE_DEVICES)", "sim|cuda"},
+        {"touch", 0, 0, G_OPTION_ARG_NONE, &touch,
+         "With --backend cuda: write each allocation once, as a program would", NULL},
+        {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
+         "What the real allocator did (traces/convert.py --reference): compare with it, place "
+         "segments at its addresses, and default --policy and --capacity to its run's",
+         "REF.json"},
+        {"no-reference-addresses", 0, 0, G_OPTION_ARG_NONE, &no_ref_addrs,
+         "With --reference: place segments by the driver model, not the real addresses", NULL},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also draw plots into DIR with gnuplot (timeline, bars, address map at peak; PNG and "
+         "SVG beside their data); --format json then carries their data too", "DIR"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    static const char *const formats[] = {"table", "csv", "json", NULL};
+    char *ph = gs_cli_policies_help();
+    char *desc = g_strdup_printf(replay_description, ph);
+    g_free(ph);
+    gs_cli c;
+    gs_cli_init(&c, "replay", "TRACE... - replay allocation traces", replay_summary, desc,
+                GS_CLI_CAPACITY | GS_CLI_DEVICE_TOTAL | GS_CLI_FORMAT | GS_CLI_OUTPUT |
+                    GS_CLI_CONTINUE | GS_CLI_LENIENT | GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                own, formats);
+    gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
+
+    const char *dev_name = backend ? backend : "sim";
+    bool on_cuda = strcmp(dev_name, "cuda") == 0;
+    if (strcmp(dev_name, "sim") != 0 && !on_cuda)
+        gs_cli_usage_error("--backend: '%s' is not one of sim, cuda", backend);
+    if (on_cuda && !gs_backend_compiled_in("cuda"))
+        gs_cli_usage_error("--backend cuda: this gpusim was built without the CUDA Toolkit "
+                           "(meson -Dcuda=enabled says why)");
+    if (touch && !on_cuda) gs_cli_usage_error("--touch needs --backend cuda");
+    GError *err = NULL;
+    gs_reference *ref = NULL;
+    if (reference) {
+        ref = gs_reference_load(reference, &err);
+        if (!ref) gs_cli_usage_error("%s", err->message);
+        if (!c.capacity) c.cap = ref->cap_bytes;
+        if (!c.device_total) c.total = ref->device_total;
+    }
+    policy_args pa;
+    parse_policies(&pa, policies, ref);
+    GArray *modes = parse_modes(clients);
+    if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
+
+    /* Load every trace before writing anything: a bad second trace must not leave half a
+     * report behind. */
+    GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
+    replay_ctx x = {.c = &c, .pa = &pa, .modes = modes, .ref = ref, .ref_addresses = !no_ref_addrs,
+                    .touch = touch};
+    for (int a = 1; a < argc; a++) {
+        gs_trace *t = gs_cli_load_trace(&c, argv[a]);
+        check_assigned(&pa, t, argv[a]);
+        x.any_clients |= t->clients->len > 1;
+        g_ptr_array_add(traces, t);
+    }
+    if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
+    if (plot_dir && !(x.plotter = gs_plotter_new(plot_dir, &err)))
+        gs_cli_usage_error("--plot: %s", err->message);
+
+    char *tmp = NULL;
+    FILE *out = gs_cli_open_output(c.output, &tmp);
+    int rc = GS_EXIT_OK;
+    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
+    for (int a = 1; a < argc; a++)
+        if (replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1) != GS_EXIT_OK)
+            rc = GS_EXIT_DEVICE;
+    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
+    gs_cli_close_output(out, tmp, c.output);
+    gs_backend_destroy(x.dev);
+    if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
+
+    gs_plotter_free(x.plotter);
+    g_ptr_array_free(traces, TRUE);
+    policy_args_clear(&pa);
+    g_array_free(modes, TRUE);
+    gs_reference_free(ref);
+    g_strfreev(policies);
+    g_strfreev(clients);
+    g_free(plot_dir);
+    g_free(backend);
+    g_free(reference);
+    g_free(desc);
+    gs_cli_clear(&c);
+    return rc;
+}

@@ -1,0 +1,130 @@
+/* cmd_sweep.c - gpusim sweep: one trace over a grid of settings and capacities (sim/sweep.c),
+ * one CSV row per cell (report/), optionally the sweep's plot.
+ */
+#include "cli.h"
+#include "sweep.h"
+
+static const char sweep_description[] =
+    "Each brace list in --policy or --capacity is a parameter of the grid, named by the key in\n"
+    "front of it (max_split_size_mb, garbage_collection_threshold, ...) or 'capacity'; several\n"
+    "--policy templates add a 'policy' parameter. Cells are the product of the lists, the first\n"
+    "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
+    "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
+    "      --policy 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \\\n"
+    "      -o sweep.csv --plot plots/        # 8 cells; plots/resnet50-sweep.png\n"
+    "  gpusim sweep trace.gstrace -p 'pytorch:garbage_collection_threshold:{0.5,0.7,0.9}' \\\n"
+    "      -p pytorch:expandable_segments:True --capacity 20GiB -j 4\n"
+    "  gpusim plot sweep.csv                  # redraw the sweep's plot from its CSV\n"
+    "\n"
+    "--plot DIR draws NAME-sweep (.png, .svg, with its .gp and .dat): peak reserved, waste,\n"
+    "retries and modelled device time against the first parameter, one line per value of the\n"
+    "others, OOM cells marked. A progress line goes to stderr when it is a terminal.\n"
+    "\n"
+    "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
+    "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway).";
+
+static void sweep_progress(size_t done, size_t total, void *ud)
+{
+    fprintf(stderr, "\r\033[K%s: %zu/%zu cells", (const char *)ud, done, total);
+    fflush(stderr);
+}
+
+/* The sweep's plot: each cell's bars-style numbers against its parameters. */
+static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, const gs_result *rs)
+{
+    GError *err = NULL;
+    gs_plotter *plotter = gs_plotter_new(dir, &err);
+    if (!plotter) gs_cli_usage_error("--plot: %s", err->message);
+    size_t n = sw->cells->len;
+    gs_plot_run *runs = g_new0(gs_plot_run, n);
+    const char **values = g_new0(const char *, n * sw->params->len + 1);
+    for (size_t i = 0; i < n; i++) {
+        const gs_sweep_cell *c = &g_array_index(sw->cells, gs_sweep_cell, i);
+        gs_plot_run_from_result(&runs[i], &rs[i], NULL);
+        for (guint k = 0; k < sw->params->len; k++) values[i * sw->params->len + k] = c->values[k];
+    }
+    if (!gs_plot_sweep(plotter, path, (const char *const *)sw->params->pdata, sw->params->len,
+                       values, runs, n, &err))
+        gs_cli_usage_error("--plot: %s", err->message);
+    int rc = gs_cli_render_plots(plotter) ? GS_EXIT_OK : GS_EXIT_PLOT;
+    for (size_t i = 0; i < n; i++) gs_plot_run_clear(&runs[i]);
+    g_free(runs);
+    g_free(values);
+    gs_plotter_free(plotter);
+    return rc;
+}
+
+int gs_cmd_sweep(int argc, char **argv)
+{
+    char **policies = NULL, *capacity = NULL, *plot_dir = NULL;
+    gint jobs = 0;
+    const GOptionEntry own[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "Policy template with brace lists, e.g. 'pytorch:max_split_size_mb:{64,128}'; repeat "
+         "for several (default: pytorch)", "SPEC"},
+        {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
+         "Memory the allocator may reserve, with brace lists, e.g. '{5.75,6.25}GiB' "
+         "(default: no limit)", "SIZE"},
+        {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
+         "Cells replayed at once (default: one per processor)", "N"},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also plot the sweep into DIR with gnuplot", "DIR"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    gs_cli c;
+    gs_cli_init(&c, "sweep", "TRACE - replay one trace over a grid of settings",
+                "Replay a trace under every combination of policy settings and capacities written as\n"
+                "brace lists, in parallel, and write one CSV row per combination.",
+                sweep_description,
+                GS_CLI_DEVICE_TOTAL | GS_CLI_OUTPUT | GS_CLI_CONTINUE | GS_CLI_LENIENT |
+                    GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                own, NULL);
+    gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
+    if (argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
+    if (jobs < 0) gs_cli_usage_error("--jobs: %d is not a number of threads", jobs);
+    GError *err = NULL;
+    gs_sweep *sw = gs_sweep_new((const char *const *)policies, capacity, &err);
+    if (!sw) gs_cli_usage_error("%s", err->message);
+    gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
+    gs_trace *t = gs_cli_load_trace(&c, argv[1]);
+    if (plot_dir) { /* a directory that cannot be made fails now, before the cells run */
+        gs_plotter *probe = gs_plotter_new(plot_dir, &err);
+        if (!probe) gs_cli_usage_error("--plot: %s", err->message);
+        gs_plotter_free(probe);
+    }
+
+    size_t n = sw->cells->len;
+    gs_result *rs = g_new0(gs_result, n);
+    gs_replay_opts o = {
+        .device_total = c.total ? c.total : t->device_total,
+        .cal = c.cal ? c.cal : builtin,
+        .continue_on_oom = c.continue_on_oom,
+    };
+    if (!gs_sweep_run(sw, t, &o, (unsigned)jobs, c.progress ? sweep_progress : NULL, argv[1], rs,
+                      &err))
+        gs_cli_usage_error("%s", err->message);
+    if (c.progress) fputs("\r\033[K", stderr);
+    int rc = GS_EXIT_OK;
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
+
+    char *tmp = NULL;
+    FILE *out = gs_cli_open_output(c.output, &tmp);
+    gs_sweep_csv(out, sw, argv[1], t, rs);
+    gs_cli_close_output(out, tmp, c.output);
+    if (plot_dir && plot_sweep(plot_dir, argv[1], sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
+
+    for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
+    g_free(rs);
+    gs_trace_free(t);
+    gs_sweep_free(sw);
+    gs_calibration_free(builtin);
+    g_strfreev(policies);
+    g_free(capacity);
+    g_free(plot_dir);
+    gs_cli_clear(&c);
+    return rc;
+}
