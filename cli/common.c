@@ -233,7 +233,9 @@ char *gs_cli_policies_help(void)
     GString *s = g_string_new(NULL);
     for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++) {
         g_string_append_printf(s, "  %-10s %s\n", (*r)->name, (*r)->summary);
-        char **lines = g_strsplit((*r)->keys_help, "\n", -1);
+        char *keys = gs_policy_keys_help(*r);
+        char **lines = g_strsplit(keys, "\n", -1);
+        g_free(keys);
         for (char **l = lines; *l; l++)
             if (**l) g_string_append_printf(s, "      %s\n", *l);
         g_strfreev(lines);

@@ -30,11 +30,25 @@ typedef struct {
     bool is_small; /* counted as small_pool in the statistics (else large_pool) */
 } gs_pool_desc;
 
+/* One config key of a policy, in the original's syntax (KEY:VALUE, comma-separated). A policy's
+ * keys are one table that serves both its parser (gs_policy_conf_parse) and --help
+ * (gs_policy_keys_help), so the two cannot drift apart. */
+typedef struct {
+    const char *name;  /* "max_split_size_mb"; a trailing '*' matches every key with that prefix */
+    const char *arg;   /* what follows the colon in --help: "N", "True" */
+    const char *help;  /* for --help, lines after the first indented; NULL: accepted, not listed
+                        * (a key of the original that has no effect on a replay) */
+    /* Set the key in cfg (the policy's config, already holding its defaults); false and err
+     * (GS_POLICY_ERROR_CONFIG, naming the key and the value) when val is not acceptable. */
+    bool (*set)(void *cfg, const char *key, const char *val, GError **err);
+} gs_policy_key;
+
 typedef struct gs_policy_ops {
     int version;            /* GS_POLICY_VERSION */
     const char *name;
     const char *summary;    /* one line for --help */
-    const char *keys_help;  /* the config keys, one per line, for --help */
+    const gs_policy_key *keys; /* its config keys, ending with a {NULL} entry; NULL: none */
+    const char *keys_help;  /* optional: a note for --help after the keys ("no config keys...") */
 
     /* Parse CONF (may be ""); NULL and err (GS_POLICY_ERROR) naming the bad key or value. */
     void *(*parse)(const char *conf, GError **err);

@@ -11,6 +11,12 @@ G_BEGIN_DECLS
 /* Look up NAME in the registry and parse CONF. */
 gs_policy *gs_policy_new(const char *spec, GError **err);
 void gs_policy_free(gs_policy *p);
+/* Parse "KEY:VALUE,KEY:VALUE" into cfg by the table keys (commas inside [...] do not split):
+ * every key must be in the table. false and err (GS_POLICY_ERROR_CONFIG) otherwise. */
+bool gs_policy_conf_parse(const gs_policy_key *keys, void *cfg, const char *conf, GError **err);
+/* The keys of a policy for --help, one per key ("max_split_size_mb:N  blocks >= ..."), then its
+ * keys_help note. g_free it. */
+char *gs_policy_keys_help(const gs_policy_ops *ops);
 /* The registry, NULL-terminated, for --help and tests. */
 const gs_policy_ops *const *gs_policy_registry(void);
 

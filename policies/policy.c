@@ -43,6 +43,81 @@ gs_policy *gs_policy_new(const char *spec, GError **err)
     return NULL;
 }
 
+/* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets). */
+static GPtrArray *split_conf(const char *conf)
+{
+    GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
+    int depth = 0;
+    const char *start = conf;
+    for (const char *p = conf;; p++) {
+        if (*p == '[') depth++;
+        else if (*p == ']') depth--;
+        if (*p == '\0' || (*p == ',' && depth == 0)) {
+            char *item = g_strstrip(g_strndup(start, (size_t)(p - start)));
+            if (*item) g_ptr_array_add(items, item);
+            else g_free(item);
+            if (*p == '\0') break;
+            start = p + 1;
+        }
+    }
+    return items;
+}
+
+static const gs_policy_key *find_key(const gs_policy_key *keys, const char *key)
+{
+    for (const gs_policy_key *k = keys; k && k->name; k++) {
+        size_t n = strlen(k->name);
+        if (n && k->name[n - 1] == '*' ? strncmp(key, k->name, n - 1) == 0
+                                       : strcmp(key, k->name) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+bool gs_policy_conf_parse(const gs_policy_key *keys, void *cfg, const char *conf, GError **err)
+{
+    GPtrArray *items = split_conf(conf ? conf : "");
+    bool ok = true;
+    for (unsigned i = 0; ok && i < items->len; i++) {
+        char *item = items->pdata[i];
+        char *colon = strchr(item, ':');
+        if (!colon) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, "'%s': expected key:value",
+                        item);
+            ok = false;
+            break;
+        }
+        *colon = '\0';
+        const gs_policy_key *k = find_key(keys, item);
+        if (!k) {
+            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "unknown key '%s' (see gpusim replay --help for the policies' keys)", item);
+            ok = false;
+        } else {
+            ok = k->set(cfg, item, colon + 1, err);
+        }
+    }
+    g_ptr_array_free(items, TRUE);
+    return ok;
+}
+
+char *gs_policy_keys_help(const gs_policy_ops *ops)
+{
+    GString *s = g_string_new(NULL);
+    for (const gs_policy_key *k = ops->keys; k && k->name; k++) {
+        if (!k->help) continue;
+        char *key = g_strdup_printf("%s:%s", k->name, k->arg);
+        char **lines = g_strsplit(k->help, "\n", -1);
+        /* the key, then its help from column 30; a longer key keeps two spaces before it */
+        g_string_append_printf(s, "%-28s %s%s\n", key, strlen(key) > 28 ? " " : "", lines[0]);
+        for (char **l = lines + 1; *l; l++) g_string_append_printf(s, "%-28s %s\n", "", *l);
+        g_strfreev(lines);
+        g_free(key);
+    }
+    if (ops->keys_help) g_string_append(s, ops->keys_help);
+    return g_string_free(s, FALSE);
+}
+
 void gs_policy_free(gs_policy *p)
 {
     if (!p) return;

@@ -303,81 +303,85 @@ static bool parse_bool(const char *key, const char *val, bool *out, GError **err
     return true;
 }
 
-/* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets). */
-static GPtrArray *split_conf(const char *conf)
+static bool set_max_split(void *cfg, const char *key, const char *val, GError **err)
 {
-    GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
-    int depth = 0;
-    const char *start = conf;
-    for (const char *p = conf;; p++) {
-        if (*p == '[') depth++;
-        else if (*p == ']') depth--;
-        if (*p == '\0' || (*p == ',' && depth == 0)) {
-            char *item = g_strstrip(g_strndup(start, (size_t)(p - start)));
-            if (*item) g_ptr_array_add(items, item);
-            else g_free(item);
-            if (*p == '\0') break;
-            start = p + 1;
-        }
-    }
-    return items;
+    return parse_mb_key(key, val, &((pytorch_cfg *)cfg)->max_split_size, err);
 }
+
+static bool set_max_non_split_rounding(void *cfg, const char *key, const char *val, GError **err)
+{
+    return parse_mb_key(key, val, &((pytorch_cfg *)cfg)->max_non_split_rounding, err);
+}
+
+static bool set_divisions(void *cfg, const char *key, const char *val, GError **err)
+{
+    return parse_divisions(cfg, val, err);
+}
+
+static bool set_gc_threshold(void *cfg, const char *key, const char *val, GError **err)
+{
+    char *end;
+    double v = g_ascii_strtod(val, &end);
+    if (!*val || *end || !(v > 0.0 && v < 1.0)) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "garbage_collection_threshold: '%s' must be a number with 0 < x < 1", val);
+        return false;
+    }
+    ((pytorch_cfg *)cfg)->gc_threshold = v;
+    return true;
+}
+
+static bool set_expandable(void *cfg, const char *key, const char *val, GError **err)
+{
+    return parse_bool(key, val, &((pytorch_cfg *)cfg)->expandable, err);
+}
+
+static bool set_backend(void *cfg, const char *key, const char *val, GError **err)
+{
+    if (strcmp(val, "native") == 0) return true;
+    g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                "backend: '%s' is not simulated (only 'native' is)", val);
+    return false;
+}
+
+/* Keys of PyTorch's that change nothing in a single-threaded replay: checked, then ignored. */
+static bool set_ignored_bool(void *cfg, const char *key, const char *val, GError **err)
+{
+    bool ignored;
+    return parse_bool(key, val, &ignored, err);
+}
+
+/* Host (pinned) allocator settings: outside the device allocator. */
+static bool set_pinned(void *cfg, const char *key, const char *val, GError **err) { return true; }
+
+/* PYTORCH_CUDA_ALLOC_CONF's keys (§1.2): the parser and --help both read this table. */
+static const gs_policy_key pytorch_keys[] = {
+    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= 20; default unlimited)",
+     set_max_split},
+    {"max_non_split_rounding_mb", "N",
+     "an oversize block may serve a request up to N MiB smaller (default 20)",
+     set_max_non_split_rounding},
+    {"roundup_power2_divisions", "D",
+     "round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]", set_divisions},
+    {"garbage_collection_threshold", "X",
+     "0<X<1: free old cached blocks above X*capacity (needs --capacity)", set_gc_threshold},
+    {"expandable_segments", "True",
+     "grow one virtual range per stream and pool by mapping pages\n"
+     "(2 MiB small, 20 MiB large), unmap them on empty_cache/OOM",
+     set_expandable},
+    {"backend", "native", NULL, set_backend},
+    {"release_lock_on_cudamalloc", "True", NULL, set_ignored_bool},
+    {"graph_capture_record_stream_reuse", "True", NULL, set_ignored_bool},
+    {"pinned_*", "", NULL, set_pinned},
+    {NULL, NULL, NULL, NULL},
+};
 
 static void *pytorch_parse(const char *conf, GError **err)
 {
     pytorch_cfg *cfg = g_new0(pytorch_cfg, 1);
     cfg->max_split_size = UINT64_MAX;
     cfg->max_non_split_rounding = kLargeBuffer;
-    GPtrArray *items = split_conf(conf ? conf : "");
-    bool ok = true;
-    for (unsigned i = 0; ok && i < items->len; i++) {
-        char *item = items->pdata[i];
-        char *colon = strchr(item, ':');
-        if (!colon) {
-            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                        "'%s': expected key:value", item);
-            ok = false;
-            break;
-        }
-        *colon = '\0';
-        const char *key = item, *val = colon + 1;
-        if (strcmp(key, "max_split_size_mb") == 0) {
-            ok = parse_mb_key(key, val, &cfg->max_split_size, err);
-        } else if (strcmp(key, "max_non_split_rounding_mb") == 0) {
-            ok = parse_mb_key(key, val, &cfg->max_non_split_rounding, err);
-        } else if (strcmp(key, "roundup_power2_divisions") == 0) {
-            ok = parse_divisions(cfg, val, err);
-        } else if (strcmp(key, "garbage_collection_threshold") == 0) {
-            char *end;
-            double v = g_ascii_strtod(val, &end);
-            if (!*val || *end || !(v > 0.0 && v < 1.0)) {
-                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                            "garbage_collection_threshold: '%s' must be a number with 0 < x < 1", val);
-                ok = false;
-            }
-            cfg->gc_threshold = v;
-        } else if (strcmp(key, "expandable_segments") == 0) {
-            ok = parse_bool(key, val, &cfg->expandable, err);
-        } else if (strcmp(key, "backend") == 0) {
-            if (strcmp(val, "native") != 0) {
-                g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                            "backend: '%s' is not simulated (only 'native' is)", val);
-                ok = false;
-            }
-        } else if (strcmp(key, "release_lock_on_cudamalloc") == 0 ||
-                   strcmp(key, "graph_capture_record_stream_reuse") == 0) {
-            bool ignored;
-            ok = parse_bool(key, val, &ignored, err); /* no effect on a single-threaded replay */
-        } else if (g_str_has_prefix(key, "pinned_")) {
-            /* host (pinned) allocator settings: outside the device allocator */
-        } else {
-            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                        "unknown key '%s' (see gpusim replay --help for the pytorch policy's keys)", key);
-            ok = false;
-        }
-    }
-    g_ptr_array_free(items, TRUE);
-    if (!ok) {
+    if (!gs_policy_conf_parse(pytorch_keys, cfg, conf, err)) {
         g_free(cfg);
         return NULL;
     }
@@ -388,13 +392,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .version = GS_POLICY_VERSION,
     .name = "pytorch",
     .summary = "PyTorch 2.11's native CUDA caching allocator (best-fit bins, small/large pools)",
-    .keys_help =
-        "max_split_size_mb:N          blocks >= N MiB are never split (N >= 20; default unlimited)\n"
-        "max_non_split_rounding_mb:N  an oversize block may serve a request up to N MiB smaller (default 20)\n"
-        "roundup_power2_divisions:D   round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]\n"
-        "garbage_collection_threshold:X  0<X<1: free old cached blocks above X*capacity (needs --capacity)\n"
-        "expandable_segments:True     grow one virtual range per stream and pool by mapping pages\n"
-        "                             (2 MiB small, 20 MiB large), unmap them on empty_cache/OOM\n",
+    .keys = pytorch_keys,
     .parse = pytorch_parse,
     .cfg_free = g_free,
     .npools = 2,

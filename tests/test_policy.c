@@ -98,6 +98,41 @@ START_TEST(config_errors_name_the_key)
 }
 END_TEST
 
+/* The keys table serves both the parser and --help (issue 11): every key --help lists is one the
+ * parser takes, the ones it does not list are still accepted, and an unknown key is refused. */
+START_TEST(keys_table_serves_parser_and_help)
+{
+    char *help = gs_policy_keys_help(&gs_policy_pytorch);
+    static const char *const listed[][2] = {
+        {"max_split_size_mb", "128"}, {"max_non_split_rounding_mb", "40"},
+        {"roundup_power2_divisions", "4"}, {"garbage_collection_threshold", "0.6"},
+        {"expandable_segments", "True"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(listed); i++) {
+        char *line = g_strdup_printf("%s:", listed[i][0]);
+        ck_assert_msg(g_str_has_prefix(help, line) || strstr(help, line), "--help lacks %s", line);
+        char *spec = g_strdup_printf("pytorch:%s:%s", listed[i][0], listed[i][1]);
+        GError *err = NULL;
+        gs_policy *p = gs_policy_new(spec, &err);
+        ck_assert_msg(p != NULL, "%s: %s", spec, err ? err->message : "");
+        gs_policy_free(p);
+        g_free(spec);
+        g_free(line);
+    }
+    /* accepted, not listed: PyTorch's keys that change nothing in a replay */
+    ck_assert_ptr_null(strstr(help, "release_lock_on_cudamalloc"));
+    gs_policy *p = gs_policy_new("pytorch:release_lock_on_cudamalloc:True,pinned_num_register_threads:8,"
+                                 "backend:native", NULL);
+    ck_assert_ptr_nonnull(p);
+    gs_policy_free(p);
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_policy_new("pytorch:expandable_segment:True", &err));
+    ck_assert(strstr(err->message, "unknown key 'expandable_segment'"));
+    g_error_free(err);
+    g_free(help);
+}
+END_TEST
+
 START_TEST(registry_lists_pytorch)
 {
     const gs_policy_ops *const *r = gs_policy_registry();
@@ -256,6 +291,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, config_parses_pytorch_syntax);
     tcase_add_test(tc, config_errors_name_the_key);
     tcase_add_test(tc, registry_lists_pytorch);
+    tcase_add_test(tc, keys_table_serves_parser_and_help);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cupy");
     tcase_add_test(tcu, cupy_rounds_to_512_and_mallocs_exactly_that);
