@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <math.h>
+
 #include "backend.h"
 
 #include <glib.h>
@@ -170,9 +172,10 @@ static gs_calibration *parse(const char *name, const char *text, char **errmsg)
         guint nf = g_strv_length(f);
         uint64_t size = nf >= 3 ? g_ascii_strtoull(f[1], &end1, 10) : 0;
         double us = nf >= 3 ? g_ascii_strtod(f[2], &end2) : 0;
-        if (nf < 3 || !*f[1] || *end1 || !*f[2] || *end2 || us < 0) {
-            *errmsg = g_strdup_printf("%s:%d: expected 'op,size_bytes,median_us,...', got '%s'",
-                                      name, i + 1, line);
+        if (nf < 3 || !*f[1] || *end1 || !*f[2] || *end2 || !(us >= 0) || !isfinite(us)) {
+            *errmsg = gs_located_printf(name, (size_t)i + 1,
+                                        "expected 'op,size_bytes,median_us,...' (a finite time >= 0), "
+                                        "got '%s'", line);
             ok = false;
         } else {
             bool touched;

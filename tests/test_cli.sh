@@ -28,6 +28,8 @@ expect_error "bad format" "--format" "$gpusim" replay "$trace" --format xml
 expect_error "bad policy key" "unknown key 'max_split_sise_mb'" "$gpusim" replay "$trace" --policy pytorch:max_split_sise_mb:128
 expect_error "unknown policy" "unknown policy 'tcmalloc'" "$gpusim" replay "$trace" --policy tcmalloc
 expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
+printf 'op,size_bytes,median_us\ncudaMalloc,1024,nan\n' >"$tmp/nan.csv"
+expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
 expect_error "touch on sim" "--touch needs --backend cuda" "$gpusim" replay "$trace" --touch
 # --backend cuda where there is no GPU (CI): one line saying so, non-zero, nothing on stdout.
 # (Skipped where a GPU is present: tests/test_cuda.c covers that.)

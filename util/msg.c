@@ -8,3 +8,12 @@ char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list
     g_free(msg);
     return full;
 }
+
+char *gs_located_printf(const char *name, size_t line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = gs_located_vprintf(name, line, fmt, ap);
+    va_end(ap);
+    return s;
+}

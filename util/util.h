@@ -32,6 +32,7 @@ char *gs_format_size(uint64_t bytes);
  * names the place of a problem. g_free the result. */
 char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
     G_GNUC_PRINTF(3, 0);
+char *gs_located_printf(const char *name, size_t line, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 
 /* ---- CSV (csv.c) ---- */
 /* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
