@@ -156,6 +156,68 @@ static void report_calls(FILE *out, const gs_result *rs, size_t n, char **labels
     }
 }
 
+/* The first OOM and any device error of one result, under the table. */
+static void report_outcome(FILE *out, const gs_result *r, const char *label)
+{
+    if (r->oom && r->n_clients) {
+        /* Say whose request failed and what every client held then: the point of an OOM
+         * with several allocators is often memory another one keeps cached. */
+        char *sz = gs_format_size(r->first_oom_size);
+        fprintf(out, "  %s: first OOM at event %zu, %s's request of %s (%" G_GUINT64_FORMAT
+                     " bytes)%s\n    held then:",
+                label, r->first_oom_event, r->clients[r->first_oom_client].name, sz,
+                r->first_oom_size,
+                r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+        for (size_t k = 0; k < r->n_clients; k++) {
+            const gs_client_result *c = &r->clients[k];
+            char *res = gs_format_size(c->reserved_at_oom);
+            char *cached = gs_format_size(c->reserved_at_oom - c->allocated_at_oom);
+            fprintf(out, "%s %s %s reserved, %s of it cached", k ? ";" : "", c->name, res,
+                    cached);
+            g_free(res);
+            g_free(cached);
+        }
+        fputc('\n', out);
+        g_free(sz);
+    } else if (r->oom) {
+        char *sz = gs_format_size(r->first_oom_size);
+        fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
+                     " bytes)%s\n",
+                r->policy, r->first_oom_event, sz, r->first_oom_size,
+                r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+        g_free(sz);
+    }
+    if (r->error != GS_OK)
+        fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
+                gs_strerror(r->error), r->error_msg ? r->error_msg : "(no detail)");
+}
+
+/* The real run (reference) beside each simulated result that has one. */
+static void report_references(FILE *out, const gs_result *rs, size_t n,
+                              const gs_reference *const *refs)
+{
+    fprintf(out, "\nreal run (reference) vs simulated:\n");
+    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s  %s\n", "policy", "outcome", "",
+            "peak reserved", "segments", "dev allocs", "retries", "match");
+    for (size_t i = 0; i < n; i++) {
+        if (!refs[i]) continue;
+        const gs_result *r = &rs[i];
+        ref_cmp c = compare(r, refs[i]);
+        char retries[64] = "?";
+        if (c.has_stats)
+            g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
+                       c.retries, r->stats.num_alloc_retries);
+        fprintf(out, "%-44s %-4s/%-4s %-9s %11" G_GINT64_FORMAT "/%-11" G_GINT64_FORMAT
+                     " %5" G_GINT64_FORMAT "/%-5" G_GINT64_FORMAT " %5" G_GINT64_FORMAT
+                     "/%-5" G_GUINT64_FORMAT " %9s  %s\n",
+                r->policy, c.outcome, outcome(r), "", c.peak_reserved,
+                r->stats.reserved_bytes[GS_STAT_ALL].peak, c.segments,
+                r->stats.segment[GS_STAT_ALL].allocated, c.device_alloc,
+                r->stats.num_device_alloc, retries, c.match ? "exact" : "DIFFERS");
+    }
+    fprintf(out, "(each pair is real/simulated)\n");
+}
+
 static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
                          size_t n, const gs_reference *const *refs)
 {
@@ -181,64 +243,11 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
         g_free(pa);
         g_free(pr);
     }
-    for (size_t i = 0; i < n; i++) {
-        const gs_result *r = &rs[i];
-        if (r->oom && r->n_clients) {
-            /* Say whose request failed and what every client held then: the point of an OOM
-             * with several allocators is often memory another one keeps cached. */
-            char *sz = gs_format_size(r->first_oom_size);
-            fprintf(out, "  %s: first OOM at event %zu, %s's request of %s (%" G_GUINT64_FORMAT
-                         " bytes)%s\n    held then:",
-                    labels[i], r->first_oom_event, r->clients[r->first_oom_client].name, sz,
-                    r->first_oom_size,
-                    r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
-            for (size_t k = 0; k < r->n_clients; k++) {
-                const gs_client_result *c = &r->clients[k];
-                char *res = gs_format_size(c->reserved_at_oom);
-                char *cached = gs_format_size(c->reserved_at_oom - c->allocated_at_oom);
-                fprintf(out, "%s %s %s reserved, %s of it cached", k ? ";" : "", c->name, res,
-                        cached);
-                g_free(res);
-                g_free(cached);
-            }
-            fputc('\n', out);
-            g_free(sz);
-        } else if (r->oom) {
-            char *sz = gs_format_size(r->first_oom_size);
-            fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
-                         " bytes)%s\n",
-                    r->policy, r->first_oom_event, sz, r->first_oom_size,
-                    r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
-            g_free(sz);
-        }
-        if (r->error != GS_OK)
-            fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
-                    gs_strerror(r->error), r->error_msg ? r->error_msg : "(no detail)");
-    }
+    for (size_t i = 0; i < n; i++) report_outcome(out, &rs[i], labels[i]);
     report_clients(out, rs, n, labels, w);
     report_calls(out, rs, n, labels, w);
     g_strfreev(labels);
-    if (!refs) return;
-    fprintf(out, "\nreal run (reference) vs simulated:\n");
-    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s  %s\n", "policy", "outcome", "",
-            "peak reserved", "segments", "dev allocs", "retries", "match");
-    for (size_t i = 0; i < n; i++) {
-        if (!refs[i]) continue;
-        const gs_result *r = &rs[i];
-        ref_cmp c = compare(r, refs[i]);
-        char retries[64] = "?";
-        if (c.has_stats)
-            g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
-                       c.retries, r->stats.num_alloc_retries);
-        fprintf(out, "%-44s %-4s/%-4s %-9s %11" G_GINT64_FORMAT "/%-11" G_GINT64_FORMAT
-                     " %5" G_GINT64_FORMAT "/%-5" G_GINT64_FORMAT " %5" G_GINT64_FORMAT
-                     "/%-5" G_GUINT64_FORMAT " %9s  %s\n",
-                r->policy, c.outcome, outcome(r), "", c.peak_reserved,
-                r->stats.reserved_bytes[GS_STAT_ALL].peak, c.segments,
-                r->stats.segment[GS_STAT_ALL].allocated, c.device_alloc,
-                r->stats.num_device_alloc, retries, c.match ? "exact" : "DIFFERS");
-    }
-    fprintf(out, "(each pair is real/simulated)\n");
+    if (refs) report_references(out, rs, n, refs);
 }
 
 #define CSV_COLUMNS                                                                            \

@@ -232,6 +232,40 @@ static uint64_t sc_total(const gs_replay_opts *o)
     return o->device_total ? o->device_total : GS_DEFAULT_DEVICE_TOTAL;
 }
 
+/* Between repetitions of a trace the program "ends": free what is still live so the next pass
+ * starts from the same state of the trace (cached segments stay, as in a training loop's next
+ * epoch). */
+static void free_live(gs_heap *h, gs_clients *mc, const gs_trace *t, gs_block **slots)
+{
+    for (size_t s = 0; s < t->n_slots; s++) {
+        if (!slots[s]) continue;
+        if (mc) gs_clients_free_slot(mc, (uint32_t)s, slots[s]);
+        else if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
+        else gs_heap_free(h, slots[s]);
+        slots[s] = NULL;
+    }
+}
+
+/* The simulated device of a replay without o->backend: o's size and cost model (the built-in
+ * one in *own_cal when o has none, freed by the caller), and the reference's segment
+ * addresses when it has them. */
+static gs_backend *open_sim_device(const gs_replay_opts *o, gs_calibration **own_cal)
+{
+    if (!o->cal) *own_cal = gs_calibration_builtin();
+    gs_backend_config bc = {.sim = {
+        .total_bytes = sc_total(o),
+        .cal = o->cal ? o->cal : *own_cal,
+    }};
+    if (o->ref && o->ref->seg_addrs->len) {
+        bc.sim.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
+        bc.sim.script_sizes = (const uint64_t *)(void *)o->ref->seg_sizes->data;
+        bc.sim.script_n = o->ref->seg_addrs->len;
+    }
+    gs_backend *be = NULL;
+    (void)gs_backend_open("sim", &bc, &be, NULL); /* the simulated device always opens */
+    return be;
+}
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
 {
@@ -239,20 +273,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     r->policy = g_strdup(p->spec);
     r->capacity = o->capacity;
     gs_calibration *own_cal = NULL;
-    gs_backend *be = o->backend;
-    if (!be) {
-        if (!o->cal) own_cal = gs_calibration_builtin();
-        gs_backend_config bc = {.sim = {
-            .total_bytes = sc_total(o),
-            .cal = o->cal ? o->cal : own_cal,
-        }};
-        if (o->ref && o->ref->seg_addrs->len) {
-            bc.sim.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
-            bc.sim.script_sizes = (const uint64_t *)(void *)o->ref->seg_sizes->data;
-            bc.sim.script_n = o->ref->seg_addrs->len;
-        }
-        (void)gs_backend_open("sim", &bc, &be, NULL); /* the simulated device always opens */
-    }
+    gs_backend *be = o->backend ? o->backend : open_sim_device(o, &own_cal);
     uint64_t dev_total = 0;
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_before, &dev_total);
     gs_heap_config hc = {.limit = o->capacity, .device_total = o->backend ? 0 : sc_total(o)};
@@ -288,18 +309,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     uint64_t probed = 0;
     for (unsigned k = 0; go_on && k < repeat; k++) {
         go_on = replay_pass(h, mc, be, t, slots, o, r, k * t->n, total, &probed);
-        if (go_on && k + 1 < repeat) {
-            /* Between repetitions the program "ends": free what is still live so the next
-             * pass starts from the same state of the trace (cached segments stay, as in a
-             * training loop's next epoch). */
-            for (size_t s = 0; s < t->n_slots; s++) {
-                if (!slots[s]) continue;
-                if (mc) gs_clients_free_slot(mc, (uint32_t)s, slots[s]);
-                else if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
-                else gs_heap_free(h, slots[s]);
-                slots[s] = NULL;
-            }
-        }
+        if (go_on && k + 1 < repeat) free_live(h, mc, t, slots);
     }
     if (go_on) r->events = total;
     r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;

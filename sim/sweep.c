@@ -145,6 +145,77 @@ void gs_sweep_free(gs_sweep *s)
     g_free(s);
 }
 
+/* The columns of one template's brace lists: each list's name, a name used twice in one
+ * template getting a suffix ("max_split_size_mb#2"). */
+static GArray *template_columns(gs_sweep *s, const GPtrArray *names)
+{
+    GArray *c = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (guint k = 0; k < names->len; k++) {
+        char *name = g_strdup(names->pdata[k]);
+        for (int dup = 2;; dup++) {
+            bool used = false;
+            for (guint j = 0; j < k; j++)
+                used |= strcmp(g_ptr_array_index(s->params, g_array_index(c, guint, j)), name) == 0;
+            if (!used) break;
+            g_free(name);
+            name = g_strdup_printf("%s#%d", (char *)names->pdata[k], dup);
+        }
+        guint col = param_col(s->params, name);
+        g_array_append_val(c, col);
+        g_free(name);
+    }
+    return c;
+}
+
+/* Where each parameter goes in a cell's values. */
+typedef struct {
+    const GArray *cols;     /* the template's lists, in order */
+    guint cap_col;          /* G_MAXUINT: no capacity list */
+    guint tmpl_col;         /* G_MAXUINT: one template */
+} cell_layout;
+
+/* The cells of one expansion of a template: one per capacity (caps NULL: one, no limit). */
+static gboolean add_cells(gs_sweep *s, const char *tmpl, const expansion *pe, const GArray *caps,
+                          const cell_layout *lay, GError **err)
+{
+    gs_policy *pol = gs_policy_new(pe->text, err);
+    if (!pol) return FALSE;
+    guint np = s->params->len;
+    size_t n_caps = caps ? caps->len : 1;
+    for (size_t k = 0; k < n_caps; k++) {
+        gs_sweep_cell cell = {.policy = g_strdup(pe->text), .values = g_new0(char *, np + 1)};
+        cell.pol = k == 0 ? pol : gs_policy_new(pe->text, NULL);
+        for (guint j = 0; j < np; j++) cell.values[j] = g_strdup("");
+        for (guint j = 0; j < lay->cols->len; j++) {
+            guint col = g_array_index(lay->cols, guint, j);
+            g_free(cell.values[col]);
+            cell.values[col] = g_strdup(pe->choice[j]);
+        }
+        if (lay->tmpl_col != G_MAXUINT) {
+            g_free(cell.values[lay->tmpl_col]);
+            cell.values[lay->tmpl_col] = g_strdup(tmpl);
+        }
+        gboolean ok = TRUE;
+        if (caps) {
+            const expansion *ce = &g_array_index(caps, expansion, k);
+            GError *e2 = NULL;
+            if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
+                g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "--capacity: %s", e2->message);
+                g_error_free(e2);
+                ok = FALSE;
+            }
+            if (lay->cap_col != G_MAXUINT) {
+                /* the whole value ("5.75GiB") reads better than the list's part */
+                g_free(cell.values[lay->cap_col]);
+                cell.values[lay->cap_col] = g_strdup(ce->text);
+            }
+        }
+        g_array_append_val(s->cells, cell);
+        if (!ok) return FALSE;
+    }
+    return TRUE;
+}
+
 gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError **err)
 {
     static const char *const dflt[] = {"pytorch", NULL};
@@ -169,72 +240,21 @@ gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError
     }
     if (ok && capacity) ok = expand(capacity, "--capacity", "capacity", cap_names, cap_exp, err);
     if (ok) {
-        /* Columns: the policies' lists (a name used twice in one template gets a suffix), the
-         * capacity, then "policy" for the template when there are several. */
+        /* Columns: the policies' lists, the capacity, then "policy" for the template when there
+         * are several. */
         GPtrArray *cols = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-        for (size_t p = 0; p < n_templates; p++) {
-            GPtrArray *names = pol_names->pdata[p];
-            GArray *c = g_array_new(FALSE, FALSE, sizeof(guint));
-            for (guint k = 0; k < names->len; k++) {
-                char *name = g_strdup(names->pdata[k]);
-                for (int dup = 2;; dup++) {
-                    bool used = false;
-                    for (guint j = 0; j < k; j++)
-                        used |= strcmp(g_ptr_array_index(s->params, g_array_index(c, guint, j)), name) == 0;
-                    if (!used) break;
-                    g_free(name);
-                    name = g_strdup_printf("%s#%d", (char *)names->pdata[k], dup);
-                }
-                guint col = param_col(s->params, name);
-                g_array_append_val(c, col);
-                g_free(name);
-            }
-            g_ptr_array_add(cols, c);
-        }
-        guint cap_col = cap_names->len ? param_col(s->params, "capacity") : G_MAXUINT;
-        guint tmpl_col = n_templates > 1 ? param_col(s->params, "policy") : G_MAXUINT;
-        guint np = s->params->len;
-        size_t n_caps = capacity ? cap_exp->len : 1;
+        for (size_t p = 0; p < n_templates; p++)
+            g_ptr_array_add(cols, template_columns(s, pol_names->pdata[p]));
+        cell_layout lay = {
+            .cap_col = cap_names->len ? param_col(s->params, "capacity") : G_MAXUINT,
+            .tmpl_col = n_templates > 1 ? param_col(s->params, "policy") : G_MAXUINT,
+        };
         for (size_t p = 0; ok && p < n_templates; p++) {
-            GArray *ex = pol_exp->pdata[p];
-            GArray *c = cols->pdata[p];
-            for (guint e = 0; ok && e < ex->len; e++) {
-                const expansion *pe = &g_array_index(ex, expansion, e);
-                gs_policy *pol = gs_policy_new(pe->text, err);
-                if (!pol) {
-                    ok = FALSE;
-                    break;
-                }
-                for (size_t k = 0; ok && k < n_caps; k++) {
-                    gs_sweep_cell cell = {.policy = g_strdup(pe->text), .values = g_new0(char *, np + 1)};
-                    cell.pol = k == 0 ? pol : gs_policy_new(pe->text, NULL);
-                    for (guint j = 0; j < np; j++) cell.values[j] = g_strdup("");
-                    for (guint j = 0; j < c->len; j++) {
-                        guint col = g_array_index(c, guint, j);
-                        g_free(cell.values[col]);
-                        cell.values[col] = g_strdup(pe->choice[j]);
-                    }
-                    if (tmpl_col != G_MAXUINT) {
-                        g_free(cell.values[tmpl_col]);
-                        cell.values[tmpl_col] = g_strdup(policies[p]);
-                    }
-                    if (capacity) {
-                        const expansion *ce = &g_array_index(cap_exp, expansion, k);
-                        GError *e2 = NULL;
-                        if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
-                            g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "--capacity: %s", e2->message);
-                            g_error_free(e2);
-                            ok = FALSE;
-                        }
-                        if (cap_col != G_MAXUINT) {
-                            /* the whole value ("5.75GiB") reads better than the list's part */
-                            g_free(cell.values[cap_col]);
-                            cell.values[cap_col] = g_strdup(ce->text);
-                        }
-                    }
-                    g_array_append_val(s->cells, cell);
-                }
-            }
+            const GArray *ex = pol_exp->pdata[p];
+            lay.cols = cols->pdata[p];
+            for (guint e = 0; ok && e < ex->len; e++)
+                ok = add_cells(s, policies[p], &g_array_index(ex, expansion, e),
+                               capacity ? cap_exp : NULL, &lay, err);
         }
         g_ptr_array_free(cols, TRUE);
     }
