@@ -1,0 +1,141 @@
+/* map.c - NAME-map-K-SPEC: the address space at the moment reserved memory peaked under
+ * policy K, a row per segment (largest first), each block coloured by its state: allocated, free
+ * (cached), freed but awaiting its stream, unmapped (expandable segments).
+ *
+ * NAME-map-K-SPEC.dat holds the blocks, a gnuplot index block per state, each row a block's
+ * extent in its segment (MiB, or GiB for segments of 4 GiB and more) and its size in bytes.
+ */
+#include <stdlib.h>
+
+#include "plot-int.h"
+
+static const char *const state_colours[] = {"#E8432E", "#3A6FB0", "#9DBFE3", "#D9D9D9"};
+static const char *const state_legend[] = {"free (cached)",
+                                           "allocated", "freed, awaiting its stream",
+                                           "unmapped (expandable: no memory behind it)"};
+
+typedef struct {
+    const gs_plot_seg *seg;
+    uint64_t extent; /* what is drawn: up to the end of the last block with memory behind it */
+} map_row;
+
+static int row_cmp(const void *a, const void *b)
+{
+    const map_row *x = a, *y = b;
+    if (x->extent != y->extent) return x->extent > y->extent ? -1 : 1;
+    if (x->seg->pool != y->seg->pool) return x->seg->pool < y->seg->pool ? -1 : 1;
+    return x->seg->addr < y->seg->addr ? -1 : x->seg->addr > y->seg->addr;
+}
+
+gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
+                     GError **err)
+{
+    const gs_plot_series *s = r->series;
+    GArray *rows = g_array_new(FALSE, FALSE, sizeof(map_row));
+    uint64_t longest = 1, totals[4] = {0};
+    for (guint i = 0; i < s->segs->len; i++) {
+        const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
+        map_row row = {.seg = g, .extent = 0};
+        for (guint k = 0; k < g->n; k++) {
+            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            if (b->state != GS_BLOCK_UNMAPPED) row.extent = b->off + b->size;
+        }
+        if (!row.extent) continue; /* a reservation with nothing mapped */
+        for (guint k = 0; k < g->n; k++) {
+            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            if (b->off < row.extent && b->state < 4) totals[b->state] += b->size;
+        }
+        longest = MAX(longest, row.extent);
+        g_array_append_val(rows, row);
+    }
+    qsort(rows->data, rows->len, sizeof(map_row), row_cmp);
+    bool in_gib = longest >= 4 * GS_GiB;
+    double unit = in_gib ? (double)GS_GiB : (double)GS_MiB;
+    /* A free block narrower than a pixel would vanish, and stranded slivers are what this plot
+     * is for: draw every free block at least 1/1000 of the axis wide (the .dat keeps its size). */
+    double minw = (double)longest / unit / 1000.0;
+    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    g_string_append_printf(dat, "# %s under %s: every segment at the peak of reserved memory (after "
+                                "event %" G_GUINT64_FORMAT "), largest first\n"
+                                "# blocks in index blocks by state (free, allocated, pending, unmapped; "
+                                "empty ones left out, named below)\n"
+                                "# row x_from_%s x_to_%s size_bytes segment_addr\n",
+                           trace, r->policy, s->map_at.event, in_gib ? "GiB" : "MiB", in_gib ? "GiB" : "MiB");
+    GString *plots = g_string_new(NULL);
+    int block = 0;
+    bool any_expandable = false;
+    for (int st = 0; st < 4; st++) {
+        GString *rows_of_state = g_string_new(NULL);
+        for (guint i = 0; i < rows->len; i++) {
+            const map_row *row = &g_array_index(rows, map_row, i);
+            any_expandable |= row->seg->expandable;
+            for (guint k = 0; k < row->seg->n; k++) {
+                const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, row->seg->first + k);
+                if (b->state != st || b->off >= row->extent) continue;
+                double x0 = (double)b->off / unit, x1 = (double)(b->off + b->size) / unit;
+                if (st == GS_BLOCK_FREE && x1 - x0 < minw) x1 = x0 + minw;
+                g_string_append_printf(rows_of_state, "%u %.6f %.6f %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n",
+                                       i + 1, x0, x1, b->size, row->seg->addr);
+            }
+        }
+        if (rows_of_state->len) {
+            g_string_append_printf(dat, "# %s\n%s\n\n", gs_plot_state_name((unsigned)st), rows_of_state->str);
+            char *sz = gs_format_size(totals[st]);
+            char *t = g_strdup_printf("%s: %s", state_legend[st], sz);
+            g_string_append_printf(plots, "%s'%s.dat' index %d using 2:1:2:3:($1-0.42):($1+0.42) "
+                                          "with boxxyerror fs solid 1.0 noborder lc rgb '%s' title ",
+                                   plots->len ? ", \\\n     " : "plot ", stem, block++, state_colours[st]);
+            gs_gp_str(plots, t);
+            g_free(t);
+            g_free(sz);
+        }
+        g_string_free(rows_of_state, TRUE);
+    }
+    char *base = g_path_get_basename(trace);
+    char *cw = gs_plot_cap_words(r->capacity);
+    char *res = gs_format_size((uint64_t)s->map_at.reserved), *al = gs_format_size((uint64_t)s->map_at.allocated);
+    char *title = g_strdup_printf("%s under %s, %s\naddress space at peak reserved (%s reserved, %s "
+                                  "allocated, after event %" G_GUINT64_FORMAT ")",
+                                  base, r->policy, cw, res, al, s->map_at.event);
+    gs_gp_begin(g, stem, "the address space at peak reserved", 1280, 800);
+    g_string_append(g, "set title ");
+    gs_gp_str(g, title);
+    g_string_append_printf(g, "\nset xlabel '%s'\nset ylabel '%u segments, largest first%s'\n"
+                              "set xrange [0:%.6g]\nset yrange [%u.5:0.5]\nset key above center horizontal Left reverse\n"
+                              "set grid xtics\nset xtics nomirror\nset mxtics\n",
+                           any_expandable ? (in_gib ? "offset in the segment or mapped reservation (GiB)"
+                                                    : "offset in the segment or mapped reservation (MiB)")
+                                          : (in_gib ? "offset in the segment (GiB)" : "offset in the segment (MiB)"),
+                           rows->len, any_expandable ? " (unmapped tails not drawn)" : "",
+                           (double)longest / unit * 1.01, rows->len ? rows->len : 1);
+    if (rows->len <= 40) {
+        /* few rows: name each by its size */
+        g_string_append(g, "set ytics (");
+        for (guint i = 0; i < rows->len; i++) {
+            const map_row *row = &g_array_index(rows, map_row, i);
+            char *sz = gs_format_size(row->seg->expandable ? row->extent : row->seg->size);
+            g_string_append_printf(g, "%s'%s%s' %u", i ? ", " : "", sz, row->seg->expandable ? " mapped" : "", i + 1);
+            g_free(sz);
+        }
+        g_string_append(g, ") nomirror\n");
+    } else {
+        g_string_append(g, "set ytics nomirror\n");
+    }
+    if (plots->len) g_string_append_len(g, plots->str, (gssize)plots->len);
+    else g_string_append(g, "plot NaN notitle");
+    g_string_append_c(g, '\n');
+    gs_gp_end(g);
+    char *datname = g_strdup_printf("%s.dat", stem);
+    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    g_free(datname);
+    g_free(title);
+    g_free(res);
+    g_free(al);
+    g_free(cw);
+    g_free(base);
+    g_array_free(rows, TRUE);
+    g_string_free(plots, TRUE);
+    g_string_free(dat, TRUE);
+    g_string_free(g, TRUE);
+    return ok;
+}
