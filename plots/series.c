@@ -96,50 +96,99 @@ const char *gs_plot_state_name(unsigned state)
     return state < G_N_ELEMENTS(state_names) ? state_names[state] : "?";
 }
 
-static void json_points(GString *j, const char *name, const GArray *a)
+/* [event, time_us, allocated_bytes, reserved_bytes] per point: the timeline's "columns". */
+static void json_points(gs_jw *w, const char *name, const GArray *a)
 {
-    g_string_append_printf(j, "\"%s\": [", name);
+    gs_jw_key(w, name);
+    gs_jw_array(w);
     for (guint i = 0; i < a->len; i++) {
         const gs_plot_point *p = &g_array_index(a, gs_plot_point, i);
-        g_string_append_printf(j, "%s[%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ", %" G_GINT64_FORMAT
-                                  ", %" G_GINT64_FORMAT "]",
-                               i ? ", " : "", p->event, p->time_us, p->allocated, p->reserved);
+        gs_jw_array(w);
+        gs_jw_uint(w, p->event);
+        gs_jw_uint(w, p->time_us);
+        gs_jw_int(w, p->allocated);
+        gs_jw_int(w, p->reserved);
+        gs_jw_array_end(w);
     }
-    g_string_append_c(j, ']');
+    gs_jw_array_end(w);
 }
 
+static void json_timeline(gs_jw *w, const gs_plot_series *s)
+{
+    static const char *const columns[] = {"event", "time_us", "allocated_bytes", "reserved_bytes"};
+    gs_jw_key(w, "timeline");
+    gs_jw_object(w);
+    gs_jw_key(w, "columns");
+    gs_jw_array(w);
+    for (size_t i = 0; i < G_N_ELEMENTS(columns); i++) gs_jw_str(w, columns[i]);
+    gs_jw_array_end(w);
+    gs_jw_key(w, "bucket_events");
+    gs_jw_uint(w, s->width);
+    json_points(w, "points", s->points);
+    gs_jw_break(w, ",\n     ");
+    json_points(w, "retries", s->retries);
+    json_points(w, "ooms", s->ooms);
+    gs_jw_object_end(w);
+}
+
+/* A segment a line: {"addr", "size", "pool", "expandable", "blocks": [[offset, size, state]...]} */
+static void json_map(gs_jw *w, const gs_plot_series *s)
+{
+    gs_jw_key(w, "address_map");
+    gs_jw_object(w);
+    gs_jw_key(w, "event");
+    gs_jw_uint(w, s->map_at.event);
+    gs_jw_key(w, "time_us");
+    gs_jw_uint(w, s->map_at.time_us);
+    gs_jw_key(w, "allocated_bytes");
+    gs_jw_int(w, s->map_at.allocated);
+    gs_jw_key(w, "reserved_bytes");
+    gs_jw_int(w, s->map_at.reserved);
+    gs_jw_key(w, "segments");
+    gs_jw_array(w);
+    for (guint i = 0; i < s->segs->len; i++) {
+        const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
+        if (i == 0) gs_jw_text(w, "\n     ");
+        else gs_jw_break(w, ",\n     ");
+        gs_jw_object(w);
+        gs_jw_key(w, "addr");
+        gs_jw_uint(w, g->addr);
+        gs_jw_key(w, "size");
+        gs_jw_uint(w, g->size);
+        gs_jw_key(w, "pool");
+        gs_jw_uint(w, g->pool);
+        gs_jw_key(w, "expandable");
+        gs_jw_bool(w, g->expandable);
+        gs_jw_key(w, "blocks");
+        gs_jw_array(w);
+        for (guint k = 0; k < g->n; k++) {
+            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            gs_jw_array(w);
+            gs_jw_uint(w, b->off);
+            gs_jw_uint(w, b->size);
+            gs_jw_str(w, gs_plot_state_name(b->state));
+            gs_jw_array_end(w);
+        }
+        gs_jw_array_end(w);
+        gs_jw_object_end(w);
+    }
+    gs_jw_array_end(w);
+    gs_jw_object_end(w);
+}
+
+/* The members go into the result's object that report.c writes (gs_result.json_extra follows
+ * its last member as text): the fragment opens with the separator, and its members are written
+ * at the writer's top level as if inside that object. */
 char *gs_plot_series_json(const gs_plot_series *s)
 {
-    GString *j = g_string_new(",\n   \"timeline\": {\"columns\": [\"event\", \"time_us\", "
-                              "\"allocated_bytes\", \"reserved_bytes\"], ");
-    g_string_append_printf(j, "\"bucket_events\": %zu, ", s->width);
-    json_points(j, "points", s->points);
-    g_string_append(j, ",\n     ");
-    json_points(j, "retries", s->retries);
-    g_string_append(j, ", ");
-    json_points(j, "ooms", s->ooms);
-    g_string_append(j, "}");
+    GString *j = g_string_new(NULL);
+    gs_jw w;
+    gs_jw_init(&w, j);
+    gs_jw_text(&w, ",\n   ");
+    json_timeline(&w, s);
     if (s->have_map) {
-        g_string_append_printf(j, ",\n   \"address_map\": {\"event\": %" G_GUINT64_FORMAT
-                                  ", \"time_us\": %" G_GUINT64_FORMAT ", \"allocated_bytes\": %" G_GINT64_FORMAT
-                                  ", \"reserved_bytes\": %" G_GINT64_FORMAT ", \"segments\": [",
-                               s->map_at.event, s->map_at.time_us, s->map_at.allocated,
-                               s->map_at.reserved);
-        for (guint i = 0; i < s->segs->len; i++) {
-            const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
-            g_string_append_printf(j, "%s\n     {\"addr\": %" G_GUINT64_FORMAT ", \"size\": %" G_GUINT64_FORMAT
-                                      ", \"pool\": %u, \"expandable\": %s, \"blocks\": [",
-                                   i ? "," : "", g->addr, g->size, g->pool,
-                                   g->expandable ? "true" : "false");
-            for (guint k = 0; k < g->n; k++) {
-                const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
-                g_string_append_printf(j, "%s[%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ", \"%s\"]",
-                                       k ? ", " : "", b->off, b->size,
-                                       gs_plot_state_name(b->state));
-            }
-            g_string_append(j, "]}");
-        }
-        g_string_append(j, "]}");
+        gs_jw_break(&w, ",\n   ");
+        json_map(&w, s);
     }
     return g_string_free(j, FALSE);
 }
