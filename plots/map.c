@@ -6,6 +6,7 @@
  * extent in its segment (MiB, or GiB for segments of 4 GiB and more) and its size in bytes.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "plot-int.h"
 
@@ -27,70 +28,121 @@ static int row_cmp(const void *a, const void *b)
     return x->seg->addr < y->seg->addr ? -1 : x->seg->addr > y->seg->addr;
 }
 
-gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
-                     GError **err)
+/* What the map draws, and at what scale. */
+typedef struct {
+    GArray *rows;        /* map_row: the segments with memory behind them, largest first */
+    uint64_t longest;    /* the longest row's extent (at least 1) */
+    uint64_t totals[4];  /* bytes drawn, per gs_block_state */
+    bool any_expandable;
+    bool in_gib;         /* the axis in GiB (a row of 4 GiB or more), else in MiB */
+    double unit;         /* bytes per unit of the axis */
+} map_layout;
+
+static const gs_plot_block *block_of(const gs_plot_series *s, const gs_plot_seg *g, guint k)
 {
-    const gs_plot_series *s = r->series;
-    GArray *rows = g_array_new(FALSE, FALSE, sizeof(map_row));
-    uint64_t longest = 1, totals[4] = {0};
+    return &g_array_index(s->blocks, gs_plot_block, g->first + k);
+}
+
+static void layout(map_layout *m, const gs_plot_series *s)
+{
+    memset(m, 0, sizeof *m);
+    m->rows = g_array_new(FALSE, FALSE, sizeof(map_row));
+    m->longest = 1;
     for (guint i = 0; i < s->segs->len; i++) {
         const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
         map_row row = {.seg = g, .extent = 0};
         for (guint k = 0; k < g->n; k++) {
-            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            const gs_plot_block *b = block_of(s, g, k);
             if (b->state != GS_BLOCK_UNMAPPED) row.extent = b->off + b->size;
         }
         if (!row.extent) continue; /* a reservation with nothing mapped */
         for (guint k = 0; k < g->n; k++) {
-            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
-            if (b->off < row.extent && b->state < 4) totals[b->state] += b->size;
+            const gs_plot_block *b = block_of(s, g, k);
+            if (b->off < row.extent && b->state < 4) m->totals[b->state] += b->size;
         }
-        longest = MAX(longest, row.extent);
-        g_array_append_val(rows, row);
+        m->longest = MAX(m->longest, row.extent);
+        m->any_expandable |= g->expandable;
+        g_array_append_val(m->rows, row);
     }
-    qsort(rows->data, rows->len, sizeof(map_row), row_cmp);
-    bool in_gib = longest >= 4 * GS_GiB;
-    double unit = in_gib ? (double)GS_GiB : (double)GS_MiB;
+    qsort(m->rows->data, m->rows->len, sizeof(map_row), row_cmp);
+    m->in_gib = m->longest >= 4 * GS_GiB;
+    m->unit = m->in_gib ? (double)GS_GiB : (double)GS_MiB;
+}
+
+/* The .dat rows of the blocks in state st: row x_from x_to size_bytes segment_addr. */
+static void state_rows(GString *out, const map_layout *m, const gs_plot_series *s, unsigned st)
+{
     /* A free block narrower than a pixel would vanish, and stranded slivers are what this plot
      * is for: draw every free block at least 1/1000 of the axis wide (the .dat keeps its size). */
-    double minw = (double)longest / unit / 1000.0;
-    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    double minw = (double)m->longest / m->unit / 1000.0;
+    for (guint i = 0; i < m->rows->len; i++) {
+        const map_row *row = &g_array_index(m->rows, map_row, i);
+        for (guint k = 0; k < row->seg->n; k++) {
+            const gs_plot_block *b = block_of(s, row->seg, k);
+            if (b->state != st || b->off >= row->extent) continue;
+            double x0 = (double)b->off / m->unit, x1 = (double)(b->off + b->size) / m->unit;
+            if (st == GS_BLOCK_FREE && x1 - x0 < minw) x1 = x0 + minw;
+            g_string_append_printf(out, "%u %.6f %.6f %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n",
+                                   i + 1, x0, x1, b->size, row->seg->addr);
+        }
+    }
+}
+
+/* NAME-map-K-SPEC.dat, an index block per state that has blocks, and the plot command's
+ * clause for each, titled with the state's total. */
+static void map_data(GString *dat, GString *plots, const map_layout *m, const char *trace,
+                     const char *stem, const gs_plot_run *r)
+{
+    const gs_plot_series *s = r->series;
+    const char *u = m->in_gib ? "GiB" : "MiB";
     g_string_append_printf(dat, "# %s under %s: every segment at the peak of reserved memory (after "
                                 "event %" G_GUINT64_FORMAT "), largest first\n"
                                 "# blocks in index blocks by state (free, allocated, pending, unmapped; "
                                 "empty ones left out, named below)\n"
                                 "# row x_from_%s x_to_%s size_bytes segment_addr\n",
-                           trace, r->policy, s->map_at.event, in_gib ? "GiB" : "MiB", in_gib ? "GiB" : "MiB");
-    GString *plots = g_string_new(NULL);
+                           trace, r->policy, s->map_at.event, u, u);
+    GString *rows = g_string_new(NULL);
     int block = 0;
-    bool any_expandable = false;
-    for (int st = 0; st < 4; st++) {
-        GString *rows_of_state = g_string_new(NULL);
-        for (guint i = 0; i < rows->len; i++) {
-            const map_row *row = &g_array_index(rows, map_row, i);
-            any_expandable |= row->seg->expandable;
-            for (guint k = 0; k < row->seg->n; k++) {
-                const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, row->seg->first + k);
-                if (b->state != st || b->off >= row->extent) continue;
-                double x0 = (double)b->off / unit, x1 = (double)(b->off + b->size) / unit;
-                if (st == GS_BLOCK_FREE && x1 - x0 < minw) x1 = x0 + minw;
-                g_string_append_printf(rows_of_state, "%u %.6f %.6f %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n",
-                                       i + 1, x0, x1, b->size, row->seg->addr);
-            }
-        }
-        if (rows_of_state->len) {
-            g_string_append_printf(dat, "# %s\n%s\n\n", gs_plot_state_name((unsigned)st), rows_of_state->str);
-            char *sz = gs_format_size(totals[st]);
-            char *t = g_strdup_printf("%s: %s", state_legend[st], sz);
-            g_string_append_printf(plots, "%s'%s.dat' index %d using 2:1:2:3:($1-0.42):($1+0.42) "
-                                          "with boxxyerror fs solid 1.0 noborder lc rgb '%s' title ",
-                                   plots->len ? ", \\\n     " : "plot ", stem, block++, state_colours[st]);
-            gs_gp_str(plots, t);
-            g_free(t);
-            g_free(sz);
-        }
-        g_string_free(rows_of_state, TRUE);
+    for (unsigned st = 0; st < 4; st++) {
+        g_string_truncate(rows, 0);
+        state_rows(rows, m, s, st);
+        if (!rows->len) continue;
+        g_string_append_printf(dat, "# %s\n%s\n\n", gs_plot_state_name(st), rows->str);
+        char *sz = gs_format_size(m->totals[st]);
+        char *t = g_strdup_printf("%s: %s", state_legend[st], sz);
+        g_string_append_printf(plots, "%s'%s.dat' index %d using 2:1:2:3:($1-0.42):($1+0.42) "
+                                      "with boxxyerror fs solid 1.0 noborder lc rgb '%s' title ",
+                               plots->len ? ", \\\n     " : "plot ", stem, block++, state_colours[st]);
+        gs_gp_str(plots, t);
+        g_free(t);
+        g_free(sz);
     }
+    g_string_free(rows, TRUE);
+}
+
+/* The rows' tics: with few rows, each named by its size (an expandable one by what is mapped). */
+static void row_tics(GString *g, const map_layout *m)
+{
+    if (m->rows->len > 40) {
+        g_string_append(g, "set ytics nomirror\n");
+        return;
+    }
+    g_string_append(g, "set ytics (");
+    for (guint i = 0; i < m->rows->len; i++) {
+        const map_row *row = &g_array_index(m->rows, map_row, i);
+        char *sz = gs_format_size(row->seg->expandable ? row->extent : row->seg->size);
+        g_string_append_printf(g, "%s'%s%s' %u", i ? ", " : "", sz, row->seg->expandable ? " mapped" : "", i + 1);
+        g_free(sz);
+    }
+    g_string_append(g, ") nomirror\n");
+}
+
+/* NAME-map-K-SPEC.gp: the title (policy, capacity, reserved and allocated at the peak), axes,
+ * row tics, then the clauses. */
+static void map_script(GString *g, const map_layout *m, const char *trace, const char *stem,
+                       const gs_plot_run *r, const GString *plots)
+{
+    const gs_plot_series *s = r->series;
     char *base = g_path_get_basename(trace);
     char *cw = gs_plot_cap_words(r->capacity);
     char *res = gs_format_size((uint64_t)s->map_at.reserved), *al = gs_format_size((uint64_t)s->map_at.allocated);
@@ -100,40 +152,36 @@ gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const g
     gs_gp_begin(g, stem, "the address space at peak reserved", 1280, 800);
     g_string_append(g, "set title ");
     gs_gp_str(g, title);
-    g_string_append_printf(g, "\nset xlabel '%s'\nset ylabel '%u segments, largest first%s'\n"
+    g_string_append_printf(g, "\nset xlabel 'offset in the segment%s (%s)'\nset ylabel '%u segments, largest first%s'\n"
                               "set xrange [0:%.6g]\nset yrange [%u.5:0.5]\nset key above center horizontal Left reverse\n"
                               "set grid xtics\nset xtics nomirror\nset mxtics\n",
-                           any_expandable ? (in_gib ? "offset in the segment or mapped reservation (GiB)"
-                                                    : "offset in the segment or mapped reservation (MiB)")
-                                          : (in_gib ? "offset in the segment (GiB)" : "offset in the segment (MiB)"),
-                           rows->len, any_expandable ? " (unmapped tails not drawn)" : "",
-                           (double)longest / unit * 1.01, rows->len ? rows->len : 1);
-    if (rows->len <= 40) {
-        /* few rows: name each by its size */
-        g_string_append(g, "set ytics (");
-        for (guint i = 0; i < rows->len; i++) {
-            const map_row *row = &g_array_index(rows, map_row, i);
-            char *sz = gs_format_size(row->seg->expandable ? row->extent : row->seg->size);
-            g_string_append_printf(g, "%s'%s%s' %u", i ? ", " : "", sz, row->seg->expandable ? " mapped" : "", i + 1);
-            g_free(sz);
-        }
-        g_string_append(g, ") nomirror\n");
-    } else {
-        g_string_append(g, "set ytics nomirror\n");
-    }
+                           m->any_expandable ? " or mapped reservation" : "", m->in_gib ? "GiB" : "MiB",
+                           m->rows->len, m->any_expandable ? " (unmapped tails not drawn)" : "",
+                           (double)m->longest / m->unit * 1.01, m->rows->len ? m->rows->len : 1);
+    row_tics(g, m);
     if (plots->len) g_string_append_len(g, plots->str, (gssize)plots->len);
     else g_string_append(g, "plot NaN notitle");
     g_string_append_c(g, '\n');
     gs_gp_end(g);
-    char *datname = g_strdup_printf("%s.dat", stem);
-    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
-    g_free(datname);
     g_free(title);
     g_free(res);
     g_free(al);
     g_free(cw);
     g_free(base);
-    g_array_free(rows, TRUE);
+}
+
+gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
+                     GError **err)
+{
+    map_layout m;
+    layout(&m, r->series);
+    GString *dat = g_string_new(NULL), *plots = g_string_new(NULL), *g = g_string_new(NULL);
+    map_data(dat, plots, &m, trace, stem, r);
+    map_script(g, &m, trace, stem, r, plots);
+    char *datname = g_strdup_printf("%s.dat", stem);
+    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    g_free(datname);
+    g_array_free(m.rows, TRUE);
     g_string_free(plots, TRUE);
     g_string_free(dat, TRUE);
     g_string_free(g, TRUE);
