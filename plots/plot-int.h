@@ -100,13 +100,8 @@ gboolean gs_plot_bars(gs_plotter *p, const char *trace, const char *stem,
 gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
                      GError **err);
 
-/* bars.c: a panel's metric, shared with the sweep's panels */
-typedef struct {
-    const char *title, *fmt;
-} gs_plot_metric;
-
-/* Metric m of a run in its panel's unit: 0 peak reserved (GiB), 1 waste (GiB), 2 fragmentation
- * (%), 3 retries, 4 OOMs, 5 device time (ms). */
+/* bars.c: metric m of a run in its panel's unit (the sweep's panels use it too): 0 peak
+ * reserved (GiB), 1 waste (GiB), 2 fragmentation (%), 3 retries, 4 OOMs, 5 device time (ms). */
 double gs_plot_bar_value(const gs_plot_run *r, int m);
 
 #endif
