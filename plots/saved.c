@@ -141,20 +141,54 @@ static int col_of(char **header, const char *name)
     return -1;
 }
 
+/* The columns a CSV report must have, in this order in col[]. */
+static const char *const need[] = {"trace", "policy", "capacity_bytes", "outcome",
+                                   "peak_allocated_bytes", "peak_reserved_bytes", "frag_peak",
+                                   "num_alloc_retries", "num_ooms", "device_time_us"};
+enum { C_TRACE, C_POLICY, C_CAPACITY, C_OUTCOME, C_PEAK_ALLOC, C_PEAK_RESERVED, C_FRAG,
+       C_RETRIES, C_OOMS, C_DEVICE_US, N_NEED };
+_Static_assert(N_NEED == G_N_ELEMENTS(need), "a column index per needed column");
+
+/* One CSV row as a run: the fields were written by gpusim, so they are read without checks. */
+static void run_from_csv(gs_plot_run *pr, char **r, const int col[N_NEED])
+{
+    pr->policy = g_strdup(r[col[C_POLICY]]);
+    pr->capacity = g_ascii_strtoull(r[col[C_CAPACITY]], NULL, 10);
+    pr->outcome = g_strdup(r[col[C_OUTCOME]]);
+    pr->peak_allocated = g_ascii_strtoll(r[col[C_PEAK_ALLOC]], NULL, 10);
+    pr->peak_reserved = g_ascii_strtoll(r[col[C_PEAK_RESERVED]], NULL, 10);
+    pr->frag_peak = g_ascii_strtod(r[col[C_FRAG]], NULL);
+    pr->retries = g_ascii_strtoull(r[col[C_RETRIES]], NULL, 10);
+    pr->ooms = g_ascii_strtoull(r[col[C_OOMS]], NULL, 10);
+    pr->device_us = g_ascii_strtod(r[col[C_DEVICE_US]], NULL);
+}
+
+/* A replay's CSV: the plots of each trace, from its rows (which are consecutive). */
+static gboolean plot_csv_traces(gs_plotter *p, GPtrArray *rows, int trace_col,
+                                const gs_plot_run *runs, size_t n, GError **err)
+{
+    gboolean ok = TRUE;
+    for (size_t i = 0; ok && i < n;) {
+        const char *tr = ((char **)rows->pdata[i + 1])[trace_col];
+        size_t k = i;
+        while (k < n && strcmp(((char **)rows->pdata[k + 1])[trace_col], tr) == 0) k++;
+        ok = gs_plot_trace(p, tr, runs + i, k - i, err);
+        i = k;
+    }
+    return ok;
+}
+
 static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text, size_t len,
                                GError **err)
 {
-    static const char *const need[] = {"trace", "policy", "capacity_bytes", "outcome",
-                                       "peak_allocated_bytes", "peak_reserved_bytes", "frag_peak",
-                                       "num_alloc_retries", "num_ooms", "device_time_us"};
     GPtrArray *rows = csv_parse(text, len);
     if (rows->len < 2) {
         g_ptr_array_free(rows, TRUE);
         return saved_bad(err, path, "no header and rows");
     }
     char **h = rows->pdata[0];
-    int col[G_N_ELEMENTS(need)];
-    for (size_t k = 0; k < G_N_ELEMENTS(need); k++) {
+    int col[N_NEED];
+    for (size_t k = 0; k < N_NEED; k++) {
         if ((col[k] = col_of(h, need[k])) < 0) {
             g_ptr_array_free(rows, TRUE);
             return saved_bad(err, path, "no column '%s'", need[k]);
@@ -163,7 +197,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     guint width = g_strv_length(h);
     /* a sweep's CSV: cell, then one column per parameter, then the replay's columns */
     bool sweep = strcmp(h[0], "cell") == 0;
-    size_t n_params = sweep ? (size_t)col[0] - 1 : 0;
+    size_t n_params = sweep ? (size_t)col[C_TRACE] - 1 : 0;
     size_t n = rows->len - 1;
     gs_plot_run *runs = g_new0(gs_plot_run, n);
     const char **values = g_new0(const char *, n * n_params + 1);
@@ -174,31 +208,14 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
             ok = saved_bad(err, path, "row %zu has %u fields, the header %u", i + 2, g_strv_length(r), width);
             break;
         }
-        gs_plot_run *pr = &runs[i];
-        pr->policy = g_strdup(r[col[1]]);
-        pr->capacity = g_ascii_strtoull(r[col[2]], NULL, 10);
-        pr->outcome = g_strdup(r[col[3]]);
-        pr->peak_allocated = g_ascii_strtoll(r[col[4]], NULL, 10);
-        pr->peak_reserved = g_ascii_strtoll(r[col[5]], NULL, 10);
-        pr->frag_peak = g_ascii_strtod(r[col[6]], NULL);
-        pr->retries = g_ascii_strtoull(r[col[7]], NULL, 10);
-        pr->ooms = g_ascii_strtoull(r[col[8]], NULL, 10);
-        pr->device_us = g_ascii_strtod(r[col[9]], NULL);
+        run_from_csv(&runs[i], r, col);
         for (size_t k = 0; k < n_params; k++) values[i * n_params + k] = r[1 + k];
     }
-    if (ok && sweep) {
-        ok = gs_plot_sweep(p, ((char **)rows->pdata[1])[col[0]], (const char *const *)h + 1,
+    if (ok && sweep)
+        ok = gs_plot_sweep(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
                            n_params, values, runs, n, err);
-    } else if (ok) {
-        /* a replay's CSV: the rows of each trace, in order */
-        for (size_t i = 0; ok && i < n;) {
-            const char *tr = ((char **)rows->pdata[i + 1])[col[0]];
-            size_t k = i;
-            while (k < n && strcmp(((char **)rows->pdata[k + 1])[col[0]], tr) == 0) k++;
-            ok = gs_plot_trace(p, tr, runs + i, k - i, err);
-            i = k;
-        }
-    }
+    else if (ok)
+        ok = plot_csv_traces(p, rows, col[C_TRACE], runs, n, err);
     g_free(values);
     runs_free(runs, n);
     g_ptr_array_free(rows, TRUE);
