@@ -98,7 +98,11 @@ static char *file_part(const char *s)
     return f;
 }
 
-/* "5.75 GiB", as people type capacities; else gs_format_size's. */
+/* A capacity in a title or legend as people type it (--capacity 5.75GiB): "5.75 GiB", "6 GiB"
+ * ("%g": no trailing zeros) when it is at least 1 GiB and a whole number of 256 KiB; any other
+ * size as gs_format_size writes it ("512.00 MiB"). Not gs_format_size throughout: its "5.750 GiB"
+ * has a measurement's three decimals, and a capacity is a setting the title echoes as given.
+ * report.c's cap_label writes the same number without the space ("pytorch @5.75GiB"). */
 static char *size_words(uint64_t b)
 {
     if (b >= GS_GiB && b % (GS_MiB / 4) == 0) return g_strdup_printf("%g GiB", (double)b / (double)GS_GiB);
