@@ -98,13 +98,10 @@ static void bars_script(GString *g, const char *stem, const char *trace, const g
             metrics[m].fmt, m + 3);
     }
     char **labels = legend_labels(runs, n);
-    const char **colours = g_new0(const char *, n + 1);
-    for (size_t i = 0; i < n; i++) colours[i] = gs_plot_colour(i);
-    gs_gp_legend_strip(g, top, 0.09, (const char *const *)labels, colours, n, NULL);
+    gs_gp_legend_strip(g, top, 0.09, (const char *const *)labels, n, NULL);
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
     g_strfreev(labels);
-    g_free(colours);
     g_free(title);
     g_free(cw);
     g_free(base);

@@ -172,9 +172,9 @@ void gs_gp_end(GString *g)
     g_string_append(g, "set output\n}\n");
 }
 
-/* A legend strip across the top of a multiplot: one filled box per label. */
+/* The legend is a plot of its own: NaN draws nothing, so only the key shows. */
 void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels,
-                        const char *const *colours, size_t n, const char *extra)
+                        size_t n, const char *extra)
 {
     g_string_append_printf(g,
         "set origin 0,%.3f\nset size 1,%.3f\nunset title\nunset border\nunset tics\nunset xlabel\n"
@@ -183,7 +183,7 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
         y, h);
     for (size_t i = 0; i < n; i++) {
         g_string_append_printf(g, "%sNaN with boxes lc rgb '%s' title ", i ? ", \\\n     " : "plot ",
-                               colours[i]);
+                               gs_plot_colour(i));
         gs_gp_str(g, labels[i]);
     }
     if (extra) g_string_append(g, extra);

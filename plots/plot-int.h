@@ -85,10 +85,10 @@ void gs_gp_str(GString *g, const char *s);
 /* The script's frame: a loop drawing PNG then SVG, w x h pixels, into out.'.'.fmt. */
 void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h);
 void gs_gp_end(GString *g);
-/* A legend strip across a multiplot at height y: one filled box per label; extra: more plot
- * clauses (may be NULL). */
-void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels,
-                        const char *const *colours, size_t n, const char *extra);
+/* A legend strip across a multiplot at height y: one filled box per label, label i in
+ * gs_plot_colour(i); extra: more plot clauses (may be NULL). */
+void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels, size_t n,
+                        const char *extra);
 
 /* ---- timeline.c, bars.c, map.c: one plot each, to dir/STEM.gp and its data ---- */
 

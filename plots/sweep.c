@@ -142,13 +142,10 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
                                    stem, ax->lines->len, m + 3);
         g_string_append_c(g, '\n');
     }
-    const char **colours = g_new0(const char *, ax->lines->len + 1);
-    for (guint i = 0; i < ax->lines->len; i++) colours[i] = gs_plot_colour(i);
-    gs_gp_legend_strip(g, top, 0.08, (const char *const *)ax->lines->pdata, colours, ax->lines->len,
+    gs_gp_legend_strip(g, top, 0.08, (const char *const *)ax->lines->pdata, ax->lines->len,
                        any_oom ? ", \\\n     NaN with points pt 2 ps 2 lw 3 lc rgb '#CC0000' title 'OOM'" : NULL);
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
-    g_free(colours);
     g_string_free(xt, TRUE);
     g_free(title);
     g_free(base);
