@@ -109,7 +109,7 @@ static char *size_words(uint64_t b)
     return gs_format_size(b);
 }
 
-/* "5.75 GiB" as a title shows it; "no capacity limit" for 0. */
+/* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
 char *gs_plot_cap_words(uint64_t cap)
 {
     if (!cap) return g_strdup("no capacity limit");

@@ -47,7 +47,7 @@ typedef struct {
 struct gs_plot_series {
     size_t width;             /* events per timeline bucket */
     GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
-    GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most MAX_MARKERS) */
+    GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most series.c's MAX_MARKERS) */
     uint64_t n_retries, n_ooms;
     /* the address map: the heap after the event where reserved bytes reached their maximum */
     int64_t max_reserved;
@@ -78,6 +78,7 @@ const char *gs_plot_colour(size_t i);
 char *gs_plot_cap_words(uint64_t cap);
 /* A policy's label in legends: its spec, and its capacity when runs differ in it. */
 char *gs_plot_run_label(const gs_plot_run *r, bool with_cap);
+/* Whether the n runs share one capacity (a title then names it once, the labels never). */
 bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n);
 
 /* A gnuplot string literal: double-quoted, so a title can hold a line break. */
