@@ -93,11 +93,9 @@ const char *gs_plotter_dir(const gs_plotter *p);
  * otherwise the bars (and, for a sweep's CSV, the sweep plot). */
 gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
 
-/* ---- small helpers shared with the sweep ---- */
+/* ---- names ---- */
 /* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */
 char *gs_plot_stem(const char *trace);
-/* RFC 4180 CSV: a field with a comma, quote or newline is quoted. */
-void gs_csv_field(GString *out, const char *s);
 
 G_END_DECLS
 

@@ -1,0 +1,213 @@
+/* draw.c - the plotter (a directory and the scripts written to it), the names and labels the
+ * plots share, the pieces every gnuplot script is made of, and gs_plot_trace, which writes a
+ * trace's timeline, bars and address maps (timeline.c, bars.c, map.c).
+ *
+ * Everything an image shows is in the .dat files beside its .gp script, in the units of its axes
+ * (GiB, MiB, ms), so a user can re-plot or restyle them; the scripts name their data by relative
+ * path and are run with the plot directory as the working directory. Every file is written whole
+ * (a temporary file, then a rename), so a reader never sees half a script.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+#include "plot-int.h"
+
+G_DEFINE_QUARK(gs-plot-error-quark, gs_plot_error)
+
+/* Okabe and Ito's colour-blind-safe palette, the yellow left out (unreadable on white). */
+static const char *const palette[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                      "#E69F00", "#56B4E9", "#000000"};
+
+const char *gs_plot_colour(size_t i) { return palette[i % G_N_ELEMENTS(palette)]; }
+
+/* ---- the plotter: a directory and the scripts written to it ---- */
+
+gs_plotter *gs_plotter_new(const char *dir, GError **err)
+{
+    if (g_mkdir_with_parents(dir, 0777) != 0) {
+        int e = errno;
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s", dir, g_strerror(e));
+        return NULL;
+    }
+    gs_plotter *p = g_new0(gs_plotter, 1);
+    p->dir = g_strdup(dir);
+    p->scripts = g_ptr_array_new_with_free_func(g_free);
+    return p;
+}
+
+void gs_plotter_free(gs_plotter *p)
+{
+    if (!p) return;
+    g_free(p->dir);
+    g_ptr_array_free(p->scripts, TRUE);
+    g_free(p);
+}
+
+const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
+
+/* g_file_set_contents writes a temporary file beside the target and renames it: whole. */
+gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
+{
+    char *path = g_build_filename(p->dir, name, NULL);
+    GError *e = NULL;
+    gboolean ok = g_file_set_contents(path, text->str, (gssize)text->len, &e);
+    if (!ok) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s", e->message);
+        g_error_free(e);
+    }
+    g_free(path);
+    return ok;
+}
+
+gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GError **err)
+{
+    char *name = g_strdup_printf("%s.gp", stem);
+    gboolean ok = gs_plotter_write(p, name, g, err);
+    g_free(name);
+    if (ok) g_ptr_array_add(p->scripts, g_strdup(stem));
+    return ok;
+}
+
+/* ---- names and labels ---- */
+
+char *gs_plot_stem(const char *trace)
+{
+    char *base = g_path_get_basename(trace);
+    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt"};
+    for (bool cut = true; cut;) {
+        cut = false;
+        for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {
+            size_t n = strlen(base), k = strlen(exts[i]);
+            if (n > k && strcmp(base + n - k, exts[i]) == 0) {
+                base[n - k] = '\0';
+                cut = true;
+            }
+        }
+    }
+    return base;
+}
+
+/* A policy spec as a file-name part: pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128 */
+static char *file_part(const char *s)
+{
+    char *f = g_strdup(s);
+    for (char *c = f; *c; c++)
+        if (!g_ascii_isalnum(*c) && *c != '_' && *c != '.') *c = '-';
+    return f;
+}
+
+/* A capacity in a title or legend as people type it (--capacity 5.75GiB): "5.75 GiB", "6 GiB"
+ * ("%g": no trailing zeros) when it is at least 1 GiB and a whole number of 256 KiB; any other
+ * size as gs_format_size writes it ("512.00 MiB"). Not gs_format_size throughout: its "5.750 GiB"
+ * has a measurement's three decimals, and a capacity is a setting the title echoes as given.
+ * report.c's cap_label writes the same number without the space ("pytorch @5.75GiB"). */
+static char *size_words(uint64_t b)
+{
+    if (b >= GS_GiB && b % (GS_MiB / 4) == 0) return g_strdup_printf("%g GiB", (double)b / (double)GS_GiB);
+    return gs_format_size(b);
+}
+
+/* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
+char *gs_plot_cap_words(uint64_t cap)
+{
+    if (!cap) return g_strdup("no capacity limit");
+    char *s = size_words(cap);
+    char *w = g_strdup_printf("capacity %s", s);
+    g_free(s);
+    return w;
+}
+
+/* A policy's label in legends: its spec, and its capacity when runs differ in it. */
+char *gs_plot_run_label(const gs_plot_run *r, bool with_cap)
+{
+    if (!with_cap) return g_strdup(r->policy);
+    if (!r->capacity) return g_strdup_printf("%s, no limit", r->policy);
+    char *s = size_words(r->capacity);
+    char *l = g_strdup_printf("%s @%s", r->policy, s);
+    g_free(s);
+    return l;
+}
+
+bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (runs[i].capacity != runs[0].capacity) return false;
+    return true;
+}
+
+/* ---- the pieces of a script ---- */
+
+/* A gnuplot string literal: double-quoted, so a title can hold a line break. */
+void gs_gp_str(GString *g, const char *s)
+{
+    g_string_append_c(g, '"');
+    for (; *s; s++) {
+        if (*s == '\n') g_string_append(g, "\\n");
+        else if (*s == '"' || *s == '\\') g_string_append_printf(g, "\\%c", *s);
+        else g_string_append_c(g, *s);
+    }
+    g_string_append_c(g, '"');
+}
+
+/* The script's frame: draw once as PNG and once as SVG; gpusim passes out='.STEM.tmpPID' so
+ * the images, too, are written whole and renamed. */
+void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h)
+{
+    g_string_append_printf(g,
+        "# %s.gp - %s, written by gpusim.\n"
+        "# Draw it again (PNG and SVG): cd into this directory, then: gnuplot %s.gp\n"
+        "if (!exists(\"out\")) out = '%s'\n"
+        "do for [fmt in \"png svg\"] {\n"
+        "reset\n"
+        "if (fmt eq \"png\") { set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background '#ffffff' }\n"
+        "if (fmt eq \"svg\") { set terminal svg size %d,%d noenhanced font 'Sans,11' background '#ffffff' }\n"
+        "set output out.'.'.fmt\n",
+        stem, what, stem, stem, w, h, w, h);
+}
+
+void gs_gp_end(GString *g)
+{
+    g_string_append(g, "set output\n}\n");
+}
+
+/* The legend is a plot of its own: NaN draws nothing, so only the key shows. */
+void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels,
+                        size_t n, const char *extra)
+{
+    g_string_append_printf(g,
+        "set origin 0,%.3f\nset size 1,%.3f\nunset title\nunset border\nunset tics\nunset xlabel\n"
+        "unset ylabel\nunset grid\nset xrange [0:1]\nset yrange [0:1]\nset style fill solid 0.9 noborder\n"
+        "set key center center horizontal Left reverse maxrows 2 samplen 2 spacing 1.3 width 2\n",
+        y, h);
+    for (size_t i = 0; i < n; i++) {
+        g_string_append_printf(g, "%sNaN with boxes lc rgb '%s' title ", i ? ", \\\n     " : "plot ",
+                               gs_plot_colour(i));
+        gs_gp_str(g, labels[i]);
+    }
+    if (extra) g_string_append(g, extra);
+    g_string_append_c(g, '\n');
+}
+
+/* ---- a trace's plots ---- */
+
+gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
+                       GError **err)
+{
+    char *stem = gs_plot_stem(trace);
+    char *ts = g_strdup_printf("%s-timeline", stem), *bs = g_strdup_printf("%s-bars", stem);
+    gboolean ok = gs_plot_timeline(p, trace, ts, runs, n, err) && gs_plot_bars(p, trace, bs, runs, n, err);
+    for (size_t i = 0; ok && i < n; i++) {
+        if (!runs[i].series || !runs[i].series->have_map) continue;
+        char *pol = file_part(runs[i].policy);
+        char *ms = g_strdup_printf("%s-map-%zu-%s", stem, i + 1, pol);
+        ok = gs_plot_map(p, trace, ms, &runs[i], err);
+        g_free(ms);
+        g_free(pol);
+    }
+    g_free(ts);
+    g_free(bs);
+    g_free(stem);
+    return ok;
+}

@@ -1,0 +1,108 @@
+/* plot-int.h - what the files of plots/ share with each other and with no one else: the
+ * recorded series' layout, the plotter, and the pieces every gnuplot script is made of.
+ * Grouped by the file that defines each thing (as mimalloc's internal.h is). Not API: only the
+ * C files of plots/ include it (plots/meson.build defines GS_PLOTS_COMPILATION for them alone);
+ * everything public is in plot.h.
+ *
+ *   series.c    the recorder (a replay's observer), its JSON out and back in, gs_plot_run
+ *   draw.c      the plotter, file names, labels, the script frame; gs_plot_trace
+ *   timeline.c  NAME-timeline
+ *   bars.c      NAME-bars
+ *   map.c       NAME-map-K-SPEC
+ *   sweep.c     NAME-sweep (gs_plot_sweep)
+ *   render.c    running gnuplot (gs_plotter_render)
+ *   saved.c     saved reports read back (gs_plot_saved)
+ */
+#ifndef GS_PLOT_INT_H
+#define GS_PLOT_INT_H
+
+#ifndef GS_PLOTS_COMPILATION
+#error "plot-int.h is private to plots/: include plot.h instead"
+#endif
+
+#include "plot.h"
+
+/* GiB as the plots' axes show them. */
+static inline double gib(int64_t b) { return (double)b / (double)GS_GiB; }
+
+/* ---- series.c: what a replay records ---- */
+
+typedef struct {
+    uint64_t event, time_us;
+    int64_t allocated, reserved;
+} gs_plot_point;
+
+typedef struct {
+    uint64_t addr, size;
+    uint32_t first, n; /* its blocks: blocks[first .. first + n) */
+    uint8_t pool;
+    bool expandable;
+} gs_plot_seg;
+
+typedef struct {
+    uint64_t off, size; /* offset in its segment */
+    uint8_t state;      /* gs_block_state */
+} gs_plot_block;
+
+struct gs_plot_series {
+    size_t width;             /* events per timeline bucket */
+    GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
+    GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most series.c's MAX_MARKERS) */
+    uint64_t n_retries, n_ooms;
+    /* the address map: the heap after the event where reserved bytes reached their maximum */
+    int64_t max_reserved;
+    bool have_map;
+    gs_plot_point map_at;
+    GArray *segs, *blocks;    /* gs_plot_seg, gs_plot_block */
+};
+
+/* A gs_block_state as the JSON and the map's data name it: "free", "allocated", "pending",
+ * "unmapped"; "?" for any other. */
+const char *gs_plot_state_name(unsigned state);
+
+/* ---- draw.c: the plotter and what every script is made of ---- */
+
+struct gs_plotter {
+    char *dir;
+    GPtrArray *scripts; /* char*: stems of the scripts written, in order */
+};
+
+/* dir/name holds text, written whole; GS_PLOT_ERROR_IO otherwise. */
+gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err);
+/* dir/STEM.gp holds g, and gs_plotter_render will run it. */
+gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GError **err);
+
+/* The i-th line's or bar's colour. */
+const char *gs_plot_colour(size_t i);
+/* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. g_free the result. */
+char *gs_plot_cap_words(uint64_t cap);
+/* A policy's label in legends: its spec, and its capacity when runs differ in it. */
+char *gs_plot_run_label(const gs_plot_run *r, bool with_cap);
+/* Whether the n runs share one capacity (a title then names it once, the labels never). */
+bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n);
+
+/* A gnuplot string literal: double-quoted, so a title can hold a line break. */
+void gs_gp_str(GString *g, const char *s);
+/* The script's frame: a loop drawing PNG then SVG, w x h pixels, into out.'.'.fmt. */
+void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h);
+void gs_gp_end(GString *g);
+/* A legend strip across a multiplot at height y: one filled box per label, label i in
+ * gs_plot_colour(i); extra: more plot clauses (may be NULL). */
+void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels, size_t n,
+                        const char *extra);
+
+/* ---- timeline.c, bars.c, map.c: one plot each, to dir/STEM.gp and its data ---- */
+
+gboolean gs_plot_timeline(gs_plotter *p, const char *trace, const char *stem,
+                          const gs_plot_run *runs, size_t n, GError **err);
+gboolean gs_plot_bars(gs_plotter *p, const char *trace, const char *stem,
+                      const gs_plot_run *runs, size_t n, GError **err);
+/* r->series must hold a map. */
+gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
+                     GError **err);
+
+/* bars.c: metric m of a run in its panel's unit (the sweep's panels use it too): 0 peak
+ * reserved (GiB), 1 waste (GiB), 2 fragmentation (%), 3 retries, 4 OOMs, 5 device time (ms). */
+double gs_plot_bar_value(const gs_plot_run *r, int m);
+
+#endif

@@ -1,0 +1,81 @@
+/* render.c - running gnuplot on the scripts a plotter wrote: NAME.png and NAME.svg beside each.
+ *
+ * gnuplot runs in the plot directory (the scripts name their data relative to it) and draws to
+ * a temporary name passed as out='.NAME.tmpPID'; the images are renamed into place only when it
+ * succeeds, so a failed run leaves no half image behind.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "plot-int.h"
+
+static gboolean render_one(const char *prog, const char *dir, const char *stem, GError **err)
+{
+    char *tmp = g_strdup_printf(".%s.tmp%d", stem, (int)getpid());
+    char *e = g_strdup_printf("out='%s'", tmp);
+    char *script = g_strdup_printf("%s.gp", stem);
+    char *argv[] = {(char *)prog, (char *)"-e", e, script, NULL};
+    char *serr = NULL;
+    int status = 0;
+    GError *se = NULL;
+    gboolean ok = g_spawn_sync(dir, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &serr,
+                               &status, &se);
+    if (!ok) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_GNUPLOT, "%s: %s", prog, se->message);
+        g_error_free(se);
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        /* gnuplot's last line names the problem */
+        char *msg = g_strstrip(g_strdup(serr ? serr : ""));
+        char *nl = strrchr(msg, '\n');
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_GNUPLOT, "gnuplot failed on %s/%s (exit %d): %s",
+                    dir, script, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                    nl ? nl + 1 : *msg ? msg : "no message");
+        g_free(msg);
+        ok = FALSE;
+    }
+    static const char *const exts[] = {"png", "svg"};
+    for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {
+        char *from = g_strdup_printf("%s/%s.%s", dir, tmp, exts[i]);
+        char *to = g_strdup_printf("%s/%s.%s", dir, stem, exts[i]);
+        if (ok && g_rename(from, to) != 0) {
+            int en = errno;
+            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot write: %s", to, g_strerror(en));
+            ok = FALSE;
+        }
+        g_unlink(from); /* left behind only on failure */
+        g_free(from);
+        g_free(to);
+    }
+    g_free(serr);
+    g_free(script);
+    g_free(e);
+    g_free(tmp);
+    return ok;
+}
+
+gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err)
+{
+    const char *want = g_getenv("GPUSIM_GNUPLOT");
+    if (!want || !*want) want = "gnuplot";
+    char *prog = g_find_program_in_path(want);
+    if (!prog) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_NO_GNUPLOT,
+                    "no images: '%s' not found (install gnuplot, e.g. apt-get install gnuplot-nox, "
+                    "or name it in GPUSIM_GNUPLOT); the data and gnuplot scripts are in %s",
+                    want, p->dir);
+        return FALSE;
+    }
+    gboolean ok = TRUE;
+    size_t n = 0;
+    for (guint i = 0; ok && i < p->scripts->len; i++) {
+        ok = render_one(prog, p->dir, p->scripts->pdata[i], err);
+        if (ok) n += 2;
+    }
+    if (n_images) *n_images = n;
+    g_free(prog);
+    return ok;
+}

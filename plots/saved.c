@@ -1,0 +1,242 @@
+/* saved.c - gpusim plot RESULT: the plots of a saved report, read back.
+ *
+ * The format is told by the content: JSON (replay --format json) is one document or an array of
+ * them, each a trace with its results, and a result saved with --plot carries its series, so
+ * every plot comes back identical; CSV is a replay's (the bars of each trace) or a sweep's (its
+ * first column "cell": the sweep plot). The CSV parser is RFC 4180's.
+ */
+#include <stdarg.h>
+#include <string.h>
+
+#include "plot-int.h"
+
+static gboolean saved_bad(GError **err, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean saved_bad(GError **err, const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT,
+                "%s: %s (want a report of 'gpusim replay --format json|csv' or of 'gpusim sweep')",
+                path, m);
+    g_free(m);
+    return FALSE;
+}
+
+/* One JSON result object as a run. */
+static gboolean run_from_json(gs_plot_run *pr, const gs_json *r, const char *path, GError **err)
+{
+    memset(pr, 0, sizeof *pr);
+    const gs_json *pol = gs_json_get(r, "policy"), *oc = gs_json_get(r, "outcome");
+    int64_t ret = 0, oom = 0;
+    if (!pol || pol->type != GS_JSON_STRING || !oc || oc->type != GS_JSON_STRING ||
+        !gs_json_uint(gs_json_get(r, "capacity_bytes"), &pr->capacity) ||
+        !gs_json_int(gs_json_get(r, "peak_allocated_bytes"), &pr->peak_allocated) ||
+        !gs_json_int(gs_json_get(r, "peak_reserved_bytes"), &pr->peak_reserved) ||
+        !gs_json_double(gs_json_get(r, "frag_peak"), &pr->frag_peak) ||
+        !gs_json_int(gs_json_get(r, "num_alloc_retries"), &ret) ||
+        !gs_json_int(gs_json_get(r, "num_ooms"), &oom) ||
+        !gs_json_double(gs_json_get(r, "device_time_us"), &pr->device_us))
+        return saved_bad(err, path, "a result lacks one of policy, outcome, capacity_bytes, "
+                                    "peak_allocated_bytes, peak_reserved_bytes, frag_peak, "
+                                    "num_alloc_retries, num_ooms, device_time_us");
+    pr->policy = g_strdup(pol->str);
+    pr->outcome = g_strdup(oc->str);
+    pr->retries = (uint64_t)ret;
+    pr->ooms = (uint64_t)oom;
+    GError *e = NULL;
+    pr->series = gs_plot_series_from_json(r, &e);
+    if (e) {
+        saved_bad(err, path, "%s", e->message);
+        g_error_free(e);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void runs_free(gs_plot_run *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) gs_plot_run_clear(&runs[i]);
+    g_free(runs);
+}
+
+static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *text, size_t len,
+                                GError **err)
+{
+    gs_json *root = gs_json_parse(path, text, len, err);
+    if (!root) return FALSE;
+    const gs_json *const *docs = (const gs_json *const *)&root;
+    size_t n_docs = 1;
+    if (root->type == GS_JSON_ARRAY) {
+        docs = (const gs_json *const *)root->items;
+        n_docs = root->n;
+    }
+    gboolean ok = n_docs > 0 || saved_bad(err, path, "no results");
+    for (size_t d = 0; ok && d < n_docs; d++) {
+        const gs_json *tr = gs_json_get(docs[d], "trace"), *rs = gs_json_get(docs[d], "results");
+        if (!tr || tr->type != GS_JSON_STRING || !rs || rs->type != GS_JSON_ARRAY || rs->n == 0) {
+            ok = saved_bad(err, path, "no \"trace\" and \"results\"");
+            break;
+        }
+        gs_plot_run *runs = g_new0(gs_plot_run, rs->n);
+        for (size_t i = 0; ok && i < rs->n; i++) ok = run_from_json(&runs[i], rs->items[i], path, err);
+        if (ok) ok = gs_plot_trace(p, tr->str, runs, rs->n, err);
+        runs_free(runs, rs->n);
+    }
+    gs_json_free(root);
+    return ok;
+}
+
+/* RFC 4180 records: a GPtrArray of NULL-terminated string vectors. */
+static GPtrArray *csv_parse(const char *s, size_t len)
+{
+    GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    GPtrArray *row = g_ptr_array_new();
+    GString *f = g_string_new(NULL);
+    const char *end = s + len;
+    bool quoted = false, field_started = false;
+    for (const char *c = s; c <= end; c++) {
+        char ch = c < end ? *c : '\n';
+        if (quoted) {
+            if (ch == '"' && c + 1 < end && c[1] == '"') {
+                g_string_append_c(f, '"');
+                c++;
+            } else if (ch == '"') {
+                quoted = false;
+            } else {
+                g_string_append_c(f, ch);
+            }
+            continue;
+        }
+        if (ch == '"') {
+            quoted = field_started = true;
+        } else if (ch == ',') {
+            g_ptr_array_add(row, g_strdup(f->str));
+            g_string_truncate(f, 0);
+            field_started = true;
+        } else if (ch == '\n') {
+            if (field_started || f->len) {
+                g_ptr_array_add(row, g_strdup(f->str));
+                g_ptr_array_add(row, NULL);
+                g_ptr_array_add(rows, g_ptr_array_free(row, FALSE));
+                row = g_ptr_array_new();
+            }
+            g_string_truncate(f, 0);
+            field_started = false;
+        } else if (ch != '\r') {
+            g_string_append_c(f, ch);
+            field_started = true;
+        }
+    }
+    g_ptr_array_free(row, TRUE);
+    g_string_free(f, TRUE);
+    return rows;
+}
+
+static int col_of(char **header, const char *name)
+{
+    for (int i = 0; header[i]; i++)
+        if (strcmp(header[i], name) == 0) return i;
+    return -1;
+}
+
+/* The columns a CSV report must have, in this order in col[]. */
+static const char *const need[] = {"trace", "policy", "capacity_bytes", "outcome",
+                                   "peak_allocated_bytes", "peak_reserved_bytes", "frag_peak",
+                                   "num_alloc_retries", "num_ooms", "device_time_us"};
+enum { C_TRACE, C_POLICY, C_CAPACITY, C_OUTCOME, C_PEAK_ALLOC, C_PEAK_RESERVED, C_FRAG,
+       C_RETRIES, C_OOMS, C_DEVICE_US, N_NEED };
+_Static_assert(N_NEED == G_N_ELEMENTS(need), "a column index per needed column");
+
+/* One CSV row as a run: the fields were written by gpusim, so they are read without checks. */
+static void run_from_csv(gs_plot_run *pr, char **r, const int col[N_NEED])
+{
+    pr->policy = g_strdup(r[col[C_POLICY]]);
+    pr->capacity = g_ascii_strtoull(r[col[C_CAPACITY]], NULL, 10);
+    pr->outcome = g_strdup(r[col[C_OUTCOME]]);
+    pr->peak_allocated = g_ascii_strtoll(r[col[C_PEAK_ALLOC]], NULL, 10);
+    pr->peak_reserved = g_ascii_strtoll(r[col[C_PEAK_RESERVED]], NULL, 10);
+    pr->frag_peak = g_ascii_strtod(r[col[C_FRAG]], NULL);
+    pr->retries = g_ascii_strtoull(r[col[C_RETRIES]], NULL, 10);
+    pr->ooms = g_ascii_strtoull(r[col[C_OOMS]], NULL, 10);
+    pr->device_us = g_ascii_strtod(r[col[C_DEVICE_US]], NULL);
+}
+
+/* A replay's CSV: the plots of each trace, from its rows (which are consecutive). */
+static gboolean plot_csv_traces(gs_plotter *p, GPtrArray *rows, int trace_col,
+                                const gs_plot_run *runs, size_t n, GError **err)
+{
+    gboolean ok = TRUE;
+    for (size_t i = 0; ok && i < n;) {
+        const char *tr = ((char **)rows->pdata[i + 1])[trace_col];
+        size_t k = i;
+        while (k < n && strcmp(((char **)rows->pdata[k + 1])[trace_col], tr) == 0) k++;
+        ok = gs_plot_trace(p, tr, runs + i, k - i, err);
+        i = k;
+    }
+    return ok;
+}
+
+static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text, size_t len,
+                               GError **err)
+{
+    GPtrArray *rows = csv_parse(text, len);
+    if (rows->len < 2) {
+        g_ptr_array_free(rows, TRUE);
+        return saved_bad(err, path, "no header and rows");
+    }
+    char **h = rows->pdata[0];
+    int col[N_NEED];
+    for (size_t k = 0; k < N_NEED; k++) {
+        if ((col[k] = col_of(h, need[k])) < 0) {
+            g_ptr_array_free(rows, TRUE);
+            return saved_bad(err, path, "no column '%s'", need[k]);
+        }
+    }
+    guint width = g_strv_length(h);
+    /* a sweep's CSV: cell, then one column per parameter, then the replay's columns */
+    bool sweep = strcmp(h[0], "cell") == 0;
+    size_t n_params = sweep ? (size_t)col[C_TRACE] - 1 : 0;
+    size_t n = rows->len - 1;
+    gs_plot_run *runs = g_new0(gs_plot_run, n);
+    const char **values = g_new0(const char *, n * n_params + 1);
+    gboolean ok = TRUE;
+    for (size_t i = 0; ok && i < n; i++) {
+        char **r = rows->pdata[i + 1];
+        if (g_strv_length(r) != width) {
+            ok = saved_bad(err, path, "row %zu has %u fields, the header %u", i + 2, g_strv_length(r), width);
+            break;
+        }
+        run_from_csv(&runs[i], r, col);
+        for (size_t k = 0; k < n_params; k++) values[i * n_params + k] = r[1 + k];
+    }
+    if (ok && sweep)
+        ok = gs_plot_sweep(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
+                           n_params, values, runs, n, err);
+    else if (ok)
+        ok = plot_csv_traces(p, rows, col[C_TRACE], runs, n, err);
+    g_free(values);
+    runs_free(runs, n);
+    g_ptr_array_free(rows, TRUE);
+    return ok;
+}
+
+gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err)
+{
+    char *text = NULL;
+    gsize len = 0;
+    GError *e = NULL;
+    if (!g_file_get_contents(path, &text, &len, &e)) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s", e->message);
+        g_error_free(e);
+        return FALSE;
+    }
+    const char *c = text;
+    while (c < text + len && g_ascii_isspace(*c)) c++;
+    gboolean ok = c < text + len && (*c == '{' || *c == '[')
+                      ? plot_saved_json(p, path, text, len, err)
+                      : plot_saved_csv(p, path, text, len, err);
+    g_free(text);
+    return ok;
+}

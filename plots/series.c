@@ -1,0 +1,312 @@
+/* series.c - what a replay hands its plots: the recorder (gs_plot_observe, a replay's observer)
+ * with its JSON out and back in, so a saved report can be plotted again, and a result's numbers
+ * as a gs_plot_run.
+ *
+ * The recorder keeps, per bucket of events, the maxima of allocated and reserved bytes (no peak
+ * is lost to downsampling), each retry and OOM, and a copy of the heap's segments and blocks
+ * taken whenever reserved bytes reach a new maximum: at the end, the address map at peak.
+ */
+#include <string.h>
+
+#include "plot-int.h"
+
+/* Markers beyond these are counted, not kept: a --continue-on-oom replay of a long trace can
+ * meet millions of OOMs, and a plot cannot show more anyway. */
+#define MAX_MARKERS 10000
+
+/* ---- recording ---- */
+
+gs_plot_series *gs_plot_series_new(size_t n_events)
+{
+    gs_plot_series *s = g_new0(gs_plot_series, 1);
+    s->width = n_events > GS_PLOT_POINTS ? (n_events + GS_PLOT_POINTS - 1) / GS_PLOT_POINTS : 1;
+    s->points = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
+    s->retries = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
+    s->ooms = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
+    s->segs = g_array_new(FALSE, FALSE, sizeof(gs_plot_seg));
+    s->blocks = g_array_new(FALSE, FALSE, sizeof(gs_plot_block));
+    return s;
+}
+
+void gs_plot_series_free(gs_plot_series *s)
+{
+    if (!s) return;
+    g_array_free(s->points, TRUE);
+    g_array_free(s->retries, TRUE);
+    g_array_free(s->ooms, TRUE);
+    g_array_free(s->segs, TRUE);
+    g_array_free(s->blocks, TRUE);
+    g_free(s);
+}
+
+static void snapshot(gs_plot_series *s, const gs_heap *h)
+{
+    g_array_set_size(s->segs, 0);
+    g_array_set_size(s->blocks, 0);
+    for (const gs_segment *g = gs_heap_segments(h); g; g = g->next) {
+        gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = s->blocks->len,
+                          .pool = g->pool, .expandable = g->expandable};
+        for (const gs_block *b = g->head; b; b = b->next) {
+            gs_plot_block mb = {.off = b->addr - g->addr, .size = b->size, .state = b->state};
+            g_array_append_val(s->blocks, mb);
+            ms.n++;
+        }
+        g_array_append_val(s->segs, ms);
+    }
+    s->have_map = true;
+}
+
+void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud)
+{
+    gs_plot_series *s = ud;
+    const gs_stats *st = gs_heap_stats(h);
+    gs_plot_point p = {.event = index, .time_us = e->time_us,
+               .allocated = st->allocated_bytes[GS_STAT_ALL].current,
+               .reserved = st->reserved_bytes[GS_STAT_ALL].current};
+    if (index / s->width >= s->points->len) {
+        g_array_append_val(s->points, p);
+    } else {
+        gs_plot_point *last = &g_array_index(s->points, gs_plot_point, s->points->len - 1);
+        last->allocated = MAX(last->allocated, p.allocated);
+        last->reserved = MAX(last->reserved, p.reserved);
+    }
+    if (st->num_alloc_retries != s->n_retries) {
+        s->n_retries = st->num_alloc_retries;
+        if (s->retries->len < MAX_MARKERS) g_array_append_val(s->retries, p);
+    }
+    if (st->num_ooms != s->n_ooms) {
+        s->n_ooms = st->num_ooms;
+        if (s->ooms->len < MAX_MARKERS) g_array_append_val(s->ooms, p);
+    }
+    /* Reserved bytes only grow by device allocations, so this walks the heap at most once per
+     * cudaMalloc or mapping, not once per event. */
+    if (p.reserved > s->max_reserved) {
+        s->max_reserved = p.reserved;
+        s->map_at = p;
+        snapshot(s, h);
+    }
+}
+
+/* ---- the series as JSON (a saved report's "timeline" and "address_map"), and back ---- */
+
+static const char *const state_names[] = {"free", "allocated", "pending", "unmapped"};
+
+const char *gs_plot_state_name(unsigned state)
+{
+    return state < G_N_ELEMENTS(state_names) ? state_names[state] : "?";
+}
+
+/* [event, time_us, allocated_bytes, reserved_bytes] per point: the timeline's "columns". */
+static void json_points(gs_jw *w, const char *name, const GArray *a)
+{
+    gs_jw_key(w, name);
+    gs_jw_array(w);
+    for (guint i = 0; i < a->len; i++) {
+        const gs_plot_point *p = &g_array_index(a, gs_plot_point, i);
+        gs_jw_array(w);
+        gs_jw_uint(w, p->event);
+        gs_jw_uint(w, p->time_us);
+        gs_jw_int(w, p->allocated);
+        gs_jw_int(w, p->reserved);
+        gs_jw_array_end(w);
+    }
+    gs_jw_array_end(w);
+}
+
+static void json_timeline(gs_jw *w, const gs_plot_series *s)
+{
+    static const char *const columns[] = {"event", "time_us", "allocated_bytes", "reserved_bytes"};
+    gs_jw_key(w, "timeline");
+    gs_jw_object(w);
+    gs_jw_key(w, "columns");
+    gs_jw_array(w);
+    for (size_t i = 0; i < G_N_ELEMENTS(columns); i++) gs_jw_str(w, columns[i]);
+    gs_jw_array_end(w);
+    gs_jw_key(w, "bucket_events");
+    gs_jw_uint(w, s->width);
+    json_points(w, "points", s->points);
+    gs_jw_break(w, ",\n     ");
+    json_points(w, "retries", s->retries);
+    json_points(w, "ooms", s->ooms);
+    gs_jw_object_end(w);
+}
+
+/* A segment a line: {"addr", "size", "pool", "expandable", "blocks": [[offset, size, state]...]} */
+static void json_map(gs_jw *w, const gs_plot_series *s)
+{
+    gs_jw_key(w, "address_map");
+    gs_jw_object(w);
+    gs_jw_key(w, "event");
+    gs_jw_uint(w, s->map_at.event);
+    gs_jw_key(w, "time_us");
+    gs_jw_uint(w, s->map_at.time_us);
+    gs_jw_key(w, "allocated_bytes");
+    gs_jw_int(w, s->map_at.allocated);
+    gs_jw_key(w, "reserved_bytes");
+    gs_jw_int(w, s->map_at.reserved);
+    gs_jw_key(w, "segments");
+    gs_jw_array(w);
+    for (guint i = 0; i < s->segs->len; i++) {
+        const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
+        if (i == 0) gs_jw_text(w, "\n     ");
+        else gs_jw_break(w, ",\n     ");
+        gs_jw_object(w);
+        gs_jw_key(w, "addr");
+        gs_jw_uint(w, g->addr);
+        gs_jw_key(w, "size");
+        gs_jw_uint(w, g->size);
+        gs_jw_key(w, "pool");
+        gs_jw_uint(w, g->pool);
+        gs_jw_key(w, "expandable");
+        gs_jw_bool(w, g->expandable);
+        gs_jw_key(w, "blocks");
+        gs_jw_array(w);
+        for (guint k = 0; k < g->n; k++) {
+            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            gs_jw_array(w);
+            gs_jw_uint(w, b->off);
+            gs_jw_uint(w, b->size);
+            gs_jw_str(w, gs_plot_state_name(b->state));
+            gs_jw_array_end(w);
+        }
+        gs_jw_array_end(w);
+        gs_jw_object_end(w);
+    }
+    gs_jw_array_end(w);
+    gs_jw_object_end(w);
+}
+
+/* The members go into the result's object that report.c writes (gs_result.json_extra follows
+ * its last member as text): the fragment opens with the separator, and its members are written
+ * at the writer's top level as if inside that object. */
+char *gs_plot_series_json(const gs_plot_series *s)
+{
+    GString *j = g_string_new(NULL);
+    gs_jw w;
+    gs_jw_init(&w, j);
+    gs_jw_text(&w, ",\n   ");
+    json_timeline(&w, s);
+    if (s->have_map) {
+        gs_jw_break(&w, ",\n   ");
+        json_map(&w, s);
+    }
+    return g_string_free(j, FALSE);
+}
+
+static gboolean bad_input(GError **err, const char *what)
+{
+    g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s", what);
+    return FALSE;
+}
+
+static gboolean points_from_json(const gs_json *a, GArray *out)
+{
+    if (!a || a->type != GS_JSON_ARRAY) return FALSE;
+    for (size_t i = 0; i < a->n; i++) {
+        const gs_json *p = a->items[i];
+        gs_plot_point pt;
+        if (p->type != GS_JSON_ARRAY || p->n != 4 || !gs_json_uint(p->items[0], &pt.event) ||
+            !gs_json_uint(p->items[1], &pt.time_us) || !gs_json_int(p->items[2], &pt.allocated) ||
+            !gs_json_int(p->items[3], &pt.reserved))
+            return FALSE;
+        g_array_append_val(out, pt);
+    }
+    return TRUE;
+}
+
+static gboolean map_from_json(gs_plot_series *s, const gs_json *m)
+{
+    const gs_json *segs = gs_json_get(m, "segments");
+    if (!gs_json_uint(gs_json_get(m, "event"), &s->map_at.event) ||
+        !gs_json_uint(gs_json_get(m, "time_us"), &s->map_at.time_us) ||
+        !gs_json_int(gs_json_get(m, "allocated_bytes"), &s->map_at.allocated) ||
+        !gs_json_int(gs_json_get(m, "reserved_bytes"), &s->map_at.reserved) || !segs ||
+        segs->type != GS_JSON_ARRAY)
+        return FALSE;
+    for (size_t i = 0; i < segs->n; i++) {
+        const gs_json *g = segs->items[i], *bl = gs_json_get(g, "blocks"),
+                      *ex = gs_json_get(g, "expandable");
+        uint64_t pool;
+        gs_plot_seg ms = {.first = s->blocks->len};
+        if (!gs_json_uint(gs_json_get(g, "addr"), &ms.addr) ||
+            !gs_json_uint(gs_json_get(g, "size"), &ms.size) ||
+            !gs_json_uint(gs_json_get(g, "pool"), &pool) || !ex || ex->type != GS_JSON_BOOL ||
+            !bl || bl->type != GS_JSON_ARRAY)
+            return FALSE;
+        ms.pool = (uint8_t)pool;
+        ms.expandable = ex->b;
+        for (size_t k = 0; k < bl->n; k++) {
+            const gs_json *b = bl->items[k];
+            gs_plot_block mb = {0};
+            if (b->type != GS_JSON_ARRAY || b->n != 3 || !gs_json_uint(b->items[0], &mb.off) ||
+                !gs_json_uint(b->items[1], &mb.size) || b->items[2]->type != GS_JSON_STRING)
+                return FALSE;
+            guint st = 0;
+            while (st < G_N_ELEMENTS(state_names) && strcmp(state_names[st], b->items[2]->str) != 0)
+                st++;
+            if (st == G_N_ELEMENTS(state_names)) return FALSE;
+            mb.state = (uint8_t)st;
+            g_array_append_val(s->blocks, mb);
+            ms.n++;
+        }
+        g_array_append_val(s->segs, ms);
+    }
+    s->have_map = true;
+    s->max_reserved = s->map_at.reserved;
+    return TRUE;
+}
+
+gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err)
+{
+    const gs_json *tl = gs_json_get(result, "timeline"), *m = gs_json_get(result, "address_map");
+    if (!tl) return NULL;
+    gs_plot_series *s = gs_plot_series_new(0);
+    uint64_t w = 1;
+    gboolean ok = gs_json_uint(gs_json_get(tl, "bucket_events"), &w) &&
+                  points_from_json(gs_json_get(tl, "points"), s->points) &&
+                  points_from_json(gs_json_get(tl, "retries"), s->retries) &&
+                  points_from_json(gs_json_get(tl, "ooms"), s->ooms) &&
+                  (!m || map_from_json(s, m));
+    if (!ok) {
+        gs_plot_series_free(s);
+        bad_input(err, "a result's \"timeline\" or \"address_map\" is malformed");
+        return NULL;
+    }
+    s->width = (size_t)w;
+    s->n_retries = s->retries->len;
+    s->n_ooms = s->ooms->len;
+    return s;
+}
+
+/* ---- runs ---- */
+
+/* x as a report prints it ("%.6f"), so plots drawn now and from the saved report agree. */
+static double as_printed(const char *fmt, double x)
+{
+    char buf[64];
+    g_snprintf(buf, sizeof buf, fmt, x);
+    return g_ascii_strtod(buf, NULL);
+}
+
+void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series *series)
+{
+    memset(pr, 0, sizeof *pr);
+    pr->policy = g_strdup(r->policy);
+    pr->capacity = r->capacity;
+    pr->outcome = g_strdup(r->error != GS_OK ? "error" : r->oom ? "oom" : "ok");
+    pr->peak_allocated = r->stats.allocated_bytes[GS_STAT_ALL].peak;
+    pr->peak_reserved = r->stats.reserved_bytes[GS_STAT_ALL].peak;
+    pr->frag_peak = as_printed("%.6f", gs_result_frag_peak(r));
+    pr->retries = r->stats.num_alloc_retries;
+    pr->ooms = r->stats.num_ooms;
+    pr->device_us = as_printed("%.1f", gs_devcalls_total_us(&r->calls));
+    pr->series = series;
+}
+
+void gs_plot_run_clear(gs_plot_run *pr)
+{
+    g_free(pr->policy);
+    g_free(pr->outcome);
+    gs_plot_series_free(pr->series);
+    memset(pr, 0, sizeof *pr);
+}
