@@ -98,22 +98,12 @@ static char *file_part(const char *s)
     return f;
 }
 
-/* A capacity in a title or legend as people type it (--capacity 5.75GiB): "5.75 GiB", "6 GiB"
- * ("%g": no trailing zeros) when it is at least 1 GiB and a whole number of 256 KiB; any other
- * size as gs_format_size writes it ("512.00 MiB"). Not gs_format_size throughout: its "5.750 GiB"
- * has a measurement's three decimals, and a capacity is a setting the title echoes as given.
- * report.c's cap_label writes the same number without the space ("pytorch @5.75GiB"). */
-static char *size_words(uint64_t b)
-{
-    if (b >= GS_GiB && b % (GS_MiB / 4) == 0) return g_strdup_printf("%g GiB", (double)b / (double)GS_GiB);
-    return gs_format_size(b);
-}
 
 /* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
 char *gs_plot_cap_words(uint64_t cap)
 {
     if (!cap) return g_strdup("no capacity limit");
-    char *s = size_words(cap);
+    char *s = gs_format_capacity(cap, " ");
     char *w = g_strdup_printf("capacity %s", s);
     g_free(s);
     return w;
@@ -124,7 +114,7 @@ char *gs_plot_run_label(const gs_plot_run *r, bool with_cap)
 {
     if (!with_cap) return g_strdup(r->policy);
     if (!r->capacity) return g_strdup_printf("%s, no limit", r->policy);
-    char *s = size_words(r->capacity);
+    char *s = gs_format_capacity(r->capacity, " ");
     char *l = g_strdup_printf("%s @%s", r->policy, s);
     g_free(s);
     return l;

@@ -53,16 +53,6 @@ static ref_cmp compare(const gs_result *r, const gs_reference *ref)
 }
 
 /* A capacity as typed: "5.75GiB", or bytes when it is not a round number of MiB. */
-static const char *cap_label(char buf[48], uint64_t cap)
-{
-    if (cap % (GS_MiB / 4) == 0 && cap >= GS_GiB / 4)
-        g_snprintf(buf, 48, "%gGiB", (double)cap / (double)GS_GiB);
-    else if (cap % GS_MiB == 0)
-        g_snprintf(buf, 48, "%" G_GUINT64_FORMAT "MiB", cap / GS_MiB);
-    else
-        g_snprintf(buf, 48, "%" G_GUINT64_FORMAT "B", cap);
-    return buf;
-}
 
 /* A client's part of r as a result of its own, so the metric helpers and the CSV row apply. */
 static gs_result client_as_result(const gs_result *r, const gs_client_result *c)
@@ -85,11 +75,14 @@ static gs_result client_as_result(const gs_result *r, const gs_client_result *c)
 /* A result's label: its policy (and, with several clients, the arrangement first). */
 static char *result_label(const gs_result *r)
 {
-    char cb[48];
     GString *s = g_string_new(NULL);
     if (r->arrangement) g_string_append_printf(s, "%s ", r->arrangement);
     g_string_append(s, r->policy);
-    if (r->capacity) g_string_append_printf(s, " @%s", cap_label(cb, r->capacity));
+    if (r->capacity) {
+        char *cap = gs_format_capacity(r->capacity, "");
+        g_string_append_printf(s, " @%s", cap);
+        g_free(cap);
+    }
     return g_string_free(s, FALSE);
 }
 

@@ -314,7 +314,7 @@ void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_t
     if (!first) fputc('\n', out);
     char cap[48] = "";
     if (v->sim.capacity) {
-        char *c = gs_format_size(v->sim.capacity);
+        char *c = gs_format_capacity(v->sim.capacity, "");
         g_snprintf(cap, sizeof cap, " @%s", c);
         g_free(c);
     }

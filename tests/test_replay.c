@@ -142,6 +142,17 @@ START_TEST(format_sizes)
     s = gs_format_size(512);
     ck_assert_str_eq(s, "512 B");
     g_free(s);
+    /* capacities: the one formatter of report labels, plot titles and validate */
+    static const struct { uint64_t b; const char *sep, *want; } caps[] = {
+        {6174015488, "", "5.75GiB"}, {6174015488, " ", "5.75 GiB"}, {6 * GiB, " ", "6 GiB"},
+        {GiB / 2, "", "0.5GiB"}, {300 * MiB, "", "300MiB"}, {100 * MiB, " ", "100 MiB"},
+        {6710886399, "", "6710886399B"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(caps); i++) {
+        s = gs_format_capacity(caps[i].b, caps[i].sep);
+        ck_assert_str_eq(s, caps[i].want);
+        g_free(s);
+    }
 }
 END_TEST
 

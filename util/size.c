@@ -71,3 +71,26 @@ char *gs_format_size(uint64_t b)
     if (b >= 1024) return g_strdup_printf("%.2f KiB", (double)b / 1024.0);
     return g_strdup_printf("%" G_GUINT64_FORMAT " B", b);
 }
+
+/* "%g" of b in unit u, if it reads back as exactly b; else NULL. */
+static char *exact_in(uint64_t b, uint64_t unit, const char *name, const char *sep)
+{
+    char num[32];
+    g_snprintf(num, sizeof num, "%g", (double)b / (double)unit);
+    char *s = g_strdup_printf("%s%s", num, name);
+    uint64_t back = 0;
+    if (gs_parse_size(s, &back, NULL) && back == b) {
+        g_free(s);
+        return g_strdup_printf("%s%s%s", num, sep, name);
+    }
+    g_free(s);
+    return NULL;
+}
+
+char *gs_format_capacity(uint64_t b, const char *sep)
+{
+    char *s = NULL;
+    if (b >= GS_GiB / 4 && (s = exact_in(b, GS_GiB, "GiB", sep))) return s;
+    if (b >= GS_MiB && (s = exact_in(b, GS_MiB, "MiB", sep))) return s;
+    return g_strdup_printf("%" G_GUINT64_FORMAT "%sB", b, sep);
+}

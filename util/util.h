@@ -24,8 +24,12 @@ typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
 
 /* ---- sizes (size.c): "18.2GiB", "512MiB", "4096", "1.5GB" (decimal units) ---- */
 gboolean gs_parse_size(const char *s, uint64_t *out, GError **err);
-/* "5.453 GiB", "20.00 MiB", "512 B": for tables. g_free the result. */
+/* A measured size: "5.453 GiB", "20.00 MiB", "512 B", for tables. g_free the result. */
 char *gs_format_size(uint64_t bytes);
+/* A capacity, a setting people type: "5.75GiB" (sep "") or "5.75 GiB" (sep " ") from 256 MiB
+ * up, else "300MiB", else bytes; always exact (the text reads back as the same number of bytes),
+ * in the largest of those units that is. g_free the result. */
+char *gs_format_capacity(uint64_t bytes, const char *sep);
 
 /* ---- messages about input (msg.c) ---- */
 /* "NAME:LINE: message" from a printf format: how every reader (traces, JSON, CSV, calibration)
