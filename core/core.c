@@ -68,7 +68,7 @@ static void index_insert(gs_tree *p, gs_block *b)
 {
     /* Top-down, in one pass: walk down while the nodes outrank b, then b takes that place and
      * the subtree found there is split by b's key into b's left and right subtrees. */
-    g_assert(b->size < (UINT64_C(1) << 48) && b->stream < (1u << 16));
+    g_assert(b->size < (UINT64_C(1) << 48) && b->stream < GS_MAX_STREAMS);
     b->prio = prio_of(b->addr);
     gs_key k = key_of(b);
     gs_block **link = &p->root;
@@ -205,32 +205,19 @@ struct gs_heap {
     gs_devcalls calls;
 };
 
-/* ---- statistics helpers (PyTorch's Stat::increase / decrease) ---- */
-
-static inline void stat_inc(gs_stat *s, int64_t v)
-{
-    s->current += v;
-    s->allocated += v;
-    if (s->current > s->peak) s->peak = s->current;
-}
-
-static inline void stat_dec(gs_stat *s, int64_t v)
-{
-    s->current -= v;
-    s->freed += v;
-}
+/* ---- statistics helpers ---- */
 
 /* Apply to "all" and to the pool's own type, as PyTorch's for_each_selected_stat_type does. */
 static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
 {
-    stat_inc(&a[GS_STAT_ALL], v);
-    stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    gs_stat_inc(&a[GS_STAT_ALL], v);
+    gs_stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
 }
 
 static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
 {
-    stat_dec(&a[GS_STAT_ALL], v);
-    stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    gs_stat_dec(&a[GS_STAT_ALL], v);
+    gs_stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
 }
 
 static inline bool pool_small(const gs_heap *h, const gs_block *b)
@@ -363,7 +350,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
     pool_remove(h, b);
     stat2_dec(h->st.segment, small, 1);
     stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
     segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -408,7 +395,7 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     h->total_reserved += seg_size;
     stat2_inc(h->st.segment, small, 1);
     stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
-    if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
+    if (seg_size >= h->oversize) gs_stat_inc(&h->st.oversize_segments, 1);
     h->st.num_device_alloc++;
     note_reserved_up(h);
     *out = b;
@@ -729,7 +716,7 @@ static void free_request(gs_heap *h, gs_block *b)
     bool small = pool_small(h, b);
     stat2_dec(h->st.allocation, small, 1);
     stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
@@ -871,7 +858,7 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     stat2_inc(h->st.active, small, 1);
     stat2_inc(h->st.active_bytes, small, (int64_t)b->size);
     stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
-    if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
     const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
     if (a->current == a->peak)
         h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;

@@ -36,10 +36,19 @@ typedef struct gs_block gs_block;
 typedef struct gs_segment gs_segment;
 typedef struct gs_policy gs_policy;
 
+/* The core's input limits. The free-block index packs a block's stream and size into one
+ * 64-bit key half (stream << 48 | size), so streams must stay below 2^16 and sizes below 2^48;
+ * pools are numbered in a byte.
+ *   GS_MAX_POOLS    pools a policy may declare (gs_policy_ops.npools).
+ *   GS_MAX_REQUEST  requests above this (64 TiB, beyond any device) fail as OOMs at once,
+ *                   before any rounding could overflow: PyTorch likewise refuses "more than
+ *                   1EB" up front. Rounded (at most doubled), a request still fits the key.
+ *   GS_MAX_STREAMS  stream indices must be below this. Not screened here: a stream at or above
+ *                   it aborts on an assertion when its block enters the index, so callers check
+ *                   where streams come in (a trace's reader). */
 #define GS_MAX_POOLS 4
-/* Requests above this (64 TiB, beyond any device) fail as OOMs at once, before any rounding
- * could overflow: PyTorch likewise refuses "more than 1EB" up front. */
 #define GS_MAX_REQUEST (UINT64_C(1) << 46)
+#define GS_MAX_STREAMS (UINT32_C(1) << 16)
 
 typedef enum {
     GS_BLOCK_FREE = 0,  /* cached: in its pool's index */
@@ -85,6 +94,20 @@ struct gs_segment {
 typedef struct {
     int64_t current, peak, allocated, freed; /* allocated/freed: cumulative increases/decreases */
 } gs_stat;
+
+/* PyTorch's Stat::increase and Stat::decrease: the peak follows current up, never down. */
+static inline void gs_stat_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void gs_stat_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
 
 typedef enum { GS_STAT_ALL = 0, GS_STAT_SMALL, GS_STAT_LARGE, GS_STAT_TYPES } gs_stat_type;
 
