@@ -25,6 +25,7 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -58,7 +59,8 @@ typedef enum {
 } gs_block_state;
 
 struct gs_block {
-    /* The fields a descent of the free-block index reads come first, on one cache line. */
+    /* The fields a descent of the free-block index reads come first, within a cache line's
+     * 64 bytes (asserted below). */
     uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
     uint64_t addr;
     gs_block *left, *right; /* index links while FREE; pending-list links while PENDING */
@@ -73,6 +75,12 @@ struct gs_block {
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
 };
+
+_Static_assert(offsetof(gs_block, prio) + sizeof(uint32_t) <= 64,
+               "skey, addr, left, right and prio (what an index descent reads) fit 64 bytes");
+_Static_assert(GS_MAX_POOLS - 1 <= UINT8_MAX,
+               "a pool index fits gs_block.pool and gs_segment.pool (uint8_t)");
+_Static_assert(GS_BLOCK_UNMAPPED <= UINT8_MAX, "a gs_block_state fits gs_block.state (uint8_t)");
 
 struct gs_segment {
     uint64_t addr, size;        /* expandable: the whole reservation, mapped or not */
