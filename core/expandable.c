@@ -79,16 +79,12 @@ static void unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t mapped
     }
 }
 
-/* Map whole pages at the start of unmapped block b to cover size bytes: one cuMemCreate per
- * page, a cuMemMap each, one cuMemSetAccess over the range. The mapped part becomes a free block,
- * merged with free neighbours; the rest stays unmapped. PyTorch's map_block. GS_ERR_OOM when a
- * cuMemCreate finds no memory (the pages of this call are released again). */
-static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
+/* Back slots [begin, end) of s with pages: one cuMemCreate per page, a cuMemMap each, one
+ * cuMemSetAccess over the range. On failure every page of this call is released again and the
+ * failing call's status returned (GS_ERR_OOM when a cuMemCreate finds no memory). */
+static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t end)
 {
-    g_assert(b->state == GS_BLOCK_UNMAPPED && size > 0 && size <= b->size);
-    gs_segment *s = b->seg;
     uint64_t pg = s->page;
-    uint64_t begin = (b->addr - s->addr) / pg, end = (b->addr - s->addr + size + pg - 1) / pg;
     gs_status st = GS_OK;
     for (uint64_t i = begin; i < end && st == GS_OK; i++) {
         st = gs_dev_page_create(h->be, &h->calls, pg, &s->handles[i]);
@@ -105,6 +101,19 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
         st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
         if (st != GS_OK) unwind_map(h, s, begin, end, end);
     }
+    return st;
+}
+
+/* Map whole pages at the start of unmapped block b to cover size bytes. The mapped part becomes
+ * a free block, merged with free neighbours; the rest stays unmapped. PyTorch's map_block.
+ * On failure (map_pages) the heap is unchanged. */
+static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
+{
+    g_assert(b->state == GS_BLOCK_UNMAPPED && size > 0 && size <= b->size);
+    gs_segment *s = b->seg;
+    uint64_t pg = s->page;
+    uint64_t begin = (b->addr - s->addr) / pg, end = (b->addr - s->addr + size + pg - 1) / pg;
+    gs_status st = map_pages(h, s, begin, end);
     if (st != GS_OK) return st;
 
     uint64_t mapped = (end - begin) * pg;

@@ -386,53 +386,59 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     return b;
 }
 
-gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+/* No cached block serves the request: grow the pool, climbing the out-of-memory ladder in
+ * PyTorch's order (garbage collection, grow, release some and grow, release everything and
+ * grow again: the counted retry), then ask the other allocators on the device, then fail
+ * (counted in num_ooms). GS_OK and *out a block of at least size out of the index. */
+static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                           gs_block **out)
 {
     const gs_policy_ops *P = h->P;
+    uint64_t seg_size = P->segment_size(h->cfg, size);
+    gs_status st = GS_OK;
+    if (h->gc_active) {
+        st = P->collect(h, h->cfg);
+        if (st != GS_OK) return st;
+    }
+    st = alloc_block(h, pool, stream, size, seg_size, false, out);
+    if (st == GS_ERR_OOM && P->release_some) {
+        gs_status rst = GS_OK;
+        bool again = P->release_some(h, h->cfg, pool, stream, size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) st = alloc_block(h, pool, stream, size, seg_size, false, out);
+    }
+    if (st == GS_ERR_OOM) {
+        gs_status rst = gs_heap_release_cached(h);
+        if (rst != GS_OK) return rst;
+        st = alloc_block(h, pool, stream, size, seg_size, true, out);
+    }
+    /* Other allocators on the device may hold what this one needs in their caches: only
+     * worth asking when the device refused, not this heap's own limit. */
+    if (st == GS_ERR_OOM && h->cb.reclaim &&
+        !(h->limit && h->total_reserved + seg_size > h->limit)) {
+        gs_status rst = GS_OK;
+        bool again = h->cb.reclaim(h->cb.ud, h, seg_size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) {
+            h->st.num_reclaim_retries++;
+            st = alloc_block(h, pool, stream, size, seg_size, false, out);
+        }
+    }
+    if (st == GS_ERR_OOM) h->st.num_ooms++;
+    return st;
+}
+
+gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+{
     if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
         h->st.num_ooms++;
         return GS_ERR_OOM;
     }
-    uint64_t size = P->round_size(h->cfg, orig);
-    unsigned pool = P->pool_of(h->cfg, size);
+    uint64_t size = h->P->round_size(h->cfg, orig);
+    unsigned pool = h->P->pool_of(h->cfg, size);
     gs_block *b = get_free_block(h, pool, stream, size);
     if (!b) {
-        /* The out-of-memory ladder, in PyTorch's order: garbage collection, grow, release some
-         * and grow, release everything and grow again (the counted retry), fail. */
-        uint64_t seg_size = P->segment_size(h->cfg, size);
-        gs_status st = GS_OK;
-        if (h->gc_active) {
-            st = P->collect(h, h->cfg);
-            if (st != GS_OK) return st;
-        }
-        st = alloc_block(h, pool, stream, size, seg_size, false, &b);
-        if (st == GS_ERR_OOM && P->release_some) {
-            gs_status rst = GS_OK;
-            bool again = P->release_some(h, h->cfg, pool, stream, size, &rst);
-            if (rst != GS_OK) return rst;
-            if (again) st = alloc_block(h, pool, stream, size, seg_size, false, &b);
-        }
-        if (st == GS_ERR_OOM) {
-            gs_status rst = gs_heap_release_cached(h);
-            if (rst != GS_OK) return rst;
-            st = alloc_block(h, pool, stream, size, seg_size, true, &b);
-        }
-        /* Other allocators on the device may hold what this one needs in their caches: only
-         * worth asking when the device refused, not this heap's own limit. */
-        if (st == GS_ERR_OOM && h->cb.reclaim &&
-            !(h->limit && h->total_reserved + seg_size > h->limit)) {
-            gs_status rst = GS_OK;
-            bool again = h->cb.reclaim(h->cb.ud, h, seg_size, &rst);
-            if (rst != GS_OK) return rst;
-            if (again) {
-                h->st.num_reclaim_retries++;
-                st = alloc_block(h, pool, stream, size, seg_size, false, &b);
-            }
-        }
-        if (st == GS_ERR_OOM) {
-            h->st.num_ooms++;
-            return GS_ERR_OOM;
-        }
+        gs_status st = grow_pool(h, pool, stream, size, &b);
         if (st != GS_OK) return st;
     }
     *out = alloc_found_block(h, b, size, orig);
