@@ -124,8 +124,8 @@ gs_status gs_expandable_release(gs_heap *h, gs_block *b);
 void gs_expandable_destroy(gs_heap *h, gs_segment *s);
 
 /* ------------------------------------------------------------------------------------------
- * Inline, for the hot path: a malloc descends the index and a split or merge makes or drops a
- * block on most events (these were static functions of one file, inlined; they stay so).
+ * Inline, for the hot path: on most events a malloc descends the index, and a split or a merge
+ * makes or drops a block.
  * ------------------------------------------------------------------------------------------ */
 
 /* ---- index descents (the treap is index.c's) ---- */

@@ -23,6 +23,8 @@ void gs_block_slab_refill(gs_heap *h)
     }
 }
 
+/* ---- the heap ---- */
+
 gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg)
 {
     g_return_val_if_fail(policy && be, NULL);
@@ -55,6 +57,21 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     }
     h->slabs = g_ptr_array_new_with_free_func(g_free);
     return h;
+}
+
+void gs_heap_free_all(gs_heap *h)
+{
+    if (!h) return;
+    /* Return every segment to the device, whatever its blocks' state: the program is gone. */
+    while (h->segments) {
+        gs_segment *s = h->segments;
+        if (s->expandable) gs_expandable_destroy(h, s);
+        else (void)gs_dev_free(h->be, &h->calls, s->addr, s->size);
+        gs_segment_unlink(h, s);
+        g_free(s);
+    }
+    g_ptr_array_free(h->slabs, TRUE);
+    g_free(h);
 }
 
 /* ---- segments ---- */
@@ -127,6 +144,8 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     return GS_OK;
 }
 
+/* ---- malloc ---- */
+
 /* Grow the pool by what the request needs. PyTorch's alloc_block: a limit check against the
  * segment size a cudaMalloc would take (also with expandable segments), then a new segment, or
  * pages mapped into the pool's expandable segment for the rounded size. GS_ERR_OOM when the
@@ -168,166 +187,6 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
     if (link) gs_index_unlink(&p->blocks, link, b);
     else pool_remove(h, b);
     return b;
-}
-
-/* ---- merge and free ---- */
-
-/* Absorb neighbour src into dst if both are free, or both unmapped. Returns the bytes absorbed
- * (0: no merge). */
-uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
-{
-    if (!src || src->state != dst->state ||
-        (src->state != GS_BLOCK_FREE && src->state != GS_BLOCK_UNMAPPED))
-        return 0;
-    if (dst->prev == src) {
-        dst->addr = src->addr;
-        dst->prev = src->prev;
-        if (dst->prev) dst->prev->next = dst;
-        else dst->seg->head = dst;
-    } else {
-        dst->next = src->next;
-        if (dst->next) dst->next->prev = dst;
-    }
-    uint64_t n = src->size;
-    dst->size += n;
-    if (src->state == GS_BLOCK_FREE) pool_remove(h, src);
-    else unmapped_remove(h, src);
-    block_delete(h, src);
-    return n;
-}
-
-/* The completion of a free: merge with free neighbours and return to the index.
- * PyTorch's free_block. */
-static void free_block(gs_heap *h, gs_block *b)
-{
-    uint64_t orig_size = b->size, requested = b->requested;
-    bool small = pool_small(h, b);
-    int64_t split_blocks = 0, split_bytes = 0;
-    gs_block *cands[2] = {b->prev, b->next};
-    b->state = GS_BLOCK_FREE; /* not yet in the index; merging looks only at neighbours */
-    for (int i = 0; i < 2; i++) {
-        uint64_t n = gs_block_try_merge(h, b, cands[i]);
-        if (n > 0) {
-            split_blocks -= 1;
-            split_bytes -= (int64_t)n;
-        }
-    }
-    b->requested = 0;
-    pool_insert(h, b);
-    if (gs_block_is_split(b)) {
-        split_blocks += 1;
-        split_bytes += (int64_t)b->size;
-    }
-    /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
-     * released. */
-    if (b->seg->expandable) split_blocks = split_bytes = 0;
-    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
-    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
-    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
-    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
-    stat2_dec(h->st.active, small, 1);
-    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
-    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
-}
-
-/* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
-static void free_request(gs_heap *h, gs_block *b)
-{
-    g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
-    bool small = pool_small(h, b);
-    stat2_dec(h->st.allocation, small, 1);
-    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
-}
-
-void gs_heap_free(gs_heap *h, gs_block *b)
-{
-    free_request(h, b);
-    free_block(h, b);
-}
-
-void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
-{
-    free_request(h, b);
-    b->state = GS_BLOCK_PENDING;
-    b->owner = owner;
-    b->right = h->pending;
-    b->left = NULL;
-    if (h->pending) h->pending->left = b;
-    h->pending = b;
-}
-
-static void pending_unlink(gs_heap *h, gs_block *b)
-{
-    if (b->left) b->left->right = b->right;
-    else h->pending = b->right;
-    if (b->right) b->right->left = b->left;
-    b->left = b->right = NULL;
-    b->owner = NULL;
-}
-
-void gs_heap_free_complete(gs_heap *h, gs_block *b)
-{
-    g_return_if_fail(b->state == GS_BLOCK_PENDING);
-    pending_unlink(h, b);
-    free_block(h, b);
-}
-
-/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
- * completes now. Owners learn it through *owner = NULL. */
-static void drain_pending(gs_heap *h)
-{
-    h->st.num_sync_all_streams++;
-    while (h->pending) {
-        gs_block *b = h->pending;
-        if (b->owner) *b->owner = NULL;
-        pending_unlink(h, b);
-        free_block(h, b);
-    }
-}
-
-/* PyTorch's release_blocks for one pool: cudaFree whole free segments; unmap the free blocks
- * of expandable segments afterwards (unmapping changes the index being walked), freeing each
- * reservation left with nothing mapped. */
-static gs_status release_pool(gs_heap *h, unsigned pool)
-{
-    gs_tree *t = &h->pools[pool].blocks;
-    GPtrArray *to_unmap = NULL;
-    gs_status st = GS_OK;
-    for (gs_block *b = index_lower_bound(t, 0, 0, 0), *next; b && st == GS_OK; b = next) {
-        next = index_next(t, b);
-        if (b->seg->expandable) {
-            if (!to_unmap) to_unmap = g_ptr_array_new();
-            g_ptr_array_add(to_unmap, b);
-        } else if (!gs_block_is_split(b)) {
-            st = gs_heap_release_block(h, b);
-        }
-    }
-    /* Unmapping merges only unmapped neighbours and creates new free blocks, so the free blocks
-     * gathered here all stay valid until their turn. */
-    for (guint i = 0; to_unmap && i < to_unmap->len && st == GS_OK; i++) {
-        gs_block *b = to_unmap->pdata[i];
-        st = gs_expandable_unmap(h, b);
-        if (st == GS_OK && b->state == GS_BLOCK_UNMAPPED && !gs_block_is_split(b))
-            st = gs_expandable_release(h, b);
-    }
-    if (to_unmap) g_ptr_array_free(to_unmap, TRUE);
-    return st;
-}
-
-gs_status gs_heap_release_cached(gs_heap *h)
-{
-    drain_pending(h);
-    for (unsigned i = 0; i < h->npools; i++) {
-        gs_status st = release_pool(h, i);
-        if (st != GS_OK) return st;
-    }
-    return GS_OK;
-}
-
-gs_status gs_heap_empty_cache(gs_heap *h)
-{
-    return gs_heap_release_cached(h);
 }
 
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
@@ -446,19 +305,166 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
     return GS_OK;
 }
 
-void gs_heap_free_all(gs_heap *h)
+/* ---- merge and free ---- */
+
+/* Absorb neighbour src into dst if both are free, or both unmapped. Returns the bytes absorbed
+ * (0: no merge). */
+uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
 {
-    if (!h) return;
-    /* Return every segment to the device, whatever its blocks' state: the program is gone. */
-    while (h->segments) {
-        gs_segment *s = h->segments;
-        if (s->expandable) gs_expandable_destroy(h, s);
-        else (void)gs_dev_free(h->be, &h->calls, s->addr, s->size);
-        gs_segment_unlink(h, s);
-        g_free(s);
+    if (!src || src->state != dst->state ||
+        (src->state != GS_BLOCK_FREE && src->state != GS_BLOCK_UNMAPPED))
+        return 0;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev) dst->prev->next = dst;
+        else dst->seg->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next) dst->next->prev = dst;
     }
-    g_ptr_array_free(h->slabs, TRUE);
-    g_free(h);
+    uint64_t n = src->size;
+    dst->size += n;
+    if (src->state == GS_BLOCK_FREE) pool_remove(h, src);
+    else unmapped_remove(h, src);
+    block_delete(h, src);
+    return n;
+}
+
+/* The completion of a free: merge with free neighbours and return to the index.
+ * PyTorch's free_block. */
+static void free_block(gs_heap *h, gs_block *b)
+{
+    uint64_t orig_size = b->size, requested = b->requested;
+    bool small = pool_small(h, b);
+    int64_t split_blocks = 0, split_bytes = 0;
+    gs_block *cands[2] = {b->prev, b->next};
+    b->state = GS_BLOCK_FREE; /* not yet in the index; merging looks only at neighbours */
+    for (int i = 0; i < 2; i++) {
+        uint64_t n = gs_block_try_merge(h, b, cands[i]);
+        if (n > 0) {
+            split_blocks -= 1;
+            split_bytes -= (int64_t)n;
+        }
+    }
+    b->requested = 0;
+    pool_insert(h, b);
+    if (gs_block_is_split(b)) {
+        split_blocks += 1;
+        split_bytes += (int64_t)b->size;
+    }
+    /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
+     * released. */
+    if (b->seg->expandable) split_blocks = split_bytes = 0;
+    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
+    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
+    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
+    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
+    stat2_dec(h->st.active, small, 1);
+    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
+    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
+}
+
+/* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
+static void free_request(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
+    bool small = pool_small(h, b);
+    stat2_dec(h->st.allocation, small, 1);
+    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+}
+
+void gs_heap_free(gs_heap *h, gs_block *b)
+{
+    free_request(h, b);
+    free_block(h, b);
+}
+
+void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
+{
+    free_request(h, b);
+    b->state = GS_BLOCK_PENDING;
+    b->owner = owner;
+    b->right = h->pending;
+    b->left = NULL;
+    if (h->pending) h->pending->left = b;
+    h->pending = b;
+}
+
+static void pending_unlink(gs_heap *h, gs_block *b)
+{
+    if (b->left) b->left->right = b->right;
+    else h->pending = b->right;
+    if (b->right) b->right->left = b->left;
+    b->left = b->right = NULL;
+    b->owner = NULL;
+}
+
+void gs_heap_free_complete(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_PENDING);
+    pending_unlink(h, b);
+    free_block(h, b);
+}
+
+/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
+ * completes now. Owners learn it through *owner = NULL. */
+static void drain_pending(gs_heap *h)
+{
+    h->st.num_sync_all_streams++;
+    while (h->pending) {
+        gs_block *b = h->pending;
+        if (b->owner) *b->owner = NULL;
+        pending_unlink(h, b);
+        free_block(h, b);
+    }
+}
+
+/* ---- release ---- */
+
+/* PyTorch's release_blocks for one pool: cudaFree whole free segments; unmap the free blocks
+ * of expandable segments afterwards (unmapping changes the index being walked), freeing each
+ * reservation left with nothing mapped. */
+static gs_status release_pool(gs_heap *h, unsigned pool)
+{
+    gs_tree *t = &h->pools[pool].blocks;
+    GPtrArray *to_unmap = NULL;
+    gs_status st = GS_OK;
+    for (gs_block *b = index_lower_bound(t, 0, 0, 0), *next; b && st == GS_OK; b = next) {
+        next = index_next(t, b);
+        if (b->seg->expandable) {
+            if (!to_unmap) to_unmap = g_ptr_array_new();
+            g_ptr_array_add(to_unmap, b);
+        } else if (!gs_block_is_split(b)) {
+            st = gs_heap_release_block(h, b);
+        }
+    }
+    /* Unmapping merges only unmapped neighbours and creates new free blocks, so the free blocks
+     * gathered here all stay valid until their turn. */
+    for (guint i = 0; to_unmap && i < to_unmap->len && st == GS_OK; i++) {
+        gs_block *b = to_unmap->pdata[i];
+        st = gs_expandable_unmap(h, b);
+        if (st == GS_OK && b->state == GS_BLOCK_UNMAPPED && !gs_block_is_split(b))
+            st = gs_expandable_release(h, b);
+    }
+    if (to_unmap) g_ptr_array_free(to_unmap, TRUE);
+    return st;
+}
+
+gs_status gs_heap_release_cached(gs_heap *h)
+{
+    drain_pending(h);
+    for (unsigned i = 0; i < h->npools; i++) {
+        gs_status st = release_pool(h, i);
+        if (st != GS_OK) return st;
+    }
+    return GS_OK;
+}
+
+gs_status gs_heap_empty_cache(gs_heap *h)
+{
+    return gs_heap_release_cached(h);
 }
 
 /* ---- accessors for policies and reports ---- */
