@@ -25,6 +25,7 @@
 
 #include <glib.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -36,10 +37,19 @@ typedef struct gs_block gs_block;
 typedef struct gs_segment gs_segment;
 typedef struct gs_policy gs_policy;
 
+/* The core's input limits. The free-block index packs a block's stream and size into one
+ * 64-bit key half (stream << 48 | size), so streams must stay below 2^16 and sizes below 2^48;
+ * pools are numbered in a byte.
+ *   GS_MAX_POOLS    pools a policy may declare (gs_policy_ops.npools).
+ *   GS_MAX_REQUEST  requests above this (64 TiB, beyond any device) fail as OOMs at once,
+ *                   before any rounding could overflow: PyTorch likewise refuses "more than
+ *                   1EB" up front. Rounded (at most doubled), a request still fits the key.
+ *   GS_MAX_STREAMS  stream indices must be below this. Not screened here: a stream at or above
+ *                   it aborts on an assertion when its block enters the index, so callers check
+ *                   where streams come in (a trace's reader). */
 #define GS_MAX_POOLS 4
-/* Requests above this (64 TiB, beyond any device) fail as OOMs at once, before any rounding
- * could overflow: PyTorch likewise refuses "more than 1EB" up front. */
 #define GS_MAX_REQUEST (UINT64_C(1) << 46)
+#define GS_MAX_STREAMS (UINT32_C(1) << 16)
 
 typedef enum {
     GS_BLOCK_FREE = 0,  /* cached: in its pool's index */
@@ -49,7 +59,8 @@ typedef enum {
 } gs_block_state;
 
 struct gs_block {
-    /* The fields a descent of the free-block index reads come first, on one cache line. */
+    /* The fields a descent of the free-block index reads come first, within a cache line's
+     * 64 bytes (asserted below). */
     uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
     uint64_t addr;
     gs_block *left, *right; /* index links while FREE; pending-list links while PENDING */
@@ -64,6 +75,12 @@ struct gs_block {
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
 };
+
+_Static_assert(offsetof(gs_block, prio) + sizeof(uint32_t) <= 64,
+               "skey, addr, left, right and prio (what an index descent reads) fit 64 bytes");
+_Static_assert(GS_MAX_POOLS - 1 <= UINT8_MAX,
+               "a pool index fits gs_block.pool and gs_segment.pool (uint8_t)");
+_Static_assert(GS_BLOCK_UNMAPPED <= UINT8_MAX, "a gs_block_state fits gs_block.state (uint8_t)");
 
 struct gs_segment {
     uint64_t addr, size;        /* expandable: the whole reservation, mapped or not */
@@ -85,6 +102,20 @@ struct gs_segment {
 typedef struct {
     int64_t current, peak, allocated, freed; /* allocated/freed: cumulative increases/decreases */
 } gs_stat;
+
+/* PyTorch's Stat::increase and Stat::decrease: the peak follows current up, never down. */
+static inline void gs_stat_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void gs_stat_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
 
 typedef enum { GS_STAT_ALL = 0, GS_STAT_SMALL, GS_STAT_LARGE, GS_STAT_TYPES } gs_stat_type;
 

@@ -1,0 +1,216 @@
+/* check.c - gs_heap_check: every invariant of the heap, verified from scratch (TLSF's
+ * tlsf_check). Blocks must tile their segments, free neighbours must have merged, each index must
+ * hold exactly its pool's free (or unmapped) blocks in order with the heap property, and every
+ * "current" statistic must equal a recount. Tests call it after every operation; it costs a walk
+ * of the whole heap, so the replay never does.
+ */
+#include "core-int.h"
+
+/* What a check found, and the recount it compares the heap's own figures with. */
+typedef struct {
+    int n;                              /* violations */
+    char *first;                        /* the first one, described */
+    gs_stats re;                        /* every stat's current value, recounted */
+    size_t free_blocks[GS_MAX_POOLS];   /* free blocks the segments hold, per pool */
+    size_t unmapped_blocks[GS_MAX_POOLS];
+    size_t nsegments;
+    uint64_t reserved;                  /* bytes of cudaMalloc segments, and mapped bytes */
+} check_ctx;
+
+G_GNUC_PRINTF(2, 3) static void fail(check_ctx *c, const char *fmt, ...)
+{
+    if (c->n++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        c->first = g_strdup_vprintf(fmt, ap);
+        va_end(ap);
+    }
+}
+
+#define INSIST(c, cond, ...) \
+    do {                     \
+        if (!(cond)) fail(c, __VA_ARGS__); \
+    } while (0)
+
+/* Formats for the messages: an address, a byte count. */
+#define ADDR "%#" G_GINT64_MODIFIER "x"
+#define U64 "%" G_GUINT64_FORMAT
+
+/* Add v to the "all" entry and to type t's of a recounted stat array. */
+static void tally(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
+{
+    a[GS_STAT_ALL].current += v;
+    a[t].current += v;
+}
+
+/* Walk a treap in order, checking order, heap property, and that it holds only blocks in state
+ * (free, or unmapped) with the key that state implies; returns the node count. */
+static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs_block *n,
+                         const gs_block **last, uint8_t state)
+{
+    if (!n) return 0;
+    size_t k = check_tree(c, h, pool, n->left, last, state);
+    INSIST(c, n->state == state, "index of pool %u holds a block in state %d, not %d (" ADDR ")",
+           pool, n->state, state, n->addr);
+    INSIST(c, n->skey == skey_of(n->stream, state == GS_BLOCK_FREE ? n->size : 0),
+           "block " ADDR ": stale index key", n->addr);
+    INSIST(c, n->pool == pool, "block " ADDR " is in the index of pool %u but belongs to pool %u",
+           n->addr, pool, n->pool);
+    if (*last) INSIST(c, key_of(*last) < key_of(n), "index of pool %u out of order", pool);
+    if (n->left) INSIST(c, n->left->prio <= n->prio, "treap heap property broken");
+    if (n->right) INSIST(c, n->right->prio <= n->prio, "treap heap property broken");
+    *last = n;
+    return k + 1 + check_tree(c, h, pool, n->right, last, state);
+}
+
+/* Block b of expandable segment s: pages are mapped exactly under the blocks that are not
+ * unmapped. Returns the bytes b maps. */
+static uint64_t check_pages(check_ctx *c, const gs_segment *s, const gs_block *b)
+{
+    bool um = b->state == GS_BLOCK_UNMAPPED;
+    if (um) INSIST(c, (b->addr - s->addr) % s->page == 0 && b->size % s->page == 0,
+                   "unmapped block " ADDR " is not page-aligned", b->addr);
+    for (uint64_t a = (b->addr - s->addr) / s->page * s->page; a < b->addr + b->size - s->addr;
+         a += s->page) {
+        if (um) INSIST(c, s->handles[a / s->page] == 0,
+                       "segment " ADDR ": page " U64 " under an unmapped block has a handle",
+                       s->addr, a / s->page);
+        else INSIST(c, s->handles[a / s->page] != 0,
+                    "segment " ADDR ": page " U64 " under a mapped block has no handle",
+                    s->addr, a / s->page);
+    }
+    return um ? 0 : b->size;
+}
+
+/* Count block b (of stat type t, in a split cudaMalloc segment if split) into the recount by
+ * its state, and insist that its free or unmapped neighbour has merged with it. */
+static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int t, bool split)
+{
+    gs_stats *re = &c->re;
+    if (b->state == GS_BLOCK_UNMAPPED) {
+        c->unmapped_blocks[b->pool]++;
+        INSIST(c, !(b->next && b->next->state == GS_BLOCK_UNMAPPED),
+               "unmapped blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
+    } else if (b->state == GS_BLOCK_FREE) {
+        c->free_blocks[b->pool]++;
+        INSIST(c, !(b->next && b->next->state == GS_BLOCK_FREE),
+               "blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
+        if (split) {
+            tally(re->inactive_split, t, 1);
+            tally(re->inactive_split_bytes, t, (int64_t)b->size);
+        }
+    } else {
+        /* Allocated and pending blocks are both "active" in PyTorch's terms. */
+        tally(re->active, t, 1);
+        tally(re->active_bytes, t, (int64_t)b->size);
+        tally(re->requested_bytes, t, (int64_t)b->requested);
+        if (b->state == GS_BLOCK_ALLOCATED) {
+            tally(re->allocation, t, 1);
+            tally(re->allocated_bytes, t, (int64_t)b->size);
+            if (b->size >= h->oversize) re->oversize_allocations.current++;
+        }
+    }
+}
+
+/* Segment s: its blocks tile it exactly, in address order and linked both ways, each of its
+ * pool and stream; recount what it holds. */
+static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
+{
+    int t = h->pools[s->pool].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+    c->nsegments++;
+    if (!s->expandable) {
+        /* expandable segments count by their mapped bytes, below, and not as segments */
+        c->reserved += s->size;
+        tally(c->re.segment, t, 1);
+        tally(c->re.reserved_bytes, t, (int64_t)s->size);
+        if (s->size >= h->oversize) c->re.oversize_segments.current++;
+    } else {
+        INSIST(c, s->page == h->pools[s->pool].page && s->page && s->size % s->page == 0,
+               "expandable segment " ADDR ": page size", s->addr);
+    }
+    INSIST(c, s->head && s->head->prev == NULL, "segment " ADDR ": head block has a prev", s->addr);
+    uint64_t at = s->addr, mapped = 0;
+    bool split = !s->expandable && s->head && s->head->next != NULL;
+    for (const gs_block *b = s->head; b; b = b->next) {
+        INSIST(c, b->seg == s, "block " ADDR " points to the wrong segment", b->addr);
+        INSIST(c, b->addr == at, "segment " ADDR ": gap or overlap at " ADDR
+               " (block starts at " ADDR ")", s->addr, at, b->addr);
+        INSIST(c, b->size > 0, "block " ADDR " has size 0", b->addr);
+        INSIST(c, b->pool == s->pool && b->stream == s->stream,
+               "block " ADDR ": pool/stream differ from its segment", b->addr);
+        if (b->next) INSIST(c, b->next->prev == b, "block " ADDR ": next->prev is not the block",
+                            b->addr);
+        if (s->expandable) mapped += check_pages(c, s, b);
+        else INSIST(c, b->state != GS_BLOCK_UNMAPPED,
+                    "block " ADDR ": unmapped in a cudaMalloc segment", b->addr);
+        recount_block(c, h, b, t, split);
+        at += b->size;
+    }
+    INSIST(c, at == s->addr + s->size, "segment " ADDR ": blocks cover " U64 " of " U64 " bytes",
+           s->addr, at - s->addr, s->size);
+    if (s->expandable) {
+        INSIST(c, mapped == s->mapped_pages * s->page,
+               "expandable segment " ADDR ": blocks map " U64 " bytes, pages say " U64, s->addr,
+               mapped, s->mapped_pages * s->page);
+        c->reserved += mapped;
+        tally(c->re.reserved_bytes, t, (int64_t)mapped);
+    }
+}
+
+/* Each pool's two indexes hold exactly the free and the unmapped blocks its segments have;
+ * the pending list holds only pending blocks. */
+static void check_indexes(check_ctx *c, const gs_heap *h)
+{
+    for (unsigned i = 0; i < h->npools; i++) {
+        const gs_pool *p = &h->pools[i];
+        const gs_block *last = NULL;
+        size_t n = check_tree(c, h, i, p->blocks.root, &last, GS_BLOCK_FREE);
+        INSIST(c, n == p->blocks.count, "index of pool %u holds %zu blocks, count says %zu", i, n,
+               p->blocks.count);
+        INSIST(c, n == c->free_blocks[i],
+               "index of pool %u holds %zu blocks, segments have %zu free", i, n,
+               c->free_blocks[i]);
+        last = NULL;
+        n = check_tree(c, h, i, p->unmapped.root, &last, GS_BLOCK_UNMAPPED);
+        INSIST(c, n == p->unmapped.count,
+               "unmapped index of pool %u holds %zu blocks, count says %zu", i, n,
+               p->unmapped.count);
+        INSIST(c, n == c->unmapped_blocks[i],
+               "unmapped index of pool %u holds %zu blocks, segments have %zu", i, n,
+               c->unmapped_blocks[i]);
+    }
+    for (const gs_block *b = h->pending; b; b = b->right)
+        INSIST(c, b->state == GS_BLOCK_PENDING, "pending list holds a block that is not pending");
+}
+
+/* Every stat's current value equals the recount. */
+static void check_stats(check_ctx *c, const gs_heap *h)
+{
+#define CHECK_ARRAY(name)                                                                    \
+    for (int t = 0; t < GS_STAT_TYPES; t++)                                                  \
+        INSIST(c, c->re.name[t].current == h->st.name[t].current,                            \
+               "stat " #name "[%d].current is %" G_GINT64_FORMAT ", recount gives %"         \
+               G_GINT64_FORMAT, t, h->st.name[t].current, c->re.name[t].current);
+    GS_STAT_ARRAYS(CHECK_ARRAY)
+#undef CHECK_ARRAY
+    INSIST(c, c->re.oversize_allocations.current == h->st.oversize_allocations.current,
+           "stat oversize_allocations differs from recount");
+    INSIST(c, c->re.oversize_segments.current == h->st.oversize_segments.current,
+           "stat oversize_segments differs from recount");
+}
+
+int gs_heap_check(const gs_heap *h, char **why)
+{
+    check_ctx c;
+    memset(&c, 0, sizeof c);
+    for (const gs_segment *s = h->segments; s; s = s->next) check_segment(&c, h, s);
+    INSIST(&c, c.nsegments == h->nsegments, "segment list holds %zu segments, count says %zu",
+           c.nsegments, h->nsegments);
+    INSIST(&c, c.reserved == h->total_reserved,
+           "segments hold " U64 " bytes, reserved says " U64, c.reserved, h->total_reserved);
+    check_indexes(&c, h);
+    check_stats(&c, h);
+    if (why) *why = c.first;
+    else g_free(c.first);
+    return c.n;
+}

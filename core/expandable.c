@@ -1,0 +1,233 @@
+/* expandable.c - expandable segments (PyTorch's expandable_segments:True): per pool and stream,
+ * one virtual reservation whose pages are mapped as the pool grows and unmapped as it releases
+ * its cache, so a pool stays one piece of address space instead of many cudaMalloc segments.
+ *
+ * Follows find_expandable_block, map_block, try_allocate_expandable_block, unmap_block and
+ * release_blocks of PyTorch's CUDACachingAllocator.cpp (pytorch-caching-allocator.md §2).
+ * The address space not backed by pages is held by unmapped blocks, kept in a second index per
+ * pool (core-int.h); heap.c calls in here to grow, to release and at teardown.
+ */
+#include "core-int.h"
+
+static inline bool allocatable(const gs_block *b)
+{
+    return b && (b->state == GS_BLOCK_FREE || b->state == GS_BLOCK_UNMAPPED);
+}
+
+/* Reserve a new expandable segment for pool/stream: address space for 9/8 of the device, so
+ * pages unmapped early in the range can be replaced at its end. One unmapped block covers it. */
+static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stream,
+                                        gs_block **out)
+{
+    uint64_t page = h->pools[pool].page;
+    uint64_t want = h->device_total + h->device_total / 8;
+    uint64_t slots = (want + page - 1) / page;
+    uint64_t va;
+    gs_status st = gs_dev_va_reserve(h->be, &h->calls, slots * page, &va);
+    if (st != GS_OK) return st;
+    gs_segment *s = g_new0(gs_segment, 1);
+    s->addr = va;
+    s->size = slots * page;
+    s->stream = stream;
+    s->pool = (uint8_t)pool;
+    s->expandable = true;
+    s->tag = h->tag;
+    s->page = page;
+    s->handles = g_new0(uint64_t, slots);
+    gs_block *b = block_new(h);
+    b->addr = va;
+    b->size = s->size;
+    b->stream = stream;
+    b->pool = (uint8_t)pool;
+    b->seg = s;
+    s->head = b;
+    gs_segment_link(h, s);
+    unmapped_insert(h, b);
+    *out = b;
+    return GS_OK;
+}
+
+/* The lowest address, in any segment of pool/stream, where free and unmapped blocks in a row
+ * hold size bytes: an unmapped block, or the free block just before it. A new segment if none.
+ * PyTorch's find_expandable_block. */
+static gs_status find_expandable_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                                       gs_block **out)
+{
+    const gs_tree *u = &h->pools[pool].unmapped;
+    for (gs_block *c = index_lower_bound(u, stream, 0, 0); c && c->stream == stream;
+         c = index_next(u, c)) {
+        gs_block *start = c->prev && c->prev->state == GS_BLOCK_FREE ? c->prev : c;
+        uint64_t bytes = 0;
+        for (gs_block *x = start; bytes < size && allocatable(x); x = x->next) bytes += x->size;
+        if (bytes >= size) {
+            *out = start;
+            return GS_OK;
+        }
+    }
+    return new_expandable_segment(h, pool, stream, out);
+}
+
+/* Give back the handles of slots [from, to) after a failed map: unmap those of [from, mapped_to)
+ * first. Best effort: the call that failed is what gets reported. */
+static void unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t mapped_to, uint64_t to)
+{
+    for (uint64_t i = from; i < mapped_to; i++)
+        (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
+    for (uint64_t i = from; i < to && s->handles[i]; i++) {
+        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+        s->handles[i] = 0;
+    }
+}
+
+/* Back slots [begin, end) of s with pages: one cuMemCreate per page, a cuMemMap each, one
+ * cuMemSetAccess over the range. On failure every page of this call is released again and the
+ * failing call's status returned (GS_ERR_OOM when a cuMemCreate finds no memory). */
+static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t end)
+{
+    uint64_t pg = s->page;
+    gs_status st = GS_OK;
+    for (uint64_t i = begin; i < end && st == GS_OK; i++) {
+        st = gs_dev_page_create(h->be, &h->calls, pg, &s->handles[i]);
+        if (st != GS_OK) {
+            s->handles[i] = 0;
+            unwind_map(h, s, begin, begin, i);
+        }
+    }
+    for (uint64_t i = begin; i < end && st == GS_OK; i++) {
+        st = gs_dev_map(h->be, &h->calls, s->addr + i * pg, pg, s->handles[i]);
+        if (st != GS_OK) unwind_map(h, s, begin, i, end);
+    }
+    if (st == GS_OK) {
+        st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
+        if (st != GS_OK) unwind_map(h, s, begin, end, end);
+    }
+    return st;
+}
+
+/* Map whole pages at the start of unmapped block b to cover size bytes. The mapped part becomes
+ * a free block, merged with free neighbours; the rest stays unmapped. PyTorch's map_block.
+ * On failure (map_pages) the heap is unchanged. */
+static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
+{
+    g_assert(b->state == GS_BLOCK_UNMAPPED && size > 0 && size <= b->size);
+    gs_segment *s = b->seg;
+    uint64_t pg = s->page;
+    uint64_t begin = (b->addr - s->addr) / pg, end = (b->addr - s->addr + size + pg - 1) / pg;
+    gs_status st = map_pages(h, s, begin, end);
+    if (st != GS_OK) return st;
+
+    uint64_t mapped = (end - begin) * pg;
+    s->mapped_pages += end - begin;
+    unmapped_remove(h, b);
+    if (mapped < b->size) {
+        unmapped_insert(h, block_carve(h, b, b->addr + mapped, b->size - mapped, b, b->next));
+        b->size = mapped;
+    }
+    b->state = GS_BLOCK_FREE;
+    gs_block_try_merge(h, b, b->prev);
+    gs_block_try_merge(h, b, b->next);
+    pool_insert(h, b);
+
+    h->total_reserved += mapped;
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)mapped);
+    stat2_inc(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)mapped);
+    h->st.num_device_alloc++;
+    note_reserved_up(h);
+    return GS_OK;
+}
+
+/* Grow pool/stream's expandable segment to hold a block of size, and take that block out of the
+ * index. Mapping starts at the lowest address that works, so segments stay one piece. PyTorch's
+ * try_allocate_expandable_block. */
+gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                             gs_block **out)
+{
+    gs_block *c;
+    gs_status st = find_expandable_block(h, pool, stream, size, &c);
+    if (st != GS_OK) return st;
+    if (c->state == GS_BLOCK_UNMAPPED) {
+        st = map_block(h, c, MIN(c->size, size));
+        if (st != GS_OK) return st;
+    }
+    /* c is free now and followed by unmapped space (and maybe more free blocks after it) */
+    while (c->size < size) {
+        gs_block *n = c->next;
+        g_assert(n && n->state == GS_BLOCK_UNMAPPED);
+        st = map_block(h, n, MIN(size - c->size, n->size));
+        if (st != GS_OK) return st;
+        c = n; /* n absorbed c */
+    }
+    pool_remove(h, c);
+    *out = c;
+    return GS_OK;
+}
+
+/* Unmap the whole pages inside free block b of an expandable segment; the partial pages at
+ * either end stay as free blocks. PyTorch's unmap_block. If a call fails, the pages already
+ * unmapped are accounted and the failure is returned. */
+gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
+{
+    gs_segment *s = b->seg;
+    uint64_t pg = s->page;
+    uint64_t begin = (b->addr - s->addr + pg - 1) / pg, end = (b->addr + b->size - s->addr) / pg;
+    if (begin >= end) return GS_OK;
+    gs_status st = GS_OK;
+    uint64_t i = begin;
+    while (i < end) {
+        st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
+        if (st != GS_OK) break;
+        st = gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+        s->handles[i] = 0;
+        s->mapped_pages--;
+        i++;
+        if (st != GS_OK) break;
+    }
+    if (i == begin) return st;
+    end = i;
+
+    uint64_t ua = s->addr + begin * pg, un = (end - begin) * pg;
+    pool_remove(h, b);
+    if (ua > b->addr) pool_insert(h, block_carve(h, b, b->addr, ua - b->addr, b->prev, b));
+    if (b->addr + b->size > ua + un)
+        pool_insert(h, block_carve(h, b, ua + un, b->addr + b->size - (ua + un), b, b->next));
+    b->addr = ua;
+    b->size = un;
+    b->state = GS_BLOCK_UNMAPPED;
+    gs_block_try_merge(h, b, b->prev);
+    gs_block_try_merge(h, b, b->next);
+    unmapped_insert(h, b);
+
+    h->total_reserved -= un;
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, -(int64_t)un);
+    stat2_dec(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)un);
+    h->st.num_device_free++;
+    return st;
+}
+
+/* Free the reservation of an expandable segment that is one unmapped block. */
+gs_status gs_expandable_release(gs_heap *h, gs_block *b)
+{
+    gs_segment *s = b->seg;
+    g_assert(b->state == GS_BLOCK_UNMAPPED && b->addr == s->addr && b->size == s->size);
+    gs_status st = gs_dev_va_release(h->be, &h->calls, s->addr, s->size);
+    if (st != GS_OK) return st;
+    unmapped_remove(h, b);
+    gs_segment_unlink(h, s);
+    g_free(s->handles);
+    g_free(s);
+    block_delete(h, b);
+    return GS_OK;
+}
+
+/* At teardown (gs_heap_free_all): unmap and release every page of s, whatever its blocks' state,
+ * then its reservation. Errors are ignored: the program is gone. The caller unlinks s. */
+void gs_expandable_destroy(gs_heap *h, gs_segment *s)
+{
+    for (uint64_t i = 0; i < s->size / s->page; i++) {
+        if (!s->handles[i]) continue;
+        (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
+        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+    }
+    (void)gs_dev_va_release(h->be, &h->calls, s->addr, s->size);
+    g_free(s->handles);
+}

@@ -1,0 +1,478 @@
+/* heap.c - the allocator proper: block structs, segments, malloc and free, split and merge, the
+ * out-of-memory ladder and the release of cached memory. See core.h for the vocabulary.
+ *
+ * The order of operations in gs_heap_malloc/free mirrors PyTorch's DeviceCachingAllocator
+ * (malloc, alloc_block, get_free_block, alloc_found_block, free, free_block, try_merge_blocks,
+ * release_cached_blocks), because statistics such as num_alloc_retries and inactive_split only
+ * come out equal to PyTorch's when every step happens in the same order. Expandable segments,
+ * which grow and shrink a pool by pages instead of segments, are in expandable.c; the
+ * free-block index in index.c.
+ */
+#include "core-int.h"
+
+/* ---- block structs ---- */
+
+/* The spare list ran dry: carve a new slab into it (block_new, core-int.h). */
+void gs_block_slab_refill(gs_heap *h)
+{
+    gs_block *slab = g_new(gs_block, SLAB_BLOCKS);
+    g_ptr_array_add(h->slabs, slab);
+    for (int i = 0; i < SLAB_BLOCKS; i++) {
+        slab[i].right = h->spare;
+        h->spare = &slab[i];
+    }
+}
+
+/* ---- the heap ---- */
+
+gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg)
+{
+    g_return_val_if_fail(policy && be, NULL);
+    gs_heap *h = g_new0(gs_heap, 1);
+    h->policy = policy;
+    h->P = policy->ops;
+    h->cfg = policy->cfg;
+    h->be = be;
+    h->limit = cfg ? cfg->limit : 0;
+    h->device_total = cfg ? cfg->device_total : 0;
+    if (cfg) h->cb = *cfg;
+    h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
+    h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
+    h->gc_active = h->limit > 0 && h->P->collect != NULL;
+    h->npools = h->P->npools;
+    g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
+    bool vmm = false;
+    for (unsigned i = 0; i < h->npools; i++) {
+        h->pools[i].is_small = h->P->pools[i].is_small;
+        h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
+        vmm |= h->pools[i].page != 0;
+    }
+    if (vmm && !gs_dev_has_vmm(be)) {
+        g_free(h);
+        return NULL;
+    }
+    if (vmm && !h->device_total) {
+        uint64_t fr = 0;
+        (void)gs_dev_mem_info(be, NULL, &fr, &h->device_total);
+    }
+    h->slabs = g_ptr_array_new_with_free_func(g_free);
+    return h;
+}
+
+void gs_heap_free_all(gs_heap *h)
+{
+    if (!h) return;
+    /* Return every segment to the device, whatever its blocks' state: the program is gone. */
+    while (h->segments) {
+        gs_segment *s = h->segments;
+        if (s->expandable) gs_expandable_destroy(h, s);
+        else (void)gs_dev_free(h->be, &h->calls, s->addr, s->size);
+        gs_segment_unlink(h, s);
+        g_free(s);
+    }
+    g_ptr_array_free(h->slabs, TRUE);
+    g_free(h);
+}
+
+/* ---- segments ---- */
+
+void gs_segment_unlink(gs_heap *h, gs_segment *s)
+{
+    if (s->prev) s->prev->next = s->next;
+    else h->segments = s->next;
+    if (s->next) s->next->prev = s->prev;
+    h->nsegments--;
+}
+
+void gs_segment_link(gs_heap *h, gs_segment *s)
+{
+    s->next = h->segments;
+    if (h->segments) h->segments->prev = s;
+    h->segments = s;
+    h->nsegments++;
+}
+
+/* Free (cudaFree) a free block that is a whole segment. PyTorch's release_block. */
+gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
+{
+    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->seg->expandable,
+                         GS_ERR_INVALID);
+    gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
+    if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, -(int64_t)b->size);
+    bool small = pool_small(h, b);
+    h->st.num_device_free++;
+    h->total_reserved -= b->size;
+    pool_remove(h, b);
+    stat2_dec(h->st.segment, small, 1);
+    stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
+    gs_segment_unlink(h, b->seg);
+    g_free(b->seg);
+    block_delete(h, b);
+    return GS_OK;
+}
+
+/* Grow by one cudaMalloc'd segment of seg_size for pool/stream. */
+static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t seg_size,
+                                gs_block **out)
+{
+    uint64_t addr;
+    gs_status st = gs_dev_malloc(h->be, &h->calls, seg_size, &addr);
+    if (st != GS_OK) return st;
+
+    gs_segment *s = g_new0(gs_segment, 1);
+    gs_block *b = block_new(h);
+    s->addr = b->addr = addr;
+    s->size = b->size = seg_size;
+    s->stream = b->stream = stream;
+    s->pool = b->pool = (uint8_t)pool;
+    s->tag = h->tag;
+    s->head = b;
+    b->seg = s;
+    gs_segment_link(h, s);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)seg_size);
+
+    bool small = h->pools[pool].is_small;
+    h->total_reserved += seg_size;
+    stat2_inc(h->st.segment, small, 1);
+    stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
+    if (seg_size >= h->oversize) gs_stat_inc(&h->st.oversize_segments, 1);
+    h->st.num_device_alloc++;
+    note_reserved_up(h);
+    *out = b;
+    return GS_OK;
+}
+
+/* ---- malloc ---- */
+
+/* Grow the pool by what the request needs. PyTorch's alloc_block: a limit check against the
+ * segment size a cudaMalloc would take (also with expandable segments), then a new segment, or
+ * pages mapped into the pool's expandable segment for the rounded size. GS_ERR_OOM when the
+ * limit or the device refuses. */
+static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                             uint64_t seg_size, bool is_retry, gs_block **out)
+{
+    if (is_retry) h->st.num_alloc_retries++;
+    if (h->limit && h->total_reserved + seg_size > h->limit) return GS_ERR_OOM;
+    if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, out);
+    return malloc_segment(h, pool, stream, seg_size, out);
+}
+
+static inline uint64_t expandable_size(const gs_block *b)
+{
+    return b->size + (b->next && b->next->state == GS_BLOCK_UNMAPPED ? b->next->size : 0);
+}
+
+/* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. */
+static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+{
+    gs_pool *p = &h->pools[pool];
+    if (h->gc_active) p->get_free_calls++;
+    gs_block **link = index_lower_bound_link(&p->blocks, stream, size);
+    gs_block *b = link ? *link : NULL;
+    if (!b || b->stream != stream) return NULL;
+    if (b->seg->expandable) {
+        /* A free block followed by unmapped space counts as the size it can grow to, so a
+         * larger block that cannot grow is preferred over consuming the growable end. */
+        gs_block *n = index_next(&p->blocks, b);
+        while (b->seg->expandable && n && n->stream == stream &&
+               expandable_size(n) < expandable_size(b)) {
+            b = n;
+            n = index_next(&p->blocks, b);
+            link = NULL;
+        }
+    }
+    if (!h->P->fits(h->cfg, b, size)) return NULL;
+    if (link) gs_index_unlink(&p->blocks, link, b);
+    else pool_remove(h, b);
+    return b;
+}
+
+/* Record the state that external_frag needs, once per new peak of reserved bytes (after the
+ * malloc that raised it, so the new segment is seen serving its request). */
+static void note_peak_reserved(gs_heap *h)
+{
+    uint64_t largest = 0, total = 0;
+    for (unsigned i = 0; i < h->npools; i++) {
+        for (gs_block *b = index_lower_bound(&h->pools[i].blocks, 0, 0, 0); b;
+             b = index_next(&h->pools[i].blocks, b)) {
+            total += b->size;
+            if (b->size > largest) largest = b->size;
+        }
+    }
+    h->st.largest_free_at_peak_reserved = largest;
+    h->st.total_free_at_peak_reserved = total;
+    h->peak_reserved_dirty = false;
+}
+
+/* Hand out (part of) a block found in the index or fresh from the device.
+ * PyTorch's alloc_found_block. */
+static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
+{
+    bool small = pool_small(h, b);
+    bool already_split = gs_block_is_split(b);
+    bool track_split = !b->seg->expandable; /* inactive_split leaves expandable blocks out */
+    if (h->P->should_split(h->cfg, b, size)) {
+        /* The allocation takes the low end; the remainder keeps the high end and goes back. */
+        gs_block *rem = b;
+        b = block_carve(h, rem, rem->addr, size, rem->prev, rem);
+        rem->addr += size;
+        rem->size -= size;
+        pool_insert(h, rem);
+        if (!track_split) {
+        } else if (already_split) {
+            stat2_dec(h->st.inactive_split_bytes, small, (int64_t)size);
+        } else {
+            stat2_inc(h->st.inactive_split_bytes, small, (int64_t)rem->size);
+            stat2_inc(h->st.inactive_split, small, 1);
+        }
+    } else if (already_split && track_split) {
+        stat2_dec(h->st.inactive_split_bytes, small, (int64_t)b->size);
+        stat2_dec(h->st.inactive_split, small, 1);
+    }
+    b->state = GS_BLOCK_ALLOCATED;
+    b->requested = orig;
+    stat2_inc(h->st.allocation, small, 1);
+    stat2_inc(h->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_inc(h->st.active, small, 1);
+    stat2_inc(h->st.active_bytes, small, (int64_t)b->size);
+    stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
+    if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
+    const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
+    if (a->current == a->peak)
+        h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;
+    return b;
+}
+
+/* No cached block serves the request: grow the pool, climbing the out-of-memory ladder in
+ * PyTorch's order (garbage collection, grow, release some and grow, release everything and
+ * grow again: the counted retry), then ask the other allocators on the device, then fail
+ * (counted in num_ooms). GS_OK and *out a block of at least size out of the index. */
+static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                           gs_block **out)
+{
+    const gs_policy_ops *P = h->P;
+    uint64_t seg_size = P->segment_size(h->cfg, size);
+    gs_status st = GS_OK;
+    if (h->gc_active) {
+        st = P->collect(h, h->cfg);
+        if (st != GS_OK) return st;
+    }
+    st = alloc_block(h, pool, stream, size, seg_size, false, out);
+    if (st == GS_ERR_OOM && P->release_some) {
+        gs_status rst = GS_OK;
+        bool again = P->release_some(h, h->cfg, pool, stream, size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) st = alloc_block(h, pool, stream, size, seg_size, false, out);
+    }
+    if (st == GS_ERR_OOM) {
+        gs_status rst = gs_heap_release_cached(h);
+        if (rst != GS_OK) return rst;
+        st = alloc_block(h, pool, stream, size, seg_size, true, out);
+    }
+    /* Other allocators on the device may hold what this one needs in their caches: only
+     * worth asking when the device refused, not this heap's own limit. */
+    if (st == GS_ERR_OOM && h->cb.reclaim &&
+        !(h->limit && h->total_reserved + seg_size > h->limit)) {
+        gs_status rst = GS_OK;
+        bool again = h->cb.reclaim(h->cb.ud, h, seg_size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) {
+            h->st.num_reclaim_retries++;
+            st = alloc_block(h, pool, stream, size, seg_size, false, out);
+        }
+    }
+    if (st == GS_ERR_OOM) h->st.num_ooms++;
+    return st;
+}
+
+gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+{
+    if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
+        h->st.num_ooms++;
+        return GS_ERR_OOM;
+    }
+    uint64_t size = h->P->round_size(h->cfg, orig);
+    unsigned pool = h->P->pool_of(h->cfg, size);
+    gs_block *b = get_free_block(h, pool, stream, size);
+    if (!b) {
+        gs_status st = grow_pool(h, pool, stream, size, &b);
+        if (st != GS_OK) return st;
+    }
+    *out = alloc_found_block(h, b, size, orig);
+    if (h->peak_reserved_dirty) note_peak_reserved(h);
+    return GS_OK;
+}
+
+/* ---- merge and free ---- */
+
+/* Absorb neighbour src into dst if both are free, or both unmapped. Returns the bytes absorbed
+ * (0: no merge). */
+uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
+{
+    if (!src || src->state != dst->state ||
+        (src->state != GS_BLOCK_FREE && src->state != GS_BLOCK_UNMAPPED))
+        return 0;
+    if (dst->prev == src) {
+        dst->addr = src->addr;
+        dst->prev = src->prev;
+        if (dst->prev) dst->prev->next = dst;
+        else dst->seg->head = dst;
+    } else {
+        dst->next = src->next;
+        if (dst->next) dst->next->prev = dst;
+    }
+    uint64_t n = src->size;
+    dst->size += n;
+    if (src->state == GS_BLOCK_FREE) pool_remove(h, src);
+    else unmapped_remove(h, src);
+    block_delete(h, src);
+    return n;
+}
+
+/* The completion of a free: merge with free neighbours and return to the index.
+ * PyTorch's free_block. */
+static void free_block(gs_heap *h, gs_block *b)
+{
+    uint64_t orig_size = b->size, requested = b->requested;
+    bool small = pool_small(h, b);
+    int64_t split_blocks = 0, split_bytes = 0;
+    gs_block *cands[2] = {b->prev, b->next};
+    b->state = GS_BLOCK_FREE; /* not yet in the index; merging looks only at neighbours */
+    for (int i = 0; i < 2; i++) {
+        uint64_t n = gs_block_try_merge(h, b, cands[i]);
+        if (n > 0) {
+            split_blocks -= 1;
+            split_bytes -= (int64_t)n;
+        }
+    }
+    b->requested = 0;
+    pool_insert(h, b);
+    if (gs_block_is_split(b)) {
+        split_blocks += 1;
+        split_bytes += (int64_t)b->size;
+    }
+    /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
+     * released. */
+    if (b->seg->expandable) split_blocks = split_bytes = 0;
+    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
+    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
+    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
+    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
+    stat2_dec(h->st.active, small, 1);
+    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
+    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
+}
+
+/* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
+static void free_request(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
+    bool small = pool_small(h, b);
+    stat2_dec(h->st.allocation, small, 1);
+    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+}
+
+void gs_heap_free(gs_heap *h, gs_block *b)
+{
+    free_request(h, b);
+    free_block(h, b);
+}
+
+void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
+{
+    free_request(h, b);
+    b->state = GS_BLOCK_PENDING;
+    b->owner = owner;
+    b->right = h->pending;
+    b->left = NULL;
+    if (h->pending) h->pending->left = b;
+    h->pending = b;
+}
+
+static void pending_unlink(gs_heap *h, gs_block *b)
+{
+    if (b->left) b->left->right = b->right;
+    else h->pending = b->right;
+    if (b->right) b->right->left = b->left;
+    b->left = b->right = NULL;
+    b->owner = NULL;
+}
+
+void gs_heap_free_complete(gs_heap *h, gs_block *b)
+{
+    g_return_if_fail(b->state == GS_BLOCK_PENDING);
+    pending_unlink(h, b);
+    free_block(h, b);
+}
+
+/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
+ * completes now. Owners learn it through *owner = NULL. */
+static void drain_pending(gs_heap *h)
+{
+    h->st.num_sync_all_streams++;
+    while (h->pending) {
+        gs_block *b = h->pending;
+        if (b->owner) *b->owner = NULL;
+        pending_unlink(h, b);
+        free_block(h, b);
+    }
+}
+
+/* ---- release ---- */
+
+/* PyTorch's release_blocks for one pool: cudaFree whole free segments; unmap the free blocks
+ * of expandable segments afterwards (unmapping changes the index being walked), freeing each
+ * reservation left with nothing mapped. */
+static gs_status release_pool(gs_heap *h, unsigned pool)
+{
+    gs_tree *t = &h->pools[pool].blocks;
+    GPtrArray *to_unmap = NULL;
+    gs_status st = GS_OK;
+    for (gs_block *b = index_lower_bound(t, 0, 0, 0), *next; b && st == GS_OK; b = next) {
+        next = index_next(t, b);
+        if (b->seg->expandable) {
+            if (!to_unmap) to_unmap = g_ptr_array_new();
+            g_ptr_array_add(to_unmap, b);
+        } else if (!gs_block_is_split(b)) {
+            st = gs_heap_release_block(h, b);
+        }
+    }
+    /* Unmapping merges only unmapped neighbours and creates new free blocks, so the free blocks
+     * gathered here all stay valid until their turn. */
+    for (guint i = 0; to_unmap && i < to_unmap->len && st == GS_OK; i++) {
+        gs_block *b = to_unmap->pdata[i];
+        st = gs_expandable_unmap(h, b);
+        if (st == GS_OK && b->state == GS_BLOCK_UNMAPPED && !gs_block_is_split(b))
+            st = gs_expandable_release(h, b);
+    }
+    if (to_unmap) g_ptr_array_free(to_unmap, TRUE);
+    return st;
+}
+
+gs_status gs_heap_release_cached(gs_heap *h)
+{
+    drain_pending(h);
+    for (unsigned i = 0; i < h->npools; i++) {
+        gs_status st = release_pool(h, i);
+        if (st != GS_OK) return st;
+    }
+    return GS_OK;
+}
+
+gs_status gs_heap_empty_cache(gs_heap *h)
+{
+    return gs_heap_release_cached(h);
+}
+
+/* ---- accessors for policies and reports ---- */
+
+const gs_stats *gs_heap_stats(const gs_heap *h) { return &h->st; }
+const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
+const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
+uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
+uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
+void gs_heap_set_tag(gs_heap *h, uint32_t tag) { h->tag = tag; }
+const gs_segment *gs_heap_segments(const gs_heap *h) { return h->segments; }
