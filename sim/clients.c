@@ -73,20 +73,7 @@ gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out)
     return FALSE;
 }
 
-/* ---- statistics charged by hand (shared), with the core's Stat semantics ---- */
-
-static void st_inc(gs_stat *s, int64_t v)
-{
-    s->current += v;
-    s->allocated += v;
-    if (s->current > s->peak) s->peak = s->current;
-}
-
-static void st_dec(gs_stat *s, int64_t v)
-{
-    s->current -= v;
-    s->freed += v;
-}
+/* ---- statistics charged by hand (shared), with the core's Stat semantics (gs_stat_inc/dec) ---- */
 
 static int pool_type(const gs_heap *h, unsigned pool)
 {
@@ -96,11 +83,11 @@ static int pool_type(const gs_heap *h, unsigned pool)
 static void st2(gs_stat a[GS_STAT_TYPES], int type, int64_t v)
 {
     if (v >= 0) {
-        st_inc(&a[GS_STAT_ALL], v);
-        st_inc(&a[type], v);
+        gs_stat_inc(&a[GS_STAT_ALL], v);
+        gs_stat_inc(&a[type], v);
     } else {
-        st_dec(&a[GS_STAT_ALL], -v);
-        st_dec(&a[type], -v);
+        gs_stat_dec(&a[GS_STAT_ALL], -v);
+        gs_stat_dec(&a[type], -v);
     }
 }
 
