@@ -200,6 +200,14 @@ typedef struct {
     uint64_t seq; /* expected seq of the next event line */
 } parser;
 
+/* What becomes of an event line once its id is resolved. */
+typedef enum {
+    EV_APPEND, /* appended to the trace */
+    EV_DROP,   /* lenient mode: a semantic problem, counted and warned about; the line is skipped */
+    EV_STOP,   /* a fatal error, set in p->err */
+} ev_fate;
+
+/* An error the reader cannot go past (syntax, limits): fatal in lenient mode too. */
 static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static void fail(parser *p, const char *fmt, ...)
 {
@@ -211,10 +219,10 @@ static void fail(parser *p, const char *fmt, ...)
     g_free(full);
 }
 
-/* A semantic problem: fatal normally, a counted warning in lenient mode. Returns TRUE when
- * parsing goes on. */
-static gboolean problem(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static gboolean problem(parser *p, const char *fmt, ...)
+/* A semantic problem: fatal normally (EV_STOP); in lenient mode a counted warning (EV_DROP:
+ * the line is skipped, unless the caller keeps it anyway). */
+static ev_fate problem(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static ev_fate problem(parser *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -229,7 +237,7 @@ static gboolean problem(parser *p, const char *fmt, ...)
         g_set_error_literal(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
     }
     g_free(full);
-    return lenient;
+    return lenient ? EV_DROP : EV_STOP;
 }
 
 /* A field quoted for a message: at most 40 bytes, non-printable bytes escaped, so a binary
@@ -435,6 +443,68 @@ static GS_HOT_INLINE gboolean intern_stream(parser *p, uint64_t raw, uint32_t *i
     return TRUE;
 }
 
+/* An alloc: a new slot for its id, which must not be live. */
+static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_event *ev)
+{
+    gs_trace *t = p->t;
+    kv_entry *x = kv_find(&p->ids, r->id);
+    if (x && p->si[x->val1 - 1].free_line == 0)
+        return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", r->id,
+                       p->si[x->val1 - 1].alloc_line);
+    if (t->n_slots >= UINT32_MAX - 1) {
+        fail(p, "too many allocations");
+        return EV_STOP;
+    }
+    if (t->n_slots == p->slot_cap) {
+        p->slot_cap = p->slot_cap ? 2 * p->slot_cap : 1024;
+        t->slot_id = g_renew(uint64_t, t->slot_id, p->slot_cap);
+        p->si = g_renew(slot_info, p->si, p->slot_cap);
+    }
+    ev->slot = (uint32_t)t->n_slots++;
+    t->slot_id[ev->slot] = r->id;
+    p->si[ev->slot] = (slot_info){ .size = r->size, .alloc_line = p->line };
+    /* A freed id with no free_done yet is reused: that free was immediate after all. */
+    if (x)
+        x->val1 = ev->slot + 1;
+    else
+        kv_insert(&p->ids, r->id, ev->slot);
+    return EV_APPEND;
+}
+
+/* A free or a free_done: the slot its id names now, and the size that slot was allocated with
+ * (a size of 0 in the file means "as allocated"; another one is a problem). */
+static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_event *ev)
+{
+    gs_trace *t = p->t;
+    uint64_t id = r->id;
+    kv_entry *x = kv_find(&p->ids, id);
+    slot_info *si = x ? &p->si[x->val1 - 1] : NULL;
+    if (r->op == GS_OP_FREE) {
+        if (!x)
+            return problem(p, "free of unknown id %" PRIu64, id);
+        if (si->free_line)
+            return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
+                           si->free_line);
+    } else if (!x || !si->free_line) {
+        return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
+    }
+    /* In lenient mode a wrong size is warned about and the event kept, at the right size. */
+    if (r->size != 0 && r->size != si->size &&
+        problem(p, "%s of id %" PRIu64 " with size %" PRIu64 ", allocated with size %" PRIu64,
+                gs_op_name((gs_op)r->op), id, r->size, si->size) == EV_STOP)
+        return EV_STOP;
+    ev->slot = x->val1 - 1;
+    ev->size = si->size;
+    if (r->op == GS_OP_FREE) {
+        si->free_line = p->line;
+        si->free_ev = t->n;
+    } else {
+        t->ev[si->free_ev].flags |= GS_EV_DEFERRED;
+        kv_remove(&p->ids, x); /* the id is dead now and may be allocated again */
+    }
+    return EV_APPEND;
+}
+
 /* Applies one parsed event: checks seq, resolves its id to a slot and appends it. Returns
  * FALSE on a fatal error; in lenient mode a dropped event still returns TRUE. */
 static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
@@ -462,66 +532,21 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         .flags = 0,
         .device = (uint32_t)r->device,
     };
-    uint64_t id = r->id;
-    kv_entry *x;
-    slot_info *si;
-
+    ev_fate fate;
     switch (r->op) {
     case GS_OP_ALLOC:
-        x = kv_find(&p->ids, id);
-        if (x && p->si[x->val1 - 1].free_line == 0)
-            return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", id,
-                           p->si[x->val1 - 1].alloc_line);
-        if (t->n_slots >= UINT32_MAX - 1) {
-            fail(p, "too many allocations");
-            return FALSE;
-        }
-        if (t->n_slots == p->slot_cap) {
-            p->slot_cap = p->slot_cap ? 2 * p->slot_cap : 1024;
-            t->slot_id = g_renew(uint64_t, t->slot_id, p->slot_cap);
-            p->si = g_renew(slot_info, p->si, p->slot_cap);
-        }
-        ev.slot = (uint32_t)t->n_slots++;
-        t->slot_id[ev.slot] = id;
-        p->si[ev.slot] = (slot_info){ .size = r->size, .alloc_line = p->line };
-        /* A freed id with no free_done yet is reused: that free was immediate after all. */
-        if (x)
-            x->val1 = ev.slot + 1;
-        else
-            kv_insert(&p->ids, id, ev.slot);
+        fate = resolve_alloc(p, r, &ev);
         break;
-
     case GS_OP_FREE:
     case GS_OP_FREE_DONE:
-        x = kv_find(&p->ids, id);
-        si = x ? &p->si[x->val1 - 1] : NULL;
-        if (r->op == GS_OP_FREE) {
-            if (!x)
-                return problem(p, "free of unknown id %" PRIu64, id);
-            if (si->free_line)
-                return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
-                               si->free_line);
-        } else if (!x || !si->free_line) {
-            return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
-        }
-        if (r->size != 0 && r->size != si->size &&
-            !problem(p, "%s of id %" PRIu64 " with size %" PRIu64 ", allocated with size %" PRIu64,
-                     gs_op_name((gs_op)r->op), id, r->size, si->size))
-            return FALSE;
-        ev.slot = x->val1 - 1;
-        ev.size = si->size;
-        if (r->op == GS_OP_FREE) {
-            si->free_line = p->line;
-            si->free_ev = t->n;
-        } else {
-            t->ev[si->free_ev].flags |= GS_EV_DEFERRED;
-            kv_remove(&p->ids, x); /* the id is dead now and may be allocated again */
-        }
+        fate = resolve_free(p, r, &ev);
         break;
-
     default: /* EMPTY_CACHE, MARK: id is parsed but means nothing; size is kept */
+        fate = EV_APPEND;
         break;
     }
+    if (fate != EV_APPEND)
+        return fate == EV_DROP;
     if (t->n == t->cap) {
         /* Large blocks are grown by mremap, so doubling copies nothing. */
         t->cap *= 2;
@@ -759,6 +784,33 @@ static ssize_t read_some(int fd, char *buf, size_t n)
     return r;
 }
 
+/* The compressed input of parse_gzip: a first piece already in memory, then, if fd >= 0, the
+ * rest of the file, a chunk at a time. */
+typedef struct {
+    int fd;
+    const char *in; /* the piece being inflated: in[pos..len) is still to go */
+    size_t len, pos;
+    char *buf;      /* where the file's chunks are read; allocated on the first read */
+    gboolean eof;   /* nothing more to read */
+} gz_input;
+
+/* The next chunk of the file, once the current piece is used up. FALSE on an I/O error. */
+static gboolean gz_refill(parser *p, gz_input *z)
+{
+    if (!z->buf)
+        z->buf = g_malloc(CHUNK);
+    ssize_t r = read_some(z->fd, z->buf, CHUNK);
+    if (r < 0) {
+        io_fail(p, errno);
+        return FALSE;
+    }
+    z->eof = r == 0;
+    z->in = z->buf;
+    z->len = (size_t)r;
+    z->pos = 0;
+    return TRUE;
+}
+
 /* Inflates gzip data into the parser, chunk by chunk, so a large compressed trace never sits
  * decompressed in memory. The input is first[0..first_len), then, if fd >= 0, the rest of
  * the file. Several concatenated members are one valid gzip file (`cat a.gz b.gz`); anything
@@ -767,39 +819,27 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
 {
     GConverter *dec = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
     carry c = { 0 };
-    char *zbuf = NULL;
-    const char *in = first;
-    size_t in_len = first_len, pos = 0;
-    gboolean eof = fd < 0, finished = FALSE, ok = TRUE, corrupt = FALSE;
+    gz_input z = { .fd = fd, .in = first, .len = first_len, .eof = fd < 0 };
+    gboolean finished = FALSE, ok = TRUE, corrupt = FALSE;
 
     for (;;) {
-        if (pos == in_len && !eof) {
-            if (!zbuf)
-                zbuf = g_malloc(CHUNK);
-            ssize_t r = read_some(fd, zbuf, CHUNK);
-            if (r < 0) {
-                io_fail(p, errno);
-                ok = FALSE;
+        if (z.pos == z.len && !z.eof) {
+            if (!(ok = gz_refill(p, &z)))
                 break;
-            }
-            eof = r == 0;
-            in = zbuf;
-            in_len = (size_t)r;
-            pos = 0;
             continue;
         }
         if (finished) {
-            if (pos == in_len)
+            if (z.pos == z.len)
                 break; /* the last member ended with the input */
             g_converter_reset(dec);
             finished = FALSE;
         }
         gsize r = 0, w = 0;
         GError *e = NULL;
-        GConverterResult res = g_converter_convert(dec, in + pos, in_len - pos,
+        GConverterResult res = g_converter_convert(dec, z.in + z.pos, z.len - z.pos,
                                                    carry_space(&c, CHUNK), CHUNK,
                                                    G_CONVERTER_NO_FLAGS, &r, &w, &e);
-        pos += r;
+        z.pos += r;
         if (w && !carry_commit(p, &c, w)) {
             g_clear_error(&e);
             ok = FALSE;
@@ -808,7 +848,7 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
         if (res == G_CONVERTER_ERROR) {
             /* "Need more input" is only an error once the input is over. */
             gboolean more = g_error_matches(e, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT) &&
-                            pos == in_len && !eof;
+                            z.pos == z.len && !z.eof;
             g_error_free(e);
             if (more)
                 continue;
@@ -830,7 +870,7 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
     if (ok)
         ok = finish_text(p, c.total, c.len);
     g_object_unref(dec);
-    g_free(zbuf);
+    g_free(z.buf);
     g_free(c.buf);
     return ok;
 }

@@ -91,6 +91,12 @@ static inline void sink_u64(sink *k, uint64_t v, char after)
 
 /* ---- The trace, as text --------------------------------------------------------------------- */
 
+/* ALLOC, FREE and FREE_DONE name an allocation (a slot, written as its id); the others do not. */
+static inline gboolean names_slot(const gs_event *e)
+{
+    return e->op == GS_OP_ALLOC || e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE;
+}
+
 /* Refuse a trace that would not read back as itself (hand-built structs can hold anything). */
 static gboolean check_writable(const gs_trace *t, const char *path, GError **err)
 {
@@ -108,10 +114,8 @@ static gboolean check_writable(const gs_trace *t, const char *path, GError **err
     }
     for (size_t i = 0; i < t->n && !bad; i++) {
         const gs_event *e = &t->ev[i];
-        gboolean has_slot = e->op == GS_OP_ALLOC || e->op == GS_OP_FREE ||
-                            e->op == GS_OP_FREE_DONE;
         if (e->op >= GS_OP_COUNT || e->client >= t->clients->len ||
-            e->stream >= t->streams->len || (has_slot && e->slot >= t->n_slots))
+            e->stream >= t->streams->len || (names_slot(e) && e->slot >= t->n_slots))
             bad = "event refers to nothing", bad_ix = i;
     }
     if (bad)
@@ -148,8 +152,6 @@ static void write_trace(sink *k, const gs_trace *t)
     const uint64_t *streams = (const uint64_t *)(void *)t->streams->data;
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
-        gboolean has_slot = e->op == GS_OP_ALLOC || e->op == GS_OP_FREE ||
-                            e->op == GS_OP_FREE_DONE;
         sink_u64(k, i, ',');
         sink_u64(k, e->time_us, ',');
         sink_str(k, gs_op_name((gs_op)e->op));
@@ -158,7 +160,7 @@ static void write_trace(sink *k, const gs_trace *t)
         sink_str(k, ",");
         sink_u64(k, e->device, ',');
         sink_u64(k, streams[e->stream], ',');
-        sink_u64(k, has_slot ? t->slot_id[e->slot] : 0, ',');
+        sink_u64(k, names_slot(e) ? t->slot_id[e->slot] : 0, ',');
         sink_u64(k, e->size, '\n');
         if (k->err_no || k->gerr)
             return;
