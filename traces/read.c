@@ -401,8 +401,11 @@ static gboolean intern_client(parser *p, const char *s, size_t len, uint16_t *ix
     guint v = GPOINTER_TO_UINT(g_hash_table_lookup(p->client_ix, p->keybuf->str));
     if (v == 0) {
         GPtrArray *c = p->t->clients;
-        if (c->len > UINT16_MAX) {
-            fail(p, "too many clients (at most %u)", UINT16_MAX + 1u);
+        if (c->len >= GS_TRACE_MAX_CLIENTS) {
+            char *q = quote(s, len);
+            fail(p, "too many clients: a trace may have at most %u, and %s would be one more",
+                 GS_TRACE_MAX_CLIENTS, q);
+            g_free(q);
             return FALSE;
         }
         char *name = g_strndup(s, len);
@@ -429,8 +432,9 @@ static GS_HOT_INLINE gboolean intern_stream(parser *p, uint64_t raw, uint32_t *i
         *ix = x->val1 - 1;
     } else {
         GArray *s = p->t->streams;
-        if (s->len >= UINT32_MAX - 1) {
-            fail(p, "too many streams");
+        if (s->len >= GS_TRACE_MAX_STREAMS) {
+            fail(p, "too many streams: a trace may have at most %u, and stream %" PRIu64
+                    " would be one more", GS_TRACE_MAX_STREAMS, raw);
             return FALSE;
         }
         *ix = s->len;

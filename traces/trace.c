@@ -9,6 +9,11 @@
 
 G_DEFINE_QUARK(gs-trace-error-quark, gs_trace_error)
 
+/* The layout facts trace.h states: an event is 32 bytes, and every client index below the
+ * limit fits gs_event.client. */
+G_STATIC_ASSERT(sizeof(gs_event) == 32);
+G_STATIC_ASSERT(GS_TRACE_MAX_CLIENTS - 1 <= UINT16_MAX);
+
 static const char *const op_names[GS_OP_COUNT] = {
     [GS_OP_ALLOC] = "alloc",
     [GS_OP_FREE] = "free",
@@ -197,12 +202,20 @@ static uint16_t builder_client(gs_trace *t, const char *name)
     return (uint16_t)(t->clients->len - 1);
 }
 
-static uint32_t builder_stream(gs_trace *t, uint64_t raw)
+static int find_stream(const gs_trace *t, uint64_t raw)
 {
     const uint64_t *s = (const uint64_t *)(void *)t->streams->data;
     for (guint i = t->streams->len; i-- > 0;)
         if (s[i] == raw)
-            return i;
+            return (int)i;
+    return -1;
+}
+
+static uint32_t builder_stream(gs_trace *t, uint64_t raw)
+{
+    int i = find_stream(t, raw);
+    if (i >= 0)
+        return (uint32_t)i;
     g_array_append_val(t->streams, raw);
     return t->streams->len - 1;
 }
@@ -212,8 +225,10 @@ uint32_t gs_trace_add_alloc(gs_trace *t, const char *client, uint64_t stream, ui
     g_return_val_if_fail(t != NULL && client != NULL, UINT32_MAX);
     g_return_val_if_fail(gs_trace_valid_name(client, strlen(client)), UINT32_MAX);
     g_return_val_if_fail(t->n_slots < UINT32_MAX - 1, UINT32_MAX);
-    /* Client indices are 16 bits: a 65537th client cannot be represented. */
-    g_return_val_if_fail(t->clients->len <= UINT16_MAX || find_client(t, client) >= 0,
+    /* The trace's limits (trace.h): no client or stream one too many. */
+    g_return_val_if_fail(t->clients->len < GS_TRACE_MAX_CLIENTS || find_client(t, client) >= 0,
+                         UINT32_MAX);
+    g_return_val_if_fail(t->streams->len < GS_TRACE_MAX_STREAMS || find_stream(t, stream) >= 0,
                          UINT32_MAX);
     struct gs_trace_builder *b = builder(t);
     if (t->n_slots == b->cap) {
