@@ -207,29 +207,14 @@ typedef enum {
     EV_STOP,   /* a fatal error, set in p->err */
 } ev_fate;
 
-/* An error the reader cannot go past (syntax, limits): fatal in lenient mode too. */
-static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static void fail(parser *p, const char *fmt, ...)
+/* Reports a problem with the line being read as "FILE:LINE: message": as the error
+ * (GS_TRACE_ERROR_FORMAT), or, with as_warning, as a counted lenient-mode warning. */
+static void report(parser *p, gboolean as_warning, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(3, 0);
+static void report(parser *p, gboolean as_warning, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
     char *full = gs_located_vprintf(p->name, p->line, fmt, ap);
-    va_end(ap);
-    g_set_error_literal(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
-    g_free(full);
-}
-
-/* A semantic problem: fatal normally (EV_STOP); in lenient mode a counted warning (EV_DROP:
- * the line is skipped, unless the caller keeps it anyway). */
-static ev_fate problem(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
-static ev_fate problem(parser *p, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *full = gs_located_vprintf(p->name, p->line, fmt, ap);
-    va_end(ap);
-    gboolean lenient = (p->flags & GS_TRACE_LENIENT) != 0;
-    if (lenient) {
+    if (as_warning) {
         p->t->n_warnings++;
         if (p->warn)
             p->warn(full, p->ud);
@@ -237,6 +222,28 @@ static ev_fate problem(parser *p, const char *fmt, ...)
         g_set_error_literal(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
     }
     g_free(full);
+}
+
+/* An error the reader cannot go past (syntax, limits): fatal in lenient mode too. */
+static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void fail(parser *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(p, FALSE, fmt, ap);
+    va_end(ap);
+}
+
+/* A semantic problem: fatal normally (EV_STOP); in lenient mode a counted warning (EV_DROP:
+ * the line is skipped, unless the caller keeps it anyway). */
+static ev_fate problem(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static ev_fate problem(parser *p, const char *fmt, ...)
+{
+    gboolean lenient = (p->flags & GS_TRACE_LENIENT) != 0;
+    va_list ap;
+    va_start(ap, fmt);
+    report(p, lenient, fmt, ap);
+    va_end(ap);
     return lenient ? EV_DROP : EV_STOP;
 }
 
