@@ -248,5 +248,18 @@ PY
 head -1 "$tmp/cal.csv" | grep -q "^op,size_bytes,median_us" || fail "--save-calibration: $(head -2 "$tmp/cal.csv")"
 "$gpusim" replay "$trace" --calibration "$tmp/cal.csv" >/dev/null || fail "the saved calibration does not load"
 
+# --- a trace past the trace layer's limits (issue 11: this trace parsed, then the core aborted
+# on its 16-bit stream index): an alloc and a free on each of 70,000 streams, refused at the
+# first event on a 65,537th stream (line 3 + 2 * 65536), lenient or not ---
+awk 'BEGIN { print "# gpusim-trace 1"; print "seq,time_us,op,client,device,stream,id,size"
+             for (i = 0; i < 70000; i++) {
+                 printf "%d,%d,alloc,torch,0,%d,%d,512\n", 2 * i, 2 * i, i, i + 1
+                 printf "%d,%d,free,torch,0,%d,%d,512\n", 2 * i + 1, 2 * i + 1, i, i + 1 } }' \
+    >"$tmp/streams.gstrace"
+expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
+    "$gpusim" replay "$tmp/streams.gstrace"
+expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
+    "$gpusim" replay "$tmp/streams.gstrace" --lenient
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

@@ -1,4 +1,4 @@
-/* test_trace.c - Check suite for the trace reader, writer and builder (traces/trace.c).
+/* test_trace.c - Check suite for the trace reader, writer and builder (traces/).
  *
  * Every error the reader can report has a named test that checks the error domain, the code
  * and the "FILE:LINE:" prefix, because users find bad lines in multi-gigabyte traces by that
@@ -1099,6 +1099,132 @@ START_TEST(test_long_line)
 }
 END_TEST
 
+/* ---- limits ----------------------------------------------------------------------------- */
+
+/* A trace of n allocations, each on a stream (or, with by_client, a client) of its own, then
+ * the free of the first one, on the stream and client it already has: line 3 + i allocates
+ * with stream i (client "ci"), and line 3 + n frees. */
+static char *distinct_trace(size_t n, gboolean by_client)
+{
+    GString *g = g_string_new(HDR);
+    for (size_t i = 0; i < n; i++)
+        g_string_append_printf(g, "%zu,%zu,alloc,c%zu,0,%zu,%zu,512\n", i, i, by_client ? i : 0,
+                               by_client ? 0 : i, i + 1);
+    g_string_append_printf(g, "%zu,%zu,free,c0,0,0,1,512\n", n, n);
+    return g_string_free(g, FALSE);
+}
+
+/* Counts what g_return_val_if_fail logs, so a test sees a precondition enforced (and the
+ * message stays out of the test log). */
+static void count_critical(const char *domain, GLogLevelFlags level, const char *msg, void *ud)
+{
+    (*(int *)ud)++;
+}
+
+/* Loads text from a file in a fresh directory; the file's path is returned in *path. */
+static gs_trace *load_text(const char *dir, const char *text, unsigned flags, char **path,
+                           GError **err)
+{
+    *path = g_build_filename(dir, "limit.gstrace", NULL);
+    write_file(*path, text, -1);
+    return gs_trace_load(*path, flags, NULL, NULL, err);
+}
+
+START_TEST(test_max_streams_load)
+{
+    char *dir = make_tmpdir(), *path, *text = distinct_trace(GS_TRACE_MAX_STREAMS, FALSE);
+    GError *err = NULL;
+    gs_trace *t = load_text(dir, text, 0, &path, &err);
+    ck_assert_msg(t != NULL, "%s", err ? err->message : "?");
+    ck_assert_uint_eq(t->streams->len, GS_TRACE_MAX_STREAMS);
+    ck_assert_uint_eq(t->ev[GS_TRACE_MAX_STREAMS - 1].stream, GS_TRACE_MAX_STREAMS - 1);
+    ck_assert_uint_eq(t->ev[GS_TRACE_MAX_STREAMS].op, GS_OP_FREE);
+
+    /* The builder, at the limit: a stream the trace has is fine, one more is refused. */
+    int criticals = 0;
+    guint h = g_log_set_handler(NULL, G_LOG_LEVEL_CRITICAL, count_critical, &criticals);
+    ck_assert_uint_eq(gs_trace_add_alloc(t, "c0", GS_TRACE_MAX_STREAMS - 1, 64),
+                      GS_TRACE_MAX_STREAMS);
+    ck_assert_int_eq(criticals, 0);
+    size_t n = t->n;
+    ck_assert_uint_eq(gs_trace_add_alloc(t, "c0", GS_TRACE_MAX_STREAMS, 64), UINT32_MAX);
+    ck_assert_int_eq(criticals, 1);
+    ck_assert_uint_eq(t->n, n);
+    ck_assert_uint_eq(t->streams->len, GS_TRACE_MAX_STREAMS);
+    g_log_remove_handler(NULL, h);
+
+    gs_trace_free(t);
+    g_free(text);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+/* The regression test of issue 11: 70,000 streams used to load, then abort in the core. The
+ * first event past the limit is refused, with its line, strict or lenient. */
+START_TEST(test_too_many_streams)
+{
+    GString *g = g_string_new(NULL);
+    char *dir = make_tmpdir(), *path;
+    char *text = distinct_trace(GS_TRACE_MAX_STREAMS, FALSE);
+    g_string_append(g, text);
+    for (size_t i = GS_TRACE_MAX_STREAMS; i < 70000; i++) /* seq goes on after the free */
+        g_string_append_printf(g, "%zu,0,alloc,c0,0,%zu,%zu,512\n", i + 1, i, i + 1);
+    /* 2 header lines, 65536 allocations on new streams, the free, then stream 65536 */
+    const size_t line = 2 + GS_TRACE_MAX_STREAMS + 1 + 1;
+    char *what = g_strdup_printf("too many streams: a trace may have at most %u, and stream %u "
+                                 "would be one more", GS_TRACE_MAX_STREAMS, GS_TRACE_MAX_STREAMS);
+    expect_error_at(g->str, line, what);
+    for (unsigned flags = 0; flags <= GS_TRACE_LENIENT; flags += GS_TRACE_LENIENT) {
+        GError *err = NULL;
+        ck_assert_ptr_null(load_text(dir, g->str, flags, &path, &err));
+        ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+        char *want = g_strdup_printf("%s:%zu: %s", path, line, what);
+        ck_assert_str_eq(err->message, want);
+        g_free(want);
+        g_free(path);
+        g_error_free(err);
+    }
+    g_free(what);
+    g_free(text);
+    g_string_free(g, TRUE);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_too_many_clients)
+{
+    char *text = distinct_trace(GS_TRACE_MAX_CLIENTS, TRUE);
+    gs_trace *t = parse_ok(text);
+    ck_assert_uint_eq(t->clients->len, GS_TRACE_MAX_CLIENTS);
+    ck_assert_uint_eq(t->ev[GS_TRACE_MAX_CLIENTS - 1].client, GS_TRACE_MAX_CLIENTS - 1);
+
+    int criticals = 0;
+    guint h = g_log_set_handler(NULL, G_LOG_LEVEL_CRITICAL, count_critical, &criticals);
+    ck_assert_uint_ne(gs_trace_add_alloc(t, "c65535", 0, 64), UINT32_MAX);
+    ck_assert_int_eq(criticals, 0);
+    ck_assert_uint_eq(gs_trace_add_alloc(t, "one_more", 0, 64), UINT32_MAX);
+    ck_assert_int_eq(criticals, 1);
+    ck_assert_uint_eq(t->clients->len, GS_TRACE_MAX_CLIENTS);
+    g_log_remove_handler(NULL, h);
+    gs_trace_free(t);
+
+    /* One client more, on the line after the free: refused, lenient or not. */
+    char *more = g_strdup_printf("%s%u,0,alloc,one_more,0,0,99,1\n", text,
+                                 GS_TRACE_MAX_CLIENTS + 1);
+    const char *what = "too many clients: a trace may have at most 65536, and 'one_more' would "
+                       "be one more";
+    expect_error_at(more, 2 + GS_TRACE_MAX_CLIENTS + 1 + 1, what);
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_parse(NAME, more, strlen(more), GS_TRACE_LENIENT, NULL, NULL,
+                                      &err));
+    ck_assert(strstr(err->message, what) != NULL);
+    g_error_free(err);
+    g_free(more);
+    g_free(text);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -1158,6 +1284,13 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_save_refuses_unwritable);
     tcase_add_test(tc, test_error_line_in_large_file);
     tcase_add_test(tc, test_long_line);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("limits");
+    tcase_set_timeout(tc, 60); /* 70,000-line traces, slow under the sanitizers */
+    tcase_add_test(tc, test_max_streams_load);
+    tcase_add_test(tc, test_too_many_streams);
+    tcase_add_test(tc, test_too_many_clients);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("build");

@@ -16,7 +16,8 @@
  * The reader is strict: any malformed line is an error "FILE:LINE: message" (GS_TRACE_ERROR),
  * unless GS_TRACE_LENIENT is given, in which case semantic errors (free of an unknown id,
  * double free, free_done without free, alloc of a live id) become counted warnings and the
- * offending event is dropped. Syntax errors are always fatal.
+ * offending event is dropped. Syntax errors, and an event past a trace's limits (below), are
+ * always fatal.
  */
 #ifndef GS_TRACE_H
 #define GS_TRACE_H
@@ -32,6 +33,17 @@ G_BEGIN_DECLS
 
 #define GS_TRACE_MAGIC "# gpusim-trace 1"
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
+
+/* The most distinct streams, and the most distinct clients, one trace may have. The reader
+ * refuses the first event that would bring one more (GS_TRACE_ERROR_FORMAT, "FILE:LINE:
+ * message", in lenient mode too), and gs_trace_add_alloc treats one more as a programmer error,
+ * so every gs_event.stream is below GS_TRACE_MAX_STREAMS and every gs_event.client below
+ * GS_TRACE_MAX_CLIENTS, whatever the input was.
+ *   streams: the core packs a stream index into 16 bits of its free-block key (its
+ *            GS_MAX_STREAMS; sim/, which sees both headers, asserts that this fits in it).
+ *   clients: gs_event.client is 16 bits. */
+#define GS_TRACE_MAX_STREAMS 65536u
+#define GS_TRACE_MAX_CLIENTS 65536u
 
 typedef enum {
     GS_OP_ALLOC = 0,   /* a request of size bytes (before any rounding) */
@@ -54,8 +66,8 @@ typedef struct {
     uint64_t time_us;
     uint64_t size;
     uint32_t slot;   /* UINT32_MAX for EMPTY_CACHE and MARK */
-    uint32_t stream; /* index into gs_trace.streams */
-    uint16_t client; /* index into gs_trace.clients */
+    uint32_t stream; /* index into gs_trace.streams, < GS_TRACE_MAX_STREAMS */
+    uint16_t client; /* index into gs_trace.clients, < GS_TRACE_MAX_CLIENTS */
     uint8_t op;      /* gs_op */
     uint8_t flags;   /* GS_EV_* */
     uint32_t device;
@@ -114,7 +126,10 @@ void gs_trace_free(gs_trace *t);
 
 /* Building traces in code (tests, generators): */
 gs_trace *gs_trace_new(void);
-/* Returns the slot of the new allocation. client/stream are names/raw values, interned. */
+/* Returns the slot of the new allocation. client/stream are names/raw values, interned.
+ * pre: client is a valid name ([A-Za-z0-9_.-]+), and a new client or stream keeps the trace
+ * within GS_TRACE_MAX_CLIENTS and GS_TRACE_MAX_STREAMS; otherwise nothing is added and the
+ * result is UINT32_MAX (g_return_val_if_fail). */
 uint32_t gs_trace_add_alloc(gs_trace *t, const char *client, uint64_t stream, uint64_t size);
 void gs_trace_add_free(gs_trace *t, uint32_t slot);                 /* immediate free */
 void gs_trace_add_free_deferred(gs_trace *t, uint32_t slot);        /* free, completed later */

@@ -1,0 +1,957 @@
+/* read.c - the trace reader: a trace file (text or gzip) into a gs_trace, in one pass.
+ *
+ * Allocation ids become slots, clients and streams become small indices, and each free that a
+ * later free_done completes gets GS_EV_DEFERRED. Traces reach tens of millions of lines, so the
+ * file is read (or inflated) in chunks rather than held whole, event lines are parsed by hand
+ * with no allocation per line, and ids are resolved through an open-addressing table in
+ * batches that prefetch their entries. Anything unusual drops to a slow path that only has to
+ * explain what is wrong, with the file and line.
+ */
+#include "trace-int.h"
+
+#include <gio/gio.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- The id table -------------------------------------------------------------------------- */
+
+/* Open addressing with linear probing, from a 64-bit key (an allocation id, or a raw stream
+ * value) to a 32-bit value. Deletion shifts the following entries back instead of leaving
+ * tombstones, so a long trace that recycles ids never degrades the table. */
+typedef struct {
+    uint64_t key;
+    uint32_t val1; /* value + 1; 0 marks an empty entry */
+    uint32_t pad;
+} kv_entry;
+
+typedef struct {
+    kv_entry *e;
+    size_t mask;
+    unsigned shift;
+    size_t n;
+} kv_table;
+
+static inline size_t kv_home(const kv_table *h, uint64_t key)
+{
+    /* Fibonacci hashing: sequential ids spread over the whole table. */
+    return (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> h->shift);
+}
+
+/* Every lookup in a table of millions of ids lands on a random page, and with 4 KiB pages
+ * most of them also miss the TLB; a large table therefore asks for transparent huge pages.
+ * (Where the kernel does not give them, this is an ordinary zeroed allocation.) */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static kv_entry *kv_alloc(size_t n)
+{
+    size_t bytes = n * sizeof(kv_entry);
+    void *mem = NULL;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= 2 * HUGE_PAGE && posix_memalign(&mem, HUGE_PAGE, bytes) == 0) {
+        madvise(mem, bytes, MADV_HUGEPAGE);
+        memset(mem, 0, bytes);
+        return mem;
+    }
+#endif
+    mem = calloc(n, sizeof(kv_entry));
+    if (!mem)
+        g_error("out of memory allocating %zu bytes", bytes); /* as g_new0 would */
+    return mem;
+}
+
+static void kv_init(kv_table *h, unsigned bits)
+{
+    h->e = kv_alloc((size_t)1 << bits);
+    h->mask = ((size_t)1 << bits) - 1;
+    h->shift = 64 - bits;
+    h->n = 0;
+}
+
+static void kv_destroy(kv_table *h)
+{
+    free(h->e);
+    h->e = NULL;
+}
+
+static inline kv_entry *kv_find(const kv_table *h, uint64_t key)
+{
+    for (size_t i = kv_home(h, key);; i = (i + 1) & h->mask) {
+        kv_entry *x = &h->e[i];
+        if (x->val1 == 0)
+            return NULL;
+        if (x->key == key)
+            return x;
+    }
+}
+
+static void kv_insert(kv_table *h, uint64_t key, uint32_t val);
+
+static void kv_grow(kv_table *h)
+{
+    kv_table old = *h;
+    kv_init(h, 64 - old.shift + 1);
+    for (size_t i = 0; i <= old.mask; i++)
+        if (old.e[i].val1)
+            kv_insert(h, old.e[i].key, old.e[i].val1 - 1);
+    kv_destroy(&old);
+}
+
+/* The key must not be present. */
+static void kv_insert(kv_table *h, uint64_t key, uint32_t val)
+{
+    if (2 * (h->n + 1) > h->mask + 1)
+        kv_grow(h);
+    size_t i = kv_home(h, key);
+    while (h->e[i].val1)
+        i = (i + 1) & h->mask;
+    h->e[i].key = key;
+    h->e[i].val1 = val + 1;
+    h->n++;
+}
+
+static void kv_remove(kv_table *h, kv_entry *x)
+{
+    size_t i = (size_t)(x - h->e);
+    for (size_t j = (i + 1) & h->mask; h->e[j].val1; j = (j + 1) & h->mask) {
+        size_t k = kv_home(h, h->e[j].key);
+        /* The entry at j may move into the hole at i only if its home is not cyclically
+         * within (i, j]; otherwise lookups starting at its home would no longer reach it. */
+        gboolean stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+        if (!stays) {
+            h->e[i] = h->e[j];
+            i = j;
+        }
+    }
+    h->e[i].val1 = 0;
+    h->n--;
+}
+
+/* ---- The parser ---------------------------------------------------------------------------- */
+
+#if defined(__GNUC__)
+#define GS_HOT_INLINE inline __attribute__((always_inline))
+#define GS_PREFETCH(addr) __builtin_prefetch(addr)
+#else
+#define GS_HOT_INLINE inline
+#define GS_PREFETCH(addr) ((void)(addr))
+#endif
+
+/* What the parser remembers about each slot until the end of the file. Line numbers serve
+ * only the error messages; free_ev lets a later free_done mark its free as deferred. */
+typedef struct {
+    uint64_t size;
+    size_t alloc_line;
+    size_t free_line; /* 0 while the allocation is live */
+    size_t free_ev;   /* index in t->ev of the free, once free_line != 0 */
+} slot_info;
+
+/* One event line, syntax checked but not yet applied. */
+typedef struct {
+    const char *client;
+    size_t client_len;
+    uint64_t seq, time_us, device, stream, id, size;
+    size_t line;
+    int op;
+} event_rec;
+
+/* Event lines are parsed in batches: parsing a batch prefetches each id's table entry, and
+ * applying it afterwards finds them in cache. Once a trace has millions of distinct ids the
+ * table outgrows the cache, and these misses would otherwise dominate the reader's time. */
+#define BATCH 32
+
+/* A few clients, checked by length and bytes before the hash table: traces name one to a
+ * handful of clients, often alternating line by line. */
+#define QUICK_CLIENTS 8
+
+typedef struct {
+    const char *name;
+    unsigned flags;
+    gs_trace_warn_fn warn;
+    void *ud;
+    GError **err;
+    gs_trace *t;
+    size_t line;
+
+    slot_info *si;   /* per slot, same capacity as t->slot_id */
+    size_t slot_cap;
+    kv_table ids;     /* live (or freed, maybe pending) id -> slot */
+    kv_table streams; /* raw stream -> index */
+    GHashTable *client_ix; /* name (owned by t->clients) -> index + 1 */
+    GString *keybuf;       /* reusable NUL-terminated copy of a client field for lookups */
+    struct {
+        const char *name;
+        size_t len;
+    } quick[QUICK_CLIENTS]; /* clients 0..QUICK_CLIENTS-1 */
+
+    /* Consecutive lines usually share their stream. */
+    uint64_t last_stream;
+    uint32_t last_stream_ix;
+    gboolean have_stream;
+
+    enum { WANT_MAGIC, WANT_COLUMNS, EVENTS } state;
+    uint64_t seq; /* expected seq of the next event line */
+} parser;
+
+/* What becomes of an event line once its id is resolved. */
+typedef enum {
+    EV_APPEND, /* appended to the trace */
+    EV_DROP,   /* lenient mode: a semantic problem, counted and warned about; the line is skipped */
+    EV_STOP,   /* a fatal error, set in p->err */
+} ev_fate;
+
+/* Reports a problem with the line being read as "FILE:LINE: message": as the error
+ * (GS_TRACE_ERROR_FORMAT), or, with as_warning, as a counted lenient-mode warning. */
+static void report(parser *p, gboolean as_warning, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(3, 0);
+static void report(parser *p, gboolean as_warning, const char *fmt, va_list ap)
+{
+    char *full = gs_located_vprintf(p->name, p->line, fmt, ap);
+    if (as_warning) {
+        p->t->n_warnings++;
+        if (p->warn)
+            p->warn(full, p->ud);
+    } else {
+        g_set_error_literal(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, full);
+    }
+    g_free(full);
+}
+
+/* An error the reader cannot go past (syntax, limits): fatal in lenient mode too. */
+static void fail(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void fail(parser *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    report(p, FALSE, fmt, ap);
+    va_end(ap);
+}
+
+/* A semantic problem: fatal normally (EV_STOP); in lenient mode a counted warning (EV_DROP:
+ * the line is skipped, unless the caller keeps it anyway). */
+static ev_fate problem(parser *p, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static ev_fate problem(parser *p, const char *fmt, ...)
+{
+    gboolean lenient = (p->flags & GS_TRACE_LENIENT) != 0;
+    va_list ap;
+    va_start(ap, fmt);
+    report(p, lenient, fmt, ap);
+    va_end(ap);
+    return lenient ? EV_DROP : EV_STOP;
+}
+
+/* A field quoted for a message: at most 40 bytes, non-printable bytes escaped, so a binary
+ * file gives a readable error. */
+static char *quote(const char *s, size_t len)
+{
+    GString *g = g_string_new("'");
+    size_t n = len > 40 ? 40 : len;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            g_string_append_c(g, (char)c);
+        else
+            g_string_append_printf(g, "\\x%02x", c);
+    }
+    g_string_append(g, len > n ? "...'" : "'");
+    return g_string_free(g, FALSE);
+}
+
+static GS_HOT_INLINE int op_from(const char *s, size_t len)
+{
+    switch (len) {
+    case 4:
+        if (memcmp(s, "free", 4) == 0)
+            return GS_OP_FREE;
+        if (memcmp(s, "mark", 4) == 0)
+            return GS_OP_MARK;
+        return -1;
+    case 5:
+        return memcmp(s, "alloc", 5) == 0 ? GS_OP_ALLOC : -1;
+    case 9:
+        return memcmp(s, "free_done", 9) == 0 ? GS_OP_FREE_DONE : -1;
+    case 11:
+        return memcmp(s, "empty_cache", 11) == 0 ? GS_OP_EMPTY_CACHE : -1;
+    default:
+        return -1;
+    }
+}
+
+/* The fast path reads digits up to the first non-digit. It only ever runs before the file's
+ * last '\n', which is neither a digit, a name character nor a comma, so scanning needs no
+ * bounds checks. Returns NULL on no digits or overflow. */
+static GS_HOT_INLINE const char *scan_u64(const char *q, uint64_t *out)
+{
+    const char *q0 = q;
+    uint64_t v = 0;
+    for (;;) {
+        unsigned d = (unsigned char)*q - '0';
+        if (d > 9)
+            break;
+        /* UINT64_MAX = 1844674407370955161 * 10 + 5 */
+        if (G_UNLIKELY(v >= UINT64_C(1844674407370955161)) &&
+            (v > UINT64_C(1844674407370955161) || d > 5))
+            return NULL;
+        v = v * 10 + d;
+        q++;
+    }
+    if (q == q0)
+        return NULL;
+    *out = v;
+    return q;
+}
+
+/* Parses one well-formed event line starting at q; returns the start of the next line, or
+ * NULL for anything else (a comment, a blank line, an error), which the slow path handles. */
+static GS_HOT_INLINE const char *fast_event(const char *q, event_rec *r)
+{
+    const char *f;
+    if (!(q = scan_u64(q, &r->seq)) || *q++ != ',')
+        return NULL;
+    if (!(q = scan_u64(q, &r->time_us)) || *q++ != ',')
+        return NULL;
+    for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
+        ;
+    if ((r->op = op_from(f, (size_t)(q - f))) < 0 || *q++ != ',')
+        return NULL;
+    for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
+        ;
+    if (q == f || *q != ',')
+        return NULL;
+    r->client = f;
+    r->client_len = (size_t)(q - f);
+    q++;
+    if (!(q = scan_u64(q, &r->device)) || r->device > UINT32_MAX || *q++ != ',')
+        return NULL;
+    if (!(q = scan_u64(q, &r->stream)) || *q++ != ',')
+        return NULL;
+    if (!(q = scan_u64(q, &r->id)) || *q++ != ',')
+        return NULL;
+    if (!(q = scan_u64(q, &r->size)))
+        return NULL;
+    if (*q == '\r')
+        q++;
+    return *q == '\n' ? q + 1 : NULL;
+}
+
+static const char *const column_names[8] = {
+    "seq", "time_us", "op", "client", "device", "stream", "id", "size",
+};
+
+/* Slow path: the fast path refused an event line; find out why, in column order. */
+static void diagnose(parser *p, const char *s, const char *le)
+{
+    const char *f[8];
+    size_t fl[8], nf = 0;
+    for (const char *q = s;;) {
+        const char *c = memchr(q, ',', (size_t)(le - q));
+        const char *fe = c ? c : le;
+        if (nf < 8) {
+            f[nf] = q;
+            fl[nf] = (size_t)(fe - q);
+        }
+        nf++;
+        if (!c)
+            break;
+        q = c + 1;
+    }
+    if (nf != 8) {
+        fail(p, "expected 8 columns, got %zu", nf);
+        return;
+    }
+    for (int i = 0; i < 8; i++) {
+        uint64_t v;
+        gboolean ok;
+        const char *what = "bad number in column";
+        if (i == 2) {
+            if (op_from(f[i], fl[i]) < 0) {
+                char *q = quote(f[i], fl[i]);
+                fail(p, "unknown op %s", q);
+                g_free(q);
+                return;
+            }
+            continue;
+        }
+        if (i == 3) {
+            ok = gs_trace_valid_name(f[i], fl[i]);
+            what = "bad client name in column";
+        } else {
+            ok = gs_trace_parse_u64(f[i], fl[i], &v) && (i != 4 || v <= UINT32_MAX);
+        }
+        if (!ok) {
+            char *q = quote(f[i], fl[i]);
+            fail(p, "%s '%s': %s", what, column_names[i], q);
+            g_free(q);
+            return;
+        }
+    }
+    fail(p, "malformed event line"); /* not reached: the fast path accepts such a line */
+}
+
+static gboolean intern_client(parser *p, const char *s, size_t len, uint16_t *ix)
+{
+    guint nq = MIN(p->t->clients->len, QUICK_CLIENTS);
+    for (guint i = 0; i < nq; i++)
+        if (p->quick[i].len == len && memcmp(p->quick[i].name, s, len) == 0) {
+            *ix = (uint16_t)i;
+            return TRUE;
+        }
+    g_string_truncate(p->keybuf, 0);
+    g_string_append_len(p->keybuf, s, (gssize)len);
+    guint v = GPOINTER_TO_UINT(g_hash_table_lookup(p->client_ix, p->keybuf->str));
+    if (v == 0) {
+        GPtrArray *c = p->t->clients;
+        if (c->len >= GS_TRACE_MAX_CLIENTS) {
+            char *q = quote(s, len);
+            fail(p, "too many clients: a trace may have at most %u, and %s would be one more",
+                 GS_TRACE_MAX_CLIENTS, q);
+            g_free(q);
+            return FALSE;
+        }
+        char *name = g_strndup(s, len);
+        if (c->len < QUICK_CLIENTS) {
+            p->quick[c->len].name = name;
+            p->quick[c->len].len = len;
+        }
+        g_ptr_array_add(c, name);
+        v = c->len;
+        g_hash_table_insert(p->client_ix, name, GUINT_TO_POINTER(v));
+    }
+    *ix = (uint16_t)(v - 1);
+    return TRUE;
+}
+
+static GS_HOT_INLINE gboolean intern_stream(parser *p, uint64_t raw, uint32_t *ix)
+{
+    if (p->have_stream && raw == p->last_stream) {
+        *ix = p->last_stream_ix;
+        return TRUE;
+    }
+    kv_entry *x = kv_find(&p->streams, raw);
+    if (x) {
+        *ix = x->val1 - 1;
+    } else {
+        GArray *s = p->t->streams;
+        if (s->len >= GS_TRACE_MAX_STREAMS) {
+            fail(p, "too many streams: a trace may have at most %u, and stream %" PRIu64
+                    " would be one more", GS_TRACE_MAX_STREAMS, raw);
+            return FALSE;
+        }
+        *ix = s->len;
+        g_array_append_val(s, raw);
+        kv_insert(&p->streams, raw, *ix);
+    }
+    p->have_stream = TRUE;
+    p->last_stream = raw;
+    p->last_stream_ix = *ix;
+    return TRUE;
+}
+
+/* An alloc: a new slot for its id, which must not be live. */
+static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_event *ev)
+{
+    gs_trace *t = p->t;
+    kv_entry *x = kv_find(&p->ids, r->id);
+    if (x && p->si[x->val1 - 1].free_line == 0)
+        return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", r->id,
+                       p->si[x->val1 - 1].alloc_line);
+    if (t->n_slots >= UINT32_MAX - 1) {
+        fail(p, "too many allocations");
+        return EV_STOP;
+    }
+    if (t->n_slots == p->slot_cap) {
+        p->slot_cap = p->slot_cap ? 2 * p->slot_cap : 1024;
+        t->slot_id = g_renew(uint64_t, t->slot_id, p->slot_cap);
+        p->si = g_renew(slot_info, p->si, p->slot_cap);
+    }
+    ev->slot = (uint32_t)t->n_slots++;
+    t->slot_id[ev->slot] = r->id;
+    p->si[ev->slot] = (slot_info){ .size = r->size, .alloc_line = p->line };
+    /* A freed id with no free_done yet is reused: that free was immediate after all. */
+    if (x)
+        x->val1 = ev->slot + 1;
+    else
+        kv_insert(&p->ids, r->id, ev->slot);
+    return EV_APPEND;
+}
+
+/* A free or a free_done: the slot its id names now, and the size that slot was allocated with
+ * (a size of 0 in the file means "as allocated"; another one is a problem). */
+static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_event *ev)
+{
+    gs_trace *t = p->t;
+    uint64_t id = r->id;
+    kv_entry *x = kv_find(&p->ids, id);
+    slot_info *si = x ? &p->si[x->val1 - 1] : NULL;
+    if (r->op == GS_OP_FREE) {
+        if (!x)
+            return problem(p, "free of unknown id %" PRIu64, id);
+        if (si->free_line)
+            return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
+                           si->free_line);
+    } else if (!x || !si->free_line) {
+        return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
+    }
+    /* In lenient mode a wrong size is warned about and the event kept, at the right size. */
+    if (r->size != 0 && r->size != si->size &&
+        problem(p, "%s of id %" PRIu64 " with size %" PRIu64 ", allocated with size %" PRIu64,
+                gs_op_name((gs_op)r->op), id, r->size, si->size) == EV_STOP)
+        return EV_STOP;
+    ev->slot = x->val1 - 1;
+    ev->size = si->size;
+    if (r->op == GS_OP_FREE) {
+        si->free_line = p->line;
+        si->free_ev = t->n;
+    } else {
+        t->ev[si->free_ev].flags |= GS_EV_DEFERRED;
+        kv_remove(&p->ids, x); /* the id is dead now and may be allocated again */
+    }
+    return EV_APPEND;
+}
+
+/* Applies one parsed event: checks seq, resolves its id to a slot and appends it. Returns
+ * FALSE on a fatal error; in lenient mode a dropped event still returns TRUE. */
+static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
+{
+    gs_trace *t = p->t;
+    uint16_t client;
+    uint32_t stream;
+
+    p->line = r->line;
+    if (r->seq != expect_seq) {
+        fail(p, "expected seq %" PRIu64 ", got %" PRIu64, expect_seq, r->seq);
+        return FALSE;
+    }
+    if (!intern_client(p, r->client, r->client_len, &client) ||
+        !intern_stream(p, r->stream, &stream))
+        return FALSE;
+
+    gs_event ev = {
+        .time_us = r->time_us,
+        .size = r->size,
+        .slot = UINT32_MAX,
+        .stream = stream,
+        .client = client,
+        .op = (uint8_t)r->op,
+        .flags = 0,
+        .device = (uint32_t)r->device,
+    };
+    ev_fate fate;
+    switch (r->op) {
+    case GS_OP_ALLOC:
+        fate = resolve_alloc(p, r, &ev);
+        break;
+    case GS_OP_FREE:
+    case GS_OP_FREE_DONE:
+        fate = resolve_free(p, r, &ev);
+        break;
+    default: /* EMPTY_CACHE, MARK: id is parsed but means nothing; size is kept */
+        fate = EV_APPEND;
+        break;
+    }
+    if (fate != EV_APPEND)
+        return fate == EV_DROP;
+    if (t->n == t->cap) {
+        /* Large blocks are grown by mremap, so doubling copies nothing. */
+        t->cap *= 2;
+        t->ev = g_renew(gs_event, t->ev, t->cap);
+    }
+    t->ev[t->n++] = ev;
+    return TRUE;
+}
+
+/* The header: "# key: value" with a name-like key is metadata, any other '#' line a comment. */
+static gboolean header_comment(parser *p, const char *s, const char *le)
+{
+    if (le - s < 2 || s[1] != ' ')
+        return TRUE;
+    const char *k = s + 2;
+    const char *sep = NULL;
+    for (const char *q = k; q + 1 < le; q++)
+        if (q[0] == ':' && q[1] == ' ') {
+            sep = q;
+            break;
+        }
+    if (!sep || !gs_trace_valid_name(k, (size_t)(sep - k)))
+        return TRUE;
+    const char *v = sep + 2;
+    size_t vlen = (size_t)(le - v);
+    if (memchr(v, '\0', vlen) || memchr(v, '\r', vlen)) {
+        fail(p, "bad character in header value");
+        return FALSE;
+    }
+    gs_trace_meta m = { g_strndup(k, (size_t)(sep - k)), g_strndup(v, vlen) };
+    g_array_append_val(p->t->meta, m);
+    if (strcmp(m.key, "device_total_bytes") == 0 &&
+        !gs_trace_parse_u64(v, vlen, &p->t->device_total)) {
+        char *qv = quote(v, vlen);
+        fail(p, "bad number in header 'device_total_bytes': %s", qv);
+        g_free(qv);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static gboolean magic_line(parser *p, const char *s, const char *le)
+{
+    static const char prefix[] = "# gpusim-trace ";
+    size_t plen = sizeof prefix - 1, len = (size_t)(le - s);
+    if (len == strlen(GS_TRACE_MAGIC) && memcmp(s, GS_TRACE_MAGIC, len) == 0)
+        return TRUE;
+    uint64_t version;
+    if (len > plen && memcmp(s, prefix, plen) == 0 &&
+        gs_trace_parse_u64(s + plen, len - plen, &version))
+        fail(p, "unsupported trace version %" PRIu64, version);
+    else
+        fail(p, "not a gpusim trace: expected '%s'", GS_TRACE_MAGIC);
+    return FALSE;
+}
+
+/* Parses and applies a run of well-formed event lines from *sp, stopping before the first
+ * line the fast path does not take (or at end). Returns FALSE on a fatal error. */
+static gboolean event_run(parser *p, const char **sp, const char *end, uint64_t *seq)
+{
+    event_rec b[BATCH];
+    const char *s = *sp;
+    for (;;) {
+        size_t n = 0;
+        const char *next;
+        while (n < BATCH && s < end && (next = fast_event(s, &b[n]))) {
+            b[n].line = ++p->line;
+            GS_PREFETCH(&p->ids.e[kv_home(&p->ids, b[n].id)]);
+            s = next;
+            n++;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (!apply_event(p, &b[i], (*seq)++))
+                return FALSE;
+        if (n < BATCH)
+            break;
+    }
+    *sp = s;
+    return TRUE;
+}
+
+/* Parses complete lines: [s, end) ends just after a '\n'. Input arrives in pieces (a file
+ * read in chunks, gzip inflated in chunks), so all state lives in the parser. */
+static gboolean feed_lines(parser *p, const char *s, const char *end)
+{
+    while (s < end) {
+        if (p->state == EVENTS) {
+            if (!event_run(p, &s, end, &p->seq))
+                return FALSE;
+            if (s == end)
+                break;
+        }
+        const char *nl = memchr(s, '\n', (size_t)(end - s));
+        const char *le = nl > s && nl[-1] == '\r' ? nl - 1 : nl;
+        const char *line = s;
+        s = nl + 1;
+        p->line++;
+
+        if (p->state == WANT_MAGIC) {
+            if (!magic_line(p, line, le))
+                return FALSE;
+            p->state = WANT_COLUMNS;
+            continue;
+        }
+        if (le == line)
+            continue; /* blank line */
+        if (line[0] == '#') {
+            if (p->state == WANT_COLUMNS && !header_comment(p, line, le))
+                return FALSE;
+            continue;
+        }
+        if (p->state == WANT_COLUMNS) {
+            size_t llen = (size_t)(le - line);
+            if (llen != strlen(GS_TRACE_COLUMNS) || memcmp(line, GS_TRACE_COLUMNS, llen) != 0) {
+                char *q = quote(line, llen);
+                fail(p, "expected column line '%s', got %s", GS_TRACE_COLUMNS, q);
+                g_free(q);
+                return FALSE;
+            }
+            p->state = EVENTS;
+            continue;
+        }
+        /* An event line the fast path refused: it has an error somewhere. */
+        diagnose(p, line, le);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* End of input: total bytes of text seen, and how many of them after the last '\n'. */
+static gboolean finish_text(parser *p, size_t total, size_t leftover)
+{
+    if (total == 0) {
+        g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                    "%s: empty file, expected '%s'", p->name, GS_TRACE_MAGIC);
+        return FALSE;
+    }
+    if (leftover) {
+        p->line++;
+        fail(p, "truncated line (no newline at end of file)");
+        return FALSE;
+    }
+    if (p->state != EVENTS) {
+        fail(p, "missing column line '%s'", GS_TRACE_COLUMNS);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+static void parser_init(parser *p, const char *name, unsigned flags, gs_trace_warn_fn warn,
+                        void *ud, GError **err, size_t ev_guess)
+{
+    gs_trace *t = gs_trace_new();
+    t->path = g_strdup(name);
+    *p = (parser){
+        .name = name, .flags = flags, .warn = warn, .ud = ud, .err = err, .t = t,
+        .client_ix = g_hash_table_new(g_str_hash, g_str_equal),
+        .keybuf = g_string_new(NULL),
+        .state = WANT_MAGIC,
+    };
+    kv_init(&p->ids, 10);
+    kv_init(&p->streams, 4);
+    t->cap = ev_guess < 64 ? 64 : ev_guess;
+    t->ev = g_new(gs_event, t->cap);
+}
+
+/* Frees the parse-time state; returns the trace if ok, else frees it too. */
+static gs_trace *parser_done(parser *p, gboolean ok)
+{
+    kv_destroy(&p->ids);
+    kv_destroy(&p->streams);
+    g_hash_table_unref(p->client_ix);
+    g_string_free(p->keybuf, TRUE);
+    g_free(p->si);
+    if (!ok) {
+        gs_trace_free(p->t);
+        return NULL;
+    }
+    return p->t;
+}
+
+/* Text arriving in pieces: bytes after the last complete line wait here for the rest. */
+#define CHUNK ((size_t)256 << 10)
+
+typedef struct {
+    char *buf;
+    size_t cap, len;
+    size_t total; /* bytes of text seen */
+} carry;
+
+/* Room for at least want more bytes at the end of the carry buffer. */
+static char *carry_space(carry *c, size_t want)
+{
+    if (c->cap - c->len < want) {
+        c->cap = MAX(2 * c->cap, c->len + want);
+        c->buf = g_realloc(c->buf, c->cap);
+    }
+    return c->buf + c->len;
+}
+
+/* n bytes were written at the end: parse every line they complete, keep the rest. */
+static gboolean carry_commit(parser *p, carry *c, size_t n)
+{
+    const char *fresh = c->buf + c->len;
+    c->len += n;
+    c->total += n;
+    const char *nl = memrchr(fresh, '\n', n);
+    if (!nl)
+        return TRUE;
+    size_t done = (size_t)(nl + 1 - c->buf);
+    if (!feed_lines(p, c->buf, c->buf + done))
+        return FALSE;
+    memmove(c->buf, c->buf + done, c->len - done);
+    c->len -= done;
+    return TRUE;
+}
+
+static gboolean is_gzip(const char *data, size_t len)
+{
+    return len >= 2 && (unsigned char)data[0] == 0x1f && (unsigned char)data[1] == 0x8b;
+}
+
+static void io_fail(parser *p, int e)
+{
+    g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", p->name, g_strerror(e));
+}
+
+/* read() that retries on EINTR; -1 with errno set on error. */
+static ssize_t read_some(int fd, char *buf, size_t n)
+{
+    ssize_t r;
+    do
+        r = read(fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+/* The compressed input of parse_gzip: a first piece already in memory, then, if fd >= 0, the
+ * rest of the file, a chunk at a time. */
+typedef struct {
+    int fd;
+    const char *in; /* the piece being inflated: in[pos..len) is still to go */
+    size_t len, pos;
+    char *buf;      /* where the file's chunks are read; allocated on the first read */
+    gboolean eof;   /* nothing more to read */
+} gz_input;
+
+/* The next chunk of the file, once the current piece is used up. FALSE on an I/O error. */
+static gboolean gz_refill(parser *p, gz_input *z)
+{
+    if (!z->buf)
+        z->buf = g_malloc(CHUNK);
+    ssize_t r = read_some(z->fd, z->buf, CHUNK);
+    if (r < 0) {
+        io_fail(p, errno);
+        return FALSE;
+    }
+    z->eof = r == 0;
+    z->in = z->buf;
+    z->len = (size_t)r;
+    z->pos = 0;
+    return TRUE;
+}
+
+/* Inflates gzip data into the parser, chunk by chunk, so a large compressed trace never sits
+ * decompressed in memory. The input is first[0..first_len), then, if fd >= 0, the rest of
+ * the file. Several concatenated members are one valid gzip file (`cat a.gz b.gz`); anything
+ * else after a member makes zlib fail on the header, and the file is refused. */
+static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_len)
+{
+    GConverter *dec = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+    carry c = { 0 };
+    gz_input z = { .fd = fd, .in = first, .len = first_len, .eof = fd < 0 };
+    gboolean finished = FALSE, ok = TRUE, corrupt = FALSE;
+
+    for (;;) {
+        if (z.pos == z.len && !z.eof) {
+            if (!(ok = gz_refill(p, &z)))
+                break;
+            continue;
+        }
+        if (finished) {
+            if (z.pos == z.len)
+                break; /* the last member ended with the input */
+            g_converter_reset(dec);
+            finished = FALSE;
+        }
+        gsize r = 0, w = 0;
+        GError *e = NULL;
+        GConverterResult res = g_converter_convert(dec, z.in + z.pos, z.len - z.pos,
+                                                   carry_space(&c, CHUNK), CHUNK,
+                                                   G_CONVERTER_NO_FLAGS, &r, &w, &e);
+        z.pos += r;
+        if (w && !carry_commit(p, &c, w)) {
+            g_clear_error(&e);
+            ok = FALSE;
+            break;
+        }
+        if (res == G_CONVERTER_ERROR) {
+            /* "Need more input" is only an error once the input is over. */
+            gboolean more = g_error_matches(e, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT) &&
+                            z.pos == z.len && !z.eof;
+            g_error_free(e);
+            if (more)
+                continue;
+            corrupt = TRUE;
+            break;
+        }
+        if (res == G_CONVERTER_FINISHED)
+            finished = TRUE;
+        else if (r == 0 && w == 0) {
+            corrupt = TRUE; /* no progress: never spin */
+            break;
+        }
+    }
+    if (ok && corrupt) {
+        g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                    "%s: truncated or corrupt gzip data", p->name);
+        ok = FALSE;
+    }
+    if (ok)
+        ok = finish_text(p, c.total, c.len);
+    g_object_unref(dec);
+    g_free(z.buf);
+    g_free(c.buf);
+    return ok;
+}
+
+gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigned flags,
+                         gs_trace_warn_fn warn, void *ud, GError **err)
+{
+    g_return_val_if_fail(data != NULL || len == 0, NULL);
+    if (!name)
+        name = "(memory)";
+    parser p;
+    gboolean ok;
+    if (is_gzip(data, len)) {
+        parser_init(&p, name, flags, warn, ud, err, len / 8);
+        ok = parse_gzip(&p, -1, data, len);
+    } else {
+        /* Plain text in memory is parsed in place, up to its last '\n'. */
+        parser_init(&p, name, flags, warn, ud, err, len / 40);
+        const char *nl = len ? memrchr(data, '\n', len) : NULL;
+        size_t done = nl ? (size_t)(nl + 1 - data) : 0;
+        ok = feed_lines(&p, data, data + done) && finish_text(&p, len, len - done);
+    }
+    return parser_done(&p, ok);
+}
+
+/* Files are read in chunks (open/read rather than g_file_get_contents, which would hold the
+ * whole file and hide the errno an I/O error message needs). */
+gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn, void *ud,
+                        GError **err)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, g_strerror(e));
+        return NULL;
+    }
+    size_t size = S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
+    parser p;
+    parser_init(&p, path, flags, warn, ud, err, size / 40);
+
+    /* The first chunk decides between gzip and plain text. */
+    carry c = { 0 };
+    gboolean ok = TRUE;
+    ssize_t r = read_some(fd, carry_space(&c, CHUNK), CHUNK);
+    while (r == 1) { /* a pipe may hand over a single byte: the magic needs two */
+        ssize_t r2 = read_some(fd, c.buf + 1, CHUNK - 1);
+        r = r2 < 0 ? r2 : r2 + 1;
+        if (r2 == 0)
+            break;
+    }
+    if (r < 0) {
+        io_fail(&p, errno);
+        ok = FALSE;
+    } else if (is_gzip(c.buf, (size_t)r)) {
+        ok = parse_gzip(&p, fd, c.buf, (size_t)r);
+    } else {
+        while (r > 0 && (ok = carry_commit(&p, &c, (size_t)r)))
+            r = read_some(fd, carry_space(&c, CHUNK), CHUNK);
+        if (ok && r < 0) {
+            io_fail(&p, errno);
+            ok = FALSE;
+        }
+        if (ok)
+            ok = finish_text(&p, c.total, c.len);
+    }
+    close(fd);
+    g_free(c.buf);
+    return parser_done(&p, ok);
+}

@@ -1,0 +1,28 @@
+/* trace-int.h - what the files of traces/ share with each other and with no one else: the
+ * format's rules for names and numbers, which the object, the reader and the writer all apply.
+ * Grouped by the file that defines each thing (as mimalloc's internal.h is). Not API: only the
+ * C files of traces/ include it; everything public is in trace.h.
+ */
+#ifndef GS_TRACE_INT_H
+#define GS_TRACE_INT_H
+
+#include "trace.h"
+
+/* ---- trace.c: the format's rules ---- */
+
+/* Client names and metadata keys: [A-Za-z0-9_.-]+. Restricting them keeps every name writable
+ * in a CSV column and a "# key: value" line without quoting. Inline: the reader's fast path
+ * asks it of every byte of a client or op field. */
+static inline gboolean gs_trace_is_name_char(unsigned char c)
+{
+    return (unsigned)((c | 0x20) - 'a') < 26 || (unsigned)(c - '0') < 10 || c == '_' ||
+           c == '.' || c == '-';
+}
+
+/* s[0..len) is a valid client name or metadata key: not empty, name characters only. */
+gboolean gs_trace_valid_name(const char *s, size_t len);
+
+/* Strict unsigned decimal: digits only, no sign or spaces, overflow is an error. */
+gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out);
+
+#endif

@@ -1,0 +1,216 @@
+/* write.c - the trace writer: a gs_trace back into the text format (gzip when the name ends in
+ * ".gz"), through a temporary file and a rename, so no reader ever sees half a trace.
+ */
+#include "trace-int.h"
+
+#include <gio/gio.h>
+#include <glib/gstdio.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- The sink ------------------------------------------------------------------------------- */
+
+/* Output goes through a fixed buffer, compressed chunk by chunk when gzip is on. The first
+ * error is remembered (as an errno or a GError) and everything after it is skipped. */
+typedef struct {
+    FILE *f;
+    GConverter *gz;
+    int err_no;
+    GError *gerr;
+    size_t n;
+    char buf[1 << 16];
+    char zbuf[1 << 16];
+} sink;
+
+static void sink_zpass(sink *k, const char *in, size_t len, gboolean finish)
+{
+    if (!finish && len == 0)
+        return;
+    for (;;) {
+        gsize r = 0, w = 0;
+        GConverterResult res =
+            g_converter_convert(k->gz, in, len, k->zbuf, sizeof k->zbuf,
+                                finish ? G_CONVERTER_INPUT_AT_END : G_CONVERTER_NO_FLAGS, &r, &w,
+                                &k->gerr);
+        if (res == G_CONVERTER_ERROR)
+            return;
+        if (w && fwrite(k->zbuf, 1, w, k->f) != w) {
+            k->err_no = errno ? errno : EIO;
+            return;
+        }
+        in += r;
+        len -= r;
+        if (res == G_CONVERTER_FINISHED || (!finish && len == 0))
+            return;
+    }
+}
+
+static void sink_flush(sink *k, gboolean finish)
+{
+    if (k->err_no || k->gerr)
+        return;
+    if (k->gz)
+        sink_zpass(k, k->buf, k->n, finish);
+    else if (k->n && fwrite(k->buf, 1, k->n, k->f) != k->n)
+        k->err_no = errno ? errno : EIO;
+    k->n = 0;
+}
+
+static void sink_put(sink *k, const char *s, size_t len)
+{
+    while (len) {
+        if (k->n == sizeof k->buf)
+            sink_flush(k, FALSE);
+        size_t m = MIN(len, sizeof k->buf - k->n);
+        memcpy(k->buf + k->n, s, m);
+        k->n += m;
+        s += m;
+        len -= m;
+    }
+}
+
+static inline void sink_str(sink *k, const char *s)
+{
+    sink_put(k, s, strlen(s));
+}
+
+static inline void sink_u64(sink *k, uint64_t v, char after)
+{
+    char tmp[24], *e = tmp + sizeof tmp, *q = e;
+    *--q = after;
+    do {
+        *--q = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    sink_put(k, q, (size_t)(e - q));
+}
+
+/* ---- The trace, as text --------------------------------------------------------------------- */
+
+/* ALLOC, FREE and FREE_DONE name an allocation (a slot, written as its id); the others do not. */
+static inline gboolean names_slot(const gs_event *e)
+{
+    return e->op == GS_OP_ALLOC || e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE;
+}
+
+/* Refuse a trace that would not read back as itself (hand-built structs can hold anything). */
+static gboolean check_writable(const gs_trace *t, const char *path, GError **err)
+{
+    const char *bad = NULL;
+    size_t bad_ix = 0;
+    for (guint i = 0; i < t->meta->len && !bad; i++) {
+        const gs_trace_meta *m = &g_array_index(t->meta, gs_trace_meta, i);
+        if (!gs_trace_valid_name(m->key, strlen(m->key)) || strpbrk(m->value, "\r\n"))
+            bad = "metadata entry cannot be written", bad_ix = i;
+    }
+    for (guint i = 0; i < t->clients->len && !bad; i++) {
+        const char *c = g_ptr_array_index(t->clients, i);
+        if (!gs_trace_valid_name(c, strlen(c)))
+            bad = "client name cannot be written", bad_ix = i;
+    }
+    for (size_t i = 0; i < t->n && !bad; i++) {
+        const gs_event *e = &t->ev[i];
+        if (e->op >= GS_OP_COUNT || e->client >= t->clients->len ||
+            e->stream >= t->streams->len || (names_slot(e) && e->slot >= t->n_slots))
+            bad = "event refers to nothing", bad_ix = i;
+    }
+    if (bad)
+        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s: %s (index %zu)", path, bad,
+                    bad_ix);
+    return bad == NULL;
+}
+
+static void write_trace(sink *k, const gs_trace *t)
+{
+    sink_str(k, GS_TRACE_MAGIC "\n");
+    gboolean wrote_total = FALSE;
+    for (guint i = 0; i < t->meta->len; i++) {
+        const gs_trace_meta *m = &g_array_index(t->meta, gs_trace_meta, i);
+        sink_str(k, "# ");
+        sink_str(k, m->key);
+        sink_str(k, ": ");
+        /* device_total is the authority (code may have set it directly); writing it in the
+         * key's place keeps the header order. */
+        if (strcmp(m->key, "device_total_bytes") == 0) {
+            sink_u64(k, t->device_total, '\n');
+            wrote_total = TRUE;
+        } else {
+            sink_str(k, m->value);
+            sink_str(k, "\n");
+        }
+    }
+    if (!wrote_total && t->device_total) {
+        sink_str(k, "# device_total_bytes: ");
+        sink_u64(k, t->device_total, '\n');
+    }
+    sink_str(k, GS_TRACE_COLUMNS "\n");
+
+    const uint64_t *streams = (const uint64_t *)(void *)t->streams->data;
+    for (size_t i = 0; i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        sink_u64(k, i, ',');
+        sink_u64(k, e->time_us, ',');
+        sink_str(k, gs_op_name((gs_op)e->op));
+        sink_str(k, ",");
+        sink_str(k, g_ptr_array_index(t->clients, e->client));
+        sink_str(k, ",");
+        sink_u64(k, e->device, ',');
+        sink_u64(k, streams[e->stream], ',');
+        sink_u64(k, names_slot(e) ? t->slot_id[e->slot] : 0, ',');
+        sink_u64(k, e->size, '\n');
+        if (k->err_no || k->gerr)
+            return;
+    }
+}
+
+gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
+{
+    g_return_val_if_fail(t != NULL && path != NULL, FALSE);
+    if (!check_writable(t, path, err))
+        return FALSE;
+
+    char *tmp = g_strconcat(path, ".XXXXXX", NULL);
+    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, g_strerror(e));
+        g_free(tmp);
+        return FALSE;
+    }
+    sink *k = g_new0(sink, 1);
+    k->f = fdopen(fd, "wb");
+    if (!k->f) {
+        k->err_no = errno;
+        close(fd);
+    } else {
+        if (g_str_has_suffix(path, ".gz"))
+            k->gz = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+        write_trace(k, t);
+        sink_flush(k, TRUE);
+        if (fclose(k->f) != 0 && !k->err_no)
+            k->err_no = errno;
+        if (!k->err_no && !k->gerr && rename(tmp, path) != 0)
+            k->err_no = errno;
+    }
+
+    gboolean ok = !k->err_no && !k->gerr;
+    if (!ok) {
+        g_unlink(tmp);
+        if (k->gerr)
+            g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path,
+                        k->gerr->message);
+        else
+            g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path,
+                        g_strerror(k->err_no));
+    }
+    g_clear_error(&k->gerr);
+    if (k->gz)
+        g_object_unref(k->gz);
+    g_free(k);
+    g_free(tmp);
+    return ok;
+}
