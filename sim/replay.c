@@ -8,6 +8,9 @@
 
 G_DEFINE_QUARK(gs-replay-error-quark, gs_replay_error)
 
+/* The trace reader's limits are the core's input limits: a trace that loads always replays. */
+G_STATIC_ASSERT(GS_TRACE_MAX_STREAMS <= GS_MAX_STREAMS);
+
 /* ---- reference files ---- */
 
 static gboolean ref_bad(GError **err, const char *path, const char *what)

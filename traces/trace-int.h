@@ -6,6 +6,10 @@
 #ifndef GS_TRACE_INT_H
 #define GS_TRACE_INT_H
 
+#ifndef GS_TRACES_COMPILATION
+#error "trace-int.h is private to traces/: include trace.h"
+#endif
+
 #include "trace.h"
 
 /* ---- trace.c: the format's rules ---- */
