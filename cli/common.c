@@ -15,26 +15,26 @@
 
 #include "cli.h"
 
+static G_GNUC_NORETURN void vfail(int rc, const char *fmt, va_list ap)
+{
+    fputs("gpusim: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    exit(rc);
+}
+
 void gs_cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("gpusim: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(GS_EXIT_USAGE);
+    vfail(GS_EXIT_USAGE, fmt, ap);
 }
 
 void gs_cli_fail(int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("gpusim: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(rc);
+    vfail(rc, fmt, ap);
 }
 
 /* The shared options: flag, entry (arg_data filled in by gs_cli_init). */
