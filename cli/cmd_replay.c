@@ -69,19 +69,18 @@ static void parse_policies(policy_args *pa, char **specs, const gs_reference *re
     for (char **p = specs; p && *p; p++) {
         const char *eq = strchr(*p, '='), *colon = strchr(*p, ':');
         bool named = eq && (!colon || eq < colon);
+        /* checked before anything is allocated: a usage error exits at once */
+        if (named && eq == *p) gs_cli_usage_error("--policy %s: no client NAME before '='", *p);
+        size_t nlen = named ? (size_t)(eq - *p) : 0;
+        for (guint i = 0; named && i < pa->assigned_to->len; i++) {
+            const char *other = pa->assigned_to->pdata[i];
+            if (strlen(other) == nlen && strncmp(other, *p, nlen) == 0)
+                gs_cli_usage_error("--policy %s: client '%s' has a policy already", *p, other);
+        }
         gs_policy *pol = gs_policy_new(named ? eq + 1 : *p, &err);
         if (!pol) gs_cli_usage_error("--policy: %s", err->message);
-        if (!named) {
-            g_ptr_array_add(pa->compared, pol);
-            continue;
-        }
-        char *name = g_strndup(*p, (size_t)(eq - *p));
-        if (!*name) gs_cli_usage_error("--policy %s: no client NAME before '='", *p);
-        for (guint i = 0; i < pa->assigned_to->len; i++)
-            if (strcmp(pa->assigned_to->pdata[i], name) == 0)
-                gs_cli_usage_error("--policy %s: client '%s' has a policy already", *p, name);
-        g_ptr_array_add(pa->assigned, pol);
-        g_ptr_array_add(pa->assigned_to, name);
+        g_ptr_array_add(named ? pa->assigned : pa->compared, pol);
+        if (named) g_ptr_array_add(pa->assigned_to, g_strndup(*p, nlen));
     }
     if (pa->compared->len == 0) {
         char *spec = ref && ref->allocator_conf && *ref->allocator_conf
