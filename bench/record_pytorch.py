@@ -32,9 +32,10 @@ Scenarios (--list prints them):
               runs out of memory; an OOM observer (torch._C._cuda_attach_out_of_memory_observer)
               takes the snapshot and memory_stats at the OOM, as users do; the child then exits
               with the error (exit status 3). outcome "oom".
-  oomcatch    a batch-size finder under a 2 GiB cap: tries 65536, halves on
-              torch.OutOfMemoryError, bisects between the last good and bad batch, then trains
-              8 steps with the batch found. outcome "ok", num_ooms > 0.
+  oomcatch    a batch-size finder under a 2 GiB cap: each try a full training step; tries
+              65536, halves on torch.OutOfMemoryError, bisects between the last good and bad
+              batch, then trains 8 steps with the batch found (an OOM there is caught too and
+              the batch cut to 7/8). outcome "ok", num_ooms > 0.
   cut         200 MLP training steps (tens of thousands of events) recorded with
               max_entries=2000: the snapshot holds only the tail of the run.
   llmgen      LLM-style generation with a KV cache (Hugging Face GPT-2, random weights, fp32;
@@ -390,34 +391,41 @@ def sc_oomcatch(ctx):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     attempts = []
     ctx.details.update(model=f"MLP {d_in}-{width}x{depth}-{d_out}, AdamW",
-                       finder="try 65536; halve on OOM until a forward+backward fits; then 3 "
+                       finder="each try is one full training step (forward, backward, AdamW "
+                              "step); try 65536; halve on OOM until a step fits; then 3 "
                               "bisection tries between the last fit and the last OOM (multiples "
-                              "of 256); train 8 steps with the largest fit",
+                              "of 256); then 8 training steps with the largest fit, where an OOM "
+                              "is caught too and the batch cut to 7/8 (multiple of 256)",
                        attempts=attempts)
 
-    def trial(b):
+    def train_step(b):
         x = torch.randn(b, d_in, device=dev)
         y = torch.randn(b, d_out, device=dev)
         loss = F.mse_loss(model(x), y)
         loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
 
-    def attempt(b):
-        ctx.mark(f"try{b}")
+    def attempt(b, phase):
+        ctx.mark(f"{phase}{b}")
         ok, err = False, None
+        t0 = time.perf_counter()
         try:
-            trial(b)
+            train_step(b)
             ok = True
         except torch.OutOfMemoryError as e:
             err = str(e).splitlines()[0]
         # Outside the except block: the traceback (and the tensors its frames hold) is gone.
-        model.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=True)
         gc.collect()
-        attempts.append({"batch": b, "fits": ok, "error": err})
+        attempts.append({"phase": phase, "batch": b, "fits": ok, "error": err})
+        if phase == "train" and ok:
+            ctx.iter_seconds.append(time.perf_counter() - t0)
         return ok
 
     b, bad = 65536, None
-    while b >= 256 and not attempt(b):
+    while b >= 256 and not attempt(b, "try"):
         bad = b
         b //= 2
     if b < 256:
@@ -429,22 +437,18 @@ def sc_oomcatch(ctx):
         mid = (good + bad) // 2 // 256 * 256
         if mid <= good:
             break
-        if attempt(mid):
+        if attempt(mid, "try"):
             good = mid
         else:
             bad = mid
     ctx.details["batch_found"] = good
-    for step in range(8):
-        ctx.mark(f"train{step}")
-
-        def one():
-            x = torch.randn(good, d_in, device=dev)
-            y = torch.randn(good, d_out, device=dev)
-            loss = F.mse_loss(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        timed_step(ctx, one)
+    steps = 0
+    while steps < 8:
+        if attempt(good, "train"):
+            steps += 1
+        else:
+            good = max(256, good * 7 // 8 // 256 * 256)
+    ctx.details["batch_trained"] = good
 
 
 def sc_cut(ctx):
