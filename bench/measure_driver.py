@@ -13,7 +13,7 @@ process to process. Each call is recorded as one CSV row:
 where used = free_before - free_after (what cudaMemGetInfo says the call took; negative for a
 free that gave memory back) and ns is the call's host time. Files written to --out:
 
-    EXP.run N.csv      (as EXP-rN.csv)   every call of one experiment in one process
+    EXP-rN.csv         every call of experiment EXP in process N (the repo keeps big ones gzipped)
     summary.json       per experiment: address deltas, alignment, memory taken per allocation
     env.json           device, driver and runtime versions, total and free memory at start
 
@@ -33,9 +33,16 @@ Experiments (--list prints them):
   small2m   1,000 x cudaMalloc(2 MiB + 512), likewise.
   fill      1 GiB until cudaMalloc fails, then 20 MiB, then 2 MiB, then 512 B (at most
             100,000): how much of what cudaMemGetInfo calls free can really be allocated.
+  holes     ten 20 MiB; free the 3rd, 6th, 9th; 20 MiB at once, after 0.5 s, after a
+            cudaDeviceSynchronize (is a freed chunk in the middle ever reused, and when?);
+            eight 2 MiB; free the lowest chunk and ask for 20 MiB and 40 MiB. Twice.
+  holes1g   three 1 GiB and a 20 MiB; free the middle 1 GiB; 1 GiB at once, after 0.5 s,
+            after a synchronize; 512 MiB; free the top 1 GiB; 1 GiB after 0.5 s. Twice.
 
 Example:
   python3 bench/measure_driver.py --out bench/results/h100-2026-11-22-driver
+  python3 bench/measure_driver.py --analyze bench/results/h100-2026-11-22-driver \\
+      bench/results/h200-2026-11-22-driver        # offsets, and H100 vs H200 (no GPU needed)
   python3 bench/measure_driver.py --only seq --only sizes --out /tmp/d
 Needs CuPy built for the machine's CUDA (cupy-cuda13x) and a GPU.
 """
@@ -53,6 +60,7 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 EXPERIMENTS = collections.OrderedDict([
     ("seq", 2), ("reuse", 1), ("pattern", 2), ("sizes", 1),
     ("small512", 1), ("small1m", 1), ("small2m", 1), ("fill", 1),
+    ("holes", 2), ("holes1g", 2),
 ])
 FIELDS = ["exp", "run", "step", "op", "label", "size", "addr", "addr_hex", "free_before",
           "free_after", "used", "ns", "error"]
@@ -101,6 +109,14 @@ class Driver:
         ns = time.perf_counter_ns() - t0
         fa = self._info(False)
         self._row("free", label, size, ptr, fb, fa, ns, err)
+
+    def pause(self, seconds):
+        time.sleep(seconds)
+        self.note(f"slept {seconds} s")
+
+    def sync(self):
+        self.rt.deviceSynchronize()
+        self.note("cudaDeviceSynchronize")
 
     def note(self, label):
         """A row with cudaMemGetInfo alone (before/after a batch)."""
@@ -223,9 +239,44 @@ def ex_fill(d):
     d.note("all freed")
 
 
+def ex_holes(d):
+    a = [d.malloc(20 * MiB, f"a{i}:20M") for i in range(10)]
+    for i in (2, 5, 8):
+        d.free(a[i], 20 * MiB, f"free a{i}")
+    d.malloc(20 * MiB, "b0:20M at once")
+    d.pause(0.5)
+    d.malloc(20 * MiB, "b1:20M after 0.5 s")
+    d.sync()
+    d.malloc(20 * MiB, "b2:20M after sync")
+    d.malloc(20 * MiB, "b3:20M")
+    for i in range(8):
+        d.malloc(2 * MiB, f"c{i}:2M")
+    # free the lowest live chunk (the bottom of the carved range) and ask again at once
+    d.free(a[9], 20 * MiB, "free a9 (lowest of the a's)")
+    d.malloc(20 * MiB, "e0:20M at once")
+    d.malloc(40 * MiB, "e1:40M")
+
+
+def ex_holes1g(d):
+    g = [d.malloc(GiB, f"g{i}:1G") for i in range(3)]
+    s = d.malloc(20 * MiB, "s0:20M")
+    d.free(g[1], GiB, "free g1 (middle)")
+    d.malloc(GiB, "h0:1G at once")
+    d.pause(0.5)
+    d.malloc(GiB, "h1:1G after 0.5 s")
+    d.sync()
+    d.malloc(GiB, "h2:1G after sync")
+    d.malloc(512 * MiB, "h3:512M")
+    d.free(g[0], GiB, "free g0 (top)")
+    d.pause(0.5)
+    d.malloc(GiB, "k0:1G after 0.5 s")
+    d.malloc(20 * MiB, "k1:20M")
+    del s
+
+
 EXPERIMENT_FUNCS = {"seq": ex_seq, "reuse": ex_reuse, "pattern": ex_pattern, "sizes": ex_sizes,
                     "small512": ex_small512, "small1m": ex_small1m, "small2m": ex_small2m,
-                    "fill": ex_fill}
+                    "fill": ex_fill, "holes": ex_holes, "holes1g": ex_holes1g}
 
 
 def child(exp, run, out):
@@ -283,6 +334,92 @@ def summarize(out, runs):
     return summary
 
 
+def _load(path):
+    import gzip
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return list(csv.DictReader(f))
+
+
+def _rel_rows(rows):
+    """(op, label, size, offset from the process's first allocation in MiB, used MiB)."""
+    base = next((int(r["addr"]) for r in rows if r["op"] == "malloc" and not r["error"]), 0)
+    out = []
+    for r in rows:
+        a = int(r["addr"] or 0)
+        rel = (a - base) / MiB if a else None
+        used = int(r["used"]) / MiB if r["used"] not in ("", None) else None
+        out.append((r["op"], r["label"], int(r["size"]), rel, used, a, r["error"]))
+    return out
+
+
+def analyze(dirs, out=sys.stdout):
+    """Print every call with its address relative to the process's first allocation (MiB),
+    its offset in a 32 MiB-aligned chunk and the memory cudaMemGetInfo says it took; then
+    whether runs (and folders, e.g. two GPUs) placed everything at the same offsets."""
+    p = lambda *a: print(*a, file=out)
+    rels, _raw = {}, {}
+    for d in dirs:
+        for exp, n in EXPERIMENTS.items():
+            for run in range(1, n + 1):
+                path = os.path.join(d, f"{exp}-r{run}.csv")
+                if not os.path.exists(path) and os.path.exists(path + ".gz"):
+                    path += ".gz"           # the large CSVs are kept gzipped in the repo
+                if os.path.exists(path):
+                    _raw[(d, exp, run)] = _load(path)
+                    rels[(d, exp, run)] = _rel_rows(_raw[(d, exp, run)])
+    for (d, exp, run), rows in rels.items():
+        if d != dirs[0]:
+            continue
+        p(f"\n== {exp} run {run} ({d}): op label size offset_MiB chunk32_MiB used_MiB")
+        if exp.startswith("small"):
+            mal = [r for r in rows if r[0] == "malloc" and not r[6]]
+            pages = collections.Counter(r[5] // (2 * MiB) for r in mal)
+            notes = [(r[1], r[4]) for r in rows if r[0] == "meminfo"]
+            offs = [r[3] for r in mal]
+            step = collections.Counter(b - a for a, b in zip(offs, offs[1:])).most_common(1)[0][0]
+            runs, start = [], 0
+            for i in range(1, len(offs) + 1):
+                if i == len(offs) or offs[i] - offs[i - 1] != step:
+                    runs.append((offs[start], i - start))
+                    start = i
+            used = sum(r[4] for r in mal if r[4] is not None)
+            p(f"{len(mal)} allocations of {mal[0][2]} B: cudaMemGetInfo fell by {used:.0f} MiB "
+              f"({used * MiB / len(mal):.1f} B each); {len(pages)} distinct 2 MiB pages, "
+              f"allocations per page {dict(collections.Counter(pages.values()))}")
+            p(f"usual step {step:g} MiB; runs of steps (start offset MiB, length): {runs[:12]}"
+              f"{' ...' if len(runs) > 12 else ''} ({len(runs)} runs)")
+            p("free memory at each note (MiB): " + ", ".join(
+                f"{r[1]}: {int(rw['free_after']) / MiB:.0f}"
+                for r, rw in zip(rows, _raw[(d, exp, run)]) if r[0] == "meminfo"))
+            continue
+        for op, label, size, rel, used, a, err in rows:
+            if exp == "fill" and op == "free":
+                continue
+            where = f"{rel:10.3f} {((a % (32 * MiB)) / MiB):7.3f}" if rel is not None else \
+                f"{'-':>10s} {'-':>7s}"
+            u = f"{used:9.3f}" if used is not None else f"{'-':>9s}"
+            if op == "meminfo":
+                raw = _raw[(d, exp, run)][rows.index((op, label, size, rel, used, a, err))]
+                u = f"free {int(raw['free_after']) / MiB:.1f} MiB"
+            p(f"{op:7s} {label:16s} {size:11d} {where} {u} {err[:40]}")
+    p("\n== same offsets from the first allocation?")
+    keys = sorted({(e, r) for (_, e, r) in rels})
+    for exp, run in keys:
+        for d in dirs:
+            if (d, exp, run) not in rels:
+                continue
+            ref_d, ref_r = dirs[0], 1
+            if (ref_d, exp, ref_r) not in rels or (d, run) == (ref_d, ref_r):
+                continue
+            a = [(r[0], r[2], r[3]) for r in rels[(ref_d, exp, ref_r)] if r[0] == "malloc"]
+            b = [(r[0], r[2], r[3]) for r in rels[(d, exp, run)] if r[0] == "malloc"]
+            diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+            verdict = "identical" if not diff and len(a) == len(b) else \
+                f"{len(diff)} of {min(len(a), len(b))} allocations differ (first at #{diff[0] if diff else '-'})"
+            p(f"{exp} run {run} in {d} vs run 1 in {ref_d}: {verdict}")
+
+
 def env_info(out):
     code = ("import json,cupy;from cupy.cuda import runtime as r;r.setDevice(0);r.free(0);"
             "p=r.getDeviceProperties(0);f,t=r.memGetInfo();"
@@ -314,10 +451,17 @@ def main(argv=None):
     p.add_argument("--only", action="append", choices=list(EXPERIMENTS), metavar="EXP",
                    help="run only these experiments (repeatable): " + ", ".join(EXPERIMENTS))
     p.add_argument("--list", action="store_true", help="list the experiments")
+    p.add_argument("--analyze", nargs="+", metavar="DIR",
+                   help="print the recorded calls of DIR as offsets from each process's first "
+                        "allocation and compare runs (and further DIRs) with DIR's run 1; "
+                        "needs no GPU")
     p.add_argument("--timeout", type=int, default=120, help="seconds per experiment process")
     p.add_argument("--child", choices=list(EXPERIMENTS), help=argparse.SUPPRESS)
     p.add_argument("--run", type=int, default=1, help=argparse.SUPPRESS)
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if a.analyze:
+        analyze(a.analyze)
+        return 0
     if a.list:
         for e, n in EXPERIMENTS.items():
             print(f"{e:9s} {n} process(es)")
