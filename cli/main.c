@@ -22,6 +22,7 @@ static const struct {
     {"validate", gs_cmd_validate},
     {"sweep", gs_cmd_sweep},
     {"plot", gs_cmd_plot},
+    {"whatif", gs_cmd_whatif},
 };
 
 static const char main_help[] =
@@ -36,6 +37,8 @@ static const char main_help[] =
     "  validate TRACE... replay on the simulator and on the real GPU, side by side\n"
     "  sweep TRACE       replay one trace over a grid of settings ({64,128} lists), in parallel\n"
     "  plot RESULT...    draw the plots of a saved report (also: replay/sweep --plot DIR)\n"
+    "  whatif INPUT      which setting would have saved this run (a snapshot or a trace), and at\n"
+    "                    what cost: minimum capacity, retries, device time per setting\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
@@ -59,6 +62,6 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return GS_EXIT_OK;
     }
-    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, help, "
-                       "version)", cmd);
+    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, "
+                       "help, version)", cmd);
 }

@@ -10,6 +10,7 @@
 
 #include "replay.h"
 #include "sweep.h"
+#include "whatif.h"
 
 G_BEGIN_DECLS
 
@@ -27,6 +28,14 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
 /* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
                   const gs_result *results);
+
+/* ---- gpusim whatif (whatif.c) ---- */
+/* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
+ * recommendation; table, CSV or JSON. */
+void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                      const GPtrArray *rows, uint64_t capacity, uint64_t device_total);
+/* The one-line recommendation in words. g_free it. */
+char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity);
 
 G_END_DECLS
 

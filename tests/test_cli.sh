@@ -261,5 +261,40 @@ expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
 expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
     "$gpusim" replay "$tmp/streams.gstrace" --lenient
 
+# --- gpusim whatif (issue 13) ---
+"$gpusim" whatif --help >"$tmp/h" || fail "whatif --help exits non-zero"
+for word in --capacity --policy --format "minimum capacity" Examples "Exit status"; do
+    grep -q -- "$word" "$tmp/h" || fail "whatif --help lacks '$word'"
+done
+expect_error "whatif without input" "no INPUT" "$gpusim" whatif
+expect_error "whatif two inputs" "one INPUT" "$gpusim" whatif "$trace" "$trace"
+expect_error "whatif bad policy" "max_split_sise_mb" "$gpusim" whatif "$trace" -p pytorch:max_split_sise_mb:1
+expect_error "whatif missing snapshot" "no such file" "$gpusim" whatif "$tmp/none.pickle.gz"
+"$gpusim" whatif "$trace" --capacity 5.75GiB -p cupy >"$tmp/w.txt" 2>"$tmp/err" || fail "whatif table: $(cat "$tmp/err")"
+grep -q "^pytorch (recorded) " "$tmp/w.txt" || fail "whatif: no recorded row: $(cat "$tmp/w.txt")"
+grep -q "^cupy " "$tmp/w.txt" || fail "whatif: the --policy row is missing"
+grep -q "completes at the cap of 5.75 GiB" "$tmp/w.txt" || fail "whatif: no recommendation: $(tail -2 "$tmp/w.txt")"
+"$gpusim" whatif "$trace" --capacity 5.75GiB -p cupy --format json -o "$tmp/w.json" || fail "whatif json: exit $?"
+python3 - "$tmp/w.json" <<'PY' || fail "whatif JSON"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["capacity_bytes"] == 6174015488 and v["trace"].endswith("resnet50.gstrace.gz"), v
+specs = [r["policy"] for r in v["results"]]
+assert "pytorch" in specs and "cupy" in specs and "pytorch:expandable_segments:True" in specs, specs
+mins = [r["min_capacity_bytes"] for r in v["results"]]
+assert mins == sorted(mins), mins              # most memory saved first
+for r in v["results"]:
+    assert r["outcome"] in ("ok", "oom") and isinstance(r["retries"], int), r
+    assert r["min_capacity_bytes"] % (2 << 20) == 0
+    assert (r["outcome"] == "ok") == (r["min_capacity_bytes"] <= v["capacity_bytes"]), r
+assert sum(r["recorded"] for r in v["results"]) == 1
+PY
+# a snapshot converted on the fly: the recorded cap comes from its sibling JSON (1.5 GiB)
+snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
+"$gpusim" whatif "$snap" --format csv >"$tmp/w.csv" 2>"$tmp/err" || fail "whatif snapshot: $(cat "$tmp/err")"
+head -1 "$tmp/w.csv" | grep -q "^trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes" ||
+    fail "whatif csv header: $(head -1 "$tmp/w.csv")"
+grep -Eq ",pytorch,1,161061273[56]," "$tmp/w.csv" || fail "whatif snapshot: recorded cap not taken: $(cat "$tmp/w.csv")"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

@@ -1,0 +1,195 @@
+/* cmd_whatif.c - gpusim whatif INPUT: from a run's snapshot (or trace) to "which setting saves
+ * it, how much memory would it need, and what does it cost", in one command (sim/whatif.c finds
+ * the minimum capacities, report/whatif.c writes the verdict).
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "cli.h"
+#include "whatif.h"
+
+static const char whatif_description[] =
+    "INPUT is a PyTorch memory snapshot (NAME.pickle or NAME.pickle.gz, from\n"
+    "torch.cuda.memory._dump_snapshot; converted on the fly with traces/convert.py, which reads a\n"
+    "NAME.json beside it when there is one) or a gpusim trace.\n"
+    "\n"
+    "The cap is the memory the recorded run's allocator could reserve: the snapshot's (its\n"
+    "sibling JSON's, or --reference's) when known, else --capacity, else the device total.\n"
+    "--capacity given overrides the recorded cap (to ask: what if the job had this much?).\n"
+    "\n"
+    "Every candidate setting is replayed at the cap: the recorded setting, PyTorch's default,\n"
+    "expandable_segments:True, max_split_size_mb 64/128/256/512, roundup_power2_divisions:4,\n"
+    "garbage_collection_threshold:0.8, and each --policy. Then each one's minimum capacity, the\n"
+    "least memory at which the whole trace completes with no OOM, is found by bisection to 2 MiB,\n"
+    "verified by replays at the answer and one step below, with a grid of larger capacities\n"
+    "replayed too: a setting that fails at a capacity larger than its minimum is marked '!'.\n"
+    "\n"
+    "The verdict lists the settings, most memory saved first: outcome at the cap, minimum\n"
+    "capacity, headroom at the cap (negative: short by that much), retries, device frees\n"
+    "(cudaFree and cuMemUnmap calls) and modelled device time, against the default's; then a\n"
+    "recommendation in words.\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim whatif oom_snapshot.pickle.gz\n"
+    "  gpusim whatif traces/data/resnet50.gstrace.gz --capacity 5.75GiB\n"
+    "  gpusim whatif run.pickle --policy 'pytorch:expandable_segments:True,max_split_size_mb:256' \\\n"
+    "      --format json -o verdict.json\n"
+    "\n"
+    "The converter is $GPUSIM_CONVERT, else gpusim-convert beside gpusim, else the source tree's\n"
+    "traces/convert.py (run with python3).\n"
+    "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses).";
+
+static bool is_snapshot(const char *path)
+{
+    return g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
+           g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz");
+}
+
+/* The converter's command: argv to spawn, with the script's path if it is a Python file. */
+static GPtrArray *converter_argv(void)
+{
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    const char *env = g_getenv("GPUSIM_CONVERT");
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    char *dir = exe ? g_path_get_dirname(exe) : NULL;
+    char *beside = dir ? g_build_filename(dir, "gpusim-convert", NULL) : NULL;
+    char *script = NULL;
+    if (env && *env) script = g_strdup(env);
+    else if (beside && g_file_test(beside, G_FILE_TEST_IS_EXECUTABLE)) script = g_strdup(beside);
+    else script = g_build_filename(GS_SOURCE_ROOT, "traces", "convert.py", NULL);
+    if (g_str_has_suffix(script, ".py")) g_ptr_array_add(argv, g_strdup("python3"));
+    g_ptr_array_add(argv, script);
+    g_free(exe);
+    g_free(dir);
+    g_free(beside);
+    return argv;
+}
+
+/* Convert a snapshot into dir: dir/trace.gstrace.gz and dir/reference.json. The converter's
+ * warnings (a cut recording, say) go to stderr as they are; its refusal is a usage error. */
+static void convert_snapshot(const char *input, const char *dir, char **trace, char **ref)
+{
+    *trace = g_build_filename(dir, "trace.gstrace.gz", NULL);
+    *ref = g_build_filename(dir, "reference.json", NULL);
+    GPtrArray *argv = converter_argv();
+    g_ptr_array_add(argv, g_strdup(input));
+    g_ptr_array_add(argv, g_strdup("-o"));
+    g_ptr_array_add(argv, g_strdup(*trace));
+    g_ptr_array_add(argv, g_strdup("--reference"));
+    g_ptr_array_add(argv, g_strdup(*ref));
+    g_ptr_array_add(argv, NULL);
+    char *err_text = NULL;
+    gint status = 0;
+    GError *err = NULL;
+    /* argv, no shell: a file name is never a command */
+    gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
+                                NULL, &err_text, &status, &err);
+    if (!ran) gs_cli_usage_error("whatif: cannot run the converter %s: %s",
+                                 (char *)argv->pdata[argv->len > 2 && strcmp(argv->pdata[0], "python3") == 0],
+                                 err->message);
+    if (!g_spawn_check_wait_status(status, NULL)) {
+        g_strchomp(err_text);
+        const char *last = strrchr(err_text, '\n');
+        gs_cli_usage_error("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
+    }
+    if (err_text && *err_text) fputs(err_text, stderr);
+    g_free(err_text);
+    g_ptr_array_free(argv, TRUE);
+}
+
+static void remove_dir(const char *dir, const char *trace, const char *ref)
+{
+    if (trace) g_unlink(trace);
+    if (ref) g_unlink(ref);
+    g_rmdir(dir);
+}
+
+static void whatif_progress(size_t done, size_t total, void *ud)
+{
+    fprintf(stderr, "\r\033[K%s: %zu/%zu settings", (const char *)ud, done, total);
+    fflush(stderr);
+}
+
+int gs_cmd_whatif(int argc, char **argv)
+{
+    char **policies = NULL, *reference = NULL;
+    gint jobs = 0;
+    const GOptionEntry own[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "A setting to try besides the standard ones; repeat for several", "SPEC"},
+        {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
+         "For a gpusim trace: the reference file of its run (traces/convert.py --reference), "
+         "for the recorded setting and cap", "REF.json"},
+        {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
+         "Settings searched at once (default: one per processor)", "N"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    static const char *const formats[] = {"table", "csv", "json", NULL};
+    gs_cli c;
+    gs_cli_init(&c, "whatif", "INPUT - which allocator setting saves this run, at what cost",
+                "Replay a run's trace under the standard allocator settings at the cap it had, find "
+                "each one's\nminimum capacity, and say which setting saves the run and what it costs.",
+                whatif_description,
+                GS_CLI_CAPACITY | GS_CLI_DEVICE_TOTAL | GS_CLI_FORMAT | GS_CLI_OUTPUT |
+                    GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                own, formats);
+    gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
+    if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
+    if (jobs < 0) gs_cli_usage_error("--jobs: %d is not a number of threads", jobs);
+    const char *input = argv[1];
+    char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
+    if (is_snapshot(input)) {
+        if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
+        if (!g_file_test(input, G_FILE_TEST_IS_REGULAR))
+            gs_cli_usage_error("%s: no such file", input);
+        GError *err = NULL;
+        if (!(tmpdir = g_dir_make_tmp("gpusim-whatif-XXXXXX", &err)))
+            gs_cli_usage_error("whatif: %s", err->message);
+        convert_snapshot(input, tmpdir, &trace_path, &ref_path);
+    }
+    gs_trace *t = gs_cli_load_trace(&c, trace_path ? trace_path : input);
+    GError *err = NULL;
+    gs_reference *ref = NULL;
+    const char *ref_file = ref_path ? ref_path : reference;
+    if (ref_file && !(ref = gs_reference_load(ref_file, &err))) gs_cli_usage_error("%s", err->message);
+    if (tmpdir) remove_dir(tmpdir, trace_path, ref_path);
+
+    const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
+                                                  : gs_trace_get_meta(t, "allocator_conf");
+    GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
+    if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    uint64_t total = c.total ? c.total
+                     : t->device_total ? t->device_total
+                     : ref && ref->device_total ? ref->device_total
+                                                : GS_DEFAULT_DEVICE_TOTAL;
+    uint64_t cap = c.capacity ? c.cap : ref && ref->cap_bytes ? ref->cap_bytes : total;
+    gs_whatif_opts o = {
+        .capacity = cap,
+        .device_total = total,
+        .cal = c.cal,
+        .jobs = (unsigned)jobs,
+        .progress = c.progress ? whatif_progress : NULL,
+        .progress_ud = (void *)input,
+    };
+    gs_whatif_run(rows, t, &o);
+    if (c.progress) fputs("\r\033[K", stderr);
+    gs_whatif_sort(rows);
+
+    char *tmp = NULL;
+    FILE *out = gs_cli_open_output(c.output, &tmp);
+    gs_whatif_report(out, c.fmt, input, t, rows, cap, total);
+    gs_cli_close_output(out, tmp, c.output);
+
+    gs_whatif_rows_free(rows);
+    gs_reference_free(ref);
+    gs_trace_free(t);
+    g_free(trace_path);
+    g_free(ref_path);
+    g_free(tmpdir);
+    g_strfreev(policies);
+    g_free(reference);
+    gs_cli_clear(&c);
+    return GS_EXIT_OK;
+}

@@ -1,0 +1,233 @@
+/* whatif.c - the verdict of gpusim whatif: one table (or CSV, JSON) of the candidate settings,
+ * most memory saved first, and a recommendation in words.
+ */
+#include <string.h>
+
+#include "report.h"
+
+static uint64_t device_frees(const gs_result *r)
+{
+    return r->calls.n[GS_CALL_FREE] + r->calls.n[GS_CALL_UNMAP];
+}
+
+static bool ok_at_cap(const gs_whatif_row *r) { return !r->at_cap.oom && r->at_cap.error == GS_OK; }
+
+/* Device time against the default's: 1.0 is the same; 0 when there is no default to compare. */
+static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
+{
+    double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
+    return d > 0 ? gs_devcalls_total_us(&r->at_cap.calls) / d : 0;
+}
+
+char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
+{
+    const gs_whatif_row *rec = NULL, *best_ok = NULL, *least = NULL;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (r->recorded) rec = r;
+        if (r->search.found && (!least || r->search.min_capacity < least->search.min_capacity))
+            least = r;
+        if (ok_at_cap(r) && r->search.found &&
+            (!best_ok || r->search.min_capacity < best_ok->search.min_capacity))
+            best_ok = r;
+    }
+    char *cap = gs_format_capacity(capacity, " ");
+    char *out;
+    if (!least) {
+        out = g_strdup_printf("No candidate completes this trace at any capacity up to the device's "
+                              "memory: the trace needs more than the device has.");
+    } else if (!best_ok) {
+        char *m = gs_format_size(least->search.min_capacity);
+        char *more = gs_format_size(least->search.min_capacity - capacity);
+        out = g_strdup_printf("No candidate completes at the cap of %s. The least memory is %s's: "
+                              "%s, %s more than the cap.", cap, least->pol->spec, m, more);
+        g_free(m);
+        g_free(more);
+    } else {
+        char *m = gs_format_size(best_ok->search.min_capacity);
+        char *head = gs_format_size(capacity - MIN(capacity, best_ok->search.min_capacity));
+        if (rec && !ok_at_cap(rec))
+            out = g_strdup_printf("The recorded setting (%s) fails at the cap of %s; %s completes "
+                                  "there, needing %s (%s of headroom).",
+                                  rec->pol->spec, cap, best_ok->pol->spec, m, head);
+        else if (rec && best_ok != rec && rec->search.found &&
+                 rec->search.min_capacity > best_ok->search.min_capacity) {
+            char *saved = gs_format_size(rec->search.min_capacity - best_ok->search.min_capacity);
+            out = g_strdup_printf("The recorded setting (%s) completes at the cap of %s; %s needs "
+                                  "least, %s (%s less).",
+                                  rec->pol->spec, cap, best_ok->pol->spec, m, saved);
+            g_free(saved);
+        } else {
+            out = g_strdup_printf("The recorded setting (%s) completes at the cap of %s and needs "
+                                  "least: %s.",
+                                  best_ok->pol->spec, cap, m);
+        }
+        g_free(m);
+        g_free(head);
+    }
+    g_free(cap);
+    return out;
+}
+
+static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
+                  uint64_t capacity, const char *rec_text)
+{
+    const gs_whatif_row *dflt = gs_whatif_default(rows);
+    char *cap = gs_format_capacity(capacity, " ");
+    fprintf(out, "whatif %s: %zu events, at the cap of %s\n", name, t->n, cap);
+    g_free(cap);
+    int w = 7;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        w = MAX(w, (int)strlen(r->pol->spec) + (r->recorded ? 11 : 0));
+    }
+    fprintf(out, "%-*s %-7s %12s %13s %7s %9s %9s %8s\n", w, "setting", "at cap", "min capacity",
+            "headroom", "retries", "dev frees", "device ms", "vs dflt");
+    bool any_nonmono = false;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        char *label = g_strdup_printf("%s%s", r->pol->spec, r->recorded ? " (recorded)" : "");
+        char *minc = r->search.found ? gs_format_size(r->search.min_capacity) : g_strdup("none");
+        char *head;
+        if (!r->search.found) head = g_strdup("-");
+        else if (r->search.min_capacity <= capacity) {
+            char *h = gs_format_size(capacity - r->search.min_capacity);
+            head = g_strdup_printf("%s", h);
+            g_free(h);
+        } else {
+            char *h = gs_format_size(r->search.min_capacity - capacity);
+            head = g_strdup_printf("-%s", h);
+            g_free(h);
+        }
+        double v = vs_default(r, dflt);
+        char vs[16] = "-";
+        if (v > 0) g_snprintf(vs, sizeof vs, "%+.0f%%", 100.0 * (v - 1.0));
+        fprintf(out, "%-*s %-7s %11s%s %13s %7" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT
+                     " %9.2f %8s\n",
+                w, label, ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "OOM", minc,
+                r->search.fails_above ? "!" : " ", head, r->at_cap.stats.num_alloc_retries,
+                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls) / 1000.0, vs);
+        any_nonmono |= r->search.fails_above != 0;
+        g_free(label);
+        g_free(minc);
+        g_free(head);
+    }
+    if (any_nonmono) {
+        fputs("! the setting fails at a larger capacity than its minimum:\n", out);
+        for (guint i = 0; i < rows->len; i++) {
+            const gs_whatif_row *r = rows->pdata[i];
+            if (!r->search.fails_above) continue;
+            char *f = gs_format_size(r->search.fails_above);
+            fprintf(out, "  %s fails at %s\n", r->pol->spec, f);
+            g_free(f);
+        }
+    }
+    fputs("(at cap, retries, dev frees (cudaFree + cuMemUnmap), device ms: the replay at the cap; "
+          "vs dflt: its device time against the default setting's)\n", out);
+    fprintf(out, "\n%s\n", rec_text);
+}
+
+static void csv(FILE *out, const char *name, const GPtrArray *rows, uint64_t capacity)
+{
+    const gs_whatif_row *dflt = gs_whatif_default(rows);
+    fputs("trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes,fails_above_bytes,"
+          "headroom_bytes,num_alloc_retries,num_ooms,device_frees,device_time_us,"
+          "device_time_vs_default,peak_reserved_bytes,replays\n", out);
+    char *tq = gs_csv_quote(name);
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        char *pq = gs_csv_quote(r->pol->spec);
+        fprintf(out, "%s,%s,%d,%" G_GUINT64_FORMAT ",%s,", tq, pq, r->recorded, capacity,
+                ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "oom");
+        if (r->search.found) fprintf(out, "%" G_GUINT64_FORMAT, r->search.min_capacity);
+        fputc(',', out);
+        if (r->search.fails_above) fprintf(out, "%" G_GUINT64_FORMAT, r->search.fails_above);
+        fputc(',', out);
+        if (r->search.found)
+            fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
+        fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                     ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u\n",
+                r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
+                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
+                vs_default(r, dflt), r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
+                r->search.probes + 1);
+        g_free(pq);
+    }
+    g_free(tq);
+}
+
+static void json(FILE *out, const char *name, const GPtrArray *rows, uint64_t capacity,
+                 uint64_t device_total, const char *rec_text)
+{
+    const gs_whatif_row *dflt = gs_whatif_default(rows);
+    GString *g = g_string_new(NULL);
+    gs_jw w;
+    gs_jw_init(&w, g);
+    gs_jw_object(&w);
+    gs_jw_key(&w, "trace");
+    gs_jw_str(&w, name);
+    gs_jw_key(&w, "capacity_bytes");
+    gs_jw_uint(&w, capacity);
+    gs_jw_key(&w, "device_total_bytes");
+    gs_jw_uint(&w, device_total);
+    gs_jw_key(&w, "step_bytes");
+    gs_jw_uint(&w, GS_WHATIF_STEP);
+    gs_jw_key(&w, "recommendation");
+    gs_jw_str(&w, rec_text);
+    gs_jw_key(&w, "results");
+    gs_jw_array(&w);
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        gs_jw_break(&w, ",\n  ");
+        if (i == 0) gs_jw_text(&w, "\n  ");
+        gs_jw_object(&w);
+        gs_jw_key(&w, "policy");
+        gs_jw_str(&w, r->pol->spec);
+        gs_jw_key(&w, "recorded");
+        gs_jw_bool(&w, r->recorded);
+        gs_jw_key(&w, "outcome");
+        gs_jw_str(&w, ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "oom");
+        gs_jw_key(&w, "min_capacity_bytes");
+        if (r->search.found) gs_jw_uint(&w, r->search.min_capacity);
+        else gs_jw_null(&w);
+        gs_jw_key(&w, "fails_above_bytes");
+        if (r->search.fails_above) gs_jw_uint(&w, r->search.fails_above);
+        else gs_jw_null(&w);
+        gs_jw_key(&w, "headroom_bytes");
+        if (r->search.found) gs_jw_int(&w, (int64_t)capacity - (int64_t)r->search.min_capacity);
+        else gs_jw_null(&w);
+        gs_jw_key(&w, "retries");
+        gs_jw_uint(&w, r->at_cap.stats.num_alloc_retries);
+        gs_jw_key(&w, "num_ooms");
+        gs_jw_uint(&w, r->at_cap.stats.num_ooms);
+        gs_jw_key(&w, "device_frees");
+        gs_jw_uint(&w, device_frees(&r->at_cap));
+        gs_jw_key(&w, "device_time_us");
+        gs_jw_num(&w, "%.1f", gs_devcalls_total_us(&r->at_cap.calls));
+        gs_jw_key(&w, "device_time_vs_default");
+        double v = vs_default(r, dflt);
+        if (v > 0) gs_jw_num(&w, "%.4f", v);
+        else gs_jw_null(&w);
+        gs_jw_key(&w, "peak_reserved_bytes");
+        gs_jw_int(&w, r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
+        gs_jw_key(&w, "replays");
+        gs_jw_uint(&w, r->search.probes + 1);
+        gs_jw_object_end(&w);
+    }
+    gs_jw_text(&w, "\n");
+    gs_jw_array_end(&w);
+    gs_jw_object_end(&w);
+    g_string_append_c(g, '\n');
+    fwrite(g->str, 1, g->len, out);
+    g_string_free(g, TRUE);
+}
+
+void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                      const GPtrArray *rows, uint64_t capacity, uint64_t device_total)
+{
+    char *rec = gs_whatif_recommendation(rows, capacity);
+    if (fmt == GS_FMT_JSON) json(out, name, rows, capacity, device_total, rec);
+    else if (fmt == GS_FMT_CSV) csv(out, name, rows, capacity);
+    else table(out, name, t, rows, capacity, rec);
+    g_free(rec);
+}

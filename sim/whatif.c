@@ -1,0 +1,217 @@
+/* whatif.c - the minimum capacity of a trace under each candidate setting (whatif.h). */
+#include <string.h>
+
+#include "whatif.h"
+
+void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
+                      gs_whatif_search *out)
+{
+    memset(out, 0, sizeof *out);
+    /* in steps: lo_k fails (known), hi_k is the largest considered */
+    uint64_t lo_k = lo / step, hi_k = hi / step;
+    if (hi_k <= lo_k) return;
+    out->probes++;
+    if (!probe(hi_k * step, ud)) {
+        /* fails at the largest capacity: the grid below still says whether it ever completes */
+        for (unsigned g = 1; g < GS_WHATIF_GRID; g++) {
+            uint64_t k = lo_k + (hi_k - lo_k) * g / GS_WHATIF_GRID;
+            if (k <= lo_k) continue;
+            out->probes++;
+            if (probe(k * step, ud)) {
+                out->fails_above = hi_k * step;
+                hi_k = k; /* bisect below this success instead */
+                break;
+            }
+        }
+        if (!out->fails_above) return;
+    }
+    /* invariant: fails at lo_k (or lo_k is the known-failing bound), completes at hi_k */
+    uint64_t floor_k = lo_k;
+    for (;;) {
+        while (hi_k - lo_k > 1) {
+            uint64_t mid = lo_k + (hi_k - lo_k) / 2;
+            out->probes++;
+            if (probe(mid * step, ud)) hi_k = mid;
+            else lo_k = mid;
+        }
+        /* The grid below the answer: a success there means the bisection stopped at a later
+         * boundary (hi_k - 1 fails, yet less memory completes): search again below it. */
+        uint64_t below = 0;
+        for (unsigned g = 1; g < GS_WHATIF_GRID && !below; g++) {
+            uint64_t k = floor_k + (hi_k - 1 - floor_k) * g / GS_WHATIF_GRID;
+            if (k <= floor_k || k >= hi_k - 1) continue;
+            out->probes++;
+            if (probe(k * step, ud)) below = k;
+        }
+        if (!below) break;
+        if ((hi_k - 1) * step > out->fails_above) out->fails_above = (hi_k - 1) * step;
+        hi_k = below;
+        lo_k = floor_k;
+    }
+    out->found = true;
+    out->min_capacity = hi_k * step;
+    out->below_fails = true; /* lo_k = hi_k - 1 failed, or is the known-failing bound */
+    /* The grid above the answer: does more memory ever fail? (The largest failing one is kept.) */
+    uint64_t top = hi / step;
+    for (unsigned g = 1; g <= GS_WHATIF_GRID; g++) {
+        uint64_t k = hi_k + (top - hi_k) * g / GS_WHATIF_GRID;
+        if (k <= hi_k || k * step == out->fails_above) continue;
+        out->probes++;
+        if (!probe(k * step, ud) && k * step > out->fails_above) out->fails_above = k * step;
+    }
+}
+
+/* ---- candidates ---- */
+
+static const char *const standard[] = {
+    "pytorch",
+    "pytorch:expandable_segments:True",
+    "pytorch:max_split_size_mb:64",
+    "pytorch:max_split_size_mb:128",
+    "pytorch:max_split_size_mb:256",
+    "pytorch:max_split_size_mb:512",
+    "pytorch:roundup_power2_divisions:4",
+    "pytorch:garbage_collection_threshold:0.8",
+};
+
+static gs_whatif_row *find_row(GPtrArray *rows, const char *spec)
+{
+    for (guint i = 0; i < rows->len; i++) {
+        gs_whatif_row *r = rows->pdata[i];
+        if (strcmp(r->pol->spec, spec) == 0) return r;
+    }
+    return NULL;
+}
+
+static gs_whatif_row *add_row(GPtrArray *rows, const char *spec, GError **err)
+{
+    gs_whatif_row *r = find_row(rows, spec);
+    if (r) return r;
+    gs_policy *pol = gs_policy_new(spec, err);
+    if (!pol) return NULL;
+    r = g_new0(gs_whatif_row, 1);
+    r->pol = pol;
+    g_ptr_array_add(rows, r);
+    return r;
+}
+
+static void row_free(gs_whatif_row *r)
+{
+    gs_result_clear(&r->at_cap);
+    gs_policy_free(r->pol);
+    g_free(r);
+}
+
+void gs_whatif_rows_free(GPtrArray *rows)
+{
+    if (rows) g_ptr_array_free(rows, TRUE);
+}
+
+GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *extra, GError **err)
+{
+    GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)row_free);
+    char *rec = recorded_conf && *recorded_conf ? g_strdup_printf("pytorch:%s", recorded_conf)
+                                                : g_strdup("pytorch");
+    gs_whatif_row *r = add_row(rows, rec, err);
+    g_free(rec);
+    if (!r) { /* a recorded setting gpusim cannot parse: say so, with the trace's words */
+        g_ptr_array_free(rows, TRUE);
+        return NULL;
+    }
+    r->recorded = true;
+    for (size_t i = 0; i < G_N_ELEMENTS(standard); i++) add_row(rows, standard[i], NULL);
+    for (const char *const *e = extra; e && *e; e++) {
+        if (!(r = add_row(rows, *e, err))) {
+            g_ptr_array_free(rows, TRUE);
+            return NULL;
+        }
+        r->given = true;
+    }
+    return rows;
+}
+
+const gs_whatif_row *gs_whatif_default(const GPtrArray *rows)
+{
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (strcmp(r->pol->spec, "pytorch") == 0) return r;
+    }
+    return NULL;
+}
+
+static gint by_min_capacity(gconstpointer a, gconstpointer b)
+{
+    const gs_whatif_row *x = *(gs_whatif_row *const *)a, *y = *(gs_whatif_row *const *)b;
+    if (x->search.found != y->search.found) return x->search.found ? -1 : 1;
+    if (x->search.min_capacity != y->search.min_capacity)
+        return x->search.min_capacity < y->search.min_capacity ? -1 : 1;
+    return 0; /* g_ptr_array_sort is stable: candidates' order breaks ties */
+}
+
+void gs_whatif_sort(GPtrArray *rows) { g_ptr_array_sort(rows, by_min_capacity); }
+
+/* ---- replays ---- */
+
+typedef struct {
+    const gs_trace *t;
+    const gs_whatif_opts *o;
+    const gs_policy *pol;
+} probe_ctx;
+
+static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity)
+{
+    return (gs_replay_opts){.capacity = capacity, .device_total = o->device_total, .cal = o->cal};
+}
+
+/* Completes: no OOM and no device error. */
+static bool completes(uint64_t capacity, void *ud)
+{
+    const probe_ctx *x = ud;
+    gs_replay_opts ro = replay_opts(x->o, capacity);
+    gs_result r;
+    bool ok = gs_replay_run(x->t, x->pol, &ro, &r, NULL) && !r.oom && r.error == GS_OK;
+    gs_result_clear(&r);
+    return ok;
+}
+
+typedef struct {
+    GPtrArray *rows;
+    const gs_trace *t;
+    const gs_whatif_opts *o;
+    GMutex lock;
+    size_t done;
+} run_ctx;
+
+static void run_row(gpointer data, gpointer user)
+{
+    run_ctx *x = user;
+    gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
+    gs_replay_opts ro = replay_opts(x->o, x->o->capacity);
+    (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
+    /* No allocator completes below the trace's peak allocated bytes under this setting's
+     * rounding (reserved >= allocated at every moment), so the bisection starts there. */
+    int64_t peak = r->at_cap.oom ? 0 : r->at_cap.stats.allocated_bytes[GS_STAT_ALL].peak;
+    uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
+    probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol};
+    gs_whatif_bisect(completes, &p, lo, x->o->device_total, GS_WHATIF_STEP, &r->search);
+    g_mutex_lock(&x->lock);
+    x->done++;
+    if (x->o->progress) x->o->progress(x->done, x->rows->len, x->o->progress_ud);
+    g_mutex_unlock(&x->lock);
+}
+
+void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
+{
+    run_ctx x = {.rows = rows, .t = t, .o = o};
+    g_mutex_init(&x.lock);
+    unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
+    if (jobs > rows->len) jobs = rows->len;
+    if (jobs <= 1) {
+        for (guint i = 0; i < rows->len; i++) run_row(GSIZE_TO_POINTER(i + 1), &x);
+    } else {
+        GThreadPool *pool = g_thread_pool_new(run_row, &x, (gint)jobs, TRUE, NULL);
+        for (guint i = 0; i < rows->len; i++) g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
+        g_thread_pool_free(pool, FALSE, TRUE);
+    }
+    g_mutex_clear(&x.lock);
+}

@@ -1,0 +1,80 @@
+/* whatif.h - gpusim whatif: which allocator setting would have saved a run, and what it costs.
+ *
+ * For each candidate setting: the replay at the recorded run's cap (its outcome, retries, device
+ * calls and time), and the minimum capacity at which the whole trace completes with no OOM,
+ * found by bisection in steps of GS_WHATIF_STEP. A bisection assumes that more memory never
+ * hurts; gpusim does not take that on trust: the answer and one step below are both replayed;
+ * a coarse grid below the answer is replayed, and a success there restarts the search below it;
+ * a grid above the answer is replayed too; and any failure at a capacity above the answer is
+ * reported (the setting survives at some capacity and fails at a larger one).
+ */
+#ifndef GS_WHATIF_H
+#define GS_WHATIF_H
+
+#include <glib.h>
+
+#include "replay.h"
+
+G_BEGIN_DECLS
+
+#define GS_WHATIF_STEP (2 * GS_MiB)  /* the resolution of a minimum capacity: one device page */
+#define GS_WHATIF_GRID 8             /* grid points replayed below and above the answer */
+
+/* ---- the search, apart from replays (so it can be tested on any predicate) ---- */
+
+/* Does the trace complete at this capacity (bytes)? */
+typedef bool (*gs_whatif_probe_fn)(uint64_t capacity, void *ud);
+
+typedef struct {
+    bool found;             /* some capacity <= hi completes */
+    uint64_t min_capacity;  /* the smallest that completes, a multiple of step (found) */
+    bool below_fails;       /* min_capacity - step was replayed and fails (or is below lo) */
+    /* A capacity above min_capacity at which the trace fails (0: none seen): more memory hurt. */
+    uint64_t fails_above;
+    unsigned probes;        /* replays made */
+} gs_whatif_search;
+
+/* Bisection over multiples of step in (lo, hi]: lo is known to fail (e.g. below the peak
+ * allocated bytes, which no allocator can do without), hi is the largest capacity considered.
+ * Then the grid checks below and above the answer. */
+void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
+                      gs_whatif_search *out);
+
+/* ---- the candidates and their replays ---- */
+
+typedef struct {
+    gs_policy *pol;
+    bool recorded;          /* the setting the recorded run had */
+    bool given;             /* asked for with --policy */
+    gs_result at_cap;       /* the replay at the cap */
+    gs_whatif_search search;
+} gs_whatif_row;
+
+typedef struct {
+    uint64_t capacity;      /* the recorded run's cap; the device total when it had none */
+    uint64_t device_total;  /* the simulated device's memory (the largest capacity searched) */
+    const gs_calibration *cal;
+    unsigned jobs;          /* settings replayed at once; 0: one per processor */
+    void (*progress)(size_t done, size_t total, void *ud); /* settings finished; serialised */
+    void *progress_ud;
+} gs_whatif_opts;
+
+/* The standard candidates: the recorded setting (recorded_conf, PYTORCH_CUDA_ALLOC_CONF; may be
+ * NULL or ""), PyTorch's default, expandable_segments:True, max_split_size_mb at 64, 128, 256
+ * and 512, roundup_power2_divisions:4, garbage_collection_threshold:0.8; then every spec in
+ * extra (NULL-terminated; may be NULL). A setting named twice appears once. NULL and err for a
+ * bad extra spec. */
+GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *extra, GError **err);
+void gs_whatif_rows_free(GPtrArray *rows);
+
+/* Replay every row at the cap and search its minimum capacity, rows in parallel. */
+void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o);
+
+/* The row of PyTorch's default setting, or NULL. */
+const gs_whatif_row *gs_whatif_default(const GPtrArray *rows);
+/* Sort: most memory saved first (smallest minimum capacity; none found last). */
+void gs_whatif_sort(GPtrArray *rows);
+
+G_END_DECLS
+
+#endif

@@ -1,0 +1,178 @@
+/* test_whatif.c - gpusim whatif's engine: the bisection (exact on a threshold, honest on a
+ * predicate that is not monotonic, made so on purpose), the candidates, and on the bundled
+ * traces every minimum capacity checked by replays at it (completes) and one step below (fails).
+ *
+ * Usage: test_whatif TRACE_DATA_DIR (traces/data). */
+#include <string.h>
+
+#include "report.h"
+#include "testutil.h"
+
+static const char *data_dir;
+
+/* A predicate in steps of 1: completes where ok_from <= c, except in [hole_lo, hole_hi). */
+typedef struct {
+    uint64_t ok_from, hole_lo, hole_hi, ok_below; /* ok_below: also fails at >= this (0: never) */
+    unsigned calls;
+} pred;
+
+static bool pred_probe(uint64_t c, void *ud)
+{
+    pred *p = ud;
+    p->calls++;
+    if (p->ok_below && c >= p->ok_below) return false;
+    if (c >= p->hole_lo && c < p->hole_hi) return false;
+    return c >= p->ok_from;
+}
+
+START_TEST(bisect_finds_a_threshold_exactly)
+{
+    for (uint64_t thr = 1; thr <= 200; thr += 7) {
+        pred p = {.ok_from = thr};
+        gs_whatif_search s;
+        gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+        ck_assert(s.found);
+        ck_assert_uint_eq(s.min_capacity, thr);
+        ck_assert(s.below_fails);
+        ck_assert_uint_eq(s.fails_above, 0);
+        ck_assert_uint_eq(s.probes, p.calls);
+        ck_assert_uint_le(s.probes, 1 + 8 + 2 * GS_WHATIF_GRID); /* log2(200) + 1, grids below and above */
+    }
+}
+END_TEST
+
+/* Made not monotonic on purpose: completes from 40, but fails again in [100, 130). The search
+ * still answers 40 and says that a larger capacity failed. */
+START_TEST(bisect_says_when_more_memory_fails)
+{
+    pred p = {.ok_from = 40, .hole_lo = 100, .hole_hi = 130};
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    ck_assert(s.found);
+    ck_assert_uint_eq(s.min_capacity, 40);
+    ck_assert_uint_ge(s.fails_above, 100);
+    ck_assert_uint_lt(s.fails_above, 130);
+}
+END_TEST
+
+/* Fails at the largest capacity but completes lower down (more memory hurts at the top). */
+START_TEST(bisect_fails_at_top_but_completes_below)
+{
+    pred p = {.ok_from = 30, .ok_below = 180};
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    ck_assert(s.found);
+    ck_assert_uint_eq(s.min_capacity, 30);
+    ck_assert_uint_ge(s.fails_above, 180);
+}
+END_TEST
+
+START_TEST(bisect_never_completes)
+{
+    pred p = {.ok_from = 1000};
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    ck_assert(!s.found);
+    ck_assert_uint_eq(s.fails_above, 0);
+}
+END_TEST
+
+START_TEST(candidates_recorded_standard_and_given)
+{
+    const char *extra[] = {"pytorch:expandable_segments:True", "cupy", NULL};
+    GError *err = NULL;
+    GPtrArray *rows = gs_whatif_candidates("max_split_size_mb:128", extra, &err);
+    ck_assert_ptr_nonnull(rows);
+    const gs_whatif_row *r0 = rows->pdata[0];
+    ck_assert_str_eq(r0->pol->spec, "pytorch:max_split_size_mb:128");
+    ck_assert(r0->recorded);
+    unsigned n_exp = 0, n_rec = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        n_exp += strcmp(r->pol->spec, "pytorch:expandable_segments:True") == 0;
+        n_rec += r->recorded;
+    }
+    ck_assert_uint_eq(n_exp, 1); /* named twice, listed once */
+    ck_assert_uint_eq(n_rec, 1);
+    ck_assert_ptr_nonnull(gs_whatif_default(rows));
+    const gs_whatif_row *last = rows->pdata[rows->len - 1];
+    ck_assert_str_eq(last->pol->spec, "cupy");
+    ck_assert(last->given);
+    gs_whatif_rows_free(rows);
+
+    const char *bad[] = {"pytorch:max_split_sise_mb:1", NULL};
+    ck_assert_ptr_null(gs_whatif_candidates(NULL, bad, &err));
+    ck_assert(strstr(err->message, "max_split_sise_mb"));
+    g_clear_error(&err);
+}
+END_TEST
+
+static bool completes(const gs_trace *t, const gs_policy *p, uint64_t cap, uint64_t total)
+{
+    gs_replay_opts o = {.capacity = cap, .device_total = total};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    bool ok = !r.oom && r.error == GS_OK;
+    gs_result_clear(&r);
+    return ok;
+}
+
+/* The issue's check, on every bundled single-client trace: each minimum capacity completes,
+ * and 2 MiB less fails. */
+START_TEST(min_capacity_verified_by_replay)
+{
+    static const char *const names[] = {"resnet50", "gpt2", "batch-alternate"};
+    for (size_t n = 0; n < G_N_ELEMENTS(names); n++) {
+        char *path = g_strdup_printf("%s/%s.gstrace.gz", data_dir, names[n]);
+        gs_trace *t = gs_trace_load(path, 0, NULL, NULL, NULL);
+        ck_assert_msg(t != NULL, "%s", path);
+        GPtrArray *rows = gs_whatif_candidates(gs_trace_get_meta(t, "allocator_conf"), NULL, NULL);
+        uint64_t total = t->device_total;
+        gs_whatif_opts o = {.capacity = 5 * GiB + 768 * MiB, .device_total = total, .jobs = 2};
+        gs_whatif_run(rows, t, &o);
+        gs_whatif_sort(rows);
+        uint64_t prev = 0;
+        for (guint i = 0; i < rows->len; i++) {
+            const gs_whatif_row *r = rows->pdata[i];
+            ck_assert_msg(r->search.found, "%s %s: no minimum", names[n], r->pol->spec);
+            uint64_t m = r->search.min_capacity;
+            ck_assert_uint_eq(m % GS_WHATIF_STEP, 0);
+            ck_assert_uint_ge(m, prev); /* sorted, most memory saved first */
+            prev = m;
+            ck_assert_msg(completes(t, r->pol, m, total), "%s %s fails at its minimum", names[n],
+                          r->pol->spec);
+            ck_assert_msg(!completes(t, r->pol, m - GS_WHATIF_STEP, total),
+                          "%s %s completes below its minimum", names[n], r->pol->spec);
+            /* the outcome at the cap agrees with the minimum (these traces are monotonic) */
+            if (!r->search.fails_above)
+                ck_assert_int_eq(!r->at_cap.oom, m <= o.capacity);
+        }
+        gs_whatif_rows_free(rows);
+        gs_trace_free(t);
+        g_free(path);
+    }
+}
+END_TEST
+
+static Suite *whatif_suite(void)
+{
+    Suite *s = suite_create("whatif");
+    TCase *tc = tcase_create("search");
+    tcase_add_test(tc, bisect_finds_a_threshold_exactly);
+    tcase_add_test(tc, bisect_says_when_more_memory_fails);
+    tcase_add_test(tc, bisect_fails_at_top_but_completes_below);
+    tcase_add_test(tc, bisect_never_completes);
+    tcase_add_test(tc, candidates_recorded_standard_and_given);
+    suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("traces");
+    tcase_set_timeout(tr, 300);
+    tcase_add_test(tr, min_capacity_verified_by_replay);
+    suite_add_tcase(s, tr);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    data_dir = argc > 1 ? argv[1] : "traces/data";
+    return run_suite(whatif_suite());
+}
