@@ -149,6 +149,49 @@ static void report_calls(FILE *out, const gs_result *rs, size_t n, char **labels
     }
 }
 
+/* A size as PyTorch's OOM message prints it (c10's format_size: two decimals, "bytes" up to
+ * 1 KiB), so the line reads as the one users know. g_free it. */
+static char *pytorch_size(uint64_t b)
+{
+    if (b <= 1024) return g_strdup_printf("%" G_GUINT64_FORMAT " bytes", b);
+    if (b <= 1048576) return g_strdup_printf("%.2f KiB", (double)b / 1024.0);
+    if (b <= 1073741824) return g_strdup_printf("%.2f MiB", (double)b / 1048576.0);
+    return g_strdup_printf("%.2f GiB", (double)b / 1073741824.0);
+}
+
+/* "Tried to allocate 516.00 MiB; ... allocated by PyTorch, ... reserved but unallocated". */
+char *gs_oom_message(const gs_oom_report *o)
+{
+    char *req = pytorch_size(o->request), *al = pytorch_size(o->allocated);
+    char *un = pytorch_size(o->reserved - MIN(o->reserved, o->allocated));
+    char *m = g_strdup_printf("Tried to allocate %s; %s is allocated by PyTorch, and %s is reserved "
+                              "by PyTorch but unallocated", req, al, un);
+    g_free(req);
+    g_free(al);
+    g_free(un);
+    return m;
+}
+
+/* The two lines under a first OOM: PyTorch's words, then where the free memory was. */
+static void report_oom_lines(FILE *out, const gs_oom_report *o)
+{
+    char *msg = gs_oom_message(o);
+    char *free_b = gs_format_size(o->free_total), *lg = gs_format_size(o->largest_free);
+    char *lp = gs_format_size(o->largest_in_pool), *ls = gs_format_size(o->largest_on_stream);
+    char *small = gs_format_size(o->free_too_small), *rq = gs_format_size(o->rounded);
+    fprintf(out, "    PyTorch would say: %s\n", msg);
+    fprintf(out, "    cached free then: %s; largest block %s (in the request's pool %s, on its "
+                 "stream %s); %s of it in blocks smaller than the request as rounded (%s)\n",
+            free_b, lg, lp, ls, small, rq);
+    g_free(msg);
+    g_free(free_b);
+    g_free(lg);
+    g_free(lp);
+    g_free(ls);
+    g_free(small);
+    g_free(rq);
+}
+
 /* The first OOM and any device error of one result, under the table. */
 static void report_outcome(FILE *out, const gs_result *r, const char *label)
 {
@@ -172,6 +215,7 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         }
         fputc('\n', out);
         g_free(sz);
+        if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
     } else if (r->oom) {
         char *sz = gs_format_size(r->first_oom_size);
         fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
@@ -179,6 +223,7 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
                 r->policy, r->first_oom_event, sz, r->first_oom_size,
                 r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
         g_free(sz);
+        if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
     }
     if (r->error != GS_OK)
         fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
@@ -244,7 +289,9 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
 }
 
 #define CSV_COLUMNS                                                                            \
-    "policy,capacity_bytes,outcome,first_oom_event,first_oom_size,peak_allocated_bytes,"       \
+    "policy,capacity_bytes,outcome,first_oom_event,first_oom_size,first_oom_allocated_bytes,"  \
+    "first_oom_reserved_bytes,first_oom_free_bytes,first_oom_largest_free_bytes,"              \
+    "first_oom_free_too_small_bytes,peak_allocated_bytes,"                                     \
     "peak_reserved_bytes,peak_requested_bytes,frag_peak,waste_bytes,internal_frag,"            \
     "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
     "segments_allocated,device_time_us,replay_events_per_s"
@@ -268,6 +315,12 @@ static void csv_row(FILE *out, const gs_result *r)
     fprintf(out, ",%" G_GUINT64_FORMAT ",%s,", r->capacity, outcome(r));
     if (r->oom) fprintf(out, "%zu,%" G_GUINT64_FORMAT ",", r->first_oom_event, r->first_oom_size);
     else fprintf(out, ",,");
+    const gs_oom_report *o = r->first_oom_report;
+    if (o)
+        fprintf(out, "%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                     ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",",
+                o->allocated, o->reserved, o->free_total, o->largest_free, o->free_too_small);
+    else fprintf(out, ",,,,,");
     fprintf(out,
             "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%.6f,%" G_GINT64_FORMAT
             ",%.6f,%.6f,%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
@@ -405,6 +458,25 @@ static void json_reference(gs_jw *w, const gs_result *r, const gs_reference *ref
     gs_jw_object_end(w);
 }
 
+/* The first OOM's report, as members of its first_oom object. */
+static void json_oom_report(gs_jw *w, const gs_oom_report *o)
+{
+    char *msg = gs_oom_message(o);
+    jw_s(w, "message", msg);
+    g_free(msg);
+    jw_u(w, "rounded_size", o->rounded);
+    jw_u(w, "pool", o->pool);
+    jw_u(w, "stream", o->stream);
+    jw_u(w, "allocated_bytes", o->allocated);
+    jw_u(w, "reserved_bytes", o->reserved);
+    jw_u(w, "reserved_unallocated_bytes", o->reserved - MIN(o->reserved, o->allocated));
+    jw_u(w, "free_bytes", o->free_total);
+    jw_u(w, "free_too_small_bytes", o->free_too_small);
+    jw_u(w, "largest_free_bytes", o->largest_free);
+    jw_u(w, "largest_free_in_pool_bytes", o->largest_in_pool);
+    jw_u(w, "largest_free_on_stream_bytes", o->largest_on_stream);
+}
+
 #define JSON_LINE ",\n   " /* a result's members run over a few lines, grouped */
 
 static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
@@ -425,6 +497,7 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
         jw_u(w, "event", r->first_oom_event);
         jw_u(w, "size", r->first_oom_size);
         if (r->n_clients) jw_s(w, "client", r->clients[r->first_oom_client].name);
+        if (r->first_oom_report) json_oom_report(w, r->first_oom_report);
         gs_jw_object_end(w);
     }
     if (r->error != GS_OK) {

@@ -29,6 +29,10 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
                   const gs_result *results);
 
+/* PyTorch's words for an OOM: "Tried to allocate 516.00 MiB; ... allocated by PyTorch, and ...
+ * reserved by PyTorch but unallocated". g_free it. */
+char *gs_oom_message(const gs_oom_report *o);
+
 /* ---- gpusim whatif (whatif.c) ---- */
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
  * recommendation; table, CSV or JSON. */

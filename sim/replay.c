@@ -121,7 +121,33 @@ void gs_result_clear(gs_result *r)
     }
     g_free(r->clients);
     g_free(r->json_extra);
+    g_free(r->first_oom_report);
     memset(r, 0, sizeof *r);
+}
+
+/* The heap as the first OOM left it (gs_oom_report). A walk over the free blocks, once. */
+static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_event *e)
+{
+    gs_oom_report *o = g_new0(gs_oom_report, 1);
+    const gs_policy *p = gs_heap_policy(h);
+    const gs_stats *s = gs_heap_stats(h);
+    o->request = e->size;
+    o->rounded = p->ops->round_size(p->cfg, e->size);
+    o->pool = p->ops->pool_of(p->cfg, o->rounded);
+    o->stream = e->stream < t->streams->len ? g_array_index(t->streams, uint64_t, e->stream) : 0;
+    o->allocated = (uint64_t)s->allocated_bytes[GS_STAT_ALL].current;
+    o->reserved = (uint64_t)s->reserved_bytes[GS_STAT_ALL].current;
+    o->limit = gs_heap_limit(h);
+    for (unsigned pool = 0; pool < p->ops->npools; pool++)
+        for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) {
+            o->free_total += b->size;
+            if (b->size < o->rounded) o->free_too_small += b->size;
+            o->largest_free = MAX(o->largest_free, b->size);
+            if (pool != o->pool) continue;
+            o->largest_in_pool = MAX(o->largest_in_pool, b->size);
+            if (b->stream == e->stream) o->largest_on_stream = MAX(o->largest_on_stream, b->size);
+        }
+    return o;
 }
 
 /* The driver's view at a new peak of reserved memory (opts.probe_driver): the device's reserved
@@ -156,6 +182,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
                     r->oom = true;
                     r->first_oom_event = i;
                     r->first_oom_size = e->size;
+                    r->first_oom_report = oom_report(h, t, e);
                 }
                 if (mc) gs_clients_oom(mc, e, i);
                 if (!o->continue_on_oom) {

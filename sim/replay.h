@@ -109,6 +109,24 @@ typedef struct {
     uint64_t reserved_at_oom, allocated_at_oom;
 } gs_client_result;
 
+/* What the allocator held when a request first failed: what PyTorch's OOM message says (the
+ * request, allocated, reserved but unallocated) and what it does not (where the free memory
+ * was, and how much of it lay in pieces too small for the request). */
+typedef struct {
+    uint64_t request;             /* the size the program asked for */
+    uint64_t rounded;             /* as the policy rounded it */
+    unsigned pool;                /* the pool it went to */
+    uint64_t stream;              /* its stream, as the trace names it */
+    uint64_t allocated, reserved; /* the allocator's, then */
+    uint64_t limit;               /* the allocator's limit (0: none) */
+    uint64_t free_total;          /* cached free bytes, every pool and stream */
+    uint64_t free_too_small;      /* of which in blocks smaller than the rounded request */
+    uint64_t largest_free;        /* the largest cached free block anywhere */
+    uint64_t largest_in_pool;     /* the largest in the request's pool (any stream) */
+    uint64_t largest_on_stream;   /* the largest in the request's pool on its stream: what
+                                   * best fit could have used */
+} gs_oom_report;
+
 typedef struct {
     char *policy;                 /* the spec */
     const char *backend;          /* the device's name: "sim", "cuda" (static string) */
@@ -139,6 +157,7 @@ typedef struct {
     gs_client_result *clients;    /* in the trace's client order */
     size_t n_clients;
     size_t first_oom_client;      /* index into clients, when oom */
+    gs_oom_report *first_oom_report; /* the heap at the first OOM (owned), when oom */
     /* More members for this result's JSON object, already formatted (", \"timeline\": ...":
      * the plot series of plots/plot.c), or NULL; g_free'd by gs_result_clear. */
     char *json_extra;
