@@ -169,7 +169,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
                        gs_result *r, GError **err);
 /* Free what r owns (its strings, its clients, json_extra) and zero it. */
 void gs_result_clear(gs_result *r);
-/* Move src into dst: dst's old contents are cleared, dst takes every pointer src owned, and src
+/* Move src into dst (dst: a result or zeroed memory): dst's old contents are cleared, dst takes every pointer src owned, and src
  * is left zeroed (so clearing both frees each thing once). A gs_result is never copied by
  * assignment: its pointers would then have two owners. */
 void gs_result_move(gs_result *dst, gs_result *src);

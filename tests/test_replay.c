@@ -134,6 +134,51 @@ START_TEST(parse_sizes)
 }
 END_TEST
 
+/* The first OOM's report (issue 13): a 20 MiB segment split into five 4 MiB blocks, two of them
+ * freed apart from each other, and a cap of one segment: a 6 MiB request cannot be served, and
+ * the report says so in PyTorch's words and shows why (8 MiB free, all in 4 MiB pieces). */
+START_TEST(first_oom_report_fields)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t s[5];
+    for (int i = 0; i < 5; i++) s[i] = gs_trace_add_alloc(t, "torch", 7, 4 * MiB);
+    gs_trace_add_free(t, s[1]);
+    gs_trace_add_free(t, s[3]);
+    gs_trace_add_alloc(t, "torch", 7, 6 * MiB);
+    gs_policy *p = gs_policy_new("pytorch", NULL);
+    gs_replay_opts o = {.capacity = 20 * MiB};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.first_oom_event, 7);
+    const gs_oom_report *q = r.first_oom_report;
+    ck_assert_ptr_nonnull(q);
+    ck_assert_uint_eq(q->request, 6 * MiB);
+    ck_assert_uint_eq(q->rounded, 6 * MiB);
+    ck_assert_uint_eq(q->stream, 7);
+    ck_assert_uint_eq(q->allocated, 12 * MiB);
+    ck_assert_uint_eq(q->reserved, 20 * MiB);
+    ck_assert_uint_eq(q->limit, 20 * MiB);
+    ck_assert_uint_eq(q->free_total, 8 * MiB);
+    ck_assert_uint_eq(q->free_too_small, 8 * MiB);
+    ck_assert_uint_eq(q->largest_free, 4 * MiB);
+    ck_assert_uint_eq(q->largest_in_pool, 4 * MiB);
+    ck_assert_uint_eq(q->largest_on_stream, 4 * MiB);
+    char *m = gs_oom_message(q);
+    ck_assert_str_eq(m, "Tried to allocate 6.00 MiB; 12.00 MiB is allocated by PyTorch, and "
+                        "8.00 MiB is reserved by PyTorch but unallocated");
+    g_free(m);
+    gs_result r2 = {0};
+    gs_result_move(&r2, &r); /* the report moves with its result */
+    ck_assert_ptr_null(r.first_oom_report);
+    ck_assert_ptr_eq(r2.first_oom_report, q);
+    gs_result_clear(&r2);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(format_sizes)
 {
     char *s = gs_format_size(20 * MiB);
@@ -355,6 +400,7 @@ static Suite *replay_suite(void)
     Suite *s = suite_create("replay");
     TCase *tc = tcase_create("engine");
     tcase_add_test(tc, replay_counts_like_the_heap);
+    tcase_add_test(tc, first_oom_report_fields);
     tcase_add_test(tc, replay_stops_at_first_oom_unless_told);
     tcase_add_test(tc, replay_deferred_free_and_flush);
     tcase_add_test(tc, replay_repeat_multiplies_events);
