@@ -26,8 +26,22 @@ typedef struct {
     const char *outcome;
     int64_t peak_reserved, segments, device_alloc, retries, ooms, peak_allocated;
     bool has_stats;
-    bool match; /* outcome, peak reserved, segments, device allocs and retries all equal */
+    /* The result is of the reference's own setting and cap: the only one a real run exists
+     * for. Another setting or cap is a prediction with nothing to compare: "no real run". */
+    bool same_run;
+    bool match; /* same_run, and outcome, peak reserved, segments, device allocs and retries
+                 * all equal */
 } ref_cmp;
+
+/* Is r the replay of the reference run's own setting (PYTORCH_CUDA_ALLOC_CONF) and cap? */
+static bool same_run(const gs_result *r, const gs_reference *ref)
+{
+    const char *conf = ref->allocator_conf ? ref->allocator_conf : "";
+    const char *spec = r->policy ? r->policy : "";
+    bool same_setting = *conf ? g_str_has_prefix(spec, "pytorch:") && strcmp(spec + 8, conf) == 0
+                              : strcmp(spec, "pytorch") == 0 || strcmp(spec, "pytorch:") == 0;
+    return same_setting && r->capacity == ref->cap_bytes;
+}
 
 static ref_cmp compare(const gs_result *r, const gs_reference *ref)
 {
@@ -44,7 +58,8 @@ static ref_cmp compare(const gs_result *r, const gs_reference *ref)
                   gs_reference_stat(ref, "allocated_bytes.all.peak", &c.peak_allocated);
     gs_reference_stat(ref, "num_device_alloc", &c.device_alloc);
     gs_reference_stat(ref, "reserved_bytes.all.peak", &c.peak_reserved);
-    c.match = strcmp(c.outcome, outcome(r)) == 0 &&
+    c.same_run = same_run(r, ref);
+    c.match = c.same_run && strcmp(c.outcome, outcome(r)) == 0 &&
               c.peak_reserved == r->stats.reserved_bytes[GS_STAT_ALL].peak &&
               c.segments == r->stats.segment[GS_STAT_ALL].allocated &&
               c.device_alloc == (int64_t)r->stats.num_device_alloc &&
@@ -251,9 +266,11 @@ static void report_references(FILE *out, const gs_result *rs, size_t n,
                 r->policy, c.outcome, outcome(r), "", c.peak_reserved,
                 r->stats.reserved_bytes[GS_STAT_ALL].peak, c.segments,
                 r->stats.segment[GS_STAT_ALL].allocated, c.device_alloc,
-                r->stats.num_device_alloc, retries, c.match ? "exact" : "DIFFERS");
+                r->stats.num_device_alloc, retries,
+                !c.same_run ? "no real run" : c.match ? "exact" : "DIFFERS");
     }
-    fprintf(out, "(each pair is real/simulated)\n");
+    fprintf(out, "(each pair is real/simulated; 'no real run': another setting or cap than the "
+                 "reference run's, a prediction with nothing to compare)\n");
 }
 
 static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
@@ -453,8 +470,11 @@ static void json_reference(gs_jw *w, const gs_result *r, const gs_reference *ref
         jw_i(w, "peak_allocated_bytes", c.peak_allocated);
     }
     jw_u(w, "segments_at_reference_addresses", r->script_used);
+    gs_jw_key(w, "compared");
+    gs_jw_bool(w, c.same_run);
     gs_jw_key(w, "match");
-    gs_jw_bool(w, c.match);
+    if (c.same_run) gs_jw_bool(w, c.match);
+    else gs_jw_null(w);
     gs_jw_object_end(w);
 }
 

@@ -261,6 +261,25 @@ expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
 expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
     "$gpusim" replay "$tmp/streams.gstrace" --lenient
 
+# --- --reference compares only the reference run's own setting and cap (issue 13) ---
+cat >"$tmp/ref.json" <<'JSON'
+{"format": "gpusim-reference 1", "allocator_conf": "", "device_total_bytes": 85017493504,
+ "cap_bytes": 0, "outcome": "ok",
+ "memory_stats": {"num_alloc_retries": 0, "num_ooms": 0, "reserved_bytes.all.peak": 7029653504,
+                  "allocated_bytes.all.peak": 5854787584, "num_device_alloc": 110},
+ "device_events": []}
+JSON
+"$gpusim" replay "$trace" -q --reference "$tmp/ref.json" --no-reference-addresses -p pytorch \
+    -p pytorch:expandable_segments:True --format json >"$tmp/r.json" || fail "replay --reference: exit $?"
+python3 - "$tmp/r.json" <<'PY' || fail "--reference JSON: only the reference run's setting is compared"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert r[0]["reference"]["compared"] is True and r[0]["reference"]["match"] is False, r[0]["reference"]
+assert r[1]["reference"]["compared"] is False and r[1]["reference"]["match"] is None, r[1]["reference"]
+PY
+"$gpusim" replay "$trace" -q --reference "$tmp/ref.json" --no-reference-addresses \
+    -p pytorch:expandable_segments:True | grep -q "no real run$" || fail "--reference table: no 'no real run'"
+
 # --- gpusim whatif (issue 13) ---
 "$gpusim" whatif --help >"$tmp/h" || fail "whatif --help exits non-zero"
 for word in --capacity --policy --format "minimum capacity" Examples "Exit status"; do
