@@ -36,12 +36,14 @@ enum {
     GS_CLI_LENIENT = 1u << 5,      /* --lenient */
     GS_CLI_CONTINUE = 1u << 6,     /* --continue-on-oom */
     GS_CLI_FORMAT = 1u << 7,       /* -f FMT, one of the command's formats, into fmt */
+    GS_CLI_JOBS = 1u << 8,         /* -j N, replays at once, into jobs (0: one per processor) */
 };
 
 typedef struct {
     /* as given on the command line (NULL when absent) */
     char *capacity, *device_total, *calibration, *output, *format;
     gboolean quiet, lenient, continue_on_oom;
+    gint jobs;
     /* parsed by gs_cli_parse */
     uint64_t cap;                   /* 0: no limit */
     uint64_t total;                 /* 0: the trace's, else GS_DEFAULT_DEVICE_TOTAL */

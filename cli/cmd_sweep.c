@@ -60,7 +60,6 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
 int gs_cmd_sweep(int argc, char **argv)
 {
     char **policies = NULL, *capacity = NULL, *plot_dir = NULL;
-    gint jobs = 0;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "Policy template with brace lists, e.g. 'pytorch:max_split_size_mb:{64,128}'; repeat "
@@ -68,8 +67,6 @@ int gs_cmd_sweep(int argc, char **argv)
         {"capacity", 'c', 0, G_OPTION_ARG_STRING, &capacity,
          "Memory the allocator may reserve, with brace lists, e.g. '{5.75,6.25}GiB' "
          "(default: no limit)", "SIZE"},
-        {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
-         "Cells replayed at once (default: one per processor)", "N"},
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also plot the sweep into DIR with gnuplot", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
@@ -80,11 +77,10 @@ int gs_cmd_sweep(int argc, char **argv)
                 "brace lists, in parallel, and write one CSV row per combination.",
                 sweep_description,
                 GS_CLI_DEVICE_TOTAL | GS_CLI_OUTPUT | GS_CLI_CONTINUE | GS_CLI_LENIENT |
-                    GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                    GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
                 own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
-    if (jobs < 0) gs_cli_usage_error("--jobs: %d is not a number of threads", jobs);
     GError *err = NULL;
     gs_sweep *sw = gs_sweep_new((const char *const *)policies, capacity, &err);
     if (!sw) gs_cli_usage_error("%s", err->message);
@@ -103,7 +99,7 @@ int gs_cmd_sweep(int argc, char **argv)
         .cal = c.cal ? c.cal : builtin,
         .continue_on_oom = c.continue_on_oom,
     };
-    if (!gs_sweep_run(sw, t, &o, (unsigned)jobs, c.progress ? sweep_progress : NULL, argv[1], rs,
+    if (!gs_sweep_run(sw, t, &o, (unsigned)c.jobs, c.progress ? sweep_progress : NULL, argv[1], rs,
                       &err))
         gs_cli_usage_error("%s", err->message);
     if (c.progress) fputs("\r\033[K", stderr);

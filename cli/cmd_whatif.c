@@ -115,15 +115,12 @@ static void whatif_progress(size_t done, size_t total, void *ud)
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL;
-    gint jobs = 0;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
         {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
          "For a gpusim trace: the reference file of its run (traces/convert.py --reference), "
          "for the recorded setting and cap", "REF.json"},
-        {"jobs", 'j', 0, G_OPTION_ARG_INT, &jobs,
-         "Settings searched at once (default: one per processor)", "N"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -133,11 +130,10 @@ int gs_cmd_whatif(int argc, char **argv)
                 "each one's\nminimum capacity, and say which setting saves the run and what it costs.",
                 whatif_description,
                 GS_CLI_CAPACITY | GS_CLI_DEVICE_TOTAL | GS_CLI_FORMAT | GS_CLI_OUTPUT |
-                    GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                    GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
     if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
-    if (jobs < 0) gs_cli_usage_error("--jobs: %d is not a number of threads", jobs);
     const char *input = argv[1];
     char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
     if (is_snapshot(input)) {
@@ -169,7 +165,7 @@ int gs_cmd_whatif(int argc, char **argv)
         .capacity = cap,
         .device_total = total,
         .cal = c.cal,
-        .jobs = (unsigned)jobs,
+        .jobs = (unsigned)c.jobs,
         .progress = c.progress ? whatif_progress : NULL,
         .progress_ud = (void *)input,
     };

@@ -65,6 +65,8 @@ static const shared_option shared[] = {
                                "bench/results/*/calibration-*.csv; default: built-in H100)",
                                "FILE")},
     {GS_CLI_QUIET, ENTRY("quiet", 'q', G_OPTION_ARG_NONE, "No progress on stderr", NULL)},
+    {GS_CLI_JOBS, ENTRY("jobs", 'j', G_OPTION_ARG_INT,
+                        "Replays run at once (default: one per processor)", "N")},
 };
 #undef ENTRY
 
@@ -79,6 +81,7 @@ static void *shared_slot(gs_cli *c, unsigned flag)
     case GS_CLI_LENIENT: return &c->lenient;
     case GS_CLI_CALIBRATION: return &c->calibration;
     case GS_CLI_QUIET: return &c->quiet;
+    case GS_CLI_JOBS: return &c->jobs;
     }
     g_assert_not_reached();
 }
@@ -143,6 +146,7 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
         if (!(c->cal = gs_calibration_load(c->calibration, &msg)))
             gs_cli_usage_error("--calibration: %s", msg);
     }
+    if (c->jobs < 0) gs_cli_usage_error("--jobs: %d is not a number of threads", c->jobs);
     c->progress = !c->quiet && isatty(STDERR_FILENO);
 }
 
