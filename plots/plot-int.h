@@ -81,8 +81,15 @@ char *gs_plot_run_label(const gs_plot_run *r, bool with_cap);
 /* Whether the n runs share one capacity (a title then names it once, the labels never). */
 bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n);
 
-/* A gnuplot string literal: double-quoted, so a title can hold a line break. */
+/* A gnuplot string literal for s that substitutes nothing, whatever s holds: single-quoted
+ * (gnuplot runs `text` in double quotes as a command), a quote or a line break joined in as a
+ * double-quoted piece of its own ("'", "\n"). Every text a script holds that is not gpusim's
+ * own goes through it, file names too. */
 void gs_gp_str(GString *g, const char *s);
+/* The same literal, as a string to g_free. */
+char *gs_gp_lit(const char *s);
+/* s appended to a .dat file: each control character (a line break would start a data row) '?'. */
+void gs_dat_text(GString *g, const char *s);
 /* The script's frame: a loop drawing PNG then SVG, w x h pixels, into out.'.'.fmt. */
 void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h);
 void gs_gp_end(GString *g);

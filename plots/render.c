@@ -16,9 +16,10 @@
 static gboolean render_one(const char *prog, const char *dir, const char *stem, GError **err)
 {
     char *tmp = g_strdup_printf(".%s.tmp%d", stem, (int)getpid());
-    char *e = g_strdup_printf("out='%s'", tmp);
+    char *lit = gs_gp_lit(tmp), *e = g_strdup_printf("out=%s", lit);
     char *script = g_strdup_printf("%s.gp", stem);
-    char *argv[] = {(char *)prog, (char *)"-e", e, script, NULL};
+    char *arg = g_strdup_printf("./%s", script); /* never read as an option, whatever the stem */
+    char *argv[] = {(char *)prog, (char *)"-e", e, arg, NULL};
     char *serr = NULL;
     int status = 0;
     GError *se = NULL;
@@ -51,7 +52,9 @@ static gboolean render_one(const char *prog, const char *dir, const char *stem, 
         g_free(to);
     }
     g_free(serr);
+    g_free(arg);
     g_free(script);
+    g_free(lit);
     g_free(e);
     g_free(tmp);
     return ok;
