@@ -172,17 +172,19 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             if (strcmp(t->clients->pdata[k], x->pa->assigned_to->pdata[i]) == 0)
                 cpol[k] = x->pa->assigned->pdata[i];
     /* One client: the arrangements are all the same, and its NAME=SPEC, if any, is the policy.
-     * Several: every arrangement under every compared policy. */
+     * Several: every arrangement under every compared policy. None (a trace with a header and
+     * no events): the compared policies, each replaying nothing. */
     bool multi = t->clients->len > 1;
+    const gs_policy *only = t->clients->len == 1 ? cpol[0] : NULL;
     guint nmodes = multi ? x->modes->len : 1;
-    guint npols = !multi && cpol[0] ? 1 : x->pa->compared->len;
+    guint npols = only ? 1 : x->pa->compared->len;
     guint n = nmodes * npols;
     gs_result *rs = g_new0(gs_result, n);
     const gs_reference **refs = x->ref ? g_new0(const gs_reference *, n) : NULL;
     gs_plot_series **series = x->plotter ? g_new0(gs_plot_series *, n) : NULL;
     int rc = GS_EXIT_OK;
     for (guint i = 0; i < n; i++) {
-        const gs_policy *pol = !multi && cpol[0] ? cpol[0] : x->pa->compared->pdata[i % npols];
+        const gs_policy *pol = only ? only : x->pa->compared->pdata[i % npols];
         char *label = g_strdup_printf("%s [%s]", path, pol->spec);
         gs_replay_opts o = {
             .capacity = c->cap,

@@ -261,5 +261,20 @@ expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
 expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
     "$gpusim" replay "$tmp/streams.gstrace" --lenient
 
+# --- a trace with a header and no events (an empty recording) replays to a zero report, in
+# every format and with plots (issue 14: it crashed, indexing the policy of a client that is
+# not there) ---
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n' >"$tmp/empty.gstrace"
+for f in table csv json; do
+    "$gpusim" replay "$tmp/empty.gstrace" -p pytorch -p cupy --format $f >"$tmp/out" 2>"$tmp/err" ||
+        fail "empty trace, $f: exit $?: $(cat "$tmp/err")"
+done
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['events']==0 and len(d['results'])==2" \
+    "$tmp/out" || fail "empty trace: JSON"
+GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plots" -q >"$tmp/out" 2>&1
+[ $? -eq 3 ] && [ -s "$tmp/empty-plots/empty-bars.dat" ] || fail "empty trace, --plot: $(cat "$tmp/out")"
+"$gpusim" sweep "$tmp/empty.gstrace" -p 'pytorch:max_split_size_mb:{64,128}' >"$tmp/out" ||
+    fail "empty trace, sweep: exit"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]
