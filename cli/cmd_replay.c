@@ -304,15 +304,22 @@ int gs_cmd_replay(int argc, char **argv)
     if (plot_dir && !(x.plotter = gs_plotter_new(plot_dir, &err)))
         gs_cli_usage_error("--plot: %s", err->message);
 
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
+    /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
+    GPtrArray *inputs = g_ptr_array_new();
+    for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
+    if (reference) g_ptr_array_add(inputs, reference);
+    g_ptr_array_add(inputs, NULL);
+    gs_cli_out o;
+    gs_cli_open_output(&o, &c, (const char *const *)inputs->pdata, c.output);
+    g_ptr_array_free(inputs, TRUE);
+    FILE *out = o.f;
     int rc = GS_EXIT_OK;
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
     for (int a = 1; a < argc; a++)
         if (replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1) != GS_EXIT_OK)
             rc = GS_EXIT_DEVICE;
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_cli_close_output(&o);
     gs_backend_destroy(x.dev);
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
 

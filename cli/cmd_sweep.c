@@ -96,6 +96,9 @@ int gs_cmd_sweep(int argc, char **argv)
         gs_plotter_free(probe);
     }
 
+    const char *inputs[] = {argv[1], NULL};
+    gs_cli_out out;
+    gs_cli_open_output(&out, &c, inputs, c.output); /* refused now, not after the cells */
     size_t n = sw->cells->len;
     gs_result *rs = g_new0(gs_result, n);
     gs_replay_opts o = {
@@ -111,10 +114,8 @@ int gs_cmd_sweep(int argc, char **argv)
     for (size_t i = 0; i < n; i++)
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
 
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
-    gs_sweep_csv(out, sw, argv[1], t, rs);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_sweep_csv(out.f, sw, argv[1], t, rs);
+    gs_cli_close_output(&out);
     if (plot_dir && plot_sweep(plot_dir, argv[1], sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
 
     for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
