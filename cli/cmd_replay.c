@@ -303,6 +303,9 @@ int gs_cmd_replay(int argc, char **argv)
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
     if (plot_dir && !(x.plotter = gs_plotter_new(plot_dir, &err)))
         gs_cli_usage_error("--plot: %s", err->message);
+    for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
+    if (x.plotter) gs_plotter_keep(x.plotter, reference);
+    if (x.plotter) gs_plotter_keep(x.plotter, c.calibration);
 
     /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
     GPtrArray *inputs = g_ptr_array_new();

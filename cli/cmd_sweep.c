@@ -38,6 +38,7 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
     GError *err = NULL;
     gs_plotter *plotter = gs_plotter_new(dir, &err);
     if (!plotter) gs_cli_usage_error("--plot: %s", err->message);
+    gs_plotter_keep(plotter, path);
     size_t n = sw->cells->len;
     gs_plot_run *runs = g_new0(gs_plot_run, n);
     const char **values = g_new0(const char *, n * sw->params->len + 1);

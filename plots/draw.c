@@ -34,6 +34,7 @@ gs_plotter *gs_plotter_new(const char *dir, GError **err)
     gs_plotter *p = g_new0(gs_plotter, 1);
     p->dir = g_strdup(dir);
     p->scripts = g_ptr_array_new_with_free_func(g_free);
+    p->kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     return p;
 }
 
@@ -42,7 +43,30 @@ void gs_plotter_free(gs_plotter *p)
     if (!p) return;
     g_free(p->dir);
     g_ptr_array_free(p->scripts, TRUE);
+    g_array_free(p->kept, TRUE);
     g_free(p);
+}
+
+void gs_plotter_keep(gs_plotter *p, const char *path)
+{
+    GStatBuf st;
+    if (!path || g_stat(path, &st) != 0) return;
+    uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    g_array_append_vals(p->kept, id, 2);
+}
+
+gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err)
+{
+    GStatBuf st;
+    if (g_stat(path, &st) != 0) return TRUE;
+    for (guint i = 0; i + 1 < p->kept->len; i += 2)
+        if (g_array_index(p->kept, uint64_t, i) == (uint64_t)st.st_dev &&
+            g_array_index(p->kept, uint64_t, i + 1) == (uint64_t)st.st_ino) {
+            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO,
+                        "%s: an input of this run has that name; not overwritten", path);
+            return FALSE;
+        }
+    return TRUE;
 }
 
 const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
@@ -51,6 +75,10 @@ const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
 {
     char *path = g_build_filename(p->dir, name, NULL);
+    if (!gs_plotter_may_replace(p, path, err)) {
+        g_free(path);
+        return FALSE;
+    }
     GError *e = NULL;
     gboolean ok = g_file_set_contents(path, text->str, (gssize)text->len, &e);
     if (!ok) {

@@ -65,7 +65,11 @@ const char *gs_plot_state_name(unsigned state);
 struct gs_plotter {
     char *dir;
     GPtrArray *scripts; /* char*: stems of the scripts written, in order */
+    GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
 };
+
+/* FALSE and GS_PLOT_ERROR_IO when path is a file gs_plotter_keep named. */
+gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err);
 
 /* dir/name holds text, written whole; GS_PLOT_ERROR_IO otherwise. */
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err);

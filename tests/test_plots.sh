@@ -253,5 +253,18 @@ for m in 1 2 j1 j2 j3 j4 c1 c2 s1 s2 s3; do
     [ -z "$pwned" ] || fail "a name ran a command: $pwned"
 done
 
+# a saved report named like a plot it gives is never overwritten by it: exit 2, one line
+mkdir -p "$tmp/keep"
+python3 - "$ev/replay.csv" "$tmp/keep/t-bars.dat" <<'PY' || fail "keep: could not write the report"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+for r in rows[1:]:
+    r[rows[0].index("trace")] = "t"
+csv.writer(open(sys.argv[2], "w")).writerows(rows)
+PY
+cp "$tmp/keep/t-bars.dat" "$tmp/keep.csv"
+expect_error "plot over its own input" "an input of this run has that name" "$gpusim" plot "$tmp/keep/t-bars.dat"
+cmp -s "$tmp/keep/t-bars.dat" "$tmp/keep.csv" || fail "plot over its own input: the input changed"
+
 [ "$fails" -eq 0 ] && echo "all plot tests passed"
 [ "$fails" -eq 0 ]
