@@ -64,6 +64,12 @@ expect_error "plot nothing" "no RESULT" "$gpusim" plot
 expect_error "plot a missing file" "nope.json" "$gpusim" plot "$tmp/nope.json"
 printf 'not,a,report\n1,2,3\n' >"$tmp/junk.csv"
 expect_error "plot a non-report" "no column 'trace'" "$gpusim" plot "$tmp/junk.csv"
+# a quoted field that never ends: FILE:LINE of its opening quote (it swallowed the rest of the
+# file, and leaked its record); a row of the wrong width: its FILE:LINE
+printf 'trace,policy,capacity_bytes\nt,"p\nq",1\nt,"unterminated,2\nt,x,3\n' >"$tmp/open.csv"
+expect_error "plot unterminated quote" "open.csv:4: a quoted field that never ends" "$gpusim" plot "$tmp/open.csv"
+"$gpusim" replay "$alt" -p pytorch -p cupy --format csv | sed '3s/$/,extra/' >"$tmp/wide.csv"
+expect_error "plot a row too wide" "wide.csv:3: " "$gpusim" plot "$tmp/wide.csv"
 printf '{"trace": 1}' >"$tmp/junk.json"
 expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
 
