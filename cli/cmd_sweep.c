@@ -10,6 +10,7 @@ static const char sweep_description[] =
     "--policy templates add a 'policy' parameter. Cells are the product of the lists, the first\n"
     "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
     "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
+    "A sweep has at most 10000 cells (a larger grid is refused: split it).\n"
     "\n"
     "Examples:\n"
     "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
