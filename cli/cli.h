@@ -103,6 +103,9 @@ void gs_cli_refuse_input(const gs_cli *c, const char *const *inputs, const char 
 /* Flush and check stdout: one line and exit 2 if anything written to it was lost. */
 void gs_cli_check_stdout(void);
 
+/* One warning line on stderr when r's allocator could not give everything back at the end
+ * (gs_result.teardown_failures): what: "TRACE [POLICY]". Nothing otherwise. */
+void gs_cli_warn_teardown(const char *what, const gs_result *r);
 /* Progress callbacks (ud: the label). */
 void gs_cli_progress(size_t done, size_t total, void *ud);
 void gs_cli_warn_lenient(const char *msg, void *ud);

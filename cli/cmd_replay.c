@@ -204,6 +204,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             o.observe_ud = series[i] = gs_plot_series_new(t->n);
         }
         gs_replay_run(t, pol, &o, &rs[i], NULL);
+        gs_cli_warn_teardown(label, &rs[i]);
         if (series && c->fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
         if (c->progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;

@@ -113,8 +113,12 @@ int gs_cmd_sweep(int argc, char **argv)
         gs_cli_usage_error("%s", err->message);
     if (c.progress) fputs("\r\033[K", stderr);
     int rc = GS_EXIT_OK;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
+        char *what = g_strdup_printf("%s [cell %zu]", argv[1], i);
+        gs_cli_warn_teardown(what, &rs[i]);
+        g_free(what);
+    }
 
     gs_sweep_csv(out.f, sw, argv[1], t, rs);
     gs_cli_close_output(&out);

@@ -127,6 +127,12 @@ int gs_cmd_validate(int argc, char **argv)
             if (!gs_validate_run(t, pols->pdata[i], &o, &v, &err))
                 gs_cli_usage_error("%s", err->message);
             gs_validation_report(out, c.fmt, argv[a], t, &v, first);
+            char *what = g_strdup_printf("%s [%s]", argv[a], v.sim.policy);
+            gs_cli_warn_teardown(what, &v.sim);
+            g_free(what);
+            what = g_strdup_printf("%s [%s, on the device checked]", argv[a], v.real.policy);
+            gs_cli_warn_teardown(what, &v.real);
+            g_free(what);
             first = false;
             if (v.real.error != GS_OK) rc = GS_EXIT_DEVICE;
             else if (!gs_validation_ok(t, &v) && rc == GS_EXIT_OK) rc = GS_EXIT_DIFFERS;

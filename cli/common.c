@@ -290,6 +290,14 @@ void gs_cli_close_output(gs_cli_out *o)
     o->buf = NULL;
 }
 
+void gs_cli_warn_teardown(const char *what, const gs_result *r)
+{
+    if (r->teardown_failures)
+        fprintf(stderr, "gpusim: warning: %s: %zu device call%s failed while the allocator gave its "
+                        "memory back at the end (left on the device)\n",
+                what, r->teardown_failures, r->teardown_failures == 1 ? "" : "s");
+}
+
 void gs_cli_progress(size_t done, size_t total, void *ud)
 {
     fprintf(stderr, "\r%s: %zu/%zu events (%.0f%%)", (const char *)ud, done, total,
