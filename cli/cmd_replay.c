@@ -75,13 +75,14 @@ static void parse_policies(policy_args *pa, char **specs, const gs_reference *re
             g_ptr_array_add(pa->compared, pol);
             continue;
         }
+        /* kept before they are checked: an error exits with nothing unreachable */
         char *name = g_strndup(*p, (size_t)(eq - *p));
-        if (!*name) gs_cli_usage_error("--policy %s: no client NAME before '='", *p);
-        for (guint i = 0; i < pa->assigned_to->len; i++)
-            if (strcmp(pa->assigned_to->pdata[i], name) == 0)
-                gs_cli_usage_error("--policy %s: client '%s' has a policy already", *p, name);
         g_ptr_array_add(pa->assigned, pol);
         g_ptr_array_add(pa->assigned_to, name);
+        if (!*name) gs_cli_usage_error("--policy %s: no client NAME before '='", *p);
+        for (guint i = 0; i + 1 < pa->assigned_to->len; i++)
+            if (strcmp(pa->assigned_to->pdata[i], name) == 0)
+                gs_cli_usage_error("--policy %s: client '%s' has a policy already", *p, name);
     }
     if (pa->compared->len == 0) {
         char *spec = ref && ref->allocator_conf && *ref->allocator_conf
