@@ -189,7 +189,12 @@ typedef struct {
     const uint64_t *script_addrs;
     const uint64_t *script_sizes;
     size_t script_n;
+    /* Which simulated device: its addresses lie in [device * 2^47, (device + 1) * 2^47), so two
+     * devices never hand out the same address (device 0 is the layout below the 2^47 line that
+     * every report shows). Below GS_SIM_MAX_DEVICES. */
+    uint32_t device;
 } gs_sim_config;
+#define GS_SIM_MAX_DEVICES 65536u
 
 gs_backend *gs_sim_backend_new(const gs_sim_config *cfg);
 /* How many cudaMallocs took their address from the script (reference-address mode). */
@@ -206,7 +211,8 @@ gs_backend *gs_cuda_backend_new(int device, char **errmsg);
 #define GS_DEFAULT_DEVICE_TOTAL (80 * GS_GiB)
 
 typedef struct {
-    int device;         /* cuda: the CUDA device index */
+    int device;         /* cuda: the CUDA device index; sim: the simulated device's (its
+                         * address window, gs_sim_config.device) */
     gs_sim_config sim;  /* sim: its config; total_bytes 0 means GS_DEFAULT_DEVICE_TOTAL */
 } gs_backend_config;
 

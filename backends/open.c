@@ -20,6 +20,12 @@ static gs_backend *open_sim(const gs_backend_config *cfg, char **errmsg)
 {
     gs_sim_config sc = cfg->sim;
     if (!sc.total_bytes) sc.total_bytes = GS_DEFAULT_DEVICE_TOTAL;
+    if (cfg->device < 0 || (unsigned)cfg->device >= GS_SIM_MAX_DEVICES) {
+        *errmsg = g_strdup_printf("simulated device %d: not between 0 and %u", cfg->device,
+                                  GS_SIM_MAX_DEVICES - 1);
+        return NULL;
+    }
+    sc.device = (uint32_t)cfg->device;
     return gs_sim_backend_new(&sc);
 }
 

@@ -26,6 +26,11 @@
  * CUDA_ERROR_INVALID_VALUE. Reservations are carved upward from VMM_BASE, far from where
  * cudaMalloc's model places segments, and never reused (the address does not matter to the
  * allocator: an expandable segment's blocks only compare addresses within the segment).
+ *
+ * Several devices: device d's address space is this layout moved up by d * 2^47 (the layout of
+ * device 0 lies below 2^47), so no two simulated devices ever hand out the same address, as no
+ * two real ones do; each device's cudaMalloc ranges and reservations stay apart, an allocation
+ * that would make them meet being an OOM.
  */
 #include <string.h>
 
@@ -37,6 +42,9 @@
 #define CHUNK (32 * GS_MiB)
 #define VA_TOP UINT64_C(0x7f0000000000) /* where the model starts carving (a typical CUDA VA) */
 #define VMM_BASE UINT64_C(0x200000000000)
+#define DEVICE_SPAN (UINT64_C(1) << 47)   /* each device's window; VA_TOP lies below it */
+_Static_assert(VA_TOP < DEVICE_SPAN && VMM_BASE < VA_TOP, "the layout fits in one window");
+_Static_assert((UINT64_MAX >> 47) >= GS_SIM_MAX_DEVICES - 1, "every window is addressable");
 
 typedef struct {
     uint64_t va, size;
@@ -67,6 +75,7 @@ typedef struct {
     /* free address ranges below the frontier, sorted by address */
     GArray *holes;
     uint64_t frontier; /* everything below is untouched address space */
+    uint64_t va_top, vmm_base; /* VA_TOP and VMM_BASE in this device's window */
     const uint64_t *script_addrs, *script_sizes;
     size_t script_n, script_pos;
     bool script_off;
@@ -134,6 +143,7 @@ static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
     return false;
 }
 
+/* The placement model's address for size bytes (pages), or 0 when the window is full. */
 static uint64_t place_model(sim_state *s, uint64_t size)
 {
     for (guint i = 0; i < s->holes->len; i++) {
@@ -145,6 +155,8 @@ static uint64_t place_model(sim_state *s, uint64_t size)
         }
     }
     uint64_t chunk = round_up(size, CHUNK);
+    if (s->frontier < s->vmm_frontier || s->frontier - s->vmm_frontier < chunk)
+        return 0; /* the window is full: an OOM */
     s->frontier -= chunk;
     if (chunk > size) holes_give(s, s->frontier + size, chunk - size);
     return s->frontier;
@@ -168,13 +180,13 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
             s->script_used++;
             /* The model must never hand out a scripted range later: keep its frontier below
              * every scripted address that falls inside its part of the address space. */
-            if (a >= s->frontier && a < VA_TOP) holes_take(s, a, rsize);
+            if (a >= s->frontier && a < s->va_top) holes_take(s, a, rsize);
             else if (a < s->frontier) s->frontier = a / CHUNK * CHUNK;
         } else {
             s->script_off = true; /* the run diverged from the reference: model from here on */
         }
     }
-    if (!placed) a = place_model(s, rsize);
+    if (!placed && !(a = place_model(s, rsize))) return GS_ERR_OOM;
 
     uint64_t *k = g_new(uint64_t, 2);
     k[0] = a;
@@ -194,13 +206,13 @@ static gs_status sim_free(void *st, uint64_t addr)
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
     g_hash_table_remove(s->live, &addr);
     s->used_pages -= size / PAGE;
-    if (addr >= s->frontier && addr < VA_TOP) holes_give(s, addr, size);
+    if (addr >= s->frontier && addr < s->va_top) holes_give(s, addr, size);
     /* Nothing left: the driver hands out addresses as to a fresh process again (on the H100,
      * a second replay in one process got the first one's segments at addresses in the same
      * order: gpusim validate's timed runs all matched the simulator's fresh-device run). */
     if (g_hash_table_size(s->live) == 0 && !s->script_n) {
         g_array_set_size(s->holes, 0);
-        s->frontier = VA_TOP;
+        s->frontier = s->va_top;
     }
     return GS_OK;
 }
@@ -233,6 +245,8 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RESERVE, size);
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
+    if (s->frontier < s->vmm_frontier || s->frontier - s->vmm_frontier < size)
+        return GS_ERR_OOM; /* the window is full */
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;
@@ -394,6 +408,7 @@ static const gs_backend_ops sim_ops = {
 
 gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
 {
+    g_return_val_if_fail(cfg->device < GS_SIM_MAX_DEVICES, NULL);
     sim_state *s = g_new0(sim_state, 1);
     uint64_t usable = cfg->total_bytes > cfg->reserved_bytes ? cfg->total_bytes - cfg->reserved_bytes : 0;
     s->total_pages = usable / PAGE;
@@ -401,12 +416,14 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     /* the key and value live in one g_new'd pair; the key pointer owns it */
     s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     s->holes = g_array_new(FALSE, FALSE, sizeof(range));
-    s->frontier = VA_TOP;
+    s->va_top = (uint64_t)cfg->device * DEVICE_SPAN + VA_TOP;
+    s->vmm_base = (uint64_t)cfg->device * DEVICE_SPAN + VMM_BASE;
+    s->frontier = s->va_top;
     s->reservations = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
     s->handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     s->maps = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
     s->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    s->vmm_frontier = VMM_BASE;
+    s->vmm_frontier = s->vmm_base;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;
     s->script_n = cfg->script_addrs && cfg->script_sizes ? cfg->script_n : 0;

@@ -78,11 +78,36 @@ G_GNUC_NORETURN void gs_cli_fail(int rc, const char *fmt, ...) G_GNUC_PRINTF(2, 
  * backend, 1 for a device that cannot start. */
 gs_backend *gs_cli_open_device(const char *name, const gs_backend_config *cfg, const char *who);
 
-/* Output written whole: to a temporary file beside path, renamed at gs_cli_close_output. NULL or
- * "-" is stdout. */
-FILE *gs_cli_open_output(const char *path, char **tmp);
-void gs_cli_close_output(FILE *f, char *tmp, const char *path);
+/* A command's output: stdout, or a file written whole. The report goes to memory; the file
+ * appears, through a temporary file beside it and a rename, only when gs_cli_close_output has
+ * the whole report, so a run killed or failed before that leaves nothing behind. */
+typedef struct {
+    FILE *f;            /* where the report is written */
+    const char *path;   /* NULL: stdout */
+    char *buf;          /* a file's report, in memory (open_memstream) */
+    size_t len;
+    bool in_place;      /* path exists and is not a regular file (a FIFO, /dev/null): written
+                         * there directly, never replaced */
+} gs_cli_out;
 
+/* Open the output named by path (NULL or "-": stdout). Refused, exit 2 with one line, before
+ * anything runs: a path that is one of the command's inputs (the same file, by device and inode,
+ * through any link: the traces in inputs, NULL-terminated, and --calibration), and stdout
+ * redirected to one of them. */
+void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path);
+/* Write it: checks every write (a full disk, a closed pipe: one line, exit 2, the target left as
+ * it was). */
+void gs_cli_close_output(gs_cli_out *o);
+/* Exit 2 with one line when path (what the command writes, named by flag) is one of its
+ * inputs, as gs_cli_open_output does. */
+void gs_cli_refuse_input(const gs_cli *c, const char *const *inputs, const char *path,
+                         const char *flag);
+/* Flush and check stdout: one line and exit 2 if anything written to it was lost. */
+void gs_cli_check_stdout(void);
+
+/* One warning line on stderr when r's allocator could not give everything back at the end
+ * (gs_result.teardown_failures): what: "TRACE [POLICY]". Nothing otherwise. */
+void gs_cli_warn_teardown(const char *what, const gs_result *r);
 /* Progress callbacks (ud: the label). */
 void gs_cli_progress(size_t done, size_t total, void *ud);
 void gs_cli_warn_lenient(const char *msg, void *ud);

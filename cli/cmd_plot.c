@@ -37,6 +37,7 @@ int gs_cmd_plot(int argc, char **argv)
         char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
         gs_plotter *p = gs_plotter_new(d, &err);
         g_free(d);
+        for (int k = 1; p && k < argc; k++) gs_plotter_keep(p, argv[k]);
         gboolean ok = p && gs_plot_saved(p, argv[a], &err);
         if (ok && !gs_cli_render_plots(p)) rc = GS_EXIT_PLOT;
         gs_plotter_free(p);

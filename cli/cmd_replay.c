@@ -171,17 +171,19 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             if (strcmp(t->clients->pdata[k], x->pa->assigned_to->pdata[i]) == 0)
                 cpol[k] = x->pa->assigned->pdata[i];
     /* One client: the arrangements are all the same, and its NAME=SPEC, if any, is the policy.
-     * Several: every arrangement under every compared policy. */
+     * Several: every arrangement under every compared policy. None (a trace with a header and
+     * no events): the compared policies, each replaying nothing. */
     bool multi = t->clients->len > 1;
+    const gs_policy *only = t->clients->len == 1 ? cpol[0] : NULL;
     guint nmodes = multi ? x->modes->len : 1;
-    guint npols = !multi && cpol[0] ? 1 : x->pa->compared->len;
+    guint npols = only ? 1 : x->pa->compared->len;
     guint n = nmodes * npols;
     gs_result *rs = g_new0(gs_result, n);
     const gs_reference **refs = x->ref ? g_new0(const gs_reference *, n) : NULL;
     gs_plot_series **series = x->plotter ? g_new0(gs_plot_series *, n) : NULL;
     int rc = GS_EXIT_OK;
     for (guint i = 0; i < n; i++) {
-        const gs_policy *pol = !multi && cpol[0] ? cpol[0] : x->pa->compared->pdata[i % npols];
+        const gs_policy *pol = only ? only : x->pa->compared->pdata[i % npols];
         char *label = g_strdup_printf("%s [%s]", path, pol->spec);
         gs_replay_opts o = {
             .capacity = c->cap,
@@ -201,6 +203,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             o.observe_ud = series[i] = gs_plot_series_new(t->n);
         }
         gs_replay_run(t, pol, &o, &rs[i], NULL);
+        gs_cli_warn_teardown(label, &rs[i]);
         if (series && c->fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
         if (c->progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
@@ -300,16 +303,26 @@ int gs_cmd_replay(int argc, char **argv)
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
     if (plot_dir && !(x.plotter = gs_plotter_new(plot_dir, &err)))
         gs_cli_usage_error("--plot: %s", err->message);
+    for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
+    if (x.plotter) gs_plotter_keep(x.plotter, reference);
+    if (x.plotter) gs_plotter_keep(x.plotter, c.calibration);
 
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
+    /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
+    GPtrArray *inputs = g_ptr_array_new();
+    for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
+    if (reference) g_ptr_array_add(inputs, reference);
+    g_ptr_array_add(inputs, NULL);
+    gs_cli_out o;
+    gs_cli_open_output(&o, &c, (const char *const *)inputs->pdata, c.output);
+    g_ptr_array_free(inputs, TRUE);
+    FILE *out = o.f;
     int rc = GS_EXIT_OK;
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
     for (int a = 1; a < argc; a++)
         if (replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1) != GS_EXIT_OK)
             rc = GS_EXIT_DEVICE;
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_cli_close_output(&o);
     gs_backend_destroy(x.dev);
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
 

@@ -10,6 +10,7 @@ static const char sweep_description[] =
     "--policy templates add a 'policy' parameter. Cells are the product of the lists, the first\n"
     "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
     "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
+    "A sweep has at most 10000 cells (a larger grid is refused: split it).\n"
     "\n"
     "Examples:\n"
     "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
@@ -38,6 +39,7 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
     GError *err = NULL;
     gs_plotter *plotter = gs_plotter_new(dir, &err);
     if (!plotter) gs_cli_usage_error("--plot: %s", err->message);
+    gs_plotter_keep(plotter, path);
     size_t n = sw->cells->len;
     gs_plot_run *runs = g_new0(gs_plot_run, n);
     const char **values = g_new0(const char *, n * sw->params->len + 1);
@@ -92,6 +94,9 @@ int gs_cmd_sweep(int argc, char **argv)
         gs_plotter_free(probe);
     }
 
+    const char *inputs[] = {argv[1], NULL};
+    gs_cli_out out;
+    gs_cli_open_output(&out, &c, inputs, c.output); /* refused now, not after the cells */
     size_t n = sw->cells->len;
     gs_result *rs = g_new0(gs_result, n);
     gs_replay_opts o = {
@@ -104,13 +109,15 @@ int gs_cmd_sweep(int argc, char **argv)
         gs_cli_usage_error("%s", err->message);
     if (c.progress) fputs("\r\033[K", stderr);
     int rc = GS_EXIT_OK;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
+        char *what = g_strdup_printf("%s [cell %zu]", argv[1], i);
+        gs_cli_warn_teardown(what, &rs[i]);
+        g_free(what);
+    }
 
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
-    gs_sweep_csv(out, sw, argv[1], t, rs);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_sweep_csv(out.f, sw, argv[1], t, rs);
+    gs_cli_close_output(&out);
     if (plot_dir && plot_sweep(plot_dir, argv[1], sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
 
     for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);

@@ -104,8 +104,10 @@ int gs_cmd_validate(int argc, char **argv)
     gs_backend *dev = checked_device(backend, traces->pdata[0], &stand_in_cal);
 
     GArray *samples = save_cal ? gs_call_samples_new() : NULL;
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
+    gs_cli_refuse_input(&c, (const char *const *)argv + 1, save_cal, "--save-calibration");
+    gs_cli_out output;
+    gs_cli_open_output(&output, &c, (const char *const *)argv + 1, c.output);
+    FILE *out = output.f;
     int rc = GS_EXIT_OK;
     bool first = true;
     if (c.fmt == GS_FMT_JSON) fputs("[\n", out);
@@ -125,6 +127,12 @@ int gs_cmd_validate(int argc, char **argv)
             if (!gs_validate_run(t, pols->pdata[i], &o, &v, &err))
                 gs_cli_usage_error("%s", err->message);
             gs_validation_report(out, c.fmt, argv[a], t, &v, first);
+            char *what = g_strdup_printf("%s [%s]", argv[a], v.sim.policy);
+            gs_cli_warn_teardown(what, &v.sim);
+            g_free(what);
+            what = g_strdup_printf("%s [%s, on the device checked]", argv[a], v.real.policy);
+            gs_cli_warn_teardown(what, &v.real);
+            g_free(what);
             first = false;
             if (v.real.error != GS_OK) rc = GS_EXIT_DEVICE;
             else if (!gs_validation_ok(t, &v) && rc == GS_EXIT_OK) rc = GS_EXIT_DIFFERS;
@@ -132,7 +140,7 @@ int gs_cmd_validate(int argc, char **argv)
         }
     }
     if (c.fmt == GS_FMT_JSON) fputs("\n]\n", out);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_cli_close_output(&output);
     if (samples) {
         save_calibration(save_cal, samples, c.cal);
         g_array_free(samples, TRUE);

@@ -135,6 +135,8 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
     if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
     const char *input = argv[1];
+    const char *const inputs[] = {input, reference, NULL};
+    gs_cli_refuse_input(&c, inputs, c.output, "-o");
     char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
     if (is_snapshot(input)) {
         if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
@@ -173,10 +175,10 @@ int gs_cmd_whatif(int argc, char **argv)
     if (c.progress) fputs("\r\033[K", stderr);
     gs_whatif_sort(rows);
 
-    char *tmp = NULL;
-    FILE *out = gs_cli_open_output(c.output, &tmp);
-    gs_whatif_report(out, c.fmt, input, t, rows, cap, total);
-    gs_cli_close_output(out, tmp, c.output);
+    gs_cli_out out;
+    gs_cli_open_output(&out, &c, inputs, c.output);
+    gs_whatif_report(out.f, c.fmt, input, t, rows, cap, total);
+    gs_cli_close_output(&out);
 
     gs_whatif_rows_free(rows);
     gs_reference_free(ref);

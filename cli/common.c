@@ -5,6 +5,8 @@
  * command that takes it.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,39 +176,130 @@ gs_backend *gs_cli_open_device(const char *name, const gs_backend_config *cfg, c
     return be;
 }
 
-/* Write the output whole: to a temporary file beside path, then rename, so an interrupted run
- * never leaves a half-written report. "-" is stdout; an existing path that is not a regular file
- * (a symlink, a FIFO, /dev/null) is written in place, never replaced. */
-FILE *gs_cli_open_output(const char *path, char **tmp)
+/* ---- output ---- */
+
+/* The input among inputs (NULL-terminated) and --calibration that is the file st describes, or
+ * NULL. */
+static const char *input_like(const gs_cli *c, const char *const *inputs, const GStatBuf *st)
 {
-    *tmp = NULL;
-    if (!path || strcmp(path, "-") == 0) return stdout;
-    GStatBuf st;
-    if (g_lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        FILE *f = fopen(path, "w");
-        if (!f) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));
-        return f;
-    }
-    *tmp = g_strdup_printf("%s.XXXXXX", path);
-    int fd = g_mkstemp(*tmp);
-    if (fd < 0) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask); /* as if created by open(), not mkstemp's 0600 */
-    return fdopen(fd, "w");
+    GStatBuf in;
+    for (const char *const *i = inputs; i && *i; i++)
+        if (g_stat(*i, &in) == 0 && in.st_dev == st->st_dev && in.st_ino == st->st_ino) return *i;
+    if (c && c->calibration && g_stat(c->calibration, &in) == 0 && in.st_dev == st->st_dev &&
+        in.st_ino == st->st_ino)
+        return c->calibration;
+    return NULL;
 }
 
-void gs_cli_close_output(FILE *f, char *tmp, const char *path)
+void gs_cli_refuse_input(const gs_cli *c, const char *const *inputs, const char *path,
+                         const char *flag)
 {
-    if (f == stdout) {
-        fflush(stdout);
+    GStatBuf st;
+    if (!path || g_stat(path, &st) != 0) return; /* not there yet: nothing to overwrite */
+    const char *in = input_like(c, inputs, &st);
+    if (in)
+        gs_cli_usage_error("%s %s: that is %s, an input of this run; not overwritten", flag, path,
+                           in);
+}
+
+void gs_cli_check_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        gs_cli_usage_error("standard output: cannot write: %s",
+                           e ? g_strerror(e) : "write error");
+    }
+}
+
+void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path)
+{
+    memset(o, 0, sizeof *o);
+    GStatBuf st;
+    if (!path || strcmp(path, "-") == 0) {
+        const char *in = fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)
+                             ? input_like(c, inputs, &st) : NULL;
+        if (in) gs_cli_usage_error("standard output is %s, an input of this run; not overwritten", in);
+        o->f = stdout;
         return;
     }
-    if (fclose(f) != 0 || (tmp && rename(tmp, path) != 0)) {
-        if (tmp) unlink(tmp);
+    gs_cli_refuse_input(c, inputs, path, "--output");
+    o->path = path;
+    /* An existing path that is not a regular file (a symlink, a FIFO, /dev/null) is written in
+     * place, never replaced. */
+    if (g_lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (!(o->f = fopen(path, "w"))) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));
+        o->in_place = true;
+        return;
+    }
+    char *dir = g_path_get_dirname(path);
+    int e = access(dir, W_OK | X_OK) == 0 ? 0 : errno; /* fail now, not after the run */
+    g_free(dir);
+    if (e) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(e));
+    if (!(o->f = open_memstream(&o->buf, &o->len)))
         gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));
+}
+
+/* buf, whole, into path: a temporary file beside it (mode as open() would give), then a rename.
+ * The signals that stop a run are held back meanwhile, so an interrupt cannot leave the
+ * temporary file behind; on failure it is removed and FALSE returned with errno set. */
+static gboolean write_whole(const char *path, const char *buf, size_t len)
+{
+    sigset_t stop, before;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    sigaddset(&stop, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &stop, &before);
+    char *tmp = g_strdup_printf("%s.XXXXXX", path);
+    int fd = g_mkstemp(tmp), e = 0;
+    if (fd < 0) {
+        e = errno;
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fchmod(fd, 0666 & ~mask) != 0) e = errno; /* as if created by open(), not 0600 */
+        for (size_t done = 0; !e && done < len;) {
+            ssize_t n = write(fd, buf + done, len - done);
+            if (n < 0 && errno != EINTR) e = errno;
+            if (n > 0) done += (size_t)n;
+        }
+        if (close(fd) != 0 && !e) e = errno;
+        if (!e && rename(tmp, path) != 0) e = errno;
+        if (e) unlink(tmp);
     }
     g_free(tmp);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    errno = e;
+    return e == 0;
+}
+
+void gs_cli_close_output(gs_cli_out *o)
+{
+    if (o->f == stdout) {
+        gs_cli_check_stdout();
+        return;
+    }
+    if (o->in_place) {
+        int e = ferror(o->f) ? EIO : 0;
+        if (fclose(o->f) != 0 && !e) e = errno;
+        if (e) gs_cli_usage_error("%s: cannot write: %s", o->path, g_strerror(e));
+        return;
+    }
+    if (fclose(o->f) != 0) gs_cli_usage_error("%s: cannot write: %s", o->path, g_strerror(errno));
+    if (!write_whole(o->path, o->buf, o->len))
+        gs_cli_usage_error("%s: cannot write: %s", o->path, g_strerror(errno));
+    free(o->buf);
+    o->buf = NULL;
+}
+
+void gs_cli_warn_teardown(const char *what, const gs_result *r)
+{
+    if (r->teardown_failures)
+        fprintf(stderr, "gpusim: warning: %s: %zu device call%s failed while the allocator gave its "
+                        "memory back at the end (left on the device)\n",
+                what, r->teardown_failures, r->teardown_failures == 1 ? "" : "s");
 }
 
 void gs_cli_progress(size_t done, size_t total, void *ud)

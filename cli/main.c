@@ -10,6 +10,7 @@
  * when plots were asked for and gnuplot is missing or failed (the reports and the plots' data are
  * written all the same), or, for validate, when a check differs.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "cli.h"
@@ -45,6 +46,15 @@ static const char main_help[] =
     "Traces are gpusim's text format (see traces/trace.h); convert a PyTorch memory snapshot with\n"
     "  python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz\n";
 
+/* What went to stdout must have got there: a full disk or a closed pipe is an error, not exit 0
+ * with the report lost. */
+static int finish(int rc)
+{
+    gs_cli_check_stdout();
+    if (fclose(stdout) != 0) gs_cli_usage_error("standard output: cannot write: %s", g_strerror(errno));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -53,14 +63,14 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
-        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(cmd, commands[i].name) == 0) return finish(commands[i].run(argc - 1, argv + 1));
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(main_help, stdout);
-        return GS_EXIT_OK;
+        return finish(GS_EXIT_OK);
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("gpusim %s\n", GS_VERSION);
-        return GS_EXIT_OK;
+        return finish(GS_EXIT_OK);
     }
     gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, "
                        "help, version)", cmd);

@@ -121,7 +121,7 @@ gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_
                              gs_block **out);
 gs_status gs_expandable_unmap(gs_heap *h, gs_block *b);
 gs_status gs_expandable_release(gs_heap *h, gs_block *b);
-void gs_expandable_destroy(gs_heap *h, gs_segment *s);
+size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);
 
 /* ------------------------------------------------------------------------------------------
  * Inline, for the hot path: on most events a malloc descends the index, and a split or a merge

@@ -172,8 +172,10 @@ typedef struct {
  * driver's virtual-memory calls (expandable segments) and the backend has none. */
 gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_config *cfg);
 /* Releases every cached segment and frees host memory. Allocated blocks' segments are
- * returned to the device too (the program is gone). */
-void gs_heap_free_all(gs_heap *h);
+ * returned to the device too (the program is gone). Returns how many of those device calls
+ * failed (memory left on the device, for the caller to report); every segment is let go of
+ * whatever they return. NULL h: 0. */
+size_t gs_heap_free_all(gs_heap *h);
 
 /* Allocate size bytes on a stream. GS_OK and *out; GS_ERR_OOM after the whole ladder failed
  * (num_ooms counted); GS_ERR_DEVICE etc. for a device failure that is not an OOM (the heap

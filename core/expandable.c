@@ -220,14 +220,17 @@ gs_status gs_expandable_release(gs_heap *h, gs_block *b)
 }
 
 /* At teardown (gs_heap_free_all): unmap and release every page of s, whatever its blocks' state,
- * then its reservation. Errors are ignored: the program is gone. The caller unlinks s. */
-void gs_expandable_destroy(gs_heap *h, gs_segment *s)
+ * then its reservation; each call is made whatever the others returned (the program is gone).
+ * Returns how many failed. The caller unlinks s. */
+size_t gs_expandable_destroy(gs_heap *h, gs_segment *s)
 {
+    size_t failed = 0;
     for (uint64_t i = 0; i < s->size / s->page; i++) {
         if (!s->handles[i]) continue;
-        (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
-        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+        failed += gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page) != GS_OK;
+        failed += gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page) != GS_OK;
     }
-    (void)gs_dev_va_release(h->be, &h->calls, s->addr, s->size);
+    failed += gs_dev_va_release(h->be, &h->calls, s->addr, s->size) != GS_OK;
     g_free(s->handles);
+    return failed;
 }

@@ -59,19 +59,22 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     return h;
 }
 
-void gs_heap_free_all(gs_heap *h)
+size_t gs_heap_free_all(gs_heap *h)
 {
-    if (!h) return;
-    /* Return every segment to the device, whatever its blocks' state: the program is gone. */
+    if (!h) return 0;
+    /* Return every segment to the device, whatever its blocks' state: the program is gone. A
+     * failure is counted for the caller to report, never silently dropped (issue 14). */
+    size_t failed = 0;
     while (h->segments) {
         gs_segment *s = h->segments;
-        if (s->expandable) gs_expandable_destroy(h, s);
-        else (void)gs_dev_free(h->be, &h->calls, s->addr, s->size);
+        if (s->expandable) failed += gs_expandable_destroy(h, s);
+        else failed += gs_dev_free(h->be, &h->calls, s->addr, s->size) != GS_OK;
         gs_segment_unlink(h, s);
         g_free(s);
     }
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h);
+    return failed;
 }
 
 /* ---- segments ---- */

@@ -39,8 +39,10 @@ double gs_plot_bar_value(const gs_plot_run *r, int m)
 static void bars_dat(GString *dat, const char *trace, const gs_plot_run *runs, size_t n,
                      double maxv[N_METRICS])
 {
-    g_string_append_printf(dat, "# %s: per policy\n# n colour peak_reserved_GiB waste_GiB frag_pct "
-                                "retries ooms device_ms outcome policy\n", trace);
+    g_string_append(dat, "# ");
+    gs_dat_text(dat, trace);
+    g_string_append(dat, ": per policy\n# n colour peak_reserved_GiB waste_GiB frag_pct "
+                         "retries ooms device_ms outcome policy\n");
     for (size_t i = 0; i < n; i++) {
         g_string_append_printf(dat, "%zu 0x%s", i, gs_plot_colour(i) + 1);
         for (size_t m = 0; m < N_METRICS; m++) {
@@ -48,8 +50,13 @@ static void bars_dat(GString *dat, const char *trace, const gs_plot_run *runs, s
             maxv[m] = MAX(maxv[m], v);
             g_string_append_printf(dat, " %.6f", v);
         }
-        /* unquoted: a policy spec never holds a space */
-        g_string_append_printf(dat, " %s %s\n", runs[i].outcome, runs[i].policy);
+        /* unquoted: a policy spec never holds a space (one read back from a saved report
+         * might: the columns drawn come before it) */
+        g_string_append_c(dat, ' ');
+        gs_dat_text(dat, runs[i].outcome);
+        g_string_append_c(dat, ' ');
+        gs_dat_text(dat, runs[i].policy);
+        g_string_append_c(dat, '\n');
     }
 }
 
@@ -82,6 +89,7 @@ static void bars_script(GString *g, const char *stem, const char *trace, const g
     gs_gp_str(g, title);
     g_string_append(g, " font 'Sans,13'\n");
     double top = 0.84, ph = top / 2, pw = 1.0 / 3;
+    char *datname = g_strdup_printf("%s.dat", stem), *dat_lit = gs_gp_lit(datname);
     for (size_t m = 0; m < N_METRICS; m++) {
         double x = pw * (double)(m % 3), y = top - ph * (double)(m / 3 + 1);
         double ymax = maxv[m] > 0 ? maxv[m] * 1.25 : 1.0;
@@ -91,10 +99,10 @@ static void bars_script(GString *g, const char *stem, const char *trace, const g
             "\nset border 3\nunset xtics\nset ytics nomirror\nset grid ytics\nset xrange [-0.6:%.1f]\n"
             "set yrange [0:%.6g]\nset style fill solid 0.85 noborder\nset boxwidth 0.7\nunset key\n"
             "set lmargin 10\nset format y '%s'\n%s"
-            "plot '%s.dat' using 1:%zu:2 with boxes lc rgb variable, \\\n"
+            "plot %s using 1:%zu:2 with boxes lc rgb variable, \\\n"
             "     '' using 1:%zu:(sprintf('%s', $%zu)) with labels offset 0,0.8 font 'Sans,11'\n",
             (double)n - 0.4, ymax, metrics[m].count ? "%.0f" : "%g",
-            metrics[m].count && maxv[m] < 5 ? "set ytics 1\n" : "set ytics autofreq\n", stem, m + 3, m + 3,
+            metrics[m].count && maxv[m] < 5 ? "set ytics 1\n" : "set ytics autofreq\n", dat_lit, m + 3, m + 3,
             metrics[m].fmt, m + 3);
     }
     char **labels = legend_labels(runs, n);
@@ -102,6 +110,8 @@ static void bars_script(GString *g, const char *stem, const char *trace, const g
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
     g_strfreev(labels);
+    g_free(dat_lit);
+    g_free(datname);
     g_free(title);
     g_free(cw);
     g_free(base);

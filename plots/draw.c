@@ -34,6 +34,7 @@ gs_plotter *gs_plotter_new(const char *dir, GError **err)
     gs_plotter *p = g_new0(gs_plotter, 1);
     p->dir = g_strdup(dir);
     p->scripts = g_ptr_array_new_with_free_func(g_free);
+    p->kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     return p;
 }
 
@@ -42,7 +43,30 @@ void gs_plotter_free(gs_plotter *p)
     if (!p) return;
     g_free(p->dir);
     g_ptr_array_free(p->scripts, TRUE);
+    g_array_free(p->kept, TRUE);
     g_free(p);
+}
+
+void gs_plotter_keep(gs_plotter *p, const char *path)
+{
+    GStatBuf st;
+    if (!path || g_stat(path, &st) != 0) return;
+    uint64_t id[2] = {(uint64_t)st.st_dev, (uint64_t)st.st_ino};
+    g_array_append_vals(p->kept, id, 2);
+}
+
+gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err)
+{
+    GStatBuf st;
+    if (g_stat(path, &st) != 0) return TRUE;
+    for (guint i = 0; i + 1 < p->kept->len; i += 2)
+        if (g_array_index(p->kept, uint64_t, i) == (uint64_t)st.st_dev &&
+            g_array_index(p->kept, uint64_t, i + 1) == (uint64_t)st.st_ino) {
+            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO,
+                        "%s: an input of this run has that name; not overwritten", path);
+            return FALSE;
+        }
+    return TRUE;
 }
 
 const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
@@ -51,6 +75,10 @@ const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
 {
     char *path = g_build_filename(p->dir, name, NULL);
+    if (!gs_plotter_may_replace(p, path, err)) {
+        g_free(path);
+        return FALSE;
+    }
     GError *e = NULL;
     gboolean ok = g_file_set_contents(path, text->str, (gssize)text->len, &e);
     if (!ok) {
@@ -72,6 +100,22 @@ gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GErr
 
 /* ---- names and labels ---- */
 
+/* A name as a file-name part: letters, digits, '_', '.', '-' and '+' as they are (and, in a
+ * name that is UTF-8, every non-ASCII character), anything else '-' (a policy spec:
+ * pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128). A trace's or a saved
+ * report's name can hold anything (a quote, a backquote, '$', a line break): none of it reaches
+ * a file name, so the plots land in their directory under names that a shell and gnuplot take
+ * literally (issue 14). */
+static char *file_part(const char *s)
+{
+    char *f = g_strdup(s);
+    bool utf8 = g_utf8_validate(f, -1, NULL);
+    for (char *c = f; *c; c++)
+        if (!g_ascii_isalnum(*c) && !strchr("_.-+", *c) && !(utf8 && (unsigned char)*c >= 0x80))
+            *c = '-';
+    return f;
+}
+
 char *gs_plot_stem(const char *trace)
 {
     char *base = g_path_get_basename(trace);
@@ -86,18 +130,10 @@ char *gs_plot_stem(const char *trace)
             }
         }
     }
-    return base;
+    char *stem = file_part(base);
+    g_free(base);
+    return stem;
 }
-
-/* A policy spec as a file-name part: pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128 */
-static char *file_part(const char *s)
-{
-    char *f = g_strdup(s);
-    for (char *c = f; *c; c++)
-        if (!g_ascii_isalnum(*c) && *c != '_' && *c != '.') *c = '-';
-    return f;
-}
-
 
 /* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
 char *gs_plot_cap_words(uint64_t cap)
@@ -129,16 +165,37 @@ bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n)
 
 /* ---- the pieces of a script ---- */
 
-/* A gnuplot string literal: double-quoted, so a title can hold a line break. */
+/* A gnuplot string literal that substitutes nothing: single-quoted (gnuplot runs `backquoted`
+ * text inside double quotes as a shell command, and a title can come from a file name or a
+ * saved report someone sent). A quote or a line break cannot be inside one: each is a
+ * double-quoted piece of its own, joined by gnuplot's string concatenation ('it'."'".'s',
+ * 'line 1'."\n".'line 2'; gnuplot 5.4 misreads '' written for a quote at the start of a string
+ * or after another); any other control character becomes '?'. */
 void gs_gp_str(GString *g, const char *s)
 {
-    g_string_append_c(g, '"');
+    g_string_append_c(g, '\'');
     for (; *s; s++) {
-        if (*s == '\n') g_string_append(g, "\\n");
-        else if (*s == '"' || *s == '\\') g_string_append_printf(g, "\\%c", *s);
+        if (*s == '\n') g_string_append(g, "'.\"\\n\".'");
+        else if (*s == '\'') g_string_append(g, "'.\"'\".'");
+        else if ((unsigned char)*s < 0x20 || *s == 0x7f) g_string_append_c(g, '?');
         else g_string_append_c(g, *s);
     }
-    g_string_append_c(g, '"');
+    g_string_append_c(g, '\'');
+}
+
+char *gs_gp_lit(const char *s)
+{
+    GString *g = g_string_new(NULL);
+    gs_gp_str(g, s);
+    return g_string_free(g, FALSE);
+}
+
+/* Text in a .dat file's comment or column: one line, whatever s holds (a line break in a name
+ * would start a data row), each control character written as '?'. */
+void gs_dat_text(GString *g, const char *s)
+{
+    for (; *s; s++)
+        g_string_append_c(g, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 }
 
 /* The script's frame: draw once as PNG and once as SVG; gpusim passes out='.STEM.tmpPID' so
@@ -148,13 +205,17 @@ void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h)
     g_string_append_printf(g,
         "# %s.gp - %s, written by gpusim.\n"
         "# Draw it again (PNG and SVG): cd into this directory, then: gnuplot %s.gp\n"
-        "if (!exists(\"out\")) out = '%s'\n"
+        "if (!exists(\"out\")) out = ",
+        stem, what, stem);
+    gs_gp_str(g, stem);
+    g_string_append_printf(g,
+        "\n"
         "do for [fmt in \"png svg\"] {\n"
         "reset\n"
         "if (fmt eq \"png\") { set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background '#ffffff' }\n"
         "if (fmt eq \"svg\") { set terminal svg size %d,%d noenhanced font 'Sans,11' background '#ffffff' }\n"
         "set output out.'.'.fmt\n",
-        stem, what, stem, stem, w, h, w, h);
+        w, h, w, h);
 }
 
 void gs_gp_end(GString *g)

@@ -95,12 +95,17 @@ static void map_data(GString *dat, GString *plots, const map_layout *m, const ch
 {
     const gs_plot_series *s = r->series;
     const char *u = m->in_gib ? "GiB" : "MiB";
-    g_string_append_printf(dat, "# %s under %s: every segment at the peak of reserved memory (after "
+    g_string_append(dat, "# ");
+    gs_dat_text(dat, trace);
+    g_string_append(dat, " under ");
+    gs_dat_text(dat, r->policy);
+    g_string_append_printf(dat, ": every segment at the peak of reserved memory (after "
                                 "event %" G_GUINT64_FORMAT "), largest first\n"
                                 "# blocks in index blocks by state (free, allocated, pending, unmapped; "
                                 "empty ones left out, named below)\n"
                                 "# row x_from_%s x_to_%s size_bytes segment_addr\n",
-                           trace, r->policy, s->map_at.event, u, u);
+                           s->map_at.event, u, u);
+    char *datname = g_strdup_printf("%s.dat", stem), *dat_lit = gs_gp_lit(datname);
     GString *rows = g_string_new(NULL);
     int block = 0;
     for (unsigned st = 0; st < 4; st++) {
@@ -110,14 +115,16 @@ static void map_data(GString *dat, GString *plots, const map_layout *m, const ch
         g_string_append_printf(dat, "# %s\n%s\n\n", gs_plot_state_name(st), rows->str);
         char *sz = gs_format_size(m->totals[st]);
         char *t = g_strdup_printf("%s: %s", state_legend[st], sz);
-        g_string_append_printf(plots, "%s'%s.dat' index %d using 2:1:2:3:($1-0.42):($1+0.42) "
+        g_string_append_printf(plots, "%s%s index %d using 2:1:2:3:($1-0.42):($1+0.42) "
                                       "with boxxyerror fs solid 1.0 noborder lc rgb '%s' title ",
-                               plots->len ? ", \\\n     " : "plot ", stem, block++, state_colours[st]);
+                               plots->len ? ", \\\n     " : "plot ", dat_lit, block++, state_colours[st]);
         gs_gp_str(plots, t);
         g_free(t);
         g_free(sz);
     }
     g_string_free(rows, TRUE);
+    g_free(dat_lit);
+    g_free(datname);
 }
 
 /* The rows' tics: with few rows, each named by its size (an expandable one by what is mapped). */

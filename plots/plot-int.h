@@ -65,7 +65,11 @@ const char *gs_plot_state_name(unsigned state);
 struct gs_plotter {
     char *dir;
     GPtrArray *scripts; /* char*: stems of the scripts written, in order */
+    GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
 };
+
+/* FALSE and GS_PLOT_ERROR_IO when path is a file gs_plotter_keep named. */
+gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err);
 
 /* dir/name holds text, written whole; GS_PLOT_ERROR_IO otherwise. */
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err);
@@ -81,8 +85,15 @@ char *gs_plot_run_label(const gs_plot_run *r, bool with_cap);
 /* Whether the n runs share one capacity (a title then names it once, the labels never). */
 bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n);
 
-/* A gnuplot string literal: double-quoted, so a title can hold a line break. */
+/* A gnuplot string literal for s that substitutes nothing, whatever s holds: single-quoted
+ * (gnuplot runs `text` in double quotes as a command), a quote or a line break joined in as a
+ * double-quoted piece of its own ("'", "\n"). Every text a script holds that is not gpusim's
+ * own goes through it, file names too. */
 void gs_gp_str(GString *g, const char *s);
+/* The same literal, as a string to g_free. */
+char *gs_gp_lit(const char *s);
+/* s appended to a .dat file: each control character (a line break would start a data row) '?'. */
+void gs_dat_text(GString *g, const char *s);
 /* The script's frame: a loop drawing PNG then SVG, w x h pixels, into out.'.'.fmt. */
 void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h);
 void gs_gp_end(GString *g);

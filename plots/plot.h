@@ -73,6 +73,9 @@ typedef struct gs_plotter gs_plotter;
 /* Plots go to dir (created if missing). Nothing is written until a gs_plot_* call. */
 gs_plotter *gs_plotter_new(const char *dir, GError **err);
 void gs_plotter_free(gs_plotter *p);
+/* Never replace the file at path (an input of the run: a trace, a saved report): a plot whose
+ * name it has is GS_PLOT_ERROR_IO instead. A path that does not exist is ignored. */
+void gs_plotter_keep(gs_plotter *p, const char *path);
 /* The timeline (runs with a series), the bars, and an address map per run with a series.
  * trace: as given on the command line; the plots' file names start with its base name. */
 gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,

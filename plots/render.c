@@ -13,12 +13,14 @@
 
 #include "plot-int.h"
 
-static gboolean render_one(const char *prog, const char *dir, const char *stem, GError **err)
+static gboolean render_one(const gs_plotter *p, const char *prog, const char *stem, GError **err)
 {
+    const char *dir = p->dir;
     char *tmp = g_strdup_printf(".%s.tmp%d", stem, (int)getpid());
-    char *e = g_strdup_printf("out='%s'", tmp);
+    char *lit = gs_gp_lit(tmp), *e = g_strdup_printf("out=%s", lit);
     char *script = g_strdup_printf("%s.gp", stem);
-    char *argv[] = {(char *)prog, (char *)"-e", e, script, NULL};
+    char *arg = g_strdup_printf("./%s", script); /* never read as an option, whatever the stem */
+    char *argv[] = {(char *)prog, (char *)"-e", e, arg, NULL};
     char *serr = NULL;
     int status = 0;
     GError *se = NULL;
@@ -41,6 +43,7 @@ static gboolean render_one(const char *prog, const char *dir, const char *stem, 
     for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {
         char *from = g_strdup_printf("%s/%s.%s", dir, tmp, exts[i]);
         char *to = g_strdup_printf("%s/%s.%s", dir, stem, exts[i]);
+        if (ok && !gs_plotter_may_replace(p, to, err)) ok = FALSE;
         if (ok && g_rename(from, to) != 0) {
             int en = errno;
             g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot write: %s", to, g_strerror(en));
@@ -51,7 +54,9 @@ static gboolean render_one(const char *prog, const char *dir, const char *stem, 
         g_free(to);
     }
     g_free(serr);
+    g_free(arg);
     g_free(script);
+    g_free(lit);
     g_free(e);
     g_free(tmp);
     return ok;
@@ -72,7 +77,7 @@ gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err)
     gboolean ok = TRUE;
     size_t n = 0;
     for (guint i = 0; ok && i < p->scripts->len; i++) {
-        ok = render_one(prog, p->dir, p->scripts->pdata[i], err);
+        ok = render_one(p, prog, p->scripts->pdata[i], err);
         if (ok) n += 2;
     }
     if (n_images) *n_images = n;

@@ -88,29 +88,36 @@ static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *tex
     return ok;
 }
 
-/* RFC 4180 records: a GPtrArray of NULL-terminated string vectors. */
-static GPtrArray *csv_parse(const char *s, size_t len)
+/* RFC 4180 records: a GPtrArray of NULL-terminated string vectors, and in lines the line each
+ * record starts on (a quoted field may hold line breaks). NULL, and err "FILE:LINE: message",
+ * when a quoted field never ends: it would swallow the rest of the file. */
+static GPtrArray *csv_parse(const char *path, const char *s, size_t len, GArray *lines,
+                            GError **err)
 {
     GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-    GPtrArray *row = g_ptr_array_new();
+    GPtrArray *row = g_ptr_array_new_with_free_func(g_free);
     GString *f = g_string_new(NULL);
     const char *end = s + len;
     bool quoted = false, field_started = false;
+    size_t line = 1, row_line = 1, quote_line = 0;
     for (const char *c = s; c <= end; c++) {
         char ch = c < end ? *c : '\n';
         if (quoted) {
+            if (c == end) break; /* the file ends inside quotes */
             if (ch == '"' && c + 1 < end && c[1] == '"') {
                 g_string_append_c(f, '"');
                 c++;
             } else if (ch == '"') {
                 quoted = false;
             } else {
+                if (ch == '\n') line++;
                 g_string_append_c(f, ch);
             }
             continue;
         }
         if (ch == '"') {
             quoted = field_started = true;
+            quote_line = line;
         } else if (ch == ',') {
             g_ptr_array_add(row, g_strdup(f->str));
             g_string_truncate(f, 0);
@@ -119,11 +126,14 @@ static GPtrArray *csv_parse(const char *s, size_t len)
             if (field_started || f->len) {
                 g_ptr_array_add(row, g_strdup(f->str));
                 g_ptr_array_add(row, NULL);
+                g_ptr_array_set_free_func(row, NULL); /* the strings go to the record */
                 g_ptr_array_add(rows, g_ptr_array_free(row, FALSE));
-                row = g_ptr_array_new();
+                g_array_append_val(lines, row_line);
+                row = g_ptr_array_new_with_free_func(g_free);
             }
             g_string_truncate(f, 0);
             field_started = false;
+            row_line = ++line;
         } else if (ch != '\r') {
             g_string_append_c(f, ch);
             field_started = true;
@@ -131,6 +141,14 @@ static GPtrArray *csv_parse(const char *s, size_t len)
     }
     g_ptr_array_free(row, TRUE);
     g_string_free(f, TRUE);
+    if (quoted) {
+        char *m = gs_located_printf(path, quote_line, "a quoted field that never ends (no closing "
+                                                      "'\"')");
+        g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, m);
+        g_free(m);
+        g_ptr_array_free(rows, TRUE);
+        return NULL;
+    }
     return rows;
 }
 
@@ -181,8 +199,14 @@ static gboolean plot_csv_traces(gs_plotter *p, GPtrArray *rows, int trace_col,
 static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text, size_t len,
                                GError **err)
 {
-    GPtrArray *rows = csv_parse(text, len);
+    GArray *lines = g_array_new(FALSE, FALSE, sizeof(size_t));
+    GPtrArray *rows = csv_parse(path, text, len, lines, err);
+    if (!rows) {
+        g_array_free(lines, TRUE);
+        return FALSE;
+    }
     if (rows->len < 2) {
+        g_array_free(lines, TRUE);
         g_ptr_array_free(rows, TRUE);
         return saved_bad(err, path, "no header and rows");
     }
@@ -191,6 +215,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     for (size_t k = 0; k < N_NEED; k++) {
         if ((col[k] = col_of(h, need[k])) < 0) {
             g_ptr_array_free(rows, TRUE);
+            g_array_free(lines, TRUE);
             return saved_bad(err, path, "no column '%s'", need[k]);
         }
     }
@@ -205,7 +230,11 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     for (size_t i = 0; ok && i < n; i++) {
         char **r = rows->pdata[i + 1];
         if (g_strv_length(r) != width) {
-            ok = saved_bad(err, path, "row %zu has %u fields, the header %u", i + 2, g_strv_length(r), width);
+            char *m = gs_located_printf(path, g_array_index(lines, size_t, i + 1),
+                                        "%u fields, where the header has %u", g_strv_length(r), width);
+            g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, m);
+            g_free(m);
+            ok = FALSE;
             break;
         }
         run_from_csv(&runs[i], r, col);
@@ -219,6 +248,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     g_free(values);
     runs_free(runs, n);
     g_ptr_array_free(rows, TRUE);
+    g_array_free(lines, TRUE);
     return ok;
 }
 

@@ -72,13 +72,17 @@ static void axes_clear(sweep_axes *ax)
 static bool sweep_dat(GString *dat, const char *trace, const sweep_axes *ax,
                       const gs_plot_run *cells, size_t n_cells, double maxv[N_PANELS])
 {
-    g_string_append_printf(dat, "# %s: the sweep, a block per line (named below); x is the position "
-                                "of %s's value on the axis\n"
-                                "# x cell peak_reserved_GiB waste_GiB retries device_ms oom\n",
-                           trace, ax->name);
+    g_string_append(dat, "# ");
+    gs_dat_text(dat, trace);
+    g_string_append(dat, ": the sweep, a block per line (named below); x is the position of ");
+    gs_dat_text(dat, ax->name);
+    g_string_append(dat, "'s value on the axis\n"
+                         "# x cell peak_reserved_GiB waste_GiB retries device_ms oom\n");
     GString *oom = g_string_new(NULL), *row = g_string_new(NULL);
     for (guint l = 0; l < ax->lines->len; l++) {
-        g_string_append_printf(dat, "# %s\n", (const char *)ax->lines->pdata[l]);
+        g_string_append(dat, "# ");
+        gs_dat_text(dat, ax->lines->pdata[l]);
+        g_string_append_c(dat, '\n');
         for (guint x = 0; x < ax->xs->len; x++)
             for (size_t c = 0; c < n_cells; c++) {
                 if (ax->li[c] != l || ax->xi[c] != x) continue;
@@ -125,6 +129,7 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
     }
     g_string_append(xt, ") nomirror\n");
     double top = 0.85, ph = top / 2, pw = 0.5;
+    char *datname = g_strdup_printf("%s.dat", stem), *dat_lit = gs_gp_lit(datname);
     for (size_t m = 0; m < N_PANELS; m++) {
         double x = pw * (double)(m % 2), y = top - ph * (double)(m / 2 + 1);
         g_string_append_printf(g, "set origin %.4f,%.4f\nset size %.4f,%.4f\nset title ", x, y, pw, ph);
@@ -135,11 +140,11 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
         gs_gp_str(g, ax->name);
         g_string_append(g, "\nset lmargin 10\n");
         for (guint l = 0; l < ax->lines->len; l++)
-            g_string_append_printf(g, "%s'%s.dat' index %u using 1:%zu with linespoints lw 2 pt 7 ps 1.2 lc rgb '%s'",
-                                   l ? ", \\\n     " : "plot ", stem, l, m + 3, gs_plot_colour(l));
+            g_string_append_printf(g, "%s%s index %u using 1:%zu with linespoints lw 2 pt 7 ps 1.2 lc rgb '%s'",
+                                   l ? ", \\\n     " : "plot ", dat_lit, l, m + 3, gs_plot_colour(l));
         if (any_oom)
-            g_string_append_printf(g, ", \\\n     '%s.dat' index %u using 1:%zu with points pt 2 ps 2.6 lw 3 lc rgb '#CC0000'",
-                                   stem, ax->lines->len, m + 3);
+            g_string_append_printf(g, ", \\\n     %s index %u using 1:%zu with points pt 2 ps 2.6 lw 3 lc rgb '#CC0000'",
+                                   dat_lit, ax->lines->len, m + 3);
         g_string_append_c(g, '\n');
     }
     gs_gp_legend_strip(g, top, 0.08, (const char *const *)ax->lines->pdata, ax->lines->len,
@@ -147,6 +152,8 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
     g_string_free(xt, TRUE);
+    g_free(dat_lit);
+    g_free(datname);
     g_free(title);
     g_free(base);
     g_free(cap_note);

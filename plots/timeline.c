@@ -9,6 +9,7 @@
 /* The timeline being built: its two data files and the plot command's clauses. */
 typedef struct {
     const char *stem;
+    char *dat_lit, *ev_lit; /* the data files' names as gnuplot literals */
     bool use_time, in_ms;   /* x: trace time (in ms), or the event number */
     const char *xexpr;      /* x as gnuplot's "using" reads it from the .dat */
     GString *dat, *ev;      /* NAME-timeline.dat, NAME-timeline-events.dat */
@@ -61,7 +62,9 @@ static char *count_label(const char *who, uint64_t n, const char *one, const cha
 /* A policy's reserved (solid) and allocated (dotted) lines. */
 static void add_lines(timeline *t, const gs_plot_series *s, const char *label, const char *colour)
 {
-    g_string_append_printf(t->dat, "# %s\n", label);
+    g_string_append(t->dat, "# ");
+    gs_dat_text(t->dat, label);
+    g_string_append_c(t->dat, '\n');
     dat_rows(t->dat, s->points);
     for (guint k = 0; k < s->points->len; k++) {
         const gs_plot_point *pt = &g_array_index(s->points, gs_plot_point, k);
@@ -69,11 +72,11 @@ static void add_lines(timeline *t, const gs_plot_series *s, const char *label, c
                                             : (double)pt->time_us / (t->in_ms ? 1e3 : 1e6));
         t->ymax = MAX(t->ymax, gib(pt->reserved));
     }
-    g_string_append_printf(t->plots, "%s'%s.dat' index %d using %s:4 with lines lw 2.5 lc rgb '%s' title ",
-                           t->plots->len ? ", \\\n     " : "plot ", t->stem, t->block, t->xexpr, colour);
+    g_string_append_printf(t->plots, "%s%s index %d using %s:4 with lines lw 2.5 lc rgb '%s' title ",
+                           t->plots->len ? ", \\\n     " : "plot ", t->dat_lit, t->block, t->xexpr, colour);
     clause_title(t->plots, label, "reserved");
-    g_string_append_printf(t->plots, ", \\\n     '%s.dat' index %d using %s:3 with lines lw 1 dt 3 lc rgb '%s' title ",
-                           t->stem, t->block, t->xexpr, colour);
+    g_string_append_printf(t->plots, ", \\\n     %s index %d using %s:3 with lines lw 1 dt 3 lc rgb '%s' title ",
+                           t->dat_lit, t->block, t->xexpr, colour);
     clause_title(t->plots, label, "allocated");
     t->block++;
 }
@@ -84,10 +87,12 @@ static void add_markers(timeline *t, const gs_plot_series *s, const char *label,
     const GArray *marks[2] = {s->retries, s->ooms};
     for (int m = 0; m < 2; m++) {
         if (!marks[m]->len) continue;
-        g_string_append_printf(t->ev, "# %s: %s\n", label, m ? "OOMs" : "retries");
+        g_string_append(t->ev, "# ");
+        gs_dat_text(t->ev, label);
+        g_string_append_printf(t->ev, ": %s\n", m ? "OOMs" : "retries");
         dat_rows(t->ev, marks[m]);
-        g_string_append_printf(t->plots, ", \\\n     '%s-events.dat' index %d using %s:4 with points %s lc rgb '%s' title ",
-                               t->stem, t->evblock++, t->xexpr, m ? "pt 2 ps 2.6 lw 3" : "pt 8 ps 1.8 lw 2",
+        g_string_append_printf(t->plots, ", \\\n     %s index %d using %s:4 with points %s lc rgb '%s' title ",
+                               t->ev_lit, t->evblock++, t->xexpr, m ? "pt 2 ps 2.6 lw 3" : "pt 8 ps 1.8 lw 2",
                                colour);
         char *title = m ? count_label(label, s->n_ooms, "OOM", "OOMs")
                         : count_label(label, s->n_retries, "retry (cache flushed)", "retries (cache flushed)");
@@ -139,9 +144,14 @@ gboolean gs_plot_timeline(gs_plotter *p, const char *trace, const char *stem,
     timeline t = {.stem = stem, .dat = g_string_new(NULL), .ev = g_string_new(NULL),
                   .plots = g_string_new(NULL)};
     choose_x(&t, runs, n);
-    g_string_append_printf(t.dat, "# %s: memory over the trace, per policy (gnuplot index blocks, in "
-                                  "this order); each row is the maxima over a bucket of events\n"
-                                  "# event time_s allocated_GiB reserved_GiB\n", trace);
+    char *datname = g_strdup_printf("%s.dat", stem), *evname = g_strdup_printf("%s-events.dat", stem);
+    t.dat_lit = gs_gp_lit(datname);
+    t.ev_lit = gs_gp_lit(evname);
+    g_string_append(t.dat, "# ");
+    gs_dat_text(t.dat, trace);
+    g_string_append(t.dat, ": memory over the trace, per policy (gnuplot index blocks, in "
+                           "this order); each row is the maxima over a bucket of events\n"
+                           "# event time_s allocated_GiB reserved_GiB\n");
     g_string_append(t.ev, "# the events where a retry or an OOM happened (index blocks named below)\n"
                           "# event time_s allocated_GiB reserved_GiB\n");
     bool cap_same = gs_plot_same_capacity(runs, n);
@@ -157,12 +167,13 @@ gboolean gs_plot_timeline(gs_plotter *p, const char *trace, const char *stem,
     char *title_cap = cap_same ? gs_plot_cap_words(runs[0].capacity) : g_strdup("capacities as labelled");
     GString *g = g_string_new(NULL);
     timeline_script(g, &t, trace, title_cap);
-    char *datname = g_strdup_printf("%s.dat", stem), *evname = g_strdup_printf("%s-events.dat", stem);
     gboolean ok = t.block == 0 || (gs_plotter_write(p, datname, t.dat, err) &&
                                    gs_plotter_write(p, evname, t.ev, err) &&
                                    gs_plotter_add_script(p, stem, g, err));
     g_free(datname);
     g_free(evname);
+    g_free(t.dat_lit);
+    g_free(t.ev_lit);
     g_free(title_cap);
     g_string_free(t.plots, TRUE);
     g_string_free(t.dat, TRUE);

@@ -400,7 +400,7 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
     }
     for (size_t k = 0; k < c->n; k++) {
         if (c->mode == GS_CLIENTS_SHARED && k > 0) break;
-        gs_heap_free_all(c->heap[k]);
+        r->teardown_failures += gs_heap_free_all(c->heap[k]);
     }
     if (c->cr) {
         for (size_t k = 0; k < c->n; k++) {

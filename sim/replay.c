@@ -352,7 +352,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     } else {
         r->stats = *gs_heap_stats(h);
         r->calls = *gs_heap_devcalls(h);
-        gs_heap_free_all(h);
+        r->teardown_failures = gs_heap_free_all(h);
     }
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_after, &dev_total);
     g_free(slots);

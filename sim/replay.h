@@ -147,6 +147,9 @@ typedef struct {
     /* The device's free bytes before the replay and after the allocator let go of everything:
      * equal when every byte went back. */
     uint64_t dev_free_before, dev_free_after;
+    /* Device calls that failed while the allocator let go of everything at the end (memory
+     * left on the device); not in the statistics above, which are taken before. */
+    size_t teardown_failures;
     /* probe_driver: the most device memory gone at a peak of reserved (free before minus free
      * then); 0 when not probed. */
     uint64_t driver_peak_used;

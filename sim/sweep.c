@@ -81,6 +81,18 @@ static gboolean expand(const char *s, const char *what, const char *fallback, GP
         c = close + 1;
     }
     if (ok) {
+        /* the cells it makes, counted before any is (saturating past the limit) */
+        uint64_t cells = 1;
+        for (guint k = 0; k < groups->len; k++)
+            cells = MIN(cells * g_strv_length(groups->pdata[k]), (uint64_t)GS_SWEEP_MAX_CELLS + 1);
+        if (cells > GS_SWEEP_MAX_CELLS) {
+            char *why = g_strdup_printf("more than %u cells, the most a sweep may have (split the "
+                                        "grid into several sweeps)", GS_SWEEP_MAX_CELLS);
+            ok = bad(err, what, s, why);
+            g_free(why);
+        }
+    }
+    if (ok) {
         /* an odometer over the lists, the last one turning fastest */
         guint ng = groups->len;
         guint *at = g_new0(guint, ng + 1);
@@ -239,6 +251,15 @@ gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError
         g_ptr_array_add(pol_exp, ex);
     }
     if (ok && capacity) ok = expand(capacity, "--capacity", "capacity", cap_names, cap_exp, err);
+    uint64_t n_cells = 0; /* every template's cells times every capacity */
+    for (guint p = 0; ok && p < pol_exp->len; p++)
+        n_cells += (uint64_t)((GArray *)pol_exp->pdata[p])->len * (capacity ? cap_exp->len : 1);
+    if (ok && n_cells > GS_SWEEP_MAX_CELLS) {
+        g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT,
+                    "the grid has %" G_GUINT64_FORMAT " cells, more than the %u a sweep may have "
+                    "(split it into several sweeps)", n_cells, GS_SWEEP_MAX_CELLS);
+        ok = FALSE;
+    }
     if (ok) {
         /* Columns: the policies' lists, the capacity, then "policy" for the template when there
          * are several. */

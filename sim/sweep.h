@@ -17,6 +17,11 @@
 
 G_BEGIN_DECLS
 
+/* The most cells one sweep may have: each holds a policy, a result and, while it runs, a heap
+ * and a device (10^6 cells took 2.5 GB). A grid past it is GS_SWEEP_ERROR_INPUT when expanded,
+ * before anything is allocated for its cells. */
+#define GS_SWEEP_MAX_CELLS 10000u
+
 #define GS_SWEEP_ERROR (gs_sweep_error_quark())
 GQuark gs_sweep_error_quark(void);
 typedef enum {

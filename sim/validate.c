@@ -46,6 +46,7 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
     ro.probe_driver = true;
     if (!gs_replay_run(t, p, &ro, &warm, err)) return FALSE;
     v->driver_peak = warm.driver_peak_used;
+    size_t lost = warm.teardown_failures; /* every real run's, reported with the first's */
     ro.probe_driver = false;
     if (warm.error != GS_OK) { /* the device failed: report the warm-up run as it is */
         gs_result_move(&v->real, &warm);
@@ -86,7 +87,9 @@ gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validat
     v->real_host_s = gs_median(x, done);
     g_free(x);
     v->runs = done;
+    for (unsigned i = 0; i < done; i++) lost += rs[i].teardown_failures;
     if (done) gs_result_move(&v->real, &rs[0]);
+    v->real.teardown_failures = lost;
     for (unsigned i = 0; i < done; i++) gs_result_clear(&rs[i]);
     g_free(rs);
     return ok;

@@ -63,6 +63,35 @@ START_TEST(sim_empty_device_places_as_fresh)
 }
 END_TEST
 
+/* Two simulated devices never share an address (issue 14: under the PyTorch library's sim
+ * backend two devices' blocks had the same addresses, and a free named the wrong heap): device
+ * d's cudaMallocs and reservations lie in [d * 2^47, (d + 1) * 2^47), device 0's where they
+ * always were; gs_backend_open names the device. */
+START_TEST(sim_devices_have_disjoint_address_windows)
+{
+    const uint64_t span = UINT64_C(1) << 47;
+    uint64_t a[3], va[3];
+    for (int d = 0; d < 3; d++) {
+        gs_backend_config bc = {.device = d, .sim = {.total_bytes = 8 * GiB}};
+        gs_backend *be = NULL;
+        ck_assert_int_eq(gs_backend_open("sim", &bc, &be, NULL), GS_OK);
+        ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &a[d]), GS_OK);
+        ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 40 * MiB, &va[d]), GS_OK);
+        ck_assert_uint_eq(a[d] / span, (uint64_t)d);
+        ck_assert_uint_eq(va[d] / span, (uint64_t)d);
+        ck_assert_uint_eq(a[d] % span, a[0] % span); /* the same layout, moved */
+        gs_backend_destroy(be);
+    }
+    ck_assert_uint_eq(a[0], UINT64_C(0x7f0000000000) - 32 * MiB); /* device 0 as before */
+    gs_backend_config bad = {.device = -1};
+    gs_backend *be = NULL;
+    char *msg = NULL;
+    ck_assert_int_eq(gs_backend_open("sim", &bad, &be, &msg), GS_ERR_DEVICE);
+    ck_assert_ptr_nonnull(strstr(msg, "-1"));
+    g_free(msg);
+}
+END_TEST
+
 START_TEST(sim_follows_script_until_sizes_diverge)
 {
     uint64_t addrs[] = {0x7f5000000000, 0x7f5000200000, 0x7f5000400000};
@@ -455,6 +484,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, sim_model_places_downward_and_reuses_chunk_slack);
     tcase_add_test(tc, sim_empty_device_places_as_fresh);
     tcase_add_test(tc, sim_follows_script_until_sizes_diverge);
+    tcase_add_test(tc, sim_devices_have_disjoint_address_windows);
     tcase_add_test(tc, sim_clock_advances_by_calibrated_latency);
     tcase_add_test(tc, calibration_interpolates_and_extrapolates);
     tcase_add_test(tc, calibration_load_rejects_bad_file);

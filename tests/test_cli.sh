@@ -314,6 +314,89 @@ snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 head -1 "$tmp/w.csv" | grep -q "^trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes" ||
     fail "whatif csv header: $(head -1 "$tmp/w.csv")"
 grep -Eq ",pytorch,1,161061273[56]," "$tmp/w.csv" || fail "whatif snapshot: recorded cap not taken: $(cat "$tmp/w.csv")"
+# --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
+# nothing beside -o (issue 14) ---
+cp "$trace" "$tmp/in.gstrace.gz"
+ln -s in.gstrace.gz "$tmp/in-link.gz"
+ln "$tmp/in.gstrace.gz" "$tmp/in-hard.gz"
+expect_error "-o is the input" "an input of this run; not overwritten" \
+    "$gpusim" replay "$tmp/in.gstrace.gz" -o "$tmp/in.gstrace.gz"
+expect_error "-o is the input, through a link" "in.gstrace.gz, an input" \
+    "$gpusim" replay "$tmp/in.gstrace.gz" --format json -o "$tmp/in-link.gz"
+expect_error "-o is the input, a hard link" "an input of this run" \
+    "$gpusim" replay "$tmp/in.gstrace.gz" -o "$tmp/in-hard.gz"
+expect_error "-o is the calibration" "cal.csv, an input" \
+    "$gpusim" replay "$tmp/in.gstrace.gz" --calibration "$tmp/cal.csv" -o "$tmp/cal.csv"
+expect_error "sweep -o is the input" "an input of this run" \
+    "$gpusim" sweep "$tmp/in.gstrace.gz" -o "$tmp/in-hard.gz"
+expect_error "validate -o is the input" "an input of this run" \
+    "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim -o "$tmp/in-link.gz"
+expect_error "validate --save-calibration is the input" "--save-calibration" \
+    "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --save-calibration "$tmp/in.gstrace.gz"
+cmp -s "$trace" "$tmp/in.gstrace.gz" && [ -L "$tmp/in-link.gz" ] || fail "-o is the input: the input changed"
+if [ -w /dev/full ]; then
+    for cmd in "replay $trace" "replay $trace --format json" "sweep $trace" help; do
+        # shellcheck disable=SC2086
+        "$gpusim" $cmd >/dev/full 2>"$tmp/err"
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "standard output: cannot write" "$tmp/err" ||
+            fail "$cmd >/dev/full: exit $rc: $(cat "$tmp/err")"
+    done
+    "$gpusim" replay "$trace" -o /dev/full 2>"$tmp/err"
+    [ $? -eq 2 ] && grep -q "/dev/full: cannot write" "$tmp/err" || fail "-o /dev/full: $(cat "$tmp/err")"
+fi
+# SIGTERM in the middle of a long run (150 traces under 14 policies, seconds): no temporary file
+# beside -o (the report, if the signal came as it was being written, is whole)
+many=""
+for i in $(seq 150); do many="$many $src/traces/data/gpt2.gstrace.gz"; done
+for m in 64 128 256 512 1024; do many="$many -p pytorch:max_split_size_mb:$m"; done
+for d in 1 2 4 8 16; do many="$many -p pytorch:roundup_power2_divisions:$d"; done
+mkdir "$tmp/killed"
+# shellcheck disable=SC2086
+"$gpusim" replay $many -p pytorch -p cupy -p pytorch:expandable_segments:True \
+    -p pytorch:garbage_collection_threshold:0.6 -q --format json -o "$tmp/killed/r.json" &
+pid=$!
+sleep 1.5
+# (SIGTERM: a background job of a non-interactive shell ignores SIGINT)
+if kill -TERM $pid 2>/dev/null; then
+    wait $pid
+    ls -A "$tmp/killed" | grep -q 'r.json.' && fail "a killed replay left $(ls -A "$tmp/killed")"
+    [ ! -e "$tmp/killed/r.json" ] || python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
+        "$tmp/killed/r.json" || fail "a killed replay left a partial report"
+fi
+wait $pid 2>/dev/null
+
+# --- a file name that is not UTF-8 still gives valid JSON (util/jsonw.c: U+FFFD for the bad
+# byte), in replay's and validate's reports and in a report carrying plot series ---
+bad_name=$(printf 'not-utf8-\377\376.gstrace.gz')
+cp "$src/traces/data/batch-alternate.gstrace.gz" "$tmp/$bad_name"
+"$gpusim" replay "$tmp/$bad_name" --format json -o "$tmp/u1.json" || fail "non-UTF-8 name: replay"
+"$gpusim" validate "$tmp/$bad_name" --backend sim --runs 1 --format json -o "$tmp/u2.json" ||
+    fail "non-UTF-8 name: validate"
+GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/$bad_name" --format json -o "$tmp/u3.json" \
+    --plot "$tmp/u-plots" -q 2>/dev/null
+python3 - "$tmp/u1.json" "$tmp/u2.json" "$tmp/u3.json" <<'PY' || fail "non-UTF-8 name: JSON"
+import json, sys
+for p in sys.argv[1:]:
+    d = json.loads(open(p, "rb").read().decode("utf-8"))  # strict: every byte UTF-8
+    d = d[0] if isinstance(d, list) else d
+    assert d["trace"].endswith("not-utf8-\ufffd\ufffd.gstrace.gz"), d["trace"]
+PY
+
+# --- a trace with a header and no events (an empty recording) replays to a zero report, in
+# every format and with plots (issue 14: it crashed, indexing the policy of a client that is
+# not there) ---
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n' >"$tmp/empty.gstrace"
+for f in table csv json; do
+    "$gpusim" replay "$tmp/empty.gstrace" -p pytorch -p cupy --format $f >"$tmp/out" 2>"$tmp/err" ||
+        fail "empty trace, $f: exit $?: $(cat "$tmp/err")"
+done
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['events']==0 and len(d['results'])==2" \
+    "$tmp/out" || fail "empty trace: JSON"
+GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plots" -q >"$tmp/out" 2>&1
+[ $? -eq 3 ] && [ -s "$tmp/empty-plots/empty-bars.dat" ] || fail "empty trace, --plot: $(cat "$tmp/out")"
+"$gpusim" sweep "$tmp/empty.gstrace" -p 'pytorch:max_split_size_mb:{64,128}' >"$tmp/out" ||
+    fail "empty trace, sweep: exit"
 
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

@@ -7,6 +7,7 @@
 # tests that need no gnuplot when gnuplot is not installed.
 set -u
 gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac   # some runs cd
 src=$2
 . "$src/tests/clitest.sh"
 
@@ -63,6 +64,12 @@ expect_error "plot nothing" "no RESULT" "$gpusim" plot
 expect_error "plot a missing file" "nope.json" "$gpusim" plot "$tmp/nope.json"
 printf 'not,a,report\n1,2,3\n' >"$tmp/junk.csv"
 expect_error "plot a non-report" "no column 'trace'" "$gpusim" plot "$tmp/junk.csv"
+# a quoted field that never ends: FILE:LINE of its opening quote (it swallowed the rest of the
+# file, and leaked its record); a row of the wrong width: its FILE:LINE
+printf 'trace,policy,capacity_bytes\nt,"p\nq",1\nt,"unterminated,2\nt,x,3\n' >"$tmp/open.csv"
+expect_error "plot unterminated quote" "open.csv:4: a quoted field that never ends" "$gpusim" plot "$tmp/open.csv"
+"$gpusim" replay "$alt" -p pytorch -p cupy --format csv | sed '3s/$/,extra/' >"$tmp/wide.csv"
+expect_error "plot a row too wide" "wide.csv:3: " "$gpusim" plot "$tmp/wide.csv"
 printf '{"trace": 1}' >"$tmp/junk.json"
 expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
 
@@ -181,6 +188,89 @@ cp "$tmp/sw/s.csv" "$tmp/s.csv"
 "$gpusim" plot "$tmp/s.csv" -o "$tmp/sw2" || fail "plot sweep csv: exit"
 cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
 check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
+
+# --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
+# gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file
+# name holds backquotes, $(...), both quotes and a line break; then saved JSON and CSV whose
+# trace, policy, outcome and sweep parameters hold commands: gpusim draws every plot (gnuplot
+# runs each script), each script is run again by hand, and no marker file may appear.
+# check_all DIR N: at least N scripts in DIR, each with its PNG and SVG, each run again by gnuplot
+check_all() {
+    n=0
+    for gp in "$1"/*.gp; do
+        [ -e "$gp" ] || { fail "$1: no scripts"; return; }
+        stem=$(basename "$gp" .gp)
+        [ -s "$1/$stem.png" ] && [ -s "$1/$stem.svg" ] || fail "$1/$stem: images not drawn"
+        (cd "$1" && gnuplot -e "out='$tmp/replot'" "./$stem.gp") >"$tmp/gp.out" 2>"$tmp/gp.err" ||
+            fail "$1/$stem.gp: gnuplot exits non-zero: $(cat "$tmp/gp.err")"
+        # long labels may not fit: a layout warning is all gnuplot may say
+        ! grep -v 'warning:' "$tmp/gp.err" | grep -q . || fail "$1/$stem.gp: gnuplot complains: $(cat "$tmp/gp.err")"
+        n=$((n + 1))
+    done
+    [ "$n" -ge "$2" ] || fail "$1: $n scripts, want at least $2"
+}
+ev=$tmp/evil
+mkdir -p "$ev"
+evil_name=$(printf 'e`touch PWNED-1`$(touch PWNED-2)%sq"\nx;@y.gstrace.gz' "'")
+cp "$alt" "$ev/$evil_name"
+(cd "$ev" && "$gpusim" replay "$evil_name" -p pytorch -p pytorch:expandable_segments:True \
+    --capacity 5.875GiB --format json -o run.json --plot p) >"$tmp/out" 2>"$tmp/err" ||
+    fail "evil trace name: exit $?: $(cat "$tmp/err")"
+check_all "$ev/p" 4
+ls "$ev/p" | grep -q '^e-touch-PWNED-1---touch-PWNED-2--q--x--y-timeline.png$' ||
+    fail "evil trace name: plot names: $(ls "$ev/p" | head -3)"
+"$gpusim" replay "$alt" -p pytorch -p 'pytorch:max_split_size_mb:128' --format csv -o "$ev/replay.csv" ||
+    fail "evil: replay csv"
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -o "$ev/sweep.csv" || fail "evil: sweep csv"
+python3 - "$ev" "$tmp/PWNED" <<'PY' || fail "evil saved reports: could not write them"
+import csv, json, sys
+d, pwn = sys.argv[1], sys.argv[2]
+cmd = lambda k: "`touch %s-%s` $(touch %s-%s) \\`touch %s-%s`" % (pwn, k, pwn, k, pwn, k)
+j = json.load(open(d + "/run.json"))
+j["trace"] = "../../escape/" + cmd("j1") + "'\"\n" + cmd("j2")
+j["results"][0]["policy"] = "pytorch" + cmd("j3") + "'"
+j["results"][1]["outcome"] = "oom" + cmd("j4") + '"'
+json.dump(j, open(d + "/evil.json", "w"))
+rows = list(csv.reader(open(d + "/replay.csv")))
+h = rows[0]
+for r in rows[1:]:
+    r[h.index("trace")] = "../" + cmd("c1")
+    r[h.index("policy")] = cmd("c2") + "\n'x'"
+csv.writer(open(d + "/evil.csv", "w")).writerows(rows)
+rows = list(csv.reader(open(d + "/sweep.csv")))
+h = rows[0]
+h[1] = "msm" + cmd("s1")
+for r in rows[1:]:
+    r[1] = r[1] + cmd("s2")
+    r[h.index("policy")] = cmd("s3")
+csv.writer(open(d + "/evil-sweep.csv", "w")).writerows(rows)
+PY
+for f in evil.json evil.csv evil-sweep.csv; do
+    "$gpusim" plot "$ev/$f" -o "$ev/out-$f" 2>"$tmp/err" || fail "plot $f: exit $?: $(cat "$tmp/err")"
+done
+check_all "$ev/out-evil.json" 4
+check_all "$ev/out-evil.csv" 1
+check_all "$ev/out-evil-sweep.csv" 1
+# a saved trace name with '../' draws beside the other plots, never outside the directory
+[ -e "$tmp/escape" ] || [ -e "$ev/escape" ] && fail "a saved trace name escaped the plot directory"
+ls "$ev/out-evil.json" | grep -q -- '-bars.png$' || fail "evil JSON: no bars"
+for m in 1 2 j1 j2 j3 j4 c1 c2 s1 s2 s3; do
+    pwned=$(find "$tmp" "$PWD" -maxdepth 3 -name "PWNED-$m" 2>/dev/null)
+    [ -z "$pwned" ] || fail "a name ran a command: $pwned"
+done
+
+# a saved report named like a plot it gives is never overwritten by it: exit 2, one line
+mkdir -p "$tmp/keep"
+python3 - "$ev/replay.csv" "$tmp/keep/t-bars.dat" <<'PY' || fail "keep: could not write the report"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+for r in rows[1:]:
+    r[rows[0].index("trace")] = "t"
+csv.writer(open(sys.argv[2], "w")).writerows(rows)
+PY
+cp "$tmp/keep/t-bars.dat" "$tmp/keep.csv"
+expect_error "plot over its own input" "an input of this run has that name" "$gpusim" plot "$tmp/keep/t-bars.dat"
+cmp -s "$tmp/keep/t-bars.dat" "$tmp/keep.csv" || fail "plot over its own input: the input changed"
 
 [ "$fails" -eq 0 ] && echo "all plot tests passed"
 [ "$fails" -eq 0 ]

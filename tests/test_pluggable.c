@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <glib/gstdio.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,13 +19,16 @@
 
 typedef void *(*malloc_fn)(ssize_t, int, void *);
 typedef void (*free_fn)(void *, ssize_t, int, void *);
+typedef void (*empty_fn)(void);
 
 static const char *lib_path;
+static const char *hook_path; /* tests/oom_hook.c's library */
 static char *dir;
 
 typedef struct {
     malloc_fn m;
     free_fn f;
+    empty_fn empty_cache;
 } entry_points;
 
 static entry_points load(void)
@@ -34,9 +39,11 @@ static entry_points load(void)
         _exit(90);
     }
     entry_points e = {(malloc_fn)(uintptr_t)dlsym(h, "gpusim_malloc"),
-                      (free_fn)(uintptr_t)dlsym(h, "gpusim_free")};
-    /* nothing but the two entry points is exported */
-    if (!e.m || !e.f || dlsym(h, "gs_heap_malloc") || dlsym(h, "gs_policy_new")) _exit(91);
+                      (free_fn)(uintptr_t)dlsym(h, "gpusim_free"),
+                      (empty_fn)(uintptr_t)dlsym(h, "gpusim_empty_cache")};
+    /* nothing but the entry points is exported */
+    if (!e.m || !e.f || !e.empty_cache || dlsym(h, "gs_heap_malloc") || dlsym(h, "gs_policy_new"))
+        _exit(91);
     return e;
 }
 
@@ -52,8 +59,9 @@ static char *child_stderr(void)
 }
 
 /* Run body in a child with the environment given (NAME=VALUE strings, NULL-terminated) and
- * stderr to dir/stderr; return its exit status. */
-static int in_child(void (*body)(void), const char *const *env)
+ * stderr to dir/stderr; return its exit status. A child still running after limit seconds is
+ * killed and the test fails: the library must never hang a program. */
+static int in_child_within(void (*body)(void), const char *const *env, int limit)
 {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -66,11 +74,23 @@ static int in_child(void (*body)(void), const char *const *env)
         exit(0); /* exit, not _exit: the library writes its outputs from an atexit handler */
     }
     int status = 0;
-    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    for (int waited_ms = 0;; waited_ms += 20) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        ck_assert_int_ge(w, 0);
+        if (w == pid) break;
+        if (waited_ms >= limit * 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            ck_abort_msg("the child hung (killed after %d s); its stderr:\n%s", limit, child_stderr());
+        }
+        g_usleep(20000);
+    }
     if (!WIFEXITED(status))
         ck_abort_msg("the child died of signal %d; its stderr:\n%s", WTERMSIG(status), child_stderr());
     return WEXITSTATUS(status);
 }
+
+static int in_child(void (*body)(void), const char *const *env) { return in_child_within(body, env, 100); }
 
 /* ---- many threads, then the statistics and the trace ---- */
 
@@ -226,7 +246,7 @@ static void odd_requests_body(void)
     e.f((void *)(uintptr_t)0xdead000, 64, 0, NULL); /* not ours: ignored */
     void *a = e.m(12 << 20, 0, NULL);
     if (!a) _exit(98);
-    /* over the 20 MiB capacity: NULL, which PyTorch turns into its OOM error */
+    /* over the 20 MiB capacity: NULL (GPUSIM_TORCH_OOM=none: no PyTorch to raise in) */
     if (e.m(16 << 20, 0, NULL) != NULL) _exit(99);
     e.f(a, 12 << 20, 0, NULL);
 }
@@ -235,7 +255,8 @@ START_TEST(empty_unknown_and_over_capacity_requests)
 {
     char *stats = path_in("odd.json");
     char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats);
-    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", e1, NULL};
+    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", "GPUSIM_TORCH_OOM=none", e1,
+                         NULL};
     ck_assert_int_eq(in_child(odd_requests_body, env), 0);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
@@ -250,13 +271,139 @@ START_TEST(empty_unknown_and_over_capacity_requests)
 }
 END_TEST
 
+/* ---- start-up failures, devices, OOMs, empty_cache (issue 14) ---- */
+
+/* A start-up failure with GPUSIM_STATS or GPUSIM_TRACE set: one line, exit 2, never a hang (the
+ * library exited inside its lock, and its exit handler, there to write the statistics, waited on
+ * that lock forever). CUDA_VISIBLE_DEVICES= hides any GPU, so the CUDA device cannot start here
+ * or on a GPU machine. */
+START_TEST(start_failure_is_one_line_and_exit_2_never_a_hang)
+{
+    char *stats = path_in("never.json"), *trace = path_in("never.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *envs[][5] = {
+        {"GPUSIM_BACKEND=cuda", "CUDA_VISIBLE_DEVICES=", e1, NULL},
+        {"GPUSIM_BACKEND=cuda", "CUDA_VISIBLE_DEVICES=", e1, e2, NULL},
+        {"GPUSIM_BACKEND=sim", "GPUSIM_TORCH_OOM=/nonexistent/libgpusim_torch_oom.so", e1, e2, NULL},
+    };
+    const char *want[] = {"GPUSIM_BACKEND", "GPUSIM_BACKEND", "GPUSIM_TORCH_OOM"};
+    for (size_t i = 0; i < G_N_ELEMENTS(envs); i++) {
+        ck_assert_int_eq(in_child_within(one_request_body, envs[i], 20), 2);
+        char *msg = child_stderr();
+        ck_assert_msg(strstr(msg, want[i]) && strchr(msg, '\n') == msg + strlen(msg) - 1,
+                      "case %zu: want one line naming %s: %s", i, want[i], msg);
+        g_free(msg);
+        ck_assert(!g_file_test(stats, G_FILE_TEST_EXISTS) && !g_file_test(trace, G_FILE_TEST_EXISTS));
+    }
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
+}
+END_TEST
+
+/* Two simulated devices: their blocks never share an address, and a free naming the other
+ * device is refused with one line (it went to the named device's heap: both heaps corrupted,
+ * then a crash); the right free still works. */
+static void two_devices_body(void)
+{
+    entry_points e = load();
+    void *p[2][8];
+    for (int i = 0; i < 8; i++)
+        for (int d = 0; d < 2; d++)
+            if (!(p[d][i] = e.m((ssize_t)(i + 1) << 20, d, NULL))) _exit(80);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            if (p[0][i] == p[1][j]) _exit(81);
+    e.f(p[0][0], 1 << 20, 1, NULL); /* device 0's block, named as device 1's: refused */
+    for (int i = 0; i < 8; i++)
+        for (int d = 0; d < 2; d++) e.f(p[d][i], (ssize_t)(i + 1) << 20, d, NULL);
+}
+
+START_TEST(two_devices_never_share_an_address_and_a_wrong_device_free_is_refused)
+{
+    char *stats = path_in("two.json");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats);
+    const char *env[] = {"GPUSIM_BACKEND=sim", e1, NULL};
+    ck_assert_int_eq(in_child(two_devices_body, env), 0);
+    char *msg = child_stderr();
+    ck_assert_msg(strstr(msg, "on device 1: the block is device 0's; not freed") &&
+                      strchr(msg, '\n') == msg + strlen(msg) - 1, "%s", msg);
+    g_free(msg);
+    gs_json *j = gs_json_load(stats, NULL);
+    ck_assert_ptr_nonnull(j);
+    const gs_json *rs = gs_json_get(j, "results");
+    ck_assert_uint_eq(rs->n, 2);
+    for (size_t d = 0; d < 2; d++) {
+        ck_assert_int_eq(mstat(rs->items[d], "allocation.all.allocated"), 8);
+        ck_assert_int_eq(mstat(rs->items[d], "allocation.all.current"), 0);
+        ck_assert_int_eq(mstat(rs->items[d], "allocated_bytes.all.current"), 0);
+    }
+    gs_json_free(j);
+    g_free(e1);
+    g_free(stats);
+}
+END_TEST
+
+/* An OOM calls GPUSIM_TORCH_OOM's gpusim_torch_raise_oom with PyTorch's words for it and the
+ * lock released (the real one throws torch.OutOfMemoryError; tests/oom_hook.c jumps back here),
+ * and the program goes on: what it freed is reused, and empty_cache releases the cache. */
+static void oom_body(void)
+{
+    entry_points e = load();
+    void *hook = dlopen(hook_path, RTLD_NOW | RTLD_LOCAL); /* the library's own handle of it */
+    jmp_buf *jb = hook ? dlsym(hook, "gpusim_test_oom_jmp") : NULL;
+    const char *said = hook ? dlsym(hook, "gpusim_test_oom_msg") : NULL;
+    if (!jb || !said) _exit(70);
+    void *a = e.m(12 << 20, 0, NULL);
+    if (!a) _exit(71);
+    if (setjmp(*jb) == 0) {
+        e.m(16 << 20, 0, NULL); /* over the 20 MiB capacity */
+        _exit(72);              /* the hook did not run */
+    }
+    if (!strstr(said, "CUDA out of memory. Tried to allocate 16.00 MiB on device 0")) _exit(73);
+    e.f(a, 12 << 20, 0, NULL); /* the lock was released: this does not hang */
+    void *b = e.m(16 << 20, 0, NULL);
+    if (!b) _exit(74);
+    e.f(b, 16 << 20, 0, NULL);
+    e.empty_cache();
+}
+
+START_TEST(oom_raises_through_the_hook_and_the_program_goes_on)
+{
+    char *stats = path_in("oom.json"), *trace = path_in("oom.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    char *e3 = g_strdup_printf("GPUSIM_TORCH_OOM=%s", hook_path);
+    const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", e1, e2, e3, NULL};
+    ck_assert_int_eq(in_child_within(oom_body, env, 30), 0);
+    gs_json *j = gs_json_load(stats, NULL);
+    ck_assert_ptr_nonnull(j);
+    const gs_json *res = gs_json_get(j, "results")->items[0];
+    ck_assert_int_eq(mstat(res, "num_ooms"), 1);
+    ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 2);
+    ck_assert_int_eq(mstat(res, "reserved_bytes.all.current"), 0); /* empty_cache released it */
+    ck_assert_int_ge(mstat(res, "num_device_free"), 1);
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_int_eq(t->ev[t->n - 1].op, GS_OP_EMPTY_CACHE);
+    gs_trace_free(t);
+    gs_json_free(j);
+    g_free(e1);
+    g_free(e2);
+    g_free(e3);
+    g_free(stats);
+    g_free(trace);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: test_pluggable LIBGPUSIM_TORCH.so\n");
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_pluggable LIBGPUSIM_TORCH.so OOM_HOOK.so\n");
         return 2;
     }
     lib_path = argv[1];
+    hook_path = argv[2];
     dir = g_dir_make_tmp("gpusim-pluggable-XXXXXX", NULL);
     Suite *s = suite_create("pluggable");
     TCase *tc = tcase_create("pluggable");
@@ -264,6 +411,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, threads_stats_and_trace_agree_with_a_replay);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
+    tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
+    tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
+    tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);
     suite_add_tcase(s, tc);
     int rc = run_suite(s);
     char *cmd = g_strdup_printf("rm -rf '%s'", dir);

@@ -49,6 +49,42 @@ START_TEST(replay_counts_like_the_heap)
 }
 END_TEST
 
+/* Device calls that fail while the allocator gives everything back at the end are counted
+ * (gs_result.teardown_failures, for the command line to warn about), not dropped, and leave the
+ * run's statistics as they were (issue 14). */
+START_TEST(replay_counts_teardown_failures)
+{
+    gs_trace *t = gs_trace_new();
+    gs_trace_add_alloc(t, "torch", 0, 30 * MiB); /* both still live at the end */
+    gs_trace_add_alloc(t, "torch", 0, 4096);
+    const char *specs[] = {"pytorch", "pytorch:expandable_segments:True"};
+    const uint32_t masks[] = {1u << GS_CALL_FREE,
+                              1u << GS_CALL_UNMAP | 1u << GS_CALL_PAGE_RELEASE | 1u << GS_CALL_VA_RELEASE};
+    for (int k = 0; k < 2; k++) {
+        gs_policy *p = gs_policy_new(specs[k], NULL);
+        gs_result clean, failing;
+        for (int f = 0; f < 2; f++) {
+            gs_sim_config sc = {.total_bytes = 80 * GiB};
+            gs_faulty_config fc = {.mask = masks[k], .probability = f ? 1.0 : 0.0,
+                                   .status = GS_ERR_DEVICE};
+            gs_backend *be = gs_faulty_backend_new(gs_sim_backend_new(&sc), &fc);
+            gs_replay_opts o = {.device_total = 80 * GiB, .backend = be};
+            ck_assert(gs_replay_run(t, p, &o, f ? &failing : &clean, NULL));
+            ck_assert_uint_eq((f ? &failing : &clean)->teardown_failures, gs_faulty_injected(be));
+            gs_backend_destroy(be);
+        }
+        ck_assert_uint_eq(clean.teardown_failures, 0);
+        ck_assert_uint_ge(failing.teardown_failures, 2); /* a segment of each pool, at least */
+        ck_assert_int_eq(failing.error, GS_OK);
+        ck_assert(memcmp(&clean.stats, &failing.stats, sizeof clean.stats) == 0);
+        gs_result_clear(&clean);
+        gs_result_clear(&failing);
+        gs_policy_free(p);
+    }
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(replay_stops_at_first_oom_unless_told)
 {
     gs_trace *t = gs_trace_new();
@@ -402,6 +438,7 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, replay_counts_like_the_heap);
     tcase_add_test(tc, first_oom_report_fields);
     tcase_add_test(tc, replay_stops_at_first_oom_unless_told);
+    tcase_add_test(tc, replay_counts_teardown_failures);
     tcase_add_test(tc, replay_deferred_free_and_flush);
     tcase_add_test(tc, replay_repeat_multiplies_events);
     tcase_add_test(tc, parse_sizes);

@@ -90,6 +90,42 @@ START_TEST(bad_grids_are_errors)
 }
 END_TEST
 
+/* A list of n values, "{100,101,...}" (with a unit: "{100,...}GiB"). */
+static char *list_of(unsigned n, const char *unit)
+{
+    GString *g = g_string_new("{");
+    for (unsigned i = 0; i < n; i++) g_string_append_printf(g, "%s%u", i ? "," : "", 100 + i);
+    g_string_append_printf(g, "}%s", unit);
+    return g_string_free(g, FALSE);
+}
+
+/* GS_SWEEP_MAX_CELLS, checked when the grid is expanded (issue 14: 10^6 cells took 2.5 GB):
+ * one template's lists, lists times capacities, and several templates together. */
+START_TEST(grid_past_the_cell_limit_is_an_error)
+{
+    char *l100 = list_of(100, ""), *l101 = list_of(101, ""), *c100 = list_of(100, "GiB");
+    char *t1 = g_strdup_printf("pytorch:max_split_size_mb:%s,roundup_power2_divisions:%s", l100, l101);
+    expect_error(t1, NULL, "more than 10000 cells");
+    char *t2 = g_strdup_printf("pytorch:max_split_size_mb:%s", l101);
+    expect_error(t2, c100, "the grid has 10100 cells, more than the 10000");
+    char *t3 = g_strdup_printf("pytorch:max_split_size_mb:%s", l100);
+    gs_sweep *s = sweep_of(t3, NULL, c100); /* exactly the limit */
+    ck_assert_uint_eq(s->cells->len, GS_SWEEP_MAX_CELLS);
+    gs_sweep_free(s);
+    const char *pols[] = {t3, t2, NULL};
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_sweep_new(pols, c100, &err));
+    ck_assert_msg(strstr(err->message, "the grid has 20100 cells"), "%s", err->message);
+    g_error_free(err);
+    g_free(t1);
+    g_free(t2);
+    g_free(t3);
+    g_free(l100);
+    g_free(l101);
+    g_free(c100);
+}
+END_TEST
+
 static gs_trace *load(const char *name)
 {
     char *path = g_build_filename(data_dir, name, NULL);
@@ -268,6 +304,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, grid_is_the_product_first_list_outermost);
     tcase_add_test(tc, several_templates_add_a_policy_parameter);
     tcase_add_test(tc, bad_grids_are_errors);
+    tcase_add_test(tc, grid_past_the_cell_limit_is_an_error);
     tcase_add_test(tc, stems_and_csv_fields);
     suite_add_tcase(s, tc);
     tc = tcase_create("runs");

@@ -570,6 +570,25 @@ START_TEST(test_lenient)
 }
 END_TEST
 
+/* A dropped event names no client and no stream: a one-client trace with a bad event of
+ * another client's stays a one-client trace (issue 14: its client and stream were kept). */
+START_TEST(test_lenient_dropped_event_adds_no_client_or_stream)
+{
+    const char *text = HDR "0,0,alloc,torch,0,0,1,10\n"
+                           "1,0,free,cupy,0,9,7,10\n"      /* unknown id: dropped */
+                           "2,0,free_done,other,0,8,1,0\n" /* no pending free: dropped */
+                           "3,0,free,torch,0,0,1,10\n";
+    gs_trace *t = gs_trace_parse(NAME, text, strlen(text), GS_TRACE_LENIENT, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n_warnings, 2);
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->clients->len, 1);
+    ck_assert_str_eq(g_ptr_array_index(t->clients, 0), "torch");
+    ck_assert_uint_eq(t->streams->len, 1);
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(test_lenient_syntax_still_fatal)
 {
     GError *err = NULL;
@@ -1209,9 +1228,10 @@ START_TEST(test_too_many_clients)
     g_log_remove_handler(NULL, h);
     gs_trace_free(t);
 
-    /* One client more, on the line after the free: refused, lenient or not. */
-    char *more = g_strdup_printf("%s%u,0,alloc,one_more,0,0,99,1\n", text,
-                                 GS_TRACE_MAX_CLIENTS + 1);
+    /* One client more, on the line after the free: refused, lenient or not (its id a new one:
+     * only the limit is wrong with it, so lenient mode has nothing to drop it for). */
+    char *more = g_strdup_printf("%s%u,0,alloc,one_more,0,0,%u,1\n", text,
+                                 GS_TRACE_MAX_CLIENTS + 1, GS_TRACE_MAX_CLIENTS + 1);
     const char *what = "too many clients: a trace may have at most 65536, and 'one_more' would "
                        "be one more";
     expect_error_at(more, 2 + GS_TRACE_MAX_CLIENTS + 1 + 1, what);
@@ -1266,6 +1286,7 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_err_free_done_without_free);
     tcase_add_test(tc, test_err_size_mismatch);
     tcase_add_test(tc, test_lenient);
+    tcase_add_test(tc, test_lenient_dropped_event_adds_no_client_or_stream);
     tcase_add_test(tc, test_lenient_syntax_still_fatal);
     suite_add_tcase(s, tc);
 

@@ -15,6 +15,30 @@
  *                    written at exit: a trace of any PyTorch program, ready for gpusim replay
  *   GPUSIM_BACKEND   cuda (default), or sim: the simulated device, whose "pointers" are not
  *                    memory (for tests of this library on machines without a GPU)
+ *   GPUSIM_TORCH_OOM the library that turns an OOM into torch.OutOfMemoryError (below; default:
+ *                    libgpusim_torch_oom.so beside this library, if it is there); none: no such
+ *                    library, an OOM returns NULL (for C programs)
+ *
+ * Failures. A setting or a device that cannot start stops the program with one line on stderr
+ * and exit status 2, the lock released first (the exit handler that writes GPUSIM_STATS takes
+ * it, and writes nothing for a library that never started). A free naming another device than
+ * the block's is refused with one line; a pointer that is not ours is ignored.
+ *
+ * Out of memory. PyTorch's CUDAPluggableAllocator (2.11) keeps whatever the malloc function
+ * returns and never checks it: a NULL becomes a tensor at address 0 and the program dies later
+ * of an illegal memory access. What makes PyTorch raise torch.OutOfMemoryError, as its own
+ * allocator does, is the C++ exception its own allocator throws, c10::OutOfMemoryError: the
+ * pluggable allocator lets it through and PyTorch's Python bindings turn it into the Python
+ * exception. C cannot throw, and this library does not link PyTorch (it loads, and its tests
+ * run, without it), so the throw is one C++ function in a library of its own, built against the
+ * installed PyTorch's headers (torch/oom.cpp, libgpusim_torch_oom.so). At an OOM, gpusim_malloc
+ * releases its lock and calls it; the exception unwinds through gpusim_malloc (built with
+ * -fexceptions) into PyTorch. Without that library an OOM returns NULL, as before, and says so
+ * once on stderr.
+ *
+ * torch.cuda.empty_cache(): PyTorch calls the pluggable allocator's reset function, which
+ * Python sets: alloc.allocator().set_reset_fn(address of gpusim_empty_cache). It releases every
+ * cached segment of every device (README: "Any PyTorch program on a gpusim policy").
  *
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
@@ -22,6 +46,7 @@
  * Only the gpusim_* symbols are exported (torch/pluggable.map): the core, GLib's users and the
  * CUDA runtime linked in stay private to the library, whatever the host process has loaded.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +58,12 @@
 
 #define MAX_DEVICES 64
 
+typedef void (*raise_oom_fn)(const char *msg);
+
 typedef struct {
     pthread_mutex_t lock;
     bool ready;
+    bool failed;                       /* it could not start: the program is exiting */
     gs_policy *policy;
     uint64_t capacity;
     bool on_sim;
@@ -43,12 +71,14 @@ typedef struct {
     gs_calibration *cal;               /* the sim backend's cost model */
     gs_backend *be[MAX_DEVICES];
     gs_heap *heap[MAX_DEVICES];
-    GHashTable *live;                  /* device address -> gs_block* */
+    GHashTable *live[MAX_DEVICES];     /* per device: device address -> gs_block* */
     GHashTable *slots;                 /* device address -> trace slot + 1 (GPUSIM_TRACE) */
     GHashTable *streams;               /* cudaStream_t -> stream index + 1 */
     gs_trace *trace;                   /* GPUSIM_TRACE: the requests so far */
     gint64 t0;                         /* monotonic clock at the first request, us */
-    uint64_t requests, frees, unknown_frees, ooms, device_errors;
+    raise_oom_fn raise_oom;            /* libgpusim_torch_oom.so's, or NULL */
+    bool said_null;                    /* the one line about an OOM returned as NULL */
+    uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
     double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
     int used[MAX_DEVICES];             /* devices that got a request */
 } gs_pluggable;
@@ -57,14 +87,53 @@ static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void *gpusim_malloc(ssize_t size, int device, void *stream);
 void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
+void gpusim_empty_cache(void);
 
-G_GNUC_NORETURN static void config_error(const char *var, const char *msg)
+/* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
+ * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
+ * take it, see a->failed and do nothing: exiting inside the lock hung the program at its exit
+ * handler (issue 14). */
+G_GNUC_NORETURN static void start_failed(gs_pluggable *a, const char *var, const char *msg)
 {
+    a->failed = true;
+    pthread_mutex_unlock(&a->lock);
     fprintf(stderr, "gpusim: %s: %s\n", var, msg);
     exit(2);
 }
 
 static void write_outputs(void);
+
+/* The OOM-raising function: GPUSIM_TORCH_OOM's library, else libgpusim_torch_oom.so beside
+ * this one if it is there (NULL: OOMs return NULL). One that is named and cannot be loaded
+ * stops the program. */
+static void find_raise_oom(gs_pluggable *a)
+{
+    const char *want = g_getenv("GPUSIM_TORCH_OOM");
+    char *path = NULL;
+    if (want && strcmp(want, "none") == 0) return;
+    if (want && *want) {
+        path = g_strdup(want);
+    } else {
+        Dl_info self;
+        if (!dladdr((void *)(uintptr_t)gpusim_malloc, &self) || !self.dli_fname) return;
+        char *dir = g_path_get_dirname(self.dli_fname);
+        path = g_build_filename(dir, "libgpusim_torch_oom.so", NULL);
+        g_free(dir);
+        if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+            g_free(path);
+            return;
+        }
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *f = h ? dlsym(h, "gpusim_torch_raise_oom") : NULL;
+    if (!f) {
+        char *msg = g_strdup_printf("%s: %s", path, h ? "no gpusim_torch_raise_oom in it" : dlerror());
+        g_free(path);
+        start_failed(a, "GPUSIM_TORCH_OOM", msg);
+    }
+    a->raise_oom = (raise_oom_fn)(uintptr_t)f;
+    g_free(path);
+}
 
 /* Read the environment; called with the lock held, once. */
 static void setup(gs_pluggable *a)
@@ -72,17 +141,17 @@ static void setup(gs_pluggable *a)
     GError *err = NULL;
     const char *spec = g_getenv("GPUSIM_POLICY");
     a->policy = gs_policy_new(spec && *spec ? spec : "pytorch", &err);
-    if (!a->policy) config_error("GPUSIM_POLICY", err->message);
+    if (!a->policy) start_failed(a, "GPUSIM_POLICY", err->message);
     const char *cap = g_getenv("GPUSIM_CAPACITY");
     if (cap && *cap && !gs_parse_size(cap, &a->capacity, &err))
-        config_error("GPUSIM_CAPACITY", err->message);
+        start_failed(a, "GPUSIM_CAPACITY", err->message);
     const char *be = g_getenv("GPUSIM_BACKEND");
     if (be && *be && strcmp(be, "sim") != 0 && strcmp(be, "cuda") != 0)
-        config_error("GPUSIM_BACKEND", "expected cuda or sim");
+        start_failed(a, "GPUSIM_BACKEND", "expected cuda or sim");
     a->on_sim = be && strcmp(be, "sim") == 0;
+    find_raise_oom(a);
     a->stats_path = g_strdup(g_getenv("GPUSIM_STATS"));
     a->trace_path = g_strdup(g_getenv("GPUSIM_TRACE"));
-    a->live = g_hash_table_new(g_direct_hash, g_direct_equal);
     a->streams = g_hash_table_new(g_direct_hash, g_direct_equal);
     if (a->trace_path && *a->trace_path) {
         a->trace = gs_trace_new();
@@ -107,7 +176,7 @@ static gs_heap *heap_of(gs_pluggable *a, int device)
     if (a->on_sim) a->cal = a->cal ? a->cal : gs_calibration_builtin();
     gs_backend_config bc = {.device = device, .sim = {.total_bytes = total, .cal = a->cal}};
     if (gs_backend_open(a->on_sim ? "sim" : "cuda", &bc, &a->be[device], &msg) != GS_OK)
-        config_error("GPUSIM_BACKEND", msg);
+        start_failed(a, "GPUSIM_BACKEND", msg);
     if (!a->on_sim) {
         uint64_t fr = 0;
         (void)gs_dev_mem_info(a->be[device], NULL, &fr, &total);
@@ -115,8 +184,9 @@ static gs_heap *heap_of(gs_pluggable *a, int device)
     gs_heap_config hc = {.limit = a->capacity, .device_total = total};
     a->heap[device] = gs_heap_new(a->policy, a->be[device], &hc);
     if (!a->heap[device])
-        config_error("GPUSIM_POLICY", "this policy needs the driver's virtual-memory calls, "
-                                      "which the device lacks");
+        start_failed(a, "GPUSIM_POLICY", "this policy needs the driver's virtual-memory calls, "
+                                         "which the device lacks");
+    a->live[device] = g_hash_table_new(g_direct_hash, g_direct_equal);
     if (a->trace && device == 0) {
         char *tot = g_strdup_printf("%" G_GUINT64_FORMAT, total);
         gs_trace_set_meta(a->trace, "device_total_bytes", tot);
@@ -136,11 +206,31 @@ static uint32_t stream_index(gs_pluggable *a, void *stream)
     return i;
 }
 
+/* PyTorch's own words for an OOM first ("CUDA out of memory. Tried to allocate 20.00 MiB"),
+ * then what gpusim held. */
+static void oom_message(char *buf, size_t n, gs_pluggable *a, gs_heap *h, ssize_t size, int device)
+{
+    char *want = gs_format_size((uint64_t)size), *res = gs_format_size(gs_heap_reserved(h));
+    char *al = gs_format_size((uint64_t)gs_heap_stats(h)->allocated_bytes[GS_STAT_ALL].current);
+    char *cap = a->capacity ? gs_format_capacity(a->capacity, " ") : g_strdup("no limit");
+    g_snprintf(buf, n, "CUDA out of memory. Tried to allocate %s on device %d (gpusim, policy %s, "
+                       "capacity %s): %s reserved, %s of it allocated.",
+               want, device, a->policy->spec, cap, res, al);
+    g_free(want);
+    g_free(res);
+    g_free(al);
+    g_free(cap);
+}
+
 void *gpusim_malloc(ssize_t size, int device, void *stream)
 {
     gs_pluggable *a = &the_allocator;
     if (size <= 0) return NULL; /* as PyTorch's own allocator: no memory for an empty tensor */
     pthread_mutex_lock(&a->lock);
+    if (a->failed) { /* another thread is ending the program */
+        pthread_mutex_unlock(&a->lock);
+        return NULL;
+    }
     gint64 t0 = g_get_monotonic_time();
     if (!a->ready) setup(a);
     gs_heap *h = heap_of(a, device);
@@ -148,11 +238,13 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
     gs_status st = h ? gs_heap_malloc(h, (uint64_t)size, stream_index(a, stream), &b) : GS_ERR_INVALID;
     a->requests++;
     void *p = NULL;
+    char oom[512] = ""; /* on the stack: the exception raised with it skips this frame's frees */
     if (st == GS_OK) {
         p = (void *)(uintptr_t)b->addr;
-        g_hash_table_insert(a->live, p, b);
+        g_hash_table_insert(a->live[device], p, b);
     } else if (st == GS_ERR_OOM) {
         a->ooms++;
+        oom_message(oom, sizeof oom, a, h, size, device);
     } else {
         a->device_errors++;
         const char *why = h ? gs_dev_last_error(a->be[device]) : NULL;
@@ -167,8 +259,16 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
         if (p) g_hash_table_insert(a->slots, p, GUINT_TO_POINTER(slot + 1));
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
+    raise_oom_fn raise_oom = a->raise_oom;
+    bool say_null = *oom && !raise_oom && !a->said_null;
+    if (say_null) a->said_null = true;
     pthread_mutex_unlock(&a->lock);
-    return p; /* NULL: PyTorch raises its out-of-memory error */
+    if (*oom && raise_oom) raise_oom(oom); /* throws torch.OutOfMemoryError: does not return */
+    if (say_null)
+        fprintf(stderr, "gpusim: %s Returning NULL, which PyTorch does not check: build "
+                        "libgpusim_torch_oom.so (torch/oom.cpp) beside this library to get "
+                        "torch.OutOfMemoryError instead.\n", oom);
+    return p;
 }
 
 void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
@@ -177,12 +277,23 @@ void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
     if (!ptr) return;
     pthread_mutex_lock(&a->lock);
     gint64 t0 = g_get_monotonic_time();
-    gs_block *b = a->ready ? g_hash_table_lookup(a->live, ptr) : NULL;
-    if (!b) {
-        a->unknown_frees++; /* not ours: nothing to do, and nothing to break */
-    } else {
-        g_hash_table_remove(a->live, ptr);
-        gs_heap_free(a->heap[device >= 0 && device < MAX_DEVICES && a->heap[device] ? device : 0], b);
+    bool ours = a->ready && !a->failed && device >= 0 && device < MAX_DEVICES && a->live[device];
+    gs_block *b = ours ? g_hash_table_lookup(a->live[device], ptr) : NULL;
+    if (!b && a->ready && !a->failed) {
+        /* Another device's block? Freeing it into this device's heap would corrupt both. */
+        int owner = -1;
+        for (int d = 0; d < MAX_DEVICES && owner < 0; d++)
+            if (a->live[d] && g_hash_table_lookup(a->live[d], ptr)) owner = d;
+        if (owner >= 0) {
+            a->wrong_device_frees++;
+            fprintf(stderr, "gpusim: gpusim_free(%p) on device %d: the block is device %d's; "
+                            "not freed\n", ptr, device, owner);
+        } else {
+            a->unknown_frees++; /* not ours: nothing to do, and nothing to break */
+        }
+    } else if (b) {
+        g_hash_table_remove(a->live[device], ptr);
+        gs_heap_free(a->heap[device], b);
         a->frees++;
         if (a->trace) {
             guint slot = GPOINTER_TO_UINT(g_hash_table_lookup(a->slots, ptr));
@@ -198,6 +309,30 @@ void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
     (void)stream;
 }
 
+/* torch.cuda.empty_cache(), through CUDAPluggableAllocator's reset function: every device's
+ * cached segments go back to the driver, as PyTorch's own empty_cache does. */
+void gpusim_empty_cache(void)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    gint64 t0 = g_get_monotonic_time();
+    for (int d = 0; a->ready && !a->failed && d < MAX_DEVICES; d++) {
+        if (!a->heap[d]) continue;
+        gs_status st = gs_heap_empty_cache(a->heap[d]);
+        if (st != GS_OK) {
+            a->device_errors++;
+            const char *why = gs_dev_last_error(a->be[d]);
+            fprintf(stderr, "gpusim: empty_cache on device %d: %s\n", d, why ? why : gs_strerror(st));
+        }
+    }
+    if (a->trace) {
+        gs_trace_add_op(a->trace, GS_OP_EMPTY_CACHE, 0);
+        a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
+    }
+    if (a->ready) a->host_us += (double)(g_get_monotonic_time() - t0);
+    pthread_mutex_unlock(&a->lock);
+}
+
 /* At exit: the statistics (one result per device used) and the trace, each written whole. The
  * memory stays where it is: the process is ending and the driver takes it back; calling into
  * CUDA from an exit handler, after PyTorch's own teardown, is not safe. */
@@ -205,6 +340,10 @@ static void write_outputs(void)
 {
     gs_pluggable *a = &the_allocator;
     pthread_mutex_lock(&a->lock);
+    if (a->failed) { /* it never started: nothing to write */
+        pthread_mutex_unlock(&a->lock);
+        return;
+    }
     GError *err = NULL;
     if (a->trace && !gs_trace_save(a->trace, a->trace_path, &err)) {
         fprintf(stderr, "gpusim: GPUSIM_TRACE: %s\n", err->message);

@@ -529,16 +529,10 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         fail(p, "expected seq %" PRIu64 ", got %" PRIu64, expect_seq, r->seq);
         return FALSE;
     }
-    if (!intern_client(p, r->client, r->client_len, &client) ||
-        !intern_stream(p, r->stream, &stream))
-        return FALSE;
-
     gs_event ev = {
         .time_us = r->time_us,
         .size = r->size,
         .slot = UINT32_MAX,
-        .stream = stream,
-        .client = client,
         .op = (uint8_t)r->op,
         .flags = 0,
         .device = (uint32_t)r->device,
@@ -558,6 +552,13 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
     }
     if (fate != EV_APPEND)
         return fate == EV_DROP;
+    /* Only an event kept names its client and stream: one dropped in lenient mode must not add
+     * either (a one-client trace reported as several clients, issue 14). */
+    if (!intern_client(p, r->client, r->client_len, &client) ||
+        !intern_stream(p, r->stream, &stream))
+        return FALSE;
+    ev.stream = stream;
+    ev.client = client;
     if (t->n == t->cap) {
         /* Large blocks are grown by mremap, so doubling copies nothing. */
         t->cap *= 2;
