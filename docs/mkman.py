@@ -114,34 +114,39 @@ def option_list(lines):
     return out
 
 
+def render_list(items, out):
+    for term, desc in items:
+        out += [".TP", term_out(term)]
+        if desc:
+            out.append(line_out(desc))
+
+
 def render_block(lines, out):
+    """A paragraph by shape: an option list; else runs of flush-left lines (filled text) and of
+    indented lines (an option list, indented, or kept as they are)."""
     items = option_list(lines)
     if items:
-        for term, desc in items:
-            out += [".TP", term_out(term)]
-            if desc:
-                out.append(line_out(desc))
+        render_list(items, out)
         return
-    if all(indent(l) == 0 for l in lines):
-        out.append(".PP")
-        out += [line_out(l) for l in lines]
-        return
-    head = []
-    while lines and indent(lines[0]) == 0:
-        head.append(lines.pop(0))
-    if head:
-        out.append(".PP")
-        out += [line_out(l) for l in head]
-    items = option_list(lines)
-    if items:
-        out.append(".RS")
-        for term, desc in items:
-            out += [".TP", term_out(term)]
-            if desc:
-                out.append(line_out(desc))
-        out.append(".RE")
-        return
-    out += [".PP", ".RS 4", ".nf"] + [line_out(l) for l in lines] + [".fi", ".RE"]
+    runs = []
+    for line in lines:
+        flush = indent(line) == 0
+        if runs and runs[-1][0] == flush:
+            runs[-1][1].append(line)
+        else:
+            runs.append((flush, [line]))
+    for flush, run in runs:
+        if flush:
+            out.append(".PP")
+            out += [line_out(l) for l in run]
+            continue
+        items = option_list(run)
+        if items:
+            out.append(".RS")
+            render_list(items, out)
+            out.append(".RE")
+        else:
+            out += [".PP", ".RS 4", ".nf"] + [line_out(l) for l in run] + [".fi", ".RE"]
 
 
 def render_blocks(bs, out):
@@ -231,7 +236,8 @@ def gpusim_page(exe, paths):
         "(torch.cuda.memory.CUDAPluggableAllocator(PATH, \"gpusim_malloc\", \"gpusim_free\")).",
         ".TP", line_out(os.path.join(paths["docdir"], "")),
         "The trace format (trace\\-format.md), the metrics (metrics.md), the command line "
-        "(cli.md), and the notes on PyTorch's allocator and on fidelity.",
+        "(cli.md), and the notes the code cites: PyTorch's allocator (pytorch\\-allocator.md), "
+        "CuPy's pool (cupy\\-pool.md), fidelity and the cost model (fidelity.md).",
         ".SH SEE ALSO",
         "\\fBgpusim\\-convert\\fR(1), \\fBgpusim\\-synth\\fR(1), \\fBgnuplot\\fR(1)",
     ]
