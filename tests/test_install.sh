@@ -34,6 +34,9 @@ for f in "$bin/gpusim" "$bin/gpusim-convert" "$bin/gpusim-synth"; do
     [ -f "$f" ] && [ -x "$f" ] || fail "not installed as an executable: ${f#"$root"}"
 done
 [ -f "$lib/libgpusim_torch.so" ] || fail "not installed: ${lib#"$root"}/libgpusim_torch.so"
+for d in README.md trace-format.md metrics.md cli.md fidelity.md pytorch-allocator.md cupy-pool.md; do
+    [ -s "$share/doc/gpusim/$d" ] || fail "doc not installed: share/doc/gpusim/$d"
+done
 # The example traces: exactly the source folder's, byte for byte.
 n=0
 for t in "$src"/traces/data/*.gstrace.gz; do
