@@ -15,7 +15,7 @@ Input formats (detected from the content, never from the file name):
   rmm-log           An RMM logging_resource_adaptor CSV log (header
                     "Thread,Time,Action,Pointer,Size,Stream"), plain or gzip-compressed.
 
-Output: the gpusim trace text format, version 1 (see DESIGN.md, "Trace format"):
+Output: the gpusim trace text format, version 1 (see docs/trace-format.md):
 
     # gpusim-trace 1
     # source: pytorch-snapshot resnet50__default__nocap.pickle.gz
@@ -614,7 +614,7 @@ def truncated_cap_bytes(cap_gib, total):
 
     Evaluated in Python floats (IEEE doubles) exactly as the recording script and PyTorch did;
     for some caps it is one byte less than cap * 2**30, which decides whether a last 2 MiB
-    segment fits (fidelity-notes.md section 1.1).
+    segment fits (docs/fidelity.md section 1.1).
     """
     return int(cap_gib * 2**30 / total * total)
 
