@@ -105,12 +105,21 @@ chmod +x "$bin/gpusim-convert"
 cmp -s "$tmp/w.csv" "$tmp/w2.csv" || fail "installed whatif: different verdicts"
 mv "$bin/gpusim-convert.real" "$bin/gpusim-convert"
 
-# --- libgpusim_torch.so: loads, and exports what CUDAPluggableAllocator asks for ---
-python3 - "$lib/libgpusim_torch.so" <<'PY' || fail "libgpusim_torch.so: does not load or lacks its functions"
+# --- libgpusim_torch.so: exports what CUDAPluggableAllocator asks for (and loads, unless it was
+# built with AddressSanitizer, whose runtime cannot be loaded into a python3 that lacks it) ---
+if command -v nm >/dev/null 2>&1; then
+    nm -D --defined-only "$lib/libgpusim_torch.so" >"$tmp/syms" 2>&1 || fail "nm: $(cat "$tmp/syms")"
+    for s in gpusim_malloc gpusim_free; do
+        grep -q " T $s\$" "$tmp/syms" || fail "libgpusim_torch.so does not export $s"
+    done
+fi
+if ! ldd "$lib/libgpusim_torch.so" 2>/dev/null | grep -q libasan; then
+    python3 - "$lib/libgpusim_torch.so" <<'PY' || fail "libgpusim_torch.so: does not load or lacks its functions"
 import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 lib.gpusim_malloc, lib.gpusim_free
 PY
+fi
 
 # --- the man pages ---
 if [ "$man_pages" = 1 ]; then
