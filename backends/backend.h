@@ -149,7 +149,7 @@ const char *gs_dev_last_error(const gs_backend *be); /* NULL when the backend ke
 void gs_backend_destroy(gs_backend *be);
 
 /* ---- Calibration: device-call latency as a function of size (backends/calibration.c) ----
- * Loaded from a CSV "op,size_bytes,median_us,..." (the format of shared/calibration/), or the
+ * Loaded from a CSV "op,size_bytes,median_us,..." (the format of docs/fidelity.md §4), or the
  * built-in H100 table. Latency is interpolated linearly in size between measured points and
  * held at the first point below the smallest size; above the largest it follows the last two points'
  * slope (costs such as cudaFree grow with size), unless that slope is negative. */
@@ -184,7 +184,7 @@ typedef struct {
     uint64_t reserved_bytes;       /* taken by others at start (CUDA context, other processes) */
     const gs_calibration *cal;
     /* Optional address script: the n-th cudaMalloc gets addrs[n] if sizes[n] equals the
-     * requested size (reference-address mode; see fidelity-notes.md §1.3). Once a size differs,
+     * requested size (reference-address mode; see docs/fidelity.md §1.3). Once a size differs,
      * the script is abandoned and the placement model takes over. Not copied. */
     const uint64_t *script_addrs;
     const uint64_t *script_sizes;

@@ -1,18 +1,18 @@
 /* calibration.c - device-call latency model: a table of (call, size) -> median microseconds,
  * interpolated in size.
  *
- * The built-in table is the H100 measurement of shared/calibration/h100-latency.csv (NVIDIA H100
- * 80GB HBM3, driver 580.159.04, CUDA 13.0), kept here as data so the program works without
- * ../shared. Another table in the same CSV format loads with --calibration FILE.
+ * The built-in table is an H100 measurement (NVIDIA H100 80GB HBM3, driver 580.159.04, CUDA
+ * 13.0; docs/fidelity.md §4 says how it was made), kept here as data. Another table in the same
+ * CSV format loads with --calibration FILE.
  *
- * Rows marked (v) are the project's own measurements, not shared/calibration's: the calls as
+ * Rows marked (v) are the project's own measurements, not that measurement's: the calls as
  * gpusim's allocator makes them while replaying GPT-2 under expandable segments on the same H100
- * (gpusim validate --save-calibration; bench/results/h100-2026-11-22-validate/). The shared
+ * (gpusim validate --save-calibration; bench/results/h100-2026-11-22-validate/). The H100
  * table timed each VMM call in an isolated reserve-create-map-access-unmap-release cycle;
  * in a replay, cuMemCreate of a 20 MiB page was 15% cheaper and cuMemRelease 40% cheaper, and
  * the 95 GiB reservation of an expandable segment (9/8 of the device) costs 16 us where the
  * table's last rows extrapolated to about 100. cuMemSetAccess keeps the shared rows but is
- * charged per mapping in its range (sim.c says why).
+ * charged per mapping in its range (simdevice.c says why).
  *
  * Which measured row stands for which call: a replayed program has written its memory before
  * freeing it, so cudaFree uses cudaFree_touched where the table has it (it is 5-20% dearer than

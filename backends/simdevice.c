@@ -8,7 +8,7 @@
  * studies.
  *
  * Virtual addresses still matter, because PyTorch's best fit breaks ties between equal-size
- * free blocks by address (fidelity-notes.md §1.3). Two ways to choose them:
+ * free blocks by address (docs/fidelity.md §1.3). Two ways to choose them:
  *  - a script (reference-address mode): the n-th cudaMalloc takes the address the real driver
  *    gave the n-th segment of a reference run, as long as the sizes keep matching;
  *  - a placement model of what the H100's driver was seen to do in the reference traces:

@@ -43,8 +43,9 @@ static const char main_help[] =
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
-    "Traces are gpusim's text format (see traces/trace.h); convert a PyTorch memory snapshot with\n"
-    "  python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz\n";
+    "Traces are gpusim's text format (docs/trace-format.md); convert a PyTorch memory snapshot with\n"
+    "  gpusim-convert snapshot.pickle -o trace.gstrace.gz\n"
+    "(in a source tree: python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz).\n";
 
 /* What went to stdout must have got there: a full disk or a closed pipe is an error, not exit 0
  * with the report lost. */

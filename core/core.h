@@ -6,7 +6,7 @@
  * serve a request, whether to split, and what to release under pressure. A backend
  * (backends/backend.h) is the device. The structure follows PyTorch's DeviceCachingAllocator
  * (c10/cuda/CUDACachingAllocator.cpp) closely, because reproducing what real PyTorch did, to the
- * segment and the retry, is the point; see shared/reference/pytorch-caching-allocator.md.
+ * segment and the retry, is the point; see docs/pytorch-allocator.md.
  *
  * Vocabulary:
  *   segment  one device allocation (a cudaMalloc), tiled exactly by blocks in address order;
@@ -139,7 +139,7 @@ typedef struct {
      * for this one (gs_heap_config.reclaim; gpusim replay --clients cooperative). */
     uint64_t num_reclaim_retries;
     int64_t max_split_size;       /* the policy's oversize threshold; -1 when unlimited */
-    /* Metrics of DESIGN.md that need the state at a moment: */
+    /* Metrics of docs/metrics.md that need the state at a moment: */
     int64_t requested_at_peak_allocated; /* Q when A reached its peak (internal_frag) */
     uint64_t largest_free_at_peak_reserved;
     uint64_t total_free_at_peak_reserved; /* cached free bytes when R reached its peak */

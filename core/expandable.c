@@ -3,7 +3,7 @@
  * its cache, so a pool stays one piece of address space instead of many cudaMalloc segments.
  *
  * Follows find_expandable_block, map_block, try_allocate_expandable_block, unmap_block and
- * release_blocks of PyTorch's CUDACachingAllocator.cpp (pytorch-caching-allocator.md §2).
+ * release_blocks of PyTorch's CUDACachingAllocator.cpp (docs/pytorch-allocator.md §2).
  * The address space not backed by pages is held by unmapped blocks, kept in a second index per
  * pool (core-int.h); heap.c calls in here to grow, to release and at teardown.
  */

@@ -1,7 +1,7 @@
 /* cupy.c - CuPy 14's MemoryPool (cupy/cuda/memory.pyx, SingleDeviceMemoryPool) as a gpusim
  * policy, so a trace with a CuPy client replays against the pool that client really has.
  *
- * What CuPy does, and where it lives here (shared/reference/peer-allocators.md §3):
+ * What CuPy does, and where it lives here (docs/cupy-pool.md):
  *   - sizes round up to 512 bytes (ALLOCATION_UNIT_SIZE, _round_size): round_size;
  *   - one pool, with free chunks kept per stream ("arenas"): a chunk freed on stream S serves
  *     only requests on S. The core's index is keyed by stream already;

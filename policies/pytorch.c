@@ -3,7 +3,7 @@
  * Constants, rounding, pool choice, segment sizes, the oversize (max_split_size) rules, the split
  * rule, release_available_cached_blocks and garbage collection, as in
  * c10/cuda/CUDACachingAllocator.cpp and c10/core/AllocatorConfig.cpp (2.9+). Section numbers
- * refer to shared/reference/pytorch-caching-allocator.md.
+ * refer to docs/pytorch-allocator.md.
  *
  * Config keys (PYTORCH_CUDA_ALLOC_CONF syntax, "key:value,key:value"):
  *   max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions,
@@ -127,7 +127,7 @@ static uint64_t pytorch_expandable_page(const void *cfgv, unsigned pool)
 /* release_available_cached_blocks: free one cached oversize block big enough for the request,
  * else free oversize blocks from the largest down until enough is freed. Returns false when
  * that was not enough, even though the blocks it freed stay freed: PyTorch then goes straight
- * to the full flush (fidelity-notes.md §1.2). Blocks of expandable segments are passed over,
+ * to the full flush (docs/fidelity.md §1.2). Blocks of expandable segments are passed over,
  * as in PyTorch 2.9+ (they are not whole cudaMalloc segments; the full flush unmaps them). */
 static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
                                  uint64_t size, gs_status *st)

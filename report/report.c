@@ -1,6 +1,6 @@
 /* report.c - results as a table for people, CSV and JSON for scripts.
  *
- * Every format carries the same numbers with the names of DESIGN.md ("Metrics"); JSON adds the
+ * Every format carries the same numbers with the names of docs/metrics.md; JSON adds the
  * full PyTorch-style memory_stats and the device calls by kind. With a reference (what the real
  * PyTorch run did), each result also says how the simulation compares.
  */

@@ -177,7 +177,7 @@ void gs_result_clear(gs_result *r);
  * assignment: its pointers would then have two owners. */
 void gs_result_move(gs_result *dst, gs_result *src);
 
-/* ---- metrics (DESIGN.md "Metrics") ---- */
+/* ---- metrics (docs/metrics.md) ---- */
 double gs_result_frag_peak(const gs_result *r);
 double gs_result_internal_frag(const gs_result *r);
 double gs_result_external_frag(const gs_result *r);

@@ -415,7 +415,7 @@ START_TEST(vmm_calls_cost_their_calibrated_latency)
     ck_assert_int_eq(gs_dev_set_access(be, &calls, va, 20 * MiB, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, &calls, va, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, &calls, h, 20 * MiB), GS_OK);
-    /* the built-in H100 table's 20 MiB rows (shared/calibration/h100-latency.csv, and for create,
+    /* the built-in H100 table's 20 MiB rows (docs/fidelity.md §4; and for create,
      * unmap and release the project's own measurement in a replay) */
     ck_assert(fabs(calls.time_us[GS_CALL_VA_RESERVE] - 1.21) < 1e-9);
     ck_assert(fabs(calls.time_us[GS_CALL_PAGE_CREATE] - 11.58) < 1e-9);

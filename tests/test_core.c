@@ -223,7 +223,7 @@ START_TEST(release_available_partial_release_goes_to_full_flush)
     /* Cached oversize blocks of 120 and 110 MiB (both < the 250 MiB request) and a cached
      * 40 MiB non-oversize segment. Limit 300 MiB. Releasing the oversize blocks from the largest
      * down frees 230 MiB < 250 MiB: release_some says no (though the frees stand), so PyTorch
-     * goes straight to the full flush and the counted retry (fidelity-notes §1.2). */
+     * goes straight to the full flush and the counted retry (docs/fidelity.md §1.2). */
     fixture f = fx_new("pytorch:max_split_size_mb:100", DEV, 300 * MiB);
     gs_block *a = xalloc(f.heap, 120 * MiB, 0);
     gs_block *b = xalloc(f.heap, 110 * MiB, 0);

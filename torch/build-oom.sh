@@ -7,7 +7,9 @@ set -eu
 out=${1:?usage: build-oom.sh OUTPUT [SOURCE]}
 src=${2:-$(dirname "$0")/oom.cpp}
 eval "$(python3 -c '
-import os, torch
+import os, sys
+sys.path = [p for p in sys.path if p not in ("", ".")]  # not a torch/ folder where we stand
+import torch
 print("tdir=%s" % os.path.dirname(torch.__file__))
 print("abi=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI))
 ')" || { echo "build-oom.sh: python3 cannot import torch" >&2; exit 1; }

@@ -15,7 +15,7 @@ Input formats (detected from the content, never from the file name):
   rmm-log           An RMM logging_resource_adaptor CSV log (header
                     "Thread,Time,Action,Pointer,Size,Stream"), plain or gzip-compressed.
 
-Output: the gpusim trace text format, version 1 (see DESIGN.md, "Trace format"):
+Output: the gpusim trace text format, version 1 (see docs/trace-format.md):
 
     # gpusim-trace 1
     # source: pytorch-snapshot resnet50__default__nocap.pickle.gz
@@ -72,7 +72,7 @@ Errors (unreadable input, not a snapshot, a malformed event, an inconsistent tra
 as one line "convert.py: FILE: message" on stderr, with exit status 2. Warnings go to stderr
 and do not change the exit status.
 
-Standard library only (Python 3.11+).
+Standard library only (Python 3.10+).
 """
 
 import argparse
@@ -614,7 +614,7 @@ def truncated_cap_bytes(cap_gib, total):
 
     Evaluated in Python floats (IEEE doubles) exactly as the recording script and PyTorch did;
     for some caps it is one byte less than cap * 2**30, which decides whether a last 2 MiB
-    segment fits (fidelity-notes.md section 1.1).
+    segment fits (docs/fidelity.md section 1.1).
     """
     return int(cap_gib * 2**30 / total * total)
 
@@ -714,8 +714,13 @@ def write_whole(path, data):
 
 
 def maybe_gzip(path, data):
-    # mtime=0 and no file name in the header: the same trace always gives the same bytes.
-    return gzip.compress(data, compresslevel=9, mtime=0) if path.endswith(".gz") else data
+    # mtime=0 and no file name in the header: the same trace always gives the same bytes. The
+    # header's OS byte (offset 9) is 255 up to Python 3.10 and from 3.13, 3 in 3.11 and 3.12: it is
+    # always written as 3 (Unix), as zlib and gpusim's own writer write it.
+    if not path.endswith(".gz"):
+        return data
+    out = gzip.compress(data, compresslevel=9, mtime=0)
+    return out[:9] + b"\x03" + out[10:]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -51,7 +51,19 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if (not os.path.exists(os.path.join(_HERE, "convert.py"))
+        and os.path.exists(os.path.join(_HERE, "gpusim-convert"))):
+    # Installed (meson install): the converter is gpusim-convert beside this script, a Python
+    # file without the .py suffix, loaded by path (and no __pycache__ written into bindir).
+    import importlib.machinery
+    import importlib.util
+    sys.dont_write_bytecode = True
+    _loader = importlib.machinery.SourceFileLoader("convert", os.path.join(_HERE, "gpusim-convert"))
+    sys.modules["convert"] = importlib.util.module_from_spec(
+        importlib.util.spec_from_loader("convert", _loader))
+    _loader.exec_module(sys.modules["convert"])
+sys.path.insert(0, _HERE)
 from convert import ConvertError, maybe_gzip, write_whole  # noqa: E402  (the project's writer)
 
 KiB = 1024

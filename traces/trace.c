@@ -1,4 +1,4 @@
-/* trace.c - the trace object (the text format of DESIGN.md, in memory): creating and freeing
+/* trace.c - the trace object (the text format of docs/trace-format.md, in memory): creating and freeing
  * it, its metadata, the op names, the format's rules for names and numbers (trace-int.h), and
  * the builder API that tests and generators use to write traces in code. The reader is read.c,
  * the writer write.c.

@@ -1,4 +1,4 @@
-/* trace.h - gpusim allocation traces: the text format of DESIGN.md, in memory.
+/* trace.h - gpusim allocation traces: the text format of docs/trace-format.md, in memory.
  *
  * A trace names allocations by id, never by address, so one trace replays under any policy.
  * The reader resolves ids once, at load time, into dense "slots" (one per alloc event), so the
