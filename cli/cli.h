@@ -23,6 +23,7 @@ enum {
     GS_EXIT_USAGE = 2,   /* bad usage or bad input: one line on stderr, nothing written */
     GS_EXIT_PLOT = 3,    /* replay, sweep, plot: gnuplot missing or failed (data written) */
     GS_EXIT_DIFFERS = 3, /* validate: some check is beyond its tolerance */
+    GS_EXIT_OOM = 4,     /* replay, sweep with --fail-on-oom: some result met an OOM */
 };
 
 /* The options several commands share. A command asks for the ones it takes (gs_cli_want) and
@@ -37,6 +38,7 @@ enum {
     GS_CLI_CONTINUE = 1u << 6,     /* --continue-on-oom */
     GS_CLI_FORMAT = 1u << 7,       /* -f FMT, one of the command's formats, into fmt */
     GS_CLI_JOBS = 1u << 8,         /* -j N, replays at once, into jobs (0: one per processor) */
+    GS_CLI_FAIL_ON_OOM = 1u << 9,  /* --fail-on-oom: exit GS_EXIT_OOM when a result met one */
 };
 
 typedef struct {
@@ -44,6 +46,7 @@ typedef struct {
     char *capacity, *device_total, *calibration, *output, *format;
     gboolean quiet, lenient, continue_on_oom;
     gint jobs;
+    gboolean fail_on_oom;
     /* parsed by gs_cli_parse */
     uint64_t cap;                   /* 0: no limit */
     uint64_t total;                 /* 0: the trace's, else GS_DEFAULT_DEVICE_TOTAL */
@@ -111,6 +114,15 @@ void gs_cli_warn_teardown(const char *what, const gs_result *r);
 /* Progress callbacks (ud: the label). */
 void gs_cli_progress(size_t done, size_t total, void *ud);
 void gs_cli_warn_lenient(const char *msg, void *ud);
+/* One warning line on stderr per setting of p that does nothing, or is known to misbehave with
+ * another (the policy's warnings hook). */
+void gs_cli_warn_policy(const gs_policy *p, bool has_limit);
+/* The exit status of a command whose results are rs (n): rc as it stands, or GS_EXIT_OOM when
+ * --fail-on-oom was given and some result met an OOM (a device error or a plot failure, already
+ * in rc, comes first). */
+int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n);
+/* Is path a PyTorch memory snapshot (by its name or its first bytes)? */
+bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path);
 /* The registered policies and their keys, for --help. g_free it. */

@@ -48,7 +48,8 @@ static const char replay_description[] =
     "\n"
     "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
     "error, 2 bad usage or bad input, 3 --plot could not draw (gnuplot missing or failed; the\n"
-    "reports and the plots' data are written all the same).";
+    "reports and the plots' data are written all the same), 4 with --fail-on-oom: some result\n"
+    "met an OOM (the report is written all the same).";
 
 /* The --policy arguments: the compared policies, and NAME=SPEC assignments to clients. */
 typedef struct {
@@ -66,7 +67,8 @@ static void parse_policies(policy_args *pa, char **specs, const gs_reference *re
     pa->compared = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
     pa->assigned = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
     pa->assigned_to = g_ptr_array_new_with_free_func(g_free);
-    for (char **p = specs; p && *p; p++) {
+    for (char **given = specs; given && *given; given++) {
+        const char *spec = gs_policy_strip_env(*given), *const *p = &spec;
         const char *eq = strchr(*p, '='), *colon = strchr(*p, ':');
         bool named = eq && (!colon || eq < colon);
         /* checked before anything is allocated: a usage error exits at once */
@@ -159,7 +161,8 @@ typedef struct {
 } replay_ctx;
 
 /* Replay one trace under every compared policy (times every arrangement, with several clients)
- * and write its report; plots too. Returns GS_EXIT_DEVICE if a replay stopped on a device error. */
+ * and write its report; plots too. Returns GS_EXIT_DEVICE if a replay stopped on a device error,
+ * GS_EXIT_OOM if one met an OOM and --fail-on-oom was given. */
 static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const gs_trace *t,
                         bool first)
 {
@@ -210,6 +213,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
         if (refs) refs[i] = x->ref;
         g_free(label);
     }
+    rc = gs_cli_oom_status(c, rc, rs, n);
     if (c->fmt == GS_FMT_JSON && !first) fputs(",\n", out);
     gs_report_ex(out, c->fmt, path, t, rs, n, refs, first, x->any_clients);
     if (x->plotter) {
@@ -264,7 +268,7 @@ int gs_cmd_replay(int argc, char **argv)
     gs_cli c;
     gs_cli_init(&c, "replay", "TRACE... - replay allocation traces", replay_summary, desc,
                 GS_CLI_CAPACITY | GS_CLI_DEVICE_TOTAL | GS_CLI_FORMAT | GS_CLI_OUTPUT |
-                    GS_CLI_CONTINUE | GS_CLI_LENIENT | GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                    GS_CLI_CONTINUE | GS_CLI_LENIENT | GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_FAIL_ON_OOM,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
 
@@ -286,6 +290,8 @@ int gs_cmd_replay(int argc, char **argv)
     }
     policy_args pa;
     parse_policies(&pa, policies, ref);
+    for (guint i = 0; i < pa.compared->len; i++) gs_cli_warn_policy(pa.compared->pdata[i], c.cap > 0);
+    for (guint i = 0; i < pa.assigned->len; i++) gs_cli_warn_policy(pa.assigned->pdata[i], c.cap > 0);
     GArray *modes = parse_modes(clients);
     if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
 
@@ -318,9 +324,10 @@ int gs_cmd_replay(int argc, char **argv)
     FILE *out = o.f;
     int rc = GS_EXIT_OK;
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
-    for (int a = 1; a < argc; a++)
-        if (replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1) != GS_EXIT_OK)
-            rc = GS_EXIT_DEVICE;
+    for (int a = 1; a < argc; a++) {
+        int trc = replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1);
+        if (trc == GS_EXIT_DEVICE || (trc == GS_EXIT_OOM && rc == GS_EXIT_OK)) rc = trc;
+    }
     if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
     gs_cli_close_output(&o);
     gs_backend_destroy(x.dev);

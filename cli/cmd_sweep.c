@@ -25,7 +25,8 @@ static const char sweep_description[] =
     "others, OOM cells marked. A progress line goes to stderr when it is a terminal.\n"
     "\n"
     "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
-    "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway).";
+    "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway), 4\n"
+    "with --fail-on-oom: some cell met an OOM (the CSV is written anyway).";
 
 static void sweep_progress(size_t done, size_t total, void *ud)
 {
@@ -79,7 +80,7 @@ int gs_cmd_sweep(int argc, char **argv)
                 "brace lists, in parallel, and write one CSV row per combination.",
                 sweep_description,
                 GS_CLI_DEVICE_TOTAL | GS_CLI_OUTPUT | GS_CLI_CONTINUE | GS_CLI_LENIENT |
-                    GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
+                    GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS | GS_CLI_FAIL_ON_OOM,
                 own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
@@ -116,6 +117,7 @@ int gs_cmd_sweep(int argc, char **argv)
         g_free(what);
     }
 
+    rc = gs_cli_oom_status(&c, rc, rs, n);
     gs_sweep_csv(out.f, sw, argv[1], t, rs);
     gs_cli_close_output(&out);
     if (plot_dir && plot_sweep(plot_dir, argv[1], sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;

@@ -95,6 +95,7 @@ int gs_cmd_validate(int argc, char **argv)
     for (char **p = policies; p && *p; p++) {
         gs_policy *pol = gs_policy_new(*p, &err);
         if (!pol) gs_cli_usage_error("--policy: %s", err->message);
+        gs_cli_warn_policy(pol, c.cap > 0);
         g_ptr_array_add(pols, pol);
     }
     if (!pols->len) g_ptr_array_add(pols, gs_policy_new("pytorch", NULL));

@@ -41,11 +41,6 @@ static const char whatif_description[] =
     "traces/convert.py (run with python3).\n"
     "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses).";
 
-static bool is_snapshot(const char *path)
-{
-    return g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
-           g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz");
-}
 
 /* The converter's command: argv to spawn, with the script's path if it is a Python file. */
 static GPtrArray *converter_argv(void)
@@ -138,7 +133,7 @@ int gs_cmd_whatif(int argc, char **argv)
     const char *const inputs[] = {input, reference, NULL};
     gs_cli_refuse_input(&c, inputs, c.output, "-o");
     char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
-    if (is_snapshot(input)) {
+    if (gs_cli_is_snapshot(input)) {
         if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
         if (!g_file_test(input, G_FILE_TEST_IS_REGULAR))
             gs_cli_usage_error("%s: no such file", input);

@@ -67,6 +67,9 @@ static const shared_option shared[] = {
                                "bench/results/*/calibration-*.csv; default: built-in H100)",
                                "FILE")},
     {GS_CLI_QUIET, ENTRY("quiet", 'q', G_OPTION_ARG_NONE, "No progress on stderr", NULL)},
+    {GS_CLI_FAIL_ON_OOM, ENTRY("fail-on-oom", 0, G_OPTION_ARG_NONE,
+                               "Exit with status 4 when some result met an OOM (for scripts; the "
+                               "report is written all the same)", NULL)},
     {GS_CLI_JOBS, ENTRY("jobs", 'j', G_OPTION_ARG_INT,
                         "Replays run at once (default: one per processor)", "N")},
 };
@@ -84,6 +87,7 @@ static void *shared_slot(gs_cli *c, unsigned flag)
     case GS_CLI_CALIBRATION: return &c->calibration;
     case GS_CLI_QUIET: return &c->quiet;
     case GS_CLI_JOBS: return &c->jobs;
+    case GS_CLI_FAIL_ON_OOM: return &c->fail_on_oom;
     }
     g_assert_not_reached();
 }
@@ -314,9 +318,47 @@ void gs_cli_warn_lenient(const char *msg, void *ud)
     fprintf(stderr, "gpusim: warning: %s\n", msg);
 }
 
+void gs_cli_warn_policy(const gs_policy *p, bool has_limit)
+{
+    if (!p->ops->warnings) return;
+    GPtrArray *w = g_ptr_array_new_with_free_func(g_free);
+    p->ops->warnings(p->cfg, has_limit, w);
+    for (guint i = 0; i < w->len; i++)
+        fprintf(stderr, "gpusim: warning: %s: %s\n", p->spec, (char *)w->pdata[i]);
+    g_ptr_array_free(w, TRUE);
+}
+
+int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n)
+{
+    if (rc != GS_EXIT_OK || !c->fail_on_oom) return rc;
+    for (size_t i = 0; i < n; i++)
+        if (rs[i].oom) return GS_EXIT_OOM;
+    return rc;
+}
+
+/* A PyTorch memory snapshot (torch.cuda.memory._dump_snapshot): a pickle, maybe gzipped. By
+ * its name, or by its first bytes (pickle protocol 2+ starts 0x80 0x02..0x05). */
+bool gs_cli_is_snapshot(const char *path)
+{
+    if (g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
+        g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz"))
+        return true;
+    unsigned char head[2] = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    size_t n = fread(head, 1, 2, f);
+    fclose(f);
+    return n == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+}
+
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
 {
     GError *err = NULL;
+    if (gs_cli_is_snapshot(path))
+        gs_cli_usage_error("%s is a PyTorch memory snapshot, not a gpusim trace: convert it with "
+                           "'gpusim-convert %s -o TRACE.gstrace.gz' (traces/convert.py in the source "
+                           "tree), or ask 'gpusim whatif %s', which converts it itself",
+                           path, path, path);
     gs_trace *t = gs_trace_load(path, c->lenient ? GS_TRACE_LENIENT : 0, gs_cli_warn_lenient,
                                 NULL, &err);
     if (!t) gs_cli_usage_error("%s", err->message);

@@ -50,6 +50,9 @@ typedef struct gs_policy_ops {
     const gs_policy_key *keys; /* its config keys, ending with a {NULL} entry; NULL: none */
     const char *keys_help;  /* optional: a note for --help after the keys ("no config keys...") */
 
+    /* Optional. Settings that do nothing, or are known to misbehave together, as one sentence
+     * each (g_strdup'd into out): has_limit says whether the allocator has a limit. */
+    void (*warnings)(const void *cfg, bool has_limit, GPtrArray *out);
     /* Parse CONF (may be ""); NULL and err (GS_POLICY_ERROR) naming the bad key or value. */
     void *(*parse)(const char *conf, GError **err);
     void (*cfg_free)(void *cfg);

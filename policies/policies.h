@@ -8,7 +8,9 @@
 
 G_BEGIN_DECLS
 
-/* Look up NAME in the registry and parse CONF. */
+/* Look up NAME in the registry and parse CONF. PYTORCH_CUDA_ALLOC_CONF pasted as it is, with
+ * or without "PYTORCH_CUDA_ALLOC_CONF=" in front and without "pytorch:", is the pytorch policy's
+ * config ("expandable_segments:True" is "pytorch:expandable_segments:True", the spec kept). */
 gs_policy *gs_policy_new(const char *spec, GError **err);
 void gs_policy_free(gs_policy *p);
 /* Parse "KEY:VALUE,KEY:VALUE" into cfg by the table keys (commas inside [...] do not split):
@@ -17,6 +19,8 @@ bool gs_policy_conf_parse(const gs_policy_key *keys, void *cfg, const char *conf
 /* The keys of a policy for --help, one per key ("max_split_size_mb:N  blocks >= ..."), then its
  * keys_help note. g_free it. */
 char *gs_policy_keys_help(const gs_policy_ops *ops);
+/* spec after a "PYTORCH_CUDA_ALLOC_CONF=" in front, if it has one. */
+const char *gs_policy_strip_env(const char *spec);
 /* The registry, NULL-terminated, for --help and tests. */
 const gs_policy_ops *const *gs_policy_registry(void);
 

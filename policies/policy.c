@@ -13,8 +13,35 @@ static const gs_policy_ops *const registry[] = {
 
 const gs_policy_ops *const *gs_policy_registry(void) { return registry; }
 
-gs_policy *gs_policy_new(const char *spec, GError **err)
+const char *gs_policy_strip_env(const char *spec)
 {
+    static const char env[] = "PYTORCH_CUDA_ALLOC_CONF=";
+    return g_str_has_prefix(spec, env) ? spec + strlen(env) : spec;
+}
+
+/* A spec whose first word is no policy but one of the pytorch policy's keys
+ * ("expandable_segments:True,max_split_size_mb:128", PYTORCH_CUDA_ALLOC_CONF as it is): the
+ * pytorch policy's config, spelled in full. NULL when spec is anything else. */
+static char *as_pytorch_conf(const char *spec)
+{
+    size_t n = strcspn(spec, ":,");
+    for (const gs_policy_ops *const *r = registry; *r; r++)
+        if (strlen((*r)->name) == n && strncmp((*r)->name, spec, n) == 0) return NULL;
+    for (const gs_policy_key *k = gs_policy_pytorch.keys; k && k->name; k++) {
+        size_t kn = strlen(k->name);
+        bool prefix = kn && k->name[kn - 1] == '*';
+        if (prefix ? n >= kn - 1 && strncmp(spec, k->name, kn - 1) == 0
+                   : kn == n && strncmp(spec, k->name, n) == 0)
+            return g_strdup_printf("pytorch:%s", spec);
+    }
+    return NULL;
+}
+
+gs_policy *gs_policy_new(const char *given, GError **err)
+{
+    given = gs_policy_strip_env(given);
+    char *full = as_pytorch_conf(given);
+    const char *spec = full ? full : given;
     const char *colon = strchr(spec, ':');
     size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *conf = colon ? colon + 1 : "";
@@ -26,12 +53,14 @@ gs_policy *gs_policy_new(const char *spec, GError **err)
             g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, "policy '%s': %s", spec,
                         perr->message);
             g_error_free(perr);
+            g_free(full);
             return NULL;
         }
         gs_policy *p = g_new0(gs_policy, 1);
         p->ops = *r;
         p->cfg = cfg;
         p->spec = g_strdup(spec);
+        g_free(full);
         return p;
     }
     GString *names = g_string_new(NULL);
@@ -40,6 +69,7 @@ gs_policy *gs_policy_new(const char *spec, GError **err)
     g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_UNKNOWN,
                 "unknown policy '%.*s' (known: %s)", (int)nlen, spec, names->str);
     g_string_free(names, TRUE);
+    g_free(full);
     return NULL;
 }
 

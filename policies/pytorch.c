@@ -376,6 +376,21 @@ static const gs_policy_key pytorch_keys[] = {
     {NULL, NULL, NULL, NULL},
 };
 
+static void pytorch_warnings(const void *cfgv, bool has_limit, GPtrArray *out)
+{
+    const pytorch_cfg *cfg = cfgv;
+    if (cfg->gc_threshold > 0 && !has_limit)
+        g_ptr_array_add(out, g_strdup("garbage_collection_threshold does nothing without a limit "
+                                      "(--capacity): PyTorch collects only under a memory "
+                                      "fraction"));
+    if (cfg->expandable && cfg->max_split_size != UINT64_MAX)
+        g_ptr_array_add(out, g_strdup("max_split_size_mb with expandable_segments:True: PyTorch's "
+                                      "reserved memory is known to grow with the two together "
+                                      "(3.86 against 1.85 GiB with expandable segments alone, "
+                                      "seen on a two-stream program), and the replay reproduces "
+                                      "that growth"));
+}
+
 static void *pytorch_parse(const char *conf, GError **err)
 {
     pytorch_cfg *cfg = g_new0(pytorch_cfg, 1);
@@ -393,6 +408,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .name = "pytorch",
     .summary = "PyTorch 2.11's native CUDA caching allocator (best-fit bins, small/large pools)",
     .keys = pytorch_keys,
+    .warnings = pytorch_warnings,
     .parse = pytorch_parse,
     .cfg_free = g_free,
     .npools = 2,

@@ -398,5 +398,30 @@ GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plo
 "$gpusim" sweep "$tmp/empty.gstrace" -p 'pytorch:max_split_size_mb:{64,128}' >"$tmp/out" ||
     fail "empty trace, sweep: exit"
 
+# --- rough edges (issue 17) ---
+# PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
+for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do
+    "$gpusim" replay "$trace" -q -p "$spec" --format csv >"$tmp/bare.csv" 2>"$tmp/err" ||
+        fail "--policy $spec: $(cat "$tmp/err")"
+    grep -q "^[^,]*,pytorch:expandable_segments:True," "$tmp/bare.csv" || fail "--policy $spec: $(cat "$tmp/bare.csv")"
+done
+expect_error "bare conf typo" "unknown policy 'expandable_segment'" "$gpusim" replay "$trace" -p expandable_segment:True
+# a snapshot given to replay points to the converter and to whatif
+expect_error "snapshot to replay" "gpusim whatif" "$gpusim" replay "$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz"
+# --fail-on-oom: 4 when a result met an OOM, 0 otherwise; the report is written either way
+"$gpusim" replay "$trace" -q --capacity 5GiB --fail-on-oom >"$tmp/out" 2>/dev/null
+[ $? -eq 4 ] && [ -s "$tmp/out" ] || fail "--fail-on-oom with an OOM: want exit 4 and a report"
+"$gpusim" replay "$trace" -q --fail-on-oom >/dev/null 2>&1 || fail "--fail-on-oom without an OOM: exit $?"
+"$gpusim" sweep "$trace" -q --capacity '{5,6.25}GiB' --fail-on-oom >/dev/null 2>&1
+[ $? -eq 4 ] || fail "sweep --fail-on-oom: want exit 4"
+# settings that do nothing, or misbehave together, are said (and the replay goes on)
+"$gpusim" replay "$trace" -q -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err" ||
+    fail "gc without a cap: exit $?"
+grep -q "warning: .*garbage_collection_threshold does nothing without a limit" "$tmp/err" || fail "no gc warning: $(cat "$tmp/err")"
+"$gpusim" replay "$trace" -q --capacity 6GiB -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err"
+[ ! -s "$tmp/err" ] || fail "gc with a cap warned: $(cat "$tmp/err")"
+"$gpusim" replay "$trace" -q -p expandable_segments:True,max_split_size_mb:128 >/dev/null 2>"$tmp/err"
+grep -q "warning: .*max_split_size_mb with expandable_segments" "$tmp/err" || fail "no mss+expandable warning: $(cat "$tmp/err")"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]
