@@ -6,8 +6,10 @@
 
 static const char sweep_description[] =
     "Each brace list in --policy or --capacity is a parameter of the grid, named by the key in\n"
-    "front of it (max_split_size_mb, garbage_collection_threshold, ...) or 'capacity'; several\n"
-    "--policy templates add a 'policy' parameter. Cells are the product of the lists, the first\n"
+    "front of it (max_split_size_mb, garbage_collection_threshold, ...), 'capacity', or\n"
+    "'policy_name' (a list in the policy's name); several --policy templates add a 'template'\n"
+    "parameter. A list may hold ranges: {64..512..64}, {5.5..6.5..0.25}GiB (A..B, step 1 by\n"
+    "default). Cells are the product of the lists, the first\n"
     "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
     "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
     "A sweep has at most 10000 cells (a larger grid is refused: split it).\n"

@@ -6,6 +6,7 @@
  * table is only read, and the core has no global state. Results land in their cell's slot, so
  * the output's order is the grid's, not the order cells finish in.
  */
+#include <math.h>
 #include <string.h>
 
 #include "sweep.h"
@@ -37,6 +38,68 @@ static gboolean bad(GError **err, const char *what, const char *s, const char *w
 
 /* Shell-style brace expansion without nesting: "a{1,2}b{x,y}" is a1bx a1by a2bx a2by. names
  * gets each list's parameter name; out gets the expansions. */
+/* Digits after the point in a number as written ("0.25": 2). */
+static int decimals(const char *s)
+{
+    const char *dot = strchr(s, '.');
+    return dot ? (int)strspn(dot + 1, "0123456789") : 0;
+}
+
+/* A range in braces, "A..B" or "A..B..STEP" (STEP 1 by default): the numbers A, A+STEP, ...
+ * up to B, written with as many decimals as the most precise of the three. NULL and a reason
+ * in *why when it is no range gpusim can expand. */
+static char **expand_range(const char *item, const char **why)
+{
+    char **p = g_strsplit(item, "..", 3);
+    guint n = g_strv_length(p);
+    double v[3] = {0, 0, 1};
+    int dec = 0;
+    *why = NULL;
+    for (guint i = 0; i < n && !*why; i++) {
+        char *end;
+        v[i] = g_ascii_strtod(p[i], &end);
+        if (!*p[i] || *end || !isfinite(v[i])) *why = "a range is A..B or A..B..STEP, in numbers";
+        dec = MAX(dec, decimals(p[i]));
+    }
+    g_strfreev(p);
+    if (*why) return NULL;
+    if (n < 2) return (*why = "a range is A..B or A..B..STEP", NULL);
+    if (!(v[2] > 0)) return (*why = "a range's STEP must be above 0", NULL);
+    if (v[1] < v[0]) return (*why = "a range goes up: A..B with A <= B", NULL);
+    double count = floor((v[1] - v[0]) / v[2] + 1e-9) + 1;
+    if (count > GS_SWEEP_MAX_CELLS) return (*why = "a range of more values than a sweep may have cells", NULL);
+    GPtrArray *out = g_ptr_array_new();
+    for (guint i = 0; i < (guint)count; i++)
+        g_ptr_array_add(out, g_strdup_printf("%.*f", dec, v[0] + v[2] * i));
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(out, FALSE);
+}
+
+/* The choices of one brace list: its comma-separated items, a range expanded in place. */
+static char **brace_choices(const char *inner, const char **why)
+{
+    char **items = g_strsplit(inner, ",", -1);
+    GPtrArray *out = g_ptr_array_new();
+    *why = NULL;
+    for (char **it = items; *it && !*why; it++) {
+        if (!strstr(*it, "..")) {
+            g_ptr_array_add(out, g_strdup(*it));
+            continue;
+        }
+        char **r = expand_range(*it, why);
+        for (char **x = r; x && *x; x++) g_ptr_array_add(out, *x);
+        g_free(r); /* the strings moved to out */
+    }
+    g_strfreev(items);
+    g_ptr_array_add(out, NULL);
+    char **choices = (char **)g_ptr_array_free(out, FALSE);
+    if (*why) {
+        g_strfreev(choices);
+        return NULL;
+    }
+    return choices;
+}
+
 static gboolean expand(const char *s, const char *what, const char *fallback, GPtrArray *names,
                        GArray *out, GError **err)
 {
@@ -64,8 +127,13 @@ static gboolean expand(const char *s, const char *what, const char *fallback, GP
             break;
         }
         char *inner = g_strndup(c + 1, (size_t)(close - c - 1));
-        char **alts = g_strsplit(inner, ",", -1);
+        const char *why = NULL;
+        char **alts = brace_choices(inner, &why);
         g_free(inner);
+        if (!alts) {
+            ok = bad(err, what, s, why);
+            break;
+        }
         for (char **a = alts; ok && *a; a++)
             if (!**a) ok = bad(err, what, s, "an empty choice in braces (write {64,128})");
         if (!alts[0]) ok = bad(err, what, s, "empty braces (write {64,128})");
@@ -246,7 +314,7 @@ gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError
     for (size_t p = 0; ok && p < n_templates; p++) {
         GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
         GArray *ex = g_array_new(FALSE, FALSE, sizeof(expansion));
-        ok = expand(policies[p], "--policy", "policy", names, ex, err);
+        ok = expand(policies[p], "--policy", "policy_name", names, ex, err);
         g_ptr_array_add(pol_names, names);
         g_ptr_array_add(pol_exp, ex);
     }
@@ -261,14 +329,14 @@ gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError
         ok = FALSE;
     }
     if (ok) {
-        /* Columns: the policies' lists, the capacity, then "policy" for the template when there
+        /* Columns: the policies' lists, the capacity, then "template" for the template when there
          * are several. */
         GPtrArray *cols = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
         for (size_t p = 0; p < n_templates; p++)
             g_ptr_array_add(cols, template_columns(s, pol_names->pdata[p]));
         cell_layout lay = {
             .cap_col = cap_names->len ? param_col(s->params, "capacity") : G_MAXUINT,
-            .tmpl_col = n_templates > 1 ? param_col(s->params, "policy") : G_MAXUINT,
+            .tmpl_col = n_templates > 1 ? param_col(s->params, "template") : G_MAXUINT,
         };
         for (size_t p = 0; ok && p < n_templates; p++) {
             const GArray *ex = pol_exp->pdata[p];

@@ -3,9 +3,11 @@
  *
  *   --policy 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB'
  *
- * is 8 cells. Each brace list is a parameter, named by the key in front of it
- * (max_split_size_mb), "capacity" for the capacity, and "policy" for a list in the policy
- * name's place or, when several --policy templates are given, for the template itself.
+ * is 8 cells; a list may hold ranges, A..B or A..B..STEP ('{64..512..64}', '{5.5..6.5..0.25}GiB').
+ * Each brace list is a parameter, named by the key in front of it
+ * (max_split_size_mb), "capacity" for the capacity, "policy_name" for a list in the policy
+ * name's place, and "template" for the template itself when several --policy templates are
+ * given. (None is "policy": the CSV's own policy column, the expanded spec, has that name.)
  */
 #ifndef GS_SWEEP_H
 #define GS_SWEEP_H

@@ -48,12 +48,12 @@ START_TEST(grid_is_the_product_first_list_outermost)
 }
 END_TEST
 
-START_TEST(several_templates_add_a_policy_parameter)
+START_TEST(several_templates_add_a_template_parameter)
 {
     gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{64,128}", "pytorch:expandable_segments:True", NULL);
     ck_assert_uint_eq(s->cells->len, 3);
     ck_assert_uint_eq(s->params->len, 2);
-    ck_assert_str_eq(s->params->pdata[1], "policy");
+    ck_assert_str_eq(s->params->pdata[1], "template"); /* not "policy": the CSV has that column */
     ck_assert_str_eq(cell(s, 2)->values[0], ""); /* max_split_size_mb does not apply */
     ck_assert_str_eq(cell(s, 2)->values[1], "pytorch:expandable_segments:True");
     ck_assert_uint_eq(cell(s, 2)->capacity, 0);
@@ -297,12 +297,35 @@ START_TEST(stems_and_csv_fields)
 }
 END_TEST
 
+/* Ranges in braces (issue 17): A..B..STEP, step 1 by default, decimals as written, mixed with
+ * plain choices; a range that goes down, has no step above 0 or no numbers is refused. */
+START_TEST(brace_ranges)
+{
+    gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{32,64..256..64}", NULL, "{5.5..6..0.25}GiB");
+    ck_assert_uint_eq(s->cells->len, 5 * 3);
+    ck_assert_str_eq(cell(s, 3)->values[0], "64");
+    ck_assert_str_eq(cell(s, 14)->values[0], "256");
+    ck_assert_str_eq(cell(s, 1)->values[1], "5.75GiB");
+    ck_assert_uint_eq(cell(s, 2)->capacity, 6 * GiB);
+    gs_sweep_free(s);
+    s = sweep_of("pytorch:max_split_size_mb:{20..23}", NULL, NULL);
+    ck_assert_uint_eq(s->cells->len, 4);
+    ck_assert_str_eq(cell(s, 3)->values[0], "23");
+    gs_sweep_free(s);
+    expect_error("pytorch:max_split_size_mb:{64..32}", NULL, "goes up");
+    expect_error("pytorch:max_split_size_mb:{32..64..0}", NULL, "above 0");
+    expect_error("pytorch:max_split_size_mb:{a..b}", NULL, "in numbers");
+    expect_error("pytorch:max_split_size_mb:{1..100000}", NULL, "more values");
+}
+END_TEST
+
 static Suite *sweep_suite(void)
 {
     Suite *s = suite_create("sweep and plots");
     TCase *tc = tcase_create("grid");
     tcase_add_test(tc, grid_is_the_product_first_list_outermost);
-    tcase_add_test(tc, several_templates_add_a_policy_parameter);
+    tcase_add_test(tc, several_templates_add_a_template_parameter);
+    tcase_add_test(tc, brace_ranges);
     tcase_add_test(tc, bad_grids_are_errors);
     tcase_add_test(tc, grid_past_the_cell_limit_is_an_error);
     tcase_add_test(tc, stems_and_csv_fields);
