@@ -92,7 +92,8 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
                          : o->device_total        ? o->device_total
                                                   : GS_DEFAULT_DEVICE_TOTAL;
         v->capacity = dop && dop->capacity ? dop->capacity : o->capacity;
-        gs_backend_config bc = {.sim = {.total_bytes = total, .cal = o->cal ? o->cal : d->own_cal}};
+        gs_backend_config bc = {.sim = {.total_bytes = total, .cal = o->cal ? o->cal : d->own_cal,
+                                        .align_512m = gs_sim_h200_like(total)}};
         const gs_reference *ref = gs_reference_device(o->ref, v->id);
         if (ref && ref->seg_addrs->len) {
             bc.sim.script_addrs = (const uint64_t *)(void *)ref->seg_addrs->data;

@@ -344,6 +344,7 @@ static gs_backend *open_sim_device(const gs_replay_opts *o, gs_calibration **own
     gs_backend_config bc = {.sim = {
         .total_bytes = sc_total(o),
         .cal = o->cal ? o->cal : *own_cal,
+        .align_512m = gs_sim_h200_like(sc_total(o)),
     }};
     if (o->ref && o->ref->seg_addrs->len) {
         bc.sim.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
