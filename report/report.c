@@ -243,12 +243,12 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
 /* One line of the comparison with the real run. */
 static void reference_row(FILE *out, const char *label, const gs_result *r, const ref_cmp *c)
 {
-    if (c->per_device) {
-        fprintf(out, "%-44s %-4s/%-4s %77s  %s\n", label, c->outcome, outcome(r), "",
-                c->match ? "exact" : "DIFFERS");
+    char retries[64] = "?", ooms[64] = "?", oc[64];
+    if (c->per_device) { /* each device on its own line below */
+        g_snprintf(oc, sizeof oc, "%s/%s", c->outcome, outcome(r));
+        fprintf(out, "%-44s %-9s %76s  %s\n", label, oc, "", c->match ? "exact" : "DIFFERS");
         return;
     }
-    char retries[64] = "?", ooms[64] = "?", oc[64];
     if (c->has_stats) {
         g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
                    c->retries, r->stats.num_alloc_retries);
