@@ -289,23 +289,30 @@ static uint64_t place_small(sim_state *s, uint64_t n, bool commit, bool *new_pag
     return pg->addr;
 }
 
-/* Free a small allocation; TRUE when its page went back. */
+/* Free a small allocation; TRUE when its page went back. Pages and their allocations are
+ * sorted by address: binary searches (50,000 allocations of 512 bytes fill 13 pages). */
 static bool unplace_small(sim_state *s, uint64_t addr)
 {
-    for (guint i = 0; i < s->pages->len; i++) {
-        small_page *pg = s->pages->pdata[i];
-        if (addr < pg->addr || addr >= pg->addr + PAGE) continue;
-        for (guint k = 0; k < pg->live->len; k++)
-            if (g_array_index(pg->live, span, k).lo == addr - pg->addr) {
-                g_array_remove_index(pg->live, k);
-                break;
-            }
-        if (pg->live->len) return false;
-        unplace(s, pg->addr);
-        g_ptr_array_remove_index(s->pages, i);
-        return true;
+    guint lo = 0, hi = s->pages->len;
+    while (hi - lo > 1) {
+        guint mid = (lo + hi) / 2;
+        if (((small_page *)s->pages->pdata[mid])->addr <= addr) lo = mid;
+        else hi = mid;
     }
-    return false;
+    small_page *pg = s->pages->len ? s->pages->pdata[lo] : NULL;
+    if (!pg || addr < pg->addr || addr >= pg->addr + PAGE) return false;
+    uint64_t off = addr - pg->addr;
+    guint a = 0, b = pg->live->len;
+    while (b - a > 1) {
+        guint mid = (a + b) / 2;
+        if (g_array_index(pg->live, span, mid).lo <= off) a = mid;
+        else b = mid;
+    }
+    if (pg->live->len && g_array_index(pg->live, span, a).lo == off) g_array_remove_index(pg->live, a);
+    if (pg->live->len) return false;
+    unplace(s, pg->addr);
+    g_ptr_array_remove_index(s->pages, lo);
+    return true;
 }
 
 /* Would [addr, addr+size) collide with a live allocation? (A script may name an address the
