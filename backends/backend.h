@@ -177,12 +177,20 @@ bool gs_calibration_save(const char *path, gs_call_sample *samples, size_t n,
 
 /* ---- The simulated device (backends/simdevice.c) ----
  * total: physical bytes of the device; physical memory is handed out in 2 MiB pages that may be
- * placed anywhere, so a cudaMalloc fails only when the free pages cannot cover it.
- * cal: latency model (owned by the caller, must outlive the backend; NULL = no time). */
+ * placed anywhere, so a cudaMalloc fails only when the free pages (less the one the driver
+ * keeps back) cannot cover it; requests up to 1 MiB share pages, as the driver packs them.
+ * Addresses follow the driver's placement rules measured on the H100 and H200 (simdevice.c,
+ * README "The simulated driver"). cal: latency model (owned by the caller, must outlive the
+ * backend; NULL = no time). */
 typedef struct {
     uint64_t total_bytes;
     uint64_t reserved_bytes;       /* taken by others at start (CUDA context, other processes) */
     const gs_calibration *cal;
+    /* X, the address a fresh context gives its first 2 MiB cudaMalloc (0: a default); every
+     * placement is relative to it. align_512m: the H200's rule, a range for a whole multiple
+     * of 512 MiB starts on a 512 MiB boundary of the address. */
+    uint64_t origin;
+    bool align_512m;
     /* Optional address script: the n-th cudaMalloc gets addrs[n] if sizes[n] equals the
      * requested size (reference-address mode; see docs/fidelity.md §1.3). Once a size differs,
      * the script is abandoned and the placement model takes over. Not copied. */
@@ -197,8 +205,13 @@ typedef struct {
 #define GS_SIM_MAX_DEVICES 65536u
 
 gs_backend *gs_sim_backend_new(const gs_sim_config *cfg);
+/* Does a device of total bytes place like the H200 measured (align_512m)? Devices larger than
+ * an H100's 80 GiB: the H200 is the one measured; the H100's rules are the rest. */
+static inline bool gs_sim_h200_like(uint64_t total) { return total > 96 * GS_GiB; }
 /* How many cudaMallocs took their address from the script (reference-address mode). */
 size_t gs_sim_script_used(const gs_backend *be);
+/* The device's X (gs_sim_config.origin): placements as offsets from it are the driver's. */
+uint64_t gs_sim_origin(const gs_backend *be);
 
 /* ---- The real device (backends/cuda.c, built when meson finds the CUDA Toolkit; GS_HAVE_CUDA)
  * device: the CUDA device index. NULL and *errmsg (g_free it) when there is no usable device or

@@ -1,21 +1,35 @@
 /* sim.c - the simulated device: a capacity, physical memory in 2 MiB pages, virtual addresses
  * without real memory, and a virtual clock advanced by a calibrated cost model.
  *
- * Physical memory. The driver hands out physical memory in 2 MiB pages and can place them
- * anywhere, so virtual contiguity is free: a cudaMalloc fails only when the free pages cannot
- * cover its size rounded up to whole pages. Fragmentation at the driver level is therefore nil;
+ * cudaMalloc and cudaFree follow the CUDA driver as measured on an H100 and an H200 (driver
+ * 580; bench/results/h100-2026-11-22-driver/, whose README shows each rule in the recorded
+ * calls; the README's "The simulated driver" states them, and tests/test_driver.c replays
+ * every recorded call through this file and checks each address and each change of
+ * cudaMemGetInfo). In short, with X the address a fresh context gives its first 2 MiB:
+ *   1. Above 1 MiB, a request takes its size rounded up to 2 MiB (S), in memory and address
+ *      space. Up to 1 MiB, requests are rounded to 512 bytes and packed into 2 MiB pages: into
+ *      the lowest-addressed page whose free end holds them, after the highest live allocation
+ *      in it; a new page is placed like a 2 MiB request, and the last free gives it back. The
+ *      first allocation in a page costs its 2 MiB of memory, the others nothing.
+ *   2. Memory comes from VA ranges: a request goes to the lowest-addressed gap of at least S
+ *      inside a range still in use (first fit from the bottom).
+ *   3. When none fits, a new range of V = max(32 MiB, S rounded up to 32 MiB) is made with the
+ *      request at its bottom: at the top of the highest free hole that is strictly larger than
+ *      V, else directly below the lowest range (the first at T = X - 414 MiB). On the H200
+ *      (align_512m), a range for a multiple of 512 MiB starts on a 512 MiB boundary, the VA it
+ *      skips a hole.
+ *   4. A range whose last allocation is freed becomes a free hole (merged with its
+ *      neighbours); one at the bottom of the carved space shrinks it instead. So once
+ *      everything is freed, the same calls get the same addresses again.
+ *   5. A fresh context has a range of its own above T with two usable gaps: 2 MiB at X and
+ *      24 MiB at X + 74 MiB.
+ *   6. All but one 2 MiB page of the free memory can be allocated.
+ * The physical pages themselves can sit anywhere, so fragmentation at the driver level is nil:
  * the fragmentation users meet lives in the caching allocator above, which is what gpusim
- * studies.
- *
- * Virtual addresses still matter, because PyTorch's best fit breaks ties between equal-size
- * free blocks by address (docs/fidelity.md §1.3). Two ways to choose them:
- *  - a script (reference-address mode): the n-th cudaMalloc takes the address the real driver
- *    gave the n-th segment of a reference run, as long as the sizes keep matching;
- *  - a placement model of what the H100's driver was seen to do in the reference traces:
- *    addresses 2 MiB aligned, new ranges carved downward from the top of the address space, each
- *    in a chunk rounded up to 32 MiB; the slack left in a chunk, and freed ranges, are reused
- *    for later allocations that fit, the lowest address first; once nothing is allocated, it
- *    starts again from the top, as a fresh device does.
+ * studies. Addresses matter because PyTorch's best fit breaks ties between equal-size free
+ * blocks by address (docs/fidelity.md §1.3). With a script (reference-address mode), the n-th
+ * cudaMalloc takes the address the real driver gave the n-th segment of a reference run, as
+ * long as the sizes keep matching; the model places the rest (far below the scripted ones).
  *
  * Virtual memory (the driver's cuMem* calls, used by expandable segments). A reservation is
  * address space only. cuMemCreate takes physical pages (and is the call that runs out of
@@ -26,11 +40,6 @@
  * CUDA_ERROR_INVALID_VALUE. Reservations are carved upward from VMM_BASE, far from where
  * cudaMalloc's model places segments, and never reused (the address does not matter to the
  * allocator: an expandable segment's blocks only compare addresses within the segment).
- *
- * Several devices: device d's address space is this layout moved up by d * 2^47 (the layout of
- * device 0 lies below 2^47), so no two simulated devices ever hand out the same address, as no
- * two real ones do; each device's cudaMalloc ranges and reservations stay apart, an allocation
- * that would make them meet being an OOM.
  */
 #include <string.h>
 
@@ -39,11 +48,19 @@
 #include <glib.h>
 
 #define PAGE (2 * GS_MiB)
-#define CHUNK (32 * GS_MiB)
-#define VA_TOP UINT64_C(0x7f0000000000) /* where the model starts carving (a typical CUDA VA) */
+#define SMALL_MAX GS_MiB               /* rule 1: up to this, requests share pages */
+#define SMALL_ALIGN UINT64_C(512)
+#define CHUNK (32 * GS_MiB)            /* rule 3 */
+#define ALIGN_BIG (512 * GS_MiB)       /* rule 3, H200 */
+#define TOP_BELOW_X (414 * GS_MiB)     /* rule 3: T = X - 414 MiB */
+/* rule 5: X of the model, unless the config says (30 MiB into a 32 MiB block, as measured) */
+#define X_DEFAULT (UINT64_C(0x7f0000000000) - 2 * GS_MiB)
 #define VMM_BASE UINT64_C(0x200000000000)
-#define DEVICE_SPAN (UINT64_C(1) << 47)   /* each device's window; VA_TOP lies below it */
-_Static_assert(VA_TOP < DEVICE_SPAN && VMM_BASE < VA_TOP, "the layout fits in one window");
+/* Several devices: device d's address space is this layout moved up by d * 2^47 (device 0's lies
+ * below 2^47), so no two simulated devices ever hand out the same address, as no two real ones
+ * do. */
+#define DEVICE_SPAN (UINT64_C(1) << 47)
+_Static_assert(X_DEFAULT < DEVICE_SPAN && VMM_BASE < X_DEFAULT, "the layout fits in one window");
 _Static_assert((UINT64_MAX >> 47) >= GS_SIM_MAX_DEVICES - 1, "every window is addressable");
 
 typedef struct {
@@ -62,20 +79,42 @@ typedef struct {
 } mapping;
 
 typedef struct {
-    uint64_t addr, size;
-} range;
+    uint64_t lo, hi; /* [lo, hi) */
+} span;
+
+/* A VA range (rule 2): what lives in it, in address order. */
+typedef struct {
+    uint64_t base, size;
+    bool permanent;  /* the context's own (rule 5): only its gaps are usable, it never goes */
+    GArray *used;    /* span, sorted */
+} va_range;
+
+/* A 2 MiB page of small allocations (rule 1). */
+typedef struct {
+    uint64_t addr;
+    GArray *live;    /* span (offsets into the page), sorted */
+} small_page;
+
+/* A live cudaMalloc: what it took. */
+typedef struct {
+    uint64_t size;   /* rounded: S, or the small request's 512-byte multiple */
+    bool small;      /* in a shared page */
+    bool scripted;   /* placed by the script: in no range of the model */
+} live_alloc;
 
 typedef struct {
     uint64_t total_pages;
     uint64_t used_pages;
     const gs_calibration *cal;
     double clock_us;
-    /* live allocations: addr -> size (rounded to pages) */
-    GHashTable *live;
-    /* free address ranges below the frontier, sorted by address */
-    GArray *holes;
-    uint64_t frontier; /* everything below is untouched address space */
-    uint64_t va_top, vmm_base; /* VA_TOP and VMM_BASE in this device's window */
+    GHashTable *live;   /* addr -> live_alloc */
+    /* the placement model */
+    uint64_t x;         /* X (rule 5) */
+    bool align_512m;    /* rule 3, H200 */
+    GPtrArray *ranges;  /* va_range*, sorted by base */
+    GArray *holes;      /* span: freed VA below the context's range, sorted */
+    uint64_t bottom;    /* the lowest carved address */
+    GPtrArray *pages;   /* small_page*, sorted by addr */
     const uint64_t *script_addrs, *script_sizes;
     size_t script_n, script_pos;
     bool script_off;
@@ -83,7 +122,7 @@ typedef struct {
     /* virtual memory */
     GHashTable *reservations; /* va -> reservation */
     GHashTable *handles;      /* handle -> phys_handle */
-    GHashTable *pages;        /* va of each mapped granule -> its mapping (owned by maps) */
+    GHashTable *pages_mapped; /* va of each mapped granule -> its mapping (owned by maps) */
     GHashTable *maps;         /* mapping va -> mapping */
     uint64_t next_handle;
     uint64_t vmm_frontier;
@@ -91,42 +130,195 @@ typedef struct {
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-/* Take [addr, addr+size) out of the hole list (it must lie inside one hole). */
-static void holes_take(sim_state *s, uint64_t addr, uint64_t size)
+/* ---- the placement model ---- */
+
+static void span_insert(GArray *a, span x)
 {
-    for (guint i = 0; i < s->holes->len; i++) {
-        range *h = &g_array_index(s->holes, range, i);
-        if (addr < h->addr || addr + size > h->addr + h->size) continue;
-        range below = {h->addr, addr - h->addr};
-        range above = {addr + size, h->addr + h->size - (addr + size)};
-        g_array_remove_index(s->holes, i);
-        if (above.size) g_array_insert_val(s->holes, i, above);
-        if (below.size) g_array_insert_val(s->holes, i, below);
+    guint i = 0;
+    while (i < a->len && g_array_index(a, span, i).lo < x.lo) i++;
+    g_array_insert_val(a, i, x);
+}
+
+static void range_free(gpointer p)
+{
+    va_range *r = p;
+    g_array_free(r->used, TRUE);
+    g_free(r);
+}
+
+static void page_free(gpointer p)
+{
+    small_page *pg = p;
+    g_array_free(pg->live, TRUE);
+    g_free(pg);
+}
+
+static va_range *range_new(sim_state *s, uint64_t base, uint64_t size, bool permanent)
+{
+    va_range *r = g_new0(va_range, 1);
+    r->base = base;
+    r->size = size;
+    r->permanent = permanent;
+    r->used = g_array_new(FALSE, FALSE, sizeof(span));
+    guint i = 0;
+    while (i < s->ranges->len && ((va_range *)s->ranges->pdata[i])->base < base) i++;
+    g_ptr_array_insert(s->ranges, (gint)i, r);
+    return r;
+}
+
+/* The context's range (rule 5): [X - 2 MiB, X + 100 MiB), usable only at [X, X + 2 MiB) and
+ * [X + 74 MiB, X + 98 MiB); the rest is marked used, forever. */
+static void context_range(sim_state *s)
+{
+    uint64_t x = s->x;
+    va_range *r = range_new(s, x - 2 * GS_MiB, 102 * GS_MiB, true);
+    span fixed[] = {{x - 2 * GS_MiB, x}, {x + 2 * GS_MiB, x + 74 * GS_MiB},
+                    {x + 98 * GS_MiB, x + 100 * GS_MiB}};
+    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_array_append_val(r->used, fixed[i]);
+    s->bottom = x - TOP_BELOW_X;
+}
+
+/* The lowest gap of at least size inside a live range (rule 2); 0 when none. */
+static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
+{
+    for (guint i = 0; i < s->ranges->len; i++) {
+        va_range *r = s->ranges->pdata[i];
+        uint64_t cur = r->base;
+        for (guint k = 0; k <= r->used->len; k++) {
+            uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
+            if (end >= cur && end - cur >= size) {
+                *in = r;
+                return cur;
+            }
+            if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
+        }
+    }
+    return 0;
+}
+
+static uint64_t align_for(const sim_state *s, uint64_t size)
+{
+    return s->align_512m && size % ALIGN_BIG == 0 ? ALIGN_BIG : PAGE;
+}
+
+/* Place S bytes (a multiple of 2 MiB) by rules 2 and 3; returns the address. */
+static uint64_t place(sim_state *s, uint64_t size)
+{
+    va_range *r = NULL;
+    uint64_t a = gap_in_ranges(s, size, &r);
+    if (a) {
+        span u = {a, a + size};
+        span_insert(r->used, u);
+        return a;
+    }
+    uint64_t v = MAX(CHUNK, round_up(size, CHUNK)), al = align_for(s, size), base = 0;
+    gint best = -1;
+    for (guint i = 0; i < s->holes->len; i++) { /* the highest hole strictly larger than V */
+        span h = g_array_index(s->holes, span, i);
+        if (h.hi - h.lo < v) continue;
+        uint64_t b = (h.hi - v) / al * al;
+        if (b > h.lo && (best < 0 || h.hi > g_array_index(s->holes, span, best).hi)) {
+            best = (gint)i;
+            base = b;
+        }
+    }
+    if (best >= 0) {
+        span h = g_array_index(s->holes, span, best);
+        g_array_remove_index(s->holes, (guint)best);
+        if (base > h.lo) span_insert(s->holes, (span){h.lo, base});
+        if (base + v < h.hi) span_insert(s->holes, (span){base + v, h.hi});
+    } else {
+        base = (s->bottom - v) / al * al;
+        if (base + v < s->bottom) span_insert(s->holes, (span){base + v, s->bottom});
+        s->bottom = base;
+    }
+    r = range_new(s, base, v, false);
+    span u = {base, base + size};
+    g_array_append_val(r->used, u);
+    return base;
+}
+
+/* Give back what place() gave at addr (rule 4). */
+static void unplace(sim_state *s, uint64_t addr)
+{
+    for (guint i = 0; i < s->ranges->len; i++) {
+        va_range *r = s->ranges->pdata[i];
+        if (addr < r->base || addr >= r->base + r->size) continue;
+        for (guint k = 0; k < r->used->len; k++)
+            if (g_array_index(r->used, span, k).lo == addr) {
+                g_array_remove_index(r->used, k);
+                break;
+            }
+        if (r->used->len || r->permanent) return;
+        span h = {r->base, r->base + r->size};
+        g_ptr_array_remove_index(s->ranges, i); /* frees r */
+        for (guint k = 0; k < s->holes->len;) { /* merge with the free neighbours */
+            span o = g_array_index(s->holes, span, k);
+            if (o.hi == h.lo || o.lo == h.hi) {
+                h.lo = MIN(h.lo, o.lo);
+                h.hi = MAX(h.hi, o.hi);
+                g_array_remove_index(s->holes, k);
+            } else {
+                k++;
+            }
+        }
+        if (h.lo == s->bottom) s->bottom = h.hi; /* the carved space shrinks */
+        else span_insert(s->holes, h);
         return;
     }
 }
 
-/* Return a range to the hole list, merging with neighbours. */
-static void holes_give(sim_state *s, uint64_t addr, uint64_t size)
+/* A small request (rule 1): its place in a shared page; *new_page when it needs one. */
+static uint64_t place_small(sim_state *s, uint64_t n, bool commit, bool *new_page)
 {
+    *new_page = false;
+    for (guint i = 0; i < s->pages->len; i++) {
+        small_page *pg = s->pages->pdata[i];
+        uint64_t end = pg->live->len ? g_array_index(pg->live, span, pg->live->len - 1).hi : 0;
+        if (end + n > PAGE) continue;
+        if (commit) {
+            span u = {end, end + n};
+            g_array_append_val(pg->live, u);
+        }
+        return pg->addr + end;
+    }
+    *new_page = true;
+    if (!commit) return 0;
+    small_page *pg = g_new0(small_page, 1);
+    pg->addr = place(s, PAGE);
+    pg->live = g_array_new(FALSE, FALSE, sizeof(span));
+    span u = {0, n};
+    g_array_append_val(pg->live, u);
     guint i = 0;
-    while (i < s->holes->len && g_array_index(s->holes, range, i).addr < addr) i++;
-    range r = {addr, size};
-    g_array_insert_val(s->holes, i, r);
-    if (i + 1 < s->holes->len) {
-        range *a = &g_array_index(s->holes, range, i), *b = a + 1;
-        if (a->addr + a->size == b->addr) {
-            a->size += b->size;
-            g_array_remove_index(s->holes, i + 1);
-        }
+    while (i < s->pages->len && ((small_page *)s->pages->pdata[i])->addr < pg->addr) i++;
+    g_ptr_array_insert(s->pages, (gint)i, pg);
+    return pg->addr;
+}
+
+/* Free a small allocation; TRUE when its page went back. Pages and their allocations are
+ * sorted by address: binary searches (50,000 allocations of 512 bytes fill 13 pages). */
+static bool unplace_small(sim_state *s, uint64_t addr)
+{
+    guint lo = 0, hi = s->pages->len;
+    while (hi - lo > 1) {
+        guint mid = (lo + hi) / 2;
+        if (((small_page *)s->pages->pdata[mid])->addr <= addr) lo = mid;
+        else hi = mid;
     }
-    if (i > 0) {
-        range *a = &g_array_index(s->holes, range, i - 1), *b = a + 1;
-        if (a->addr + a->size == b->addr) {
-            a->size += b->size;
-            g_array_remove_index(s->holes, i);
-        }
+    small_page *pg = s->pages->len ? s->pages->pdata[lo] : NULL;
+    if (!pg || addr < pg->addr || addr >= pg->addr + PAGE) return false;
+    uint64_t off = addr - pg->addr;
+    guint a = 0, b = pg->live->len;
+    while (b - a > 1) {
+        guint mid = (a + b) / 2;
+        if (g_array_index(pg->live, span, mid).lo <= off) a = mid;
+        else b = mid;
     }
+    if (pg->live->len && g_array_index(pg->live, span, a).lo == off) g_array_remove_index(pg->live, a);
+    if (pg->live->len) return false;
+    unplace(s, pg->addr);
+    g_ptr_array_remove_index(s->pages, lo);
+    return true;
 }
 
 /* Would [addr, addr+size) collide with a live allocation? (A script may name an address the
@@ -137,62 +329,45 @@ static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
     gpointer k, v;
     g_hash_table_iter_init(&it, s->live);
     while (g_hash_table_iter_next(&it, &k, &v)) {
-        uint64_t a = *(uint64_t *)k, n = *(uint64_t *)v;
+        uint64_t a = *(uint64_t *)k, n = ((live_alloc *)v)->size;
         if (addr < a + n && a < addr + size) return true;
     }
     return false;
 }
 
-/* The placement model's address for size bytes (pages), or 0 when the window is full. */
-static uint64_t place_model(sim_state *s, uint64_t size)
-{
-    for (guint i = 0; i < s->holes->len; i++) {
-        range *h = &g_array_index(s->holes, range, i);
-        if (h->size >= size) {
-            uint64_t addr = h->addr;
-            holes_take(s, addr, size);
-            return addr;
-        }
-    }
-    uint64_t chunk = round_up(size, CHUNK);
-    if (s->frontier < s->vmm_frontier || s->frontier - s->vmm_frontier < chunk)
-        return 0; /* the window is full: an OOM */
-    s->frontier -= chunk;
-    if (chunk > size) holes_give(s, s->frontier + size, chunk - size);
-    return s->frontier;
-}
-
 static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 {
     sim_state *s = st;
-    uint64_t rsize = round_up(size, PAGE);
-    uint64_t pages = rsize / PAGE;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_MALLOC, size);
-    if (pages > s->total_pages - s->used_pages) return GS_ERR_OOM;
+    bool small = size <= SMALL_MAX, new_page = true;
+    uint64_t rsize = small ? round_up(size, SMALL_ALIGN) : round_up(size, PAGE);
+    if (small) (void)place_small(s, rsize, false, &new_page);
+    uint64_t pages = small ? (new_page ? 1 : 0) : rsize / PAGE;
+    /* rule 6: one page of the free memory is never handed out */
+    uint64_t avail = s->total_pages - s->used_pages;
+    if (pages && pages + 1 > avail) return GS_ERR_OOM;
 
     uint64_t a = 0;
-    bool placed = false;
+    bool scripted = false;
     if (!s->script_off && s->script_pos < s->script_n) {
         if (s->script_sizes[s->script_pos] == size &&
             !overlaps_live(s, s->script_addrs[s->script_pos], rsize)) {
             a = s->script_addrs[s->script_pos++];
-            placed = true;
+            scripted = true;
             s->script_used++;
-            /* The model must never hand out a scripted range later: keep its frontier below
-             * every scripted address that falls inside its part of the address space. */
-            if (a >= s->frontier && a < s->va_top) holes_take(s, a, rsize);
-            else if (a < s->frontier) s->frontier = a / CHUNK * CHUNK;
         } else {
             s->script_off = true; /* the run diverged from the reference: model from here on */
         }
     }
-    if (!placed && !(a = place_model(s, rsize))) return GS_ERR_OOM;
+    if (!scripted) a = small ? place_small(s, rsize, true, &new_page) : place(s, rsize);
 
-    uint64_t *k = g_new(uint64_t, 2);
-    k[0] = a;
-    k[1] = rsize;
-    g_hash_table_insert(s->live, &k[0], &k[1]);
-    s->used_pages += pages;
+    uint64_t *k = g_new(uint64_t, 1);
+    *k = a;
+    live_alloc *v = g_new(live_alloc, 1);
+    *v = (live_alloc){.size = scripted ? round_up(size, PAGE) : rsize, .small = small && !scripted,
+                      .scripted = scripted};
+    g_hash_table_insert(s->live, k, v);
+    s->used_pages += scripted ? v->size / PAGE : pages;
     *addr = a;
     return GS_OK;
 }
@@ -200,20 +375,18 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 static gs_status sim_free(void *st, uint64_t addr)
 {
     sim_state *s = st;
-    uint64_t *v = g_hash_table_lookup(s->live, &addr);
+    live_alloc *v = g_hash_table_lookup(s->live, &addr);
     if (!v) return GS_ERR_INVALID;
-    uint64_t size = *v;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
-    g_hash_table_remove(s->live, &addr);
-    s->used_pages -= size / PAGE;
-    if (addr >= s->frontier && addr < s->va_top) holes_give(s, addr, size);
-    /* Nothing left: the driver hands out addresses as to a fresh process again (on the H100,
-     * a second replay in one process got the first one's segments at addresses in the same
-     * order: gpusim validate's timed runs all matched the simulator's fresh-device run). */
-    if (g_hash_table_size(s->live) == 0 && !s->script_n) {
-        g_array_set_size(s->holes, 0);
-        s->frontier = s->va_top;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, v->size);
+    if (v->scripted) {
+        s->used_pages -= v->size / PAGE;
+    } else if (v->small) {
+        if (unplace_small(s, addr)) s->used_pages--;
+    } else {
+        unplace(s, addr);
+        s->used_pages -= v->size / PAGE;
     }
+    g_hash_table_remove(s->live, &addr);
     return GS_OK;
 }
 
@@ -245,8 +418,6 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RESERVE, size);
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
-    if (s->frontier < s->vmm_frontier || s->frontier - s->vmm_frontier < size)
-        return GS_ERR_OOM; /* the window is full */
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;
@@ -307,14 +478,14 @@ static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
     reservation *r = reservation_of(s, va, size);
     if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
     for (uint64_t a = va; a < va + size; a += PAGE)
-        if (g_hash_table_contains(s->pages, &a)) return GS_ERR_INVALID; /* already mapped */
+        if (g_hash_table_contains(s->pages_mapped, &a)) return GS_ERR_INVALID; /* already mapped */
     mapping *m = g_new(mapping, 1);
     *m = (mapping){va, size, handle};
     g_hash_table_insert(s->maps, &m->va, m);
     for (uint64_t a = va; a < va + size; a += PAGE) {
         uint64_t *k = g_new(uint64_t, 1);
         *k = a;
-        g_hash_table_insert(s->pages, k, m);
+        g_hash_table_insert(s->pages_mapped, k, m);
     }
     p->maps++;
     r->mapped_pages += size / PAGE;
@@ -326,7 +497,7 @@ static bool range_mapped(sim_state *s, uint64_t va, uint64_t size)
 {
     if (size == 0 || va % PAGE || size % PAGE) return false;
     for (uint64_t a = va; a < va + size; a += PAGE)
-        if (!g_hash_table_contains(s->pages, &a)) return false;
+        if (!g_hash_table_contains(s->pages_mapped, &a)) return false;
     return true;
 }
 
@@ -342,7 +513,7 @@ static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
         return GS_ERR_INVALID;
     }
     for (uint64_t a = va; a < va + size;) {
-        const mapping *m = g_hash_table_lookup(s->pages, &a);
+        const mapping *m = g_hash_table_lookup(s->pages_mapped, &a);
         s->clock_us += gs_calibration_us(s->cal, GS_CALL_SET_ACCESS, m->size);
         a = m->va + m->size;
     }
@@ -356,14 +527,14 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
     if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
     /* The range must consist of whole mappings: check before changing anything. */
     for (uint64_t a = va; a < va + size;) {
-        mapping *m = g_hash_table_lookup(s->pages, &a);
+        mapping *m = g_hash_table_lookup(s->pages_mapped, &a);
         if (m->va != a || m->size > va + size - a) return GS_ERR_INVALID;
         a += m->size;
     }
     for (uint64_t a = va; a < va + size;) {
         mapping *m = g_hash_table_lookup(s->maps, &a);
         uint64_t n = m->size, h = m->handle;
-        for (uint64_t q = a; q < a + n; q += PAGE) g_hash_table_remove(s->pages, &q);
+        for (uint64_t q = a; q < a + n; q += PAGE) g_hash_table_remove(s->pages_mapped, &q);
         reservation_of(s, a, n)->mapped_pages -= n / PAGE;
         phys_handle *p = g_hash_table_lookup(s->handles, &h);
         if (--p->maps == 0 && p->released) handle_drop(s, h, p);
@@ -381,7 +552,9 @@ static void sim_destroy(void *st)
     sim_state *s = st;
     g_hash_table_destroy(s->live);
     g_array_free(s->holes, TRUE);
-    g_hash_table_destroy(s->pages);
+    g_ptr_array_free(s->ranges, TRUE);
+    g_ptr_array_free(s->pages, TRUE);
+    g_hash_table_destroy(s->pages_mapped);
     g_hash_table_destroy(s->maps);
     g_hash_table_destroy(s->handles);
     g_hash_table_destroy(s->reservations);
@@ -409,21 +582,23 @@ static const gs_backend_ops sim_ops = {
 gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
 {
     g_return_val_if_fail(cfg->device < GS_SIM_MAX_DEVICES, NULL);
+    uint64_t window = (uint64_t)cfg->device * DEVICE_SPAN;
     sim_state *s = g_new0(sim_state, 1);
     uint64_t usable = cfg->total_bytes > cfg->reserved_bytes ? cfg->total_bytes - cfg->reserved_bytes : 0;
     s->total_pages = usable / PAGE;
     s->cal = cfg->cal;
-    /* the key and value live in one g_new'd pair; the key pointer owns it */
-    s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    s->holes = g_array_new(FALSE, FALSE, sizeof(range));
-    s->va_top = (uint64_t)cfg->device * DEVICE_SPAN + VA_TOP;
-    s->vmm_base = (uint64_t)cfg->device * DEVICE_SPAN + VMM_BASE;
-    s->frontier = s->va_top;
+    s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    s->holes = g_array_new(FALSE, FALSE, sizeof(span));
+    s->ranges = g_ptr_array_new_with_free_func(range_free);
+    s->pages = g_ptr_array_new_with_free_func(page_free);
+    s->x = cfg->origin ? cfg->origin : window + X_DEFAULT;
+    s->align_512m = cfg->align_512m;
+    context_range(s);
     s->reservations = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
     s->handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
     s->maps = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
-    s->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    s->vmm_frontier = s->vmm_base;
+    s->pages_mapped = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    s->vmm_frontier = window + VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;
     s->script_n = cfg->script_addrs && cfg->script_sizes ? cfg->script_n : 0;
@@ -436,4 +611,9 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
 size_t gs_sim_script_used(const gs_backend *be)
 {
     return be->ops == &sim_ops ? ((sim_state *)be->state)->script_used : 0;
+}
+
+uint64_t gs_sim_origin(const gs_backend *be)
+{
+    return be->ops == &sim_ops ? ((sim_state *)be->state)->x : 0;
 }

@@ -39,6 +39,7 @@ enum {
     GS_CLI_FORMAT = 1u << 7,       /* -f FMT, one of the command's formats, into fmt */
     GS_CLI_JOBS = 1u << 8,         /* -j N, replays at once, into jobs (0: one per processor) */
     GS_CLI_FAIL_ON_OOM = 1u << 9,  /* --fail-on-oom: exit GS_EXIT_OOM when a result met one */
+    GS_CLI_PER_DEVICE = 1u << 10,   /* --capacity and --device-total also take DEV=SIZE,... */
 };
 
 typedef struct {
@@ -51,6 +52,10 @@ typedef struct {
     uint64_t cap;                   /* 0: no limit */
     uint64_t total;                 /* 0: the trace's, else GS_DEFAULT_DEVICE_TOTAL */
     gs_calibration *cal;            /* NULL: the built-in table */
+    /* GS_CLI_PER_DEVICE: the devices named in DEV=SIZE lists (capacity or device_total 0 where
+     * not named); cap and total then hold a plain SIZE of the list, if any, else 0 */
+    gs_device_opts *dev;
+    size_t n_dev;
     gs_format fmt;
     bool progress;                  /* show progress: not -q, and stderr is a terminal */
     /* what the command takes */

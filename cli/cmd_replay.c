@@ -19,6 +19,18 @@ static const char replay_description[] =
     "collection); the device itself has --device-total bytes (default: the trace's\n"
     "device_total_bytes header, else 80GiB).\n"
     "\n"
+    "Several GPUs in one process: a trace whose events name several devices replays each on\n"
+    "its own allocator and simulated device, as PyTorch keeps one per device; the reports\n"
+    "give the totals and a row (CSV), or an object under \"devices\" (JSON), per device.\n"
+    "--capacity and --device-total take one SIZE for every device or DEV=SIZE,... (a plain\n"
+    "SIZE in the list is for the devices it does not name): --capacity 0=20GiB,1=18GiB.\n"
+    "\n"
+    "Failed requests: an 'oom' event (trace version 2, from traces/convert.py) is a request\n"
+    "that failed in the recorded run. Where the program went on, the replay counts the OOM\n"
+    "and goes on too; where the trace ends with it, the program died there, and \"ok\" means\n"
+    "a replay survives that far. The reports say so, and say when the recording started\n"
+    "mid-run (synthesized allocations: approximate results).\n"
+    "\n"
     "Several libraries on one GPU: a trace whose events name several clients (torch, cupy,\n"
     "...) replays with --clients separate (an allocator per client: they compete for the\n"
     "device's memory, as PyTorch and CuPy do in one process), shared (one allocator serves\n"
@@ -157,8 +169,29 @@ typedef struct {
     gs_backend *dev;          /* NULL: a simulated device per replay */
     bool touch;
     gs_plotter *plotter;      /* NULL: no plots */
-    bool any_clients;         /* some trace has several clients: CSV gets the client columns */
+    unsigned columns;         /* CSV column groups some trace needs (GS_REPORT_*) */
 } replay_ctx;
+
+/* The settings of each device of a trace with several: --capacity and --device-total DEV=SIZE
+ * first; else, for the limit, the reference run's device's (when --capacity is not given);
+ * for the memory, the trace's device_total_bytes_by_device (when --device-total is not). */
+static gs_device_opts *device_opts(const replay_ctx *x, const gs_trace *t, size_t *n)
+{
+    uint32_t *ids = NULL;
+    *n = gs_trace_devices(t, &ids);
+    gs_device_opts *d = g_new0(gs_device_opts, *n);
+    for (size_t k = 0; k < *n; k++) {
+        d[k].device = ids[k];
+        for (size_t i = 0; i < x->c->n_dev; i++)
+            if (x->c->dev[i].device == ids[k]) d[k] = x->c->dev[i];
+        const gs_reference *dref = gs_reference_device(x->ref, ids[k]);
+        if (!d[k].capacity && !x->c->capacity && dref) d[k].capacity = dref->cap_bytes;
+        if (!d[k].device_total && !x->c->device_total)
+            d[k].device_total = gs_trace_device_total(t, ids[k]);
+    }
+    g_free(ids);
+    return d;
+}
 
 /* Replay one trace under every compared policy (times every arrangement, with several clients)
  * and write its report; plots too. Returns GS_EXIT_DEVICE if a replay stopped on a device error,
@@ -185,6 +218,8 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     const gs_reference **refs = x->ref ? g_new0(const gs_reference *, n) : NULL;
     gs_plot_series **series = x->plotter ? g_new0(gs_plot_series *, n) : NULL;
     int rc = GS_EXIT_OK;
+    size_t n_dev = 0;
+    gs_device_opts *dev = device_opts(x, t, &n_dev);
     for (guint i = 0; i < n; i++) {
         const gs_policy *pol = only ? only : x->pa->compared->pdata[i % npols];
         char *label = g_strdup_printf("%s [%s]", path, pol->spec);
@@ -200,12 +235,18 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             .touch = x->touch,
             .clients = g_array_index(x->modes, gs_clients_mode, i / npols),
             .client_policy = cpol,
+            .devices = n_dev > 1 ? dev : NULL,
+            .n_devices = n_dev > 1 ? n_dev : 0,
         };
+        if (n_dev == 1 && dev[0].capacity) o.capacity = dev[0].capacity;
+        if (n_dev == 1 && dev[0].device_total) o.device_total = dev[0].device_total;
         if (series) {
             o.observe = gs_plot_observe;
             o.observe_ud = series[i] = gs_plot_series_new(t->n);
         }
-        gs_replay_run(t, pol, &o, &rs[i], NULL);
+        GError *err = NULL;
+        if (!gs_replay_run(t, pol, &o, &rs[i], &err)) /* checked when loading: not reached */
+            gs_cli_usage_error("%s: %s", path, err->message);
         gs_cli_warn_teardown(label, &rs[i]);
         if (series && c->fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
         if (c->progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
@@ -215,7 +256,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     }
     rc = gs_cli_oom_status(c, rc, rs, n);
     if (c->fmt == GS_FMT_JSON && !first) fputs(",\n", out);
-    gs_report_ex(out, c->fmt, path, t, rs, n, refs, first, x->any_clients);
+    gs_report_ex(out, c->fmt, path, t, rs, n, refs, first, x->columns);
     if (x->plotter) {
         GError *err = NULL;
         gs_plot_run *runs = g_new0(gs_plot_run, n);
@@ -230,6 +271,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     g_free(rs);
     g_free(refs);
     g_free(cpol);
+    g_free(dev);
     return rc;
 }
 
@@ -268,7 +310,8 @@ int gs_cmd_replay(int argc, char **argv)
     gs_cli c;
     gs_cli_init(&c, "replay", "TRACE... - replay allocation traces", replay_summary, desc,
                 GS_CLI_CAPACITY | GS_CLI_DEVICE_TOTAL | GS_CLI_FORMAT | GS_CLI_OUTPUT |
-                    GS_CLI_CONTINUE | GS_CLI_LENIENT | GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_FAIL_ON_OOM,
+                    GS_CLI_CONTINUE | GS_CLI_LENIENT | GS_CLI_CALIBRATION | GS_CLI_QUIET |
+                    GS_CLI_PER_DEVICE | GS_CLI_FAIL_ON_OOM,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
 
@@ -285,7 +328,7 @@ int gs_cmd_replay(int argc, char **argv)
     if (reference) {
         ref = gs_reference_load(reference, &err);
         if (!ref) gs_cli_usage_error("%s", err->message);
-        if (!c.capacity) c.cap = ref->cap_bytes;
+        if (!c.capacity && !ref->n_devices) c.cap = ref->cap_bytes;
         if (!c.device_total) c.total = ref->device_total;
     }
     policy_args pa;
@@ -303,7 +346,19 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_cli_load_trace(&c, argv[a]);
         check_assigned(&pa, t, argv[a]);
-        x.any_clients |= t->clients->len > 1;
+        x.columns |= gs_report_columns(t);
+        uint32_t *ids = NULL;
+        size_t nd = gs_trace_devices(t, &ids);
+        g_free(ids);
+        if (nd > 1 && t->clients->len > 1)
+            gs_cli_usage_error("%s: a trace with several devices and several clients is not "
+                               "supported", argv[a]);
+        if (nd > 1 && on_cuda)
+            gs_cli_usage_error("%s: a trace with several devices replays on the simulated "
+                               "device only", argv[a]);
+        if (nd > 1 && plot_dir)
+            gs_cli_usage_error("%s: --plot draws one device's heap; this trace has %zu devices",
+                               argv[a], nd);
         g_ptr_array_add(traces, t);
     }
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");

@@ -123,6 +123,46 @@ void gs_cli_init(gs_cli *c, const char *cmd, const char *params, const char *sum
     g_option_context_add_main_entries(c->ctx, c->entries, NULL);
 }
 
+/* A SIZE, or (GS_CLI_PER_DEVICE) a list DEV=SIZE,... with at most one plain SIZE for the devices
+ * it does not name; each named device's size goes to c->dev (its device_total when total). */
+static void device_sizes(gs_cli *c, const char *opt, const char *arg, uint64_t *all, bool total)
+{
+    GError *err = NULL;
+    if (!strchr(arg, '=')) {
+        if (!gs_parse_size(arg, all, &err)) gs_cli_usage_error("%s: %s", opt, err->message);
+        return;
+    }
+    if (!(c->want & GS_CLI_PER_DEVICE))
+        gs_cli_usage_error("%s: sizes per device (DEV=SIZE) apply to gpusim replay only", opt);
+    char **parts = g_strsplit(arg, ",", -1);
+    bool plain = false;
+    for (char **q = parts; *q; q++) {
+        const char *eq = strchr(*q, '=');
+        uint64_t dev = 0, size = 0;
+        if (!eq) {
+            if (plain) gs_cli_usage_error("%s: '%s' has two sizes for every device", opt, arg);
+            plain = true;
+            if (!gs_parse_size(*q, all, &err)) gs_cli_usage_error("%s: %s", opt, err->message);
+            continue;
+        }
+        char *num = g_strndup(*q, (size_t)(eq - *q));
+        bool ok = g_ascii_string_to_unsigned(num, 10, 0, UINT32_MAX, &dev, NULL);
+        g_free(num);
+        if (!ok) gs_cli_usage_error("%s: '%s': expected DEVICE=SIZE, DEVICE a number", opt, *q);
+        if (!gs_parse_size(eq + 1, &size, &err)) gs_cli_usage_error("%s: %s", opt, err->message);
+        size_t k = 0;
+        while (k < c->n_dev && c->dev[k].device != dev) k++;
+        if (k == c->n_dev) {
+            c->dev = g_renew(gs_device_opts, c->dev, c->n_dev + 1);
+            c->dev[c->n_dev++] = (gs_device_opts){.device = (uint32_t)dev};
+        }
+        uint64_t *slot = total ? &c->dev[k].device_total : &c->dev[k].capacity;
+        if (*slot) gs_cli_usage_error("%s: device %" G_GUINT64_FORMAT " named twice", opt, dev);
+        *slot = size;
+    }
+    g_strfreev(parts);
+}
+
 void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *what)
 {
     GError *err = NULL;
@@ -143,10 +183,9 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
     } else {
         c->fmt = GS_FMT_TABLE;
     }
-    if ((c->want & GS_CLI_CAPACITY) && c->capacity && !gs_parse_size(c->capacity, &c->cap, &err))
-        gs_cli_usage_error("--capacity: %s", err->message);
-    if (c->device_total && !gs_parse_size(c->device_total, &c->total, &err))
-        gs_cli_usage_error("--device-total: %s", err->message);
+    if ((c->want & GS_CLI_CAPACITY) && c->capacity)
+        device_sizes(c, "--capacity", c->capacity, &c->cap, false);
+    if (c->device_total) device_sizes(c, "--device-total", c->device_total, &c->total, true);
     if (c->calibration) {
         char *msg = NULL;
         if (!(c->cal = gs_calibration_load(c->calibration, &msg)))
@@ -163,6 +202,7 @@ void gs_cli_clear(gs_cli *c)
     g_free(c->entries);
     g_option_context_free(c->ctx);
     gs_calibration_free(c->cal);
+    g_free(c->dev);
     g_free(c->capacity);
     g_free(c->device_total);
     g_free(c->calibration);

@@ -24,13 +24,18 @@ static double events_per_s(const gs_result *r)
 typedef struct {
     bool have;
     const char *outcome;
-    int64_t peak_reserved, segments, device_alloc, retries, ooms, peak_allocated;
+    int64_t peak_reserved, segments, device_alloc, device_free, retries, ooms, peak_allocated;
     bool has_stats;
     /* The result is of the reference's own setting and cap: the only one a real run exists
      * for. Another setting or cap is a prediction with nothing to compare: "no real run". */
     bool same_run;
-    bool match; /* same_run, and outcome, peak reserved, segments, device allocs and retries
-                 * all equal */
+    bool has_event;     /* the real run died at event */
+    size_t event;
+    bool per_device;    /* a result of several devices: each device is compared on its own, and
+                         * the totals only by outcome and match */
+    /* same_run, and outcome (and the event of a fatal OOM), peak reserved, segments, device
+     * allocs and frees, retries and OOMs all equal; with several devices, on every device */
+    bool match;
 } ref_cmp;
 
 /* Is r the replay of the reference run's own setting (PYTORCH_CUDA_ALLOC_CONF) and cap? */
@@ -50,20 +55,39 @@ static ref_cmp compare(const gs_result *r, const gs_reference *ref)
     if (!ref) return c;
     c.have = true;
     c.outcome = ref->outcome ? ref->outcome : "?";
+    c.has_event = ref->has_outcome_event;
+    c.same_run = same_run(r, ref);
+    c.event = ref->outcome_event;
+    bool same_outcome = strcmp(c.outcome, outcome(r)) == 0 &&
+                        (!c.has_event || !r->oom || r->first_oom_event == c.event);
+    if (r->n_devices) {
+        c.per_device = true;
+        c.match = c.same_run && same_outcome && ref->n_devices == r->n_devices;
+        for (size_t k = 0; c.match && k < r->n_devices; k++) {
+            const gs_reference *dref = gs_reference_device(ref, r->devices[k].device);
+            c.match = dref && compare(&r->devices[k], dref).match;
+        }
+        return c;
+    }
     c.peak_reserved = (int64_t)ref->peak_reserved;
     c.segments = (int64_t)ref->n_segment_alloc;
     c.device_alloc = c.segments;
+    c.device_free = (int64_t)ref->n_device_free;
     c.has_stats = gs_reference_stat(ref, "num_alloc_retries", &c.retries) &&
                   gs_reference_stat(ref, "num_ooms", &c.ooms) &&
                   gs_reference_stat(ref, "allocated_bytes.all.peak", &c.peak_allocated);
+    /* memory_stats, where the run has them, count the whole run (a cut log's events do not) */
+    gs_reference_stat(ref, "segment.all.allocated", &c.segments);
     gs_reference_stat(ref, "num_device_alloc", &c.device_alloc);
+    gs_reference_stat(ref, "num_device_free", &c.device_free);
     gs_reference_stat(ref, "reserved_bytes.all.peak", &c.peak_reserved);
-    c.same_run = same_run(r, ref);
-    c.match = c.same_run && strcmp(c.outcome, outcome(r)) == 0 &&
+    c.match = c.same_run && same_outcome &&
               c.peak_reserved == r->stats.reserved_bytes[GS_STAT_ALL].peak &&
               c.segments == r->stats.segment[GS_STAT_ALL].allocated &&
               c.device_alloc == (int64_t)r->stats.num_device_alloc &&
-              (!c.has_stats || c.retries == (int64_t)r->stats.num_alloc_retries);
+              c.device_free == (int64_t)r->stats.num_device_free &&
+              (!c.has_stats || (c.retries == (int64_t)r->stats.num_alloc_retries &&
+                                c.ooms == (int64_t)r->stats.num_ooms));
     return c;
 }
 
@@ -93,8 +117,32 @@ static char *result_label(const gs_result *r)
     GString *s = g_string_new(NULL);
     if (r->arrangement) g_string_append_printf(s, "%s ", r->arrangement);
     g_string_append(s, r->policy);
-    if (r->capacity) {
-        char *cap = gs_format_capacity(r->capacity, "");
+    bool caps_differ = false;
+    for (size_t k = 1; k < r->n_devices; k++)
+        caps_differ |= r->devices[k].capacity != r->devices[0].capacity;
+    if (caps_differ) {
+        /* several devices with limits of their own: each, as --capacity takes them */
+        for (size_t k = 0; k < r->n_devices; k++) {
+            char *cap = r->devices[k].capacity ? gs_format_capacity(r->devices[k].capacity, "")
+                                               : g_strdup("none");
+            g_string_append_printf(s, "%s%u=%s", k ? "," : " @", r->devices[k].device, cap);
+            g_free(cap);
+        }
+    } else if (r->n_devices ? r->devices[0].capacity : r->capacity) {
+        char *cap = gs_format_capacity(r->n_devices ? r->devices[0].capacity : r->capacity, "");
+        g_string_append_printf(s, " @%s", cap);
+        g_free(cap);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* A device's row label under its policy's: "  device 1 @2GiB". */
+static char *device_label(const gs_result *d)
+{
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "  device %u", d->device);
+    if (d->capacity) {
+        char *cap = gs_format_capacity(d->capacity, "");
         g_string_append_printf(s, " @%s", cap);
         g_free(cap);
     }
@@ -233,70 +281,134 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
     } else if (r->oom) {
         char *sz = gs_format_size(r->first_oom_size);
-        fprintf(out, "  %s: first OOM at event %zu, a request of %s (%" G_GUINT64_FORMAT
+        char *dev = r->n_devices ? g_strdup_printf(" on device %u", r->first_oom_device)
+                                 : g_strdup("");
+        fprintf(out, "  %s: first OOM at event %zu%s, a request of %s (%" G_GUINT64_FORMAT
                      " bytes)%s\n",
-                r->policy, r->first_oom_event, sz, r->first_oom_size,
-                r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+                r->policy, r->first_oom_event, dev, sz, r->first_oom_size,
+                r->stats.num_ooms > 1 + r->caught_ooms ? "; later OOMs counted and skipped" : "");
+        g_free(dev);
         g_free(sz);
         if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
     }
+    if (r->caught_ooms)
+        fprintf(out, "  %s: %zu OOM%s caught and gone past, as the recorded program did\n", label,
+                r->caught_ooms, r->caught_ooms > 1 ? "s" : "");
     if (r->error != GS_OK)
         fprintf(out, "  %s: stopped at event %zu: %s: %s\n", r->policy, r->error_event,
                 gs_strerror(r->error), r->error_msg ? r->error_msg : "(no detail)");
 }
 
-/* The real run (reference) beside each simulated result that has one. */
+/* One line of the comparison with the real run. */
+static void reference_row(FILE *out, const char *label, const gs_result *r, const ref_cmp *c)
+{
+    char retries[64] = "?", ooms[64] = "?", oc[64];
+    if (c->per_device) { /* each device on its own line below */
+        g_snprintf(oc, sizeof oc, "%s/%s", c->outcome, outcome(r));
+        fprintf(out, "%-44s %-9s %76s  %s\n", label, oc, "",
+                !c->same_run ? "no real run" : c->match ? "exact" : "DIFFERS");
+        return;
+    }
+    if (c->has_stats) {
+        g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
+                   c->retries, r->stats.num_alloc_retries);
+        g_snprintf(ooms, sizeof ooms, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT, c->ooms,
+                   r->stats.num_ooms);
+    }
+    g_snprintf(oc, sizeof oc, "%s/%s", c->outcome, outcome(r));
+    fprintf(out, "%-44s %-9s %11" G_GINT64_FORMAT "/%-11" G_GINT64_FORMAT
+                 " %5" G_GINT64_FORMAT "/%-5" G_GINT64_FORMAT " %5" G_GINT64_FORMAT
+                 "/%-5" G_GUINT64_FORMAT " %5" G_GINT64_FORMAT "/%-5" G_GUINT64_FORMAT
+                 " %9s %7s  %s\n",
+            label, oc, c->peak_reserved, r->stats.reserved_bytes[GS_STAT_ALL].peak, c->segments,
+            r->stats.segment[GS_STAT_ALL].allocated, c->device_alloc, r->stats.num_device_alloc,
+            c->device_free, r->stats.num_device_free, retries, ooms,
+            !c->same_run ? "no real run" : c->match ? "exact" : "DIFFERS");
+    if (c->has_event && r->oom && r->first_oom_event != c->event)
+        fprintf(out, "%-44s the real run died at event %zu, the simulated one at %zu\n", "",
+                c->event, r->first_oom_event);
+}
+
+/* The real run (reference) beside each simulated result that has one; with several devices,
+ * each device beside its own. */
 static void report_references(FILE *out, const gs_result *rs, size_t n,
                               const gs_reference *const *refs)
 {
     fprintf(out, "\nreal run (reference) vs simulated:\n");
-    fprintf(out, "%-44s %-9s %-9s %23s %11s %11s %9s  %s\n", "policy", "outcome", "",
-            "peak reserved", "segments", "dev allocs", "retries", "match");
+    fprintf(out, "%-44s %-9s %23s %11s %11s %11s %9s %7s  %s\n", "policy", "outcome",
+            "peak reserved", "segments", "dev allocs", "dev frees", "retries", "OOMs", "match");
     for (size_t i = 0; i < n; i++) {
         if (!refs[i]) continue;
         const gs_result *r = &rs[i];
         ref_cmp c = compare(r, refs[i]);
-        char retries[64] = "?";
-        if (c.has_stats)
-            g_snprintf(retries, sizeof retries, "%" G_GINT64_FORMAT "/%" G_GUINT64_FORMAT,
-                       c.retries, r->stats.num_alloc_retries);
-        fprintf(out, "%-44s %-4s/%-4s %-9s %11" G_GINT64_FORMAT "/%-11" G_GINT64_FORMAT
-                     " %5" G_GINT64_FORMAT "/%-5" G_GINT64_FORMAT " %5" G_GINT64_FORMAT
-                     "/%-5" G_GUINT64_FORMAT " %9s  %s\n",
-                r->policy, c.outcome, outcome(r), "", c.peak_reserved,
-                r->stats.reserved_bytes[GS_STAT_ALL].peak, c.segments,
-                r->stats.segment[GS_STAT_ALL].allocated, c.device_alloc,
-                r->stats.num_device_alloc, retries,
-                !c.same_run ? "no real run" : c.match ? "exact" : "DIFFERS");
+        reference_row(out, r->policy, r, &c);
+        for (size_t k = 0; k < r->n_devices; k++) {
+            const gs_reference *dref = gs_reference_device(refs[i], r->devices[k].device);
+            if (!dref) continue;
+            ref_cmp dc = compare(&r->devices[k], dref);
+            char *label = g_strdup_printf("  device %u", r->devices[k].device);
+            reference_row(out, label, &r->devices[k], &dc);
+            g_free(label);
+        }
     }
     fprintf(out, "(each pair is real/simulated; 'no real run': another setting or cap than the "
                  "reference run's, a prediction with nothing to compare)\n");
+}
+
+/* What the trace can tell, under its first line: where the recorded run died, where its
+ * recording began. */
+static void report_caveats(FILE *out, const gs_trace *t)
+{
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (cv.fatal_oom)
+        fprintf(out, "  the recorded run died at event %zu (an OOM); \"ok\" means it survives that "
+                     "far\n", cv.fatal_oom_event);
+    if (cv.started_mid_run)
+        fprintf(out, "  recording started mid-run: %" G_GUINT64_FORMAT " allocation%s synthesized, "
+                     "results below that point are approximate\n",
+                cv.synthesized, cv.synthesized == 1 ? "" : "s");
+}
+
+static void table_row(FILE *out, int w, const char *label, const gs_result *r)
+{
+    char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
+    char *pr = gs_format_size((uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak);
+    fprintf(out, "%-*s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
+                 " %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT " %10.2f %8.2f\n",
+            w, label, outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
+            r->stats.num_ooms, r->stats.num_device_alloc, r->stats.num_device_free,
+            gs_devcalls_total_us(&r->calls) / 1000.0, events_per_s(r) / 1e6);
+    g_free(pa);
+    g_free(pr);
 }
 
 static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
                          size_t n, const gs_reference *const *refs)
 {
     fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
+    report_caveats(out, t);
     char **labels = g_new0(char *, n + 1);
     int w = 6;
     for (size_t i = 0; i < n; i++) {
         labels[i] = result_label(&rs[i]);
         w = MAX(w, (int)strlen(labels[i]));
+        for (size_t k = 0; k < rs[i].n_devices; k++) {
+            char *dl = device_label(&rs[i].devices[k]);
+            w = MAX(w, (int)strlen(dl));
+            g_free(dl);
+        }
     }
     fprintf(out, "%-*s %-7s %12s %12s %6s %7s %5s %10s %9s %10s %8s\n",
             w, "policy", "outcome", "peak alloc", "peak reserv", "frag", "retries", "OOMs",
             "dev allocs", "dev frees", "device ms", "Mev/s");
     for (size_t i = 0; i < n; i++) {
-        const gs_result *r = &rs[i];
-        char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
-        char *pr = gs_format_size((uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak);
-        fprintf(out, "%-*s %-7s %12s %12s %5.1f%% %7" G_GUINT64_FORMAT " %5" G_GUINT64_FORMAT
-                     " %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT " %10.2f %8.2f\n",
-                w, labels[i], outcome(r), pa, pr, 100.0 * gs_result_frag_peak(r), r->stats.num_alloc_retries,
-                r->stats.num_ooms, r->stats.num_device_alloc, r->stats.num_device_free,
-                gs_devcalls_total_us(&r->calls) / 1000.0, events_per_s(r) / 1e6);
-        g_free(pa);
-        g_free(pr);
+        table_row(out, w, labels[i], &rs[i]);
+        for (size_t k = 0; k < rs[i].n_devices; k++) {
+            char *dl = device_label(&rs[i].devices[k]);
+            table_row(out, w, dl, &rs[i].devices[k]);
+            g_free(dl);
+        }
     }
     for (size_t i = 0; i < n; i++) report_outcome(out, &rs[i], labels[i]);
     report_clients(out, rs, n, labels, w);
@@ -461,10 +573,14 @@ static void json_reference(gs_jw *w, const gs_result *r, const gs_reference *ref
     gs_jw_object(w);
     jw_s(w, "path", ref->path);
     jw_s(w, "outcome", c.outcome);
-    jw_i(w, "peak_reserved_bytes", c.peak_reserved);
-    jw_i(w, "segments_allocated", c.segments);
-    jw_i(w, "num_device_alloc", c.device_alloc);
-    if (c.has_stats) {
+    if (c.has_event) jw_u(w, "outcome_event", c.event);
+    if (!c.per_device) {
+        jw_i(w, "peak_reserved_bytes", c.peak_reserved);
+        jw_i(w, "segments_allocated", c.segments);
+        jw_i(w, "num_device_alloc", c.device_alloc);
+        jw_i(w, "num_device_free", c.device_free);
+    }
+    if (c.has_stats && !c.per_device) {
         jw_i(w, "num_alloc_retries", c.retries);
         jw_i(w, "num_ooms", c.ooms);
         jw_i(w, "peak_allocated_bytes", c.peak_allocated);
@@ -499,7 +615,8 @@ static void json_oom_report(gs_jw *w, const gs_oom_report *o)
 
 #define JSON_LINE ",\n   " /* a result's members run over a few lines, grouped */
 
-static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
+/* show_caught: the trace has oom events, and each result says how many it went past. */
+static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref, bool show_caught)
 {
     const gs_stats *s = &r->stats;
     gs_jw_object(w);
@@ -517,6 +634,7 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
         jw_u(w, "event", r->first_oom_event);
         jw_u(w, "size", r->first_oom_size);
         if (r->n_clients) jw_s(w, "client", r->clients[r->first_oom_client].name);
+        if (r->n_devices) jw_u(w, "device", r->first_oom_device);
         if (r->first_oom_report) json_oom_report(w, r->first_oom_report);
         gs_jw_object_end(w);
     }
@@ -534,6 +652,7 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
     gs_jw_break(w, JSON_LINE);
     jw_u(w, "num_alloc_retries", s->num_alloc_retries);
     jw_u(w, "num_ooms", s->num_ooms);
+    if (show_caught) jw_u(w, "caught_ooms", r->caught_ooms);
     jw_u(w, "num_device_alloc", s->num_device_alloc);
     jw_u(w, "num_device_free", s->num_device_free);
     jw_i(w, "segments_allocated", s->segment[GS_STAT_ALL].allocated);
@@ -571,6 +690,23 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref)
         gs_jw_text(w, "\n   ");
         gs_jw_object_end(w);
     }
+    if (r->n_devices) {
+        /* each device as a result of its own, with the same keys */
+        gs_jw_break(w, JSON_LINE);
+        gs_jw_key(w, "devices");
+        gs_jw_object(w);
+        gs_jw_text(w, "\n    ");
+        for (size_t k = 0; k < r->n_devices; k++) {
+            char id[16];
+            g_snprintf(id, sizeof id, "%u", r->devices[k].device);
+            gs_jw_break(w, ",\n    ");
+            gs_jw_key(w, id);
+            json_result(w, &r->devices[k], gs_reference_device(ref, r->devices[k].device),
+                        show_caught);
+        }
+        gs_jw_text(w, "\n   ");
+        gs_jw_object_end(w);
+    }
     if (ref) {
         gs_jw_break(w, JSON_LINE);
         gs_jw_key(w, "reference");
@@ -590,12 +726,25 @@ static void json_trace(FILE *out, const char *name, const gs_trace *t, const gs_
     jw_s(&w, "trace", name);
     jw_u(&w, "events", t->n);
     jw_u(&w, "allocations", t->n_slots);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (cv.fatal_oom) {
+        /* what the trace can tell: the recorded run died here, so "ok" means "survives that far" */
+        jw_u(&w, "recorded_fatal_oom_event", cv.fatal_oom_event);
+        jw_s(&w, "recorded_fatal_oom_note", "the recorded run died at this event; \"ok\" means "
+                                            "it survives that far");
+    }
+    if (cv.started_mid_run) {
+        jw_u(&w, "synthesized_allocs", cv.synthesized);
+        jw_s(&w, "synthesized_allocs_note", "recording started mid-run: these allocations were "
+                                            "synthesized; results are approximate");
+    }
     gs_jw_key(&w, "results");
     gs_jw_array(&w);
     gs_jw_text(&w, "\n  ");
     for (size_t i = 0; i < n; i++) {
         gs_jw_break(&w, ",\n  ");
-        json_result(&w, &rs[i], refs ? refs[i] : NULL);
+        json_result(&w, &rs[i], refs ? refs[i] : NULL, cv.n_oom_events > 0);
     }
     gs_jw_text(&w, "\n");
     gs_jw_array_end(&w);
@@ -627,16 +776,70 @@ static void csv_client_cols(FILE *out, const gs_result *r, const gs_client_resul
 }
 
 
+unsigned gs_report_columns(const gs_trace *t)
+{
+    unsigned cols = t->clients->len > 1 ? GS_REPORT_CLIENT_COLUMNS : 0;
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (cv.fatal_oom || cv.started_mid_run || cv.n_oom_events) cols |= GS_REPORT_CAVEAT_COLUMNS;
+    uint32_t *ids = NULL;
+    if (gs_trace_devices(t, &ids) > 1) cols |= GS_REPORT_DEVICE_COLUMNS;
+    g_free(ids);
+    return cols;
+}
+
 void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                const gs_result *rs, size_t n, const gs_reference *const *refs, bool first)
 {
-    gs_report_ex(out, fmt, name, t, rs, n, refs, first, t->clients->len > 1);
+    gs_report_ex(out, fmt, name, t, rs, n, refs, first, gs_report_columns(t));
+}
+
+#define CSV_REF_COLUMNS                                                                   \
+    "ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,ref_num_device_alloc,"    \
+    "ref_num_alloc_retries,ref_match,ref_num_device_free,ref_num_ooms,ref_outcome_event"
+#define CSV_CAVEAT_COLUMNS "recorded_fatal_oom_event,synthesized_allocs,caught_ooms"
+#define CSV_DEVICE_COLUMNS "device"
+
+/* The reference columns of one CSV row (refs given); ref NULL: none for this row. */
+static void csv_ref_cols(FILE *out, const gs_result *r, const gs_reference *ref)
+{
+    ref_cmp c = compare(r, ref);
+    if (!c.have) {
+        fprintf(out, ",,,,,,,,,");
+        return;
+    }
+    fprintf(out, ",%s,", c.outcome);
+    if (!c.per_device)
+        fprintf(out, "%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT, c.peak_reserved,
+                c.segments, c.device_alloc);
+    else
+        fprintf(out, ",,");
+    fputc(',', out);
+    if (c.has_stats) fprintf(out, "%" G_GINT64_FORMAT, c.retries);
+    fprintf(out, ",%s,", c.match ? "true" : "false");
+    if (!c.per_device) fprintf(out, "%" G_GINT64_FORMAT, c.device_free);
+    fputc(',', out);
+    if (c.has_stats) fprintf(out, "%" G_GINT64_FORMAT, c.ooms);
+    fputc(',', out);
+    if (c.has_event) fprintf(out, "%zu", c.event);
+}
+
+static void csv_caveat_cols(FILE *out, const gs_trace_caveats *cv, const gs_result *r)
+{
+    fputc(',', out);
+    if (cv->fatal_oom) fprintf(out, "%zu", cv->fatal_oom_event);
+    fprintf(out, ",%" G_GUINT64_FORMAT ",%zu", cv->synthesized, r->caught_ooms);
 }
 
 void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                   const gs_result *rs, size_t n, const gs_reference *const *refs, bool first,
-                  bool client_columns)
+                  unsigned columns)
 {
+    bool client_columns = columns & GS_REPORT_CLIENT_COLUMNS;
+    bool caveat_columns = columns & GS_REPORT_CAVEAT_COLUMNS;
+    bool device_columns = columns & GS_REPORT_DEVICE_COLUMNS;
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
     switch (fmt) {
     case GS_FMT_TABLE:
         if (!first) fputc('\n', out);
@@ -648,37 +851,40 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
             for (int k = 0; k < GS_CALL_COUNT; k++)
                 fprintf(out, ",n_%s,us_%s", gs_call_name((gs_call_kind)k),
                         gs_call_name((gs_call_kind)k));
-            fprintf(out, "%s%s\n",
-                    refs ? ",ref_outcome,ref_peak_reserved_bytes,ref_segments_allocated,"
-                           "ref_num_device_alloc,ref_num_alloc_retries,ref_match"
-                         : "",
-                    client_columns ? "," CSV_CLIENT_COLUMNS : "");
+            fprintf(out, "%s%s%s%s\n", refs ? "," CSV_REF_COLUMNS : "",
+                    client_columns ? "," CSV_CLIENT_COLUMNS : "",
+                    caveat_columns ? "," CSV_CAVEAT_COLUMNS : "",
+                    device_columns ? "," CSV_DEVICE_COLUMNS : "");
         }
         for (size_t i = 0; i < n; i++) {
             csv_field(out, name);
             fputc(',', out);
             csv_row(out, &rs[i]);
-            if (refs) {
-                ref_cmp c = compare(&rs[i], refs[i]);
-                if (c.have) {
-                    fprintf(out, ",%s,%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
-                            c.outcome, c.peak_reserved, c.segments, c.device_alloc);
-                    if (c.has_stats) fprintf(out, "%" G_GINT64_FORMAT, c.retries);
-                    fprintf(out, ",%s", c.match ? "true" : "false");
-                } else {
-                    fprintf(out, ",,,,,,");
-                }
-            }
+            if (refs) csv_ref_cols(out, &rs[i], refs[i]);
             if (client_columns) csv_client_cols(out, &rs[i], NULL);
+            if (caveat_columns) csv_caveat_cols(out, &cv, &rs[i]);
+            if (device_columns) fputc(',', out);
             fputc('\n', out);
             for (size_t k = 0; client_columns && k < rs[i].n_clients; k++) {
                 gs_result cr = client_as_result(&rs[i], &rs[i].clients[k]);
                 csv_field(out, name);
                 fputc(',', out);
                 csv_row(out, &cr);
-                if (refs) fprintf(out, ",,,,,,");
+                if (refs) csv_ref_cols(out, &cr, NULL);
                 csv_client_cols(out, &rs[i], &rs[i].clients[k]);
+                if (caveat_columns) csv_caveat_cols(out, &cv, &cr);
+                if (device_columns) fputc(',', out);
                 fputc('\n', out);
+            }
+            for (size_t k = 0; device_columns && k < rs[i].n_devices; k++) {
+                const gs_result *dr = &rs[i].devices[k];
+                csv_field(out, name);
+                fputc(',', out);
+                csv_row(out, dr);
+                if (refs) csv_ref_cols(out, dr, gs_reference_device(refs[i], dr->device));
+                if (client_columns) csv_client_cols(out, dr, NULL);
+                if (caveat_columns) csv_caveat_cols(out, &cv, dr);
+                fprintf(out, ",%u\n", dr->device);
             }
         }
         break;

@@ -18,12 +18,23 @@ G_BEGIN_DECLS
  * output (CSV prints its header once; JSON callers wrap several traces in an array). */
 void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
-/* As gs_report; client_columns: CSV gets the columns of several clients (arrangement, client,
- * ...) and a row per client after each result's. Set it for every trace of one output when any
- * trace has several clients, so the columns stay the same; gs_report sets it when t has. */
+/* CSV column groups beyond the plain ones; a trace that needs none prints as it always did. */
+enum {
+    /* the columns of several clients (arrangement, client, ...), a row per client after each
+     * result's */
+    GS_REPORT_CLIENT_COLUMNS = 1u << 0,
+    /* what the trace can tell: recorded_fatal_oom_event, synthesized_allocs, caught_ooms */
+    GS_REPORT_CAVEAT_COLUMNS = 1u << 1,
+    /* a device column, and a row per device after each result's (the totals) */
+    GS_REPORT_DEVICE_COLUMNS = 1u << 2,
+};
+/* The column groups t needs. */
+unsigned gs_report_columns(const gs_trace *t);
+/* As gs_report; columns: the CSV's GS_REPORT_* groups. Give every trace of one output the
+ * union of what its traces need, so the columns stay the same; gs_report gives t's own. */
 void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                   const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
-                  bool client_columns);
+                  unsigned columns);
 
 /* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "clients.h"
+#include "devices.h"
 #include "replay.h"
 
 G_DEFINE_QUARK(gs-replay-error-quark, gs_replay_error)
@@ -21,16 +22,10 @@ static gboolean ref_bad(GError **err, const char *path, const char *what)
     return FALSE;
 }
 
-gs_reference *gs_reference_load(const char *path, GError **err)
+/* A reference from its JSON object (the file's top level, or one of its "devices"). NULL (and
+ * *why) when device_events is bad or missing. */
+static gs_reference *ref_from_json(const char *path, const gs_json *j, const char **why)
 {
-    gs_json *j = gs_json_load(path, err);
-    if (!j) return NULL;
-    const gs_json *fmt = gs_json_get(j, "format");
-    if (!fmt || fmt->type != GS_JSON_STRING || strcmp(fmt->str, "gpusim-reference 1") != 0) {
-        ref_bad(err, path, "no \"format\": \"gpusim-reference 1\"");
-        gs_json_free(j);
-        return NULL;
-    }
     gs_reference *r = g_new0(gs_reference, 1);
     r->path = g_strdup(path);
     r->seg_addrs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
@@ -41,6 +36,11 @@ gs_reference *gs_reference_load(const char *path, GError **err)
     if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING) r->outcome = g_strdup(v->str);
     if ((v = gs_json_get(j, "device_total_bytes"))) gs_json_uint(v, &r->device_total);
     if ((v = gs_json_get(j, "cap_bytes"))) gs_json_uint(v, &r->cap_bytes);
+    uint64_t ev;
+    if ((v = gs_json_get(j, "outcome_event")) && gs_json_uint(v, &ev)) {
+        r->has_outcome_event = true;
+        r->outcome_event = (size_t)ev;
+    }
 
     const gs_json *evs = gs_json_get(j, "device_events");
     gboolean ok = evs && evs->type == GS_JSON_ARRAY;
@@ -58,13 +58,15 @@ gs_reference *gs_reference_load(const char *path, GError **err)
             r->n_segment_alloc++;
         }
         if (strcmp(a, "segment_alloc") == 0 || strcmp(a, "segment_map") == 0) reserved += size;
-        else if (strcmp(a, "segment_free") == 0 || strcmp(a, "segment_unmap") == 0) reserved -= size;
+        else if (strcmp(a, "segment_free") == 0 || strcmp(a, "segment_unmap") == 0) {
+            reserved -= size;
+            r->n_device_free++;
+        }
         if (reserved > r->peak_reserved) r->peak_reserved = reserved;
     }
     if (!ok) {
-        ref_bad(err, path, "bad or missing \"device_events\"");
+        *why = "bad or missing \"device_events\"";
         gs_reference_free(r);
-        gs_json_free(j);
         return NULL;
     }
     const gs_json *ms = gs_json_get(j, "memory_stats");
@@ -76,6 +78,42 @@ gs_reference *gs_reference_load(const char *path, GError **err)
             g_hash_table_insert(r->stats, g_strdup(ms->keys[i]), g_memdup2(&x, sizeof x));
         }
     }
+    return r;
+}
+
+gs_reference *gs_reference_load(const char *path, GError **err)
+{
+    gs_json *j = gs_json_load(path, err);
+    if (!j) return NULL;
+    const gs_json *fmt = gs_json_get(j, "format");
+    if (!fmt || fmt->type != GS_JSON_STRING || strcmp(fmt->str, "gpusim-reference 1") != 0) {
+        ref_bad(err, path, "no \"format\": \"gpusim-reference 1\"");
+        gs_json_free(j);
+        return NULL;
+    }
+    const char *why = NULL;
+    gs_reference *r = ref_from_json(path, j, &why);
+    /* Several devices: "devices": {"0": {...}, "1": {...}}, each a reference of its own. */
+    const gs_json *devs = r ? gs_json_get(j, "devices") : NULL;
+    if (devs && devs->type == GS_JSON_OBJECT && devs->n) {
+        r->n_devices = devs->n;
+        r->device_ids = g_new0(uint32_t, devs->n);
+        r->devices = g_new0(gs_reference *, devs->n);
+        for (size_t i = 0; r && i < devs->n; i++) {
+            uint64_t id;
+            if (!g_ascii_string_to_unsigned(devs->keys[i], 10, 0, UINT32_MAX, &id, NULL) || (i && id <= r->device_ids[i - 1])) {
+                why = "\"devices\" keys must be device numbers, ascending";
+            } else {
+                r->device_ids[i] = (uint32_t)id;
+                r->devices[i] = ref_from_json(path, devs->items[i], &why);
+            }
+            if (!r->devices[i]) {
+                gs_reference_free(r);
+                r = NULL;
+            }
+        }
+    }
+    if (!r) ref_bad(err, path, why);
     gs_json_free(j);
     return r;
 }
@@ -83,6 +121,9 @@ gs_reference *gs_reference_load(const char *path, GError **err)
 void gs_reference_free(gs_reference *r)
 {
     if (!r) return;
+    for (size_t i = 0; i < r->n_devices; i++) gs_reference_free(r->devices[i]);
+    g_free(r->devices);
+    g_free(r->device_ids);
     g_free(r->path);
     g_free(r->allocator_conf);
     g_free(r->outcome);
@@ -90,6 +131,13 @@ void gs_reference_free(gs_reference *r)
     g_array_free(r->seg_sizes, TRUE);
     if (r->stats) g_hash_table_destroy(r->stats);
     g_free(r);
+}
+
+const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device)
+{
+    for (size_t i = 0; r && i < r->n_devices; i++)
+        if (r->device_ids[i] == device) return r->devices[i];
+    return NULL;
 }
 
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
@@ -113,6 +161,8 @@ void gs_result_move(gs_result *dst, gs_result *src)
 
 void gs_result_clear(gs_result *r)
 {
+    for (size_t k = 0; k < r->n_devices; k++) gs_result_clear(&r->devices[k]);
+    g_free(r->devices);
     g_free(r->policy);
     g_free(r->error_msg);
     for (size_t k = 0; k < r->n_clients; k++) {
@@ -163,30 +213,42 @@ static void probe_driver(const gs_heap *h, const gs_clients *mc, gs_backend *be,
         r->driver_peak_used = r->dev_free_before - fr;
 }
 
+/* An OOM the replay cannot go past (an alloc's, or an oom event that is the trace's last: the
+ * recorded run died there). */
+static void fatal_oom(gs_clients *mc, gs_devices *md, gs_result *r, const gs_heap *h,
+                      const gs_trace *t, const gs_event *e, size_t i)
+{
+    if (!r->oom) {
+        r->oom = true;
+        r->first_oom_event = i;
+        r->first_oom_size = e->size;
+        r->first_oom_report = oom_report(h, t, e);
+    }
+    if (mc) gs_clients_oom(mc, e, i);
+    if (md) gs_devices_oom(md, e, i, false);
+}
+
 /* One pass over the events. Returns FALSE when the replay must stop (first OOM without
- * --continue-on-oom, or a device failure). mc: several clients (NULL: h serves every event). */
-static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs_trace *t,
-                            gs_block **slots, const gs_replay_opts *o, gs_result *r,
-                            size_t done_before, size_t total, uint64_t *probed)
+ * --continue-on-oom, or a device failure). mc: several clients, md: several devices (NULL: h
+ * serves every event). */
+static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be,
+                            const gs_trace *t, gs_block **slots, const gs_replay_opts *o,
+                            gs_result *r, size_t done_before, size_t total, uint64_t *probed)
 {
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
         gs_status st = GS_OK;
         if (mc) h = gs_clients_route(mc, e, slots);
+        else if (md) h = gs_devices_route(md, e);
         switch ((gs_op)e->op) {
         case GS_OP_ALLOC:
             st = gs_heap_malloc(h, e->size, e->stream, &slots[e->slot]);
             if (st == GS_ERR_OOM) {
                 slots[e->slot] = NULL;
-                if (!r->oom) {
-                    r->oom = true;
-                    r->first_oom_event = i;
-                    r->first_oom_size = e->size;
-                    r->first_oom_report = oom_report(h, t, e);
-                }
-                if (mc) gs_clients_oom(mc, e, i);
+                fatal_oom(mc, md, r, h, t, e, i);
                 if (!o->continue_on_oom) {
                     if (mc) gs_clients_after(mc, e, slots);
+                    if (md) gs_devices_after(md);
                     if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                     r->events = done_before + i + 1;
                     return FALSE;
@@ -198,6 +260,28 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
                 r->touch_seconds += (double)(g_get_monotonic_time() - t0) / 1e6;
             }
             break;
+        case GS_OP_OOM: {
+            /* The request that failed in the recorded run. Failing here too, it was caught if
+             * the program went on (later events), fatal if not; served, it is given back at
+             * once: the recorded program never had it. */
+            gs_block *b = NULL;
+            st = gs_heap_malloc(h, e->size, e->stream, &b);
+            if (st == GS_OK) {
+                gs_heap_free(h, b);
+            } else if (st == GS_ERR_OOM && i + 1 < t->n) {
+                r->caught_ooms++;
+                if (md) gs_devices_oom(md, e, i, true);
+                st = GS_OK;
+            } else if (st == GS_ERR_OOM) {
+                fatal_oom(mc, md, r, h, t, e, i);
+                if (mc) gs_clients_after(mc, e, slots);
+                if (md) gs_devices_after(md);
+                if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
+                r->events = done_before + i + 1;
+                return FALSE;
+            }
+            break;
+        }
         case GS_OP_FREE: {
             gs_block *b = slots[e->slot];
             if (!b) {
@@ -227,6 +311,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
             break;
         }
         if (mc) gs_clients_after(mc, e, slots);
+        if (md) gs_devices_after(md);
         if (o->observe) o->observe(h, e, done_before + i, o->observe_ud);
         if (st != GS_OK) {
             r->error = st;
@@ -234,7 +319,7 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_backend *be, const gs
             r->events = done_before + i + 1;
             return FALSE;
         }
-        if (o->probe_driver) probe_driver(h, mc, be, r, probed);
+        if (o->probe_driver && !md) probe_driver(h, mc, be, r, probed);
         if (o->progress && ((i + 1) & ((1u << 20) - 1)) == 0)
             o->progress(done_before + i + 1, total, o->progress_ud);
     }
@@ -265,11 +350,13 @@ static uint64_t sc_total(const gs_replay_opts *o)
 /* Between repetitions of a trace the program "ends": free what is still live so the next pass
  * starts from the same state of the trace (cached segments stay, as in a training loop's next
  * epoch). */
-static void free_live(gs_heap *h, gs_clients *mc, const gs_trace *t, gs_block **slots)
+static void free_live(gs_heap *h, gs_clients *mc, gs_devices *md, const gs_trace *t,
+                      gs_block **slots)
 {
     for (size_t s = 0; s < t->n_slots; s++) {
         if (!slots[s]) continue;
         if (mc) gs_clients_free_slot(mc, (uint32_t)s, slots[s]);
+        else if (md) gs_devices_free_slot(md, (uint32_t)s, slots[s]);
         else if (slots[s]->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, slots[s]);
         else gs_heap_free(h, slots[s]);
         slots[s] = NULL;
@@ -285,6 +372,7 @@ static gs_backend *open_sim_device(const gs_replay_opts *o, gs_calibration **own
     gs_backend_config bc = {.sim = {
         .total_bytes = sc_total(o),
         .cal = o->cal ? o->cal : *own_cal,
+        .align_512m = gs_sim_h200_like(sc_total(o)),
     }};
     if (o->ref && o->ref->seg_addrs->len) {
         bc.sim.script_addrs = (const uint64_t *)(void *)o->ref->seg_addrs->data;
@@ -296,12 +384,55 @@ static gs_backend *open_sim_device(const gs_replay_opts *o, gs_calibration **own
     return be;
 }
 
+/* The passes of a replay (o->repeat of them) and its host time. */
+static void run_passes(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be,
+                       const gs_trace *t, gs_block **slots, const gs_replay_opts *o, gs_result *r)
+{
+    unsigned repeat = o->repeat ? o->repeat : 1;
+    size_t total = t->n * repeat;
+    gint64 t0 = g_get_monotonic_time();
+    gboolean go_on = TRUE;
+    uint64_t probed = 0;
+    for (unsigned k = 0; go_on && k < repeat; k++) {
+        go_on = replay_pass(h, mc, md, be, t, slots, o, r, k * t->n, total, &probed);
+        if (go_on && k + 1 < repeat) free_live(h, mc, md, t, slots);
+    }
+    if (go_on) r->events = total;
+    r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+}
+
+/* A trace whose events name several devices: a heap and a simulated device each (devices.c). */
+static gboolean replay_devices(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
+                               const uint32_t *ids, size_t n, gs_result *r, GError **err)
+{
+    gs_devices *md = gs_devices_new(t, p, o, ids, n, err);
+    if (!md) {
+        g_free(r->policy);
+        r->policy = NULL;
+        return FALSE;
+    }
+    gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
+    run_passes(NULL, NULL, md, NULL, t, slots, o, r);
+    r->backend = "sim";
+    gs_devices_finish(md, r);
+    g_free(slots);
+    return TRUE;
+}
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
 {
     memset(r, 0, sizeof *r);
     r->policy = g_strdup(p->spec);
     r->capacity = o->capacity;
+    uint32_t *ids = NULL;
+    size_t n_dev = gs_trace_devices(t, &ids);
+    if (n_dev > 1) {
+        gboolean ok = replay_devices(t, p, o, ids, n_dev, r, err);
+        g_free(ids);
+        return ok;
+    }
+    g_free(ids);
     gs_calibration *own_cal = NULL;
     gs_backend *be = o->backend ? o->backend : open_sim_device(o, &own_cal);
     uint64_t dev_total = 0;
@@ -331,18 +462,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
         return FALSE;
     }
     gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
-    unsigned repeat = o->repeat ? o->repeat : 1;
-    size_t total = t->n * repeat;
-
-    gint64 t0 = g_get_monotonic_time();
-    gboolean go_on = TRUE;
-    uint64_t probed = 0;
-    for (unsigned k = 0; go_on && k < repeat; k++) {
-        go_on = replay_pass(h, mc, be, t, slots, o, r, k * t->n, total, &probed);
-        if (go_on && k + 1 < repeat) free_live(h, mc, t, slots);
-    }
-    if (go_on) r->events = total;
-    r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
+    run_passes(h, mc, NULL, be, t, slots, o, r);
 
     r->script_used = gs_sim_script_used(be);
     r->backend = be->ops->name;

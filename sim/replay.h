@@ -24,8 +24,11 @@ typedef enum {
     GS_REPLAY_ERROR_SETUP,     /* a replay that cannot start (a policy the device cannot run) */
 } gs_replay_error_code;
 
-/* What a reference file (traces/convert.py --reference) says the real allocator did. */
-typedef struct {
+/* What a reference file (traces/convert.py --reference) says the real allocator did. With
+ * several devices, the file's "devices" object holds one such reference per device (devices,
+ * device_ids), and the top level is the run as a whole (its outcome; memory_stats of device 0
+ * as PyTorch's memory_stats() gives by default). */
+typedef struct gs_reference {
     char *path;
     char *allocator_conf;    /* PYTORCH_CUDA_ALLOC_CONF of the real run */
     uint64_t device_total;   /* 0 if unknown */
@@ -36,12 +39,20 @@ typedef struct {
     GHashTable *stats;       /* char* -> int64_t*: the run's torch.cuda.memory_stats(), or NULL */
     uint64_t peak_reserved;  /* from the segment events */
     uint64_t n_segment_alloc;
+    uint64_t n_device_free;  /* segment_free and segment_unmap events */
+    bool has_outcome_event;  /* the run died: at trace event outcome_event */
+    size_t outcome_event;
+    size_t n_devices;        /* 0: a one-device run */
+    uint32_t *device_ids;    /* n_devices, ascending */
+    struct gs_reference **devices;
 } gs_reference;
 
 gs_reference *gs_reference_load(const char *path, GError **err);
 void gs_reference_free(gs_reference *r);
 /* A memory_stats value; FALSE if the reference has no such key. */
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out);
+/* The reference of one device of a several-device run; NULL if it has none. */
+const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device);
 
 typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
 /* Called after every event with the heap as that event left it (e: the event; index: events
@@ -62,6 +73,13 @@ typedef enum {
 const char *gs_clients_mode_name(gs_clients_mode m);
 /* "separate", "shared", "cooperative"; FALSE for anything else. */
 gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out);
+
+/* One device's own settings, for a trace whose events name several devices. */
+typedef struct {
+    uint32_t device;
+    uint64_t capacity;            /* 0: gs_replay_opts.capacity */
+    uint64_t device_total;        /* 0: gs_replay_opts.device_total */
+} gs_device_opts;
 
 typedef struct {
     uint64_t capacity;            /* the allocator's limit in bytes; 0 = none */
@@ -87,6 +105,11 @@ typedef struct {
     const gs_policy *const *client_policy;
     gs_observe_fn observe;        /* optional: see gs_observe_fn; NULL costs one branch */
     void *observe_ud;
+    /* Traces with several devices: each device is its own allocator on its own simulated
+     * device, with capacity and device_total above unless an entry here names it. A reference
+     * (ref) gives each device its own segment addresses. */
+    const gs_device_opts *devices;
+    size_t n_devices;
 } gs_replay_opts;
 
 /* One client's part of a replay of a trace with several clients. */
@@ -127,7 +150,7 @@ typedef struct {
                                    * best fit could have used */
 } gs_oom_report;
 
-typedef struct {
+typedef struct gs_result {
     char *policy;                 /* the spec */
     const char *backend;          /* the device's name: "sim", "cuda" (static string) */
     uint64_t capacity;
@@ -164,6 +187,17 @@ typedef struct {
     /* More members for this result's JSON object, already formatted (", \"timeline\": ...":
      * the plot series of plots/plot.c), or NULL; g_free'd by gs_result_clear. */
     char *json_extra;
+    /* oom events of the trace (requests that failed in the recorded run, which went on) that
+     * failed here too: counted in num_ooms, gone past as the program did. Not in oom. */
+    size_t caught_ooms;
+    /* Several devices (NULL/0 for a trace with one; its result is exactly as before): each
+     * device's own result (device, capacity, outcome, first OOM, stats, calls), in ascending
+     * device order. stats and calls above are then the sums over the devices, with peaks of
+     * the sums over time; oom and first_oom_* are the run's (it stops at the first fatal one). */
+    struct gs_result *devices;
+    size_t n_devices;
+    uint32_t device;              /* a device's result: which device */
+    uint32_t first_oom_device;    /* several devices, when oom: the device of the first OOM */
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device

@@ -7,7 +7,7 @@
 
 START_TEST(sim_fails_when_pages_run_out)
 {
-    gs_sim_config sc = {.total_bytes = 10 * MiB};
+    gs_sim_config sc = {.total_bytes = 10 * MiB}; /* 5 pages, one of them never handed out */
     gs_backend *be = gs_sim_backend_new(&sc);
     gs_devcalls calls = {0};
     uint64_t a, b, c, fr, tot;
@@ -15,33 +15,64 @@ START_TEST(sim_fails_when_pages_run_out)
     ck_assert_int_eq(gs_dev_mem_info(be, &calls, &fr, &tot), GS_OK);
     ck_assert_uint_eq(fr, 6 * MiB);
     ck_assert_uint_eq(tot, 10 * MiB);
-    ck_assert_int_eq(gs_dev_malloc(be, &calls, 6 * MiB, &b), GS_OK);
-    ck_assert_int_eq(gs_dev_malloc(be, &calls, 1, &c), GS_ERR_OOM);
-    ck_assert_uint_eq(calls.failed[GS_CALL_MALLOC], 1);
-    ck_assert_uint_eq(calls.n[GS_CALL_MALLOC], 3);
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 6 * MiB, &b), GS_ERR_OOM); /* all 3 free pages */
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 4 * MiB, &b), GS_OK);
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 1, &c), GS_ERR_OOM); /* a page, the last one */
+    ck_assert_uint_eq(calls.failed[GS_CALL_MALLOC], 2);
+    ck_assert_uint_eq(calls.n[GS_CALL_MALLOC], 4);
     ck_assert_uint_eq(a % (2 * MiB), 0);
-    ck_assert(b + 6 * MiB <= a || a + 4 * MiB <= b); /* no overlap */
+    ck_assert(b + 4 * MiB <= a || a + 4 * MiB <= b); /* no overlap */
     ck_assert_int_eq(gs_dev_free(be, &calls, a, 3 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_free(be, &calls, a, 3 * MiB), GS_ERR_INVALID); /* double free */
-    ck_assert_int_eq(gs_dev_malloc(be, &calls, 4 * MiB, &c), GS_OK);
+    ck_assert_int_eq(gs_dev_malloc(be, &calls, 2 * MiB, &c), GS_OK);
     gs_backend_destroy(be);
 }
 END_TEST
 
-START_TEST(sim_model_places_downward_and_reuses_chunk_slack)
+/* The driver's placement rules (backends/simdevice.c), one by one, as offsets from X. */
+START_TEST(sim_model_follows_the_driver_rules)
 {
     gs_sim_config sc = {.total_bytes = 80 * GiB};
     gs_backend *be = gs_sim_backend_new(&sc);
-    uint64_t a, b, c, d;
+    const uint64_t x = gs_sim_origin(be);
+    uint64_t a, b, c, d, e, f, g;
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &a), GS_OK);
+    ck_assert_uint_eq(a, x + 74 * MiB); /* the context's 24 MiB gap (rule 5) */
     ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &b), GS_OK);
-    ck_assert_uint_eq(b, a + 20 * MiB); /* the 12 MiB left in a's 32 MiB chunk */
-    ck_assert_int_eq(gs_dev_malloc(be, NULL, 50 * MiB, &c), GS_OK);
-    ck_assert_uint_eq(c, a - 64 * MiB); /* next chunk below, rounded to 32 MiB */
-    ck_assert_int_eq(gs_dev_free(be, NULL, a, 20 * MiB), GS_OK);
-    ck_assert_int_eq(gs_dev_malloc(be, NULL, 16 * MiB, &d), GS_OK);
-    /* a's freed range merged with c's 14 MiB slack below it: one 34 MiB hole, used from its low end */
-    ck_assert_uint_eq(d, c + 50 * MiB);
+    ck_assert_uint_eq(b, x); /* its other gap, lower (rules 2, 5) */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &c), GS_OK);
+    ck_assert_uint_eq(c, x - 446 * MiB); /* a new 32 MiB range at T - 32 MiB (rule 3) */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 2 * MiB, &d), GS_OK);
+    ck_assert_uint_eq(d, c + 20 * MiB); /* the lowest gap in a live range (rule 2) */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 50 * MiB, &e), GS_OK);
+    ck_assert_uint_eq(e, c - 64 * MiB); /* V = 64 MiB, below the lowest range (rule 3) */
+    ck_assert_int_eq(gs_dev_free(be, NULL, e, 50 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 50 * MiB, &f), GS_OK);
+    ck_assert_uint_eq(f, e); /* the bottom range went: the carved space shrank (rule 4) */
+    ck_assert_int_eq(gs_dev_free(be, NULL, c, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, NULL, d, 2 * MiB), GS_OK);
+    /* c's range is a 32 MiB hole now, no larger than a 20 MiB request's range needs: unused */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &g), GS_OK);
+    ck_assert_uint_eq(g, f - 32 * MiB);
+    ck_assert_int_eq(gs_dev_free(be, NULL, g, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_free(be, NULL, f, 50 * MiB), GS_OK);
+    /* f's range was the bottom: the carved space shrinks to c's hole, and past it */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &g), GS_OK);
+    ck_assert_uint_eq(g, c);
+    /* the H200's rule: a range for a multiple of 512 MiB on a 512 MiB boundary */
+    gs_backend_destroy(be);
+    sc.align_512m = true;
+    sc.origin = UINT64_C(0x7f0000000000) + 30 * MiB;
+    be = gs_sim_backend_new(&sc);
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 512 * MiB, &a), GS_OK);
+    ck_assert_uint_eq(a % (512 * MiB), 0);
+    ck_assert_uint_eq(a, UINT64_C(0x7f0000000000) - 1024 * MiB);
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &b), GS_OK);
+    ck_assert_uint_eq(b, sc.origin + 74 * MiB);
+    /* the VA skipped for the alignment is a hole, whose top the next new range takes (rule 3) */
+    ck_assert_int_eq(gs_dev_malloc(be, NULL, 20 * MiB, &c), GS_OK);
+    ck_assert_uint_eq(c, sc.origin - 446 * MiB);
+    ck_assert(c > a + 512 * MiB);
     gs_backend_destroy(be);
 }
 END_TEST
@@ -82,7 +113,7 @@ START_TEST(sim_devices_have_disjoint_address_windows)
         ck_assert_uint_eq(a[d] % span, a[0] % span); /* the same layout, moved */
         gs_backend_destroy(be);
     }
-    ck_assert_uint_eq(a[0], UINT64_C(0x7f0000000000) - 32 * MiB); /* device 0 as before */
+    ck_assert_uint_lt(a[0], span); /* device 0 keeps the layout below 2^47 (test_driver) */
     gs_backend_config bad = {.device = -1};
     gs_backend *be = NULL;
     char *msg = NULL;
@@ -481,7 +512,7 @@ static Suite *backend_suite(void)
     Suite *s = suite_create("backend");
     TCase *tc = tcase_create("sim");
     tcase_add_test(tc, sim_fails_when_pages_run_out);
-    tcase_add_test(tc, sim_model_places_downward_and_reuses_chunk_slack);
+    tcase_add_test(tc, sim_model_follows_the_driver_rules);
     tcase_add_test(tc, sim_empty_device_places_as_fresh);
     tcase_add_test(tc, sim_follows_script_until_sizes_diverge);
     tcase_add_test(tc, sim_devices_have_disjoint_address_windows);

@@ -24,8 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)                       # the repository root is the parent of tests/
 CONVERT = os.path.join(ROOT, "traces", "convert.py")
 REAL_TRACES = os.path.join(ROOT, "..", "shared", "traces", "pytorch-2.11-h100")
+# The references recorded for issue 12, kept in the repository itself.
+REPO_REFERENCES = sorted(glob.glob(os.path.join(ROOT, "traces", "references", "*")))
 
 MiB = 1 << 20
+GiB = 1 << 30
 H100_TOTAL = 85017493504
 HEADER_COLS = "seq,time_us,op,client,device,stream,id,size"
 
@@ -274,6 +277,10 @@ class TestTraceOutput(ConverterTestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn("examples:", r.stdout)
         self.assertIn("--reference", r.stdout)
+        # what issue 12 added: the rule, the OOM observer, the version with oom rows
+        for words in ("empty_cache() inferred", "_cuda_attach_out_of_memory_observer",
+                      "fatal_oom_event", "text format 1, or 2", "max_entries"):
+            self.assertIn(words, r.stdout)
 
 
 class TestMidRun(ConverterTestCase):
@@ -447,17 +454,26 @@ class TestReference(ConverterTestCase):
         self.assertEqual(d["peak_reserved_bytes"], 26 * MiB)
         self.assertEqual(d["final_reserved_bytes"], 6 * MiB)
         self.assertEqual(d["num_events"], len(self.EVENTS))
-        self.assertEqual(d["num_trace_events"], 4)
+        # 4 program events, the oom (a row of its own), and 2 inferred empty_cache() calls: the
+        # segment_free at 15 comes with 22 MiB reserved under a 6.25 GiB cap (nothing forced
+        # it), the segment_unmap at 19 before an alloc that needs no new segment.
+        self.assertEqual(d["num_trace_events"], 7)
+        self.assertEqual(d["num_inferred_empty_cache"], 2)
+        self.assertEqual([l.split(",")[2] for l in self.event_lines(self.path("out.gstrace"))],
+                         ["alloc", "alloc", "free", "empty_cache", "oom", "empty_cache",
+                          "alloc"])
         # seq = number of trace events before it: the event happened just before trace event seq.
         self.assertEqual(ref["device_events"], [
             ["segment_alloc", 0x1_0000_0000, 2 * MiB, 0],
             ["segment_alloc", 0x2_0000_0000, 20 * MiB, 1],
-            ["segment_free", 0x2_0000_0000, 20 * MiB, 3],
-            ["segment_map", 0x3_0000_0000, 4 * MiB, 3],
-            ["segment_map", 0x3_0040_0000, 20 * MiB, 3],
-            ["oom", 123456789, 40 * MiB, 3],
-            ["segment_unmap", 0x3_0040_0000, 20 * MiB, 3],
+            ["segment_free", 0x2_0000_0000, 20 * MiB, 4],
+            ["segment_map", 0x3_0000_0000, 4 * MiB, 4],
+            ["segment_map", 0x3_0040_0000, 20 * MiB, 4],
+            ["oom", 123456789, 40 * MiB, 4],
+            ["segment_unmap", 0x3_0040_0000, 20 * MiB, 6],
         ])
+        # The oom is followed by more events: the run caught it, so no fatal_oom_event.
+        self.assertNotIn("outcome_event", ref)
         # The trace itself picked up the device total from the sibling JSON.
         self.assertIn("# device_total_bytes: 85017493504",
                       self.trace_lines(self.path("out.gstrace")))
@@ -511,6 +527,230 @@ class TestRmmLog(ConverterTestCase):
         self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "line 2")
 
 
+class TestFailedRequests(ConverterTestCase):
+    """Item 1 of issue 12: each oom entry becomes the request the program made, at its place."""
+
+    CAUGHT = [
+        ev("segment_alloc", 0x1_0000_0000, 20 * MiB, 10),
+        ev("alloc", 0x1_0000_0000, 12 * MiB, 11),
+        ev("oom", 4096, 40 * MiB, 12),                        # tried, failed, caught
+        ev("alloc", 0x1_00c0_0000, 4 * MiB, 13),              # a smaller try that fit
+        ev("free_requested", 0x1_00c0_0000, 4 * MiB, 14),
+        ev("free_completed", 0x1_00c0_0000, 4 * MiB, 14),
+    ]
+
+    def test_caught_oom_is_a_row(self):
+        src = self.write_snapshot("run.pickle", snapshot(self.CAUGHT))
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertEqual(lines[0], "# gpusim-trace 2")          # oom rows need version 2
+        self.assertFalse(any(l.startswith("# fatal_oom_event") for l in lines))
+        self.assertEqual(self.event_lines(self.path("out.gstrace")), [
+            "0,0,alloc,torch,0,0,1,12582912",
+            "1,1,oom,torch,0,0,0,41943040",                      # id 0, the request's size
+            "2,2,alloc,torch,0,0,2,4194304",
+            "3,3,free,torch,0,0,2,4194304",
+        ])
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(ref["derived"]["num_oom_events"], 1)
+        self.assertNotIn("outcome_event", ref)
+
+    def test_fatal_oom_in_header(self):
+        events = self.CAUGHT[:3]                                  # the log ends at the oom
+        src = self.write_snapshot("die.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertIn("# fatal_oom_event: 1", lines)
+        self.assertEqual(self.event_lines(self.path("out.gstrace"))[-1],
+                         "1,1,oom,torch,0,0,0,41943040")
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(ref["outcome"], "oom")                  # no .json: from the log
+        self.assertEqual(ref["outcome_event"], 1)
+
+    def test_sibling_ok_survives_last_oom(self):
+        """A log ending with an oom that the run survived (snapshot taken right after catching
+        it): a mark follows, so that a replay does not call it fatal."""
+        src = self.write_snapshot("run__default__2.pickle", snapshot(self.CAUGHT[:3]))
+        with open(self.path("run__default__2.json"), "w") as f:
+            json.dump({"total_bytes": H100_TOTAL, "cap_gib": 2, "outcome": "ok"}, f)
+        r = self.convert_ok(src, "-o", "out.gstrace")
+        self.assertIn("survived", r.stderr)
+        self.assertEqual(self.event_lines(self.path("out.gstrace"))[-2:],
+                         ["1,1,oom,torch,0,0,0,41943040", "2,1,mark,torch,0,0,0,0"])
+        self.assertFalse(any(l.startswith("# fatal_oom_event")
+                             for l in self.trace_lines(self.path("out.gstrace"))))
+
+    def test_no_oom_stays_version_1(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        self.convert_ok(src, "-o", "out.gstrace")
+        self.assertEqual(self.trace_lines(self.path("out.gstrace"))[0], "# gpusim-trace 1")
+
+
+class TestEmptyCacheInference(ConverterTestCase):
+    """Item 3: empty_cache() from segment releases that no allocation explains (--help)."""
+
+    def rows(self, events, *extra, sibling=None, name="run", conf=""):
+        src = self.write_snapshot(name + ".pickle", snapshot(events, conf=conf))
+        if sibling is not None:
+            with open(self.path(name + ".json"), "w") as f:
+                json.dump(sibling, f)
+        r = self.convert_ok(src, "-o", "out.gstrace", *extra)
+        return [l.split(",")[2] for l in self.event_lines(self.path("out.gstrace"))], r
+
+    # Three 20 MiB segments; two are freed by the program and released, then a new one is made.
+    @staticmethod
+    def events(release="segment_free", grow="segment_alloc", pending=False):
+        e = [
+            ev(grow, 0x1_0000_0000, 20 * MiB, 1),
+            ev("alloc", 0x1_0000_0000, 20 * MiB, 2),
+            ev(grow, 0x2_0000_0000, 20 * MiB, 3),
+            ev("alloc", 0x2_0000_0000, 20 * MiB, 4),
+            ev(grow, 0x3_0000_0000, 20 * MiB, 5),
+            ev("alloc", 0x3_0000_0000, 20 * MiB, 6),
+            ev("free_requested", 0x2_0000_0000, 20 * MiB, 7),
+        ]
+        if not pending:
+            e.append(ev("free_completed", 0x2_0000_0000, 20 * MiB, 7))
+        e += [ev("free_requested", 0x3_0000_0000, 20 * MiB, 8),
+              ev("free_completed", 0x3_0000_0000, 20 * MiB, 8)]
+        # empty_cache(): its synchronisation completes the pending free, then the releases
+        if pending:
+            e.append(ev("free_completed", 0x2_0000_0000, 20 * MiB, 9))
+        e += [ev(release, 0x2_0000_0000, 20 * MiB, 9),
+              ev(release, 0x3_0000_0000, 20 * MiB, 9),
+              # the next allocation misses the now empty cache: a new segment right away
+              ev(grow, 0x4_0000_0000, 20 * MiB, 10),
+              ev("alloc", 0x4_0000_0000, 20 * MiB, 10)]
+        return e
+
+    def test_segment_free_then_alloc_is_empty_cache(self):
+        rows, r = self.rows(self.events(), "--cap", "none")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
+        self.assertIn("inferred 1 empty_cache", r.stderr)
+        self.assertIn("# inferred_empty_cache: 1", self.trace_lines(self.path("out.gstrace")))
+
+    def test_segment_unmap_is_empty_cache(self):
+        rows, _ = self.rows(self.events("segment_unmap", "segment_map"), "--cap", "none",
+                            conf="expandable_segments:True")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
+
+    def test_deferred_free_completed_by_the_sync(self):
+        rows, _ = self.rows(self.events(pending=True), "--cap", "none")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "free_done", "empty_cache",
+                                                "alloc"])
+
+    def test_releases_at_the_end(self):
+        rows, _ = self.rows(self.events()[:-2])
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache"])
+
+    def test_cap_pressure_explains_it(self):
+        # 60 MiB reserved, 20 more needed, a 70 MiB limit: the allocation had to release.
+        for extra, sib in ((("--cap", str(70 * MiB)), None),
+                           ((), {"total_bytes": 1 << 30, "cap_gib": 70 / 1024})):
+            with self.subTest(cap=extra or "sibling"):
+                rows, r = self.rows(self.events(), *extra, sibling=sib,
+                                    name="run__default__x")
+                self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
+                self.assertNotIn("empty_cache", r.stderr)
+
+    def test_unknown_cap_uses_the_peak(self):
+        # No limit known: 60 MiB reserved + 20 more needed passes the run's peak (60 MiB), so
+        # the releases may have been forced (a limit is only known to be at least the peak):
+        # not inferred.
+        rows, _ = self.rows(self.events(), sibling={"total_bytes": H100_TOTAL},
+                            name="run__default__y")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
+        # A release at 40 MiB reserved, before a 20 MiB segment: 60 MiB, within the peak, so
+        # nothing forced it.
+        e = self.events()[:6] + [
+            ev("free_requested", 0x3_0000_0000, 20 * MiB, 7),
+            ev("free_completed", 0x3_0000_0000, 20 * MiB, 7),
+            ev("segment_free", 0x3_0000_0000, 20 * MiB, 8),   # before a free: empty_cache
+            ev("free_requested", 0x2_0000_0000, 20 * MiB, 9),
+            ev("free_completed", 0x2_0000_0000, 20 * MiB, 9),
+            ev("segment_free", 0x2_0000_0000, 20 * MiB, 10),  # 40 MiB reserved, + 20 <= 60
+            ev("segment_alloc", 0x4_0000_0000, 20 * MiB, 11),
+            ev("alloc", 0x4_0000_0000, 20 * MiB, 11)]
+        rows, _ = self.rows(e, sibling={"total_bytes": H100_TOTAL}, name="run__default__z")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "empty_cache", "free", "empty_cache",
+                                                "alloc"])
+
+    def test_oom_explains_it(self):
+        e = self.events()[:-2] + [ev("oom", 0, 100 * MiB, 10), ev("alloc", 0x9000, 512, 11)]
+        rows, _ = self.rows(e)
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "oom", "alloc"])
+
+    def test_garbage_collection_explains_it(self):
+        # GC (threshold 0.5 of a 1 GiB limit) runs only above 512 MiB reserved: not here...
+        sib = {"total_bytes": 1 << 30, "cap_gib": 1.0}
+        snap_conf = "garbage_collection_threshold:0.5"
+        rows, _ = self.rows(self.events(), sibling=sib, name="run__gc__1", conf=snap_conf)
+        self.assertEqual(rows.count("empty_cache"), 1)
+        # ... but with a 100 MiB limit 60 MiB is above 50: a collection, not empty_cache()
+        snap = snapshot(self.events(), conf=snap_conf)
+        snap["allocator_settings"]["garbage_collection_threshold"] = 0.5
+        src = self.write_snapshot("gc__default__x.pickle", snap)
+        with open(self.path("gc__default__x.json"), "w") as f:
+            json.dump({"total_bytes": 1 << 30, "cap_gib": 100 / 1024}, f)
+        self.convert_ok(src, "-o", "out.gstrace")
+        rows = [l.split(",")[2] for l in self.event_lines(self.path("out.gstrace"))]
+        self.assertNotIn("empty_cache", rows)
+
+
+class TestSeveralDevices(ConverterTestCase):
+    """Item 5: the reference of a several-device run holds one per device."""
+
+    def test_reference_per_device(self):
+        d0 = [ev("segment_alloc", 0x1_0000_0000, 20 * MiB, 1),
+              ev("alloc", 0x1_0000_0000, 12 * MiB, 2)]
+        d1 = [ev("segment_alloc", 0x1_0000_0000, 2 * MiB, 3),
+              ev("alloc", 0x1_0000_0000, 512, 4),
+              ev("oom", 0, 4 * GiB, 5)]
+        src = self.write_snapshot("two__default__1+2.pickle", snapshot(d0, d1))
+        with open(self.path("two__default__1+2.json"), "w") as f:
+            json.dump({"total_bytes": H100_TOTAL, "cap_gib": 1, "outcome": "oom",
+                       "cap_gib_by_device": {"0": 1, "1": 2},
+                       "total_bytes_by_device": {"0": H100_TOTAL, "1": 2 * H100_TOTAL},
+                       "memory_stats_by_device": {"0": {"num_ooms": 0}, "1": {"num_ooms": 1}}},
+                      f)
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertIn(f"# device_total_bytes_by_device: 0={H100_TOTAL},1={2 * H100_TOTAL}",
+                      lines)
+        self.assertIn("# fatal_oom_event: 2", lines)
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        self.assertEqual(sorted(ref["devices"]), ["0", "1"])
+        d0r, d1r = ref["devices"]["0"], ref["devices"]["1"]
+        # PyTorch's truncated limits (docs/fidelity.md §1.1)
+        self.assertEqual(d0r["cap_bytes"], int(1 * 2**30 / H100_TOTAL * H100_TOTAL))
+        self.assertEqual(d1r["cap_bytes"], int(2 * 2**30 / (2 * H100_TOTAL) * (2 * H100_TOTAL)))
+        self.assertEqual(d1r["device_total_bytes"], 2 * H100_TOTAL)
+        self.assertEqual((d0r["outcome"], d1r["outcome"]), ("ok", "oom"))
+        self.assertEqual(d1r["outcome_event"], 2)
+        self.assertEqual(d1r["memory_stats"], {"num_ooms": 1})
+        self.assertEqual(d0r["device_events"], [["segment_alloc", 0x1_0000_0000, 20 * MiB, 0]])
+        self.assertEqual(d1r["derived"]["peak_reserved_bytes"], 2 * MiB)
+        # the whole run's events say which device (a fifth field)
+        self.assertEqual(ref["device_events"][1], ["segment_alloc", 0x1_0000_0000, 2 * MiB, 1, 1])
+
+
+class TestStartedMidRun(ConverterTestCase):
+    def test_unseen_segment_says_started_mid_run(self):
+        # Nothing freed that was never allocated, but a segment released that the log never
+        # saw made: the recording began later than the run.
+        events = [ev("alloc", 0x1_0000_0000, 4096, 1),
+                  ev("free_requested", 0x1_0000_0000, 4096, 2),
+                  ev("free_completed", 0x1_0000_0000, 4096, 2),
+                  ev("segment_free", 0x5_0000_0000, 20 * MiB, 3)]
+        src = self.write_snapshot("late.pickle", snapshot(events))
+        r = self.convert_ok(src, "-o", "out.gstrace")
+        self.assertIn("mid-run", r.stderr)
+        self.assertIn("# started_mid_run: yes", self.trace_lines(self.path("out.gstrace")))
+
+
 @unittest.skipUnless(os.path.isdir(REAL_TRACES), "real traces not present at " + REAL_TRACES)
 class TestRealTraces(ConverterTestCase):
     """The allocator numbers derived from the real snapshots equal what PyTorch reported."""
@@ -543,6 +783,77 @@ class TestRealTraces(ConverterTestCase):
             for name, rows in runs_of_it[1:]:
                 with self.subTest(workload=workload, run=name):
                     self.assertEqual(rows, first, f"{name} differs from {first_name}")
+
+
+
+class TestRepoReferences(ConverterTestCase):
+    """The real runs in traces/references/: what the converter makes of each (issue 12)."""
+
+    def convert_all(self):
+        out = {}
+        for d in REPO_REFERENCES:
+            for src in sorted(glob.glob(os.path.join(d, "*.pickle.gz"))):
+                name = os.path.basename(src)[: -len(".pickle.gz")]
+                trace, ref_path = self.path(name + ".gstrace"), self.path(name + ".ref.json")
+                r = self.convert_ok(src, "-o", trace, "--reference", ref_path)
+                with open(ref_path) as f:
+                    ref = json.load(f)
+                with open(src[: -len(".pickle.gz")] + ".json") as f:
+                    sib = json.load(f)
+                out[name] = (self.trace_lines(trace), ref, sib, r.stderr)
+        return out
+
+    def test_repo_references(self):
+        runs = self.convert_all()
+        self.assertGreaterEqual(len(runs), 16)
+        for name, (lines, ref, sib, stderr) in runs.items():
+            workload = name.split("__")[0]
+            header = [l for l in lines if l.startswith("# ")]
+            rows = [l.split(",") for l in lines[lines.index(HEADER_COLS) + 1:]]
+            with self.subTest(run=name):
+                devs = sorted(sib.get("memory_stats_by_device") or {"0": None})
+                for dev in devs:
+                    ms = (sib.get("memory_stats_by_device") or {}).get(dev) or sib["memory_stats"]
+                    r = ref["devices"][dev] if "devices" in ref else ref
+                    d = r["derived"]
+                    ooms = sum(1 for x in rows if x[2] == "oom" and x[4] == dev)
+                    self.assertEqual(ooms, ms["num_ooms"])   # every failed request is a row
+                    if workload == "cut":
+                        continue                             # the kept tail has no segment event
+                    self.assertEqual(d["num_segment_alloc"] + d["num_segment_map"],
+                                     ms["num_device_alloc"])
+                    self.assertEqual(d["num_segment_free"] + d["num_segment_unmap"],
+                                     ms["num_device_free"])
+                    self.assertEqual(d["peak_reserved_bytes"], ms["reserved_bytes.all.peak"])
+                inferred = [l for l in header if l.startswith("# inferred_empty_cache")]
+                fatal = "# fatal_oom_event: %d" % (len(rows) - 1)
+                if workload == "oomdie":
+                    self.assertIn(fatal, header)
+                    self.assertEqual(rows[-1][2], "oom")
+                    self.assertEqual(ref["outcome_event"], len(rows) - 1)
+                    self.assertEqual(lines[0], "# gpusim-trace 2")
+                else:
+                    self.assertFalse(any(l.startswith("# fatal_oom_event") for l in header))
+                if workload in ("oomdie", "oomcatch", "llmgen", "cut", "twogpu"):
+                    # their releases (oomdie, oomcatch) are the allocator's own, under the cap
+                    self.assertEqual(inferred, [])
+                if workload == "sidestream":
+                    # exactly one empty_cache() in the program, before step 12
+                    self.assertEqual(inferred, ["# inferred_empty_cache: 1"])
+                    at = [i for i, x in enumerate(rows) if x[2] == "empty_cache"]
+                    self.assertEqual(len(at), 1)
+                    # right before the releases it made (seq: rows before the release)
+                    first = next(e for e in ref["device_events"] if e[0] in ("segment_free",
+                                                                             "segment_unmap"))
+                    self.assertEqual(first[3], at[0] + 1)
+                if workload == "cut":
+                    self.assertIn("# synthesized_allocs: 37", header)
+                if workload == "twogpu":
+                    self.assertEqual(sorted(ref["devices"]), ["0", "1"])
+                    self.assertEqual(ref["devices"]["1"]["cap_bytes"],
+                                     int(2 * 2**30 / 150109880320 * 150109880320))
+                    self.assertIn("# device_total_bytes_by_device: 0=150109880320,"
+                                  "1=150109880320", header)
 
 
 if __name__ == "__main__":

@@ -253,11 +253,20 @@ static void odd_requests_body(void)
 
 START_TEST(empty_unknown_and_over_capacity_requests)
 {
-    char *stats = path_in("odd.json");
-    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats);
+    char *stats = path_in("odd.json"), *trace = path_in("odd.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
     const char *env[] = {"GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", "GPUSIM_TORCH_OOM=none", e1,
-                         NULL};
+                         e2, NULL};
     ck_assert_int_eq(in_child(odd_requests_body, env), 0);
+    /* the request that failed is in the trace as one (an oom event), where it was made */
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n, 3);
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_OOM);
+    ck_assert_uint_eq(t->ev[1].size, 16 << 20);
+    gs_trace_free(t);
+    g_free(e2);
+    g_free(trace);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
     const gs_json *res = gs_json_get(j, "results")->items[0];

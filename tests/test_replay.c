@@ -272,6 +272,253 @@ START_TEST(reference_files)
 }
 END_TEST
 
+
+/* ---- requests that failed in the recorded run (oom events), and several devices ---- */
+
+/* a 60 MiB block; a 60 MiB request that failed (caught); a's free; 70 MiB; a 200 MiB request
+ * that failed last (the run died of it). */
+static gs_trace *oom_trace(void)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 60 * MiB);
+    gs_trace_add_oom(t, "torch", 0, 60 * MiB);
+    gs_trace_add_free(t, a);
+    gs_trace_add_alloc(t, "torch", 0, 70 * MiB);
+    gs_trace_add_oom(t, "torch", 0, 200 * MiB);
+    gs_trace_set_meta(t, "fatal_oom_event", "4");
+    return t;
+}
+
+START_TEST(replay_oom_events)
+{
+    gs_trace *t = oom_trace();
+    /* under the recorded cap: the first fails and is gone past, the last is where it died */
+    gs_result r = replay(t, "pytorch", 100 * MiB, false);
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.first_oom_event, 4);
+    ck_assert_uint_eq(r.first_oom_size, 200 * MiB);
+    ck_assert_uint_eq(r.caught_ooms, 1);
+    ck_assert_uint_eq(r.stats.num_ooms, 2);
+    /* each failed request flushed and retried, and so did the 70 MiB (a's 60 MiB segment was
+     * cached: 60 + 70 > 100) */
+    ck_assert_uint_eq(r.stats.num_alloc_retries, 3);
+    ck_assert_uint_eq(r.events, 5);
+    gs_result_clear(&r);
+    /* --continue-on-oom changes nothing: the caught one is gone past anyway */
+    r = replay(t, "pytorch", 100 * MiB, true);
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.caught_ooms, 1);
+    ck_assert_uint_eq(r.first_oom_event, 4);
+    gs_result_clear(&r);
+    /* without a cap both are served and given back at once: the program never had them */
+    r = replay(t, "pytorch", 0, false);
+    ck_assert(!r.oom);
+    ck_assert_uint_eq(r.caught_ooms, 0);
+    ck_assert_uint_eq(r.stats.num_ooms, 0);
+    ck_assert_int_eq(r.stats.allocation[GS_STAT_ALL].current, 1);
+    ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].current, 70 * MiB);
+    ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].peak, 270 * MiB);
+    ck_assert_uint_eq(r.events, 5);
+    gs_result_clear(&r);
+    /* an oom that is not last is caught whatever the header says about another */
+    gs_trace_add_op(t, GS_OP_MARK, 0);
+    gs_trace_set_meta(t, "fatal_oom_event", "");
+    r = replay(t, "pytorch", 100 * MiB, false);
+    ck_assert(!r.oom);
+    ck_assert_uint_eq(r.caught_ooms, 2);
+    gs_result_clear(&r);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* Device 0: 30 MiB, freed, its cache emptied; device 1: 50 MiB, then 40 MiB. */
+static gs_trace *two_device_trace(void)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 30 * MiB);
+    gs_trace_add_alloc(t, "torch", 0, 50 * MiB);
+    t->ev[t->n - 1].device = 1;
+    gs_trace_add_free(t, a);
+    gs_trace_add_op(t, GS_OP_EMPTY_CACHE, 0); /* device 0's cache only */
+    gs_trace_add_alloc(t, "torch", 0, 40 * MiB);
+    t->ev[t->n - 1].device = 1;
+    return t;
+}
+
+START_TEST(replay_several_devices)
+{
+    gs_trace *t = two_device_trace();
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new("pytorch", &err);
+    gs_replay_opts o = {.device_total = 80 * GiB};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, &err));
+    ck_assert_uint_eq(r.n_devices, 2);
+    const gs_result *d0 = &r.devices[0], *d1 = &r.devices[1];
+    ck_assert_uint_eq(d0->device, 0);
+    ck_assert_uint_eq(d1->device, 1);
+    ck_assert_int_eq(d0->stats.reserved_bytes[GS_STAT_ALL].peak, 30 * MiB);
+    ck_assert_uint_eq(d0->stats.num_device_free, 1); /* its empty_cache */
+    ck_assert_int_eq(d1->stats.reserved_bytes[GS_STAT_ALL].peak, 90 * MiB);
+    ck_assert_uint_eq(d1->stats.num_device_free, 0); /* not emptied */
+    ck_assert_str_eq(d1->policy, "pytorch");
+    ck_assert_uint_eq(d0->events + d1->events, t->n);
+    /* the totals: sums, and the peak of the sum over time (30 + 50, then 0 + 90) */
+    ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].peak, 90 * MiB);
+    ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].allocated, 120 * MiB);
+    ck_assert_uint_eq(r.stats.num_device_alloc, 3);
+    ck_assert_uint_eq(r.stats.num_device_free, 1);
+    ck_assert_uint_eq(r.dev_free_before, d0->dev_free_before + d1->dev_free_before);
+    gs_result_clear(&r);
+
+    /* a limit per device: device 1 may reserve 80 MiB, and dies at its 40 MiB */
+    gs_device_opts dev[] = {{.device = 1, .capacity = 80 * MiB}};
+    o.devices = dev;
+    o.n_devices = 1;
+    o.capacity = 1 * GiB; /* every other device's */
+    ck_assert(gs_replay_run(t, p, &o, &r, &err));
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.first_oom_event, 4);
+    ck_assert_uint_eq(r.first_oom_device, 1);
+    ck_assert(!r.devices[0].oom);
+    ck_assert(r.devices[1].oom);
+    ck_assert_uint_eq(r.devices[1].first_oom_event, 4);
+    ck_assert_uint_eq(r.devices[0].capacity, 1 * GiB);
+    ck_assert_uint_eq(r.devices[1].capacity, 80 * MiB);
+    ck_assert_uint_eq(r.devices[1].stats.num_alloc_retries, 1);
+
+    /* the reports: a row per device (table, CSV), "devices" with a result's keys (JSON) */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_TABLE, "two", t, &r, 1, NULL, true);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "pytorch @0=1GiB,1=80MiB "));
+    ck_assert_ptr_nonnull(strstr(buf, "\n  device 0 @1GiB "));
+    ck_assert_ptr_nonnull(strstr(buf, "\n  device 1 @80MiB "));
+    ck_assert_ptr_nonnull(strstr(buf, "first OOM at event 4 on device 1"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_CSV, "two", t, &r, 1, NULL, true);
+    fclose(f);
+    char **lines = g_strsplit(buf, "\n", -1);
+    ck_assert(g_str_has_suffix(lines[0], ",device"));
+    ck_assert(g_str_has_suffix(lines[1], ","));   /* the totals */
+    ck_assert(g_str_has_suffix(lines[2], ",0"));
+    ck_assert(g_str_has_suffix(lines[3], ",1"));
+    ck_assert(g_str_has_prefix(lines[3], "two,pytorch,83886080,oom,4,"));
+    g_strfreev(lines);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_JSON, "two", t, &r, 1, NULL, true);
+    fclose(f);
+    gs_json *j = gs_json_parse("report", buf, len, &err);
+    ck_assert_msg(j, "%s", err ? err->message : "");
+    const gs_json *res = gs_json_get(j, "results")->items[0];
+    const gs_json *devs = gs_json_get(res, "devices");
+    ck_assert_ptr_nonnull(devs);
+    ck_assert_uint_eq(devs->n, 2);
+    const gs_json *j1 = gs_json_get(devs, "1");
+    for (size_t k = 0; k < res->n; k++) /* every key of the result, but "devices" */
+        ck_assert_msg(strcmp(res->keys[k], "devices") == 0 || gs_json_get(j1, res->keys[k]),
+                      "device 1 lacks '%s'", res->keys[k]);
+    ck_assert_str_eq(gs_json_get(j1, "outcome")->str, "oom");
+    ck_assert_str_eq(gs_json_get(gs_json_get(devs, "0"), "outcome")->str, "ok");
+    int64_t v;
+    ck_assert(gs_json_int(gs_json_get(j1, "peak_reserved_bytes"), &v) && v == 50 * MiB);
+    ck_assert(gs_json_int(gs_json_get(gs_json_get(j1, "memory_stats"), "num_ooms"), &v) && v == 1);
+    gs_json_free(j);
+    free(buf);
+    gs_result_clear(&r);
+
+    /* several devices need simulated devices and one client */
+    gs_trace_add_alloc(t, "cupy", 0, 4096);
+    ck_assert(!gs_replay_run(t, p, &(gs_replay_opts){0}, &r, &err));
+    ck_assert_ptr_nonnull(strstr(err->message, "several devices and several clients"));
+    g_clear_error(&err);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(report_says_what_the_trace_can_tell)
+{
+    gs_trace *t = oom_trace();
+    gs_trace_set_meta(t, "synthesized_allocs", "1");
+    gs_result r = replay(t, "pytorch", 100 * MiB, false);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_TABLE, "t", t, &r, 1, NULL, true);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "the recorded run died at event 4 (an OOM); \"ok\" means it "
+                                      "survives that far"));
+    ck_assert_ptr_nonnull(strstr(buf, "recording started mid-run: 1 allocation synthesized, "
+                                      "results below that point are approximate"));
+    ck_assert_ptr_nonnull(strstr(buf, "1 OOM caught and gone past"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_CSV, "t", t, &r, 1, NULL, true);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, ",recorded_fatal_oom_event,synthesized_allocs,caught_ooms\n"));
+    ck_assert(g_str_has_suffix(buf, ",4,1,1\n"));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    gs_report(f, GS_FMT_JSON, "t", t, &r, 1, NULL, true);
+    fclose(f);
+    GError *err = NULL;
+    gs_json *j = gs_json_parse("report", buf, len, &err);
+    int64_t v;
+    ck_assert(gs_json_int(gs_json_get(j, "recorded_fatal_oom_event"), &v) && v == 4);
+    ck_assert(gs_json_int(gs_json_get(j, "synthesized_allocs"), &v) && v == 1);
+    ck_assert(gs_json_int(gs_json_get(gs_json_get(j, "results")->items[0], "caught_ooms"), &v) &&
+              v == 1);
+    gs_json_free(j);
+    free(buf);
+    gs_result_clear(&r);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(reference_per_device)
+{
+    char *dir = g_dir_make_tmp("gs-ref-XXXXXX", NULL);
+    char *path = g_build_filename(dir, "r.json", NULL);
+    g_file_set_contents(path,
+        "{\"format\": \"gpusim-reference 1\", \"allocator_conf\": \"\", \"outcome\": \"oom\",\n"
+        " \"outcome_event\": 7, \"device_events\": [],\n"
+        " \"devices\": {\"0\": {\"cap_bytes\": 100, \"outcome\": \"ok\", \"device_events\": "
+        "[[\"segment_alloc\", 4096, 2097152, 0]]},\n"
+        "   \"1\": {\"cap_bytes\": 200, \"outcome\": \"oom\", \"outcome_event\": 7,"
+        " \"device_events\": [[\"segment_free\", 4096, 2097152, 1]],"
+        " \"memory_stats\": {\"num_ooms\": 1}}}}\n", -1, NULL);
+    GError *err = NULL;
+    gs_reference *r = gs_reference_load(path, &err);
+    ck_assert_msg(r != NULL, "%s", err ? err->message : "");
+    ck_assert(r->has_outcome_event && r->outcome_event == 7);
+    ck_assert_uint_eq(r->n_devices, 2);
+    const gs_reference *d1 = gs_reference_device(r, 1);
+    ck_assert_ptr_nonnull(d1);
+    ck_assert_uint_eq(d1->cap_bytes, 200);
+    ck_assert_uint_eq(d1->n_device_free, 1);
+    ck_assert(d1->has_outcome_event);
+    int64_t v;
+    ck_assert(gs_reference_stat(d1, "num_ooms", &v) && v == 1);
+    ck_assert_uint_eq(gs_reference_device(r, 0)->n_segment_alloc, 1);
+    ck_assert_ptr_null(gs_reference_device(r, 2));
+    gs_reference_free(r);
+    g_file_set_contents(path, "{\"format\": \"gpusim-reference 1\", \"device_events\": [],"
+                              " \"devices\": {\"x\": {\"device_events\": []}}}", -1, NULL);
+    ck_assert_ptr_null(gs_reference_load(path, &err));
+    ck_assert_ptr_nonnull(strstr(err->message, "device numbers"));
+    g_clear_error(&err);
+    g_unlink(path);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(dir);
+}
+END_TEST
+
 static const char *data_dir;
 
 /* PyTorch's own case for expandable segments (traces/synth.py batch-alternate: 48 layers,
@@ -444,6 +691,10 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, parse_sizes);
     tcase_add_test(tc, format_sizes);
     tcase_add_test(tc, reference_files);
+    tcase_add_test(tc, replay_oom_events);
+    tcase_add_test(tc, replay_several_devices);
+    tcase_add_test(tc, report_says_what_the_trace_can_tell);
+    tcase_add_test(tc, reference_per_device);
     suite_add_tcase(s, tc);
     if (data_dir) {
         TCase *tt = tcase_create("traces");

@@ -350,7 +350,7 @@ END_TEST
 
 START_TEST(test_err_version)
 {
-    expect_error_at("# gpusim-trace 2\n" GS_TRACE_COLUMNS "\n", 1, "unsupported trace version 2");
+    expect_error_at("# gpusim-trace 3\n" GS_TRACE_COLUMNS "\n", 1, "unsupported trace version 3");
 }
 END_TEST
 
@@ -1245,6 +1245,142 @@ START_TEST(test_too_many_clients)
 }
 END_TEST
 
+/* ---- version 2: requests that failed in the recorded run; header keys with a meaning ---- */
+
+#define HDR2 "# gpusim-trace 2\n" GS_TRACE_COLUMNS "\n"
+
+static const char v2_text[] = "# gpusim-trace 2\n"
+                              "# fatal_oom_event: 3\n"
+                              "# synthesized_allocs: 1\n"
+                              GS_TRACE_COLUMNS "\n"
+                              "0,0,alloc,torch,0,0,1,4096\n"
+                              "1,5,oom,torch,0,7,0,130547712\n"
+                              "2,6,free,torch,0,0,1,4096\n"
+                              "3,9,oom,torch,0,0,0,2097152\n";
+
+START_TEST(test_v2_oom_events)
+{
+    gs_trace *t = parse_ok(v2_text);
+    ck_assert_uint_eq(t->n, 4);
+    ck_assert_uint_eq(t->n_slots, 1); /* an oom names no allocation */
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_OOM);
+    ck_assert_uint_eq(t->ev[1].slot, UINT32_MAX);
+    ck_assert_uint_eq(t->ev[1].size, 130547712);
+    ck_assert_uint_eq(g_array_index(t->streams, uint64_t, t->ev[1].stream), 7);
+    ck_assert_str_eq(gs_op_name(GS_OP_OOM), "oom");
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    ck_assert(cv.fatal_oom);
+    ck_assert_uint_eq(cv.fatal_oom_event, 3);
+    ck_assert_uint_eq(cv.synthesized, 1);
+    ck_assert(cv.started_mid_run);
+    ck_assert_uint_eq(cv.n_oom_events, 2);
+    /* written back byte for byte, as version 2 */
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, NULL, NULL));
+    ck_assert_str_eq(data, v2_text);
+    g_free(data);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_v2_reads_version_1)
+{
+    /* A version-2 reader takes version 1 as it always did, and writes it back as version 1. */
+    gs_trace *t = parse_ok(canonical);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    ck_assert(!cv.fatal_oom && !cv.started_mid_run && cv.n_oom_events == 0);
+    gs_trace_free(t);
+    t = parse_ok(HDR2 "0,0,alloc,torch,0,0,1,4096\n");
+    ck_assert_uint_eq(t->n, 1);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_err_oom_in_version_1)
+{
+    expect_error_at(HDR "0,0,oom,torch,0,0,0,4096\n", 3, "op 'oom' needs '# gpusim-trace 2'");
+}
+END_TEST
+
+START_TEST(test_err_fatal_oom_header)
+{
+    /* the header must name the last event, and it must be an oom */
+    expect_error_at("# gpusim-trace 2\n# fatal_oom_event: 0\n" GS_TRACE_COLUMNS "\n"
+                    "0,0,oom,torch,0,0,0,4096\n1,0,mark,torch,0,0,0,0\n",
+                    0, "'fatal_oom_event' must name the last event, an oom");
+    expect_error_at("# gpusim-trace 2\n# fatal_oom_event: 0\n" GS_TRACE_COLUMNS "\n"
+                    "0,0,alloc,torch,0,0,1,4096\n",
+                    0, "'fatal_oom_event' must name the last event, an oom");
+    expect_error_at("# gpusim-trace 2\n# fatal_oom_event: x\n" GS_TRACE_COLUMNS "\n"
+                    "0,0,oom,torch,0,0,0,4096\n", 0, "bad number in header 'fatal_oom_event'");
+    expect_error_at("# gpusim-trace 2\n# synthesized_allocs: 2\n" GS_TRACE_COLUMNS "\n"
+                    "0,0,alloc,torch,0,0,1,4096\n", 0, "'synthesized_allocs' is more");
+    expect_error_at("# gpusim-trace 1\n# device_total_bytes_by_device: 0:5\n" GS_TRACE_COLUMNS
+                    "\n0,0,alloc,torch,0,0,1,4096\n", 0, "'device_total_bytes_by_device'");
+}
+END_TEST
+
+START_TEST(test_devices_and_totals)
+{
+    gs_trace *t = parse_ok("# gpusim-trace 1\n# device_total_bytes: 1000\n"
+                           "# device_total_bytes_by_device: 1=2000,3=4000\n" GS_TRACE_COLUMNS "\n"
+                           "0,0,alloc,torch,3,0,1,4096\n"
+                           "1,0,alloc,torch,1,0,2,4096\n"
+                           "2,0,alloc,torch,3,0,3,4096\n"
+                           "3,0,free,torch,1,0,2,4096\n");
+    uint32_t *ids = NULL;
+    ck_assert_uint_eq(gs_trace_devices(t, &ids), 2);
+    ck_assert_uint_eq(ids[0], 1);
+    ck_assert_uint_eq(ids[1], 3);
+    g_free(ids);
+    ck_assert_uint_eq(gs_trace_device_total(t, 1), 2000);
+    ck_assert_uint_eq(gs_trace_device_total(t, 3), 4000);
+    ck_assert_uint_eq(gs_trace_device_total(t, 0), 1000); /* not in the list: every device's */
+    gs_trace_free(t);
+    t = gs_trace_new(); /* no events: device 0 */
+    ck_assert_uint_eq(gs_trace_devices(t, &ids), 1);
+    ck_assert_uint_eq(ids[0], 0);
+    g_free(ids);
+    gs_trace_free(t);
+}
+END_TEST
+
+START_TEST(test_builder_oom)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100);
+    gs_trace_add_oom(t, "torch", 5, 1 << 30);
+    gs_trace_add_free(t, a);
+    ck_assert_uint_eq(t->n, 3);
+    ck_assert_uint_eq(t->n_slots, 1);
+    ck_assert_uint_eq(t->ev[1].op, GS_OP_OOM);
+    ck_assert_uint_eq(t->ev[1].size, 1 << 30);
+    ck_assert_uint_eq(t->ev[1].slot, UINT32_MAX);
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "b.gstrace", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, NULL, NULL));
+    ck_assert(g_str_has_prefix(data, "# gpusim-trace 2\n"));
+    ck_assert_ptr_nonnull(strstr(data, "\n1,1,oom,torch,0,5,0,1073741824\n"));
+    g_free(data);
+    gs_trace *u = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->ev[1].op, GS_OP_OOM);
+    gs_trace_free(u);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -1320,6 +1456,15 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_builder_continues_loaded);
     tcase_add_test(tc, test_roundtrip_built);
     tcase_add_test(tc, test_roundtrip_gzip);
+    tcase_add_test(tc, test_builder_oom);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("version 2");
+    tcase_add_test(tc, test_v2_oom_events);
+    tcase_add_test(tc, test_v2_reads_version_1);
+    tcase_add_test(tc, test_err_oom_in_version_1);
+    tcase_add_test(tc, test_err_fatal_oom_header);
+    tcase_add_test(tc, test_devices_and_totals);
     suite_add_tcase(s, tc);
     return s;
 }

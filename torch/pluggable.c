@@ -252,8 +252,13 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
                 why ? why : gs_strerror(st));
     }
     if (a->trace) {
-        uint32_t slot = gs_trace_add_alloc(a->trace, "torch", (uint64_t)(uintptr_t)stream,
-                                           (uint64_t)size);
+        /* a request that failed is an oom event: replays meet it where the program did */
+        uint32_t slot = UINT32_MAX;
+        if (st == GS_ERR_OOM)
+            gs_trace_add_oom(a->trace, "torch", (uint64_t)(uintptr_t)stream, (uint64_t)size);
+        else
+            slot = gs_trace_add_alloc(a->trace, "torch", (uint64_t)(uintptr_t)stream,
+                                      (uint64_t)size);
         a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
         a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
         if (p) g_hash_table_insert(a->slots, p, GUINT_TO_POINTER(slot + 1));

@@ -198,6 +198,7 @@ typedef struct {
 
     enum { WANT_MAGIC, WANT_COLUMNS, EVENTS } state;
     uint64_t seq; /* expected seq of the next event line */
+    unsigned version; /* of the magic line: 1 or 2 (oom events) */
 } parser;
 
 /* What becomes of an event line once its id is resolved. */
@@ -267,6 +268,8 @@ static char *quote(const char *s, size_t len)
 static GS_HOT_INLINE int op_from(const char *s, size_t len)
 {
     switch (len) {
+    case 3:
+        return memcmp(s, "oom", 3) == 0 ? GS_OP_OOM : -1;
     case 4:
         if (memcmp(s, "free", 4) == 0)
             return GS_OP_FREE;
@@ -546,6 +549,13 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
     case GS_OP_FREE_DONE:
         fate = resolve_free(p, r, &ev);
         break;
+    case GS_OP_OOM: /* names no allocation, like EMPTY_CACHE and MARK; a version-2 op */
+        if (p->version < 2) {
+            fail(p, "op 'oom' needs '%s' (this file says version 1)", GS_TRACE_MAGIC_2);
+            return FALSE;
+        }
+        fate = EV_APPEND;
+        break;
     default: /* EMPTY_CACHE, MARK: id is parsed but means nothing; size is kept */
         fate = EV_APPEND;
         break;
@@ -604,8 +614,14 @@ static gboolean magic_line(parser *p, const char *s, const char *le)
 {
     static const char prefix[] = "# gpusim-trace ";
     size_t plen = sizeof prefix - 1, len = (size_t)(le - s);
-    if (len == strlen(GS_TRACE_MAGIC) && memcmp(s, GS_TRACE_MAGIC, len) == 0)
+    if (len == strlen(GS_TRACE_MAGIC) && memcmp(s, GS_TRACE_MAGIC, len) == 0) {
+        p->version = 1;
         return TRUE;
+    }
+    if (len == strlen(GS_TRACE_MAGIC_2) && memcmp(s, GS_TRACE_MAGIC_2, len) == 0) {
+        p->version = 2;
+        return TRUE;
+    }
     uint64_t version;
     if (len > plen && memcmp(s, prefix, plen) == 0 &&
         gs_trace_parse_u64(s + plen, len - plen, &version))
@@ -703,6 +719,11 @@ static gboolean finish_text(parser *p, size_t total, size_t leftover)
     }
     if (p->state != EVENTS) {
         fail(p, "missing column line '%s'", GS_TRACE_COLUMNS);
+        return FALSE;
+    }
+    const char *why = gs_trace_header_problem(p->t);
+    if (why) {
+        g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s: %s", p->name, why);
         return FALSE;
     }
     return TRUE;

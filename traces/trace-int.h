@@ -29,4 +29,8 @@ gboolean gs_trace_valid_name(const char *s, size_t len);
 /* Strict unsigned decimal: digits only, no sign or spaces, overflow is an error. */
 gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out);
 
+/* The header keys with a meaning (trace.h) against the events: NULL when they agree, else what
+ * is wrong (a static string). The reader calls it once the events are in. */
+const char *gs_trace_header_problem(const gs_trace *t);
+
 #endif

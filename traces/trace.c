@@ -20,6 +20,7 @@ static const char *const op_names[GS_OP_COUNT] = {
     [GS_OP_FREE_DONE] = "free_done",
     [GS_OP_EMPTY_CACHE] = "empty_cache",
     [GS_OP_MARK] = "mark",
+    [GS_OP_OOM] = "oom",
 };
 
 const char *gs_op_name(gs_op op)
@@ -54,6 +55,113 @@ gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out)
     }
     *out = v;
     return TRUE;
+}
+
+/* A "D=N,D=N" list (device_total_bytes_by_device): the N of device d in *out. FALSE when the
+ * list is malformed; *found says whether d was in it. */
+static gboolean by_device(const char *v, uint32_t d, uint64_t *out, gboolean *found)
+{
+    *found = FALSE;
+    char **parts = g_strsplit(v, ",", -1);
+    gboolean ok = parts[0] != NULL;
+    for (char **q = parts; ok && *q; q++) {
+        const char *eq = strchr(*q, '=');
+        uint64_t dev, n;
+        ok = eq && gs_trace_parse_u64(*q, (size_t)(eq - *q), &dev) && dev <= UINT32_MAX &&
+             gs_trace_parse_u64(eq + 1, strlen(eq + 1), &n);
+        if (ok && dev == d) {
+            *out = n;
+            *found = TRUE;
+        }
+    }
+    g_strfreev(parts);
+    return ok;
+}
+
+static gboolean meta_u64(const gs_trace *t, const char *key, uint64_t *out, gboolean *bad)
+{
+    const char *v = gs_trace_get_meta(t, key);
+    if (!v) return FALSE;
+    if (!gs_trace_parse_u64(v, strlen(v), out)) {
+        *bad = TRUE;
+        return FALSE;
+    }
+    return TRUE;
+}
+
+const char *gs_trace_header_problem(const gs_trace *t)
+{
+    gboolean bad = FALSE;
+    uint64_t v;
+    if (meta_u64(t, "fatal_oom_event", &v, &bad) &&
+        (t->n == 0 || v != t->n - 1 || t->ev[t->n - 1].op != GS_OP_OOM))
+        return "header 'fatal_oom_event' must name the last event, an oom";
+    if (bad) return "bad number in header 'fatal_oom_event'";
+    if (meta_u64(t, "synthesized_allocs", &v, &bad) && v > t->n_slots)
+        return "header 'synthesized_allocs' is more than the trace's allocations";
+    if (bad) return "bad number in header 'synthesized_allocs'";
+    (void)meta_u64(t, "inferred_empty_cache", &v, &bad);
+    if (bad) return "bad number in header 'inferred_empty_cache'";
+    const char *bd = gs_trace_get_meta(t, "device_total_bytes_by_device");
+    gboolean found;
+    if (bd && !by_device(bd, 0, &v, &found))
+        return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,...";
+    return NULL;
+}
+
+void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
+{
+    memset(out, 0, sizeof *out);
+    gboolean bad = FALSE;
+    uint64_t v;
+    if (meta_u64(t, "fatal_oom_event", &v, &bad) && t->ev && t->n && v == t->n - 1 &&
+        t->ev[t->n - 1].op == GS_OP_OOM) {
+        out->fatal_oom = true;
+        out->fatal_oom_event = (size_t)v;
+    }
+    if (meta_u64(t, "synthesized_allocs", &v, &bad)) out->synthesized = v;
+    if (meta_u64(t, "inferred_empty_cache", &v, &bad)) out->inferred_empty_cache = v;
+    const char *m = gs_trace_get_meta(t, "started_mid_run");
+    out->started_mid_run = out->synthesized > 0 || (m && strcmp(m, "yes") == 0);
+    /* (a stand-in trace may count events it does not hold: ev NULL) */
+    for (size_t i = 0; t->ev && i < t->n; i++) out->n_oom_events += t->ev[i].op == GS_OP_OOM;
+}
+
+static gint cmp_u32(gconstpointer a, gconstpointer b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+size_t gs_trace_devices(const gs_trace *t, uint32_t **ids)
+{
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    uint32_t last = 0;
+    for (size_t i = 0; t->ev && i < t->n; i++) {
+        uint32_t d = t->ev[i].device;
+        if (a->len && d == last) continue; /* consecutive events mostly share a device */
+        last = d;
+        gboolean seen = FALSE;
+        for (guint k = 0; k < a->len && !seen; k++) seen = g_array_index(a, uint32_t, k) == d;
+        if (!seen) g_array_append_val(a, d);
+    }
+    if (a->len == 0) {
+        uint32_t zero = 0;
+        g_array_append_val(a, zero);
+    }
+    g_array_sort(a, cmp_u32);
+    size_t n = a->len;
+    *ids = (uint32_t *)(void *)g_array_free(a, FALSE);
+    return n;
+}
+
+uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device)
+{
+    const char *bd = gs_trace_get_meta(t, "device_total_bytes_by_device");
+    uint64_t v;
+    gboolean found;
+    if (bd && by_device(bd, device, &v, &found) && found) return v;
+    return t->device_total;
 }
 
 /* ---- The object ----------------------------------------------------------------------------- */
@@ -290,6 +398,22 @@ void gs_trace_add_free_done(gs_trace *t, uint32_t slot)
     g_return_if_fail(builder(t)->state[slot] == SLOT_PENDING);
     add_slot_event(t, slot, GS_OP_FREE_DONE, 0);
     t->builder->state[slot] = SLOT_DONE;
+}
+
+void gs_trace_add_oom(gs_trace *t, const char *client, uint64_t stream, uint64_t size)
+{
+    g_return_if_fail(t != NULL && client != NULL);
+    g_return_if_fail(gs_trace_valid_name(client, strlen(client)));
+    g_return_if_fail(t->clients->len < GS_TRACE_MAX_CLIENTS || find_client(t, client) >= 0);
+    g_return_if_fail(t->streams->len < GS_TRACE_MAX_STREAMS || find_stream(t, stream) >= 0);
+    uint16_t c = builder_client(t, client);
+    uint32_t s = builder_stream(t, stream);
+    gs_event *e = push_event(t);
+    e->op = GS_OP_OOM;
+    e->slot = UINT32_MAX;
+    e->size = size;
+    e->client = c;
+    e->stream = s;
 }
 
 void gs_trace_add_op(gs_trace *t, gs_op op, uint64_t size)

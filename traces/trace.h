@@ -6,12 +6,43 @@
  * free that a later free_done completes, since the allocator must know at free time whether
  * the block is reusable at once or only after the deferred completion.
  *
- * Text format, version 1 (optionally gzip-compressed; detected by the gzip magic, not the name):
+ * Text format, version 1 or 2 (optionally gzip-compressed; detected by the gzip magic, not the
+ * name):
  *
- *     # gpusim-trace 1
+ *     # gpusim-trace 2
  *     # key: value                       (header metadata; any number, before the column line)
  *     seq,time_us,op,client,device,stream,id,size
  *     0,0,alloc,torch,0,0,1,37632
+ *     1,5,oom,torch,0,0,0,130547712
+ *
+ * Ops: alloc, free, free_done, empty_cache, mark (version 1), and oom (version 2): a request of
+ * size bytes that failed with an out-of-memory error in the recorded run. It names no
+ * allocation (id 0) and nothing frees it. Where later events follow it, the recorded program
+ * caught the error and went on; where it is the trace's last event, the program died there. A
+ * replay makes the request as the program did: if it fails, the OOM is counted and the replay
+ * goes on (caught) or stops (the last event); if it succeeds, the memory is given back at once,
+ * since the recorded program never had it. Its size is what the recording allocator logged
+ * (PyTorch: the request rounded to 512 bytes). The writer writes version 1 when the trace has
+ * no oom event, so a version-1 trace reads and writes back byte for byte; the reader takes
+ * both, and refuses an oom line in a version-1 file.
+ *
+ * Header keys with a meaning (any other key is free-form metadata):
+ *   device_total_bytes: N            the device's memory (every device's, with several)
+ *   device_total_bytes_by_device: D=N,...   several devices of different sizes
+ *   fatal_oom_event: N               the recorded run died of the OOM at event N (seq), which
+ *                                    must be the trace's last event, an oom
+ *   synthesized_allocs: N            recording started mid-run: events 0 .. N-1 are allocations
+ *                                    made up for blocks the log saw freed or held but never
+ *                                    allocated (the converter's); results are approximate
+ *   started_mid_run: yes             recording started mid-run (other evidence: segments the
+ *                                    log never saw made), even with no synthesized allocation
+ *   inferred_empty_cache: N          N of the empty_cache events were inferred by the converter
+ *                                    from the allocator's own segment releases
+ * The reader checks fatal_oom_event (a number naming the last event, an oom) and the numbers of
+ * device_total_bytes and synthesized_allocs.
+ *
+ * Several devices (the device column): each device is its own allocator with its own memory,
+ * as in PyTorch; an event belongs to its device, and empty_cache empties its device's cache.
  *
  * The reader is strict: any malformed line is an error "FILE:LINE: message" (GS_TRACE_ERROR),
  * unless GS_TRACE_LENIENT is given, in which case semantic errors (free of an unknown id,
@@ -31,7 +62,9 @@
 
 G_BEGIN_DECLS
 
-#define GS_TRACE_MAGIC "# gpusim-trace 1"
+#define GS_TRACE_MAGIC "# gpusim-trace 1"   /* a trace with no oom event */
+#define GS_TRACE_MAGIC_2 "# gpusim-trace 2" /* a trace with oom events */
+#define GS_TRACE_VERSION 2                  /* the newest version the reader takes */
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
 
 /* The most distinct streams, and the most distinct clients, one trace may have. The reader
@@ -51,6 +84,7 @@ typedef enum {
     GS_OP_FREE_DONE,   /* deferred completion of an earlier free (cross-stream use) */
     GS_OP_EMPTY_CACHE, /* the program asked the allocator to release its cache */
     GS_OP_MARK,        /* phase/iteration boundary; size carries the iteration number */
+    GS_OP_OOM,         /* a request of size bytes that failed in the recorded run (version 2) */
     GS_OP_COUNT
 } gs_op;
 
@@ -65,7 +99,7 @@ enum {
 typedef struct {
     uint64_t time_us;
     uint64_t size;
-    uint32_t slot;   /* UINT32_MAX for EMPTY_CACHE and MARK */
+    uint32_t slot;   /* UINT32_MAX for EMPTY_CACHE, MARK and OOM */
     uint32_t stream; /* index into gs_trace.streams, < GS_TRACE_MAX_STREAMS */
     uint16_t client; /* index into gs_trace.clients, < GS_TRACE_MAX_CLIENTS */
     uint8_t op;      /* gs_op */
@@ -135,10 +169,29 @@ void gs_trace_add_free(gs_trace *t, uint32_t slot);                 /* immediate
 void gs_trace_add_free_deferred(gs_trace *t, uint32_t slot);        /* free, completed later */
 void gs_trace_add_free_done(gs_trace *t, uint32_t slot);
 void gs_trace_add_op(gs_trace *t, gs_op op, uint64_t size);         /* EMPTY_CACHE or MARK */
+/* A request that failed in the recorded run (GS_OP_OOM); same preconditions as an alloc. */
+void gs_trace_add_oom(gs_trace *t, const char *client, uint64_t stream, uint64_t size);
 void gs_trace_set_meta(gs_trace *t, const char *key, const char *value);
 const char *gs_trace_get_meta(const gs_trace *t, const char *key);
 
 const char *gs_op_name(gs_op op);
+
+/* What the header says the trace can tell (trace.h's header keys), for reports. */
+typedef struct {
+    bool fatal_oom;           /* the recorded run died at event fatal_oom_event */
+    size_t fatal_oom_event;
+    uint64_t synthesized;     /* allocations synthesized at the start (recording cut) */
+    bool started_mid_run;     /* synthesized > 0, or the header says so */
+    uint64_t inferred_empty_cache;
+    size_t n_oom_events;      /* oom events (caught and fatal) */
+} gs_trace_caveats;
+void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out);
+/* The distinct devices of t's events, ascending (at least one: 0 for an empty trace). Returns
+ * their number; *ids is g_new'd (g_free it). */
+size_t gs_trace_devices(const gs_trace *t, uint32_t **ids);
+/* A device's total memory from the header: device_total_bytes_by_device, else
+ * device_total_bytes; 0 when neither says. */
+uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device);
 
 
 G_END_DECLS

@@ -126,7 +126,11 @@ static gboolean check_writable(const gs_trace *t, const char *path, GError **err
 
 static void write_trace(sink *k, const gs_trace *t)
 {
-    sink_str(k, GS_TRACE_MAGIC "\n");
+    /* Version 1 unless an event needs 2: a version-1 trace writes back byte for byte. */
+    gboolean v2 = FALSE;
+    for (size_t i = 0; i < t->n && !v2; i++)
+        v2 = t->ev[i].op == GS_OP_OOM;
+    sink_str(k, v2 ? GS_TRACE_MAGIC_2 "\n" : GS_TRACE_MAGIC "\n");
     gboolean wrote_total = FALSE;
     for (guint i = 0; i < t->meta->len; i++) {
         const gs_trace_meta *m = &g_array_index(t->meta, gs_trace_meta, i);
