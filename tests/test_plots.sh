@@ -146,6 +146,15 @@ check_plot "$tmp/p" batch-alternate-bars 1280 760
 check_plot "$tmp/p" batch-alternate-map-1-pytorch 1280 800
 check_plot "$tmp/p" batch-alternate-map-2-pytorch-max_split_size_mb-128 1280 800
 check_plot "$tmp/p" batch-alternate-map-3-pytorch-expandable_segments-True 1280 800
+# the map at the first OOM: only pytorch meets one; the request beside its pool's largest block
+check_plot "$tmp/p" batch-alternate-oom-map-1-pytorch 1280 960
+ls "$tmp/p" | grep -q 'oom-map-[23]' && fail "replay --plot: an OOM map for a run with no OOM"
+om=$tmp/p/batch-alternate-oom-map-1-pytorch
+grep -q "address space at the first OOM (event 675): a request of 120.45 MiB in the large pool" "$om.gp" ||
+    fail "oom map: title does not name the event and the request"
+grep -q "the failed request: 120.45 MiB" "$om.gp" || fail "oom map: no bar of the request"
+grep -q "largest free block in the large pool: 70.25 MiB" "$om.gp" || fail "oom map: the largest free block not named"
+grep -q "room under the cap: 56.00 MiB" "$om.gp" || fail "oom map: no room under the cap"
 ls -A "$tmp/p" | grep -q 'tmp' && fail "replay --plot: temporary files left"
 # what the plots say: the OOM and the retries are marked, the capacity is drawn and named
 grep -q "pytorch: 1 OOM" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: no OOM marker"
@@ -164,6 +173,12 @@ for r in rs:
     assert len(tl["retries"]) == r["num_alloc_retries"] and len(tl["ooms"]) == r["num_ooms"]
     assert m["reserved_bytes"] == r["peak_reserved_bytes"]
 assert rs[0]["outcome"] == "oom" and len(rs[0]["timeline"]["ooms"]) == 1
+# the map at the first OOM: the first OOM's event, request and largest free block of its pool
+om, fo = rs[0]["oom_map"], rs[0]["first_oom"]
+assert om["event"] == fo["event"] and om["request_bytes"] == fo["size"], (om["event"], fo)
+assert om["largest_free_in_pool_bytes"] == fo["largest_free_in_pool_bytes"]
+assert om["reserved_bytes"] == fo["reserved_bytes"] and om["allocated_bytes"] == fo["allocated_bytes"]
+assert all("oom_map" not in r for r in rs[1:])
 PY
 # without --plot, JSON stays as it was
 "$gpusim" replay "$alt" --format json | grep -q '"timeline"' && fail "JSON without --plot carries a timeline"

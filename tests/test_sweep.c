@@ -1,6 +1,7 @@
 /* test_sweep.c - the sweep (brace-list grids: order, parameter names, errors; cells run in
  * parallel give exactly the serial results, in grid order) and the plots' recorder (timeline
- * maxima, retry and OOM markers, the address map at peak reserved, its JSON round trip).
+ * maxima, retry and OOM markers, the address map at peak reserved and at the first OOM, its
+ * JSON round trip).
  *
  * Usage: test_sweep TRACE_DATA_DIR (traces/data). */
 #include <string.h>
@@ -257,6 +258,84 @@ START_TEST(recorder_keeps_peaks_markers_and_the_map_at_peak)
 }
 END_TEST
 
+static uint64_t json_u(const gs_json *o, const char *key)
+{
+    uint64_t v = 0;
+    ck_assert_msg(gs_json_uint(gs_json_get(o, key), &v), "no %s", key);
+    return v;
+}
+
+/* The map at the first OOM is the heap as the failed request left it: the event, the request
+ * and its pool's largest free block are the result's first OOM report's, the pool's free
+ * blocks in the map add up to what it says, and the largest lies where it says. Under the
+ * default (two pools, cudaMalloc segments), expandable segments and CuPy's pool (one pool). */
+START_TEST(oom_map_is_the_heap_at_the_first_oom)
+{
+    gs_trace *t = load("batch-alternate.gstrace.gz");
+    const struct {
+        const char *spec;
+        uint64_t cap;
+    } runs[] = {{"pytorch", 47 * GiB / 8}, {"pytorch:expandable_segments:True", 11 * GiB / 2},
+                {"cupy", 11 * GiB / 2}};
+    for (size_t k = 0; k < G_N_ELEMENTS(runs); k++) {
+        gs_result r;
+        gs_plot_series *s = record(t, runs[k].spec, runs[k].cap, &r);
+        ck_assert_msg(r.oom && r.first_oom_report, "%s: no OOM", runs[k].spec);
+        const gs_oom_report *o = r.first_oom_report;
+        gs_json *root = series_json(s);
+        const gs_json *m = gs_json_get(root, "oom_map");
+        ck_assert_ptr_nonnull(m);
+        ck_assert_uint_eq(json_u(m, "event"), r.first_oom_event);
+        ck_assert_uint_eq(json_u(m, "request_bytes"), r.first_oom_size);
+        ck_assert_uint_eq(json_u(m, "rounded_bytes"), o->rounded);
+        ck_assert_uint_eq(json_u(m, "pool"), o->pool);
+        ck_assert_uint_eq(json_u(m, "limit_bytes"), runs[k].cap);
+        ck_assert_uint_eq(json_u(m, "allocated_bytes"), o->allocated);
+        ck_assert_uint_eq(json_u(m, "reserved_bytes"), o->reserved);
+        ck_assert_uint_eq(json_u(m, "largest_free_in_pool_bytes"), o->largest_in_pool);
+        ck_assert_uint_eq(json_u(m, "largest_free_on_stream_bytes"), o->largest_on_stream);
+        ck_assert(o->largest_in_pool < o->rounded); /* else the request would have fit */
+        uint64_t seg_addr = json_u(m, "largest_free_segment_addr"), off = json_u(m, "largest_free_offset");
+        const gs_json *segs = gs_json_get(m, "segments");
+        uint64_t free_in_pool = 0, n_free = 0, reserved = 0;
+        bool found = false;
+        for (size_t i = 0; i < segs->n; i++) {
+            const gs_json *g = segs->items[i], *bl = gs_json_get(g, "blocks");
+            bool in_pool = json_u(g, "pool") == o->pool;
+            for (size_t b = 0; b < bl->n; b++) {
+                uint64_t boff, bsize;
+                ck_assert(gs_json_uint(bl->items[b]->items[0], &boff));
+                ck_assert(gs_json_uint(bl->items[b]->items[1], &bsize));
+                const char *st = bl->items[b]->items[2]->str;
+                if (strcmp(st, "unmapped") != 0) reserved += bsize;
+                if (!in_pool || strcmp(st, "free") != 0) continue;
+                free_in_pool += bsize;
+                n_free++;
+                found |= json_u(g, "addr") == seg_addr && boff == off && bsize == o->largest_in_pool;
+            }
+        }
+        ck_assert_uint_eq(free_in_pool, json_u(m, "free_in_pool_bytes"));
+        ck_assert_uint_eq(n_free, json_u(m, "free_blocks_in_pool"));
+        ck_assert_uint_eq(reserved, o->reserved);
+        ck_assert_msg(found || o->largest_in_pool == 0, "%s: the largest free block is not where "
+                      "the map says", runs[k].spec);
+        gs_json_free(root);
+        gs_plot_series_free(s);
+        gs_result_clear(&r);
+    }
+    /* a run with no OOM has no map of one */
+    gs_result r;
+    gs_plot_series *s = record(t, "pytorch:max_split_size_mb:128", 47 * GiB / 8, &r);
+    gs_json *root = series_json(s);
+    ck_assert(!r.oom);
+    ck_assert_ptr_null(gs_json_get(root, "oom_map"));
+    gs_json_free(root);
+    gs_plot_series_free(s);
+    gs_result_clear(&r);
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(expandable_map_shows_unmapped_blocks)
 {
     gs_trace *t = gs_trace_new();
@@ -312,6 +391,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, parallel_cells_equal_serial_in_grid_order);
     tcase_add_test(tc, recorder_keeps_peaks_markers_and_the_map_at_peak);
     tcase_add_test(tc, expandable_map_shows_unmapped_blocks);
+    tcase_add_test(tc, oom_map_is_the_heap_at_the_first_oom);
     suite_add_tcase(s, tc);
     return s;
 }
