@@ -119,7 +119,8 @@ static char *file_part(const char *s)
 char *gs_plot_stem(const char *trace)
 {
     char *base = g_path_get_basename(trace);
-    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt"};
+    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt",
+                                       ".pickle", ".pkl"};
     for (bool cut = true; cut;) {
         cut = false;
         for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {

@@ -9,7 +9,9 @@
  *                   segment, its blocks coloured by state;
  *   NAME-oom-map-K-SPEC  the same at policy K's first OOM, the failed request drawn beside the
  *                   largest free block of its pool;
- *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting.
+ *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting;
+ *   NAME-whatif     (gpusim whatif) the minimum capacity per setting against the recorded cap,
+ *                   and the modelled device time at the cap.
  * Each is a .gp script beside its .dat data files, written whole (temporary file, then rename),
  * so `cd DIR && gnuplot NAME-timeline.gp` draws it again; gpusim runs the same scripts to make
  * NAME.png (pngcairo) and NAME.svg, also written whole.
@@ -98,6 +100,23 @@ gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *para
  * scripts stay). On success, *n_images (may be NULL) is the number of images written. */
 gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err);
 const char *gs_plotter_dir(const gs_plotter *p);
+
+/* ---- gpusim whatif: the survival chart (NAME-whatif) ---- */
+typedef struct {
+    const char *policy;
+    bool recorded;              /* the setting the recorded run had */
+    const char *outcome;        /* at the cap: "ok", "oom", "error" */
+    bool found;                 /* a minimum capacity was found (up to the device's memory) */
+    uint64_t min_capacity;      /* when found */
+    uint64_t fails_above;       /* a larger capacity at which it fails (0: none seen) */
+    double device_us;           /* modelled device time of the replay at the cap */
+    double vs_default;          /* device_us against the default setting's (0: no default) */
+} gs_plot_whatif_row;
+
+/* Bars of the rows' minimum capacities (in the order given: the verdict's) against the cap, and
+ * beside them the device time at the cap. */
+gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t device_total,
+                        const gs_plot_whatif_row *rows, size_t n, GError **err);
 
 /* ---- saved results: `gpusim plot RESULT` ---- */
 /* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is

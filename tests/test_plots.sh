@@ -124,6 +124,16 @@ rc=$?
 [ "$rc" -eq 3 ] || fail "PATH without gnuplot: exit $rc, want 3"
 grep -q "'gnuplot' not found" "$tmp/err" || fail "PATH without gnuplot: message: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/ng.csv")" -eq 3 ] || fail "PATH without gnuplot: CSV not written"
+# ... and whatif --plot: the verdict and the charts' data all the same
+GPUSIM_GNUPLOT=gnuplot-that-is-not-there "$gpusim" whatif "$alt" --capacity 5.875GiB --format json \
+    -o "$tmp/ngw.json" --plot "$tmp/ngw" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "whatif, no gnuplot: exit $rc, want 3"
+grep -q "gnuplot-that-is-not-there' not found" "$tmp/err" || fail "whatif, no gnuplot: message: $(cat "$tmp/err")"
+python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['results']) == 8" "$tmp/ngw.json" ||
+    fail "whatif, no gnuplot: verdict not written"
+[ -s "$tmp/ngw/batch-alternate-whatif.dat" ] && [ -s "$tmp/ngw/batch-alternate-whatif.gp" ] ||
+    fail "whatif, no gnuplot: the chart's data and script not written"
 # a gnuplot that fails: exit 3, and no half-written image
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -203,6 +213,37 @@ cp "$tmp/sw/s.csv" "$tmp/s.csv"
 "$gpusim" plot "$tmp/s.csv" -o "$tmp/sw2" || fail "plot sweep csv: exit"
 cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
 check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
+
+# --- whatif --plot: the survival chart, and the map at the recorded setting's first OOM ---
+"$gpusim" whatif "$alt" --capacity 5.875GiB --format json -o "$tmp/wi.json" --plot "$tmp/wi" 2>"$tmp/err" ||
+    fail "whatif --plot: exit $?: $(cat "$tmp/err")"
+# 8 settings: 92 + 8 rows of 40 + 72 + 1 note of 20 pixels high
+check_plot "$tmp/wi" batch-alternate-whatif 1280 504
+# the recorded setting (pytorch) is 5th in the verdict and fails at the cap
+check_plot "$tmp/wi" batch-alternate-oom-map-5-pytorch 1280 960
+[ "$(ls "$tmp/wi"/*.png | wc -l)" -eq 2 ] || fail "whatif --plot: want two pictures: $(ls "$tmp/wi")"
+python3 - "$tmp/wi.json" "$tmp/wi/batch-alternate-whatif.dat" <<'PY' || fail "whatif --plot: chart data"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+rows = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+assert len(rows) == len(rs) == 8
+for i, (r, d) in enumerate(zip(rs, rows)):   # the verdict's order, its numbers
+    assert int(d[0]) == i + 1 and d[7] == r["policy"], (d, r["policy"])
+    assert abs(float(d[1]) - r["min_capacity_bytes"] / 2**30) < 1e-6
+    assert abs(float(d[2]) - r["device_time_us"] / 1000) < 1e-3
+    assert d[4] == r["outcome"] and int(d[5]) == r["recorded"]
+    assert d[3] == ("0x0072B2" if r["outcome"] == "ok" else "0xD55E00")
+PY
+g=$tmp/wi/batch-alternate-whatif.gp
+grep -q "'recorded cap 5.875 GiB'" "$g" || fail "whatif chart: the cap is not drawn and named"
+grep -q "'pytorch (recorded)' 5" "$g" || fail "whatif chart: the recorded setting is not named"
+grep -q "'7.42 ms (+0%), to its failure'" "$g" || fail "whatif chart: device time not beside the bars"
+grep -q "a request of 120.45 MiB in the large pool failed" "$tmp/wi/batch-alternate-oom-map-5-pytorch.gp" ||
+    fail "whatif oom map: not the recorded setting's first OOM"
+# a recorded setting that completes at the cap: the chart alone
+"$gpusim" whatif "$alt" --capacity 6GiB -q --plot "$tmp/wi2" >/dev/null 2>"$tmp/err" || fail "whatif --plot ok: $(cat "$tmp/err")"
+check_plot "$tmp/wi2" batch-alternate-whatif 1280 504
+ls "$tmp/wi2" | grep -q oom-map && fail "whatif --plot: an OOM map for a setting that completes"
 
 # --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
 # gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file
