@@ -22,7 +22,9 @@ static const char sweep_description[] =
     "\n"
     "--plot DIR draws NAME-sweep (.png, .svg, with its .gp and .dat): peak reserved, waste,\n"
     "retries and modelled device time against the first parameter, one line per value of the\n"
-    "others, OOM cells marked. A progress line goes to stderr when it is a terminal.\n"
+    "others, OOM cells marked; with a capacity list, NAME-matrix too: a row per policy setting,\n"
+    "a column per capacity, each cell ok or OOM with its retries. A progress line goes to stderr\n"
+    "when it is a terminal.\n"
     "\n"
     "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
     "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway).";
@@ -33,7 +35,8 @@ static void sweep_progress(size_t done, size_t total, void *ud)
     fflush(stderr);
 }
 
-/* The sweep's plot: each cell's bars-style numbers against its parameters. */
+/* The sweep's plot: each cell's bars-style numbers against its parameters; with a capacity
+ * list, the policy x capacity matrix too. */
 static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, const gs_result *rs)
 {
     GError *err = NULL;
@@ -49,7 +52,9 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
         for (guint k = 0; k < sw->params->len; k++) values[i * sw->params->len + k] = c->values[k];
     }
     if (!gs_plot_sweep(plotter, path, (const char *const *)sw->params->pdata, sw->params->len,
-                       values, runs, n, &err))
+                       values, runs, n, &err) ||
+        !gs_plot_matrix(plotter, path, (const char *const *)sw->params->pdata, sw->params->len,
+                        values, runs, n, &err))
         gs_cli_usage_error("--plot: %s", err->message);
     int rc = gs_cli_render_plots(plotter) ? GS_EXIT_OK : GS_EXIT_PLOT;
     for (size_t i = 0; i < n; i++) gs_plot_run_clear(&runs[i]);

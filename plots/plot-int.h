@@ -10,6 +10,7 @@
  *   bars.c      NAME-bars
  *   map.c       NAME-map-K-SPEC, NAME-oom-map-K-SPEC
  *   sweep.c     NAME-sweep (gs_plot_sweep)
+ *   matrix.c    NAME-matrix (gs_plot_matrix)
  *   whatif.c    NAME-whatif (gs_plot_whatif)
  *   render.c    running gnuplot (gs_plotter_render)
  *   saved.c     saved reports read back (gs_plot_saved)

@@ -10,6 +10,8 @@
  *   NAME-oom-map-K-SPEC  the same at policy K's first OOM, the failed request drawn beside the
  *                   largest free block of its pool;
  *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting;
+ *   NAME-matrix     (gpusim sweep with a capacity list) ok or OOM per policy setting and
+ *                   capacity, the retries written in each cell;
  *   NAME-whatif     (gpusim whatif) the minimum capacity per setting against the recorded cap,
  *                   and the modelled device time at the cap.
  * Each is a .gp script beside its .dat data files, written whole (temporary file, then rename),
@@ -100,6 +102,13 @@ gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *para
  * scripts stay). On success, *n_images (may be NULL) is the number of images written. */
 gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err);
 const char *gs_plotter_dir(const gs_plotter *p);
+
+/* The policy x capacity matrix of a sweep with a capacity parameter (NAME-matrix): a row per
+ * policy setting, a column per capacity, each cell ok or OOM with its retries written in it.
+ * The arguments are gs_plot_sweep's; a sweep without a "capacity" parameter draws nothing. */
+gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,
+                        size_t n_params, const char *const *values, const gs_plot_run *cells,
+                        size_t n_cells, GError **err);
 
 /* ---- gpusim whatif: the survival chart (NAME-whatif) ---- */
 typedef struct {

@@ -214,6 +214,31 @@ cp "$tmp/sw/s.csv" "$tmp/s.csv"
 cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
 check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
 
+# --- the matrix: a row per setting, a column per capacity; from the sweep and from its CSV ---
+# (the sweep above: 4 settings x 2 capacities; 96 + 4 rows of 44 + 64 pixels high)
+check_plot "$tmp/sw" batch-alternate-matrix 1280 336
+check_plot "$tmp/sw2" batch-alternate-matrix 1280 336
+cmp -s "$tmp/sw/batch-alternate-matrix.dat" "$tmp/sw2/batch-alternate-matrix.dat" || fail "plot sweep csv: matrix data differ"
+python3 - "$tmp/sw/s.csv" "$tmp/sw/batch-alternate-matrix.dat" <<'PY' || fail "matrix: cells"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+assert len(cells) == len(rows) == 8, (len(cells), len(rows))
+policies = list(dict.fromkeys(r["policy"] for r in rows))
+caps = sorted({int(r["capacity_bytes"]) for r in rows})
+for r, c in zip(rows, cells):
+    col, row, cap, retries, ooms, colour, word, cell, policy = c
+    assert int(col) == caps.index(int(r["capacity_bytes"])) + 1 and int(cap) == int(r["capacity_bytes"])
+    assert int(row) == policies.index(r["policy"]) + 1 and policy == r["policy"]
+    assert int(retries) == int(r["num_alloc_retries"]) and cell == r["cell"]
+    assert word == {"ok": "ok", "oom": "OOM"}[r["outcome"]], (word, r["outcome"])
+# every setting fails at 5.75 GiB here (whatif: the least any needs is 5.834 GiB) and completes at 6.25
+assert [c[6] for c in cells] == ["OOM", "ok"] * 4, [c[6] for c in cells]
+PY
+grep -q "'6.25GiB' 2" "$tmp/sw/batch-alternate-matrix.gp" || fail "matrix: capacities not the columns"
+# a sweep without a capacity list has no matrix
+[ -e "$tmp/ng2/batch-alternate-matrix.gp" ] && fail "a sweep without capacities drew a matrix"
+
 # --- whatif --plot: the survival chart, and the map at the recorded setting's first OOM ---
 "$gpusim" whatif "$alt" --capacity 5.875GiB --format json -o "$tmp/wi.json" --plot "$tmp/wi" 2>"$tmp/err" ||
     fail "whatif --plot: exit $?: $(cat "$tmp/err")"
