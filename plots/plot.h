@@ -9,7 +9,7 @@
  *                   segment, its blocks coloured by state;
  *   NAME-oom-map-K-SPEC  the same at policy K's first OOM, the failed request drawn beside the
  *                   largest free block of its pool;
- *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting;
+ *   NAME-sweep      (gpusim sweep) metrics against a swept setting, a line per other setting;
  *   NAME-matrix     (gpusim sweep with a capacity list) ok or OOM per policy setting and
  *                   capacity, the retries written in each cell;
  *   NAME-whatif     (gpusim whatif) the minimum capacity per setting against the recorded cap,

@@ -239,6 +239,41 @@ grep -q "'6.25GiB' 2" "$tmp/sw/batch-alternate-matrix.gp" || fail "matrix: capac
 # a sweep without a capacity list has no matrix
 [ -e "$tmp/ng2/batch-alternate-matrix.gp" ] && fail "a sweep without capacities drew a matrix"
 
+# --- the sweep plot of a mixed grid: several templates, a capacity list ---
+# x is the capacity (every cell has it), to scale; a line per setting, in a legend panel of its
+# own; y fits the values
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -p 'pytorch:garbage_collection_threshold:{0.6,0.8}' \
+    -p pytorch:expandable_segments:True --capacity '{5.75,5.875,6.25}GiB' -o "$tmp/mx/s.csv" --plot "$tmp/mx" 2>"$tmp/err" ||
+    fail "mixed sweep: exit: $(cat "$tmp/err")"
+check_plot "$tmp/mx" batch-alternate-sweep 1280 800
+check_plot "$tmp/mx" batch-alternate-matrix 1280 380
+g=$tmp/mx/batch-alternate-sweep.gp
+grep -q "set xtics ('5.75GiB' 5.75, '5.875GiB' 5.875, '6.25GiB' 6.25) nomirror" "$g" || fail "mixed sweep: x is not the capacity to scale"
+grep -q "set xlabel 'capacity (GiB)'" "$g" || fail "mixed sweep: x not named with its unit"
+[ "$(grep -c "^plot NaN \|^     NaN " "$g")" -eq 6 ] || fail "mixed sweep: want a legend entry per setting and one for the OOMs"
+grep -q "title 'pytorch:garbage_collection_threshold:0.8'" "$g" || fail "mixed sweep: the legend does not name the settings"
+# the first panel, peak reserved: its y axis starts near its values, not at 0
+awk '/^set yrange/ { split($3, r, /[\[:\]]/); exit !(r[2] > 5) }' "$g" || fail "mixed sweep: peak reserved forced to start at 0"
+grep -q "^set key at screen" "$g" || fail "mixed sweep: the legend is not a panel of its own"
+# a template without the x parameter: a line across (its cell at both ends of the axis)
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' -p pytorch:expandable_segments:True \
+    --capacity 5.875GiB -o "$tmp/fl/s.csv" --plot "$tmp/fl" 2>"$tmp/err" || fail "flat sweep: exit: $(cat "$tmp/err")"
+check_plot "$tmp/fl" batch-alternate-sweep 1280 800
+g=$tmp/fl/batch-alternate-sweep.gp
+grep -q "set logscale x 2" "$g" || fail "flat sweep: 64..512 not on a base-2 scale"
+grep -q "dashed: settings without'" "$g" || fail "flat sweep: the legend does not say what dashed means"
+python3 - "$tmp/fl/batch-alternate-sweep.dat" <<'PY' || fail "flat sweep: data"
+import sys
+blocks = [b for b in open(sys.argv[1]).read().split("\n\n\n") if b.strip()]
+rows = lambda b: [l.split() for l in b.splitlines() if l and not l.startswith("#")]
+xs = [float(r[0]) for r in rows(blocks[0])]
+assert xs == [64, 128, 256, 512], xs
+flat = rows(blocks[1])
+assert "(without x: drawn across)" in blocks[1] and len(flat) == 2 and flat[0][1:] == flat[1][1:], flat
+assert float(flat[0][0]) < 64 and float(flat[1][0]) > 512
+PY
+[ -e "$tmp/fl/batch-alternate-matrix.gp" ] && fail "a sweep with one capacity and no list drew a matrix"
+
 # --- whatif --plot: the survival chart, and the map at the recorded setting's first OOM ---
 "$gpusim" whatif "$alt" --capacity 5.875GiB --format json -o "$tmp/wi.json" --plot "$tmp/wi" 2>"$tmp/err" ||
     fail "whatif --plot: exit $?: $(cat "$tmp/err")"
