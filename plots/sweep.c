@@ -193,6 +193,8 @@ static void axes_init(sweep_axes *ax, const char *const *params, size_t n_params
         }
         if (!n_params) g_string_append(key, "cells");
         const char *xv = n_params ? values[c * n_params + ax->k] : cells[c].policy;
+        /* against the capacity a line per setting; without x, a line per cell's setting */
+        if (ax->is_capacity || !*xv) g_string_append(key, cells[c].policy);
         ax->xi[c] = *xv ? intern(ax->xs, g_strdup(xv)) : G_MAXUINT;
         guint before = ax->lines->len;
         ax->li[c] = intern(ax->lines, g_string_free(key, FALSE));
@@ -350,7 +352,9 @@ static void line_style(GString *g, const sweep_axes *ax, guint l)
 static void x_axis(GString *g, const sweep_axes *ax)
 {
     g_string_append(g, ax->logx ? "set logscale x 2\n" : "unset logscale x\n");
-    if (ax->numeric && ax->xs->len > MAX_VALUE_TICS) {
+    if (ax->xs->len == 0) {
+        g_string_append(g, "unset xtics\n"); /* no cell has x: every line is across */
+    } else if (ax->numeric && ax->xs->len > MAX_VALUE_TICS) {
         g_string_append(g, "set xtics autofreq nomirror\n");
     } else {
         g_string_append(g, "set xtics (");
