@@ -278,9 +278,13 @@ static void oom_script(GString *g, GString *dat, const map_layout *m, const char
     char *cw = gs_plot_cap_words(r->capacity);
     char *rq = gs_format_size(q->request);
     char *res = gs_format_size((uint64_t)hm->at.reserved), *al = gs_format_size((uint64_t)hm->at.allocated);
-    char *title = g_strdup_printf("%s under %s, %s\naddress space at the first OOM (event %" G_GUINT64_FORMAT
-                                  "): a request of %s in %s failed; %s reserved, %s allocated",
-                                  base, r->policy, cw, hm->at.event, rq, pool, res, al);
+    /* several clients: the map is the allocator that served the failed request */
+    char *whose = r->oom_client ? g_strdup_printf("%s's request", r->oom_client) : g_strdup("a request");
+    char *title = g_strdup_printf("%s under %s, %s\n%saddress space at the first OOM (event %" G_GUINT64_FORMAT
+                                  "): %s of %s in %s failed%s%s reserved, %s allocated",
+                                  base, r->policy, cw, r->oom_client ? "the failing allocator's " : "",
+                                  hm->at.event, whose, rq, pool, r->oom_client ? "\n" : "; ", res, al);
+    g_free(whose);
     char *datname = g_strdup_printf("%s.dat", stem), *dat_lit = gs_gp_lit(datname);
     const char *u = m->in_gib ? "GiB" : "MiB";
     gs_gp_begin(g, stem, "the address space at the first OOM", 1280, 960);

@@ -70,6 +70,7 @@ typedef struct {
     uint64_t retries, ooms;
     double device_us;
     gs_plot_series *series;     /* NULL: the bars only; owned */
+    char *oom_client;           /* several clients: whose request met the first OOM (else NULL) */
 } gs_plot_run;
 
 void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series *series);

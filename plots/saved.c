@@ -43,6 +43,8 @@ static gboolean run_from_json(gs_plot_run *pr, const gs_json *r, const char *pat
                                     "num_alloc_retries, num_ooms, device_time_us");
     pr->policy = g_strdup(pol->str);
     pr->outcome = g_strdup(oc->str);
+    const gs_json *client = gs_json_get(gs_json_get(r, "first_oom"), "client");
+    if (client && client->type == GS_JSON_STRING) pr->oom_client = g_strdup(client->str);
     pr->retries = (uint64_t)ret;
     pr->ooms = (uint64_t)oom;
     GError *e = NULL;

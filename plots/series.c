@@ -417,12 +417,15 @@ void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series
     pr->ooms = r->stats.num_ooms;
     pr->device_us = as_printed("%.1f", gs_devcalls_total_us(&r->calls));
     pr->series = series;
+    if (r->oom && r->n_clients > 1 && r->first_oom_client < r->n_clients)
+        pr->oom_client = g_strdup(r->clients[r->first_oom_client].name);
 }
 
 void gs_plot_run_clear(gs_plot_run *pr)
 {
     g_free(pr->policy);
     g_free(pr->outcome);
+    g_free(pr->oom_client);
     gs_plot_series_free(pr->series);
     memset(pr, 0, sizeof *pr);
 }

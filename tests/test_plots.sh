@@ -214,6 +214,18 @@ cp "$tmp/sw/s.csv" "$tmp/s.csv"
 cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
 check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
 
+# --- several clients: the OOM map is the failing allocator's, and says whose request failed ---
+df=$src/traces/data/dataframe-then-torch.gstrace.gz
+"$gpusim" replay "$df" --clients separate,shared -p pytorch -p cupy=cupy --format json -o "$tmp/mc.json" \
+    --plot "$tmp/mc" 2>"$tmp/err" || fail "clients --plot: exit $?: $(cat "$tmp/err")"
+check_plot "$tmp/mc" dataframe-then-torch-oom-map-1-cupy-cupy-torch-pytorch 1280 960
+grep -q "the failing allocator'.\"'\".'s address space at the first OOM (event 170): torch'.\"'\".'s request of 40.000 GiB" \
+    "$tmp/mc/dataframe-then-torch-oom-map-1-cupy-cupy-torch-pytorch.gp" || fail "clients oom map: whose request is not said"
+"$gpusim" plot "$tmp/mc.json" -o "$tmp/mc2" || fail "plot clients json: exit"
+for f in "$tmp"/mc/*.dat "$tmp"/mc/*.gp; do
+    cmp -s "$f" "$tmp/mc2/$(basename "$f")" || fail "plot clients json: $(basename "$f") differs"
+done
+
 # --- the matrix: a row per setting, a column per capacity; from the sweep and from its CSV ---
 # (the sweep above: 4 settings x 2 capacities; 96 + 4 rows of 44 + 64 pixels high)
 check_plot "$tmp/sw" batch-alternate-matrix 1280 336
