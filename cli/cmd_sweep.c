@@ -23,8 +23,10 @@ static const char sweep_description[] =
     "  gpusim plot sweep.csv                  # redraw the sweep's plot from its CSV\n"
     "\n"
     "--plot DIR draws NAME-sweep (.png, .svg, with its .gp and .dat): peak reserved, waste,\n"
-    "retries and modelled device time against the first parameter, one line per value of the\n"
-    "others, OOM cells marked. A progress line goes to stderr when it is a terminal.\n"
+    "retries and modelled device time against a parameter (the first numeric one every cell\n"
+    "has, else the first), one line per value of the others, OOM cells marked; with a capacity\n"
+    "list, NAME-matrix too: a row per policy setting, a column per capacity, each cell ok or OOM\n"
+    "with its retries. A progress line goes to stderr when it is a terminal.\n"
     "\n"
     "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
     "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway), 4\n"
@@ -36,7 +38,8 @@ static void sweep_progress(size_t done, size_t total, void *ud)
     fflush(stderr);
 }
 
-/* The sweep's plot: each cell's bars-style numbers against its parameters. */
+/* The sweep's plot: each cell's bars-style numbers against its parameters; with a capacity
+ * list, the policy x capacity matrix too. */
 static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, const gs_result *rs)
 {
     GError *err = NULL;
@@ -52,7 +55,9 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
         for (guint k = 0; k < sw->params->len; k++) values[i * sw->params->len + k] = c->values[k];
     }
     if (!gs_plot_sweep(plotter, path, (const char *const *)sw->params->pdata, sw->params->len,
-                       values, runs, n, &err))
+                       values, runs, n, &err) ||
+        !gs_plot_matrix(plotter, path, (const char *const *)sw->params->pdata, sw->params->len,
+                        values, runs, n, &err))
         gs_cli_usage_error("--plot: %s", err->message);
     int rc = gs_cli_render_plots(plotter) ? GS_EXIT_OK : GS_EXIT_PLOT;
     for (size_t i = 0; i < n; i++) gs_plot_run_clear(&runs[i]);

@@ -31,15 +31,24 @@ static const char whatif_description[] =
     "(cudaFree and cuMemUnmap calls) and modelled device time, against the default's; then a\n"
     "recommendation in words.\n"
     "\n"
+    "--plot DIR draws, with gnuplot, NAME-whatif (each setting's minimum capacity as a bar against\n"
+    "the cap, coloured by its outcome at the cap, its modelled device time beside it) and, when the\n"
+    "recorded setting fails at the cap, NAME-oom-map-K-SPEC: the address map at its first OOM, the\n"
+    "failed request beside the largest free block of its pool. PNG and SVG, beside their .gp\n"
+    "and .dat.\n"
+    "\n"
     "Examples:\n"
     "  gpusim whatif oom_snapshot.pickle.gz\n"
     "  gpusim whatif traces/data/resnet50.gstrace.gz --capacity 5.75GiB\n"
     "  gpusim whatif run.pickle --policy 'pytorch:expandable_segments:True,max_split_size_mb:256' \\\n"
     "      --format json -o verdict.json\n"
+    "  gpusim whatif traces/data/batch-alternate.gstrace.gz --capacity 5.875GiB --plot plots/\n"
     "\n"
     "The converter is $GPUSIM_CONVERT, else gpusim-convert beside gpusim, else the source tree's\n"
     "traces/convert.py (run with python3).\n"
-    "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses).";
+    "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses),\n"
+    "3 --plot could not draw (gnuplot missing or failed; the verdict and the plots' data are\n"
+    "written all the same).";
 
 
 /* The converter's command: argv to spawn, with the script's path if it is a Python file. */
@@ -107,15 +116,65 @@ static void whatif_progress(size_t done, size_t total, void *ud)
     fflush(stderr);
 }
 
+/* --plot: the survival chart, and the address map at the recorded setting's first OOM at the
+ * cap (one more replay of it, recorded). Returns GS_EXIT_PLOT when gnuplot could not draw. */
+static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, const GPtrArray *rows,
+                       const gs_whatif_opts *o)
+{
+    const gs_whatif_row *dflt = gs_whatif_default(rows), *rec = NULL;
+    double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
+    gs_plot_whatif_row *pr = g_new0(gs_plot_whatif_row, rows->len);
+    size_t rec_k = 0;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        double us = gs_devcalls_total_us(&r->at_cap.calls);
+        pr[i] = (gs_plot_whatif_row){
+            .policy = r->pol->spec,
+            .recorded = r->recorded,
+            .outcome = r->at_cap.error != GS_OK ? "error" : r->at_cap.oom ? "oom" : "ok",
+            .found = r->search.found,
+            .min_capacity = r->search.min_capacity,
+            .fails_above = r->search.fails_above,
+            .device_us = us,
+            .vs_default = d > 0 ? us / d : 0,
+        };
+        if (r->recorded) {
+            rec = r;
+            rec_k = i + 1;
+        }
+    }
+    GError *err = NULL;
+    if (!gs_plot_whatif(pl, input, o->capacity, o->device_total, pr, rows->len, &err))
+        gs_cli_usage_error("--plot: %s", err->message);
+    g_free(pr);
+    if (rec && rec->at_cap.oom) {
+        gs_plot_series *s = gs_plot_series_new(t->n);
+        gs_replay_opts ro = {.capacity = o->capacity, .device_total = o->device_total, .cal = o->cal,
+                             .observe = gs_plot_observe, .observe_ud = s};
+        gs_result r;
+        (void)gs_replay_run(t, rec->pol, &ro, &r, NULL);
+        gs_plot_run run;
+        gs_plot_run_from_result(&run, &r, s);
+        if (!gs_plot_oom_map(pl, input, rec_k, &run, &err))
+            gs_cli_usage_error("--plot: %s", err->message);
+        gs_plot_run_clear(&run); /* and the series */
+        gs_result_clear(&r);
+    }
+    return gs_cli_render_plots(pl) ? GS_EXIT_OK : GS_EXIT_PLOT;
+}
+
 int gs_cmd_whatif(int argc, char **argv)
 {
-    char **policies = NULL, *reference = NULL;
+    char **policies = NULL, *reference = NULL, *plot_dir = NULL;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
         {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
          "For a gpusim trace: the reference file of its run (traces/convert.py --reference), "
          "for the recorded setting and cap", "REF.json"},
+        {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
+         "Also draw the verdict into DIR with gnuplot (the minimum capacity per setting; the "
+         "address map at the recorded setting's first OOM)", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -132,6 +191,13 @@ int gs_cmd_whatif(int argc, char **argv)
     const char *input = argv[1];
     const char *const inputs[] = {input, reference, NULL};
     gs_cli_refuse_input(&c, inputs, c.output, "-o");
+    gs_plotter *plotter = NULL;
+    GError *perr = NULL;
+    /* a directory that cannot be made fails now, before the replays */
+    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &perr)))
+        gs_cli_usage_error("--plot: %s", perr->message);
+    for (const char *const *in = inputs; plotter && *in; in++) gs_plotter_keep(plotter, *in);
+    if (plotter) gs_plotter_keep(plotter, c.calibration);
     char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
     if (gs_cli_is_snapshot(input)) {
         if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
@@ -174,6 +240,12 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_cli_open_output(&out, &c, inputs, c.output);
     gs_whatif_report(out.f, c.fmt, input, t, rows, cap, total);
     gs_cli_close_output(&out);
+    int rc = GS_EXIT_OK;
+    if (plotter) {
+        gs_plotter_keep(plotter, c.output); /* the verdict just written is never a plot's name */
+        rc = plot_whatif(plotter, input, t, rows, &o);
+        gs_plotter_free(plotter);
+    }
 
     gs_whatif_rows_free(rows);
     gs_reference_free(ref);
@@ -183,6 +255,7 @@ int gs_cmd_whatif(int argc, char **argv)
     g_free(tmpdir);
     g_strfreev(policies);
     g_free(reference);
+    g_free(plot_dir);
     gs_cli_clear(&c);
-    return GS_EXIT_OK;
+    return rc;
 }

@@ -119,7 +119,8 @@ static char *file_part(const char *s)
 char *gs_plot_stem(const char *trace)
 {
     char *base = g_path_get_basename(trace);
-    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt"};
+    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt",
+                                       ".pickle", ".pkl"};
     for (bool cut = true; cut;) {
         cut = false;
         for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {
@@ -243,6 +244,26 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
 
 /* ---- a trace's plots ---- */
 
+/* STEM-KIND-K-SPEC: a map's name. */
+static char *map_stem(const char *trace, const char *kind, size_t k, const char *policy)
+{
+    char *stem = gs_plot_stem(trace), *pol = file_part(policy);
+    char *s = g_strdup_printf("%s-%s-%zu-%s", stem, kind, k, pol);
+    g_free(pol);
+    g_free(stem);
+    return s;
+}
+
+gboolean gs_plot_oom_map(gs_plotter *p, const char *trace, size_t k, const gs_plot_run *r,
+                         GError **err)
+{
+    if (!r->series || !r->series->oom.have) return TRUE;
+    char *ms = map_stem(trace, "oom-map", k, r->policy);
+    gboolean ok = gs_plot_map(p, trace, ms, r, true, err);
+    g_free(ms);
+    return ok;
+}
+
 gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
                        GError **err)
 {
@@ -250,12 +271,11 @@ gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs
     char *ts = g_strdup_printf("%s-timeline", stem), *bs = g_strdup_printf("%s-bars", stem);
     gboolean ok = gs_plot_timeline(p, trace, ts, runs, n, err) && gs_plot_bars(p, trace, bs, runs, n, err);
     for (size_t i = 0; ok && i < n; i++) {
-        if (!runs[i].series || !runs[i].series->have_map) continue;
-        char *pol = file_part(runs[i].policy);
-        char *ms = g_strdup_printf("%s-map-%zu-%s", stem, i + 1, pol);
-        ok = gs_plot_map(p, trace, ms, &runs[i], err);
+        if (!runs[i].series || !runs[i].series->peak.have) continue;
+        char *ms = map_stem(trace, "map", i + 1, runs[i].policy);
+        ok = gs_plot_map(p, trace, ms, &runs[i], false, err) &&
+             gs_plot_oom_map(p, trace, i + 1, &runs[i], err);
         g_free(ms);
-        g_free(pol);
     }
     g_free(ts);
     g_free(bs);

@@ -8,8 +8,10 @@
  *   draw.c      the plotter, file names, labels, the script frame; gs_plot_trace
  *   timeline.c  NAME-timeline
  *   bars.c      NAME-bars
- *   map.c       NAME-map-K-SPEC
+ *   map.c       NAME-map-K-SPEC, NAME-oom-map-K-SPEC
  *   sweep.c     NAME-sweep (gs_plot_sweep)
+ *   matrix.c    NAME-matrix (gs_plot_matrix)
+ *   whatif.c    NAME-whatif (gs_plot_whatif)
  *   render.c    running gnuplot (gs_plotter_render)
  *   saved.c     saved reports read back (gs_plot_saved)
  */
@@ -44,6 +46,29 @@ typedef struct {
     uint8_t state;      /* gs_block_state */
 } gs_plot_block;
 
+/* A copy of the heap at one moment: every segment and its blocks. */
+typedef struct {
+    bool have;
+    gs_plot_point at;         /* the moment: after this event */
+    GArray *segs, *blocks;    /* gs_plot_seg, gs_plot_block */
+} gs_plot_heapmap;
+
+/* The request that met the first OOM, and the free memory of its pool then (the heap as the
+ * failure left it, after the allocator's own flush and retry: what gs_oom_report sees). */
+typedef struct {
+    uint64_t request, rounded;  /* as asked for; as the policy rounded it */
+    unsigned pool;
+    bool pool_small;            /* the policy counts its pool as small */
+    unsigned npools;            /* the policy's pools (1: the pool needs no name) */
+    uint64_t limit;             /* the allocator's limit (0: none) */
+    uint64_t largest_in_pool;   /* the largest free block in the request's pool, any stream */
+    uint64_t largest_on_stream; /* ... on the request's stream */
+    uint64_t free_in_pool;      /* every free byte of the pool, and in how many blocks */
+    uint64_t n_free_in_pool;
+    uint64_t largest_seg;       /* where the largest is: its segment's address (0: no free */
+    uint64_t largest_off;       /* block in the pool) and its offset in the segment */
+} gs_plot_oom_req;
+
 struct gs_plot_series {
     size_t width;             /* events per timeline bucket */
     GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
@@ -51,10 +76,14 @@ struct gs_plot_series {
     uint64_t n_retries, n_ooms;
     /* the address map: the heap after the event where reserved bytes reached their maximum */
     int64_t max_reserved;
-    bool have_map;
-    gs_plot_point map_at;
-    GArray *segs, *blocks;    /* gs_plot_seg, gs_plot_block */
+    gs_plot_heapmap peak;
+    /* the address map at the first OOM: the heap as the failed request left it, and the request */
+    gs_plot_heapmap oom;
+    gs_plot_oom_req oom_req;
 };
+
+/* "the large pool", "the small pool", "its pool" (a policy of one pool). Static. */
+const char *gs_plot_pool_words(const gs_plot_oom_req *q);
 
 /* A gs_block_state as the JSON and the map's data name it: "free", "allocated", "pending",
  * "unmapped"; "?" for any other. */
@@ -108,9 +137,10 @@ gboolean gs_plot_timeline(gs_plotter *p, const char *trace, const char *stem,
                           const gs_plot_run *runs, size_t n, GError **err);
 gboolean gs_plot_bars(gs_plotter *p, const char *trace, const char *stem,
                       const gs_plot_run *runs, size_t n, GError **err);
-/* r->series must hold a map. */
+/* The address map r->series holds at peak reserved (at_oom false) or at the first OOM (true);
+ * that map must be there. */
 gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const gs_plot_run *r,
-                     GError **err);
+                     bool at_oom, GError **err);
 
 /* bars.c: metric m of a run in its panel's unit (the sweep's panels use it too): 0 peak
  * reserved (GiB), 1 waste (GiB), 2 fragmentation (%), 3 retries, 4 OOMs, 5 device time (ms). */

@@ -1,13 +1,19 @@
 /* plot.h - gpusim's plots: what a replay records for them, the data files and gnuplot scripts
  * that draw them, and running gnuplot.
  *
- * Four plots (README "Plots"):
+ * The plots (README "Plots"):
  *   NAME-timeline   allocated and reserved bytes over the trace's time, one colour per policy,
  *                   markers at retries and OOMs, the capacity dashed;
  *   NAME-bars       peak reserved, waste, fragmentation, retries, OOMs, device time per policy;
  *   NAME-map-K-SPEC the address space at the moment of peak reserved under policy K: a row per
  *                   segment, its blocks coloured by state;
- *   NAME-sweep      (gpusim sweep) metrics against the swept setting, a line per other setting.
+ *   NAME-oom-map-K-SPEC  the same at policy K's first OOM, the failed request drawn beside the
+ *                   largest free block of its pool;
+ *   NAME-sweep      (gpusim sweep) metrics against a swept setting, a line per other setting;
+ *   NAME-matrix     (gpusim sweep with a capacity list) ok or OOM per policy setting and
+ *                   capacity, the retries written in each cell;
+ *   NAME-whatif     (gpusim whatif) the minimum capacity per setting against the recorded cap,
+ *                   and the modelled device time at the cap.
  * Each is a .gp script beside its .dat data files, written whole (temporary file, then rename),
  * so `cd DIR && gnuplot NAME-timeline.gp` draws it again; gpusim runs the same scripts to make
  * NAME.png (pngcairo) and NAME.svg, also written whole.
@@ -36,8 +42,9 @@ typedef enum {
 /* ---- recording during a replay ---- */
 
 /* The timeline (downsampled to at most GS_PLOT_POINTS buckets, each keeping its maxima so no
- * peak is lost), the retries and OOMs, and a snapshot of every segment and block taken each
- * time reserved bytes reach a new maximum (so it ends as the address map at peak reserved). */
+ * peak is lost), the retries and OOMs, a snapshot of every segment and block taken each time
+ * reserved bytes reach a new maximum (so it ends as the address map at peak reserved), and one
+ * more at the first OOM, with the request that failed and its pool's free blocks. */
 #define GS_PLOT_POINTS 2000
 typedef struct gs_plot_series gs_plot_series;
 
@@ -47,8 +54,9 @@ void gs_plot_series_free(gs_plot_series *s);
 /* The gs_observe_fn: ud is the gs_plot_series. */
 void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud);
 /* The series as members of a result's JSON object (gs_result.json_extra):
- * ", \"timeline\": {...}, \"address_map\": {...}"; and back, from a result object of a saved
- * report (NULL when it holds none; err set when it holds a malformed one). */
+ * ", \"timeline\": {...}, \"address_map\": {...}" (and ", \"oom_map\": {...}" after an
+ * OOM); and back, from a result object of a saved report (NULL when it holds none; err set
+ * when it holds a malformed one). */
 char *gs_plot_series_json(const gs_plot_series *s);
 gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err);
 
@@ -62,6 +70,7 @@ typedef struct {
     uint64_t retries, ooms;
     double device_us;
     gs_plot_series *series;     /* NULL: the bars only; owned */
+    char *oom_client;           /* several clients: whose request met the first OOM (else NULL) */
 } gs_plot_run;
 
 void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series *series);
@@ -76,10 +85,15 @@ void gs_plotter_free(gs_plotter *p);
 /* Never replace the file at path (an input of the run: a trace, a saved report): a plot whose
  * name it has is GS_PLOT_ERROR_IO instead. A path that does not exist is ignored. */
 void gs_plotter_keep(gs_plotter *p, const char *path);
-/* The timeline (runs with a series), the bars, and an address map per run with a series.
- * trace: as given on the command line; the plots' file names start with its base name. */
+/* The timeline (runs with a series), the bars, and an address map per run with a series (and
+ * one at the first OOM of each run that met one). trace: as given on the command line; the
+ * plots' file names start with its base name. */
 gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
                        GError **err);
+/* NAME-oom-map-K-SPEC alone: the address map of r (the K-th run) at its first OOM, when its
+ * series holds one (nothing is written otherwise). */
+gboolean gs_plot_oom_map(gs_plotter *p, const char *trace, size_t k, const gs_plot_run *r,
+                         GError **err);
 /* A sweep: cells[i] has values[i * n_params + k] for params[k] ("" where it does not apply). */
 gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *params,
                        size_t n_params, const char *const *values, const gs_plot_run *cells,
@@ -89,6 +103,30 @@ gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *para
  * scripts stay). On success, *n_images (may be NULL) is the number of images written. */
 gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err);
 const char *gs_plotter_dir(const gs_plotter *p);
+
+/* The policy x capacity matrix of a sweep with a capacity parameter (NAME-matrix): a row per
+ * policy setting, a column per capacity, each cell ok or OOM with its retries written in it.
+ * The arguments are gs_plot_sweep's; a sweep without a "capacity" parameter draws nothing. */
+gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,
+                        size_t n_params, const char *const *values, const gs_plot_run *cells,
+                        size_t n_cells, GError **err);
+
+/* ---- gpusim whatif: the survival chart (NAME-whatif) ---- */
+typedef struct {
+    const char *policy;
+    bool recorded;              /* the setting the recorded run had */
+    const char *outcome;        /* at the cap: "ok", "oom", "error" */
+    bool found;                 /* a minimum capacity was found (up to the device's memory) */
+    uint64_t min_capacity;      /* when found */
+    uint64_t fails_above;       /* a larger capacity at which it fails (0: none seen) */
+    double device_us;           /* modelled device time of the replay at the cap */
+    double vs_default;          /* device_us against the default setting's (0: no default) */
+} gs_plot_whatif_row;
+
+/* Bars of the rows' minimum capacities (in the order given: the verdict's) against the cap, and
+ * beside them the device time at the cap. */
+gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t device_total,
+                        const gs_plot_whatif_row *rows, size_t n, GError **err);
 
 /* ---- saved results: `gpusim plot RESULT` ---- */
 /* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is

@@ -3,7 +3,7 @@
  * The format is told by the content: JSON (replay --format json) is one document or an array of
  * them, each a trace with its results, and a result saved with --plot carries its series, so
  * every plot comes back identical; CSV is a replay's (the bars of each trace) or a sweep's (its
- * first column "cell": the sweep plot). The CSV parser is RFC 4180's.
+ * first column "cell": the sweep plot, and the matrix when it has a capacity list). The CSV parser is RFC 4180's.
  */
 #include <stdarg.h>
 #include <string.h>
@@ -43,6 +43,8 @@ static gboolean run_from_json(gs_plot_run *pr, const gs_json *r, const char *pat
                                     "num_alloc_retries, num_ooms, device_time_us");
     pr->policy = g_strdup(pol->str);
     pr->outcome = g_strdup(oc->str);
+    const gs_json *client = gs_json_get(gs_json_get(r, "first_oom"), "client");
+    if (client && client->type == GS_JSON_STRING) pr->oom_client = g_strdup(client->str);
     pr->retries = (uint64_t)ret;
     pr->ooms = (uint64_t)oom;
     GError *e = NULL;
@@ -242,7 +244,9 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     }
     if (ok && sweep)
         ok = gs_plot_sweep(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
-                           n_params, values, runs, n, err);
+                           n_params, values, runs, n, err) &&
+             gs_plot_matrix(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
+                            n_params, values, runs, n, err);
     else if (ok)
         ok = plot_csv_traces(p, rows, col[C_TRACE], runs, n, err);
     g_free(values);

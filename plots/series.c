@@ -4,7 +4,8 @@
  *
  * The recorder keeps, per bucket of events, the maxima of allocated and reserved bytes (no peak
  * is lost to downsampling), each retry and OOM, and a copy of the heap's segments and blocks
- * taken whenever reserved bytes reach a new maximum: at the end, the address map at peak.
+ * taken whenever reserved bytes reach a new maximum (at the end, the address map at peak) and
+ * once more at the first OOM, with the request that failed and its pool's free blocks.
  */
 #include <string.h>
 
@@ -16,6 +17,19 @@
 
 /* ---- recording ---- */
 
+static void heapmap_init(gs_plot_heapmap *m)
+{
+    memset(m, 0, sizeof *m);
+    m->segs = g_array_new(FALSE, FALSE, sizeof(gs_plot_seg));
+    m->blocks = g_array_new(FALSE, FALSE, sizeof(gs_plot_block));
+}
+
+static void heapmap_clear(gs_plot_heapmap *m)
+{
+    g_array_free(m->segs, TRUE);
+    g_array_free(m->blocks, TRUE);
+}
+
 gs_plot_series *gs_plot_series_new(size_t n_events)
 {
     gs_plot_series *s = g_new0(gs_plot_series, 1);
@@ -23,8 +37,8 @@ gs_plot_series *gs_plot_series_new(size_t n_events)
     s->points = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
     s->retries = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
     s->ooms = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
-    s->segs = g_array_new(FALSE, FALSE, sizeof(gs_plot_seg));
-    s->blocks = g_array_new(FALSE, FALSE, sizeof(gs_plot_block));
+    heapmap_init(&s->peak);
+    heapmap_init(&s->oom);
     return s;
 }
 
@@ -34,26 +48,54 @@ void gs_plot_series_free(gs_plot_series *s)
     g_array_free(s->points, TRUE);
     g_array_free(s->retries, TRUE);
     g_array_free(s->ooms, TRUE);
-    g_array_free(s->segs, TRUE);
-    g_array_free(s->blocks, TRUE);
+    heapmap_clear(&s->peak);
+    heapmap_clear(&s->oom);
     g_free(s);
 }
 
-static void snapshot(gs_plot_series *s, const gs_heap *h)
+static void snapshot(gs_plot_heapmap *m, const gs_heap *h, const gs_plot_point *at)
 {
-    g_array_set_size(s->segs, 0);
-    g_array_set_size(s->blocks, 0);
+    g_array_set_size(m->segs, 0);
+    g_array_set_size(m->blocks, 0);
     for (const gs_segment *g = gs_heap_segments(h); g; g = g->next) {
-        gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = s->blocks->len,
+        gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = m->blocks->len,
                           .pool = g->pool, .expandable = g->expandable};
         for (const gs_block *b = g->head; b; b = b->next) {
             gs_plot_block mb = {.off = b->addr - g->addr, .size = b->size, .state = b->state};
-            g_array_append_val(s->blocks, mb);
+            g_array_append_val(m->blocks, mb);
             ms.n++;
         }
-        g_array_append_val(s->segs, ms);
+        g_array_append_val(m->segs, ms);
     }
-    s->have_map = true;
+    m->at = *at;
+    m->have = true;
+}
+
+/* The request e that met the first OOM, and its pool's free blocks as the failure left them
+ * (the numbers of replay.c's gs_oom_report, with where the largest block lies). */
+static void oom_request(gs_plot_oom_req *q, const gs_heap *h, const gs_event *e)
+{
+    const gs_policy *p = gs_heap_policy(h);
+    memset(q, 0, sizeof *q);
+    q->request = e->size;
+    /* a request past GS_MAX_REQUEST fails before any rounding (which could overflow) */
+    q->rounded = e->size <= GS_MAX_REQUEST ? p->ops->round_size(p->cfg, e->size) : e->size;
+    q->pool = p->ops->pool_of(p->cfg, q->rounded);
+    q->npools = p->ops->npools;
+    q->pool_small = p->ops->pools && q->pool < q->npools && p->ops->pools[q->pool].is_small;
+    q->limit = gs_heap_limit(h);
+    for (const gs_segment *g = gs_heap_segments(h); g; g = g->next)
+        for (const gs_block *b = g->head; b; b = b->next) {
+            if (b->state != GS_BLOCK_FREE || b->pool != q->pool) continue;
+            q->free_in_pool += b->size;
+            q->n_free_in_pool++;
+            if (b->stream == e->stream) q->largest_on_stream = MAX(q->largest_on_stream, b->size);
+            if (b->size > q->largest_in_pool) {
+                q->largest_in_pool = b->size;
+                q->largest_seg = g->addr;
+                q->largest_off = b->addr - g->addr;
+            }
+        }
 }
 
 void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud)
@@ -77,14 +119,24 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
     if (st->num_ooms != s->n_ooms) {
         s->n_ooms = st->num_ooms;
         if (s->ooms->len < MAX_MARKERS) g_array_append_val(s->ooms, p);
+        /* The first OOM: once per replay, so it costs one walk of the heap. */
+        if (!s->oom.have && e->op == GS_OP_ALLOC) {
+            snapshot(&s->oom, h, &p);
+            oom_request(&s->oom_req, h, e);
+        }
     }
     /* Reserved bytes only grow by device allocations, so this walks the heap at most once per
      * cudaMalloc or mapping, not once per event. */
     if (p.reserved > s->max_reserved) {
         s->max_reserved = p.reserved;
-        s->map_at = p;
-        snapshot(s, h);
+        snapshot(&s->peak, h, &p);
     }
+}
+
+const char *gs_plot_pool_words(const gs_plot_oom_req *q)
+{
+    if (q->npools <= 1) return "its pool";
+    return q->pool_small ? "the small pool" : "the large pool";
 }
 
 /* ---- the series as JSON (a saved report's "timeline" and "address_map"), and back ---- */
@@ -131,23 +183,58 @@ static void json_timeline(gs_jw *w, const gs_plot_series *s)
     gs_jw_object_end(w);
 }
 
-/* A segment a line: {"addr", "size", "pool", "expandable", "blocks": [[offset, size, state]...]} */
-static void json_map(gs_jw *w, const gs_plot_series *s)
+/* The OOM map's request: what failed and its pool's free blocks then. */
+static void json_oom_req(gs_jw *w, const gs_plot_oom_req *q)
 {
-    gs_jw_key(w, "address_map");
+    gs_jw_key(w, "request_bytes");
+    gs_jw_uint(w, q->request);
+    gs_jw_key(w, "rounded_bytes");
+    gs_jw_uint(w, q->rounded);
+    gs_jw_key(w, "pool");
+    gs_jw_uint(w, q->pool);
+    gs_jw_key(w, "pool_small");
+    gs_jw_bool(w, q->pool_small);
+    gs_jw_key(w, "npools");
+    gs_jw_uint(w, q->npools);
+    gs_jw_key(w, "limit_bytes");
+    gs_jw_uint(w, q->limit);
+    gs_jw_break(w, ",\n     ");
+    gs_jw_key(w, "largest_free_in_pool_bytes");
+    gs_jw_uint(w, q->largest_in_pool);
+    gs_jw_key(w, "largest_free_on_stream_bytes");
+    gs_jw_uint(w, q->largest_on_stream);
+    gs_jw_key(w, "free_in_pool_bytes");
+    gs_jw_uint(w, q->free_in_pool);
+    gs_jw_key(w, "free_blocks_in_pool");
+    gs_jw_uint(w, q->n_free_in_pool);
+    gs_jw_key(w, "largest_free_segment_addr");
+    gs_jw_uint(w, q->largest_seg);
+    gs_jw_key(w, "largest_free_offset");
+    gs_jw_uint(w, q->largest_off);
+}
+
+/* A segment a line: {"addr", "size", "pool", "expandable", "blocks": [[offset, size, state]...]};
+ * the map at the first OOM ("oom_map") has its request (q) too. */
+static void json_map(gs_jw *w, const char *name, const gs_plot_heapmap *m, const gs_plot_oom_req *q)
+{
+    gs_jw_key(w, name);
     gs_jw_object(w);
     gs_jw_key(w, "event");
-    gs_jw_uint(w, s->map_at.event);
+    gs_jw_uint(w, m->at.event);
     gs_jw_key(w, "time_us");
-    gs_jw_uint(w, s->map_at.time_us);
+    gs_jw_uint(w, m->at.time_us);
     gs_jw_key(w, "allocated_bytes");
-    gs_jw_int(w, s->map_at.allocated);
+    gs_jw_int(w, m->at.allocated);
     gs_jw_key(w, "reserved_bytes");
-    gs_jw_int(w, s->map_at.reserved);
+    gs_jw_int(w, m->at.reserved);
+    if (q) {
+        gs_jw_break(w, ",\n     ");
+        json_oom_req(w, q);
+    }
     gs_jw_key(w, "segments");
     gs_jw_array(w);
-    for (guint i = 0; i < s->segs->len; i++) {
-        const gs_plot_seg *g = &g_array_index(s->segs, gs_plot_seg, i);
+    for (guint i = 0; i < m->segs->len; i++) {
+        const gs_plot_seg *g = &g_array_index(m->segs, gs_plot_seg, i);
         if (i == 0) gs_jw_text(w, "\n     ");
         else gs_jw_break(w, ",\n     ");
         gs_jw_object(w);
@@ -162,7 +249,7 @@ static void json_map(gs_jw *w, const gs_plot_series *s)
         gs_jw_key(w, "blocks");
         gs_jw_array(w);
         for (guint k = 0; k < g->n; k++) {
-            const gs_plot_block *b = &g_array_index(s->blocks, gs_plot_block, g->first + k);
+            const gs_plot_block *b = &g_array_index(m->blocks, gs_plot_block, g->first + k);
             gs_jw_array(w);
             gs_jw_uint(w, b->off);
             gs_jw_uint(w, b->size);
@@ -186,9 +273,13 @@ char *gs_plot_series_json(const gs_plot_series *s)
     gs_jw_init(&w, j);
     gs_jw_text(&w, ",\n   ");
     json_timeline(&w, s);
-    if (s->have_map) {
+    if (s->peak.have) {
         gs_jw_break(&w, ",\n   ");
-        json_map(&w, s);
+        json_map(&w, "address_map", &s->peak, NULL);
+    }
+    if (s->oom.have) {
+        gs_jw_break(&w, ",\n   ");
+        json_map(&w, "oom_map", &s->oom, &s->oom_req);
     }
     return g_string_free(j, FALSE);
 }
@@ -214,20 +305,43 @@ static gboolean points_from_json(const gs_json *a, GArray *out)
     return TRUE;
 }
 
-static gboolean map_from_json(gs_plot_series *s, const gs_json *m)
+static gboolean oom_req_from_json(gs_plot_oom_req *q, const gs_json *m)
+{
+    const gs_json *small = gs_json_get(m, "pool_small");
+    uint64_t pool = 0, npools = 0;
+    if (!gs_json_uint(gs_json_get(m, "request_bytes"), &q->request) ||
+        !gs_json_uint(gs_json_get(m, "rounded_bytes"), &q->rounded) ||
+        !gs_json_uint(gs_json_get(m, "pool"), &pool) || !small || small->type != GS_JSON_BOOL ||
+        !gs_json_uint(gs_json_get(m, "npools"), &npools) ||
+        !gs_json_uint(gs_json_get(m, "limit_bytes"), &q->limit) ||
+        !gs_json_uint(gs_json_get(m, "largest_free_in_pool_bytes"), &q->largest_in_pool) ||
+        !gs_json_uint(gs_json_get(m, "largest_free_on_stream_bytes"), &q->largest_on_stream) ||
+        !gs_json_uint(gs_json_get(m, "free_in_pool_bytes"), &q->free_in_pool) ||
+        !gs_json_uint(gs_json_get(m, "free_blocks_in_pool"), &q->n_free_in_pool) ||
+        !gs_json_uint(gs_json_get(m, "largest_free_segment_addr"), &q->largest_seg) ||
+        !gs_json_uint(gs_json_get(m, "largest_free_offset"), &q->largest_off) ||
+        pool >= GS_MAX_POOLS || npools > GS_MAX_POOLS)
+        return FALSE;
+    q->pool = (unsigned)pool;
+    q->pool_small = small->b;
+    q->npools = (unsigned)npools;
+    return TRUE;
+}
+
+static gboolean map_from_json(gs_plot_heapmap *hm, const gs_json *m)
 {
     const gs_json *segs = gs_json_get(m, "segments");
-    if (!gs_json_uint(gs_json_get(m, "event"), &s->map_at.event) ||
-        !gs_json_uint(gs_json_get(m, "time_us"), &s->map_at.time_us) ||
-        !gs_json_int(gs_json_get(m, "allocated_bytes"), &s->map_at.allocated) ||
-        !gs_json_int(gs_json_get(m, "reserved_bytes"), &s->map_at.reserved) || !segs ||
+    if (!gs_json_uint(gs_json_get(m, "event"), &hm->at.event) ||
+        !gs_json_uint(gs_json_get(m, "time_us"), &hm->at.time_us) ||
+        !gs_json_int(gs_json_get(m, "allocated_bytes"), &hm->at.allocated) ||
+        !gs_json_int(gs_json_get(m, "reserved_bytes"), &hm->at.reserved) || !segs ||
         segs->type != GS_JSON_ARRAY)
         return FALSE;
     for (size_t i = 0; i < segs->n; i++) {
         const gs_json *g = segs->items[i], *bl = gs_json_get(g, "blocks"),
                       *ex = gs_json_get(g, "expandable");
         uint64_t pool;
-        gs_plot_seg ms = {.first = s->blocks->len};
+        gs_plot_seg ms = {.first = hm->blocks->len};
         if (!gs_json_uint(gs_json_get(g, "addr"), &ms.addr) ||
             !gs_json_uint(gs_json_get(g, "size"), &ms.size) ||
             !gs_json_uint(gs_json_get(g, "pool"), &pool) || !ex || ex->type != GS_JSON_BOOL ||
@@ -246,19 +360,19 @@ static gboolean map_from_json(gs_plot_series *s, const gs_json *m)
                 st++;
             if (st == G_N_ELEMENTS(state_names)) return FALSE;
             mb.state = (uint8_t)st;
-            g_array_append_val(s->blocks, mb);
+            g_array_append_val(hm->blocks, mb);
             ms.n++;
         }
-        g_array_append_val(s->segs, ms);
+        g_array_append_val(hm->segs, ms);
     }
-    s->have_map = true;
-    s->max_reserved = s->map_at.reserved;
+    hm->have = true;
     return TRUE;
 }
 
 gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err)
 {
-    const gs_json *tl = gs_json_get(result, "timeline"), *m = gs_json_get(result, "address_map");
+    const gs_json *tl = gs_json_get(result, "timeline"), *m = gs_json_get(result, "address_map"),
+                  *om = gs_json_get(result, "oom_map");
     if (!tl) return NULL;
     gs_plot_series *s = gs_plot_series_new(0);
     uint64_t w = 1;
@@ -266,15 +380,17 @@ gs_plot_series *gs_plot_series_from_json(const gs_json *result, GError **err)
                   points_from_json(gs_json_get(tl, "points"), s->points) &&
                   points_from_json(gs_json_get(tl, "retries"), s->retries) &&
                   points_from_json(gs_json_get(tl, "ooms"), s->ooms) &&
-                  (!m || map_from_json(s, m));
+                  (!m || map_from_json(&s->peak, m)) &&
+                  (!om || (map_from_json(&s->oom, om) && oom_req_from_json(&s->oom_req, om)));
     if (!ok) {
         gs_plot_series_free(s);
-        bad_input(err, "a result's \"timeline\" or \"address_map\" is malformed");
+        bad_input(err, "a result's \"timeline\", \"address_map\" or \"oom_map\" is malformed");
         return NULL;
     }
     s->width = (size_t)w;
     s->n_retries = s->retries->len;
     s->n_ooms = s->ooms->len;
+    s->max_reserved = s->peak.have ? s->peak.at.reserved : 0;
     return s;
 }
 
@@ -301,12 +417,15 @@ void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series
     pr->ooms = r->stats.num_ooms;
     pr->device_us = as_printed("%.1f", gs_devcalls_total_us(&r->calls));
     pr->series = series;
+    if (r->oom && r->n_clients > 1 && r->first_oom_client < r->n_clients)
+        pr->oom_client = g_strdup(r->clients[r->first_oom_client].name);
 }
 
 void gs_plot_run_clear(gs_plot_run *pr)
 {
     g_free(pr->policy);
     g_free(pr->outcome);
+    g_free(pr->oom_client);
     gs_plot_series_free(pr->series);
     memset(pr, 0, sizeof *pr);
 }

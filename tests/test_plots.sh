@@ -124,6 +124,16 @@ rc=$?
 [ "$rc" -eq 3 ] || fail "PATH without gnuplot: exit $rc, want 3"
 grep -q "'gnuplot' not found" "$tmp/err" || fail "PATH without gnuplot: message: $(cat "$tmp/err")"
 [ "$(wc -l <"$tmp/ng.csv")" -eq 3 ] || fail "PATH without gnuplot: CSV not written"
+# ... and whatif --plot: the verdict and the charts' data all the same
+GPUSIM_GNUPLOT=gnuplot-that-is-not-there "$gpusim" whatif "$alt" --capacity 5.875GiB --format json \
+    -o "$tmp/ngw.json" --plot "$tmp/ngw" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 3 ] || fail "whatif, no gnuplot: exit $rc, want 3"
+grep -q "gnuplot-that-is-not-there' not found" "$tmp/err" || fail "whatif, no gnuplot: message: $(cat "$tmp/err")"
+python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['results']) == 8" "$tmp/ngw.json" ||
+    fail "whatif, no gnuplot: verdict not written"
+[ -s "$tmp/ngw/batch-alternate-whatif.dat" ] && [ -s "$tmp/ngw/batch-alternate-whatif.gp" ] ||
+    fail "whatif, no gnuplot: the chart's data and script not written"
 # a gnuplot that fails: exit 3, and no half-written image
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
@@ -146,6 +156,15 @@ check_plot "$tmp/p" batch-alternate-bars 1280 760
 check_plot "$tmp/p" batch-alternate-map-1-pytorch 1280 800
 check_plot "$tmp/p" batch-alternate-map-2-pytorch-max_split_size_mb-128 1280 800
 check_plot "$tmp/p" batch-alternate-map-3-pytorch-expandable_segments-True 1280 800
+# the map at the first OOM: only pytorch meets one; the request beside its pool's largest block
+check_plot "$tmp/p" batch-alternate-oom-map-1-pytorch 1280 960
+ls "$tmp/p" | grep -q 'oom-map-[23]' && fail "replay --plot: an OOM map for a run with no OOM"
+om=$tmp/p/batch-alternate-oom-map-1-pytorch
+grep -q "address space at the first OOM (event 675): a request of 120.45 MiB in the large pool" "$om.gp" ||
+    fail "oom map: title does not name the event and the request"
+grep -q "the failed request: 120.45 MiB" "$om.gp" || fail "oom map: no bar of the request"
+grep -q "largest free block in the large pool: 70.25 MiB" "$om.gp" || fail "oom map: the largest free block not named"
+grep -q "room under the cap: 56.00 MiB" "$om.gp" || fail "oom map: no room under the cap"
 ls -A "$tmp/p" | grep -q 'tmp' && fail "replay --plot: temporary files left"
 # what the plots say: the OOM and the retries are marked, the capacity is drawn and named
 grep -q "pytorch: 1 OOM" "$tmp/p/batch-alternate-timeline.gp" || fail "timeline: no OOM marker"
@@ -164,6 +183,12 @@ for r in rs:
     assert len(tl["retries"]) == r["num_alloc_retries"] and len(tl["ooms"]) == r["num_ooms"]
     assert m["reserved_bytes"] == r["peak_reserved_bytes"]
 assert rs[0]["outcome"] == "oom" and len(rs[0]["timeline"]["ooms"]) == 1
+# the map at the first OOM: the first OOM's event, request and largest free block of its pool
+om, fo = rs[0]["oom_map"], rs[0]["first_oom"]
+assert om["event"] == fo["event"] and om["request_bytes"] == fo["size"], (om["event"], fo)
+assert om["largest_free_in_pool_bytes"] == fo["largest_free_in_pool_bytes"]
+assert om["reserved_bytes"] == fo["reserved_bytes"] and om["allocated_bytes"] == fo["allocated_bytes"]
+assert all("oom_map" not in r for r in rs[1:])
 PY
 # without --plot, JSON stays as it was
 "$gpusim" replay "$alt" --format json | grep -q '"timeline"' && fail "JSON without --plot carries a timeline"
@@ -188,6 +213,109 @@ cp "$tmp/sw/s.csv" "$tmp/s.csv"
 "$gpusim" plot "$tmp/s.csv" -o "$tmp/sw2" || fail "plot sweep csv: exit"
 cmp -s "$tmp/sw/batch-alternate-sweep.dat" "$tmp/sw2/batch-alternate-sweep.dat" || fail "plot sweep csv: data differ"
 check_plot "$tmp/sw2" batch-alternate-sweep 1280 800
+
+# --- several clients: the OOM map is the failing allocator's, and says whose request failed ---
+df=$src/traces/data/dataframe-then-torch.gstrace.gz
+"$gpusim" replay "$df" --clients separate,shared -p pytorch -p cupy=cupy --format json -o "$tmp/mc.json" \
+    --plot "$tmp/mc" 2>"$tmp/err" || fail "clients --plot: exit $?: $(cat "$tmp/err")"
+check_plot "$tmp/mc" dataframe-then-torch-oom-map-1-cupy-cupy-torch-pytorch 1280 960
+grep -q "the failing allocator'.\"'\".'s address space at the first OOM (event 170): torch'.\"'\".'s request of 40.000 GiB" \
+    "$tmp/mc/dataframe-then-torch-oom-map-1-cupy-cupy-torch-pytorch.gp" || fail "clients oom map: whose request is not said"
+"$gpusim" plot "$tmp/mc.json" -o "$tmp/mc2" || fail "plot clients json: exit"
+for f in "$tmp"/mc/*.dat "$tmp"/mc/*.gp; do
+    cmp -s "$f" "$tmp/mc2/$(basename "$f")" || fail "plot clients json: $(basename "$f") differs"
+done
+
+# --- the matrix: a row per setting, a column per capacity; from the sweep and from its CSV ---
+# (the sweep above: 4 settings x 2 capacities; 96 + 4 rows of 44 + 64 pixels high)
+check_plot "$tmp/sw" batch-alternate-matrix 1280 336
+check_plot "$tmp/sw2" batch-alternate-matrix 1280 336
+cmp -s "$tmp/sw/batch-alternate-matrix.dat" "$tmp/sw2/batch-alternate-matrix.dat" || fail "plot sweep csv: matrix data differ"
+python3 - "$tmp/sw/s.csv" "$tmp/sw/batch-alternate-matrix.dat" <<'PY' || fail "matrix: cells"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+assert len(cells) == len(rows) == 8, (len(cells), len(rows))
+policies = list(dict.fromkeys(r["policy"] for r in rows))
+caps = sorted({int(r["capacity_bytes"]) for r in rows})
+for r, c in zip(rows, cells):
+    col, row, cap, retries, ooms, colour, word, cell, policy = c
+    assert int(col) == caps.index(int(r["capacity_bytes"])) + 1 and int(cap) == int(r["capacity_bytes"])
+    assert int(row) == policies.index(r["policy"]) + 1 and policy == r["policy"]
+    assert int(retries) == int(r["num_alloc_retries"]) and cell == r["cell"]
+    assert word == {"ok": "ok", "oom": "OOM"}[r["outcome"]], (word, r["outcome"])
+# every setting fails at 5.75 GiB here (whatif: the least any needs is 5.834 GiB) and completes at 6.25
+assert [c[6] for c in cells] == ["OOM", "ok"] * 4, [c[6] for c in cells]
+PY
+grep -q "'6.25GiB' 2" "$tmp/sw/batch-alternate-matrix.gp" || fail "matrix: capacities not the columns"
+# a sweep without a capacity list has no matrix
+[ -e "$tmp/ng2/batch-alternate-matrix.gp" ] && fail "a sweep without capacities drew a matrix"
+
+# --- the sweep plot of a mixed grid: several templates, a capacity list ---
+# x is the capacity (every cell has it), to scale; a line per setting, in a legend panel of its
+# own; y fits the values
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -p 'pytorch:garbage_collection_threshold:{0.6,0.8}' \
+    -p pytorch:expandable_segments:True --capacity '{5.75,5.875,6.25}GiB' -o "$tmp/mx/s.csv" --plot "$tmp/mx" 2>"$tmp/err" ||
+    fail "mixed sweep: exit: $(cat "$tmp/err")"
+check_plot "$tmp/mx" batch-alternate-sweep 1280 800
+check_plot "$tmp/mx" batch-alternate-matrix 1280 380
+g=$tmp/mx/batch-alternate-sweep.gp
+grep -q "set xtics ('5.75GiB' 5.75, '5.875GiB' 5.875, '6.25GiB' 6.25) nomirror" "$g" || fail "mixed sweep: x is not the capacity to scale"
+grep -q "set xlabel 'capacity (GiB)'" "$g" || fail "mixed sweep: x not named with its unit"
+[ "$(grep -c "^plot NaN \|^     NaN " "$g")" -eq 6 ] || fail "mixed sweep: want a legend entry per setting and one for the OOMs"
+grep -q "title 'pytorch:garbage_collection_threshold:0.8'" "$g" || fail "mixed sweep: the legend does not name the settings"
+# the first panel, peak reserved: its y axis starts near its values, not at 0
+awk '/^set yrange/ { split($3, r, /[\[:\]]/); exit !(r[2] > 5) }' "$g" || fail "mixed sweep: peak reserved forced to start at 0"
+grep -q "^set key at screen" "$g" || fail "mixed sweep: the legend is not a panel of its own"
+# a template without the x parameter: a line across (its cell at both ends of the axis)
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' -p pytorch:expandable_segments:True \
+    --capacity 5.875GiB -o "$tmp/fl/s.csv" --plot "$tmp/fl" 2>"$tmp/err" || fail "flat sweep: exit: $(cat "$tmp/err")"
+check_plot "$tmp/fl" batch-alternate-sweep 1280 800
+g=$tmp/fl/batch-alternate-sweep.gp
+grep -q "set logscale x 2" "$g" || fail "flat sweep: 64..512 not on a base-2 scale"
+grep -q "dashed: settings without'" "$g" || fail "flat sweep: the legend does not say what dashed means"
+python3 - "$tmp/fl/batch-alternate-sweep.dat" <<'PY' || fail "flat sweep: data"
+import sys
+blocks = [b for b in open(sys.argv[1]).read().split("\n\n\n") if b.strip()]
+rows = lambda b: [l.split() for l in b.splitlines() if l and not l.startswith("#")]
+xs = [float(r[0]) for r in rows(blocks[0])]
+assert xs == [64, 128, 256, 512], xs
+flat = rows(blocks[1])
+assert "(without x: drawn across)" in blocks[1] and len(flat) == 2 and flat[0][1:] == flat[1][1:], flat
+assert float(flat[0][0]) < 64 and float(flat[1][0]) > 512
+PY
+[ -e "$tmp/fl/batch-alternate-matrix.gp" ] && fail "a sweep with one capacity and no list drew a matrix"
+
+# --- whatif --plot: the survival chart, and the map at the recorded setting's first OOM ---
+"$gpusim" whatif "$alt" --capacity 5.875GiB --format json -o "$tmp/wi.json" --plot "$tmp/wi" 2>"$tmp/err" ||
+    fail "whatif --plot: exit $?: $(cat "$tmp/err")"
+# 8 settings: 92 + 8 rows of 40 + 72 + 1 note of 20 pixels high
+check_plot "$tmp/wi" batch-alternate-whatif 1280 504
+# the recorded setting (pytorch) is 5th in the verdict and fails at the cap
+check_plot "$tmp/wi" batch-alternate-oom-map-5-pytorch 1280 960
+[ "$(ls "$tmp/wi"/*.png | wc -l)" -eq 2 ] || fail "whatif --plot: want two pictures: $(ls "$tmp/wi")"
+python3 - "$tmp/wi.json" "$tmp/wi/batch-alternate-whatif.dat" <<'PY' || fail "whatif --plot: chart data"
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+rows = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+assert len(rows) == len(rs) == 8
+for i, (r, d) in enumerate(zip(rs, rows)):   # the verdict's order, its numbers
+    assert int(d[0]) == i + 1 and d[7] == r["policy"], (d, r["policy"])
+    assert abs(float(d[1]) - r["min_capacity_bytes"] / 2**30) < 1e-6
+    assert abs(float(d[2]) - r["device_time_us"] / 1000) < 1e-3
+    assert d[4] == r["outcome"] and int(d[5]) == r["recorded"]
+    assert d[3] == ("0x0072B2" if r["outcome"] == "ok" else "0xD55E00")
+PY
+g=$tmp/wi/batch-alternate-whatif.gp
+grep -q "'recorded cap 5.875 GiB'" "$g" || fail "whatif chart: the cap is not drawn and named"
+grep -q "'pytorch (recorded)' 5" "$g" || fail "whatif chart: the recorded setting is not named"
+grep -q "'7.42 ms (+0%), to its failure'" "$g" || fail "whatif chart: device time not beside the bars"
+grep -q "a request of 120.45 MiB in the large pool failed" "$tmp/wi/batch-alternate-oom-map-5-pytorch.gp" ||
+    fail "whatif oom map: not the recorded setting's first OOM"
+# a recorded setting that completes at the cap: the chart alone
+"$gpusim" whatif "$alt" --capacity 6GiB -q --plot "$tmp/wi2" >/dev/null 2>"$tmp/err" || fail "whatif --plot ok: $(cat "$tmp/err")"
+check_plot "$tmp/wi2" batch-alternate-whatif 1280 504
+ls "$tmp/wi2" | grep -q oom-map && fail "whatif --plot: an OOM map for a setting that completes"
 
 # --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
 # gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file

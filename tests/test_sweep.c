@@ -1,9 +1,12 @@
 /* test_sweep.c - the sweep (brace-list grids: order, parameter names, errors; cells run in
  * parallel give exactly the serial results, in grid order) and the plots' recorder (timeline
- * maxima, retry and OOM markers, the address map at peak reserved, its JSON round trip).
+ * maxima, retry and OOM markers, the address map at peak reserved and at the first OOM, its
+ * JSON round trip).
  *
  * Usage: test_sweep TRACE_DATA_DIR (traces/data). */
 #include <string.h>
+
+#include <glib/gstdio.h>
 
 #include "plot.h"
 #include "report.h"
@@ -257,6 +260,84 @@ START_TEST(recorder_keeps_peaks_markers_and_the_map_at_peak)
 }
 END_TEST
 
+static uint64_t json_u(const gs_json *o, const char *key)
+{
+    uint64_t v = 0;
+    ck_assert_msg(gs_json_uint(gs_json_get(o, key), &v), "no %s", key);
+    return v;
+}
+
+/* The map at the first OOM is the heap as the failed request left it: the event, the request
+ * and its pool's largest free block are the result's first OOM report's, the pool's free
+ * blocks in the map add up to what it says, and the largest lies where it says. Under the
+ * default (two pools, cudaMalloc segments), expandable segments and CuPy's pool (one pool). */
+START_TEST(oom_map_is_the_heap_at_the_first_oom)
+{
+    gs_trace *t = load("batch-alternate.gstrace.gz");
+    const struct {
+        const char *spec;
+        uint64_t cap;
+    } runs[] = {{"pytorch", 47 * GiB / 8}, {"pytorch:expandable_segments:True", 11 * GiB / 2},
+                {"cupy", 11 * GiB / 2}};
+    for (size_t k = 0; k < G_N_ELEMENTS(runs); k++) {
+        gs_result r;
+        gs_plot_series *s = record(t, runs[k].spec, runs[k].cap, &r);
+        ck_assert_msg(r.oom && r.first_oom_report, "%s: no OOM", runs[k].spec);
+        const gs_oom_report *o = r.first_oom_report;
+        gs_json *root = series_json(s);
+        const gs_json *m = gs_json_get(root, "oom_map");
+        ck_assert_ptr_nonnull(m);
+        ck_assert_uint_eq(json_u(m, "event"), r.first_oom_event);
+        ck_assert_uint_eq(json_u(m, "request_bytes"), r.first_oom_size);
+        ck_assert_uint_eq(json_u(m, "rounded_bytes"), o->rounded);
+        ck_assert_uint_eq(json_u(m, "pool"), o->pool);
+        ck_assert_uint_eq(json_u(m, "limit_bytes"), runs[k].cap);
+        ck_assert_uint_eq(json_u(m, "allocated_bytes"), o->allocated);
+        ck_assert_uint_eq(json_u(m, "reserved_bytes"), o->reserved);
+        ck_assert_uint_eq(json_u(m, "largest_free_in_pool_bytes"), o->largest_in_pool);
+        ck_assert_uint_eq(json_u(m, "largest_free_on_stream_bytes"), o->largest_on_stream);
+        ck_assert(o->largest_in_pool < o->rounded); /* else the request would have fit */
+        uint64_t seg_addr = json_u(m, "largest_free_segment_addr"), off = json_u(m, "largest_free_offset");
+        const gs_json *segs = gs_json_get(m, "segments");
+        uint64_t free_in_pool = 0, n_free = 0, reserved = 0;
+        bool found = false;
+        for (size_t i = 0; i < segs->n; i++) {
+            const gs_json *g = segs->items[i], *bl = gs_json_get(g, "blocks");
+            bool in_pool = json_u(g, "pool") == o->pool;
+            for (size_t b = 0; b < bl->n; b++) {
+                uint64_t boff, bsize;
+                ck_assert(gs_json_uint(bl->items[b]->items[0], &boff));
+                ck_assert(gs_json_uint(bl->items[b]->items[1], &bsize));
+                const char *st = bl->items[b]->items[2]->str;
+                if (strcmp(st, "unmapped") != 0) reserved += bsize;
+                if (!in_pool || strcmp(st, "free") != 0) continue;
+                free_in_pool += bsize;
+                n_free++;
+                found |= json_u(g, "addr") == seg_addr && boff == off && bsize == o->largest_in_pool;
+            }
+        }
+        ck_assert_uint_eq(free_in_pool, json_u(m, "free_in_pool_bytes"));
+        ck_assert_uint_eq(n_free, json_u(m, "free_blocks_in_pool"));
+        ck_assert_uint_eq(reserved, o->reserved);
+        ck_assert_msg(found || o->largest_in_pool == 0, "%s: the largest free block is not where "
+                      "the map says", runs[k].spec);
+        gs_json_free(root);
+        gs_plot_series_free(s);
+        gs_result_clear(&r);
+    }
+    /* a run with no OOM has no map of one */
+    gs_result r;
+    gs_plot_series *s = record(t, "pytorch:max_split_size_mb:128", 47 * GiB / 8, &r);
+    gs_json *root = series_json(s);
+    ck_assert(!r.oom);
+    ck_assert_ptr_null(gs_json_get(root, "oom_map"));
+    gs_json_free(root);
+    gs_plot_series_free(s);
+    gs_result_clear(&r);
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(expandable_map_shows_unmapped_blocks)
 {
     gs_trace *t = gs_trace_new();
@@ -279,6 +360,101 @@ START_TEST(expandable_map_shows_unmapped_blocks)
     gs_plot_series_free(s);
     gs_result_clear(&r);
     gs_trace_free(t);
+}
+END_TEST
+
+/* A plot directory: $GS_TEST_PLOT_DIR when set (kept, to look at), else a temporary one
+ * (removed by rm_dir). */
+static char *plot_dir(void)
+{
+    const char *keep = g_getenv("GS_TEST_PLOT_DIR");
+    if (keep && *keep) return g_strdup(keep);
+    GError *err = NULL;
+    char *d = g_dir_make_tmp("gs-test-plots-XXXXXX", &err);
+    ck_assert_msg(d != NULL, "%s", err ? err->message : "?");
+    return d;
+}
+
+static void rm_dir(char *d)
+{
+    const char *keep = g_getenv("GS_TEST_PLOT_DIR");
+    if (!(keep && *keep)) {
+        GDir *dir = g_dir_open(d, 0, NULL);
+        for (const char *f; dir && (f = g_dir_read_name(dir));) {
+            char *p = g_build_filename(d, f, NULL);
+            g_unlink(p);
+            g_free(p);
+        }
+        if (dir) g_dir_close(dir);
+        g_rmdir(d);
+    }
+    g_free(d);
+}
+
+static char *read_text(const char *dir, const char *name)
+{
+    char *p = g_build_filename(dir, name, NULL), *text = NULL;
+    ck_assert_msg(g_file_get_contents(p, &text, NULL, NULL), "%s not written", p);
+    g_free(p);
+    return text;
+}
+
+/* Draw what was written, when gnuplot is there: every script gives its PNG and SVG. */
+static void render_if_gnuplot(gs_plotter *p, size_t want_images)
+{
+    char *gp = g_find_program_in_path("gnuplot");
+    if (!gp) return;
+    g_free(gp);
+    GError *err = NULL;
+    size_t n = 0;
+    ck_assert_msg(gs_plotter_render(p, &n, &err), "%s", err ? err->message : "?");
+    ck_assert_uint_eq(n, want_images);
+}
+
+/* The survival chart of settings made up to hold every case: one that completes at the cap,
+ * one that fails there, one that completes at its minimum but fails at a larger capacity (!),
+ * one with no minimum, one stopped by a device error; the recorded one outlined. */
+START_TEST(whatif_chart_holds_every_case)
+{
+    const gs_plot_whatif_row rows[] = {
+        {"pytorch:expandable_segments:True", false, "ok", true, 5 * GiB, 0, 12000, 1.6},
+        {"pytorch", true, "ok", true, 5 * GiB + 512 * MiB, 0, 7500, 1.0},
+        {"made-up:non-monotonic", false, "ok", true, 5 * GiB + 600 * MiB, 7 * GiB, 9000, 1.2},
+        {"pytorch:roundup_power2_divisions:4", false, "oom", true, 6 * GiB + 256 * MiB, 0, 4000, 0.53},
+        {"made-up:never", false, "oom", false, 0, 0, 3000, 0.4},
+        {"made-up:device-error", false, "error", false, 0, 0, 100, 0},
+    };
+    size_t n = G_N_ELEMENTS(rows);
+    char *d = plot_dir();
+    GError *err = NULL;
+    gs_plotter *p = gs_plotter_new(d, &err);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(gs_plot_whatif(p, "dir/made-up.gstrace.gz", 23 * GiB / 4, 80 * GiB, rows, n, &err));
+    char *dat = read_text(d, "made-up-whatif.dat"), *gp = read_text(d, "made-up-whatif.gp");
+    /* a row per setting in the order given, then the rows with no minimum again */
+    char **lines = g_strsplit(dat, "\n", -1);
+    ck_assert(g_str_has_prefix(lines[2], "1 5.000000 12.0000 0x0072B2 ok 0 NaN pytorch:expandable_segments:True"));
+    ck_assert(g_str_has_prefix(lines[3], "2 5.500000 7.5000 0x0072B2 ok 1 NaN pytorch"));
+    ck_assert(g_str_has_prefix(lines[4], "3 5.585938 9.0000 0x0072B2 ok 0 7.000000 made-up:non-monotonic"));
+    ck_assert(g_str_has_prefix(lines[5], "4 6.250000 4.0000 0xD55E00 oom 0 NaN"));
+    ck_assert(g_str_has_prefix(lines[6], "5 NaN 3.0000 0xD55E00 oom 0 NaN made-up:never"));
+    ck_assert(g_str_has_prefix(lines[7], "6 NaN 0.1000 0x8C8C8C error 0 NaN made-up:device-error"));
+    ck_assert_ptr_nonnull(strstr(dat, "# the settings with no minimum capacity\n5 NaN"));
+    g_strfreev(lines);
+    /* what the picture says: the cap, the marks, the notes, the recorded setting named */
+    ck_assert_ptr_nonnull(strstr(gp, "'recorded cap 5.75 GiB'"));
+    ck_assert_ptr_nonnull(strstr(gp, "'pytorch (recorded)' 2"));
+    ck_assert_ptr_nonnull(strstr(gp, "'5.586 GiB  (!)'"));
+    ck_assert_ptr_nonnull(strstr(gp, "'no minimum: fails at every capacity up to 80 GiB'"));
+    ck_assert_ptr_nonnull(strstr(gp, "(!) fails at a larger capacity than its minimum: made-up:non-monotonic at 7.000 GiB."));
+    ck_assert_ptr_nonnull(strstr(gp, "'7.50 ms (+0%)'"));
+    ck_assert_ptr_nonnull(strstr(gp, "'4.00 ms (-47%), to its failure'"));
+    ck_assert_ptr_nonnull(strstr(gp, "size 1280,444")); /* 92 + 6 rows of 40 + 72 + 2 notes of 20 */
+    render_if_gnuplot(p, 2);
+    g_free(dat);
+    g_free(gp);
+    gs_plotter_free(p);
+    rm_dir(d);
 }
 END_TEST
 
@@ -329,12 +505,14 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, bad_grids_are_errors);
     tcase_add_test(tc, grid_past_the_cell_limit_is_an_error);
     tcase_add_test(tc, stems_and_csv_fields);
+    tcase_add_test(tc, whatif_chart_holds_every_case);
     suite_add_tcase(s, tc);
     tc = tcase_create("runs");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, parallel_cells_equal_serial_in_grid_order);
     tcase_add_test(tc, recorder_keeps_peaks_markers_and_the_map_at_peak);
     tcase_add_test(tc, expandable_map_shows_unmapped_blocks);
+    tcase_add_test(tc, oom_map_is_the_heap_at_the_first_oom);
     suite_add_tcase(s, tc);
     return s;
 }

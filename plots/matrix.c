@@ -1,0 +1,161 @@
+/* matrix.c - NAME-matrix (gpusim sweep --plot, or a sweep's saved CSV, when the sweep has a
+ * capacity list): a row per policy setting, a column per capacity (smallest first), each cell
+ * coloured by its outcome (completes, OOM, device error) with its allocation retries written in
+ * it. Where a setting's row turns from OOM to ok is its minimum capacity on the grid.
+ *
+ * NAME-matrix.dat holds a row per cell: its column and row, capacity, outcome and retries.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot-int.h"
+
+static const char *const ok_colour = "#A8DCC3", *const oom_colour = "#F4A582",
+                         *const error_colour = "#C8C8C8";
+
+typedef struct {
+    uint64_t bytes;
+    const char *label; /* the capacity as the sweep wrote it ("5.75GiB") */
+} matrix_col;
+
+static int col_cmp(const void *a, const void *b)
+{
+    const matrix_col *x = a, *y = b;
+    return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
+}
+
+static guint index_of_str(GPtrArray *a, const char *s)
+{
+    guint i;
+    for (i = 0; i < a->len && strcmp(a->pdata[i], s) != 0; i++) {}
+    if (i == a->len) g_ptr_array_add(a, (gpointer)s);
+    return i;
+}
+
+/* A cell's outcome as the matrix says it (one word: the .dat's column), and its colour. */
+static const char *cell_word(const gs_plot_run *c)
+{
+    if (strcmp(c->outcome, "ok") == 0) return "ok";
+    if (strcmp(c->outcome, "oom") == 0) return "OOM";
+    return "error";
+}
+
+static const char *cell_colour(const gs_plot_run *c)
+{
+    const char *w = cell_word(c);
+    return strcmp(w, "ok") == 0 ? ok_colour : strcmp(w, "OOM") == 0 ? oom_colour : error_colour;
+}
+
+gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,
+                        size_t n_params, const char *const *values, const gs_plot_run *cells,
+                        size_t n_cells, GError **err)
+{
+    size_t cap_k = n_params;
+    for (size_t k = 0; k < n_params; k++)
+        if (strcmp(params[k], "capacity") == 0) cap_k = k;
+    if (cap_k == n_params || n_cells == 0) return TRUE;
+
+    /* rows: the policy settings in the grid's order; columns: the capacities, smallest first */
+    GPtrArray *rows = g_ptr_array_new();
+    GArray *cols = g_array_new(FALSE, FALSE, sizeof(matrix_col));
+    for (size_t c = 0; c < n_cells; c++) {
+        index_of_str(rows, cells[c].policy);
+        guint j;
+        for (j = 0; j < cols->len && g_array_index(cols, matrix_col, j).bytes != cells[c].capacity; j++) {}
+        if (j == cols->len) {
+            matrix_col mc = {cells[c].capacity, values[c * n_params + cap_k]};
+            g_array_append_val(cols, mc);
+        }
+    }
+    qsort(cols->data, cols->len, sizeof(matrix_col), col_cmp);
+
+    char *stem0 = gs_plot_stem(trace);
+    char *stem = g_strdup_printf("%s-matrix", stem0), *datname = g_strdup_printf("%s.dat", stem);
+    char *dat_lit = gs_gp_lit(datname);
+    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    g_string_append(dat, "# ");
+    gs_dat_text(dat, trace);
+    g_string_append(dat, ": the sweep's cells, a row per policy setting and a column per capacity\n"
+                         "# column row capacity_bytes retries ooms colour outcome cell policy\n");
+    for (size_t c = 0; c < n_cells; c++) {
+        guint j;
+        for (j = 0; g_array_index(cols, matrix_col, j).bytes != cells[c].capacity; j++) {}
+        guint i = index_of_str(rows, cells[c].policy);
+        g_string_append_printf(dat, "%u %u %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+                                    " 0x%s ",
+                               j + 1, i + 1, cells[c].capacity, cells[c].retries, cells[c].ooms,
+                               cell_colour(&cells[c]) + 1);
+        g_string_append_printf(dat, "%s %zu ", cell_word(&cells[c]), c);
+        gs_dat_text(dat, cells[c].policy);
+        g_string_append_c(dat, '\n');
+    }
+
+    /* pixels: the title and key, a row per setting, the capacity axis; a cell wide enough
+     * for "12 retries" says so, a narrow one gives the number alone */
+    int top_px = 96, row_px = 44, bottom_px = 64;
+    int h = top_px + row_px * (int)rows->len + bottom_px;
+    double lm = 0.30, rm = 0.97;
+    double cell_px = 1280.0 * (rm - lm) / (double)cols->len;
+    bool wide = cell_px >= 96;
+    char *base = g_path_get_basename(trace);
+    char *title = g_strdup_printf("%s: which settings complete at which capacity (%s)", base,
+                                  wide ? "allocation retries in each cell" :
+                                         "the number in a cell: its allocation retries");
+    gs_gp_begin(g, stem, "ok or OOM per setting and capacity", 1280, h);
+    g_string_append(g, "set label 1 ");
+    gs_gp_str(g, title);
+    g_string_append_printf(g,
+        " at screen 0.5,%.4f center font 'Sans,13'\nset lmargin at screen %.3f\nset rmargin at screen %.3f\n"
+        "set tmargin at screen %.4f\nset bmargin at screen %.4f\n"
+        "set key at screen 0.5,%.4f center center horizontal Left reverse samplen 2\n"
+        "set style fill solid 1.0 border lc rgb '#FFFFFF'\nset border 0\nset xrange [0.5:%u.5]\n"
+        "set yrange [%u.5:0.5]\nset xlabel 'capacity'\nset xtics nomirror scale 0 (",
+        1.0 - 24.0 / h, lm, rm, 1.0 - (double)top_px / h, (double)bottom_px / h, 1.0 - 62.0 / h, cols->len,
+        rows->len);
+    for (guint j = 0; j < cols->len; j++) {
+        if (j) g_string_append(g, ", ");
+        gs_gp_str(g, g_array_index(cols, matrix_col, j).label);
+        g_string_append_printf(g, " %u", j + 1);
+    }
+    g_string_append(g, ")\nset ytics nomirror scale 0 (");
+    for (guint i = 0; i < rows->len; i++) {
+        if (i) g_string_append(g, ", ");
+        gs_gp_str(g, rows->pdata[i]);
+        g_string_append_printf(g, " %u", i + 1);
+    }
+    g_string_append_printf(g,
+        ")\nplot %s using 1:2:($1-0.5):($1+0.5):($2-0.5):($2+0.5):6 with boxxyerror lc rgb variable "
+        "notitle, \\\n"
+        "     '' using 1:2:7 "
+        "with labels offset 0,0.55 font 'Sans,10' notitle, \\\n",
+        dat_lit);
+    if (wide)
+        g_string_append(g, "     '' using 1:2:($4 == 1 ? '1 retry' : sprintf('%d retries', $4)) "
+                           "with labels offset 0,-0.55 font 'Sans,10' notitle, \\\n");
+    else
+        g_string_append(g, "     '' using 1:2:(sprintf('%d', $4)) with labels offset 0,-0.55 "
+                           "font 'Sans,10' notitle, \\\n");
+    g_string_append_printf(g, "     NaN with boxes lc rgb '%s' title 'completes', \\\n"
+                              "     NaN with boxes lc rgb '%s' title 'OOM'",
+                           ok_colour, oom_colour);
+    bool any_error = false;
+    for (size_t c = 0; c < n_cells; c++)
+        any_error |= strcmp(cell_word(&cells[c]), "error") == 0;
+    if (any_error)
+        g_string_append_printf(g, ", \\\n     NaN with boxes lc rgb '%s' title 'device error'", error_colour);
+    g_string_append_c(g, '\n');
+    gs_gp_end(g);
+
+    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    g_free(title);
+    g_free(base);
+    g_string_free(dat, TRUE);
+    g_string_free(g, TRUE);
+    g_free(dat_lit);
+    g_free(datname);
+    g_free(stem);
+    g_free(stem0);
+    g_ptr_array_free(rows, TRUE);
+    g_array_free(cols, TRUE);
+    return ok;
+}
