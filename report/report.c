@@ -357,7 +357,7 @@ static void report_references(FILE *out, const gs_result *rs, size_t n,
 
 /* What the trace can tell, under its first line: where the recorded run died, where its
  * recording began. */
-static void report_caveats(FILE *out, const gs_trace *t)
+void gs_report_caveats(FILE *out, const gs_trace *t)
 {
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
@@ -387,7 +387,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
                          size_t n, const gs_reference *const *refs)
 {
     fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
-    report_caveats(out, t);
+    gs_report_caveats(out, t);
     char **labels = g_new0(char *, n + 1);
     int w = 6;
     for (size_t i = 0; i < n; i++) {

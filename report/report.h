@@ -44,6 +44,10 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
  * reserved by PyTorch but unallocated". g_free it. */
 char *gs_oom_message(const gs_oom_report *o);
 
+/* What the trace can tell, a line each (indented): where the recorded run died (an OOM), where
+ * its recording began (a cut log). Nothing for a complete recording. */
+void gs_report_caveats(FILE *out, const gs_trace *t);
+
 /* ---- gpusim whatif (whatif.c) ---- */
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
  * recommendation; table, CSV or JSON. */

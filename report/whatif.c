@@ -76,6 +76,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     char *cap = gs_format_capacity(capacity, " ");
     fprintf(out, "whatif %s: %zu events, at the cap of %s\n", name, t->n, cap);
     g_free(cap);
+    gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
     int w = 7;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
@@ -156,9 +157,11 @@ static void csv(FILE *out, const char *name, const GPtrArray *rows, uint64_t cap
     g_free(tq);
 }
 
-static void json(FILE *out, const char *name, const GPtrArray *rows, uint64_t capacity,
-                 uint64_t device_total, const char *rec_text)
+static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
+                 uint64_t capacity, uint64_t device_total, const char *rec_text)
 {
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
     const gs_whatif_row *dflt = gs_whatif_default(rows);
     GString *g = g_string_new(NULL);
     gs_jw w;
@@ -174,6 +177,13 @@ static void json(FILE *out, const char *name, const GPtrArray *rows, uint64_t ca
     gs_jw_uint(&w, GS_WHATIF_STEP);
     gs_jw_key(&w, "recommendation");
     gs_jw_str(&w, rec_text);
+    /* what the trace can tell: a minimum capacity of a trace that ends where its run died is
+     * the memory to get that far */
+    gs_jw_key(&w, "recorded_fatal_oom_event");
+    if (cv.fatal_oom) gs_jw_uint(&w, cv.fatal_oom_event);
+    else gs_jw_null(&w);
+    gs_jw_key(&w, "synthesized_allocs");
+    gs_jw_uint(&w, cv.synthesized);
     gs_jw_key(&w, "results");
     gs_jw_array(&w);
     for (guint i = 0; i < rows->len; i++) {
@@ -226,7 +236,7 @@ void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace
                       const GPtrArray *rows, uint64_t capacity, uint64_t device_total)
 {
     char *rec = gs_whatif_recommendation(rows, capacity);
-    if (fmt == GS_FMT_JSON) json(out, name, rows, capacity, device_total, rec);
+    if (fmt == GS_FMT_JSON) json(out, name, t, rows, capacity, device_total, rec);
     else if (fmt == GS_FMT_CSV) csv(out, name, rows, capacity);
     else table(out, name, t, rows, capacity, rec);
     g_free(rec);

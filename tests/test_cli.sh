@@ -398,6 +398,31 @@ GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plo
 "$gpusim" sweep "$tmp/empty.gstrace" -p 'pytorch:max_split_size_mb:{64,128}' >"$tmp/out" ||
     fail "empty trace, sweep: exit"
 
+# --- whatif on a run that died of OOM (issue 13): the recorded setting fails at the recorded
+# cap, the trace says where the run died, and every minimum capacity completes while 2 MiB less
+# fails (replayed here, one by one) ---
+python3 "$src/traces/convert.py" "$snap" -o "$tmp/oomdie.gstrace.gz" 2>/dev/null || fail "convert oomdie"
+"$gpusim" whatif "$snap" --format json -o "$tmp/wd.json" 2>/dev/null || fail "whatif oomdie: exit $?"
+python3 - "$tmp/wd.json" "$gpusim" "$tmp/oomdie.gstrace.gz" <<'PY' || fail "whatif on a dying snapshot"
+import json, subprocess, sys
+v = json.load(open(sys.argv[1]))
+gpusim, trace = sys.argv[2], sys.argv[3]
+rec = [r for r in v["results"] if r["recorded"]][0]
+assert rec["outcome"] == "oom", rec                    # it died there, as the real run did
+assert v["recorded_fatal_oom_event"] is not None, v
+assert any(r["outcome"] == "ok" for r in v["results"]), "no setting saves the run"
+def outcome(policy, cap):
+    out = subprocess.run([gpusim, "replay", trace, "-q", "-p", policy, "--capacity", str(cap),
+                          "--format", "json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["results"][0]["outcome"]
+for r in v["results"]:
+    m = r["min_capacity_bytes"]
+    if m is None or r["policy"].startswith("cupy"):
+        continue
+    assert outcome(r["policy"], m) == "ok", (r["policy"], m)
+    assert outcome(r["policy"], m - (2 << 20)) == "oom", (r["policy"], m)
+PY
+
 # --- rough edges (issue 17) ---
 # PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
 for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do
