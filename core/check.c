@@ -12,6 +12,8 @@ typedef struct {
     char *first;                        /* the first one, described */
     gs_stats re;                        /* every stat's current value, recounted */
     size_t free_blocks[GS_MAX_POOLS];   /* free blocks the segments hold, per pool */
+    uint64_t free_bytes[GS_MAX_POOLS];  /* and their bytes */
+    uint64_t largest_free;              /* the largest free block of any pool */
     size_t unmapped_blocks[GS_MAX_POOLS];
     size_t nsegments;
     uint64_t reserved;                  /* bytes of cudaMalloc segments, and mapped bytes */
@@ -93,6 +95,8 @@ static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int
                "unmapped blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
     } else if (b->state == GS_BLOCK_FREE) {
         c->free_blocks[b->pool]++;
+        c->free_bytes[b->pool] += b->size;
+        c->largest_free = MAX(c->largest_free, b->size);
         INSIST(c, !(b->next && b->next->state == GS_BLOCK_FREE),
                "blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
         if (split) {
@@ -170,6 +174,9 @@ static void check_indexes(check_ctx *c, const gs_heap *h)
         INSIST(c, n == c->free_blocks[i],
                "index of pool %u holds %zu blocks, segments have %zu free", i, n,
                c->free_blocks[i]);
+        INSIST(c, p->free_bytes == c->free_bytes[i],
+               "pool %u counts " U64 " free bytes, its free blocks hold " U64, i, p->free_bytes,
+               c->free_bytes[i]);
         last = NULL;
         n = check_tree(c, h, i, p->unmapped.root, &last, GS_BLOCK_UNMAPPED);
         INSIST(c, n == p->unmapped.count,
@@ -181,6 +188,11 @@ static void check_indexes(check_ctx *c, const gs_heap *h)
     }
     for (const gs_block *b = h->pending; b; b = b->right)
         INSIST(c, b->state == GS_BLOCK_PENDING, "pending list holds a block that is not pending");
+    uint64_t largest = UINT64_MAX;
+    (void)gs_heap_free_bytes(h, &largest);
+    INSIST(c, largest == c->largest_free,
+           "the largest free block is " U64 " bytes, gs_heap_free_bytes says " U64,
+           c->largest_free, largest);
 }
 
 /* Every stat's current value equals the recount. */

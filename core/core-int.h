@@ -35,6 +35,7 @@ typedef struct {
 
 typedef struct {
     gs_tree blocks;          /* free blocks by (stream, size, addr) */
+    uint64_t free_bytes;     /* the sizes of the blocks in it, summed */
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
@@ -261,12 +262,15 @@ static inline void pool_insert(gs_heap *h, gs_block *b)
     b->state = GS_BLOCK_FREE;
     b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
+    p->free_bytes += b->size;
     gs_index_insert(&p->blocks, b);
 }
 
 static inline void pool_remove(gs_heap *h, gs_block *b)
 {
-    index_remove(&h->pools[b->pool].blocks, b);
+    gs_pool *p = &h->pools[b->pool];
+    p->free_bytes -= b->size;
+    index_remove(&p->blocks, b);
 }
 
 static inline void unmapped_insert(gs_heap *h, gs_block *b)

@@ -199,6 +199,10 @@ uint64_t gs_heap_reserved(const gs_heap *h);
  * arrangement marks each with the client whose request made it. */
 void gs_heap_set_tag(gs_heap *h, uint32_t tag);
 const gs_segment *gs_heap_segments(const gs_heap *h); /* walk with ->next */
+/* The bytes of the cached free blocks of every pool (not pending frees, not unmapped address
+ * space), and the size of the largest of them in *largest (0 when there is none; largest may be
+ * NULL). Kept as the heap changes: no walk over the free blocks. */
+uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest);
 
 /* Verify every invariant: blocks tile each segment exactly and are linked both ways; no two
  * adjacent free blocks are left unmerged; each index holds exactly the free blocks of its pool,

@@ -184,25 +184,21 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
         }
     }
     if (!h->P->fits(h->cfg, b, size)) return NULL;
-    if (link) gs_index_unlink(&p->blocks, link, b);
-    else pool_remove(h, b);
+    if (link) {
+        p->free_bytes -= b->size;
+        gs_index_unlink(&p->blocks, link, b);
+    } else {
+        pool_remove(h, b);
+    }
     return b;
 }
 
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
- * malloc that raised it, so the new segment is seen serving its request). */
+ * malloc that raised it, so the new segment is seen serving its request): from the running
+ * totals, without a walk over the free blocks. */
 static void note_peak_reserved(gs_heap *h)
 {
-    uint64_t largest = 0, total = 0;
-    for (unsigned i = 0; i < h->npools; i++) {
-        for (gs_block *b = index_lower_bound(&h->pools[i].blocks, 0, 0, 0); b;
-             b = index_next(&h->pools[i].blocks, b)) {
-            total += b->size;
-            if (b->size > largest) largest = b->size;
-        }
-    }
-    h->st.largest_free_at_peak_reserved = largest;
-    h->st.total_free_at_peak_reserved = total;
+    h->st.total_free_at_peak_reserved = gs_heap_free_bytes(h, &h->st.largest_free_at_peak_reserved);
     h->peak_reserved_dirty = false;
 }
 

@@ -106,3 +106,31 @@ uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 {
     return h->pools[b->pool].get_free_calls - b->gc_base;
 }
+
+/* The largest free block of a pool: the last block of each stream in the index (one descent per
+ * stream that has free blocks, not a walk over them). */
+static uint64_t pool_largest(const gs_tree *t)
+{
+    uint64_t largest = 0;
+    for (gs_block *b = index_lower_bound(t, 0, 0, 0); b;) {
+        /* the first block of the next stream, and the last one of b's before it */
+        gs_block *nx = b->stream + 1 < GS_MAX_STREAMS ? index_lower_bound(t, b->stream + 1, 0, 0)
+                                                      : NULL;
+        gs_block *last = nx ? index_prev(t, nx) : NULL;
+        if (!nx) for (last = t->root; last->right;) last = last->right;
+        if (last->size > largest) largest = last->size;
+        b = nx;
+    }
+    return largest;
+}
+
+uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
+{
+    uint64_t total = 0, big = 0;
+    for (unsigned i = 0; i < h->npools; i++) {
+        total += h->pools[i].free_bytes;
+        if (largest && h->pools[i].blocks.count) big = MAX(big, pool_largest(&h->pools[i].blocks));
+    }
+    if (largest) *largest = big;
+    return total;
+}
