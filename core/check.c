@@ -161,23 +161,95 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
     }
 }
 
+/* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
+ * in order, with the heap property; the bitmaps mark exactly the classes, rows and streams that
+ * hold blocks; the counts, each stream's largest and the tournament agree with what the treaps
+ * hold. Then a walk in the policies' view (gs_pool_first/next, and back with last/prev) meets
+ * every block once, in strictly ascending order, and the lower bound of each (stream, size)
+ * met is its first block. Returns the blocks held. */
+static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
+{
+    const gs_findex *x = &h->pools[i].blocks;
+    size_t total = 0;
+    INSIST(c, (x->ns & (x->ns - 1)) == 0, "pool %u: stream table of %u entries", i, x->ns);
+    for (uint32_t si = 0; si < x->ns; si++) {
+        const gs_fstream *s = x->s[si];
+        bool has = s && s->count;
+        INSIST(c, !!(x->sbits[si >> 6] >> (si & 63) & 1) == has,
+               "pool %u: stream %u's bit says %d", i, si, !has);
+        INSIST(c, x->tmax[x->ns + si] == (s ? s->largest : 0),
+               "pool %u: tournament leaf of stream %u", i, si);
+        if (!s) continue;
+        size_t n = 0;
+        uint64_t largest = 0;
+        for (unsigned fl = 0; fl < GS_FL; fl++) {
+            const gs_frow *r = s->rows[fl];
+            INSIST(c, !!(s->rows_bits >> fl & 1) == (r && r->bits),
+                   "pool %u stream %u: row %u's bit is wrong", i, si, fl);
+            for (unsigned sl = 0; r && sl < GS_SL; sl++) {
+                INSIST(c, !!(r->bits >> sl & 1) == (r->cls[sl] != NULL),
+                       "pool %u stream %u: class %u.%u's bit is wrong", i, si, fl, sl);
+                const gs_block *last = NULL;
+                size_t k = check_tree(c, h, i, r->cls[sl], &last, GS_BLOCK_FREE);
+                n += k;
+                if (last) largest = MAX(largest, last->size);
+                /* every block of this treap is of its stream and class */
+                for (const gs_block *b = r->cls[sl] ? treap_min(r->cls[sl]) : NULL; b;
+                     b = treap_after(r->cls[sl], key_of(b))) {
+                    unsigned bsl, bfl = size_class(b->size, &bsl);
+                    INSIST(c, b->stream == si && bfl == fl && bsl == sl,
+                           "block " ADDR " of stream %u, size " U64 " is in class %u.%u of "
+                           "stream %u", b->addr, b->stream, b->size, fl, sl, si);
+                }
+            }
+        }
+        INSIST(c, n == s->count, "pool %u stream %u holds %zu blocks, count says %zu", i, si, n,
+               s->count);
+        INSIST(c, largest == s->largest, "pool %u stream %u: largest is " U64 ", says " U64, i,
+               si, largest, s->largest);
+        total += n;
+    }
+    for (uint32_t k = 1; k < x->ns; k++)
+        INSIST(c, x->tmax[k] == MAX(x->tmax[2 * k], x->tmax[2 * k + 1]),
+               "pool %u: tournament node %u", i, k);
+    INSIST(c, total == x->count, "index of pool %u holds %zu blocks, count says %zu", i, total,
+           x->count);
+
+    size_t fwd = 0, back = 0;
+    const gs_block *prev = NULL, *run = NULL;
+    for (const gs_block *b = gs_pool_first(h, i); b && fwd <= total; b = gs_pool_next(h, b)) {
+        if (prev) INSIST(c, key_of(prev) < key_of(b), "index of pool %u out of order", i);
+        if (!run || run->skey != b->skey) {
+            run = b;
+            INSIST(c, gs_pool_lower_bound(h, i, b->stream, b->size) == b,
+                   "pool %u: the lower bound of stream %u, size " U64 " is not " ADDR, i,
+                   b->stream, b->size, b->addr);
+        }
+        prev = b;
+        fwd++;
+    }
+    for (const gs_block *b = gs_pool_last(h, i); b && back <= total; b = gs_pool_prev(h, b))
+        back++;
+    INSIST(c, fwd == total && back == total,
+           "pool %u: stepping through the index meets %zu blocks forward and %zu back, not %zu",
+           i, fwd, back, total);
+    return total;
+}
+
 /* Each pool's two indexes hold exactly the free and the unmapped blocks its segments have;
  * the pending list holds only pending blocks. */
 static void check_indexes(check_ctx *c, const gs_heap *h)
 {
     for (unsigned i = 0; i < h->npools; i++) {
         const gs_pool *p = &h->pools[i];
-        const gs_block *last = NULL;
-        size_t n = check_tree(c, h, i, p->blocks.root, &last, GS_BLOCK_FREE);
-        INSIST(c, n == p->blocks.count, "index of pool %u holds %zu blocks, count says %zu", i, n,
-               p->blocks.count);
+        size_t n = check_findex(c, h, i);
         INSIST(c, n == c->free_blocks[i],
                "index of pool %u holds %zu blocks, segments have %zu free", i, n,
                c->free_blocks[i]);
         INSIST(c, p->free_bytes == c->free_bytes[i],
                "pool %u counts " U64 " free bytes, its free blocks hold " U64, i, p->free_bytes,
                c->free_bytes[i]);
-        last = NULL;
+        const gs_block *last = NULL;
         n = check_tree(c, h, i, p->unmapped.root, &last, GS_BLOCK_UNMAPPED);
         INSIST(c, n == p->unmapped.count,
                "unmapped index of pool %u holds %zu blocks, count says %zu", i, n,

@@ -6,7 +6,8 @@
  * that cross files on the hot path (index descents, block structs, statistics) are static
  * inline here, so the split into files adds no call where a replay spends its time.
  *
- *   index.c       the free-block index (a treap per pool) and the policies' view of it
+ *   index.c       the free-block indexes (size classes of treaps per pool and stream; a treap
+ *                 for unmapped blocks) and the policies' view of them
  *   heap.c        blocks, segments, malloc and free, the out-of-memory ladder, release
  *   expandable.c  expandable segments: reserve, map, unmap, release
  *   check.c       gs_heap_check
@@ -28,13 +29,49 @@
  * The free-block index's types (index.c)
  * ------------------------------------------------------------------------------------------ */
 
+/* A treap, intrusive in the blocks: a pool's unmapped blocks, by (stream, addr). */
 typedef struct {
     gs_block *root;
     size_t count;
 } gs_tree;
 
+/* A pool's free blocks, in PyTorch's order (stream, size, addr), as two-level segregated size
+ * classes (TLSF's) per stream, each class a small treap by (size, addr):
+ *   class    sizes [32 + sl, 33 + sl) << (row - 1) for row >= 1 (32 classes per power of two);
+ *            row 0 holds the sizes below 32, one class each. Classes ascend with size, so a
+ *            lower bound is the lower bound within the request's own class, else the smallest
+ *            block of the next class that holds blocks, which two bitmaps give at once (no
+ *            descent through the blocks of other sizes);
+ *   stream   its rows (allocated when first used), and the largest size it holds;
+ *   pool     its streams by index, a bitmap of those with blocks (to step across streams), and
+ *            a tournament tree over the streams' largest sizes, whose root is the pool's.
+ * Removing a known block descends only its class's treap. */
+#define GS_SL_BITS 5
+#define GS_SL (1u << GS_SL_BITS)
+#define GS_FL (48 - GS_SL_BITS + 1) /* rows for every size below 2^48 (GS_KEY_SIZE_BITS) */
+
 typedef struct {
-    gs_tree blocks;          /* free blocks by (stream, size, addr) */
+    uint32_t bits;          /* classes that hold blocks */
+    gs_block *cls[GS_SL];   /* each class's treap */
+} gs_frow;
+
+typedef struct {
+    uint64_t rows_bits;     /* rows that hold blocks */
+    size_t count;
+    uint64_t largest;       /* the largest block's size; 0 when empty */
+    gs_frow *rows[GS_FL];   /* NULL until the row is first used */
+} gs_fstream;
+
+typedef struct {
+    gs_fstream **s;         /* by stream index; NULL until the stream has had a free block */
+    uint32_t ns;            /* length of s, sbits * 64 and tmax / 2: a power of two, or 0 */
+    uint64_t *sbits;        /* streams that hold blocks */
+    uint64_t *tmax;         /* tournament: tmax[ns + i] is stream i's largest, tmax[1] the pool's */
+    size_t count;
+} gs_findex;
+
+typedef struct {
+    gs_findex blocks;        /* free blocks by (stream, size, addr) */
     uint64_t free_bytes;     /* the sizes of the blocks in it, summed */
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
@@ -107,9 +144,18 @@ struct gs_heap {
  * Functions of one file called in another, by defining file
  * ------------------------------------------------------------------------------------------ */
 
-/* "index.c": the treap, for a pool's free blocks or its unmapped ones */
-void gs_index_insert(gs_tree *p, gs_block *b);                  /* b->skey set by the caller */
-void gs_index_unlink(gs_tree *p, gs_block **link, gs_block *b); /* b, reached through *link */
+/* "index.c": treaps (a size class's, or the unmapped blocks'), and the size-class index's
+ * cold paths */
+void gs_treap_insert(gs_block **root, gs_block *b);  /* b->skey set by the caller */
+void gs_treap_unlink(gs_block **link, gs_block *b);  /* b, reached through *link */
+gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
+gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
+void gs_findex_set_largest(gs_findex *x, uint32_t stream, uint64_t largest);
+void gs_findex_largest_gone(gs_findex *x, gs_fstream *s, uint32_t stream);
+gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first of a stream >= */
+gs_block *gs_findex_next(const gs_findex *x, const gs_block *b);
+gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
+void gs_findex_free(gs_findex *x);
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
@@ -129,34 +175,21 @@ void gs_expandable_destroy(gs_heap *h, gs_segment *s);
  * makes or drops a block.
  * ------------------------------------------------------------------------------------------ */
 
-/* ---- index descents (the treap is index.c's) ---- */
+/* ---- treap descents (insertion and unlinking are index.c's) ---- */
 
 static inline void index_remove(gs_tree *p, gs_block *b)
 {
     gs_block **link = &p->root;
     gs_key k = key_of(b);
     while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    gs_index_unlink(p, link, b);
+    gs_treap_unlink(link, b);
+    p->count--;
 }
 
-/* The lower bound of (stream, size, 0) and the link that points to it, in one descent. */
-static inline gs_block **index_lower_bound_link(gs_tree *p, uint32_t stream, uint64_t size)
+/* The smallest block with key >= k under root, or NULL. */
+static inline gs_block *treap_lower_bound(gs_block *n, gs_key k)
 {
-    gs_block **link = &p->root, **best = NULL;
-    gs_key k = make_key(stream, size, 0);
-    while (*link) {
-        bool left = k <= key_of(*link);
-        best = left ? link : best;
-        link = left ? &(*link)->left : &(*link)->right;
-    }
-    return best;
-}
-
-static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uint64_t size,
-                                          uint64_t addr)
-{
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = make_key(stream, size, addr);
+    gs_block *best = NULL;
     while (n) {
         bool left = k <= key_of(n);
         best = left ? n : best;
@@ -165,10 +198,22 @@ static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uin
     return best;
 }
 
-static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
+/* The link to the smallest block with key >= k under *link, or NULL. */
+static inline gs_block **treap_lower_bound_link(gs_block **link, gs_key k)
 {
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = key_of(b);
+    gs_block **best = NULL;
+    while (*link) {
+        bool left = k <= key_of(*link);
+        best = left ? link : best;
+        link = left ? &(*link)->left : &(*link)->right;
+    }
+    return best;
+}
+
+/* The smallest block with key > k under n, or NULL; and the largest with key < k. */
+static inline gs_block *treap_after(gs_block *n, gs_key k)
+{
+    gs_block *best = NULL;
     while (n) {
         bool left = k < key_of(n);
         best = left ? n : best;
@@ -177,10 +222,9 @@ static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
     return best;
 }
 
-static inline gs_block *index_prev(const gs_tree *p, const gs_block *b)
+static inline gs_block *treap_before(gs_block *n, gs_key k)
 {
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = key_of(b);
+    gs_block *best = NULL;
     while (n) {
         bool right = k > key_of(n);
         best = right ? n : best;
@@ -188,6 +232,134 @@ static inline gs_block *index_prev(const gs_tree *p, const gs_block *b)
     }
     return best;
 }
+
+static inline gs_block *treap_min(gs_block *n)
+{
+    while (n->left) n = n->left;
+    return n;
+}
+
+static inline gs_block *treap_max(gs_block *n)
+{
+    while (n->right) n = n->right;
+    return n;
+}
+
+static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uint64_t size,
+                                          uint64_t addr)
+{
+    return treap_lower_bound(p->root, make_key(stream, size, addr));
+}
+
+static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
+{
+    return treap_after(p->root, key_of(b));
+}
+
+/* ---- the size-class index of free blocks ---- */
+
+/* The class of a size: its row, and its class within the row in *sl. */
+static inline unsigned size_class(uint64_t size, unsigned *sl)
+{
+    if (size < GS_SL) {
+        *sl = (unsigned)size;
+        return 0;
+    }
+    unsigned f = 63u - (unsigned)__builtin_clzll(size);
+    *sl = (unsigned)(size >> (f - GS_SL_BITS)) & (GS_SL - 1);
+    return f - GS_SL_BITS + 1;
+}
+
+/* Where a block is (or would be) in the index: its stream, row, class and the link to it. */
+typedef struct {
+    gs_fstream *s;
+    gs_frow *r;
+    unsigned fl, sl;
+    gs_block **link;
+} gs_fpos;
+
+/* The smallest block of stream's with size >= size (the best fit's candidate), with its
+ * position, or NULL: a descent of the request's class, else the smallest block of the next
+ * class that holds any. */
+static inline gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint64_t size,
+                                              gs_fpos *at)
+{
+    gs_fstream *s = stream < x->ns ? x->s[stream] : NULL;
+    if (!s || !s->count) return NULL;
+    unsigned sl, fl = size_class(size, &sl);
+    gs_frow *r = s->rows[fl];
+    gs_block **link = NULL;
+    if (r && (r->bits >> sl & 1))
+        link = treap_lower_bound_link(&r->cls[sl], make_key(stream, size, 0));
+    if (!link) {
+        uint64_t above = r ? (uint64_t)r->bits >> sl >> 1 : 0; /* the row's larger classes */
+        if (above) {
+            sl += 1 + (unsigned)__builtin_ctzll(above);
+        } else {
+            uint64_t rows = s->rows_bits >> fl >> 1;
+            if (!rows) return NULL;
+            fl += 1 + (unsigned)__builtin_ctzll(rows);
+            r = s->rows[fl];
+            sl = (unsigned)__builtin_ctz(r->bits);
+        }
+        link = &r->cls[sl];
+        while ((*link)->left) link = &(*link)->left;
+    }
+    at->s = s;
+    at->r = r;
+    at->fl = fl;
+    at->sl = sl;
+    at->link = link;
+    return *link;
+}
+
+static inline void findex_insert(gs_findex *x, gs_block *b)
+{
+    g_assert(b->size < (UINT64_C(1) << GS_KEY_SIZE_BITS) && b->stream < GS_MAX_STREAMS);
+    uint32_t st = b->stream;
+    gs_fstream *s = st < x->ns ? x->s[st] : NULL;
+    if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st);
+    unsigned sl, fl = size_class(b->size, &sl);
+    gs_frow *r = s->rows[fl];
+    if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
+    gs_treap_insert(&r->cls[sl], b);
+    r->bits |= 1u << sl;
+    s->rows_bits |= UINT64_C(1) << fl;
+    if (s->count++ == 0) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
+    x->count++;
+    if (b->size > s->largest) gs_findex_set_largest(x, st, b->size);
+}
+
+/* Take out b, found at position at. */
+static inline void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
+{
+    gs_fstream *s = at->s;
+    gs_treap_unlink(at->link, b);
+    if (!at->r->cls[at->sl]) {
+        at->r->bits &= ~(1u << at->sl);
+        if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
+    }
+    x->count--;
+    if (--s->count == 0) x->sbits[b->stream >> 6] &= ~(UINT64_C(1) << (b->stream & 63));
+    if (b->size == s->largest) gs_findex_largest_gone(x, s, b->stream);
+}
+
+/* Take out b, a block of the index: a descent of its class's treap only. */
+static inline void findex_remove(gs_findex *x, gs_block *b)
+{
+    gs_fpos at;
+    at.s = x->s[b->stream];
+    at.fl = size_class(b->size, &at.sl);
+    at.r = at.s->rows[at.fl];
+    gs_block **link = &at.r->cls[at.sl];
+    gs_key k = key_of(b);
+    while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
+    at.link = link;
+    findex_unlink(x, &at, b);
+}
+
+/* The pool's largest free block's size (0 when it has none). */
+static inline uint64_t findex_largest(const gs_findex *x) { return x->ns ? x->tmax[1] : 0; }
 
 /* ---- statistics ---- */
 
@@ -263,21 +435,23 @@ static inline void pool_insert(gs_heap *h, gs_block *b)
     b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
     p->free_bytes += b->size;
-    gs_index_insert(&p->blocks, b);
+    findex_insert(&p->blocks, b);
 }
 
 static inline void pool_remove(gs_heap *h, gs_block *b)
 {
     gs_pool *p = &h->pools[b->pool];
     p->free_bytes -= b->size;
-    index_remove(&p->blocks, b);
+    findex_remove(&p->blocks, b);
 }
 
 static inline void unmapped_insert(gs_heap *h, gs_block *b)
 {
     b->state = GS_BLOCK_UNMAPPED;
     b->skey = skey_of(b->stream, 0);
-    gs_index_insert(&h->pools[b->pool].unmapped, b);
+    g_assert(b->stream < GS_MAX_STREAMS);
+    gs_treap_insert(&h->pools[b->pool].unmapped.root, b);
+    h->pools[b->pool].unmapped.count++;
 }
 
 static inline void unmapped_remove(gs_heap *h, gs_block *b)

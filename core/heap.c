@@ -70,6 +70,7 @@ void gs_heap_free_all(gs_heap *h)
         gs_segment_unlink(h, s);
         g_free(s);
     }
+    for (unsigned i = 0; i < h->npools; i++) gs_findex_free(&h->pools[i].blocks);
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h);
 }
@@ -169,24 +170,25 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
 {
     gs_pool *p = &h->pools[pool];
     if (h->gc_active) p->get_free_calls++;
-    gs_block **link = index_lower_bound_link(&p->blocks, stream, size);
-    gs_block *b = link ? *link : NULL;
-    if (!b || b->stream != stream) return NULL;
+    gs_fpos at;
+    gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
+    if (!b) return NULL;
+    bool found_at = true;
     if (b->seg->expandable) {
         /* A free block followed by unmapped space counts as the size it can grow to, so a
          * larger block that cannot grow is preferred over consuming the growable end. */
-        gs_block *n = index_next(&p->blocks, b);
+        gs_block *n = gs_findex_next(&p->blocks, b);
         while (b->seg->expandable && n && n->stream == stream &&
                expandable_size(n) < expandable_size(b)) {
             b = n;
-            n = index_next(&p->blocks, b);
-            link = NULL;
+            n = gs_findex_next(&p->blocks, b);
+            found_at = false;
         }
     }
     if (!h->P->fits(h->cfg, b, size)) return NULL;
-    if (link) {
+    if (found_at) {
         p->free_bytes -= b->size;
-        gs_index_unlink(&p->blocks, link, b);
+        findex_unlink(&p->blocks, &at, b);
     } else {
         pool_remove(h, b);
     }
@@ -424,11 +426,11 @@ static void drain_pending(gs_heap *h)
  * reservation left with nothing mapped. */
 static gs_status release_pool(gs_heap *h, unsigned pool)
 {
-    gs_tree *t = &h->pools[pool].blocks;
+    const gs_findex *x = &h->pools[pool].blocks;
     GPtrArray *to_unmap = NULL;
     gs_status st = GS_OK;
-    for (gs_block *b = index_lower_bound(t, 0, 0, 0), *next; b && st == GS_OK; b = next) {
-        next = index_next(t, b);
+    for (gs_block *b = gs_findex_first_from(x, 0), *next; b && st == GS_OK; b = next) {
+        next = gs_findex_next(x, b);
         if (b->seg->expandable) {
             if (!to_unmap) to_unmap = g_ptr_array_new();
             g_ptr_array_add(to_unmap, b);
