@@ -25,6 +25,13 @@
 #include "core.h"
 #include "policy.h"
 
+/* For the few helpers the hot path must not pay a call for, whatever the compiler's estimate. */
+#if defined(__GNUC__)
+#define GS_HOT static inline __attribute__((always_inline))
+#else
+#define GS_HOT static inline
+#endif
+
 /* ------------------------------------------------------------------------------------------
  * The free-block index's types (index.c)
  * ------------------------------------------------------------------------------------------ */
@@ -56,8 +63,7 @@ typedef struct {
 } gs_frow;
 
 typedef struct {
-    uint64_t rows_bits;     /* rows that hold blocks */
-    size_t count;
+    uint64_t rows_bits;     /* rows that hold blocks (none: the stream holds none) */
     uint64_t largest;       /* the largest block's size; 0 when empty */
     gs_frow *rows[GS_FL];   /* NULL until the row is first used */
 } gs_fstream;
@@ -116,6 +122,17 @@ static inline gs_key key_of(const gs_block *b) { return ((gs_key)b->skey << 64) 
  * would dominate the replay time. */
 #define SLAB_BLOCKS 256
 
+/* The policy's rounding and pool choice for recent request sizes, direct-mapped by a hash of
+ * the size: both hooks are pure functions of the size (policy.h: a hook keeps no state), and a
+ * program asks for the same few dozen sizes again and again. An entry whose orig is
+ * GS_ROUND_MEMO_EMPTY (no request is that large) holds nothing. */
+#define GS_ROUND_MEMO 256
+#define GS_ROUND_MEMO_EMPTY UINT64_MAX
+typedef struct {
+    uint64_t orig, size;
+    unsigned pool;
+} gs_round_memo;
+
 struct gs_heap {
     const gs_policy *policy;
     const gs_policy_ops *P;
@@ -136,8 +153,14 @@ struct gs_heap {
     bool peak_reserved_dirty;
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
-    gs_stats st;
+    gs_stats st;             /* freed and active figures stale until gs_heap_stats */
+    /* Frees requested and not yet completed (gs_heap_free_request), by stat type: count and
+     * bytes (active = allocation + these), and the highest active figures reached while some
+     * were pending (active's peak is the larger of allocation's and these). */
+    int64_t pend_n[GS_STAT_TYPES], pend_bytes[GS_STAT_TYPES];
+    int64_t active_peak_n[GS_STAT_TYPES], active_peak_bytes[GS_STAT_TYPES];
     gs_devcalls calls;
+    gs_round_memo memo[GS_ROUND_MEMO];
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -146,8 +169,8 @@ struct gs_heap {
 
 /* "index.c": treaps (a size class's, or the unmapped blocks'), and the size-class index's
  * cold paths */
-void gs_treap_insert(gs_block **root, gs_block *b);  /* b->skey set by the caller */
 void gs_treap_unlink(gs_block **link, gs_block *b);  /* b, reached through *link */
+G_GNUC_NORETURN void gs_findex_too_large(const gs_block *b);
 gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
 gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
 void gs_findex_set_largest(gs_findex *x, uint32_t stream, uint64_t largest);
@@ -175,7 +198,41 @@ void gs_expandable_destroy(gs_heap *h, gs_segment *s);
  * makes or drops a block.
  * ------------------------------------------------------------------------------------------ */
 
-/* ---- treap descents (insertion and unlinking are index.c's) ---- */
+/* ---- treaps (unlinking is index.c's) ---- */
+
+/* A block's treap priority: a hash of its address (Fibonacci hashing), so neighbouring
+ * addresses get unrelated priorities and a replay is deterministic. */
+static inline uint32_t prio_of(uint64_t addr)
+{
+    return (uint32_t)((addr * UINT64_C(0x9e3779b97f4a7c15)) >> 32);
+}
+
+/* Insert b, whose skey the caller has set, into the treap at *root. Top-down, in one pass: walk
+ * down while the nodes outrank b, then b takes that place and the subtree found there is split
+ * by b's key into b's left and right subtrees. */
+GS_HOT void treap_insert(gs_block **root, gs_block *b)
+{
+    uint32_t prio = prio_of(b->addr);
+    b->prio = prio;
+    gs_key k = key_of(b);
+    gs_block **link = root;
+    while (*link && (*link)->prio >= prio)
+        link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
+    gs_block *n = *link, **l = &b->left, **r = &b->right;
+    while (n) {
+        if (key_of(n) < k) {
+            *l = n;
+            l = &n->right;
+            n = n->right;
+        } else {
+            *r = n;
+            r = &n->left;
+            n = n->left;
+        }
+    }
+    *l = *r = NULL;
+    *link = b;
+}
 
 static inline void index_remove(gs_tree *p, gs_block *b)
 {
@@ -281,11 +338,11 @@ typedef struct {
 /* The smallest block of stream's with size >= size (the best fit's candidate), with its
  * position, or NULL: a descent of the request's class, else the smallest block of the next
  * class that holds any. */
-static inline gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint64_t size,
+GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint64_t size,
                                               gs_fpos *at)
 {
     gs_fstream *s = stream < x->ns ? x->s[stream] : NULL;
-    if (!s || !s->count) return NULL;
+    if (!s || !s->rows_bits) return NULL;
     unsigned sl, fl = size_class(size, &sl);
     gs_frow *r = s->rows[fl];
     gs_block **link = NULL;
@@ -313,25 +370,25 @@ static inline gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t strea
     return *link;
 }
 
-static inline void findex_insert(gs_findex *x, gs_block *b)
+GS_HOT void findex_insert(gs_findex *x, gs_block *b)
 {
-    g_assert(b->size < (UINT64_C(1) << GS_KEY_SIZE_BITS) && b->stream < GS_MAX_STREAMS);
     uint32_t st = b->stream;
     gs_fstream *s = st < x->ns ? x->s[st] : NULL;
-    if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st);
+    if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st); /* refuses st >= GS_MAX_STREAMS */
+    if (G_UNLIKELY(b->size >> GS_KEY_SIZE_BITS)) gs_findex_too_large(b);
     unsigned sl, fl = size_class(b->size, &sl);
     gs_frow *r = s->rows[fl];
     if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
-    gs_treap_insert(&r->cls[sl], b);
-    r->bits |= 1u << sl;
+    if (!s->rows_bits) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
     s->rows_bits |= UINT64_C(1) << fl;
-    if (s->count++ == 0) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
+    r->bits |= 1u << sl;
+    treap_insert(&r->cls[sl], b);
     x->count++;
     if (b->size > s->largest) gs_findex_set_largest(x, st, b->size);
 }
 
 /* Take out b, found at position at. */
-static inline void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
+GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
 {
     gs_fstream *s = at->s;
     gs_treap_unlink(at->link, b);
@@ -340,12 +397,12 @@ static inline void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     x->count--;
-    if (--s->count == 0) x->sbits[b->stream >> 6] &= ~(UINT64_C(1) << (b->stream & 63));
+    if (!s->rows_bits) x->sbits[b->stream >> 6] &= ~(UINT64_C(1) << (b->stream & 63));
     if (b->size == s->largest) gs_findex_largest_gone(x, s, b->stream);
 }
 
 /* Take out b, a block of the index: a descent of its class's treap only. */
-static inline void findex_remove(gs_findex *x, gs_block *b)
+GS_HOT void findex_remove(gs_findex *x, gs_block *b)
 {
     gs_fpos at;
     at.s = x->s[b->stream];
@@ -361,19 +418,35 @@ static inline void findex_remove(gs_findex *x, gs_block *b)
 /* The pool's largest free block's size (0 when it has none). */
 static inline uint64_t findex_largest(const gs_findex *x) { return x->ns ? x->tmax[1] : 0; }
 
-/* ---- statistics ---- */
+/* ---- statistics ----
+ *
+ * The core keeps each gs_stat's current, peak and allocated as PyTorch changes them, and derives
+ * two kinds of figure only when asked (gs_heap_stats, heap.c): every freed, which is allocated -
+ * current (each increase adds to allocated and would add to freed at its decrease), and active
+ * and active_bytes, which move with allocation and allocated_bytes (up together at an
+ * allocation, down at the free) except while a deferred free is pending (heap's pend_*). So a
+ * malloc and a free update five gs_stats each, not nine. */
+
+static inline void stat_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void stat_dec(gs_stat *s, int64_t v) { s->current -= v; } /* freed: derived */
 
 /* Apply to "all" and to the pool's own type, as PyTorch's for_each_selected_stat_type does. */
 static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
 {
-    gs_stat_inc(&a[GS_STAT_ALL], v);
-    gs_stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    stat_inc(&a[GS_STAT_ALL], v);
+    stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
 }
 
 static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
 {
-    gs_stat_dec(&a[GS_STAT_ALL], v);
-    gs_stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    stat_dec(&a[GS_STAT_ALL], v);
+    stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
 }
 
 static inline bool pool_small(const gs_heap *h, const gs_block *b)
@@ -391,6 +464,7 @@ static inline void note_reserved_up(gs_heap *h)
 
 /* ---- block structs ---- */
 
+/* A zeroed block struct. */
 static inline gs_block *block_new(gs_heap *h)
 {
     if (!h->spare) gs_block_slab_refill(h);
@@ -428,7 +502,7 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
 /* ---- the pools' two indexes ---- */
 
 /* Insert a free block into its pool's index; its GC age starts now. */
-static inline void pool_insert(gs_heap *h, gs_block *b)
+GS_HOT void pool_insert(gs_heap *h, gs_block *b)
 {
     gs_pool *p = &h->pools[b->pool];
     b->state = GS_BLOCK_FREE;
@@ -438,7 +512,7 @@ static inline void pool_insert(gs_heap *h, gs_block *b)
     findex_insert(&p->blocks, b);
 }
 
-static inline void pool_remove(gs_heap *h, gs_block *b)
+GS_HOT void pool_remove(gs_heap *h, gs_block *b)
 {
     gs_pool *p = &h->pools[b->pool];
     p->free_bytes -= b->size;
@@ -450,7 +524,7 @@ static inline void unmapped_insert(gs_heap *h, gs_block *b)
     b->state = GS_BLOCK_UNMAPPED;
     b->skey = skey_of(b->stream, 0);
     g_assert(b->stream < GS_MAX_STREAMS);
-    gs_treap_insert(&h->pools[b->pool].unmapped.root, b);
+    treap_insert(&h->pools[b->pool].unmapped.root, b);
     h->pools[b->pool].unmapped.count++;
 }
 

@@ -190,6 +190,9 @@ void gs_heap_free_complete(gs_heap *h, gs_block *b);
 /* torch.cuda.empty_cache(): complete pending frees, release every fully free segment. */
 gs_status gs_heap_empty_cache(gs_heap *h);
 
+/* The statistics as of this call: some figures (every freed, active and active_bytes) are
+ * derived when it is made, so call it again after the heap changes rather than keep the
+ * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);

@@ -56,6 +56,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         (void)gs_dev_mem_info(be, NULL, &fr, &h->device_total);
     }
     h->slabs = g_ptr_array_new_with_free_func(g_free);
+    for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
     return h;
 }
 
@@ -107,7 +108,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
     pool_remove(h, b);
     stat2_dec(h->st.segment, small, 1);
     stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -138,7 +139,7 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     h->total_reserved += seg_size;
     stat2_inc(h->st.segment, small, 1);
     stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
-    if (seg_size >= h->oversize) gs_stat_inc(&h->st.oversize_segments, 1);
+    if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
     h->st.num_device_alloc++;
     note_reserved_up(h);
     *out = b;
@@ -204,6 +205,29 @@ static void note_peak_reserved(gs_heap *h)
     h->peak_reserved_dirty = false;
 }
 
+/* An allocation while frees are pending: active (allocation + pending) may reach a peak that
+ * allocation's does not show. */
+static void note_active_peak(gs_heap *h, bool small)
+{
+    int types[2] = {GS_STAT_ALL, small ? GS_STAT_SMALL : GS_STAT_LARGE};
+    for (int i = 0; i < 2; i++) {
+        int t = types[i];
+        h->active_peak_n[t] = MAX(h->active_peak_n[t], h->st.allocation[t].current + h->pend_n[t]);
+        h->active_peak_bytes[t] =
+            MAX(h->active_peak_bytes[t], h->st.allocated_bytes[t].current + h->pend_bytes[t]);
+    }
+}
+
+/* A free is pending (+1, its bytes) or no longer (-1, -bytes). */
+static void pending_count(gs_heap *h, const gs_block *b, int64_t n)
+{
+    int t = pool_small(h, b) ? GS_STAT_SMALL : GS_STAT_LARGE;
+    h->pend_n[GS_STAT_ALL] += n;
+    h->pend_n[t] += n;
+    h->pend_bytes[GS_STAT_ALL] += n * (int64_t)b->size;
+    h->pend_bytes[t] += n * (int64_t)b->size;
+}
+
 /* Hand out (part of) a block found in the index or fresh from the device.
  * PyTorch's alloc_found_block. */
 static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
@@ -233,10 +257,9 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     b->requested = orig;
     stat2_inc(h->st.allocation, small, 1);
     stat2_inc(h->st.allocated_bytes, small, (int64_t)b->size);
-    stat2_inc(h->st.active, small, 1);
-    stat2_inc(h->st.active_bytes, small, (int64_t)b->size);
     stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
-    if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
+    if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, small);
+    if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
     const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
     if (a->current == a->peak)
         h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;
@@ -291,8 +314,14 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
         h->st.num_ooms++;
         return GS_ERR_OOM;
     }
-    uint64_t size = h->P->round_size(h->cfg, orig);
-    unsigned pool = h->P->pool_of(h->cfg, size);
+    gs_round_memo *m = &h->memo[(orig * UINT64_C(0x9e3779b97f4a7c15)) >> 56];
+    if (G_UNLIKELY(m->orig != orig)) {
+        m->orig = orig;
+        m->size = h->P->round_size(h->cfg, orig);
+        m->pool = h->P->pool_of(h->cfg, m->size);
+    }
+    uint64_t size = m->size;
+    unsigned pool = m->pool;
     gs_block *b = get_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
@@ -329,6 +358,24 @@ uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
     return n;
 }
 
+/* Absorb src, b's free neighbour (before or after it), into b: the hot path's
+ * gs_block_try_merge for free blocks. */
+GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
+{
+    if (before) {
+        b->addr = src->addr;
+        b->prev = src->prev;
+        if (b->prev) b->prev->next = b;
+        else b->seg->head = b;
+    } else {
+        b->next = src->next;
+        if (b->next) b->next->prev = b;
+    }
+    b->size += src->size;
+    pool_remove(h, src);
+    block_delete(h, src);
+}
+
 /* The completion of a free: merge with free neighbours and return to the index.
  * PyTorch's free_block. */
 static void free_block(gs_heap *h, gs_block *b)
@@ -336,14 +383,16 @@ static void free_block(gs_heap *h, gs_block *b)
     uint64_t orig_size = b->size, requested = b->requested;
     bool small = pool_small(h, b);
     int64_t split_blocks = 0, split_bytes = 0;
-    gs_block *cands[2] = {b->prev, b->next};
-    b->state = GS_BLOCK_FREE; /* not yet in the index; merging looks only at neighbours */
-    for (int i = 0; i < 2; i++) {
-        uint64_t n = gs_block_try_merge(h, b, cands[i]);
-        if (n > 0) {
-            split_blocks -= 1;
-            split_bytes -= (int64_t)n;
-        }
+    gs_block *prev = b->prev, *next = b->next;
+    if (prev && prev->state == GS_BLOCK_FREE) {
+        split_blocks -= 1;
+        split_bytes -= (int64_t)prev->size;
+        merge_free(h, b, prev, true);
+    }
+    if (next && next->state == GS_BLOCK_FREE) {
+        split_blocks -= 1;
+        split_bytes -= (int64_t)next->size;
+        merge_free(h, b, next, false);
     }
     b->requested = 0;
     pool_insert(h, b);
@@ -358,8 +407,7 @@ static void free_block(gs_heap *h, gs_block *b)
     else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
     if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
     else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
-    stat2_dec(h->st.active, small, 1);
-    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
+    (void)orig_size; /* active and active_bytes: derived (gs_heap_stats) */
     stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
 }
 
@@ -370,7 +418,7 @@ static void free_request(gs_heap *h, gs_block *b)
     bool small = pool_small(h, b);
     stat2_dec(h->st.allocation, small, 1);
     stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
@@ -382,6 +430,7 @@ void gs_heap_free(gs_heap *h, gs_block *b)
 void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
 {
     free_request(h, b);
+    pending_count(h, b, 1);
     b->state = GS_BLOCK_PENDING;
     b->owner = owner;
     b->right = h->pending;
@@ -403,6 +452,7 @@ void gs_heap_free_complete(gs_heap *h, gs_block *b)
 {
     g_return_if_fail(b->state == GS_BLOCK_PENDING);
     pending_unlink(h, b);
+    pending_count(h, b, -1);
     free_block(h, b);
 }
 
@@ -415,6 +465,7 @@ static void drain_pending(gs_heap *h)
         gs_block *b = h->pending;
         if (b->owner) *b->owner = NULL;
         pending_unlink(h, b);
+        pending_count(h, b, -1);
         free_block(h, b);
     }
 }
@@ -467,7 +518,34 @@ gs_status gs_heap_empty_cache(gs_heap *h)
 
 /* ---- accessors for policies and reports ---- */
 
-const gs_stats *gs_heap_stats(const gs_heap *h) { return &h->st; }
+/* The figures the hot path leaves to be derived (core-int.h, statistics): every freed, and
+ * active and active_bytes from allocation, allocated_bytes and the pending frees. */
+static void stats_fill(gs_stats *st, const gs_heap *h)
+{
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].current = st->allocation[t].current + h->pend_n[t];
+        st->active[t].allocated = st->allocation[t].allocated;
+        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
+        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
+        st->active_bytes[t].allocated = st->allocated_bytes[t].allocated;
+        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
+    }
+#define FILL_FREED(name) \
+    for (int t = 0; t < GS_STAT_TYPES; t++) st->name[t].freed = st->name[t].allocated - st->name[t].current;
+    GS_STAT_ARRAYS(FILL_FREED)
+#undef FILL_FREED
+    st->oversize_allocations.freed = st->oversize_allocations.allocated - st->oversize_allocations.current;
+    st->oversize_segments.freed = st->oversize_segments.allocated - st->oversize_segments.current;
+}
+
+const gs_stats *gs_heap_stats(const gs_heap *h)
+{
+    /* Logically const: the derived figures are filled in where they are kept (every heap is
+     * made by gs_heap_new, never const itself). */
+    gs_heap *m = (gs_heap *)h;
+    stats_fill(&m->st, h);
+    return &m->st;
+}
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }

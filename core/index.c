@@ -17,36 +17,12 @@
  */
 #include "core-int.h"
 
-static uint32_t prio_of(uint64_t addr)
+/* A size the index cannot key: a programmer's error (requests are screened against
+ * GS_MAX_REQUEST), so it stops the program as an assertion would. */
+void gs_findex_too_large(const gs_block *b)
 {
-    /* Fibonacci hashing: neighbouring addresses get unrelated priorities */
-    return (uint32_t)((addr * UINT64_C(0x9e3779b97f4a7c15)) >> 32);
-}
-
-/* Insert b, whose skey the caller has set, into the treap at *root. */
-void gs_treap_insert(gs_block **root, gs_block *b)
-{
-    /* Top-down, in one pass: walk down while the nodes outrank b, then b takes that place and
-     * the subtree found there is split by b's key into b's left and right subtrees. */
-    b->prio = prio_of(b->addr);
-    gs_key k = key_of(b);
-    gs_block **link = root;
-    while (*link && (*link)->prio >= b->prio)
-        link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    gs_block *n = *link, **l = &b->left, **r = &b->right;
-    while (n) {
-        if (key_of(n) < k) {
-            *l = n;
-            l = &n->right;
-            n = n->right;
-        } else {
-            *r = n;
-            r = &n->left;
-            n = n->left;
-        }
-    }
-    *l = *r = NULL;
-    *link = b;
+    g_error("core: a free block of %" G_GUINT64_FORMAT " bytes is beyond the index's 2^48",
+            b->size);
 }
 
 /* Remove b, reached through *link. */
@@ -84,6 +60,7 @@ static void tournament_fix(gs_findex *x, uint32_t i)
 /* Stream's part of x, on its first free block: the stream table grows to a power of two. */
 gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream)
 {
+    g_assert(stream < GS_MAX_STREAMS);
     if (stream >= x->ns) {
         uint32_t ns = x->ns ? x->ns : 1, old = x->ns;
         while (ns <= stream) ns *= 2;
@@ -134,7 +111,7 @@ static gs_block *stream_last(const gs_fstream *s)
 /* A block as large as stream's largest left it: find the largest again. */
 void gs_findex_largest_gone(gs_findex *x, gs_fstream *s, uint32_t stream)
 {
-    uint64_t largest = s->count ? stream_last(s)->size : 0;
+    uint64_t largest = s->rows_bits ? stream_last(s)->size : 0;
     if (largest != s->largest) gs_findex_set_largest(x, stream, largest);
 }
 

@@ -294,6 +294,45 @@ START_TEST(deferred_free_is_not_reused_until_complete)
 }
 END_TEST
 
+/* active and active_bytes count pending frees as live: their peaks may exceed allocation's,
+ * per pool type, and every cumulative figure balances (allocated - freed = current). */
+START_TEST(active_peaks_count_pending_frees)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 0);         /* small pool */
+    gs_block *big = xalloc(f.heap, 12 * MiB, 0);   /* large pool */
+    gs_heap_free_request(f.heap, a, NULL);
+    check_heap(f.heap);
+    gs_heap_free_request(f.heap, big, NULL);
+    check_heap(f.heap);
+    gs_block *b = xalloc(f.heap, 8192, 0); /* allocation peaks at 2, active at 3 */
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->allocation[GS_STAT_ALL].peak, 2);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].current, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].peak, 3);
+    ck_assert_int_eq(s->active[GS_STAT_SMALL].peak, 2);
+    ck_assert_int_eq(s->active[GS_STAT_LARGE].peak, 1);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_ALL].peak, 4096 + 12 * MiB + 8192);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_SMALL].current, 4096 + 8192);
+    ck_assert_int_eq(s->allocated_bytes[GS_STAT_ALL].peak, 4096 + 12 * MiB);
+    gs_heap_free_complete(f.heap, a);
+    gs_heap_free_complete(f.heap, big);
+    check_heap(f.heap);
+    xfree(f.heap, b);
+    s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].peak, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].allocated, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].freed, 3);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_LARGE].freed, 12 * MiB);
+    ck_assert_int_eq(s->allocation[GS_STAT_SMALL].freed, 2);
+    ck_assert_int_eq(s->requested_bytes[GS_STAT_ALL].freed, 4096 + 12 * MiB + 8192);
+    ck_assert_int_eq(s->inactive_split[GS_STAT_ALL].allocated - s->inactive_split[GS_STAT_ALL].freed,
+                     s->inactive_split[GS_STAT_ALL].current);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(flush_completes_pending_frees_and_clears_owner)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -866,6 +905,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, garbage_collection_frees_old_blocks_only_with_limit);
     tcase_add_test(tc, deferred_free_is_not_reused_until_complete);
     tcase_add_test(tc, flush_completes_pending_frees_and_clears_owner);
+    tcase_add_test(tc, active_peaks_count_pending_frees);
     tcase_add_test(tc, roundup_power2_divisions_change_allocated_bytes);
     tcase_add_test(tc, zero_size_request_gets_minimum_block);
     tcase_add_test(tc, free_state_at_peak_reserved_equals_a_walk);
