@@ -120,7 +120,7 @@ static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int
  * pool and stream; recount what it holds. */
 static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
 {
-    int t = h->pools[s->pool].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+    int t = h->pools[s->pool].type;
     c->nsegments++;
     if (!s->expandable) {
         /* expandable segments count by their mapped bytes, below, and not as segments */
@@ -142,6 +142,9 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
         INSIST(c, b->size > 0, "block " ADDR " has size 0", b->addr);
         INSIST(c, b->pool == s->pool && b->stream == s->stream,
                "block " ADDR ": pool/stream differ from its segment", b->addr);
+        INSIST(c, b->type == h->pools[s->pool].type && b->expandable == s->expandable,
+               "block " ADDR ": its stat type or expandable flag differs from its segment's",
+               b->addr);
         if (b->next) INSIST(c, b->next->prev == b, "block " ADDR ": next->prev is not the block",
                             b->addr);
         if (s->expandable) mapped += check_pages(c, s, b);
@@ -197,7 +200,8 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
                 for (const gs_block *b = r->cls[sl] ? treap_min(r->cls[sl]) : NULL; b;
                      b = treap_after(r->cls[sl], key_of(b))) {
                     unsigned bsl, bfl = size_class(b->size, &bsl);
-                    INSIST(c, b->stream == si && bfl == fl && bsl == sl,
+                    INSIST(c, b->stream == si && bfl == fl && bsl == sl && b->fl == fl &&
+                                  b->sl == sl,
                            "block " ADDR " of stream %u, size " U64 " is in class %u.%u of "
                            "stream %u", b->addr, b->stream, b->size, fl, sl, si);
                 }

@@ -82,7 +82,7 @@ typedef struct {
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
-    bool is_small;
+    uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 
 /* The order (stream, size, addr) as one 128-bit number, so a descent compares with a few
@@ -169,7 +169,6 @@ struct gs_heap {
 
 /* "index.c": treaps (a size class's, or the unmapped blocks'), and the size-class index's
  * cold paths */
-void gs_treap_unlink(gs_block **link, gs_block *b);  /* b, reached through *link */
 G_GNUC_NORETURN void gs_findex_too_large(const gs_block *b);
 gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
 gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
@@ -234,12 +233,34 @@ GS_HOT void treap_insert(gs_block **root, gs_block *b)
     *link = b;
 }
 
+/* Remove b, reached through *link: rotate it down (the child with the higher priority comes
+ * up) until it has at most one child, then splice it out. */
+GS_HOT void treap_unlink(gs_block **link, gs_block *b)
+{
+    for (;;) {
+        gs_block *l = b->left, *r = b->right;
+        if (!l) { *link = r; break; }
+        if (!r) { *link = l; break; }
+        if (l->prio > r->prio) {
+            b->left = l->right;
+            l->right = b;
+            *link = l;
+            link = &l->right;
+        } else {
+            b->right = r->left;
+            r->left = b;
+            *link = r;
+            link = &r->left;
+        }
+    }
+}
+
 static inline void index_remove(gs_tree *p, gs_block *b)
 {
     gs_block **link = &p->root;
     gs_key k = key_of(b);
     while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    gs_treap_unlink(link, b);
+    treap_unlink(link, b);
     p->count--;
 }
 
@@ -377,6 +398,8 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st); /* refuses st >= GS_MAX_STREAMS */
     if (G_UNLIKELY(b->size >> GS_KEY_SIZE_BITS)) gs_findex_too_large(b);
     unsigned sl, fl = size_class(b->size, &sl);
+    b->fl = (uint8_t)fl;
+    b->sl = (uint8_t)sl;
     gs_frow *r = s->rows[fl];
     if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
     if (!s->rows_bits) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
@@ -391,7 +414,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
 GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
 {
     gs_fstream *s = at->s;
-    gs_treap_unlink(at->link, b);
+    treap_unlink(at->link, b);
     if (!at->r->cls[at->sl]) {
         at->r->bits &= ~(1u << at->sl);
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
@@ -406,7 +429,8 @@ GS_HOT void findex_remove(gs_findex *x, gs_block *b)
 {
     gs_fpos at;
     at.s = x->s[b->stream];
-    at.fl = size_class(b->size, &at.sl);
+    at.fl = b->fl;
+    at.sl = b->sl;
     at.r = at.s->rows[at.fl];
     gs_block **link = &at.r->cls[at.sl];
     gs_key k = key_of(b);
@@ -436,40 +460,47 @@ static inline void stat_inc(gs_stat *s, int64_t v)
 
 static inline void stat_dec(gs_stat *s, int64_t v) { s->current -= v; } /* freed: derived */
 
-/* Apply to "all" and to the pool's own type, as PyTorch's for_each_selected_stat_type does. */
-static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+/* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
+ * "all" keeps only its peak here: its current and allocated are the sums of the two types',
+ * filled in by gs_heap_stats (stat_all gives the current sum meanwhile). */
+static inline int64_t stat_all(const gs_stat a[GS_STAT_TYPES])
 {
-    stat_inc(&a[GS_STAT_ALL], v);
-    stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    return a[GS_STAT_SMALL].current + a[GS_STAT_LARGE].current;
 }
 
-static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
 {
-    stat_dec(&a[GS_STAT_ALL], v);
-    stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    stat_inc(&a[t], v);
+    int64_t all = stat_all(a);
+    if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
 }
 
-static inline bool pool_small(const gs_heap *h, const gs_block *b)
-{
-    return h->pools[b->pool].is_small;
-}
+static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v) { stat_dec(&a[t], v); }
+
 
 /* Reserved bytes went up: at a new peak, gs_heap_malloc records the free state once the
  * request is served (note_peak_reserved, heap.c). */
 static inline void note_reserved_up(gs_heap *h)
 {
-    if (h->st.reserved_bytes[GS_STAT_ALL].current == h->st.reserved_bytes[GS_STAT_ALL].peak)
+    if (stat_all(h->st.reserved_bytes) == h->st.reserved_bytes[GS_STAT_ALL].peak)
         h->peak_reserved_dirty = true;
 }
 
 /* ---- block structs ---- */
 
-/* A zeroed block struct. */
-static inline gs_block *block_new(gs_heap *h)
+/* A block struct off the spare list, as it was left. */
+static inline gs_block *block_take(gs_heap *h)
 {
     if (!h->spare) gs_block_slab_refill(h);
     gs_block *b = h->spare;
     h->spare = b->right;
+    return b;
+}
+
+/* A zeroed block struct. */
+static inline gs_block *block_new(gs_heap *h)
+{
+    gs_block *b = block_take(h);
     memset(b, 0, sizeof *b);
     return b;
 }
@@ -485,7 +516,9 @@ static inline void block_delete(gs_heap *h, gs_block *b)
 static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t addr,
                                     uint64_t size, gs_block *before, gs_block *after)
 {
-    gs_block *nb = block_new(h);
+    gs_block *nb = block_take(h);
+    /* every field a block outside the indexes is read for; the index sets its own at insertion
+     * (skey, links, prio, gc_base, class) */
     nb->addr = addr;
     nb->size = size;
     nb->stream = like->stream;
@@ -493,6 +526,11 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
     nb->seg = like->seg;
     nb->prev = before;
     nb->next = after;
+    nb->requested = 0;
+    nb->owner = NULL;
+    nb->state = GS_BLOCK_FREE;
+    nb->type = like->type;
+    nb->expandable = like->expandable;
     if (before) before->next = nb;
     else nb->seg->head = nb;
     if (after) after->prev = nb;

@@ -74,6 +74,9 @@ struct gs_block {
     uint64_t gc_base;       /* pool's get_free_block count when the block entered the index */
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
+    uint8_t fl, sl;         /* while FREE: its size class in the index (row, class) */
+    uint8_t type;           /* its pool's stat type (GS_STAT_SMALL or GS_STAT_LARGE) */
+    bool expandable;        /* seg->expandable, kept at hand */
 };
 
 _Static_assert(offsetof(gs_block, prio) + sizeof(uint32_t) <= 64,

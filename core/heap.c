@@ -43,7 +43,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
     bool vmm = false;
     for (unsigned i = 0; i < h->npools; i++) {
-        h->pools[i].is_small = h->P->pools[i].is_small;
+        h->pools[i].type = h->P->pools[i].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
         h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
         vmm |= h->pools[i].page != 0;
     }
@@ -97,17 +97,17 @@ void gs_segment_link(gs_heap *h, gs_segment *s)
 /* Free (cudaFree) a free block that is a whole segment. PyTorch's release_block. */
 gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 {
-    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->seg->expandable,
+    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->expandable,
                          GS_ERR_INVALID);
     gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
     if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, -(int64_t)b->size);
-    bool small = pool_small(h, b);
+    int t = b->type;
     h->st.num_device_free++;
     h->total_reserved -= b->size;
     pool_remove(h, b);
-    stat2_dec(h->st.segment, small, 1);
-    stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
+    stat2_dec(h->st.segment, t, 1);
+    stat2_dec(h->st.reserved_bytes, t, (int64_t)b->size);
     if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
@@ -132,13 +132,14 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     s->tag = h->tag;
     s->head = b;
     b->seg = s;
+    b->type = h->pools[pool].type;
     gs_segment_link(h, s);
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)seg_size);
 
-    bool small = h->pools[pool].is_small;
+    int t = h->pools[pool].type;
     h->total_reserved += seg_size;
-    stat2_inc(h->st.segment, small, 1);
-    stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
+    stat2_inc(h->st.segment, t, 1);
+    stat2_inc(h->st.reserved_bytes, t, (int64_t)seg_size);
     if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
     h->st.num_device_alloc++;
     note_reserved_up(h);
@@ -175,11 +176,11 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
     bool found_at = true;
-    if (b->seg->expandable) {
+    if (b->expandable) {
         /* A free block followed by unmapped space counts as the size it can grow to, so a
          * larger block that cannot grow is preferred over consuming the growable end. */
         gs_block *n = gs_findex_next(&p->blocks, b);
-        while (b->seg->expandable && n && n->stream == stream &&
+        while (b->expandable && n && n->stream == stream &&
                expandable_size(n) < expandable_size(b)) {
             b = n;
             n = gs_findex_next(&p->blocks, b);
@@ -207,34 +208,34 @@ static void note_peak_reserved(gs_heap *h)
 
 /* An allocation while frees are pending: active (allocation + pending) may reach a peak that
  * allocation's does not show. */
-static void note_active_peak(gs_heap *h, bool small)
+static void note_active_peak(gs_heap *h, int type)
 {
-    int types[2] = {GS_STAT_ALL, small ? GS_STAT_SMALL : GS_STAT_LARGE};
-    for (int i = 0; i < 2; i++) {
-        int t = types[i];
-        h->active_peak_n[t] = MAX(h->active_peak_n[t], h->st.allocation[t].current + h->pend_n[t]);
-        h->active_peak_bytes[t] =
-            MAX(h->active_peak_bytes[t], h->st.allocated_bytes[t].current + h->pend_bytes[t]);
-    }
+    int64_t n = stat_all(h->st.allocation) + h->pend_n[GS_STAT_ALL];
+    int64_t bytes = stat_all(h->st.allocated_bytes) + h->pend_bytes[GS_STAT_ALL];
+    h->active_peak_n[GS_STAT_ALL] = MAX(h->active_peak_n[GS_STAT_ALL], n);
+    h->active_peak_bytes[GS_STAT_ALL] = MAX(h->active_peak_bytes[GS_STAT_ALL], bytes);
+    n = h->st.allocation[type].current + h->pend_n[type];
+    bytes = h->st.allocated_bytes[type].current + h->pend_bytes[type];
+    h->active_peak_n[type] = MAX(h->active_peak_n[type], n);
+    h->active_peak_bytes[type] = MAX(h->active_peak_bytes[type], bytes);
 }
 
 /* A free is pending (+1, its bytes) or no longer (-1, -bytes). */
 static void pending_count(gs_heap *h, const gs_block *b, int64_t n)
 {
-    int t = pool_small(h, b) ? GS_STAT_SMALL : GS_STAT_LARGE;
     h->pend_n[GS_STAT_ALL] += n;
-    h->pend_n[t] += n;
+    h->pend_n[b->type] += n;
     h->pend_bytes[GS_STAT_ALL] += n * (int64_t)b->size;
-    h->pend_bytes[t] += n * (int64_t)b->size;
+    h->pend_bytes[b->type] += n * (int64_t)b->size;
 }
 
 /* Hand out (part of) a block found in the index or fresh from the device.
  * PyTorch's alloc_found_block. */
 static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
 {
-    bool small = pool_small(h, b);
+    int t = b->type;
     bool already_split = gs_block_is_split(b);
-    bool track_split = !b->seg->expandable; /* inactive_split leaves expandable blocks out */
+    bool track_split = !b->expandable; /* inactive_split leaves expandable blocks out */
     if (h->P->should_split(h->cfg, b, size)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
@@ -244,25 +245,24 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
         pool_insert(h, rem);
         if (!track_split) {
         } else if (already_split) {
-            stat2_dec(h->st.inactive_split_bytes, small, (int64_t)size);
+            stat2_dec(h->st.inactive_split_bytes, t, (int64_t)size);
         } else {
-            stat2_inc(h->st.inactive_split_bytes, small, (int64_t)rem->size);
-            stat2_inc(h->st.inactive_split, small, 1);
+            stat2_inc(h->st.inactive_split_bytes, t, (int64_t)rem->size);
+            stat2_inc(h->st.inactive_split, t, 1);
         }
     } else if (already_split && track_split) {
-        stat2_dec(h->st.inactive_split_bytes, small, (int64_t)b->size);
-        stat2_dec(h->st.inactive_split, small, 1);
+        stat2_dec(h->st.inactive_split_bytes, t, (int64_t)b->size);
+        stat2_dec(h->st.inactive_split, t, 1);
     }
     b->state = GS_BLOCK_ALLOCATED;
     b->requested = orig;
-    stat2_inc(h->st.allocation, small, 1);
-    stat2_inc(h->st.allocated_bytes, small, (int64_t)b->size);
-    stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
-    if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, small);
+    stat2_inc(h->st.allocation, t, 1);
+    stat2_inc(h->st.allocated_bytes, t, (int64_t)b->size);
+    stat2_inc(h->st.requested_bytes, t, (int64_t)orig);
+    if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, t);
     if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
-    const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
-    if (a->current == a->peak)
-        h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;
+    if (stat_all(h->st.allocated_bytes) == h->st.allocated_bytes[GS_STAT_ALL].peak)
+        h->st.requested_at_peak_allocated = stat_all(h->st.requested_bytes);
     return b;
 }
 
@@ -380,8 +380,8 @@ GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
  * PyTorch's free_block. */
 static void free_block(gs_heap *h, gs_block *b)
 {
-    uint64_t orig_size = b->size, requested = b->requested;
-    bool small = pool_small(h, b);
+    uint64_t requested = b->requested;
+    int t = b->type;
     int64_t split_blocks = 0, split_bytes = 0;
     gs_block *prev = b->prev, *next = b->next;
     if (prev && prev->state == GS_BLOCK_FREE) {
@@ -402,22 +402,22 @@ static void free_block(gs_heap *h, gs_block *b)
     }
     /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
      * released. */
-    if (b->seg->expandable) split_blocks = split_bytes = 0;
-    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
-    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
-    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
-    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
-    (void)orig_size; /* active and active_bytes: derived (gs_heap_stats) */
-    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
+    if (!b->expandable) {
+        if (split_blocks > 0) stat2_inc(h->st.inactive_split, t, split_blocks);
+        else if (split_blocks < 0) stat2_dec(h->st.inactive_split, t, -split_blocks);
+        if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, t, split_bytes);
+        else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, t, -split_bytes);
+    }
+    /* active and active_bytes: derived (gs_heap_stats) */
+    stat2_dec(h->st.requested_bytes, t, (int64_t)requested);
 }
 
 /* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
 static void free_request(gs_heap *h, gs_block *b)
 {
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
-    bool small = pool_small(h, b);
-    stat2_dec(h->st.allocation, small, 1);
-    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
+    stat2_dec(h->st.allocation, b->type, 1);
+    stat2_dec(h->st.allocated_bytes, b->type, (int64_t)b->size);
     if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
 }
 
@@ -482,7 +482,7 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
     gs_status st = GS_OK;
     for (gs_block *b = gs_findex_first_from(x, 0), *next; b && st == GS_OK; b = next) {
         next = gs_findex_next(x, b);
-        if (b->seg->expandable) {
+        if (b->expandable) {
             if (!to_unmap) to_unmap = g_ptr_array_new();
             g_ptr_array_add(to_unmap, b);
         } else if (!gs_block_is_split(b)) {
@@ -522,6 +522,12 @@ gs_status gs_heap_empty_cache(gs_heap *h)
  * active and active_bytes from allocation, allocated_bytes and the pending frees. */
 static void stats_fill(gs_stats *st, const gs_heap *h)
 {
+#define FILL_ALL(name)                                                                            \
+    st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
+    st->name[GS_STAT_ALL].allocated =                                                             \
+        st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;
+    GS_STAT_ARRAYS(FILL_ALL)
+#undef FILL_ALL
     for (int t = 0; t < GS_STAT_TYPES; t++) {
         st->active[t].current = st->allocation[t].current + h->pend_n[t];
         st->active[t].allocated = st->allocation[t].allocated;

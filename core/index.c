@@ -6,7 +6,7 @@
  * handful of blocks of nearly the same size) or none; removing a known block descends its
  * class's treap only; the pool's largest free block is the root of a tournament over its
  * streams' largest. The hot paths (lower bound, insert, remove) are static inline in
- * core-int.h; here are the treaps' insertion and unlinking, the cold paths (a stream's or a
+ * core-int.h, with the treaps' insertion and unlinking; here are the cold paths (a stream's or a
  * row's first use, a stream's largest block leaving), stepping through the order, and the
  * policies' view.
  *
@@ -23,30 +23,6 @@ void gs_findex_too_large(const gs_block *b)
 {
     g_error("core: a free block of %" G_GUINT64_FORMAT " bytes is beyond the index's 2^48",
             b->size);
-}
-
-/* Remove b, reached through *link. */
-void gs_treap_unlink(gs_block **link, gs_block *b)
-{
-    /* Rotate b down (the child with the higher priority comes up) until it has at most one
-     * child, then splice it out. */
-    for (;;) {
-        gs_block *l = b->left, *r = b->right;
-        if (!l) { *link = r; break; }
-        if (!r) { *link = l; break; }
-        if (l->prio > r->prio) {
-            b->left = l->right;
-            l->right = b;
-            *link = l;
-            link = &l->right;
-        } else {
-            b->right = r->left;
-            r->left = b;
-            *link = r;
-            link = &r->left;
-        }
-    }
-    b->left = b->right = NULL;
 }
 
 /* ---- the size-class index: cold paths ---- */
