@@ -53,12 +53,12 @@ typedef struct {
  *   pool     its streams by index, a bitmap of those with blocks (to step across streams), and
  *            a tournament tree over the streams' largest sizes, whose root is the pool's.
  * Removing a known block descends only its class's treap. */
-#define GS_SL_BITS 5
+#define GS_SL_BITS 6
 #define GS_SL (1u << GS_SL_BITS)
 #define GS_FL (48 - GS_SL_BITS + 1) /* rows for every size below 2^48 (GS_KEY_SIZE_BITS) */
 
 typedef struct {
-    uint32_t bits;          /* classes that hold blocks */
+    uint64_t bits;          /* classes that hold blocks */
     gs_block *cls[GS_SL];   /* each class's treap */
 } gs_frow;
 
@@ -370,7 +370,7 @@ GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint
     if (r && (r->bits >> sl & 1))
         link = treap_lower_bound_link(&r->cls[sl], make_key(stream, size, 0));
     if (!link) {
-        uint64_t above = r ? (uint64_t)r->bits >> sl >> 1 : 0; /* the row's larger classes */
+        uint64_t above = r ? r->bits >> sl >> 1 : 0; /* the row's larger classes */
         if (above) {
             sl += 1 + (unsigned)__builtin_ctzll(above);
         } else {
@@ -378,7 +378,7 @@ GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint
             if (!rows) return NULL;
             fl += 1 + (unsigned)__builtin_ctzll(rows);
             r = s->rows[fl];
-            sl = (unsigned)__builtin_ctz(r->bits);
+            sl = (unsigned)__builtin_ctzll(r->bits);
         }
         link = &r->cls[sl];
         while ((*link)->left) link = &(*link)->left;
@@ -404,7 +404,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
     if (!s->rows_bits) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
     s->rows_bits |= UINT64_C(1) << fl;
-    r->bits |= 1u << sl;
+    r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
     x->count++;
     if (b->size > s->largest) gs_findex_set_largest(x, st, b->size);
@@ -416,7 +416,7 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
     gs_fstream *s = at->s;
     treap_unlink(at->link, b);
     if (!at->r->cls[at->sl]) {
-        at->r->bits &= ~(1u << at->sl);
+        at->r->bits &= ~(UINT64_C(1) << at->sl);
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     x->count--;

@@ -74,14 +74,14 @@ static gs_block *stream_first(const gs_fstream *s)
 {
     unsigned fl = (unsigned)__builtin_ctzll(s->rows_bits);
     const gs_frow *r = s->rows[fl];
-    return treap_min(r->cls[__builtin_ctz(r->bits)]);
+    return treap_min(r->cls[__builtin_ctzll(r->bits)]);
 }
 
 static gs_block *stream_last(const gs_fstream *s)
 {
     unsigned fl = 63u - (unsigned)__builtin_clzll(s->rows_bits);
     const gs_frow *r = s->rows[fl];
-    return treap_max(r->cls[31 - __builtin_clz(r->bits)]);
+    return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
 }
 
 /* A block as large as stream's largest left it: find the largest again. */
@@ -152,12 +152,12 @@ gs_block *gs_findex_next(const gs_findex *x, const gs_block *b)
     const gs_frow *r = s->rows[fl];
     gs_block *n = treap_after(r->cls[sl], key_of(b));
     if (n) return n;
-    uint64_t above = (uint64_t)r->bits >> sl >> 1;
+    uint64_t above = r->bits >> sl >> 1;
     if (above) return treap_min(r->cls[sl + 1 + __builtin_ctzll(above)]);
     uint64_t rows = s->rows_bits >> fl >> 1;
     if (rows) {
         r = s->rows[fl + 1 + __builtin_ctzll(rows)];
-        return treap_min(r->cls[__builtin_ctz(r->bits)]);
+        return treap_min(r->cls[__builtin_ctzll(r->bits)]);
     }
     return gs_findex_first_from(x, b->stream + 1);
 }
@@ -169,12 +169,12 @@ gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b)
     const gs_frow *r = s->rows[fl];
     gs_block *n = treap_before(r->cls[sl], key_of(b));
     if (n) return n;
-    uint32_t below = r->bits & ((1u << sl) - 1);
-    if (below) return treap_max(r->cls[31 - __builtin_clz(below)]);
+    uint64_t below = r->bits & ((UINT64_C(1) << sl) - 1);
+    if (below) return treap_max(r->cls[63 - __builtin_clzll(below)]);
     uint64_t rows = s->rows_bits & ((UINT64_C(1) << fl) - 1);
     if (rows) {
         r = s->rows[63 - __builtin_clzll(rows)];
-        return treap_max(r->cls[31 - __builtin_clz(r->bits)]);
+        return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
     }
     uint32_t i = stream_before(x, b->stream);
     return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
