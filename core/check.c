@@ -59,8 +59,10 @@ static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs
     INSIST(c, n->pool == pool, "block " ADDR " is in the index of pool %u but belongs to pool %u",
            n->addr, pool, n->pool);
     if (*last) INSIST(c, key_of(*last) < key_of(n), "index of pool %u out of order", pool);
-    if (n->left) INSIST(c, n->left->prio <= n->prio, "treap heap property broken");
-    if (n->right) INSIST(c, n->right->prio <= n->prio, "treap heap property broken");
+    if (n->left)
+        INSIST(c, prio_of(n->left->addr) <= prio_of(n->addr), "treap heap property broken");
+    if (n->right)
+        INSIST(c, prio_of(n->right->addr) <= prio_of(n->addr), "treap heap property broken");
     *last = n;
     return k + 1 + check_tree(c, h, pool, n->right, last, state);
 }

@@ -118,8 +118,8 @@ static inline gs_key key_of(const gs_block *b) { return ((gs_key)b->skey << 64) 
  * The heap (heap.c)
  * ------------------------------------------------------------------------------------------ */
 
-/* Blocks come from slabs: a split or merge happens on most events, and malloc/free per block
- * would dominate the replay time. */
+/* Blocks come from slabs (64-byte aligned, so each block's first line is one cache line): a split
+ * or merge happens on most events, and malloc/free per block would dominate the replay time. */
 #define SLAB_BLOCKS 256
 
 /* The policy's rounding and pool choice for recent request sizes, direct-mapped by a hash of
@@ -200,7 +200,8 @@ void gs_expandable_destroy(gs_heap *h, gs_segment *s);
 /* ---- treaps (unlinking is index.c's) ---- */
 
 /* A block's treap priority: a hash of its address (Fibonacci hashing), so neighbouring
- * addresses get unrelated priorities and a replay is deterministic. */
+ * addresses get unrelated priorities and a replay is deterministic. Computed where compared
+ * (the address is read with the key anyway), not stored. */
 static inline uint32_t prio_of(uint64_t addr)
 {
     return (uint32_t)((addr * UINT64_C(0x9e3779b97f4a7c15)) >> 32);
@@ -212,10 +213,9 @@ static inline uint32_t prio_of(uint64_t addr)
 GS_HOT void treap_insert(gs_block **root, gs_block *b)
 {
     uint32_t prio = prio_of(b->addr);
-    b->prio = prio;
     gs_key k = key_of(b);
     gs_block **link = root;
-    while (*link && (*link)->prio >= prio)
+    while (*link && prio_of((*link)->addr) >= prio)
         link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
     gs_block *n = *link, **l = &b->left, **r = &b->right;
     while (n) {
@@ -241,7 +241,7 @@ GS_HOT void treap_unlink(gs_block **link, gs_block *b)
         gs_block *l = b->left, *r = b->right;
         if (!l) { *link = r; break; }
         if (!r) { *link = l; break; }
-        if (l->prio > r->prio) {
+        if (prio_of(l->addr) > prio_of(r->addr)) {
             b->left = l->right;
             l->right = b;
             *link = l;
@@ -518,7 +518,7 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
 {
     gs_block *nb = block_take(h);
     /* every field a block outside the indexes is read for; the index sets its own at insertion
-     * (skey, links, prio, gc_base, class) */
+     * (skey, links, gc_base, class) */
     nb->addr = addr;
     nb->size = size;
     nb->stream = like->stream;
@@ -544,7 +544,7 @@ GS_HOT void pool_insert(gs_heap *h, gs_block *b)
 {
     gs_pool *p = &h->pools[b->pool];
     b->state = GS_BLOCK_FREE;
-    b->gc_base = p->get_free_calls;
+    if (h->gc_active) b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
     p->free_bytes += b->size;
     findex_insert(&p->blocks, b);

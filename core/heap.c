@@ -8,6 +8,8 @@
  * which grow and shrink a pool by pages instead of segments, are in expandable.c; the
  * free-block index in index.c.
  */
+#include <stdlib.h>
+
 #include "core-int.h"
 
 /* ---- block structs ---- */
@@ -15,7 +17,10 @@
 /* The spare list ran dry: carve a new slab into it (block_new, core-int.h). */
 void gs_block_slab_refill(gs_heap *h)
 {
-    gs_block *slab = g_new(gs_block, SLAB_BLOCKS);
+    void *mem = NULL;
+    if (posix_memalign(&mem, _Alignof(gs_block), SLAB_BLOCKS * sizeof(gs_block)) != 0)
+        g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
+    gs_block *slab = mem;
     g_ptr_array_add(h->slabs, slab);
     for (int i = 0; i < SLAB_BLOCKS; i++) {
         slab[i].right = h->spare;
@@ -55,7 +60,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         uint64_t fr = 0;
         (void)gs_dev_mem_info(be, NULL, &fr, &h->device_total);
     }
-    h->slabs = g_ptr_array_new_with_free_func(g_free);
+    h->slabs = g_ptr_array_new_with_free_func(free); /* posix_memalign'd */
     for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
     return h;
 }

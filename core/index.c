@@ -208,7 +208,7 @@ gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
 size_t gs_pool_count(const gs_heap *h, unsigned pool) { return h->pools[pool].blocks.count; }
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 {
-    return h->pools[b->pool].get_free_calls - b->gc_base;
+    return h->gc_active ? h->pools[b->pool].get_free_calls - b->gc_base : 0;
 }
 
 uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
