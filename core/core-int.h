@@ -147,7 +147,10 @@ struct gs_heap {
     gs_segment *segments;    /* live segments, newest first */
     size_t nsegments;
     gs_block *pending;       /* frees awaiting completion, linked through ->right */
-    gs_block *spare;         /* recycled block structs, linked through ->right */
+    /* Recycled block structs, a stack of pointers (not a list through the blocks: taking one
+     * then reads no cold block) of nspare of cap entries. */
+    gs_block **spare;
+    size_t nspare, spare_cap;
     GPtrArray *slabs;
     uint64_t total_reserved; /* PyTorch's total_allocated_memory */
     bool peak_reserved_dirty;
@@ -181,6 +184,7 @@ void gs_findex_free(gs_findex *x);
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
+void gs_block_spare_grow(gs_heap *h);
 uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src);
 void gs_segment_link(gs_heap *h, gs_segment *s);
 void gs_segment_unlink(gs_heap *h, gs_segment *s);
@@ -488,13 +492,11 @@ static inline void note_reserved_up(gs_heap *h)
 
 /* ---- block structs ---- */
 
-/* A block struct off the spare list, as it was left. */
+/* A block struct off the spare stack, as it was left. */
 static inline gs_block *block_take(gs_heap *h)
 {
-    if (!h->spare) gs_block_slab_refill(h);
-    gs_block *b = h->spare;
-    h->spare = b->right;
-    return b;
+    if (!h->nspare) gs_block_slab_refill(h);
+    return h->spare[--h->nspare];
 }
 
 /* A zeroed block struct. */
@@ -507,8 +509,8 @@ static inline gs_block *block_new(gs_heap *h)
 
 static inline void block_delete(gs_heap *h, gs_block *b)
 {
-    b->right = h->spare;
-    h->spare = b;
+    if (G_UNLIKELY(h->nspare == h->spare_cap)) gs_block_spare_grow(h);
+    h->spare[h->nspare++] = b;
 }
 
 /* A new block [addr, addr+size) in like's segment (same stream and pool), linked between before
@@ -561,7 +563,6 @@ static inline void unmapped_insert(gs_heap *h, gs_block *b)
 {
     b->state = GS_BLOCK_UNMAPPED;
     b->skey = skey_of(b->stream, 0);
-    g_assert(b->stream < GS_MAX_STREAMS);
     treap_insert(&h->pools[b->pool].unmapped.root, b);
     h->pools[b->pool].unmapped.count++;
 }

@@ -45,7 +45,7 @@ typedef struct gs_policy gs_policy;
  *                   before any rounding could overflow: PyTorch likewise refuses "more than
  *                   1EB" up front. Rounded (at most doubled), a request still fits the key.
  *   GS_MAX_STREAMS  stream indices must be below this. Not screened here: a stream at or above
- *                   it aborts on an assertion when its block enters the index, so callers check
+ *                   it aborts on an assertion when a segment is made for it, so callers check
  *                   where streams come in (a trace's reader). */
 #define GS_MAX_POOLS 4
 #define GS_MAX_REQUEST (UINT64_C(1) << 46)
@@ -68,13 +68,13 @@ struct gs_block {
     gs_block *left, *right; /* index links while FREE; pending-list links while PENDING */
     uint64_t size;
     gs_block *prev, *next;  /* address-order neighbours within the segment */
-    uint32_t stream;
+    uint16_t stream;        /* below GS_MAX_STREAMS: checked where a segment is made */
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
     uint8_t fl, sl;         /* while FREE: its size class in the index (row, class) */
-    /* second line */
     uint8_t type;           /* its pool's stat type (GS_STAT_SMALL or GS_STAT_LARGE) */
     bool expandable;        /* seg->expandable, kept at hand */
+    /* second line */
     uint64_t requested;     /* the live request's un-rounded size (0 when not allocated) */
     gs_segment *seg;
     gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
@@ -82,12 +82,13 @@ struct gs_block {
                              * while the heap collects garbage (gs_block_age) */
 };
 
-_Static_assert(offsetof(gs_block, sl) + 1 <= 64,
+_Static_assert(offsetof(gs_block, expandable) + 1 <= 64,
                "what the index and a merge read fits the block's first cache line");
 _Static_assert(sizeof(gs_block) == 128, "a block struct is two cache lines");
 _Static_assert(GS_MAX_POOLS - 1 <= UINT8_MAX,
                "a pool index fits gs_block.pool and gs_segment.pool (uint8_t)");
 _Static_assert(GS_BLOCK_UNMAPPED <= UINT8_MAX, "a gs_block_state fits gs_block.state (uint8_t)");
+_Static_assert(GS_MAX_STREAMS - 1 <= UINT16_MAX, "a stream index fits gs_block.stream (uint16_t)");
 
 struct gs_segment {
     uint64_t addr, size;        /* expandable: the whole reservation, mapped or not */

@@ -19,6 +19,7 @@ static inline bool allocatable(const gs_block *b)
 static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stream,
                                         gs_block **out)
 {
+    g_assert(stream < GS_MAX_STREAMS); /* every block comes from a segment of its stream */
     uint64_t page = h->pools[pool].page;
     uint64_t want = h->device_total + h->device_total / 8;
     uint64_t slots = (want + page - 1) / page;
@@ -37,7 +38,7 @@ static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stre
     gs_block *b = block_new(h);
     b->addr = va;
     b->size = s->size;
-    b->stream = stream;
+    b->stream = (uint16_t)stream;
     b->pool = (uint8_t)pool;
     b->seg = s;
     b->type = h->pools[pool].type;

@@ -14,7 +14,7 @@
 
 /* ---- block structs ---- */
 
-/* The spare list ran dry: carve a new slab into it (block_new, core-int.h). */
+/* The spare stack ran dry: a new slab's blocks go onto it (block_take, core-int.h). */
 void gs_block_slab_refill(gs_heap *h)
 {
     void *mem = NULL;
@@ -22,10 +22,15 @@ void gs_block_slab_refill(gs_heap *h)
         g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
     gs_block *slab = mem;
     g_ptr_array_add(h->slabs, slab);
-    for (int i = 0; i < SLAB_BLOCKS; i++) {
-        slab[i].right = h->spare;
-        h->spare = &slab[i];
-    }
+    while (h->spare_cap - h->nspare < SLAB_BLOCKS) gs_block_spare_grow(h);
+    for (int i = SLAB_BLOCKS; i-- > 0;) h->spare[h->nspare++] = &slab[i];
+}
+
+/* Room for more spare block pointers. */
+void gs_block_spare_grow(gs_heap *h)
+{
+    h->spare_cap = h->spare_cap ? 2 * h->spare_cap : SLAB_BLOCKS;
+    h->spare = g_renew(gs_block *, h->spare, h->spare_cap);
 }
 
 /* ---- the heap ---- */
@@ -78,6 +83,7 @@ void gs_heap_free_all(gs_heap *h)
     }
     for (unsigned i = 0; i < h->npools; i++) gs_findex_free(&h->pools[i].blocks);
     g_ptr_array_free(h->slabs, TRUE);
+    g_free(h->spare);
     g_free(h);
 }
 
@@ -124,6 +130,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t seg_size,
                                 gs_block **out)
 {
+    g_assert(stream < GS_MAX_STREAMS); /* every block comes from a segment of its stream */
     uint64_t addr;
     gs_status st = gs_dev_malloc(h->be, &h->calls, seg_size, &addr);
     if (st != GS_OK) return st;
@@ -132,7 +139,8 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     gs_block *b = block_new(h);
     s->addr = b->addr = addr;
     s->size = b->size = seg_size;
-    s->stream = b->stream = stream;
+    s->stream = stream;
+    b->stream = (uint16_t)stream;
     s->pool = b->pool = (uint8_t)pool;
     s->tag = h->tag;
     s->head = b;
