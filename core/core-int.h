@@ -157,6 +157,9 @@ struct gs_heap {
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
     gs_stats st;             /* freed and active figures stale until gs_heap_stats */
+    /* Calls that may change the statistics (the public malloc, free and release entry points),
+     * and their number when gs_heap_stats last filled in the derived figures. */
+    uint64_t nops, filled_ops;
     /* Frees requested and not yet completed (gs_heap_free_request), by stat type: count and
      * bytes (active = allocation + these), and the highest active figures reached while some
      * were pending (active's peak is the larger of allocation's and these). */
@@ -448,12 +451,12 @@ static inline uint64_t findex_largest(const gs_findex *x) { return x->ns ? x->tm
 
 /* ---- statistics ----
  *
- * The core keeps each gs_stat's current, peak and allocated as PyTorch changes them, and derives
- * two kinds of figure only when asked (gs_heap_stats, heap.c): every freed, which is allocated -
- * current (each increase adds to allocated and would add to freed at its decrease), and active
- * and active_bytes, which move with allocation and allocated_bytes (up together at an
- * allocation, down at the free) except while a deferred free is pending (heap's pend_*). So a
- * malloc and a free update five gs_stats each, not nine. */
+ * The core keeps each type's (small, large) gs_stat as PyTorch changes it, and derives two kinds
+ * of figure only when asked (gs_heap_stats, heap.c, once per change of the heap): the "all"
+ * entries' current, allocated and freed, the sums of the two types' (the hot path keeps only
+ * "all"'s peak), and active and active_bytes, which move with allocation and allocated_bytes
+ * (up together at an allocation, down at the free) except while a deferred free is pending
+ * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine. */
 
 static inline void stat_inc(gs_stat *s, int64_t v)
 {
@@ -462,7 +465,11 @@ static inline void stat_inc(gs_stat *s, int64_t v)
     if (s->current > s->peak) s->peak = s->current;
 }
 
-static inline void stat_dec(gs_stat *s, int64_t v) { s->current -= v; } /* freed: derived */
+static inline void stat_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
 
 /* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
  * "all" keeps only its peak here: its current and allocated are the sums of the two types',

@@ -67,6 +67,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     }
     h->slabs = g_ptr_array_new_with_free_func(free); /* posix_memalign'd */
     for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
+    h->filled_ops = UINT64_MAX;
     return h;
 }
 
@@ -108,6 +109,7 @@ void gs_segment_link(gs_heap *h, gs_segment *s)
 /* Free (cudaFree) a free block that is a whole segment. PyTorch's release_block. */
 gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 {
+    h->nops++;
     g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->expandable,
                          GS_ERR_INVALID);
     gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
@@ -323,6 +325,7 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
 
 gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
 {
+    h->nops++;
     if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
         h->st.num_ooms++;
         return GS_ERR_OOM;
@@ -436,12 +439,14 @@ static void free_request(gs_heap *h, gs_block *b)
 
 void gs_heap_free(gs_heap *h, gs_block *b)
 {
+    h->nops++;
     free_request(h, b);
     free_block(h, b);
 }
 
 void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
 {
+    h->nops++;
     free_request(h, b);
     pending_count(h, b, 1);
     b->state = GS_BLOCK_PENDING;
@@ -463,6 +468,7 @@ static void pending_unlink(gs_heap *h, gs_block *b)
 
 void gs_heap_free_complete(gs_heap *h, gs_block *b)
 {
+    h->nops++;
     g_return_if_fail(b->state == GS_BLOCK_PENDING);
     pending_unlink(h, b);
     pending_count(h, b, -1);
@@ -516,6 +522,7 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
 
 gs_status gs_heap_release_cached(gs_heap *h)
 {
+    h->nops++;
     drain_pending(h);
     for (unsigned i = 0; i < h->npools; i++) {
         gs_status st = release_pool(h, i);
@@ -538,7 +545,8 @@ static void stats_fill(gs_stats *st, const gs_heap *h)
 #define FILL_ALL(name)                                                                            \
     st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
     st->name[GS_STAT_ALL].allocated =                                                             \
-        st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;
+        st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;                   \
+    st->name[GS_STAT_ALL].freed = st->name[GS_STAT_SMALL].freed + st->name[GS_STAT_LARGE].freed;
     GS_STAT_ARRAYS(FILL_ALL)
 #undef FILL_ALL
     for (int t = 0; t < GS_STAT_TYPES; t++) {
@@ -549,12 +557,10 @@ static void stats_fill(gs_stats *st, const gs_heap *h)
         st->active_bytes[t].allocated = st->allocated_bytes[t].allocated;
         st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
     }
-#define FILL_FREED(name) \
-    for (int t = 0; t < GS_STAT_TYPES; t++) st->name[t].freed = st->name[t].allocated - st->name[t].current;
-    GS_STAT_ARRAYS(FILL_FREED)
-#undef FILL_FREED
-    st->oversize_allocations.freed = st->oversize_allocations.allocated - st->oversize_allocations.current;
-    st->oversize_segments.freed = st->oversize_segments.allocated - st->oversize_segments.current;
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].freed = st->active[t].allocated - st->active[t].current;
+        st->active_bytes[t].freed = st->active_bytes[t].allocated - st->active_bytes[t].current;
+    }
 }
 
 const gs_stats *gs_heap_stats(const gs_heap *h)
@@ -562,7 +568,10 @@ const gs_stats *gs_heap_stats(const gs_heap *h)
     /* Logically const: the derived figures are filled in where they are kept (every heap is
      * made by gs_heap_new, never const itself). */
     gs_heap *m = (gs_heap *)h;
-    stats_fill(&m->st, h);
+    if (m->filled_ops != m->nops) {
+        stats_fill(&m->st, h);
+        m->filled_ops = m->nops;
+    }
     return &m->st;
 }
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
