@@ -184,6 +184,8 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
                "pool %u: stream %u's bit says %d", i, si, !has);
         INSIST(c, x->tmax[x->ns + si] == (s ? s->largest : 0),
                "pool %u: tournament leaf of stream %u", i, si);
+        INSIST(c, !s || !s->dirty, "pool %u: stream %u's largest is still marked out of date",
+               i, si);
         if (!s) continue;
         size_t n = 0;
         uint64_t largest = 0;
@@ -216,6 +218,7 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
     for (uint32_t k = 1; k < x->ns; k++)
         INSIST(c, x->tmax[k] == MAX(x->tmax[2 * k], x->tmax[2 * k + 1]),
                "pool %u: tournament node %u", i, k);
+    INSIST(c, x->ndirty == 0, "pool %u: %u streams left to refresh", i, x->ndirty);
     INSIST(c, total == x->count, "index of pool %u holds %zu blocks, count says %zu", i, total,
            x->count);
 
@@ -244,6 +247,7 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
  * the pending list holds only pending blocks. */
 static void check_indexes(check_ctx *c, const gs_heap *h)
 {
+    (void)gs_heap_free_bytes(h, NULL); /* every stream's largest up to date, as asked for */
     for (unsigned i = 0; i < h->npools; i++) {
         const gs_pool *p = &h->pools[i];
         size_t n = check_findex(c, h, i);

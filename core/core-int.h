@@ -49,7 +49,9 @@ typedef struct {
  *            lower bound is the lower bound within the request's own class, else the smallest
  *            block of the next class that holds blocks, which two bitmaps give at once (no
  *            descent through the blocks of other sizes);
- *   stream   its rows (allocated when first used), and the largest size it holds;
+ *   stream   its rows (allocated when first used), and the largest size it holds, brought up
+ *            to date when asked for (the largest moves on most updates where a pool grows by
+ *            mapping pages: an update only marks the stream);
  *   pool     its streams by index, a bitmap of those with blocks (to step across streams), and
  *            a tournament tree over the streams' largest sizes, whose root is the pool's.
  * Removing a known block descends only its class's treap. */
@@ -64,7 +66,8 @@ typedef struct {
 
 typedef struct {
     uint64_t rows_bits;     /* rows that hold blocks (none: the stream holds none) */
-    uint64_t largest;       /* the largest block's size; 0 when empty */
+    uint64_t largest;       /* the largest block's size (0 when empty), unless dirty */
+    bool dirty;             /* largest may be out of date: the stream is on its pool's list */
     gs_frow *rows[GS_FL];   /* NULL until the row is first used */
 } gs_fstream;
 
@@ -72,7 +75,10 @@ typedef struct {
     gs_fstream **s;         /* by stream index; NULL until the stream has had a free block */
     uint32_t ns;            /* length of s, sbits * 64 and tmax / 2: a power of two, or 0 */
     uint64_t *sbits;        /* streams that hold blocks */
-    uint64_t *tmax;         /* tournament: tmax[ns + i] is stream i's largest, tmax[1] the pool's */
+    uint64_t *tmax;         /* tournament: tmax[ns + i] is stream i's largest, tmax[1] the pool's
+                             * (up to date once the dirty streams are refreshed) */
+    uint32_t *dirty;        /* the streams whose largest may be out of date */
+    uint32_t ndirty, dirty_cap;
     size_t count;
 } gs_findex;
 
@@ -178,8 +184,8 @@ struct gs_heap {
 G_GNUC_NORETURN void gs_findex_too_large(const gs_block *b);
 gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
 gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
-void gs_findex_set_largest(gs_findex *x, uint32_t stream, uint64_t largest);
-void gs_findex_largest_gone(gs_findex *x, gs_fstream *s, uint32_t stream);
+void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream);
+void gs_findex_refresh(gs_findex *x);
 gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first of a stream >= */
 gs_block *gs_findex_next(const gs_findex *x, const gs_block *b);
 gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
@@ -414,7 +420,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
     x->count++;
-    if (b->size > s->largest) gs_findex_set_largest(x, st, b->size);
+    if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
 }
 
 /* Take out b, found at position at. */
@@ -428,7 +434,7 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
     }
     x->count--;
     if (!s->rows_bits) x->sbits[b->stream >> 6] &= ~(UINT64_C(1) << (b->stream & 63));
-    if (b->size == s->largest) gs_findex_largest_gone(x, s, b->stream);
+    if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
 }
 
 /* Take out b, a block of the index: a descent of its class's treap only. */
@@ -447,7 +453,11 @@ GS_HOT void findex_remove(gs_findex *x, gs_block *b)
 }
 
 /* The pool's largest free block's size (0 when it has none). */
-static inline uint64_t findex_largest(const gs_findex *x) { return x->ns ? x->tmax[1] : 0; }
+static inline uint64_t findex_largest(gs_findex *x)
+{
+    if (x->ndirty) gs_findex_refresh(x);
+    return x->ns ? x->tmax[1] : 0;
+}
 
 /* ---- statistics ----
  *

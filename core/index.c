@@ -5,10 +5,10 @@
  * bitmaps, each class a small treap by (size, addr). A best fit descends one class's treap (a
  * handful of blocks of nearly the same size) or none; removing a known block descends its
  * class's treap only; the pool's largest free block is the root of a tournament over its
- * streams' largest. The hot paths (lower bound, insert, remove) are static inline in
- * core-int.h, with the treaps' insertion and unlinking; here are the cold paths (a stream's or a
- * row's first use, a stream's largest block leaving), stepping through the order, and the
- * policies' view.
+ * streams' largest, brought up to date when asked for. The hot paths (lower bound, insert,
+ * remove) are static inline in core-int.h, with the treaps' insertion and unlinking; here are
+ * the cold paths (a stream's or a row's first use, refreshing the largest), stepping through the
+ * order, and the policies' view.
  *
  * The treaps are intrusive (their links live in the blocks), so inserting and removing never
  * allocate; priorities come from a hash of the address, so a replay is deterministic. A pool's
@@ -62,12 +62,15 @@ gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl)
     return s->rows[fl];
 }
 
-/* Stream's largest free block is now this large. */
-void gs_findex_set_largest(gs_findex *x, uint32_t stream, uint64_t largest)
+/* Stream s's largest may have changed: put it on the list to refresh. */
+void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream)
 {
-    x->s[stream]->largest = largest;
-    x->tmax[x->ns + stream] = largest;
-    tournament_fix(x, stream);
+    s->dirty = true;
+    if (x->ndirty == x->dirty_cap) {
+        x->dirty_cap = x->dirty_cap ? 2 * x->dirty_cap : 8;
+        x->dirty = g_renew(uint32_t, x->dirty, x->dirty_cap);
+    }
+    x->dirty[x->ndirty++] = stream;
 }
 
 static gs_block *stream_first(const gs_fstream *s)
@@ -84,11 +87,18 @@ static gs_block *stream_last(const gs_fstream *s)
     return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
 }
 
-/* A block as large as stream's largest left it: find the largest again. */
-void gs_findex_largest_gone(gs_findex *x, gs_fstream *s, uint32_t stream)
+/* Bring the marked streams' largest, and the tournament above them, up to date. */
+void gs_findex_refresh(gs_findex *x)
 {
-    uint64_t largest = s->rows_bits ? stream_last(s)->size : 0;
-    if (largest != s->largest) gs_findex_set_largest(x, stream, largest);
+    for (uint32_t k = 0; k < x->ndirty; k++) {
+        uint32_t i = x->dirty[k];
+        gs_fstream *s = x->s[i];
+        s->largest = s->rows_bits ? stream_last(s)->size : 0;
+        s->dirty = false;
+        x->tmax[x->ns + i] = s->largest;
+        tournament_fix(x, i);
+    }
+    x->ndirty = 0;
 }
 
 void gs_findex_free(gs_findex *x)
@@ -101,6 +111,7 @@ void gs_findex_free(gs_findex *x)
     g_free(x->s);
     g_free(x->sbits);
     g_free(x->tmax);
+    g_free(x->dirty);
     memset(x, 0, sizeof *x);
 }
 
@@ -214,9 +225,10 @@ uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
 {
     uint64_t total = 0, big = 0;
+    gs_heap *m = (gs_heap *)h; /* logically const: refreshing the largest changes no answer */
     for (unsigned i = 0; i < h->npools; i++) {
         total += h->pools[i].free_bytes;
-        big = MAX(big, findex_largest(&h->pools[i].blocks));
+        big = MAX(big, findex_largest(&m->pools[i].blocks));
     }
     if (largest) *largest = big;
     return total;
