@@ -167,7 +167,7 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
 }
 
 /* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
- * in order, with the heap property; the bitmaps mark exactly the classes, rows and streams that
+ * in order, with the heap property; the bitmaps mark exactly the classes and rows that
  * hold blocks; the counts, each stream's largest and the tournament agree with what the treaps
  * hold. Then a walk in the policies' view (gs_pool_first/next, and back with last/prev) meets
  * every block once, in strictly ascending order, and the lower bound of each (stream, size)
@@ -179,9 +179,6 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
     INSIST(c, (x->ns & (x->ns - 1)) == 0, "pool %u: stream table of %u entries", i, x->ns);
     for (uint32_t si = 0; si < x->ns; si++) {
         const gs_fstream *s = x->s[si];
-        bool has = s && s->rows_bits;
-        INSIST(c, !!(x->sbits[si >> 6] >> (si & 63) & 1) == has,
-               "pool %u: stream %u's bit says %d", i, si, !has);
         INSIST(c, x->tmax[x->ns + si] == (s ? s->largest : 0),
                "pool %u: tournament leaf of stream %u", i, si);
         INSIST(c, !s || !s->dirty, "pool %u: stream %u's largest is still marked out of date",

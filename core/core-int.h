@@ -52,8 +52,8 @@ typedef struct {
  *   stream   its rows (allocated when first used), and the largest size it holds, brought up
  *            to date when asked for (the largest moves on most updates where a pool grows by
  *            mapping pages: an update only marks the stream);
- *   pool     its streams by index, a bitmap of those with blocks (to step across streams), and
- *            a tournament tree over the streams' largest sizes, whose root is the pool's.
+ *   pool     its streams by index, and a tournament tree over the streams' largest sizes,
+ *            whose root is the pool's.
  * Removing a known block descends only its class's treap. */
 #define GS_SL_BITS 6
 #define GS_SL (1u << GS_SL_BITS)
@@ -73,8 +73,7 @@ typedef struct {
 
 typedef struct {
     gs_fstream **s;         /* by stream index; NULL until the stream has had a free block */
-    uint32_t ns;            /* length of s, sbits * 64 and tmax / 2: a power of two, or 0 */
-    uint64_t *sbits;        /* streams that hold blocks */
+    uint32_t ns;            /* length of s and tmax / 2: a power of two, or 0 */
     uint64_t *tmax;         /* tournament: tmax[ns + i] is stream i's largest, tmax[1] the pool's
                              * (up to date once the dirty streams are refreshed) */
     uint32_t *dirty;        /* the streams whose largest may be out of date */
@@ -187,7 +186,7 @@ gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
 void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream);
 void gs_findex_refresh(gs_findex *x);
 gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first of a stream >= */
-gs_block *gs_findex_next(const gs_findex *x, const gs_block *b);
+gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b);
 gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
 void gs_findex_free(gs_findex *x);
 
@@ -415,7 +414,6 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     b->sl = (uint8_t)sl;
     gs_frow *r = s->rows[fl];
     if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
-    if (!s->rows_bits) x->sbits[st >> 6] |= UINT64_C(1) << (st & 63);
     s->rows_bits |= UINT64_C(1) << fl;
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
@@ -433,7 +431,6 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     x->count--;
-    if (!s->rows_bits) x->sbits[b->stream >> 6] &= ~(UINT64_C(1) << (b->stream & 63));
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
 }
 
@@ -450,6 +447,13 @@ GS_HOT void findex_remove(gs_findex *x, gs_block *b)
     while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
     at.link = link;
     findex_unlink(x, &at, b);
+}
+
+/* The block after b in the index: its class's next, else the first of a later class. */
+GS_HOT gs_block *findex_next(const gs_findex *x, const gs_block *b)
+{
+    gs_block *n = treap_after(x->s[b->stream]->rows[b->fl]->cls[b->sl], key_of(b));
+    return n ? n : gs_findex_after_class(x, b);
 }
 
 /* The pool's largest free block's size (0 when it has none). */

@@ -42,9 +42,6 @@ gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream)
         while (ns <= stream) ns *= 2;
         x->s = g_renew(gs_fstream *, x->s, ns);
         memset(x->s + old, 0, (ns - old) * sizeof *x->s);
-        uint32_t words = (ns + 63) / 64, old_words = (old + 63) / 64;
-        x->sbits = g_renew(uint64_t, x->sbits, words);
-        memset(x->sbits + old_words, 0, (words - old_words) * sizeof *x->sbits);
         g_free(x->tmax);
         x->tmax = g_new0(uint64_t, 2 * ns);
         x->ns = ns;
@@ -109,7 +106,6 @@ void gs_findex_free(gs_findex *x)
         g_free(x->s[i]);
     }
     g_free(x->s);
-    g_free(x->sbits);
     g_free(x->tmax);
     g_free(x->dirty);
     memset(x, 0, sizeof *x);
@@ -117,31 +113,24 @@ void gs_findex_free(gs_findex *x)
 
 /* ---- stepping through the order ---- */
 
-/* The first stream >= from that holds blocks, or ns. */
+/* Whether stream i holds free blocks. */
+static bool stream_has(const gs_findex *x, uint32_t i) { return x->s[i] && x->s[i]->rows_bits; }
+
+/* The first stream >= from that holds blocks, or ns. A scan of the stream table: only steps
+ * across streams (the policies' walks, their lower bound past a stream's end) take it. */
 static uint32_t stream_from(const gs_findex *x, uint32_t from)
 {
-    if (from >= x->ns) return x->ns;
-    uint32_t w = from >> 6;
-    uint64_t bits = x->sbits[w] & (~UINT64_C(0) << (from & 63));
-    while (!bits) {
-        if (++w >= (x->ns + 63) / 64) return x->ns;
-        bits = x->sbits[w];
-    }
-    return MIN(x->ns, (w << 6) + (uint32_t)__builtin_ctzll(bits));
+    uint32_t i = from;
+    while (i < x->ns && !stream_has(x, i)) i++;
+    return MIN(i, x->ns);
 }
 
 /* The last stream < before that holds blocks, or UINT32_MAX. */
 static uint32_t stream_before(const gs_findex *x, uint32_t before)
 {
-    if (before > x->ns) before = x->ns;
-    if (before == 0) return UINT32_MAX;
-    uint32_t last = before - 1, w = last >> 6;
-    uint64_t bits = x->sbits[w] & (~UINT64_C(0) >> (63 - (last & 63)));
-    while (!bits) {
-        if (w-- == 0) return UINT32_MAX;
-        bits = x->sbits[w];
-    }
-    return (w << 6) + 63u - (uint32_t)__builtin_clzll(bits);
+    for (uint32_t i = MIN(before, x->ns); i-- > 0;)
+        if (stream_has(x, i)) return i;
+    return UINT32_MAX;
 }
 
 gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream)
@@ -156,13 +145,13 @@ static gs_block *findex_last(const gs_findex *x)
     return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
 }
 
-gs_block *gs_findex_next(const gs_findex *x, const gs_block *b)
+/* The first block after b's class: the smallest of the next class of its stream that holds
+ * any, else the first block of a later stream. */
+gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b)
 {
     const gs_fstream *s = x->s[b->stream];
-    unsigned sl, fl = size_class(b->size, &sl);
+    unsigned fl = b->fl, sl = b->sl;
     const gs_frow *r = s->rows[fl];
-    gs_block *n = treap_after(r->cls[sl], key_of(b));
-    if (n) return n;
     uint64_t above = r->bits >> sl >> 1;
     if (above) return treap_min(r->cls[sl + 1 + __builtin_ctzll(above)]);
     uint64_t rows = s->rows_bits >> fl >> 1;
@@ -210,7 +199,7 @@ gs_block *gs_pool_last(const gs_heap *h, unsigned pool)
 }
 gs_block *gs_pool_next(const gs_heap *h, const gs_block *b)
 {
-    return gs_findex_next(&h->pools[b->pool].blocks, b);
+    return findex_next(&h->pools[b->pool].blocks, b);
 }
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
 {
