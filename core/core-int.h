@@ -449,8 +449,9 @@ GS_HOT void findex_remove(gs_findex *x, gs_block *b)
     findex_unlink(x, &at, b);
 }
 
-/* The block after b in the index: its class's next, else the first of a later class. */
-GS_HOT gs_block *findex_next(const gs_findex *x, const gs_block *b)
+/* The block after b in the index if of b's stream (else NULL): its class's next, else the
+ * first of a later class. The policies' view steps on to later streams (gs_pool_next). */
+GS_HOT gs_block *findex_next_in(const gs_findex *x, const gs_block *b)
 {
     gs_block *n = treap_after(x->s[b->stream]->rows[b->fl]->cls[b->sl], key_of(b));
     return n ? n : gs_findex_after_class(x, b);

@@ -194,11 +194,10 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
     if (b->expandable) {
         /* A free block followed by unmapped space counts as the size it can grow to, so a
          * larger block that cannot grow is preferred over consuming the growable end. */
-        gs_block *n = findex_next(&p->blocks, b);
-        while (b->expandable && n && n->stream == stream &&
-               expandable_size(n) < expandable_size(b)) {
+        gs_block *n = findex_next_in(&p->blocks, b);
+        while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
             b = n;
-            n = findex_next(&p->blocks, b);
+            n = findex_next_in(&p->blocks, b);
             found_at = false;
         }
     }
@@ -500,7 +499,7 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
     GPtrArray *to_unmap = NULL;
     gs_status st = GS_OK;
     for (gs_block *b = gs_findex_first_from(x, 0), *next; b && st == GS_OK; b = next) {
-        next = findex_next(x, b);
+        next = gs_pool_next(h, b);
         if (b->expandable) {
             if (!to_unmap) to_unmap = g_ptr_array_new();
             g_ptr_array_add(to_unmap, b);

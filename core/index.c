@@ -145,8 +145,8 @@ static gs_block *findex_last(const gs_findex *x)
     return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
 }
 
-/* The first block after b's class: the smallest of the next class of its stream that holds
- * any, else the first block of a later stream. */
+/* The first block of b's stream after b's class: the smallest of the next class that holds
+ * any, or NULL. */
 gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b)
 {
     const gs_fstream *s = x->s[b->stream];
@@ -159,7 +159,7 @@ gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b)
         r = s->rows[fl + 1 + __builtin_ctzll(rows)];
         return treap_min(r->cls[__builtin_ctzll(r->bits)]);
     }
-    return gs_findex_first_from(x, b->stream + 1);
+    return NULL;
 }
 
 gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b)
@@ -199,7 +199,9 @@ gs_block *gs_pool_last(const gs_heap *h, unsigned pool)
 }
 gs_block *gs_pool_next(const gs_heap *h, const gs_block *b)
 {
-    return findex_next(&h->pools[b->pool].blocks, b);
+    const gs_findex *x = &h->pools[b->pool].blocks;
+    gs_block *n = findex_next_in(x, b);
+    return n ? n : gs_findex_first_from(x, b->stream + 1);
 }
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
 {
