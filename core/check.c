@@ -12,6 +12,8 @@ typedef struct {
     char *first;                        /* the first one, described */
     gs_stats re;                        /* every stat's current value, recounted */
     size_t free_blocks[GS_MAX_POOLS];   /* free blocks the segments hold, per pool */
+    uint64_t free_bytes[GS_MAX_POOLS];  /* and their bytes */
+    uint64_t largest_free;              /* the largest free block of any pool */
     size_t unmapped_blocks[GS_MAX_POOLS];
     size_t nsegments;
     uint64_t reserved;                  /* bytes of cudaMalloc segments, and mapped bytes */
@@ -57,8 +59,10 @@ static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs
     INSIST(c, n->pool == pool, "block " ADDR " is in the index of pool %u but belongs to pool %u",
            n->addr, pool, n->pool);
     if (*last) INSIST(c, key_of(*last) < key_of(n), "index of pool %u out of order", pool);
-    if (n->left) INSIST(c, n->left->prio <= n->prio, "treap heap property broken");
-    if (n->right) INSIST(c, n->right->prio <= n->prio, "treap heap property broken");
+    if (n->left)
+        INSIST(c, prio_of(n->left->addr) <= prio_of(n->addr), "treap heap property broken");
+    if (n->right)
+        INSIST(c, prio_of(n->right->addr) <= prio_of(n->addr), "treap heap property broken");
     *last = n;
     return k + 1 + check_tree(c, h, pool, n->right, last, state);
 }
@@ -93,6 +97,8 @@ static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int
                "unmapped blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
     } else if (b->state == GS_BLOCK_FREE) {
         c->free_blocks[b->pool]++;
+        c->free_bytes[b->pool] += b->size;
+        c->largest_free = MAX(c->largest_free, b->size);
         INSIST(c, !(b->next && b->next->state == GS_BLOCK_FREE),
                "blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
         if (split) {
@@ -116,7 +122,7 @@ static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int
  * pool and stream; recount what it holds. */
 static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
 {
-    int t = h->pools[s->pool].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+    int t = h->pools[s->pool].type;
     c->nsegments++;
     if (!s->expandable) {
         /* expandable segments count by their mapped bytes, below, and not as segments */
@@ -138,6 +144,9 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
         INSIST(c, b->size > 0, "block " ADDR " has size 0", b->addr);
         INSIST(c, b->pool == s->pool && b->stream == s->stream,
                "block " ADDR ": pool/stream differ from its segment", b->addr);
+        INSIST(c, b->type == h->pools[s->pool].type && b->expandable == s->expandable,
+               "block " ADDR ": its stat type or expandable flag differs from its segment's",
+               b->addr);
         if (b->next) INSIST(c, b->next->prev == b, "block " ADDR ": next->prev is not the block",
                             b->addr);
         if (s->expandable) mapped += check_pages(c, s, b);
@@ -157,20 +166,95 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
     }
 }
 
+/* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
+ * in order, with the heap property; the bitmaps mark exactly the classes and rows that
+ * hold blocks; the counts, each stream's largest and the tournament agree with what the treaps
+ * hold. Then a walk in the policies' view (gs_pool_first/next, and back with last/prev) meets
+ * every block once, in strictly ascending order, and the lower bound of each (stream, size)
+ * met is its first block. Returns the blocks held. */
+static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
+{
+    const gs_findex *x = &h->pools[i].blocks;
+    size_t total = 0;
+    INSIST(c, (x->ns & (x->ns - 1)) == 0, "pool %u: stream table of %u entries", i, x->ns);
+    for (uint32_t si = 0; si < x->ns; si++) {
+        const gs_fstream *s = x->s[si];
+        INSIST(c, x->tmax[x->ns + si] == (s ? s->largest : 0),
+               "pool %u: tournament leaf of stream %u", i, si);
+        INSIST(c, !s || !s->dirty, "pool %u: stream %u's largest is still marked out of date",
+               i, si);
+        if (!s) continue;
+        size_t n = 0;
+        uint64_t largest = 0;
+        for (unsigned fl = 0; fl < GS_FL; fl++) {
+            const gs_frow *r = s->rows[fl];
+            INSIST(c, !!(s->rows_bits >> fl & 1) == (r && r->bits),
+                   "pool %u stream %u: row %u's bit is wrong", i, si, fl);
+            for (unsigned sl = 0; r && sl < GS_SL; sl++) {
+                INSIST(c, !!(r->bits >> sl & 1) == (r->cls[sl] != NULL),
+                       "pool %u stream %u: class %u.%u's bit is wrong", i, si, fl, sl);
+                const gs_block *last = NULL;
+                size_t k = check_tree(c, h, i, r->cls[sl], &last, GS_BLOCK_FREE);
+                n += k;
+                if (last) largest = MAX(largest, last->size);
+                /* every block of this treap is of its stream and class */
+                for (const gs_block *b = r->cls[sl] ? treap_min(r->cls[sl]) : NULL; b;
+                     b = treap_after(r->cls[sl], key_of(b))) {
+                    unsigned bsl, bfl = size_class(b->size, &bsl);
+                    INSIST(c, b->stream == si && bfl == fl && bsl == sl && b->fl == fl &&
+                                  b->sl == sl,
+                           "block " ADDR " of stream %u, size " U64 " is in class %u.%u of "
+                           "stream %u", b->addr, b->stream, b->size, fl, sl, si);
+                }
+            }
+        }
+        INSIST(c, largest == s->largest, "pool %u stream %u: largest is " U64 ", says " U64, i,
+               si, largest, s->largest);
+        total += n;
+    }
+    for (uint32_t k = 1; k < x->ns; k++)
+        INSIST(c, x->tmax[k] == MAX(x->tmax[2 * k], x->tmax[2 * k + 1]),
+               "pool %u: tournament node %u", i, k);
+    INSIST(c, x->ndirty == 0, "pool %u: %u streams left to refresh", i, x->ndirty);
+    INSIST(c, total == x->count, "index of pool %u holds %zu blocks, count says %zu", i, total,
+           x->count);
+
+    size_t fwd = 0, back = 0;
+    const gs_block *prev = NULL, *run = NULL;
+    for (const gs_block *b = gs_pool_first(h, i); b && fwd <= total; b = gs_pool_next(h, b)) {
+        if (prev) INSIST(c, key_of(prev) < key_of(b), "index of pool %u out of order", i);
+        if (!run || run->skey != b->skey) {
+            run = b;
+            INSIST(c, gs_pool_lower_bound(h, i, b->stream, b->size) == b,
+                   "pool %u: the lower bound of stream %u, size " U64 " is not " ADDR, i,
+                   b->stream, b->size, b->addr);
+        }
+        prev = b;
+        fwd++;
+    }
+    for (const gs_block *b = gs_pool_last(h, i); b && back <= total; b = gs_pool_prev(h, b))
+        back++;
+    INSIST(c, fwd == total && back == total,
+           "pool %u: stepping through the index meets %zu blocks forward and %zu back, not %zu",
+           i, fwd, back, total);
+    return total;
+}
+
 /* Each pool's two indexes hold exactly the free and the unmapped blocks its segments have;
  * the pending list holds only pending blocks. */
 static void check_indexes(check_ctx *c, const gs_heap *h)
 {
+    (void)gs_heap_free_bytes(h, NULL); /* every stream's largest up to date, as asked for */
     for (unsigned i = 0; i < h->npools; i++) {
         const gs_pool *p = &h->pools[i];
-        const gs_block *last = NULL;
-        size_t n = check_tree(c, h, i, p->blocks.root, &last, GS_BLOCK_FREE);
-        INSIST(c, n == p->blocks.count, "index of pool %u holds %zu blocks, count says %zu", i, n,
-               p->blocks.count);
+        size_t n = check_findex(c, h, i);
         INSIST(c, n == c->free_blocks[i],
                "index of pool %u holds %zu blocks, segments have %zu free", i, n,
                c->free_blocks[i]);
-        last = NULL;
+        INSIST(c, p->free_bytes == c->free_bytes[i],
+               "pool %u counts " U64 " free bytes, its free blocks hold " U64, i, p->free_bytes,
+               c->free_bytes[i]);
+        const gs_block *last = NULL;
         n = check_tree(c, h, i, p->unmapped.root, &last, GS_BLOCK_UNMAPPED);
         INSIST(c, n == p->unmapped.count,
                "unmapped index of pool %u holds %zu blocks, count says %zu", i, n,
@@ -181,21 +265,27 @@ static void check_indexes(check_ctx *c, const gs_heap *h)
     }
     for (const gs_block *b = h->pending; b; b = b->right)
         INSIST(c, b->state == GS_BLOCK_PENDING, "pending list holds a block that is not pending");
+    uint64_t largest = UINT64_MAX;
+    (void)gs_heap_free_bytes(h, &largest);
+    INSIST(c, largest == c->largest_free,
+           "the largest free block is " U64 " bytes, gs_heap_free_bytes says " U64,
+           c->largest_free, largest);
 }
 
 /* Every stat's current value equals the recount. */
 static void check_stats(check_ctx *c, const gs_heap *h)
 {
+    const gs_stats *st = gs_heap_stats(h);
 #define CHECK_ARRAY(name)                                                                    \
     for (int t = 0; t < GS_STAT_TYPES; t++)                                                  \
-        INSIST(c, c->re.name[t].current == h->st.name[t].current,                            \
+        INSIST(c, c->re.name[t].current == st->name[t].current,                            \
                "stat " #name "[%d].current is %" G_GINT64_FORMAT ", recount gives %"         \
-               G_GINT64_FORMAT, t, h->st.name[t].current, c->re.name[t].current);
+               G_GINT64_FORMAT, t, st->name[t].current, c->re.name[t].current);
     GS_STAT_ARRAYS(CHECK_ARRAY)
 #undef CHECK_ARRAY
-    INSIST(c, c->re.oversize_allocations.current == h->st.oversize_allocations.current,
+    INSIST(c, c->re.oversize_allocations.current == st->oversize_allocations.current,
            "stat oversize_allocations differs from recount");
-    INSIST(c, c->re.oversize_segments.current == h->st.oversize_segments.current,
+    INSIST(c, c->re.oversize_segments.current == st->oversize_segments.current,
            "stat oversize_segments differs from recount");
 }
 

@@ -6,7 +6,8 @@
  * that cross files on the hot path (index descents, block structs, statistics) are static
  * inline here, so the split into files adds no call where a replay spends its time.
  *
- *   index.c       the free-block index (a treap per pool) and the policies' view of it
+ *   index.c       the free-block indexes (size classes of treaps per pool and stream; a treap
+ *                 for unmapped blocks) and the policies' view of them
  *   heap.c        blocks, segments, malloc and free, the out-of-memory ladder, release
  *   expandable.c  expandable segments: reserve, map, unmap, release
  *   check.c       gs_heap_check
@@ -24,21 +25,69 @@
 #include "core.h"
 #include "policy.h"
 
+/* For the few helpers the hot path must not pay a call for, whatever the compiler's estimate. */
+#if defined(__GNUC__)
+#define GS_HOT static inline __attribute__((always_inline))
+#else
+#define GS_HOT static inline
+#endif
+
 /* ------------------------------------------------------------------------------------------
  * The free-block index's types (index.c)
  * ------------------------------------------------------------------------------------------ */
 
+/* A treap, intrusive in the blocks: a pool's unmapped blocks, by (stream, addr). */
 typedef struct {
     gs_block *root;
     size_t count;
 } gs_tree;
 
+/* A pool's free blocks, in PyTorch's order (stream, size, addr), as two-level segregated size
+ * classes (TLSF's) per stream, each class a small treap by (size, addr):
+ *   class    sizes [32 + sl, 33 + sl) << (row - 1) for row >= 1 (32 classes per power of two);
+ *            row 0 holds the sizes below 32, one class each. Classes ascend with size, so a
+ *            lower bound is the lower bound within the request's own class, else the smallest
+ *            block of the next class that holds blocks, which two bitmaps give at once (no
+ *            descent through the blocks of other sizes);
+ *   stream   its rows (allocated when first used), and the largest size it holds, brought up
+ *            to date when asked for (the largest moves on most updates where a pool grows by
+ *            mapping pages: an update only marks the stream);
+ *   pool     its streams by index, and a tournament tree over the streams' largest sizes,
+ *            whose root is the pool's.
+ * Removing a known block descends only its class's treap. */
+#define GS_SL_BITS 6
+#define GS_SL (1u << GS_SL_BITS)
+#define GS_FL (48 - GS_SL_BITS + 1) /* rows for every size below 2^48 (GS_KEY_SIZE_BITS) */
+
 typedef struct {
-    gs_tree blocks;          /* free blocks by (stream, size, addr) */
+    uint64_t bits;          /* classes that hold blocks */
+    gs_block *cls[GS_SL];   /* each class's treap */
+} gs_frow;
+
+typedef struct {
+    uint64_t rows_bits;     /* rows that hold blocks (none: the stream holds none) */
+    uint64_t largest;       /* the largest block's size (0 when empty), unless dirty */
+    bool dirty;             /* largest may be out of date: the stream is on its pool's list */
+    gs_frow *rows[GS_FL];   /* NULL until the row is first used */
+} gs_fstream;
+
+typedef struct {
+    gs_fstream **s;         /* by stream index; NULL until the stream has had a free block */
+    uint32_t ns;            /* length of s and tmax / 2: a power of two, or 0 */
+    uint64_t *tmax;         /* tournament: tmax[ns + i] is stream i's largest, tmax[1] the pool's
+                             * (up to date once the dirty streams are refreshed) */
+    uint32_t *dirty;        /* the streams whose largest may be out of date */
+    uint32_t ndirty, dirty_cap;
+    size_t count;
+} gs_findex;
+
+typedef struct {
+    gs_findex blocks;        /* free blocks by (stream, size, addr) */
+    uint64_t free_bytes;     /* the sizes of the blocks in it, summed */
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
-    bool is_small;
+    uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 
 /* The order (stream, size, addr) as one 128-bit number, so a descent compares with a few
@@ -74,9 +123,20 @@ static inline gs_key key_of(const gs_block *b) { return ((gs_key)b->skey << 64) 
  * The heap (heap.c)
  * ------------------------------------------------------------------------------------------ */
 
-/* Blocks come from slabs: a split or merge happens on most events, and malloc/free per block
- * would dominate the replay time. */
+/* Blocks come from slabs (64-byte aligned, so each block's first line is one cache line): a split
+ * or merge happens on most events, and malloc/free per block would dominate the replay time. */
 #define SLAB_BLOCKS 256
+
+/* The policy's rounding and pool choice for recent request sizes, direct-mapped by a hash of
+ * the size: both hooks are pure functions of the size (policy.h: a hook keeps no state), and a
+ * program asks for the same few dozen sizes again and again. An entry whose orig is
+ * GS_ROUND_MEMO_EMPTY (no request is that large) holds nothing. */
+#define GS_ROUND_MEMO 256
+#define GS_ROUND_MEMO_EMPTY UINT64_MAX
+typedef struct {
+    uint64_t orig, size;
+    unsigned pool;
+} gs_round_memo;
 
 struct gs_heap {
     const gs_policy *policy;
@@ -92,26 +152,47 @@ struct gs_heap {
     gs_segment *segments;    /* live segments, newest first */
     size_t nsegments;
     gs_block *pending;       /* frees awaiting completion, linked through ->right */
-    gs_block *spare;         /* recycled block structs, linked through ->right */
+    /* Recycled block structs, a stack of pointers (not a list through the blocks: taking one
+     * then reads no cold block) of nspare of cap entries. */
+    gs_block **spare;
+    size_t nspare, spare_cap;
     GPtrArray *slabs;
     uint64_t total_reserved; /* PyTorch's total_allocated_memory */
     bool peak_reserved_dirty;
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
-    gs_stats st;
+    gs_stats st;             /* freed and active figures stale until gs_heap_stats */
+    /* Calls that may change the statistics (the public malloc, free and release entry points),
+     * and their number when gs_heap_stats last filled in the derived figures. */
+    uint64_t nops, filled_ops;
+    /* Frees requested and not yet completed (gs_heap_free_request), by stat type: count and
+     * bytes (active = allocation + these), and the highest active figures reached while some
+     * were pending (active's peak is the larger of allocation's and these). */
+    int64_t pend_n[GS_STAT_TYPES], pend_bytes[GS_STAT_TYPES];
+    int64_t active_peak_n[GS_STAT_TYPES], active_peak_bytes[GS_STAT_TYPES];
     gs_devcalls calls;
+    gs_round_memo memo[GS_ROUND_MEMO];
 };
 
 /* ------------------------------------------------------------------------------------------
  * Functions of one file called in another, by defining file
  * ------------------------------------------------------------------------------------------ */
 
-/* "index.c": the treap, for a pool's free blocks or its unmapped ones */
-void gs_index_insert(gs_tree *p, gs_block *b);                  /* b->skey set by the caller */
-void gs_index_unlink(gs_tree *p, gs_block **link, gs_block *b); /* b, reached through *link */
+/* "index.c": treaps (a size class's, or the unmapped blocks'), and the size-class index's
+ * cold paths */
+G_GNUC_NORETURN void gs_findex_too_large(const gs_block *b);
+gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
+gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
+void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream);
+void gs_findex_refresh(gs_findex *x);
+gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first of a stream >= */
+gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b);
+gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
+void gs_findex_free(gs_findex *x);
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
+void gs_block_spare_grow(gs_heap *h);
 uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src);
 void gs_segment_link(gs_heap *h, gs_segment *s);
 void gs_segment_unlink(gs_heap *h, gs_segment *s);
@@ -128,34 +209,77 @@ size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);
  * makes or drops a block.
  * ------------------------------------------------------------------------------------------ */
 
-/* ---- index descents (the treap is index.c's) ---- */
+/* ---- treaps (unlinking is index.c's) ---- */
+
+/* A block's treap priority: a hash of its address (Fibonacci hashing), so neighbouring
+ * addresses get unrelated priorities and a replay is deterministic. Computed where compared
+ * (the address is read with the key anyway), not stored. */
+static inline uint32_t prio_of(uint64_t addr)
+{
+    return (uint32_t)((addr * UINT64_C(0x9e3779b97f4a7c15)) >> 32);
+}
+
+/* Insert b, whose skey the caller has set, into the treap at *root. Top-down, in one pass: walk
+ * down while the nodes outrank b, then b takes that place and the subtree found there is split
+ * by b's key into b's left and right subtrees. */
+GS_HOT void treap_insert(gs_block **root, gs_block *b)
+{
+    uint32_t prio = prio_of(b->addr);
+    gs_key k = key_of(b);
+    gs_block **link = root;
+    while (*link && prio_of((*link)->addr) >= prio)
+        link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
+    gs_block *n = *link, **l = &b->left, **r = &b->right;
+    while (n) {
+        if (key_of(n) < k) {
+            *l = n;
+            l = &n->right;
+            n = n->right;
+        } else {
+            *r = n;
+            r = &n->left;
+            n = n->left;
+        }
+    }
+    *l = *r = NULL;
+    *link = b;
+}
+
+/* Remove b, reached through *link: rotate it down (the child with the higher priority comes
+ * up) until it has at most one child, then splice it out. */
+GS_HOT void treap_unlink(gs_block **link, gs_block *b)
+{
+    for (;;) {
+        gs_block *l = b->left, *r = b->right;
+        if (!l) { *link = r; break; }
+        if (!r) { *link = l; break; }
+        if (prio_of(l->addr) > prio_of(r->addr)) {
+            b->left = l->right;
+            l->right = b;
+            *link = l;
+            link = &l->right;
+        } else {
+            b->right = r->left;
+            r->left = b;
+            *link = r;
+            link = &r->left;
+        }
+    }
+}
 
 static inline void index_remove(gs_tree *p, gs_block *b)
 {
     gs_block **link = &p->root;
     gs_key k = key_of(b);
     while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    gs_index_unlink(p, link, b);
+    treap_unlink(link, b);
+    p->count--;
 }
 
-/* The lower bound of (stream, size, 0) and the link that points to it, in one descent. */
-static inline gs_block **index_lower_bound_link(gs_tree *p, uint32_t stream, uint64_t size)
+/* The smallest block with key >= k under root, or NULL. */
+static inline gs_block *treap_lower_bound(gs_block *n, gs_key k)
 {
-    gs_block **link = &p->root, **best = NULL;
-    gs_key k = make_key(stream, size, 0);
-    while (*link) {
-        bool left = k <= key_of(*link);
-        best = left ? link : best;
-        link = left ? &(*link)->left : &(*link)->right;
-    }
-    return best;
-}
-
-static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uint64_t size,
-                                          uint64_t addr)
-{
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = make_key(stream, size, addr);
+    gs_block *best = NULL;
     while (n) {
         bool left = k <= key_of(n);
         best = left ? n : best;
@@ -164,10 +288,22 @@ static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uin
     return best;
 }
 
-static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
+/* The link to the smallest block with key >= k under *link, or NULL. */
+static inline gs_block **treap_lower_bound_link(gs_block **link, gs_key k)
 {
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = key_of(b);
+    gs_block **best = NULL;
+    while (*link) {
+        bool left = k <= key_of(*link);
+        best = left ? link : best;
+        link = left ? &(*link)->left : &(*link)->right;
+    }
+    return best;
+}
+
+/* The smallest block with key > k under n, or NULL; and the largest with key < k. */
+static inline gs_block *treap_after(gs_block *n, gs_key k)
+{
+    gs_block *best = NULL;
     while (n) {
         bool left = k < key_of(n);
         best = left ? n : best;
@@ -176,10 +312,9 @@ static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
     return best;
 }
 
-static inline gs_block *index_prev(const gs_tree *p, const gs_block *b)
+static inline gs_block *treap_before(gs_block *n, gs_key k)
 {
-    gs_block *n = p->root, *best = NULL;
-    gs_key k = key_of(b);
+    gs_block *best = NULL;
     while (n) {
         bool right = k > key_of(n);
         best = right ? n : best;
@@ -188,49 +323,216 @@ static inline gs_block *index_prev(const gs_tree *p, const gs_block *b)
     return best;
 }
 
-/* ---- statistics ---- */
-
-/* Apply to "all" and to the pool's own type, as PyTorch's for_each_selected_stat_type does. */
-static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+static inline gs_block *treap_min(gs_block *n)
 {
-    gs_stat_inc(&a[GS_STAT_ALL], v);
-    gs_stat_inc(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    while (n->left) n = n->left;
+    return n;
 }
 
-static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], bool small, int64_t v)
+static inline gs_block *treap_max(gs_block *n)
 {
-    gs_stat_dec(&a[GS_STAT_ALL], v);
-    gs_stat_dec(&a[small ? GS_STAT_SMALL : GS_STAT_LARGE], v);
+    while (n->right) n = n->right;
+    return n;
 }
 
-static inline bool pool_small(const gs_heap *h, const gs_block *b)
+static inline gs_block *index_lower_bound(const gs_tree *p, uint32_t stream, uint64_t size,
+                                          uint64_t addr)
 {
-    return h->pools[b->pool].is_small;
+    return treap_lower_bound(p->root, make_key(stream, size, addr));
 }
+
+static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
+{
+    return treap_after(p->root, key_of(b));
+}
+
+/* ---- the size-class index of free blocks ---- */
+
+/* The class of a size: its row, and its class within the row in *sl. */
+static inline unsigned size_class(uint64_t size, unsigned *sl)
+{
+    if (size < GS_SL) {
+        *sl = (unsigned)size;
+        return 0;
+    }
+    unsigned f = 63u - (unsigned)__builtin_clzll(size);
+    *sl = (unsigned)(size >> (f - GS_SL_BITS)) & (GS_SL - 1);
+    return f - GS_SL_BITS + 1;
+}
+
+/* Where a block is (or would be) in the index: its stream, row, class and the link to it. */
+typedef struct {
+    gs_fstream *s;
+    gs_frow *r;
+    unsigned fl, sl;
+    gs_block **link;
+} gs_fpos;
+
+/* The smallest block of stream's with size >= size (the best fit's candidate), with its
+ * position, or NULL: a descent of the request's class, else the smallest block of the next
+ * class that holds any. */
+GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint64_t size,
+                                              gs_fpos *at)
+{
+    gs_fstream *s = stream < x->ns ? x->s[stream] : NULL;
+    if (!s || !s->rows_bits) return NULL;
+    unsigned sl, fl = size_class(size, &sl);
+    gs_frow *r = s->rows[fl];
+    gs_block **link = NULL;
+    if (r && (r->bits >> sl & 1))
+        link = treap_lower_bound_link(&r->cls[sl], make_key(stream, size, 0));
+    if (!link) {
+        uint64_t above = r ? r->bits >> sl >> 1 : 0; /* the row's larger classes */
+        if (above) {
+            sl += 1 + (unsigned)__builtin_ctzll(above);
+        } else {
+            uint64_t rows = s->rows_bits >> fl >> 1;
+            if (!rows) return NULL;
+            fl += 1 + (unsigned)__builtin_ctzll(rows);
+            r = s->rows[fl];
+            sl = (unsigned)__builtin_ctzll(r->bits);
+        }
+        link = &r->cls[sl];
+        while ((*link)->left) link = &(*link)->left;
+    }
+    at->s = s;
+    at->r = r;
+    at->fl = fl;
+    at->sl = sl;
+    at->link = link;
+    return *link;
+}
+
+GS_HOT void findex_insert(gs_findex *x, gs_block *b)
+{
+    uint32_t st = b->stream;
+    gs_fstream *s = st < x->ns ? x->s[st] : NULL;
+    if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st); /* refuses st >= GS_MAX_STREAMS */
+    if (G_UNLIKELY(b->size >> GS_KEY_SIZE_BITS)) gs_findex_too_large(b);
+    unsigned sl, fl = size_class(b->size, &sl);
+    b->fl = (uint8_t)fl;
+    b->sl = (uint8_t)sl;
+    gs_frow *r = s->rows[fl];
+    if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
+    s->rows_bits |= UINT64_C(1) << fl;
+    r->bits |= UINT64_C(1) << sl;
+    treap_insert(&r->cls[sl], b);
+    x->count++;
+    if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
+}
+
+/* Take out b, found at position at. */
+GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
+{
+    gs_fstream *s = at->s;
+    treap_unlink(at->link, b);
+    if (!at->r->cls[at->sl]) {
+        at->r->bits &= ~(UINT64_C(1) << at->sl);
+        if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
+    }
+    x->count--;
+    if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
+}
+
+/* Take out b, a block of the index: a descent of its class's treap only. */
+GS_HOT void findex_remove(gs_findex *x, gs_block *b)
+{
+    gs_fpos at;
+    at.s = x->s[b->stream];
+    at.fl = b->fl;
+    at.sl = b->sl;
+    at.r = at.s->rows[at.fl];
+    gs_block **link = &at.r->cls[at.sl];
+    gs_key k = key_of(b);
+    while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
+    at.link = link;
+    findex_unlink(x, &at, b);
+}
+
+/* The block after b in the index if of b's stream (else NULL): its class's next, else the
+ * first of a later class. The policies' view steps on to later streams (gs_pool_next). */
+GS_HOT gs_block *findex_next_in(const gs_findex *x, const gs_block *b)
+{
+    gs_block *n = treap_after(x->s[b->stream]->rows[b->fl]->cls[b->sl], key_of(b));
+    return n ? n : gs_findex_after_class(x, b);
+}
+
+/* The pool's largest free block's size (0 when it has none). */
+static inline uint64_t findex_largest(gs_findex *x)
+{
+    if (x->ndirty) gs_findex_refresh(x);
+    return x->ns ? x->tmax[1] : 0;
+}
+
+/* ---- statistics ----
+ *
+ * The core keeps each type's (small, large) gs_stat as PyTorch changes it, and derives two kinds
+ * of figure only when asked (gs_heap_stats, heap.c, once per change of the heap): the "all"
+ * entries' current, allocated and freed, the sums of the two types' (the hot path keeps only
+ * "all"'s peak), and active and active_bytes, which move with allocation and allocated_bytes
+ * (up together at an allocation, down at the free) except while a deferred free is pending
+ * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine. */
+
+static inline void stat_inc(gs_stat *s, int64_t v)
+{
+    s->current += v;
+    s->allocated += v;
+    if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void stat_dec(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+    s->freed += v;
+}
+
+/* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
+ * "all" keeps only its peak here: its current and allocated are the sums of the two types',
+ * filled in by gs_heap_stats (stat_all gives the current sum meanwhile). */
+static inline int64_t stat_all(const gs_stat a[GS_STAT_TYPES])
+{
+    return a[GS_STAT_SMALL].current + a[GS_STAT_LARGE].current;
+}
+
+static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
+{
+    stat_inc(&a[t], v);
+    int64_t all = stat_all(a);
+    if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
+}
+
+static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v) { stat_dec(&a[t], v); }
+
 
 /* Reserved bytes went up: at a new peak, gs_heap_malloc records the free state once the
  * request is served (note_peak_reserved, heap.c). */
 static inline void note_reserved_up(gs_heap *h)
 {
-    if (h->st.reserved_bytes[GS_STAT_ALL].current == h->st.reserved_bytes[GS_STAT_ALL].peak)
+    if (stat_all(h->st.reserved_bytes) == h->st.reserved_bytes[GS_STAT_ALL].peak)
         h->peak_reserved_dirty = true;
 }
 
 /* ---- block structs ---- */
 
+/* A block struct off the spare stack, as it was left. */
+static inline gs_block *block_take(gs_heap *h)
+{
+    if (!h->nspare) gs_block_slab_refill(h);
+    return h->spare[--h->nspare];
+}
+
+/* A zeroed block struct. */
 static inline gs_block *block_new(gs_heap *h)
 {
-    if (!h->spare) gs_block_slab_refill(h);
-    gs_block *b = h->spare;
-    h->spare = b->right;
+    gs_block *b = block_take(h);
     memset(b, 0, sizeof *b);
     return b;
 }
 
 static inline void block_delete(gs_heap *h, gs_block *b)
 {
-    b->right = h->spare;
-    h->spare = b;
+    if (G_UNLIKELY(h->nspare == h->spare_cap)) gs_block_spare_grow(h);
+    h->spare[h->nspare++] = b;
 }
 
 /* A new block [addr, addr+size) in like's segment (same stream and pool), linked between before
@@ -238,7 +540,9 @@ static inline void block_delete(gs_heap *h, gs_block *b)
 static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t addr,
                                     uint64_t size, gs_block *before, gs_block *after)
 {
-    gs_block *nb = block_new(h);
+    gs_block *nb = block_take(h);
+    /* every field a block outside the indexes is read for; the index sets its own at insertion
+     * (skey, links, gc_base, class) */
     nb->addr = addr;
     nb->size = size;
     nb->stream = like->stream;
@@ -246,6 +550,11 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
     nb->seg = like->seg;
     nb->prev = before;
     nb->next = after;
+    nb->requested = 0;
+    nb->owner = NULL;
+    nb->state = GS_BLOCK_FREE;
+    nb->type = like->type;
+    nb->expandable = like->expandable;
     if (before) before->next = nb;
     else nb->seg->head = nb;
     if (after) after->prev = nb;
@@ -255,25 +564,29 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
 /* ---- the pools' two indexes ---- */
 
 /* Insert a free block into its pool's index; its GC age starts now. */
-static inline void pool_insert(gs_heap *h, gs_block *b)
+GS_HOT void pool_insert(gs_heap *h, gs_block *b)
 {
     gs_pool *p = &h->pools[b->pool];
     b->state = GS_BLOCK_FREE;
-    b->gc_base = p->get_free_calls;
+    if (h->gc_active) b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
-    gs_index_insert(&p->blocks, b);
+    p->free_bytes += b->size;
+    findex_insert(&p->blocks, b);
 }
 
-static inline void pool_remove(gs_heap *h, gs_block *b)
+GS_HOT void pool_remove(gs_heap *h, gs_block *b)
 {
-    index_remove(&h->pools[b->pool].blocks, b);
+    gs_pool *p = &h->pools[b->pool];
+    p->free_bytes -= b->size;
+    findex_remove(&p->blocks, b);
 }
 
 static inline void unmapped_insert(gs_heap *h, gs_block *b)
 {
     b->state = GS_BLOCK_UNMAPPED;
     b->skey = skey_of(b->stream, 0);
-    gs_index_insert(&h->pools[b->pool].unmapped, b);
+    treap_insert(&h->pools[b->pool].unmapped.root, b);
+    h->pools[b->pool].unmapped.count++;
 }
 
 static inline void unmapped_remove(gs_heap *h, gs_block *b)

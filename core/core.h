@@ -45,7 +45,7 @@ typedef struct gs_policy gs_policy;
  *                   before any rounding could overflow: PyTorch likewise refuses "more than
  *                   1EB" up front. Rounded (at most doubled), a request still fits the key.
  *   GS_MAX_STREAMS  stream indices must be below this. Not screened here: a stream at or above
- *                   it aborts on an assertion when its block enters the index, so callers check
+ *                   it aborts on an assertion when a segment is made for it, so callers check
  *                   where streams come in (a trace's reader). */
 #define GS_MAX_POOLS 4
 #define GS_MAX_REQUEST (UINT64_C(1) << 46)
@@ -59,28 +59,36 @@ typedef enum {
 } gs_block_state;
 
 struct gs_block {
-    /* The fields a descent of the free-block index reads come first, within a cache line's
-     * 64 bytes (asserted below). */
-    uint64_t skey;          /* while FREE: stream << 48 | size, the index key's high half */
+    /* First, in one 64-byte cache line (block structs are 64-byte aligned), everything a
+     * descent of the free-block index, a merge with a neighbour and an index update read; the
+     * second line holds what only an allocation and its free touch. */
+    _Alignas(64) uint64_t skey; /* while in an index: its key's high half (stream << 48 | size;
+                                 * stream << 48 for an unmapped block) */
     uint64_t addr;
     gs_block *left, *right; /* index links while FREE; pending-list links while PENDING */
-    uint32_t prio;          /* treap priority, derived from the address */
-    uint32_t stream;
     uint64_t size;
-    uint64_t requested;     /* the live request's un-rounded size (0 when not allocated) */
     gs_block *prev, *next;  /* address-order neighbours within the segment */
-    gs_segment *seg;
-    gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
-    uint64_t gc_base;       /* pool's get_free_block count when the block entered the index */
+    uint16_t stream;        /* below GS_MAX_STREAMS: checked where a segment is made */
     uint8_t pool;
     uint8_t state;          /* gs_block_state */
+    uint8_t fl, sl;         /* while FREE: its size class in the index (row, class) */
+    uint8_t type;           /* its pool's stat type (GS_STAT_SMALL or GS_STAT_LARGE) */
+    bool expandable;        /* seg->expandable, kept at hand */
+    /* second line */
+    uint64_t requested;     /* the live request's un-rounded size (0 when not allocated) */
+    gs_segment *seg;
+    gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
+    uint64_t gc_base;       /* pool's get_free_block count when the block entered the index,
+                             * while the heap collects garbage (gs_block_age) */
 };
 
-_Static_assert(offsetof(gs_block, prio) + sizeof(uint32_t) <= 64,
-               "skey, addr, left, right and prio (what an index descent reads) fit 64 bytes");
+_Static_assert(offsetof(gs_block, expandable) + 1 <= 64,
+               "what the index and a merge read fits the block's first cache line");
+_Static_assert(sizeof(gs_block) == 128, "a block struct is two cache lines");
 _Static_assert(GS_MAX_POOLS - 1 <= UINT8_MAX,
                "a pool index fits gs_block.pool and gs_segment.pool (uint8_t)");
 _Static_assert(GS_BLOCK_UNMAPPED <= UINT8_MAX, "a gs_block_state fits gs_block.state (uint8_t)");
+_Static_assert(GS_MAX_STREAMS - 1 <= UINT16_MAX, "a stream index fits gs_block.stream (uint16_t)");
 
 struct gs_segment {
     uint64_t addr, size;        /* expandable: the whole reservation, mapped or not */
@@ -192,6 +200,9 @@ void gs_heap_free_complete(gs_heap *h, gs_block *b);
 /* torch.cuda.empty_cache(): complete pending frees, release every fully free segment. */
 gs_status gs_heap_empty_cache(gs_heap *h);
 
+/* The statistics as of this call: some figures (every freed, active and active_bytes) are
+ * derived when it is made, so call it again after the heap changes rather than keep the
+ * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
@@ -201,6 +212,10 @@ uint64_t gs_heap_reserved(const gs_heap *h);
  * arrangement marks each with the client whose request made it. */
 void gs_heap_set_tag(gs_heap *h, uint32_t tag);
 const gs_segment *gs_heap_segments(const gs_heap *h); /* walk with ->next */
+/* The bytes of the cached free blocks of every pool (not pending frees, not unmapped address
+ * space), and the size of the largest of them in *largest (0 when there is none; largest may be
+ * NULL). Kept as the heap changes: no walk over the free blocks. */
+uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest);
 
 /* Verify every invariant: blocks tile each segment exactly and are linked both ways; no two
  * adjacent free blocks are left unmerged; each index holds exactly the free blocks of its pool,
@@ -219,7 +234,8 @@ gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
 size_t gs_pool_count(const gs_heap *h, unsigned pool);
 /* get_free_block calls made on the pool (counted only while the policy's GC is active); a
- * block's age is this count minus the count when it entered the index. */
+ * block's age is this count minus the count when it entered the index (0 while the GC is not
+ * active: the heap has no limit or the policy collects no garbage). */
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b);
 static inline bool gs_block_is_split(const gs_block *b) { return b->prev || b->next; }
 static inline bool gs_block_is_expandable(const gs_block *b) { return b->seg->expandable; }

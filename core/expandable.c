@@ -19,6 +19,7 @@ static inline bool allocatable(const gs_block *b)
 static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stream,
                                         gs_block **out)
 {
+    g_assert(stream < GS_MAX_STREAMS); /* every block comes from a segment of its stream */
     uint64_t page = h->pools[pool].page;
     uint64_t want = h->device_total + h->device_total / 8;
     uint64_t slots = (want + page - 1) / page;
@@ -37,9 +38,11 @@ static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stre
     gs_block *b = block_new(h);
     b->addr = va;
     b->size = s->size;
-    b->stream = stream;
+    b->stream = (uint16_t)stream;
     b->pool = (uint8_t)pool;
     b->seg = s;
+    b->type = h->pools[pool].type;
+    b->expandable = true;
     s->head = b;
     gs_segment_link(h, s);
     unmapped_insert(h, b);
@@ -130,7 +133,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
 
     h->total_reserved += mapped;
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)mapped);
-    stat2_inc(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)mapped);
+    stat2_inc(h->st.reserved_bytes, b->type, (int64_t)mapped);
     h->st.num_device_alloc++;
     note_reserved_up(h);
     return GS_OK;
@@ -199,7 +202,7 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
 
     h->total_reserved -= un;
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, -(int64_t)un);
-    stat2_dec(h->st.reserved_bytes, h->pools[b->pool].is_small, (int64_t)un);
+    stat2_dec(h->st.reserved_bytes, b->type, (int64_t)un);
     h->st.num_device_free++;
     return st;
 }

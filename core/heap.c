@@ -8,19 +8,29 @@
  * which grow and shrink a pool by pages instead of segments, are in expandable.c; the
  * free-block index in index.c.
  */
+#include <stdlib.h>
+
 #include "core-int.h"
 
 /* ---- block structs ---- */
 
-/* The spare list ran dry: carve a new slab into it (block_new, core-int.h). */
+/* The spare stack ran dry: a new slab's blocks go onto it (block_take, core-int.h). */
 void gs_block_slab_refill(gs_heap *h)
 {
-    gs_block *slab = g_new(gs_block, SLAB_BLOCKS);
+    void *mem = NULL;
+    if (posix_memalign(&mem, _Alignof(gs_block), SLAB_BLOCKS * sizeof(gs_block)) != 0)
+        g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
+    gs_block *slab = mem;
     g_ptr_array_add(h->slabs, slab);
-    for (int i = 0; i < SLAB_BLOCKS; i++) {
-        slab[i].right = h->spare;
-        h->spare = &slab[i];
-    }
+    while (h->spare_cap - h->nspare < SLAB_BLOCKS) gs_block_spare_grow(h);
+    for (int i = SLAB_BLOCKS; i-- > 0;) h->spare[h->nspare++] = &slab[i];
+}
+
+/* Room for more spare block pointers. */
+void gs_block_spare_grow(gs_heap *h)
+{
+    h->spare_cap = h->spare_cap ? 2 * h->spare_cap : SLAB_BLOCKS;
+    h->spare = g_renew(gs_block *, h->spare, h->spare_cap);
 }
 
 /* ---- the heap ---- */
@@ -43,7 +53,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
     bool vmm = false;
     for (unsigned i = 0; i < h->npools; i++) {
-        h->pools[i].is_small = h->P->pools[i].is_small;
+        h->pools[i].type = h->P->pools[i].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
         h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
         vmm |= h->pools[i].page != 0;
     }
@@ -55,7 +65,9 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         uint64_t fr = 0;
         (void)gs_dev_mem_info(be, NULL, &fr, &h->device_total);
     }
-    h->slabs = g_ptr_array_new_with_free_func(g_free);
+    h->slabs = g_ptr_array_new_with_free_func(free); /* posix_memalign'd */
+    for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
+    h->filled_ops = UINT64_MAX;
     return h;
 }
 
@@ -72,7 +84,9 @@ size_t gs_heap_free_all(gs_heap *h)
         gs_segment_unlink(h, s);
         g_free(s);
     }
+    for (unsigned i = 0; i < h->npools; i++) gs_findex_free(&h->pools[i].blocks);
     g_ptr_array_free(h->slabs, TRUE);
+    g_free(h->spare);
     g_free(h);
     return failed;
 }
@@ -98,18 +112,19 @@ void gs_segment_link(gs_heap *h, gs_segment *s)
 /* Free (cudaFree) a free block that is a whole segment. PyTorch's release_block. */
 gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 {
-    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->seg->expandable,
+    h->nops++;
+    g_return_val_if_fail(b->state == GS_BLOCK_FREE && !gs_block_is_split(b) && !b->expandable,
                          GS_ERR_INVALID);
     gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
     if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, -(int64_t)b->size);
-    bool small = pool_small(h, b);
+    int t = b->type;
     h->st.num_device_free++;
     h->total_reserved -= b->size;
     pool_remove(h, b);
-    stat2_dec(h->st.segment, small, 1);
-    stat2_dec(h->st.reserved_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
+    stat2_dec(h->st.segment, t, 1);
+    stat2_dec(h->st.reserved_bytes, t, (int64_t)b->size);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -120,6 +135,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
 static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t seg_size,
                                 gs_block **out)
 {
+    g_assert(stream < GS_MAX_STREAMS); /* every block comes from a segment of its stream */
     uint64_t addr;
     gs_status st = gs_dev_malloc(h->be, &h->calls, seg_size, &addr);
     if (st != GS_OK) return st;
@@ -128,19 +144,21 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     gs_block *b = block_new(h);
     s->addr = b->addr = addr;
     s->size = b->size = seg_size;
-    s->stream = b->stream = stream;
+    s->stream = stream;
+    b->stream = (uint16_t)stream;
     s->pool = b->pool = (uint8_t)pool;
     s->tag = h->tag;
     s->head = b;
     b->seg = s;
+    b->type = h->pools[pool].type;
     gs_segment_link(h, s);
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)seg_size);
 
-    bool small = h->pools[pool].is_small;
+    int t = h->pools[pool].type;
     h->total_reserved += seg_size;
-    stat2_inc(h->st.segment, small, 1);
-    stat2_inc(h->st.reserved_bytes, small, (int64_t)seg_size);
-    if (seg_size >= h->oversize) gs_stat_inc(&h->st.oversize_segments, 1);
+    stat2_inc(h->st.segment, t, 1);
+    stat2_inc(h->st.reserved_bytes, t, (int64_t)seg_size);
+    if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
     h->st.num_device_alloc++;
     note_reserved_up(h);
     *out = b;
@@ -172,50 +190,69 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
 {
     gs_pool *p = &h->pools[pool];
     if (h->gc_active) p->get_free_calls++;
-    gs_block **link = index_lower_bound_link(&p->blocks, stream, size);
-    gs_block *b = link ? *link : NULL;
-    if (!b || b->stream != stream) return NULL;
-    if (b->seg->expandable) {
+    gs_fpos at;
+    gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
+    if (!b) return NULL;
+    bool found_at = true;
+    if (b->expandable) {
         /* A free block followed by unmapped space counts as the size it can grow to, so a
          * larger block that cannot grow is preferred over consuming the growable end. */
-        gs_block *n = index_next(&p->blocks, b);
-        while (b->seg->expandable && n && n->stream == stream &&
-               expandable_size(n) < expandable_size(b)) {
+        gs_block *n = findex_next_in(&p->blocks, b);
+        while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
             b = n;
-            n = index_next(&p->blocks, b);
-            link = NULL;
+            n = findex_next_in(&p->blocks, b);
+            found_at = false;
         }
     }
     if (!h->P->fits(h->cfg, b, size)) return NULL;
-    if (link) gs_index_unlink(&p->blocks, link, b);
-    else pool_remove(h, b);
+    if (found_at) {
+        p->free_bytes -= b->size;
+        findex_unlink(&p->blocks, &at, b);
+    } else {
+        pool_remove(h, b);
+    }
     return b;
 }
 
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
- * malloc that raised it, so the new segment is seen serving its request). */
+ * malloc that raised it, so the new segment is seen serving its request): from the running
+ * totals, without a walk over the free blocks. */
 static void note_peak_reserved(gs_heap *h)
 {
-    uint64_t largest = 0, total = 0;
-    for (unsigned i = 0; i < h->npools; i++) {
-        for (gs_block *b = index_lower_bound(&h->pools[i].blocks, 0, 0, 0); b;
-             b = index_next(&h->pools[i].blocks, b)) {
-            total += b->size;
-            if (b->size > largest) largest = b->size;
-        }
-    }
-    h->st.largest_free_at_peak_reserved = largest;
-    h->st.total_free_at_peak_reserved = total;
+    h->st.total_free_at_peak_reserved = gs_heap_free_bytes(h, &h->st.largest_free_at_peak_reserved);
     h->peak_reserved_dirty = false;
+}
+
+/* An allocation while frees are pending: active (allocation + pending) may reach a peak that
+ * allocation's does not show. */
+static void note_active_peak(gs_heap *h, int type)
+{
+    int64_t n = stat_all(h->st.allocation) + h->pend_n[GS_STAT_ALL];
+    int64_t bytes = stat_all(h->st.allocated_bytes) + h->pend_bytes[GS_STAT_ALL];
+    h->active_peak_n[GS_STAT_ALL] = MAX(h->active_peak_n[GS_STAT_ALL], n);
+    h->active_peak_bytes[GS_STAT_ALL] = MAX(h->active_peak_bytes[GS_STAT_ALL], bytes);
+    n = h->st.allocation[type].current + h->pend_n[type];
+    bytes = h->st.allocated_bytes[type].current + h->pend_bytes[type];
+    h->active_peak_n[type] = MAX(h->active_peak_n[type], n);
+    h->active_peak_bytes[type] = MAX(h->active_peak_bytes[type], bytes);
+}
+
+/* A free is pending (+1, its bytes) or no longer (-1, -bytes). */
+static void pending_count(gs_heap *h, const gs_block *b, int64_t n)
+{
+    h->pend_n[GS_STAT_ALL] += n;
+    h->pend_n[b->type] += n;
+    h->pend_bytes[GS_STAT_ALL] += n * (int64_t)b->size;
+    h->pend_bytes[b->type] += n * (int64_t)b->size;
 }
 
 /* Hand out (part of) a block found in the index or fresh from the device.
  * PyTorch's alloc_found_block. */
 static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
 {
-    bool small = pool_small(h, b);
+    int t = b->type;
     bool already_split = gs_block_is_split(b);
-    bool track_split = !b->seg->expandable; /* inactive_split leaves expandable blocks out */
+    bool track_split = !b->expandable; /* inactive_split leaves expandable blocks out */
     if (h->P->should_split(h->cfg, b, size)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
@@ -225,26 +262,24 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
         pool_insert(h, rem);
         if (!track_split) {
         } else if (already_split) {
-            stat2_dec(h->st.inactive_split_bytes, small, (int64_t)size);
+            stat2_dec(h->st.inactive_split_bytes, t, (int64_t)size);
         } else {
-            stat2_inc(h->st.inactive_split_bytes, small, (int64_t)rem->size);
-            stat2_inc(h->st.inactive_split, small, 1);
+            stat2_inc(h->st.inactive_split_bytes, t, (int64_t)rem->size);
+            stat2_inc(h->st.inactive_split, t, 1);
         }
     } else if (already_split && track_split) {
-        stat2_dec(h->st.inactive_split_bytes, small, (int64_t)b->size);
-        stat2_dec(h->st.inactive_split, small, 1);
+        stat2_dec(h->st.inactive_split_bytes, t, (int64_t)b->size);
+        stat2_dec(h->st.inactive_split, t, 1);
     }
     b->state = GS_BLOCK_ALLOCATED;
     b->requested = orig;
-    stat2_inc(h->st.allocation, small, 1);
-    stat2_inc(h->st.allocated_bytes, small, (int64_t)b->size);
-    stat2_inc(h->st.active, small, 1);
-    stat2_inc(h->st.active_bytes, small, (int64_t)b->size);
-    stat2_inc(h->st.requested_bytes, small, (int64_t)orig);
-    if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
-    const gs_stat *a = &h->st.allocated_bytes[GS_STAT_ALL];
-    if (a->current == a->peak)
-        h->st.requested_at_peak_allocated = h->st.requested_bytes[GS_STAT_ALL].current;
+    stat2_inc(h->st.allocation, t, 1);
+    stat2_inc(h->st.allocated_bytes, t, (int64_t)b->size);
+    stat2_inc(h->st.requested_bytes, t, (int64_t)orig);
+    if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, t);
+    if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
+    if (stat_all(h->st.allocated_bytes) == h->st.allocated_bytes[GS_STAT_ALL].peak)
+        h->st.requested_at_peak_allocated = stat_all(h->st.requested_bytes);
     return b;
 }
 
@@ -292,12 +327,19 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
 
 gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
 {
+    h->nops++;
     if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
         h->st.num_ooms++;
         return GS_ERR_OOM;
     }
-    uint64_t size = h->P->round_size(h->cfg, orig);
-    unsigned pool = h->P->pool_of(h->cfg, size);
+    gs_round_memo *m = &h->memo[(orig * UINT64_C(0x9e3779b97f4a7c15)) >> 56];
+    if (G_UNLIKELY(m->orig != orig)) {
+        m->orig = orig;
+        m->size = h->P->round_size(h->cfg, orig);
+        m->pool = h->P->pool_of(h->cfg, m->size);
+    }
+    uint64_t size = m->size;
+    unsigned pool = m->pool;
     gs_block *b = get_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
@@ -334,21 +376,41 @@ uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
     return n;
 }
 
+/* Absorb src, b's free neighbour (before or after it), into b: the hot path's
+ * gs_block_try_merge for free blocks. */
+GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
+{
+    if (before) {
+        b->addr = src->addr;
+        b->prev = src->prev;
+        if (b->prev) b->prev->next = b;
+        else b->seg->head = b;
+    } else {
+        b->next = src->next;
+        if (b->next) b->next->prev = b;
+    }
+    b->size += src->size;
+    pool_remove(h, src);
+    block_delete(h, src);
+}
+
 /* The completion of a free: merge with free neighbours and return to the index.
  * PyTorch's free_block. */
 static void free_block(gs_heap *h, gs_block *b)
 {
-    uint64_t orig_size = b->size, requested = b->requested;
-    bool small = pool_small(h, b);
+    uint64_t requested = b->requested;
+    int t = b->type;
     int64_t split_blocks = 0, split_bytes = 0;
-    gs_block *cands[2] = {b->prev, b->next};
-    b->state = GS_BLOCK_FREE; /* not yet in the index; merging looks only at neighbours */
-    for (int i = 0; i < 2; i++) {
-        uint64_t n = gs_block_try_merge(h, b, cands[i]);
-        if (n > 0) {
-            split_blocks -= 1;
-            split_bytes -= (int64_t)n;
-        }
+    gs_block *prev = b->prev, *next = b->next;
+    if (prev && prev->state == GS_BLOCK_FREE) {
+        split_blocks -= 1;
+        split_bytes -= (int64_t)prev->size;
+        merge_free(h, b, prev, true);
+    }
+    if (next && next->state == GS_BLOCK_FREE) {
+        split_blocks -= 1;
+        split_bytes -= (int64_t)next->size;
+        merge_free(h, b, next, false);
     }
     b->requested = 0;
     pool_insert(h, b);
@@ -358,35 +420,37 @@ static void free_block(gs_heap *h, gs_block *b)
     }
     /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
      * released. */
-    if (b->seg->expandable) split_blocks = split_bytes = 0;
-    if (split_blocks > 0) stat2_inc(h->st.inactive_split, small, split_blocks);
-    else if (split_blocks < 0) stat2_dec(h->st.inactive_split, small, -split_blocks);
-    if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, small, split_bytes);
-    else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, small, -split_bytes);
-    stat2_dec(h->st.active, small, 1);
-    stat2_dec(h->st.active_bytes, small, (int64_t)orig_size);
-    stat2_dec(h->st.requested_bytes, small, (int64_t)requested);
+    if (!b->expandable) {
+        if (split_blocks > 0) stat2_inc(h->st.inactive_split, t, split_blocks);
+        else if (split_blocks < 0) stat2_dec(h->st.inactive_split, t, -split_blocks);
+        if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, t, split_bytes);
+        else if (split_bytes < 0) stat2_dec(h->st.inactive_split_bytes, t, -split_bytes);
+    }
+    /* active and active_bytes: derived (gs_heap_stats) */
+    stat2_dec(h->st.requested_bytes, t, (int64_t)requested);
 }
 
 /* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
 static void free_request(gs_heap *h, gs_block *b)
 {
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
-    bool small = pool_small(h, b);
-    stat2_dec(h->st.allocation, small, 1);
-    stat2_dec(h->st.allocated_bytes, small, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+    stat2_dec(h->st.allocation, b->type, 1);
+    stat2_dec(h->st.allocated_bytes, b->type, (int64_t)b->size);
+    if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
 {
+    h->nops++;
     free_request(h, b);
     free_block(h, b);
 }
 
 void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
 {
+    h->nops++;
     free_request(h, b);
+    pending_count(h, b, 1);
     b->state = GS_BLOCK_PENDING;
     b->owner = owner;
     b->right = h->pending;
@@ -406,8 +470,10 @@ static void pending_unlink(gs_heap *h, gs_block *b)
 
 void gs_heap_free_complete(gs_heap *h, gs_block *b)
 {
+    h->nops++;
     g_return_if_fail(b->state == GS_BLOCK_PENDING);
     pending_unlink(h, b);
+    pending_count(h, b, -1);
     free_block(h, b);
 }
 
@@ -420,6 +486,7 @@ static void drain_pending(gs_heap *h)
         gs_block *b = h->pending;
         if (b->owner) *b->owner = NULL;
         pending_unlink(h, b);
+        pending_count(h, b, -1);
         free_block(h, b);
     }
 }
@@ -431,12 +498,12 @@ static void drain_pending(gs_heap *h)
  * reservation left with nothing mapped. */
 static gs_status release_pool(gs_heap *h, unsigned pool)
 {
-    gs_tree *t = &h->pools[pool].blocks;
+    const gs_findex *x = &h->pools[pool].blocks;
     GPtrArray *to_unmap = NULL;
     gs_status st = GS_OK;
-    for (gs_block *b = index_lower_bound(t, 0, 0, 0), *next; b && st == GS_OK; b = next) {
-        next = index_next(t, b);
-        if (b->seg->expandable) {
+    for (gs_block *b = gs_findex_first_from(x, 0), *next; b && st == GS_OK; b = next) {
+        next = gs_pool_next(h, b);
+        if (b->expandable) {
             if (!to_unmap) to_unmap = g_ptr_array_new();
             g_ptr_array_add(to_unmap, b);
         } else if (!gs_block_is_split(b)) {
@@ -457,6 +524,7 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
 
 gs_status gs_heap_release_cached(gs_heap *h)
 {
+    h->nops++;
     drain_pending(h);
     for (unsigned i = 0; i < h->npools; i++) {
         gs_status st = release_pool(h, i);
@@ -472,7 +540,42 @@ gs_status gs_heap_empty_cache(gs_heap *h)
 
 /* ---- accessors for policies and reports ---- */
 
-const gs_stats *gs_heap_stats(const gs_heap *h) { return &h->st; }
+/* The figures the hot path leaves to be derived (core-int.h, statistics): every freed, and
+ * active and active_bytes from allocation, allocated_bytes and the pending frees. */
+static void stats_fill(gs_stats *st, const gs_heap *h)
+{
+#define FILL_ALL(name)                                                                            \
+    st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
+    st->name[GS_STAT_ALL].allocated =                                                             \
+        st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;                   \
+    st->name[GS_STAT_ALL].freed = st->name[GS_STAT_SMALL].freed + st->name[GS_STAT_LARGE].freed;
+    GS_STAT_ARRAYS(FILL_ALL)
+#undef FILL_ALL
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].current = st->allocation[t].current + h->pend_n[t];
+        st->active[t].allocated = st->allocation[t].allocated;
+        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
+        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
+        st->active_bytes[t].allocated = st->allocated_bytes[t].allocated;
+        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
+    }
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].freed = st->active[t].allocated - st->active[t].current;
+        st->active_bytes[t].freed = st->active_bytes[t].allocated - st->active_bytes[t].current;
+    }
+}
+
+const gs_stats *gs_heap_stats(const gs_heap *h)
+{
+    /* Logically const: the derived figures are filled in where they are kept (every heap is
+     * made by gs_heap_new, never const itself). */
+    gs_heap *m = (gs_heap *)h;
+    if (m->filled_ops != m->nops) {
+        stats_fill(&m->st, h);
+        m->filled_ops = m->nops;
+    }
+    return &m->st;
+}
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }

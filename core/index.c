@@ -1,108 +1,226 @@
-/* index.c - the free-block index: an intrusive treap per pool, ordered by (stream, size, addr),
- * and the policies' view of it (gs_pool_*, core.h).
+/* index.c - the free-block indexes and the policies' view of them (gs_pool_*, core.h).
  *
- * Intrusive (the links live in the block) so inserting and removing never allocate; a treap
- * because it is the shortest balanced tree to get right: expected O(log n) for insert, remove
- * and lower bound. Priorities come from a hash of the address, so a replay is deterministic.
- * Successor and predecessor are found by a descent from the root (no parent links to keep).
+ * A pool's free blocks are kept in PyTorch's order (stream, size, addr) by segregated size
+ * classes (core-int.h, gs_findex): per stream, 32 classes per power of two found through two
+ * bitmaps, each class a small treap by (size, addr). A best fit descends one class's treap (a
+ * handful of blocks of nearly the same size) or none; removing a known block descends its
+ * class's treap only; the pool's largest free block is the root of a tournament over its
+ * streams' largest, brought up to date when asked for. The hot paths (lower bound, insert,
+ * remove) are static inline in core-int.h, with the treaps' insertion and unlinking; here are
+ * the cold paths (a stream's or a row's first use, refreshing the largest), stepping through the
+ * order, and the policies' view.
  *
- * The same treap, keyed (stream, addr), indexes a pool's unmapped blocks (PyTorch's
- * pool.unmapped): their key's size half is 0.
- *
- * Here: insertion and removal (the rotations), and the policies' view. The key and the
- * descents (lower bound, next, prev, and the search before a removal) are static inline in
- * core-int.h, since a malloc runs one or more of them.
+ * The treaps are intrusive (their links live in the blocks), so inserting and removing never
+ * allocate; priorities come from a hash of the address, so a replay is deterministic. A pool's
+ * unmapped blocks (PyTorch's pool.unmapped, expandable segments) are one treap keyed
+ * (stream, addr): their key's size half is 0.
  */
 #include "core-int.h"
 
-static uint32_t prio_of(uint64_t addr)
+/* A size the index cannot key: a programmer's error (requests are screened against
+ * GS_MAX_REQUEST), so it stops the program as an assertion would. */
+void gs_findex_too_large(const gs_block *b)
 {
-    /* splitmix64 finaliser: neighbouring addresses get unrelated priorities */
-    uint64_t z = addr + UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return (uint32_t)(z ^ (z >> 31));
+    g_error("core: a free block of %" G_GUINT64_FORMAT " bytes is beyond the index's 2^48",
+            b->size);
 }
 
-/* Insert b, whose skey the caller has set. */
-void gs_index_insert(gs_tree *p, gs_block *b)
+/* ---- the size-class index: cold paths ---- */
+
+/* Recompute the tournament above leaf i. */
+static void tournament_fix(gs_findex *x, uint32_t i)
 {
-    /* Top-down, in one pass: walk down while the nodes outrank b, then b takes that place and
-     * the subtree found there is split by b's key into b's left and right subtrees. */
-    g_assert(b->size < (UINT64_C(1) << GS_KEY_SIZE_BITS) && b->stream < GS_MAX_STREAMS);
-    b->prio = prio_of(b->addr);
-    gs_key k = key_of(b);
-    gs_block **link = &p->root;
-    while (*link && (*link)->prio >= b->prio)
-        link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    gs_block *n = *link, **l = &b->left, **r = &b->right;
-    while (n) {
-        if (key_of(n) < k) {
-            *l = n;
-            l = &n->right;
-            n = n->right;
-        } else {
-            *r = n;
-            r = &n->left;
-            n = n->left;
-        }
-    }
-    *l = *r = NULL;
-    *link = b;
-    p->count++;
+    for (i = (x->ns + i) >> 1; i; i >>= 1) x->tmax[i] = MAX(x->tmax[2 * i], x->tmax[2 * i + 1]);
 }
 
-/* Remove b, reached through *link. */
-void gs_index_unlink(gs_tree *p, gs_block **link, gs_block *b)
+/* Stream's part of x, on its first free block: the stream table grows to a power of two. */
+gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream)
 {
-    /* Rotate b down (the child with the higher priority comes up) until it has at most one
-     * child, then splice it out. */
-    for (;;) {
-        gs_block *l = b->left, *r = b->right;
-        if (!l) { *link = r; break; }
-        if (!r) { *link = l; break; }
-        if (l->prio > r->prio) {
-            b->left = l->right;
-            l->right = b;
-            *link = l;
-            link = &l->right;
-        } else {
-            b->right = r->left;
-            r->left = b;
-            *link = r;
-            link = &r->left;
-        }
+    g_assert(stream < GS_MAX_STREAMS);
+    if (stream >= x->ns) {
+        uint32_t ns = x->ns ? x->ns : 1, old = x->ns;
+        while (ns <= stream) ns *= 2;
+        x->s = g_renew(gs_fstream *, x->s, ns);
+        memset(x->s + old, 0, (ns - old) * sizeof *x->s);
+        g_free(x->tmax);
+        x->tmax = g_new0(uint64_t, 2 * ns);
+        x->ns = ns;
+        for (uint32_t i = 0; i < old; i++) x->tmax[ns + i] = x->s[i] ? x->s[i]->largest : 0;
+        for (uint32_t i = ns - 1; i >= 1; i--)
+            x->tmax[i] = MAX(x->tmax[2 * i], x->tmax[2 * i + 1]);
     }
-    b->left = b->right = NULL;
-    p->count--;
+    x->s[stream] = g_new0(gs_fstream, 1);
+    return x->s[stream];
+}
+
+gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl)
+{
+    s->rows[fl] = g_new0(gs_frow, 1);
+    return s->rows[fl];
+}
+
+/* Stream s's largest may have changed: put it on the list to refresh. */
+void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream)
+{
+    s->dirty = true;
+    if (x->ndirty == x->dirty_cap) {
+        x->dirty_cap = x->dirty_cap ? 2 * x->dirty_cap : 8;
+        x->dirty = g_renew(uint32_t, x->dirty, x->dirty_cap);
+    }
+    x->dirty[x->ndirty++] = stream;
+}
+
+static gs_block *stream_first(const gs_fstream *s)
+{
+    unsigned fl = (unsigned)__builtin_ctzll(s->rows_bits);
+    const gs_frow *r = s->rows[fl];
+    return treap_min(r->cls[__builtin_ctzll(r->bits)]);
+}
+
+static gs_block *stream_last(const gs_fstream *s)
+{
+    unsigned fl = 63u - (unsigned)__builtin_clzll(s->rows_bits);
+    const gs_frow *r = s->rows[fl];
+    return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
+}
+
+/* Bring the marked streams' largest, and the tournament above them, up to date. */
+void gs_findex_refresh(gs_findex *x)
+{
+    for (uint32_t k = 0; k < x->ndirty; k++) {
+        uint32_t i = x->dirty[k];
+        gs_fstream *s = x->s[i];
+        s->largest = s->rows_bits ? stream_last(s)->size : 0;
+        s->dirty = false;
+        x->tmax[x->ns + i] = s->largest;
+        tournament_fix(x, i);
+    }
+    x->ndirty = 0;
+}
+
+void gs_findex_free(gs_findex *x)
+{
+    for (uint32_t i = 0; i < x->ns; i++) {
+        if (!x->s[i]) continue;
+        for (unsigned fl = 0; fl < GS_FL; fl++) g_free(x->s[i]->rows[fl]);
+        g_free(x->s[i]);
+    }
+    g_free(x->s);
+    g_free(x->tmax);
+    g_free(x->dirty);
+    memset(x, 0, sizeof *x);
+}
+
+/* ---- stepping through the order ---- */
+
+/* Whether stream i holds free blocks. */
+static bool stream_has(const gs_findex *x, uint32_t i) { return x->s[i] && x->s[i]->rows_bits; }
+
+/* The first stream >= from that holds blocks, or ns. A scan of the stream table: only steps
+ * across streams (the policies' walks, their lower bound past a stream's end) take it. */
+static uint32_t stream_from(const gs_findex *x, uint32_t from)
+{
+    uint32_t i = from;
+    while (i < x->ns && !stream_has(x, i)) i++;
+    return MIN(i, x->ns);
+}
+
+/* The last stream < before that holds blocks, or UINT32_MAX. */
+static uint32_t stream_before(const gs_findex *x, uint32_t before)
+{
+    for (uint32_t i = MIN(before, x->ns); i-- > 0;)
+        if (stream_has(x, i)) return i;
+    return UINT32_MAX;
+}
+
+gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream)
+{
+    uint32_t i = stream_from(x, stream);
+    return i < x->ns ? stream_first(x->s[i]) : NULL;
+}
+
+static gs_block *findex_last(const gs_findex *x)
+{
+    uint32_t i = stream_before(x, x->ns);
+    return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
+}
+
+/* The first block of b's stream after b's class: the smallest of the next class that holds
+ * any, or NULL. */
+gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b)
+{
+    const gs_fstream *s = x->s[b->stream];
+    unsigned fl = b->fl, sl = b->sl;
+    const gs_frow *r = s->rows[fl];
+    uint64_t above = r->bits >> sl >> 1;
+    if (above) return treap_min(r->cls[sl + 1 + __builtin_ctzll(above)]);
+    uint64_t rows = s->rows_bits >> fl >> 1;
+    if (rows) {
+        r = s->rows[fl + 1 + __builtin_ctzll(rows)];
+        return treap_min(r->cls[__builtin_ctzll(r->bits)]);
+    }
+    return NULL;
+}
+
+gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b)
+{
+    const gs_fstream *s = x->s[b->stream];
+    unsigned sl, fl = size_class(b->size, &sl);
+    const gs_frow *r = s->rows[fl];
+    gs_block *n = treap_before(r->cls[sl], key_of(b));
+    if (n) return n;
+    uint64_t below = r->bits & ((UINT64_C(1) << sl) - 1);
+    if (below) return treap_max(r->cls[63 - __builtin_clzll(below)]);
+    uint64_t rows = s->rows_bits & ((UINT64_C(1) << fl) - 1);
+    if (rows) {
+        r = s->rows[63 - __builtin_clzll(rows)];
+        return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
+    }
+    uint32_t i = stream_before(x, b->stream);
+    return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
 }
 
 /* ---- the policies' view (core.h) ---- */
 
 gs_block *gs_pool_lower_bound(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
 {
-    return index_lower_bound(&h->pools[pool].blocks, stream, size, 0);
+    const gs_findex *x = &h->pools[pool].blocks;
+    gs_fpos at;
+    gs_block *b = findex_lower_bound_in(x, stream, size, &at);
+    return b ? b : gs_findex_first_from(x, stream + 1);
 }
 gs_block *gs_pool_first(const gs_heap *h, unsigned pool)
 {
-    return index_lower_bound(&h->pools[pool].blocks, 0, 0, 0);
+    return gs_findex_first_from(&h->pools[pool].blocks, 0);
 }
 gs_block *gs_pool_last(const gs_heap *h, unsigned pool)
 {
-    gs_block *n = h->pools[pool].blocks.root;
-    while (n && n->right) n = n->right;
-    return n;
+    return findex_last(&h->pools[pool].blocks);
 }
 gs_block *gs_pool_next(const gs_heap *h, const gs_block *b)
 {
-    return index_next(&h->pools[b->pool].blocks, b);
+    const gs_findex *x = &h->pools[b->pool].blocks;
+    gs_block *n = findex_next_in(x, b);
+    return n ? n : gs_findex_first_from(x, b->stream + 1);
 }
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
 {
-    return index_prev(&h->pools[b->pool].blocks, b);
+    return gs_findex_prev(&h->pools[b->pool].blocks, b);
 }
 size_t gs_pool_count(const gs_heap *h, unsigned pool) { return h->pools[pool].blocks.count; }
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 {
-    return h->pools[b->pool].get_free_calls - b->gc_base;
+    return h->gc_active ? h->pools[b->pool].get_free_calls - b->gc_base : 0;
+}
+
+uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
+{
+    uint64_t total = 0, big = 0;
+    gs_heap *m = (gs_heap *)h; /* logically const: refreshing the largest changes no answer */
+    for (unsigned i = 0; i < h->npools; i++) {
+        total += h->pools[i].free_bytes;
+        big = MAX(big, findex_largest(&m->pools[i].blocks));
+    }
+    if (largest) *largest = big;
+    return total;
 }

@@ -249,15 +249,13 @@ static void track_device(gs_clients *c)
     }
     uint64_t res = (uint64_t)c->dev.reserved_bytes[GS_STAT_ALL].peak;
     if ((int64_t)res > old_res_peak) {
-        /* external_frag's state at the device's peak: the cached free blocks of every heap */
+        /* external_frag's state at the device's peak: the cached free blocks of every heap,
+         * from each heap's running totals */
         uint64_t largest = 0, total = 0;
         for (size_t k = 0; k < c->n; k++) {
-            const gs_heap *h = c->heap[k];
-            for (unsigned p = 0; p < gs_heap_policy(h)->ops->npools; p++)
-                for (gs_block *b = gs_pool_first(h, p); b; b = gs_pool_next(h, b)) {
-                    total += b->size;
-                    largest = MAX(largest, b->size);
-                }
+            uint64_t big;
+            total += gs_heap_free_bytes(c->heap[k], &big);
+            largest = MAX(largest, big);
         }
         c->dev.largest_free_at_peak_reserved = largest;
         c->dev.total_free_at_peak_reserved = total;

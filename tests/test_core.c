@@ -294,6 +294,45 @@ START_TEST(deferred_free_is_not_reused_until_complete)
 }
 END_TEST
 
+/* active and active_bytes count pending frees as live: their peaks may exceed allocation's,
+ * per pool type, and every cumulative figure balances (allocated - freed = current). */
+START_TEST(active_peaks_count_pending_frees)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4096, 0);         /* small pool */
+    gs_block *big = xalloc(f.heap, 12 * MiB, 0);   /* large pool */
+    gs_heap_free_request(f.heap, a, NULL);
+    check_heap(f.heap);
+    gs_heap_free_request(f.heap, big, NULL);
+    check_heap(f.heap);
+    gs_block *b = xalloc(f.heap, 8192, 0); /* allocation peaks at 2, active at 3 */
+    const gs_stats *s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->allocation[GS_STAT_ALL].peak, 2);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].current, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].peak, 3);
+    ck_assert_int_eq(s->active[GS_STAT_SMALL].peak, 2);
+    ck_assert_int_eq(s->active[GS_STAT_LARGE].peak, 1);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_ALL].peak, 4096 + 12 * MiB + 8192);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_SMALL].current, 4096 + 8192);
+    ck_assert_int_eq(s->allocated_bytes[GS_STAT_ALL].peak, 4096 + 12 * MiB);
+    gs_heap_free_complete(f.heap, a);
+    gs_heap_free_complete(f.heap, big);
+    check_heap(f.heap);
+    xfree(f.heap, b);
+    s = gs_heap_stats(f.heap);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].peak, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].allocated, 3);
+    ck_assert_int_eq(s->active[GS_STAT_ALL].freed, 3);
+    ck_assert_int_eq(s->active_bytes[GS_STAT_LARGE].freed, 12 * MiB);
+    ck_assert_int_eq(s->allocation[GS_STAT_SMALL].freed, 2);
+    ck_assert_int_eq(s->requested_bytes[GS_STAT_ALL].freed, 4096 + 12 * MiB + 8192);
+    ck_assert_int_eq(s->inactive_split[GS_STAT_ALL].allocated - s->inactive_split[GS_STAT_ALL].freed,
+                     s->inactive_split[GS_STAT_ALL].current);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(flush_completes_pending_frees_and_clears_owner)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -399,6 +438,97 @@ START_TEST(check_detects_corruption)
     a->size -= 512;
     check_heap(f.heap);
     xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+/* ---- the free state at peak reserved (external_frag), kept as the heap changes ---- */
+
+/* Every free block of every pool, walked through the policies' view: their bytes and the
+ * largest, as the core used to recount them at each new peak. */
+static uint64_t walk_free(const gs_heap *h, uint64_t *largest)
+{
+    uint64_t total = 0;
+    *largest = 0;
+    for (unsigned p = 0; p < gs_heap_policy(h)->ops->npools; p++)
+        for (gs_block *b = gs_pool_first(h, p); b; b = gs_pool_next(h, b)) {
+            total += b->size;
+            *largest = MAX(*largest, b->size);
+        }
+    return total;
+}
+
+/* Random allocations and frees on several streams, sizes in both pools: after each malloc that
+ * raised reserved memory to a new peak, the recorded free state equals a walk; at all times
+ * gs_heap_free_bytes does (and gs_heap_check, after each operation, insists on it too). */
+static void free_state_follows_walk(const char *spec)
+{
+    fixture f = fx_new(spec, DEV, 0);
+    enum { LIVE = 40, OPS = 900 };
+    gs_block *live[LIVE] = {0};
+    uint64_t rng = 12345;
+    int peaks = 0;
+    for (int i = 0; i < OPS; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        unsigned k = (unsigned)(rng % LIVE);
+        if (live[k]) {
+            xfree(f.heap, live[k]);
+            live[k] = NULL;
+        } else {
+            uint64_t size = (rng >> 8) % 4 == 0 ? (rng >> 16) % (24 * MiB) + 1
+                                                : (rng >> 16) % (768 * 1024) + 1;
+            int64_t before = STAT(f.heap, reserved_bytes, ALL).peak;
+            live[k] = xalloc(f.heap, size, (uint32_t)((rng >> 40) % 3));
+            if (STAT(f.heap, reserved_bytes, ALL).peak > before) {
+                uint64_t largest, total = walk_free(f.heap, &largest);
+                ck_assert_uint_eq(gs_heap_stats(f.heap)->total_free_at_peak_reserved, total);
+                ck_assert_uint_eq(gs_heap_stats(f.heap)->largest_free_at_peak_reserved, largest);
+                peaks++;
+            }
+        }
+        uint64_t largest, big, total = walk_free(f.heap, &largest);
+        ck_assert_uint_eq(gs_heap_free_bytes(f.heap, &big), total);
+        ck_assert_uint_eq(big, largest);
+        if (i % 300 == 299) {
+            ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+            check_heap(f.heap);
+        }
+    }
+    ck_assert_int_gt(peaks, 10);
+    for (unsigned k = 0; k < LIVE; k++)
+        if (live[k]) xfree(f.heap, live[k]);
+    uint64_t big;
+    ck_assert_uint_eq(gs_heap_free_bytes(f.heap, &big), walk_free(f.heap, &big));
+    fx_free(&f);
+}
+
+START_TEST(free_state_at_peak_reserved_equals_a_walk)
+{
+    free_state_follows_walk("pytorch");
+    free_state_follows_walk("pytorch:max_split_size_mb:20");
+    free_state_follows_walk("pytorch:expandable_segments:True");
+    free_state_follows_walk("cupy");
+}
+END_TEST
+
+START_TEST(free_bytes_of_an_empty_heap_are_zero)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    uint64_t big = 1;
+    ck_assert_uint_eq(gs_heap_free_bytes(f.heap, &big), 0);
+    ck_assert_uint_eq(big, 0);
+    ck_assert_uint_eq(gs_heap_free_bytes(f.heap, NULL), 0);
+    gs_block *a = xalloc(f.heap, 4096, 7);
+    ck_assert_uint_eq(gs_heap_free_bytes(f.heap, &big), 2 * MiB - 4096);
+    ck_assert_uint_eq(big, 2 * MiB - 4096);
+    /* the peak was reached by a's segment: what was free right after a was served */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->total_free_at_peak_reserved, 2 * MiB - 4096);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->largest_free_at_peak_reserved, 2 * MiB - 4096);
+    xfree(f.heap, a);
+    ck_assert_uint_eq(gs_heap_free_bytes(f.heap, &big), 2 * MiB);
+    ck_assert_uint_eq(big, 2 * MiB);
     fx_free(&f);
 }
 END_TEST
@@ -775,9 +905,16 @@ static Suite *core_suite(void)
     tcase_add_test(tc, garbage_collection_frees_old_blocks_only_with_limit);
     tcase_add_test(tc, deferred_free_is_not_reused_until_complete);
     tcase_add_test(tc, flush_completes_pending_frees_and_clears_owner);
+    tcase_add_test(tc, active_peaks_count_pending_frees);
     tcase_add_test(tc, roundup_power2_divisions_change_allocated_bytes);
     tcase_add_test(tc, zero_size_request_gets_minimum_block);
+    tcase_add_test(tc, free_bytes_of_an_empty_heap_are_zero);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("free state at peak");
+    tcase_add_test(tp, free_state_at_peak_reserved_equals_a_walk);
+    tcase_set_timeout(tp, 60); /* a heap check and a walk after each of 3600 operations:
+                                * slow under the sanitizers on a loaded machine */
+    suite_add_tcase(s, tp);
     TCase *tf = tcase_create("device-failures");
     tcase_add_test(tf, malloc_oom_from_device_goes_through_ladder);
     tcase_add_test(tf, malloc_device_error_propagates_and_heap_stays_consistent);
