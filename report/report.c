@@ -905,7 +905,9 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
     for (guint i = 0; i < s->cells->len; i++)
-        gs_report(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0);
+        /* one line per cell: a trace of several devices gives its totals here */
+        gs_report_ex(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0,
+                     gs_report_columns(t) & ~(unsigned)GS_REPORT_DEVICE_COLUMNS);
     fclose(mem);
     char **lines = g_strsplit(buf, "\n", -1);
     GString *o = g_string_new("cell");

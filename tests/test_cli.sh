@@ -523,6 +523,12 @@ PY
         [ "$(awk -F, 'NR > 1 { print $NF }' "$tmp/two.csv" | tr '\n' ' ')" = " 0 1 " ] ||
         fail "twogpu CSV: $(cat "$tmp/two.csv")"
     expect_error "two devices, plots" "has 2 devices" "$gpusim" replay "$tmp/two.gstrace.gz" --plot "$tmp/p2"
+    # a sweep of it: a row per cell (the totals), each with its own policy
+    "$gpusim" sweep "$tmp/two.gstrace.gz" -p 'pytorch:max_split_size_mb:{64,128}' -j 1 >"$tmp/two-sweep.csv"
+    [ "$(wc -l <"$tmp/two-sweep.csv")" -eq 3 ] &&
+        [ "$(cut -d, -f4 "$tmp/two-sweep.csv" | tail -n 2 | tr '\n' ' ')" = \
+          "pytorch:max_split_size_mb:64 pytorch:max_split_size_mb:128 " ] ||
+        fail "sweep of two devices: $(cat "$tmp/two-sweep.csv")"
 fi
 
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
