@@ -37,6 +37,11 @@ char *gs_format_capacity(uint64_t bytes, const char *sep);
 char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
     G_GNUC_PRINTF(3, 0);
 char *gs_located_printf(const char *name, size_t line, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* s with every control byte (below 0x20, and 0x7f) written as \xNN: input quoted in a message
+ * (a line of a file, a setting) leaves the message one line that a terminal only prints, not
+ * acts on (an escape sequence, a carriage return). gs_located_*printf apply it to the whole
+ * message. g_free the result. */
+char *gs_printable(const char *s);
 
 /* ---- CSV (csv.c) ---- */
 /* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
