@@ -156,7 +156,11 @@ void gs_backend_destroy(gs_backend *be);
 typedef struct gs_calibration gs_calibration;
 
 gs_calibration *gs_calibration_builtin(void);
-/* NULL and a message in *errmsg (g_free it) on a bad file: "FILE:LINE: message". */
+/* The longest latency a table may give one call, in microseconds (a thousand seconds): with
+ * sizes below 2^64, the model then stays finite for any call, however it extrapolates. */
+#define GS_CALIBRATION_MAX_US 1e9
+/* NULL and a message in *errmsg (g_free it) on a bad file: "FILE:LINE: message". A row per
+ * call and size: a second row for the same call and size is an error. */
 gs_calibration *gs_calibration_load(const char *path, char **errmsg);
 double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
 void gs_calibration_free(gs_calibration *c);
