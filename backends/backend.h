@@ -242,5 +242,8 @@ typedef struct {
 
 gs_backend *gs_faulty_backend_new(gs_backend *inner, const gs_faulty_config *cfg);
 uint64_t gs_faulty_injected(const gs_backend *be);
+/* Calls of the masked kinds so far, failed or not (with fail_nth 0: how many a run makes, the
+ * range of fail_nth worth trying). */
+uint64_t gs_faulty_calls(const gs_backend *be);
 
 #endif
