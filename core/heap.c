@@ -72,6 +72,7 @@ size_t gs_heap_free_all(gs_heap *h)
         gs_segment_unlink(h, s);
         g_free(s);
     }
+    failed += gs_expandable_release_orphans(h);
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h);
     return failed;
