@@ -262,9 +262,13 @@ double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size)
     while (i < a->len && p[i].size < size) i++;
     if (i == a->len) i = a->len - 1; /* beyond the end: use the last segment */
     const point *lo = &p[i - 1], *hi = &p[i];
+    if (size == hi->size) return hi->us; /* a measured size: its own time, not a rounding of it */
     double slope = (hi->us - lo->us) / (double)(hi->size - lo->size);
     if (size > hi->size && slope < 0) return hi->us;
-    return lo->us + slope * (double)(size - lo->size);
+    /* between two times >= 0 (and beyond them, rising), so >= 0 but for rounding: a falling
+     * segment down to 0 us gave -2.8e-14 */
+    double us = lo->us + slope * (double)(size - lo->size);
+    return us > 0 ? us : 0;
 }
 
 void gs_calibration_free(gs_calibration *c)

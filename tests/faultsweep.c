@@ -17,7 +17,7 @@ const char *const gs_fault_policies[] = {
 };
 const size_t gs_fault_n_policies = G_N_ELEMENTS(gs_fault_policies);
 
-#define MAX_WHY 100000 /* broken promises described, of a tally */
+#define MAX_WHY 20 /* broken promises described, of a tally */
 
 void gs_fault_tally_init(gs_fault_tally *y)
 {
