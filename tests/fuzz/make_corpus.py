@@ -6,9 +6,9 @@
 Run from the repository root. Seeds are small (a few KiB; none above 64 KiB) and come from:
 the bundled traces (heads and windows, plain and gzip), the cases the Check suites feed the
 readers (tests/test_trace.c, test_json.c, test_replay.c, test_cli.sh), reports gpusim writes
-(replay CSV and JSON with --plot, a sweep's CSV), the calibration tables (built-in and
-../shared/calibration), references converted from ../shared/traces, and hand-made malformed
-cases. Inputs a fuzzer found a bug with are kept beside them under other names (crash-*,
+(replay CSV and JSON with --plot, a sweep's CSV), the calibration tables (the built-in one,
+and the measured H100 table of the --shared checkout when it has one), references converted
+from the PyTorch runs there, and hand-made malformed cases. Inputs a fuzzer found a bug with are kept beside them under other names (crash-*,
 slow-*: see the README, "Robustness") and are never rewritten here. The output is
 deterministic (gzip without a timestamp), so rerunning it changes nothing.
 """
