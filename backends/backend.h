@@ -156,7 +156,11 @@ void gs_backend_destroy(gs_backend *be);
 typedef struct gs_calibration gs_calibration;
 
 gs_calibration *gs_calibration_builtin(void);
-/* NULL and a message in *errmsg (g_free it) on a bad file: "FILE:LINE: message". */
+/* The longest latency a table may give one call, in microseconds (a thousand seconds): with
+ * sizes below 2^64, the model then stays finite for any call, however it extrapolates. */
+#define GS_CALIBRATION_MAX_US 1e9
+/* NULL and a message in *errmsg (g_free it) on a bad file: "FILE:LINE: message". A row per
+ * call and size: a second row for the same call and size is an error. */
 gs_calibration *gs_calibration_load(const char *path, char **errmsg);
 double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size);
 void gs_calibration_free(gs_calibration *c);
@@ -251,5 +255,8 @@ typedef struct {
 
 gs_backend *gs_faulty_backend_new(gs_backend *inner, const gs_faulty_config *cfg);
 uint64_t gs_faulty_injected(const gs_backend *be);
+/* Calls of the masked kinds so far, failed or not (with fail_nth 0: how many a run makes, the
+ * range of fail_nth worth trying). */
+uint64_t gs_faulty_calls(const gs_backend *be);
 
 #endif

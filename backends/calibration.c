@@ -19,6 +19,7 @@
  * a free of untouched memory). Rows the simulator has no call for (cudaMallocAsync, grow_*,
  * granularity_*) are kept out of the model but are not errors.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,6 +132,7 @@ static const char builtin_h100[] =
 typedef struct {
     uint64_t size;
     double us;
+    size_t line; /* in the table's file, for messages */
 } point;
 
 struct gs_calibration {
@@ -170,17 +172,22 @@ static gs_calibration *parse(const char *name, const char *text, char **errmsg)
         char **f = g_strsplit(line, ",", -1);
         char *end1 = NULL, *end2 = NULL;
         guint nf = g_strv_length(f);
-        uint64_t size = nf >= 3 ? g_ascii_strtoull(f[1], &end1, 10) : 0;
+        errno = 0;
+        /* a size is digits (strtoull would take "-5" as 2^64 - 5) */
+        uint64_t size = nf >= 3 && g_ascii_isdigit(*g_strstrip(f[1]))
+                            ? g_ascii_strtoull(f[1], &end1, 10) : 0;
+        bool size_ok = end1 && !*end1 && errno == 0;
         double us = nf >= 3 ? g_ascii_strtod(f[2], &end2) : 0;
-        if (nf < 3 || !*f[1] || *end1 || !*f[2] || *end2 || !(us >= 0) || !isfinite(us)) {
+        if (nf < 3 || !size_ok || !*f[2] || *end2 || !(us >= 0) || !(us <= GS_CALIBRATION_MAX_US)) {
             *errmsg = gs_located_printf(name, (size_t)i + 1,
-                                        "expected 'op,size_bytes,median_us,...' (a finite time >= 0), "
-                                        "got '%s'", line);
+                                        "expected 'op,size_bytes,median_us,...' (a size in bytes, "
+                                        "a time from 0 to %g us), got '%s'",
+                                        GS_CALIBRATION_MAX_US, line);
             ok = false;
         } else {
             bool touched;
             int k = kind_of(f[0], &touched);
-            point p = {size, us};
+            point p = {size, us, (size_t)i + 1};
             if (k == GS_CALL_FREE && !touched) g_array_append_val(plain_free, p);
             else if (k >= 0) {
                 g_array_append_val(c->pts[k], p);
@@ -198,11 +205,24 @@ static gs_calibration *parse(const char *name, const char *text, char **errmsg)
         *errmsg = g_strdup_printf("%s: no cudaMalloc rows: not a latency table", name);
         ok = false;
     }
+    /* One latency per call and size: two would make the slope between them 1/0 (an infinite or
+     * NaN device time for every larger call). */
+    for (int k = 0; ok && k < GS_CALL_COUNT; k++) {
+        g_array_sort(c->pts[k], point_cmp);
+        const point *p = (const point *)(void *)c->pts[k]->data;
+        for (guint i = 1; ok && i < c->pts[k]->len; i++) {
+            if (p[i].size != p[i - 1].size) continue;
+            size_t first = MIN(p[i].line, p[i - 1].line), second = MAX(p[i].line, p[i - 1].line);
+            *errmsg = gs_located_printf(name, second, "a second %s row for %" G_GUINT64_FORMAT
+                                        " bytes (the first is line %zu)",
+                                        gs_call_name((gs_call_kind)k), p[i].size, first);
+            ok = false;
+        }
+    }
     if (!ok) {
         gs_calibration_free(c);
         return NULL;
     }
-    for (int k = 0; k < GS_CALL_COUNT; k++) g_array_sort(c->pts[k], point_cmp);
     return c;
 }
 
@@ -242,9 +262,13 @@ double gs_calibration_us(const gs_calibration *c, gs_call_kind k, uint64_t size)
     while (i < a->len && p[i].size < size) i++;
     if (i == a->len) i = a->len - 1; /* beyond the end: use the last segment */
     const point *lo = &p[i - 1], *hi = &p[i];
+    if (size == hi->size) return hi->us; /* a measured size: its own time, not a rounding of it */
     double slope = (hi->us - lo->us) / (double)(hi->size - lo->size);
     if (size > hi->size && slope < 0) return hi->us;
-    return lo->us + slope * (double)(size - lo->size);
+    /* between two times >= 0 (and beyond them, rising), so >= 0 but for rounding: a falling
+     * segment down to 0 us gave -2.8e-14 */
+    double us = lo->us + slope * (double)(size - lo->size);
+    return us > 0 ? us : 0;
 }
 
 void gs_calibration_free(gs_calibration *c)

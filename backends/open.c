@@ -25,6 +25,11 @@ static gs_backend *open_sim(const gs_backend_config *cfg, char **errmsg)
                                   GS_SIM_MAX_DEVICES - 1);
         return NULL;
     }
+    if (sc.total_bytes > GS_MAX_DEVICE_BYTES) {
+        *errmsg = g_strdup_printf("simulated device of %" G_GUINT64_FORMAT
+                                  " bytes: more than gpusim simulates (16 TiB)", sc.total_bytes);
+        return NULL;
+    }
     sc.device = (uint32_t)cfg->device;
     return gs_sim_backend_new(&sc);
 }

@@ -418,6 +418,9 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RESERVE, size);
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
+    /* The reservations grow up towards cudaMalloc's space, which grows down: where they would
+     * meet, the address space is spent (the driver's CUDA_ERROR_OUT_OF_MEMORY). */
+    if (s->bottom < s->vmm_frontier || s->bottom - s->vmm_frontier < size) return GS_ERR_OOM;
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;

@@ -156,6 +156,8 @@ static void device_sizes(gs_cli *c, const char *opt, const char *arg, uint64_t *
             c->dev = g_renew(gs_device_opts, c->dev, c->n_dev + 1);
             c->dev[c->n_dev++] = (gs_device_opts){.device = (uint32_t)dev};
         }
+        if (total && size > GS_MAX_DEVICE_BYTES)
+            gs_cli_usage_error("%s: '%s': more than gpusim simulates (16 TiB)", opt, *q);
         uint64_t *slot = total ? &c->dev[k].device_total : &c->dev[k].capacity;
         if (*slot) gs_cli_usage_error("%s: device %" G_GUINT64_FORMAT " named twice", opt, dev);
         *slot = size;
@@ -186,6 +188,9 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
     if ((c->want & GS_CLI_CAPACITY) && c->capacity)
         device_sizes(c, "--capacity", c->capacity, &c->cap, false);
     if (c->device_total) device_sizes(c, "--device-total", c->device_total, &c->total, true);
+    if (c->total > GS_MAX_DEVICE_BYTES)
+        gs_cli_usage_error("--device-total: '%s' is more than gpusim simulates (16 TiB)",
+                           c->device_total);
     if (c->calibration) {
         char *msg = NULL;
         if (!(c->cal = gs_calibration_load(c->calibration, &msg)))

@@ -172,6 +172,9 @@ struct gs_heap {
     int64_t active_peak_n[GS_STAT_TYPES], active_peak_bytes[GS_STAT_TYPES];
     gs_devcalls calls;
     gs_round_memo memo[GS_ROUND_MEMO];
+    /* Pages of expandable segments already unmapped whose cuMemRelease failed: pairs (handle,
+     * size), released again at teardown (NULL until one fails). */
+    GArray *orphans;
 };
 
 /* ------------------------------------------------------------------------------------------
@@ -203,6 +206,7 @@ gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_
 gs_status gs_expandable_unmap(gs_heap *h, gs_block *b);
 gs_status gs_expandable_release(gs_heap *h, gs_block *b);
 size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);
+size_t gs_expandable_release_orphans(gs_heap *h);
 
 /* ------------------------------------------------------------------------------------------
  * Inline, for the hot path: on most events a malloc descends the index, and a split or a merge

@@ -70,21 +70,56 @@ static gs_status find_expandable_block(gs_heap *h, unsigned pool, uint32_t strea
     return new_expandable_segment(h, pool, stream, out);
 }
 
-/* Give back the handles of slots [from, to) after a failed map: unmap those of [from, mapped_to)
- * first. Best effort: the call that failed is what gets reported. */
-static void unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t mapped_to, uint64_t to)
+/* Release an unmapped page's handle. One the device does not take back is kept, and released
+ * again at teardown (gs_expandable_release_orphans), where a second failure is counted: a page
+ * is never forgotten while it holds device memory. */
+static gs_status release_page(gs_heap *h, uint64_t handle, uint64_t size)
 {
-    for (uint64_t i = from; i < mapped_to; i++)
-        (void)gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
+    gs_status st = gs_dev_page_release(h->be, &h->calls, handle, size);
+    if (st != GS_OK) {
+        if (!h->orphans) h->orphans = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+        uint64_t o[2] = {handle, size};
+        g_array_append_vals(h->orphans, o, 2);
+    }
+    return st;
+}
+
+size_t gs_expandable_release_orphans(gs_heap *h)
+{
+    size_t failed = 0;
+    for (guint i = 0; h->orphans && i + 1 < h->orphans->len; i += 2)
+        failed += gs_dev_page_release(h->be, &h->calls, g_array_index(h->orphans, uint64_t, i),
+                                      g_array_index(h->orphans, uint64_t, i + 1)) != GS_OK;
+    if (h->orphans) g_array_free(h->orphans, TRUE);
+    h->orphans = NULL;
+    return failed;
+}
+
+/* Give back the handles of slots [from, to) after the map's call failed with st: unmap those of
+ * [from, mapped_to) first. Every call is made whatever the others return; the status is st,
+ * unless st was an OOM and one of these calls failed: the device failing is then what gets
+ * reported, not an OOM the policy would go on to handle (PyTorch's map() throws when a
+ * cuMemRelease fails while it gives back the pages of a cuMemCreate that ran out of memory). */
+static gs_status unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t mapped_to,
+                            uint64_t to, gs_status st)
+{
+    gs_status first = GS_OK;
+    for (uint64_t i = from; i < mapped_to; i++) {
+        gs_status u = gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
+        if (first == GS_OK) first = u;
+    }
     for (uint64_t i = from; i < to && s->handles[i]; i++) {
-        (void)gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+        gs_status u = release_page(h, s->handles[i], s->page);
+        if (first == GS_OK) first = u;
         s->handles[i] = 0;
     }
+    return st == GS_ERR_OOM && first != GS_OK ? first : st;
 }
 
 /* Back slots [begin, end) of s with pages: one cuMemCreate per page, a cuMemMap each, one
  * cuMemSetAccess over the range. On failure every page of this call is released again and the
- * failing call's status returned (GS_ERR_OOM when a cuMemCreate finds no memory). */
+ * failing call's status returned (GS_ERR_OOM when a cuMemCreate finds no memory; a device error
+ * instead when giving the pages back failed too: unwind_map). */
 static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t end)
 {
     uint64_t pg = s->page;
@@ -93,16 +128,16 @@ static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t e
         st = gs_dev_page_create(h->be, &h->calls, pg, &s->handles[i]);
         if (st != GS_OK) {
             s->handles[i] = 0;
-            unwind_map(h, s, begin, begin, i);
+            st = unwind_map(h, s, begin, begin, i, st);
         }
     }
     for (uint64_t i = begin; i < end && st == GS_OK; i++) {
         st = gs_dev_map(h->be, &h->calls, s->addr + i * pg, pg, s->handles[i]);
-        if (st != GS_OK) unwind_map(h, s, begin, i, end);
+        if (st != GS_OK) st = unwind_map(h, s, begin, i, end, st);
     }
     if (st == GS_OK) {
         st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
-        if (st != GS_OK) unwind_map(h, s, begin, end, end);
+        if (st != GS_OK) st = unwind_map(h, s, begin, end, end, st);
     }
     return st;
 }
@@ -179,7 +214,7 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
     while (i < end) {
         st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
         if (st != GS_OK) break;
-        st = gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page);
+        st = release_page(h, s->handles[i], s->page);
         s->handles[i] = 0;
         s->mapped_pages--;
         i++;

@@ -85,6 +85,7 @@ size_t gs_heap_free_all(gs_heap *h)
         g_free(s);
     }
     for (unsigned i = 0; i < h->npools; i++) gs_findex_free(&h->pools[i].blocks);
+    failed += gs_expandable_release_orphans(h);
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h->spare);
     g_free(h);

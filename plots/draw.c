@@ -100,6 +100,8 @@ gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GErr
 
 /* ---- names and labels ---- */
 
+#define FILE_PART 80
+
 /* A name as a file-name part: letters, digits, '_', '.', '-' and '+' as they are (and, in a
  * name that is UTF-8, every non-ASCII character), anything else '-' (a policy spec:
  * pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128). A trace's or a saved
@@ -113,6 +115,14 @@ static char *file_part(const char *s)
     for (char *c = f; *c; c++)
         if (!g_ascii_isalnum(*c) && !strchr("_.-+", *c) && !(utf8 && (unsigned char)*c >= 0x80))
             *c = '-';
+    /* At most FILE_PART bytes (a whole character): a plot's name holds two parts and a few
+     * words, and a file system refuses a name above 255 bytes (a saved report's trace name
+     * of 300 characters made `gpusim plot` fail on its own output). */
+    if (strlen(f) > FILE_PART) {
+        char *end = f + FILE_PART;
+        if (utf8) end = g_utf8_find_prev_char(f, end + 1);
+        *end = '\0';
+    }
     return f;
 }
 

@@ -5,6 +5,8 @@
  * every plot comes back identical; CSV is a replay's (the bars of each trace) or a sweep's (its
  * first column "cell": the sweep plot, and the matrix when it has a capacity list). The CSV parser is RFC 4180's.
  */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -41,6 +43,11 @@ static gboolean run_from_json(gs_plot_run *pr, const gs_json *r, const char *pat
         return saved_bad(err, path, "a result lacks one of policy, outcome, capacity_bytes, "
                                     "peak_allocated_bytes, peak_reserved_bytes, frag_peak, "
                                     "num_alloc_retries, num_ooms, device_time_us");
+    /* Byte counts are not negative (the waste is their difference) and times are finite. */
+    if (pr->peak_allocated < 0 || pr->peak_reserved < 0 || !(pr->device_us >= 0) ||
+        !isfinite(pr->frag_peak))
+        return saved_bad(err, path, "a result's peak_allocated_bytes or peak_reserved_bytes is "
+                                    "negative, or its frag_peak or device_time_us is not a number");
     pr->policy = g_strdup(pol->str);
     pr->outcome = g_strdup(oc->str);
     const gs_json *client = gs_json_get(gs_json_get(r, "first_oom"), "client");
@@ -169,18 +176,42 @@ enum { C_TRACE, C_POLICY, C_CAPACITY, C_OUTCOME, C_PEAK_ALLOC, C_PEAK_RESERVED, 
        C_RETRIES, C_OOMS, C_DEVICE_US, N_NEED };
 _Static_assert(N_NEED == G_N_ELEMENTS(need), "a column index per needed column");
 
-/* One CSV row as a run: the fields were written by gpusim, so they are read without checks. */
-static void run_from_csv(gs_plot_run *pr, char **r, const int col[N_NEED])
+/* A count or byte count as gpusim writes it: digits, at most max. */
+static bool csv_count(const char *s, uint64_t max, uint64_t *out)
 {
+    char *end = NULL;
+    errno = 0;
+    if (!g_ascii_isdigit(*s)) return false;
+    *out = g_ascii_strtoull(s, &end, 10);
+    return !*end && errno == 0 && *out <= max;
+}
+
+/* A finite number (at least 0 when nonneg). */
+static bool csv_number(const char *s, bool nonneg, double *out)
+{
+    char *end = NULL;
+    *out = g_ascii_strtod(s, &end);
+    return *s && !*end && isfinite(*out) && (!nonneg || *out >= 0);
+}
+
+/* One CSV row as a run. A report someone sent can hold anything: each number is checked as
+ * the JSON reader checks it (byte counts not negative, times finite). NULL, or the name of
+ * the first column that is not a number of its kind. */
+static const char *run_from_csv(gs_plot_run *pr, char **r, const int col[N_NEED])
+{
+    uint64_t alloc, reserved;
+    if (!csv_count(r[col[C_CAPACITY]], UINT64_MAX, &pr->capacity)) return need[C_CAPACITY];
+    if (!csv_count(r[col[C_PEAK_ALLOC]], INT64_MAX, &alloc)) return need[C_PEAK_ALLOC];
+    if (!csv_count(r[col[C_PEAK_RESERVED]], INT64_MAX, &reserved)) return need[C_PEAK_RESERVED];
+    if (!csv_number(r[col[C_FRAG]], false, &pr->frag_peak)) return need[C_FRAG];
+    if (!csv_count(r[col[C_RETRIES]], UINT64_MAX, &pr->retries)) return need[C_RETRIES];
+    if (!csv_count(r[col[C_OOMS]], UINT64_MAX, &pr->ooms)) return need[C_OOMS];
+    if (!csv_number(r[col[C_DEVICE_US]], true, &pr->device_us)) return need[C_DEVICE_US];
+    pr->peak_allocated = (int64_t)alloc;
+    pr->peak_reserved = (int64_t)reserved;
     pr->policy = g_strdup(r[col[C_POLICY]]);
-    pr->capacity = g_ascii_strtoull(r[col[C_CAPACITY]], NULL, 10);
     pr->outcome = g_strdup(r[col[C_OUTCOME]]);
-    pr->peak_allocated = g_ascii_strtoll(r[col[C_PEAK_ALLOC]], NULL, 10);
-    pr->peak_reserved = g_ascii_strtoll(r[col[C_PEAK_RESERVED]], NULL, 10);
-    pr->frag_peak = g_ascii_strtod(r[col[C_FRAG]], NULL);
-    pr->retries = g_ascii_strtoull(r[col[C_RETRIES]], NULL, 10);
-    pr->ooms = g_ascii_strtoull(r[col[C_OOMS]], NULL, 10);
-    pr->device_us = g_ascii_strtod(r[col[C_DEVICE_US]], NULL);
+    return NULL;
 }
 
 /* A replay's CSV: the plots of each trace, from its rows (which are consecutive). */
@@ -239,7 +270,16 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
             ok = FALSE;
             break;
         }
-        run_from_csv(&runs[i], r, col);
+        const char *bad = run_from_csv(&runs[i], r, col);
+        if (bad) {
+            int k = col_of(h, bad);
+            char *m = gs_located_printf(path, g_array_index(lines, size_t, i + 1),
+                                        "bad number in column '%s': '%s'", bad, r[k]);
+            g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, m);
+            g_free(m);
+            ok = FALSE;
+            break;
+        }
         for (size_t k = 0; k < n_params; k++) values[i * n_params + k] = r[1 + k];
     }
     if (ok && sweep)

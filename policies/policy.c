@@ -50,8 +50,13 @@ gs_policy *gs_policy_new(const char *given, GError **err)
         GError *perr = NULL;
         void *cfg = (*r)->parse(conf, &perr);
         if (!cfg) {
-            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, "policy '%s': %s", spec,
-                        perr->message);
+            /* A setting can come from a file (a reference's, a snapshot's): no control byte of
+             * it reaches the one-line message raw. */
+            char *msg = g_strdup_printf("policy '%s': %s", spec, perr->message);
+            char *safe = gs_printable(msg);
+            g_set_error_literal(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, safe);
+            g_free(safe);
+            g_free(msg);
             g_error_free(perr);
             g_free(full);
             return NULL;
@@ -66,8 +71,11 @@ gs_policy *gs_policy_new(const char *given, GError **err)
     GString *names = g_string_new(NULL);
     for (const gs_policy_ops *const *r = registry; *r; r++)
         g_string_append_printf(names, "%s%s", names->len ? ", " : "", (*r)->name);
-    g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_UNKNOWN,
-                "unknown policy '%.*s' (known: %s)", (int)nlen, spec, names->str);
+    char *msg = g_strdup_printf("unknown policy '%.*s' (known: %s)", (int)nlen, spec, names->str);
+    char *safe = gs_printable(msg);
+    g_set_error_literal(err, GS_POLICY_ERROR, GS_POLICY_ERROR_UNKNOWN, safe);
+    g_free(safe);
+    g_free(msg);
     g_string_free(names, TRUE);
     g_free(full);
     return NULL;

@@ -23,7 +23,7 @@ static gboolean ref_bad(GError **err, const char *path, const char *what)
 }
 
 /* A reference from its JSON object (the file's top level, or one of its "devices"). NULL (and
- * *why) when device_events is bad or missing. */
+ * *why) when device_events is bad or missing or its device larger than gpusim simulates. */
 static gs_reference *ref_from_json(const char *path, const gs_json *j, const char **why)
 {
     gs_reference *r = g_new0(gs_reference, 1);
@@ -63,6 +63,11 @@ static gs_reference *ref_from_json(const char *path, const gs_json *j, const cha
             r->n_device_free++;
         }
         if (reserved > r->peak_reserved) r->peak_reserved = reserved;
+    }
+    if (ok && r->device_total > GS_MAX_DEVICE_BYTES) {
+        *why = "\"device_total_bytes\" more than gpusim simulates (16 TiB)";
+        gs_reference_free(r);
+        return NULL;
     }
     if (!ok) {
         *why = "bad or missing \"device_events\"";

@@ -261,6 +261,17 @@ expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
 expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
     "$gpusim" replay "$tmp/streams.gstrace" --lenient
 
+# --- device sizes past what gpusim simulates (16 TiB; a fuzzed trace of 2^64 - 1 bytes made the
+# expandable segment's page table 8 TB and its address reservation wrap) ---
+printf '# gpusim-trace 1\n# device_total_bytes: 18446744073709551615\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,512\n' \
+    >"$tmp/huge.gstrace"
+expect_error "huge device header" "huge.gstrace:2: header 'device_total_bytes'" \
+    "$gpusim" replay "$tmp/huge.gstrace" --policy pytorch:expandable_segments:True
+expect_error "huge --device-total" "more than gpusim simulates" \
+    "$gpusim" replay "$trace" --device-total 17TiB
+"$gpusim" replay "$trace" --device-total 16TiB --policy pytorch:expandable_segments:True >/dev/null \
+    || fail "a 16 TiB device with expandable segments: exit $?"
+
 # --- --reference compares only the reference run's own setting and cap (issue 13) ---
 cat >"$tmp/ref.json" <<'JSON'
 {"format": "gpusim-reference 1", "allocator_conf": "", "device_total_bytes": 85017493504,

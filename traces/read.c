@@ -607,6 +607,11 @@ static gboolean header_comment(parser *p, const char *s, const char *le)
         g_free(qv);
         return FALSE;
     }
+    if (strcmp(m.key, "device_total_bytes") == 0 && p->t->device_total > GS_MAX_DEVICE_BYTES) {
+        fail(p, "header 'device_total_bytes': %" PRIu64 " is more than gpusim simulates (16 TiB)",
+             p->t->device_total);
+        return FALSE;
+    }
     return TRUE;
 }
 

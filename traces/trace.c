@@ -68,7 +68,7 @@ static gboolean by_device(const char *v, uint32_t d, uint64_t *out, gboolean *fo
         const char *eq = strchr(*q, '=');
         uint64_t dev, n;
         ok = eq && gs_trace_parse_u64(*q, (size_t)(eq - *q), &dev) && dev <= UINT32_MAX &&
-             gs_trace_parse_u64(eq + 1, strlen(eq + 1), &n);
+             gs_trace_parse_u64(eq + 1, strlen(eq + 1), &n) && n <= GS_MAX_DEVICE_BYTES;
         if (ok && dev == d) {
             *out = n;
             *found = TRUE;
@@ -105,7 +105,8 @@ const char *gs_trace_header_problem(const gs_trace *t)
     const char *bd = gs_trace_get_meta(t, "device_total_bytes_by_device");
     gboolean found;
     if (bd && !by_device(bd, 0, &v, &found))
-        return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,...";
+        return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,... "
+               "(BYTES at most 16 TiB)";
     return NULL;
 }
 

@@ -18,6 +18,11 @@ G_BEGIN_DECLS
 #define GS_KiB (UINT64_C(1) << 10)
 #define GS_MiB (UINT64_C(1) << 20)
 #define GS_GiB (UINT64_C(1) << 30)
+/* The largest device memory gpusim simulates, wherever a size enters (a trace's header, a
+ * reference, --device-total): 16 TiB, 80 times the largest GPU of 2026. A simulated device's
+ * address window is 2^47 bytes (backends/simdevice.c), and an expandable segment reserves 1.125
+ * times the device with a page table of one slot per 2 MiB; a larger size would not fit. */
+#define GS_MAX_DEVICE_BYTES (UINT64_C(1) << 44)
 
 /* The reports' formats: a table for people, CSV and JSON for scripts. */
 typedef enum { GS_FMT_TABLE, GS_FMT_CSV, GS_FMT_JSON } gs_format;
@@ -37,6 +42,11 @@ char *gs_format_capacity(uint64_t bytes, const char *sep);
 char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
     G_GNUC_PRINTF(3, 0);
 char *gs_located_printf(const char *name, size_t line, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/* s with every control byte (below 0x20, and 0x7f) written as \xNN: input quoted in a message
+ * (a line of a file, a setting) leaves the message one line that a terminal only prints, not
+ * acts on (an escape sequence, a carriage return). gs_located_*printf apply it to the whole
+ * message. g_free the result. */
+char *gs_printable(const char *s);
 
 /* ---- CSV (csv.c) ---- */
 /* A CSV field for s: as it is, or quoted with inner quotes doubled when it holds a comma, a
