@@ -82,7 +82,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             gs_result r;
             GError *e = NULL;
             if (!gs_replay_run(t, pol[i], &o, &r, &e)) {
-                GS_FUZZ_CHECK(0, "%s: replay did not start: %s", specs[i], e ? e->message : "?");
+                /* The one refusal a simulated replay makes (sim/devices.c): several devices
+                 * and several clients in one trace. Anything else is a broken promise. */
+                GS_FUZZ_CHECK(e && e->code == GS_REPLAY_ERROR_SETUP && t->clients->len > 1,
+                              "%s: replay did not start: %s", specs[i], e ? e->message : "?");
+                g_clear_error(&e);
+                continue;
             }
             GS_FUZZ_CHECK(r.error == GS_OK, "%s: device error %s at event %zu: %s", specs[i],
                           gs_strerror(r.error), r.error_event, r.error_msg ? r.error_msg : "");
