@@ -378,12 +378,14 @@ int gs_cmd_replay(int argc, char **argv)
     g_ptr_array_free(inputs, TRUE);
     FILE *out = o.f;
     int rc = GS_EXIT_OK;
-    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
+    /* JSON is an array of one object per trace, however many traces: one shape, so a script
+     * reads every report the same way (docs/cli.md, "One JSON shape"). */
+    if (c.fmt == GS_FMT_JSON) fputs("[\n", out);
     for (int a = 1; a < argc; a++) {
         int trc = replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1);
         if (trc == GS_EXIT_DEVICE || (trc == GS_EXIT_OOM && rc == GS_EXIT_OK)) rc = trc;
     }
-    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
+    if (c.fmt == GS_FMT_JSON) fputs("]\n", out);
     gs_cli_close_output(&o);
     gs_backend_destroy(x.dev);
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;

@@ -15,7 +15,7 @@
 G_BEGIN_DECLS
 
 /* refs: one per result (entries may be NULL), or NULL. first: this is the first trace of the
- * output (CSV prints its header once; JSON callers wrap several traces in an array). */
+ * output (CSV prints its header once; JSON callers wrap the traces, one or several, in an array). */
 void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
 /* CSV column groups beyond the plain ones; a trace that needs none prints as it always did. */

@@ -52,7 +52,8 @@ grep -q "1 problems skipped" "$tmp/err" || fail "--lenient: no summary of skippe
 python3 - "$tmp/r.json" <<'PY' || fail "json: content"
 import json, sys
 d = json.load(open(sys.argv[1]))
-rs = d["results"]
+assert isinstance(d, list) and len(d) == 1, "one trace: want an array of one"
+rs = d[0]["results"]
 assert [r["policy"] for r in rs] == ["pytorch", "pytorch:max_split_size_mb:128"], rs
 for r in rs:
     for k in ("outcome", "peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes",
@@ -69,7 +70,12 @@ PY
 awk -F, 'NR==1{n=NF} NF!=n{exit 1}' "$tmp/r.csv" || fail "csv: ragged rows"
 head -1 "$tmp/r.csv" | grep -q "^trace,policy,capacity_bytes,outcome," || fail "csv: header"
 "$gpusim" replay "$trace" "$src/traces/data/gpt2.gstrace.gz" --format json >"$tmp/two.json" || fail "two traces: exit"
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2" "$tmp/two.json" || fail "two traces: want a JSON array of 2"
+python3 - "$tmp/two.json" "$trace" "$src/traces/data/gpt2.gstrace.gz" <<'PY' || fail "two traces: want a JSON array of 2, in the order given"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, list) and [t["trace"] for t in d] == sys.argv[2:], d
+assert all(len(t["results"]) == 1 for t in d)
+PY
 
 # --- --output writes the whole file ---
 "$gpusim" replay "$trace" --format csv -o "$tmp/o.csv" >"$tmp/out" || fail "--output: exit"
@@ -103,14 +109,14 @@ printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc
 "$gpusim" replay "$tmp/huge.gstrace" --format json >"$tmp/huge.json" || fail "huge: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['outcome']=='oom' and r['peak_reserved_bytes']==0, r" "$tmp/huge.json" || fail "huge request: want an OOM"
 
 # --- OOM outcome: stop at first, or continue ---
 "$gpusim" replay "$trace" --capacity 4GiB --format json >"$tmp/oom.json" || fail "oom: exit"
 python3 - "$tmp/oom.json" <<'PY' || fail "oom: content"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
+r = json.load(open(sys.argv[1]))[0]["results"][0]
 assert r["outcome"] == "oom" and r["num_ooms"] == 1, r
 assert r["first_oom"]["event"] > 0 and r["first_oom"]["size"] > 0
 assert r["events"] == r["first_oom"]["event"] + 1
@@ -118,7 +124,7 @@ PY
 "$gpusim" replay "$trace" --capacity 4GiB --continue-on-oom --format json >"$tmp/oom2.json" || fail "continue: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['outcome']=='oom' and r['num_ooms']>1 and r['events']==8533, r" "$tmp/oom2.json" || fail "continue-on-oom: content"
 "$gpusim" replay "$trace" --capacity 4GiB >"$tmp/t.txt" || fail "table: exit"
 grep -q "first OOM at event" "$tmp/t.txt" || fail "table: no first-OOM line"
@@ -145,7 +151,7 @@ PY
 "$gpusim" replay "$alt" -p pytorch:expandable_segments:True --format json >"$tmp/e.json" || fail "expandable json: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['device_calls']['cuMemCreate']['n'] > 0, r['device_calls']" "$tmp/e.json" || fail "expandable json: device_calls"
 
 # --- several clients: the story, its errors, every format ---
@@ -167,7 +173,7 @@ grep -q "held then: cupy 55.007 GiB reserved, 55.007 GiB of it cached" "$tmp/s.t
 "$gpusim" replay "$story" --clients separate,shared,cooperative -p pytorch -p cupy=cupy --format json >"$tmp/s.json" || fail "story json: exit"
 python3 - "$tmp/s.json" <<'PY' || fail "story json: content"
 import json, sys
-rs = json.load(open(sys.argv[1]))["results"]
+rs = json.load(open(sys.argv[1]))[0]["results"]
 assert [r["arrangement"] for r in rs] == ["separate", "shared", "cooperative"], rs
 assert [r["outcome"] for r in rs] == ["oom", "ok", "ok"]
 sep, shared, coop = rs
@@ -245,6 +251,14 @@ v = json.load(open(sys.argv[1]))
 assert len(v) == 1 and v[0]["ok"] and v[0]["policy"] == "pytorch", v
 assert {c["what"] for c in v[0]["checks"]} >= {"outcome", "peak reserved (allocator)", "device time ms"}
 PY
+# several traces: the same shape, an element per (trace, policy) in the order given
+"$gpusim" validate "$trace" "$src/traces/data/batch-alternate.gstrace.gz" --backend sim --runs 1 \
+    --format json -o "$tmp/v2.json" || fail "validate json, two traces: exit $?"
+python3 -c "
+import json,sys
+v=json.load(open(sys.argv[1]))
+assert isinstance(v, list) and [x['trace'] for x in v] == sys.argv[2:], v" "$tmp/v2.json" "$trace" \
+    "$src/traces/data/batch-alternate.gstrace.gz" || fail "validate JSON, two traces: want an array of 2"
 head -1 "$tmp/cal.csv" | grep -q "^op,size_bytes,median_us" || fail "--save-calibration: $(head -2 "$tmp/cal.csv")"
 "$gpusim" replay "$trace" --calibration "$tmp/cal.csv" >/dev/null || fail "the saved calibration does not load"
 
@@ -284,7 +298,7 @@ JSON
     -p pytorch:expandable_segments:True --format json >"$tmp/r.json" || fail "replay --reference: exit $?"
 python3 - "$tmp/r.json" <<'PY' || fail "--reference JSON: only the reference run's setting is compared"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"]
+r = json.load(open(sys.argv[1]))[0]["results"]
 assert r[0]["reference"]["compared"] is True and r[0]["reference"]["match"] is False, r[0]["reference"]
 assert r[1]["reference"]["compared"] is False and r[1]["reference"]["match"] is None, r[1]["reference"]
 PY
@@ -402,7 +416,7 @@ for f in table csv json; do
     "$gpusim" replay "$tmp/empty.gstrace" -p pytorch -p cupy --format $f >"$tmp/out" 2>"$tmp/err" ||
         fail "empty trace, $f: exit $?: $(cat "$tmp/err")"
 done
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['events']==0 and len(d['results'])==2" \
+python3 -c "import json,sys; d=json.load(open(sys.argv[1]))[0]; assert d['events']==0 and len(d['results'])==2" \
     "$tmp/out" || fail "empty trace: JSON"
 GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plots" -q >"$tmp/out" 2>&1
 [ $? -eq 3 ] && [ -s "$tmp/empty-plots/empty-bars.dat" ] || fail "empty trace, --plot: $(cat "$tmp/out")"
@@ -425,7 +439,7 @@ assert any(r["outcome"] == "ok" for r in v["results"]), "no setting saves the ru
 def outcome(policy, cap):
     out = subprocess.run([gpusim, "replay", trace, "-q", "-p", policy, "--capacity", str(cap),
                           "--format", "json"], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["results"][0]["outcome"]
+    return json.loads(out)[0]["results"][0]["outcome"]
 for r in v["results"]:
     m = r["min_capacity_bytes"]
     if m is None or r["policy"].startswith("cupy"):
@@ -488,7 +502,7 @@ if command -v python3 >/dev/null 2>&1 && [ -d "$refs" ]; then
         --format json -q >"$tmp/die.json" || fail "oomdie expandable: exit"
     python3 - "$tmp/die.json" <<'PY' || fail "oomdie expandable: $(cat "$tmp/die.json")"
 import json, sys
-d = json.load(open(sys.argv[1]))
+d = json.load(open(sys.argv[1]))[0]
 assert d["recorded_fatal_oom_event"] == 1276 and "survives that far" in d["recorded_fatal_oom_note"]
 r = d["results"][0]
 assert r["outcome"] == "ok" and r["caught_ooms"] == 0 and r["events"] == 1277, r
@@ -518,7 +532,7 @@ PY
     "$gpusim" replay "$tmp/two.gstrace.gz" --capacity 3GiB,1=2GiB --format json -q >"$tmp/two.json"
     python3 - "$tmp/two.json" <<'PY' || fail "twogpu JSON"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
+r = json.load(open(sys.argv[1]))[0]["results"][0]
 devs = r["devices"]
 assert sorted(devs) == ["0", "1"], devs
 for d in devs.values():
