@@ -1,6 +1,6 @@
-/* report.h - results as a table for people, CSV and JSON for scripts (report.c), and the CSV of
- * a sweep (sweep_csv.c). Every format carries the same numbers under the names of the README's
- * "Metrics".
+/* report.h - results as a table for people, CSV and JSON for scripts (report.c), the CSV of a
+ * sweep (report.c) and the merge of its shards' CSVs (sweep_merge.c). Every format carries the
+ * same numbers under the names of the README's "Metrics".
  */
 #ifndef GS_REPORT_H
 #define GS_REPORT_H
@@ -39,6 +39,15 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
 /* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
                   const gs_result *results);
+
+/* gpusim sweep --merge (sweep_merge.c): the CSVs of a sweep's shards (texts[i], lens[i] bytes,
+ * read from paths[i]) as the single-machine CSV: one header (every file's must be the same),
+ * then every cell's row, copied byte for byte, in cell order. Each cell must be in exactly one
+ * file and the cells must run from 0 without a gap; expect_cells (0: unknown) is the grid's
+ * size, which also catches the last cells missing. FALSE with "FILE:LINE: message" (or, for a
+ * missing cell, a message naming it), nothing written. */
+gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *const *texts,
+                            const size_t *lens, size_t n, size_t expect_cells, GError **err);
 
 /* PyTorch's words for an OOM: "Tried to allocate 516.00 MiB; ... allocated by PyTorch, and ...
  * reserved by PyTorch but unallocated". g_free it. */

@@ -464,6 +464,68 @@ expect_error "snapshot to replay" "gpusim whatif" "$gpusim" replay "$src/traces/
 "$gpusim" replay "$trace" -q --fail-on-oom >/dev/null 2>&1 || fail "--fail-on-oom without an OOM: exit $?"
 "$gpusim" sweep "$trace" -q --capacity '{5,6.25}GiB' --fail-on-oom >/dev/null 2>&1
 [ $? -eq 4 ] || fail "sweep --fail-on-oom: want exit 4"
+
+# --- the cluster: --shard K/N and --merge give back the single-machine CSV ---
+grid="-p pytorch:max_split_size_mb:{64,128,256} --capacity {5.75,6.25}GiB"
+# shellcheck disable=SC2086
+"$gpusim" sweep "$alt" $grid -j 2 -o "$tmp/whole.csv" || fail "shard: the whole sweep"
+for k in 0 1 2 3; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid -j 1 --shard $k/4 -o "$tmp/shard-$k.csv" || fail "--shard $k/4: exit"
+    [ "$(head -1 "$tmp/shard-$k.csv")" = "$(head -1 "$tmp/whole.csv")" ] || fail "--shard $k/4: header"
+done
+# cell i in shard i mod 4, with the whole grid's cell number
+[ "$(tail -n +2 "$tmp/shard-1.csv" | cut -d, -f1 | tr '\n' ' ')" = "1 5 " ] ||
+    fail "--shard 1/4: cells $(tail -n +2 "$tmp/shard-1.csv" | cut -d, -f1 | tr '\n' ' ')"
+# given in any order, with the grid (its size checked)
+# shellcheck disable=SC2086
+"$gpusim" sweep --merge "$tmp/shard-3.csv" "$tmp/shard-1.csv" "$tmp/shard-0.csv" "$tmp/shard-2.csv" \
+    $grid -o "$tmp/merged.csv" || fail "--merge: exit"
+mask_host_time "$tmp/whole.csv" >"$tmp/whole.m"
+mask_host_time "$tmp/merged.csv" >"$tmp/merged.m"
+cmp -s "$tmp/whole.m" "$tmp/merged.m" || fail "--merge: differs from the single-machine CSV: $(diff "$tmp/whole.m" "$tmp/merged.m" | head -5)"
+# more shards than cells: the empty ones have the header alone, and merge all the same
+for k in 6 7; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid --shard $k/8 -o "$tmp/e-$k.csv" || fail "--shard $k/8: exit"
+done
+[ "$(wc -l <"$tmp/e-6.csv")" -eq 1 ] && [ "$(wc -l <"$tmp/e-7.csv")" -eq 1 ] || fail "empty shard: $(cat "$tmp/e-6.csv")"
+"$gpusim" sweep --merge "$tmp"/shard-*.csv "$tmp/e-6.csv" "$tmp/e-7.csv" >"$tmp/merged2.csv" ||
+    fail "--merge with empty shards: exit"
+mask_host_time "$tmp/merged2.csv" | cmp -s - "$tmp/whole.m" || fail "--merge with empty shards: differs"
+# what a merge refuses: one line, exit 2, nothing written
+expect_error "--shard K = N" "K runs from 0 to N-1" "$gpusim" sweep "$alt" --shard 4/4
+expect_error "--shard not K/N" "is not K/N" "$gpusim" sweep "$alt" --shard 1
+expect_error "--shard N = 0" "is not K/N" "$gpusim" sweep "$alt" --shard 0/0
+expect_error "--shard -1/2" "is not K/N" "$gpusim" sweep "$alt" --shard -1/2
+expect_error "--shard with --plot" "gpusim plot" "$gpusim" sweep "$alt" --shard 0/2 --plot "$tmp/sp"
+expect_error "--merge a missing shard" "1 of 6 cells are in none of the files, the first cell 2" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/shard-1.csv" "$tmp/shard-3.csv"
+expect_error "--merge a shard twice" "shard-1.csv:2: cell 1 again (it is also at $tmp/shard-1.csv:2)" \
+    "$gpusim" sweep --merge "$tmp"/shard-*.csv "$tmp/shard-1.csv"
+# the last cells missing are seen only against the grid: 6 shards of one cell, the last left out
+for k in 0 1 2 3 4; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid --shard $k/6 -o "$tmp/six-$k.csv" || fail "--shard $k/6: exit"
+done
+"$gpusim" sweep --merge "$tmp"/six-*.csv >/dev/null || fail "--merge without the grid: cells 0..4 are a whole sweep"
+# shellcheck disable=SC2086
+expect_error "--merge, the last cell missing" "1 of 6 cells are in none of the files, the first cell 5" \
+    "$gpusim" sweep --merge "$tmp"/six-*.csv $grid
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' --shard 1/4 -o "$tmp/other.csv" || fail "other grid"
+expect_error "--merge two grids" "other.csv:1: its columns differ from $tmp/shard-0.csv's" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/other.csv"
+head -c $(($(head -1 "$tmp/shard-1.csv" | wc -c) + 100)) "$tmp/shard-1.csv" >"$tmp/cut.csv"
+expect_error "--merge a cut file" "cut.csv:2: the last row has no line end" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/cut.csv"
+"$gpusim" replay "$alt" --format csv -o "$tmp/replay.csv" || fail "replay csv"
+expect_error "--merge a replay's CSV" "replay.csv:1: not a sweep's CSV" "$gpusim" sweep --merge "$tmp/replay.csv"
+printf 'cell,x\nfive,1\n' >"$tmp/bad-cell.csv"
+expect_error "--merge a bad cell" "bad-cell.csv:2: 'five,1' does not start with a cell number" \
+    "$gpusim" sweep --merge "$tmp/bad-cell.csv"
+expect_error "--merge -o an input" "an input of this run" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/merged.csv" -o "$tmp/merged.csv"
+expect_error "--merge with --plot" "--merge takes" "$gpusim" sweep --merge "$tmp/shard-0.csv" --plot "$tmp/mp"
 # settings that do nothing, or misbehave together, are said (and the replay goes on)
 "$gpusim" replay "$trace" -q -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err" ||
     fail "gc without a cap: exit $?"
