@@ -49,6 +49,23 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
 gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *const *texts,
                             const size_t *lens, size_t n, size_t expect_cells, GError **err);
 
+/* ---- gpusim replay --export-snapshot (snapshot.c) ----
+ * A simulated run as torch.cuda.memory._snapshot() writes it, for pytorch.org/memory_viz:
+ * "segments" (with their blocks) as the run ended or stopped at its OOM, "device_traces" (alloc,
+ * free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom,
+ * snapshot), "allocator_settings". A recorder serves one replay of one allocator: give it to
+ * the replay as export_ud with gs_snapshot_observe (or call it from your own observer),
+ * gs_snapshot_observe_alloc and gs_snapshot_observe_end. */
+typedef struct gs_snapshot_rec gs_snapshot_rec;
+gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t);
+void gs_snapshot_rec_free(gs_snapshot_rec *r);
+void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void *rec);
+void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_block *b, void *rec);
+void gs_snapshot_observe_end(const gs_heap *h, void *rec);
+/* The pickle (protocol 2), written whole to path. */
+gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const char *trace_name,
+                           const char *policy, uint64_t capacity, GError **err);
+
 /* PyTorch's words for an OOM: "Tried to allocate 516.00 MiB; ... allocated by PyTorch, and ...
  * reserved by PyTorch but unallocated". g_free it. */
 char *gs_oom_message(const gs_oom_report *o);
