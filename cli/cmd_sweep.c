@@ -76,19 +76,23 @@ static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
     for (size_t i = 0; i < n; i++) {
         GError *err = NULL;
         gsize len = 0;
-        if (!g_file_get_contents(argv[i + 1], &texts[i], &len, &err))
+        if (!g_file_get_contents(argv[i + 1], &texts[i], &len, &err)) {
+            g_strfreev(texts);
+            g_free(lens);
             gs_cli_usage_error("%s", err->message);
+        }
         lens[i] = len;
     }
     gs_cli_out out;
     gs_cli_open_output(&out, c, (const char *const *)argv + 1, c->output);
     GError *err = NULL;
-    if (!gs_sweep_csv_merge(out.f, (const char *const *)argv + 1, (const char *const *)texts, lens,
-                            n, grid ? grid->cells->len : 0, &err))
-        gs_cli_usage_error("%s", err->message);
-    gs_cli_close_output(&out);
-    g_strfreev(texts);
+    gboolean ok = gs_sweep_csv_merge(out.f, (const char *const *)argv + 1,
+                                     (const char *const *)texts, lens, n,
+                                     grid ? grid->cells->len : 0, &err);
+    g_strfreev(texts); /* before exiting on a refusal too: the leak checker sees no stack then */
     g_free(lens);
+    if (!ok) gs_cli_usage_error("%s", err->message);
+    gs_cli_close_output(&out);
     return GS_EXIT_OK;
 }
 

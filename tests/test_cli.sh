@@ -525,6 +525,7 @@ expect_error "--merge a bad cell" "bad-cell.csv:2: 'five,1' does not start with 
     "$gpusim" sweep --merge "$tmp/bad-cell.csv"
 expect_error "--merge -o an input" "an input of this run" \
     "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/merged.csv" -o "$tmp/merged.csv"
+expect_error "--merge a missing file" "nope.csv" "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/nope.csv"
 expect_error "--merge with --plot" "--merge takes" "$gpusim" sweep --merge "$tmp/shard-0.csv" --plot "$tmp/mp"
 # settings that do nothing, or misbehave together, are said (and the replay goes on)
 "$gpusim" replay "$trace" -q -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err" ||
