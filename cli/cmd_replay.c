@@ -3,6 +3,8 @@
  */
 #include <string.h>
 
+#include <errno.h>
+
 #include "cli.h"
 
 static const char replay_summary[] =
@@ -170,7 +172,33 @@ typedef struct {
     bool touch;
     gs_plotter *plotter;      /* NULL: no plots */
     unsigned columns;         /* CSV column groups some trace needs (GS_REPORT_*) */
+    const char *export_dir;   /* --export-snapshot: NULL when not asked */
 } replay_ctx;
+
+/* Both observers of a replay with --plot and --export-snapshot. */
+typedef struct {
+    void *series, *rec;
+} both_observers;
+
+static void observe_both(const gs_heap *h, const gs_event *e, size_t index, void *ud)
+{
+    const both_observers *b = ud;
+    gs_plot_observe(h, e, index, b->series);
+    gs_snapshot_observe(h, e, index, b->rec);
+}
+
+/* DIR/STEM-snapshot-K-SPEC.pickle: named as the plots' maps are (gs_plot_file_part), so every
+ * name stays inside DIR and means nothing to a shell. */
+static char *snapshot_path(const char *dir, const char *trace, size_t k, const char *policy)
+{
+    char *stem = gs_plot_stem(trace), *pol = gs_plot_file_part(policy);
+    char *name = g_strdup_printf("%s-snapshot-%zu-%s.pickle", stem, k, pol);
+    char *path = g_build_filename(dir, name, NULL);
+    g_free(stem);
+    g_free(pol);
+    g_free(name);
+    return path;
+}
 
 /* The settings of each device of a trace with several: --capacity and --device-total DEV=SIZE
  * first; else, for the limit, the reference run's device's (when --capacity is not given);
@@ -244,10 +272,26 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             o.observe = gs_plot_observe;
             o.observe_ud = series[i] = gs_plot_series_new(t->n);
         }
+        gs_snapshot_rec *rec = x->export_dir ? gs_snapshot_rec_new(t) : NULL;
+        both_observers both = {.series = o.observe_ud, .rec = rec};
+        if (rec) {
+            o.observe = series ? observe_both : gs_snapshot_observe;
+            o.observe_ud = series ? (void *)&both : (void *)rec;
+            o.observe_alloc = gs_snapshot_observe_alloc;
+            o.observe_end = gs_snapshot_observe_end;
+            o.export_ud = rec;
+        }
         GError *err = NULL;
         if (!gs_replay_run(t, pol, &o, &rs[i], &err)) /* checked when loading: not reached */
             gs_cli_usage_error("%s: %s", path, err->message);
         gs_cli_warn_teardown(label, &rs[i]);
+        if (rec) {
+            char *sp = snapshot_path(x->export_dir, path, i + 1, pol->spec);
+            if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity, &err))
+                gs_cli_usage_error("--export-snapshot: %s", err->message);
+            g_free(sp);
+            gs_snapshot_rec_free(rec);
+        }
         if (series && c->fmt == GS_FMT_JSON) rs[i].json_extra = gs_plot_series_json(series[i]);
         if (c->progress && t->n >= (1u << 20)) fputs("\r\033[K", stderr);
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;
@@ -277,7 +321,8 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
 
 int gs_cmd_replay(int argc, char **argv)
 {
-    char **policies = NULL, **clients = NULL, *backend = NULL, *reference = NULL, *plot_dir = NULL;
+    char **policies = NULL, **clients = NULL, *backend = NULL, *reference = NULL, *plot_dir = NULL,
+         *export_dir = NULL;
     gboolean no_ref_addrs = FALSE, touch = FALSE;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
@@ -301,6 +346,10 @@ int gs_cmd_replay(int argc, char **argv)
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also draw plots into DIR with gnuplot (timeline, bars, address map at peak; PNG and "
          "SVG beside their data); --format json then carries their data too", "DIR"},
+        {"export-snapshot", 0, 0, G_OPTION_ARG_FILENAME, &export_dir,
+         "Also write each simulated run as a PyTorch memory snapshot (the pickle of "
+         "torch.cuda.memory._snapshot()) for pytorch.org/memory_viz: DIR/TRACE-snapshot-K-"
+         "POLICY.pickle", "DIR"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -359,6 +408,9 @@ int gs_cmd_replay(int argc, char **argv)
         if (nd > 1 && plot_dir)
             gs_cli_usage_error("%s: --plot draws one device's heap; this trace has %zu devices",
                                argv[a], nd);
+        if (export_dir && (nd > 1 || t->clients->len > 1))
+            gs_cli_usage_error("%s: --export-snapshot writes one allocator's run; this trace has "
+                               "several %s", argv[a], nd > 1 ? "devices" : "clients");
         g_ptr_array_add(traces, t);
     }
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
@@ -367,6 +419,11 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
     if (x.plotter) gs_plotter_keep(x.plotter, reference);
     if (x.plotter) gs_plotter_keep(x.plotter, c.calibration);
+    if (export_dir) {
+        if (g_mkdir_with_parents(export_dir, 0777) != 0)
+            gs_cli_usage_error("--export-snapshot: %s: %s", export_dir, g_strerror(errno));
+        x.export_dir = export_dir;
+    }
 
     /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
     GPtrArray *inputs = g_ptr_array_new();
@@ -378,12 +435,14 @@ int gs_cmd_replay(int argc, char **argv)
     g_ptr_array_free(inputs, TRUE);
     FILE *out = o.f;
     int rc = GS_EXIT_OK;
-    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("[\n", out);
+    /* JSON is an array of one object per trace, however many traces: one shape, so a script
+     * reads every report the same way (docs/cli.md, "One JSON shape"). */
+    if (c.fmt == GS_FMT_JSON) fputs("[\n", out);
     for (int a = 1; a < argc; a++) {
         int trc = replay_trace(&x, out, argv[a], traces->pdata[a - 1], a == 1);
         if (trc == GS_EXIT_DEVICE || (trc == GS_EXIT_OOM && rc == GS_EXIT_OK)) rc = trc;
     }
-    if (c.fmt == GS_FMT_JSON && argc > 2) fputs("]\n", out);
+    if (c.fmt == GS_FMT_JSON) fputs("]\n", out);
     gs_cli_close_output(&o);
     gs_backend_destroy(x.dev);
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
@@ -396,6 +455,7 @@ int gs_cmd_replay(int argc, char **argv)
     g_strfreev(policies);
     g_strfreev(clients);
     g_free(plot_dir);
+    g_free(export_dir);
     g_free(backend);
     g_free(reference);
     g_free(desc);

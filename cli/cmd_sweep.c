@@ -1,6 +1,8 @@
 /* cmd_sweep.c - gpusim sweep: one trace over a grid of settings and capacities (sim/sweep.c),
  * one CSV row per cell (report/), optionally the sweep's plot.
  */
+#include <string.h>
+
 #include "cli.h"
 #include "sweep.h"
 
@@ -13,6 +15,16 @@ static const char sweep_description[] =
     "list outermost; they run in parallel (-j), and the CSV has one row per cell, in grid order:\n"
     "cell, one column per parameter, then the columns of 'gpusim replay --format csv'.\n"
     "A sweep has at most 10000 cells (a larger grid is refused: split it).\n"
+    "\n"
+    "On a cluster: --shard K/N replays only the cells i with i mod N = K (K from 0 to N-1), with\n"
+    "the same header and each row's cell number the whole grid's; 'gpusim sweep --merge\n"
+    "SHARD.csv...' checks that the headers agree and every cell is there once, and writes the\n"
+    "single-machine CSV, in grid order (give the grid's --policy and --capacity too, and it\n"
+    "also checks that no cell at the end is missing). A Slurm job array:\n"
+    "  sbatch --array=0-7 --wrap 'gpusim sweep T -p ... --shard\n"
+    "      $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT -o shard-$SLURM_ARRAY_TASK_ID.csv'\n"
+    "  gpusim sweep --merge shard-*.csv -p ... -o sweep.csv\n"
+    "GNU parallel: parallel gpusim sweep T -p ... --shard {}/8 -o shard-{}.csv ::: $(seq 0 7)\n"
     "\n"
     "Examples:\n"
     "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
@@ -36,6 +48,52 @@ static void sweep_progress(size_t done, size_t total, void *ud)
 {
     fprintf(stderr, "\r\033[K%s: %zu/%zu cells", (const char *)ud, done, total);
     fflush(stderr);
+}
+
+/* "K/N" of --shard: 0 <= K < N, plain decimal digits. */
+static void parse_shard(const char *s, unsigned *k, unsigned *n)
+{
+    guint64 kk = 0, nn = 0;
+    const char *slash = strchr(s, '/');
+    char *ks = slash ? g_strndup(s, (gsize)(slash - s)) : NULL;
+    gboolean ok = slash && g_ascii_string_to_unsigned(ks, 10, 0, G_MAXUINT, &kk, NULL) &&
+                  g_ascii_string_to_unsigned(slash + 1, 10, 1, G_MAXUINT, &nn, NULL);
+    g_free(ks);
+    if (!ok) gs_cli_usage_error("--shard: '%s' is not K/N (e.g. 0/4: the first of 4 shards)", s);
+    if (kk >= nn)
+        gs_cli_usage_error("--shard %s: K runs from 0 to N-1 (Slurm: --array=0-%" G_GUINT64_FORMAT
+                           ")", s, nn - 1);
+    *k = (unsigned)kk;
+    *n = (unsigned)nn;
+}
+
+/* gpusim sweep --merge FILE...: the shards' CSVs as one (report/sweep_merge.c). */
+static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
+{
+    size_t n = (size_t)argc - 1;
+    char **texts = g_new0(char *, n + 1);
+    size_t *lens = g_new0(size_t, n);
+    for (size_t i = 0; i < n; i++) {
+        GError *err = NULL;
+        gsize len = 0;
+        if (!g_file_get_contents(argv[i + 1], &texts[i], &len, &err)) {
+            g_strfreev(texts);
+            g_free(lens);
+            gs_cli_usage_error("%s", err->message);
+        }
+        lens[i] = len;
+    }
+    gs_cli_out out;
+    gs_cli_open_output(&out, c, (const char *const *)argv + 1, c->output);
+    GError *err = NULL;
+    gboolean ok = gs_sweep_csv_merge(out.f, (const char *const *)argv + 1,
+                                     (const char *const *)texts, lens, n,
+                                     grid ? grid->cells->len : 0, &err);
+    g_strfreev(texts); /* before exiting on a refusal too: the leak checker sees no stack then */
+    g_free(lens);
+    if (!ok) gs_cli_usage_error("%s", err->message);
+    gs_cli_close_output(&out);
+    return GS_EXIT_OK;
 }
 
 /* The sweep's plot: each cell's bars-style numbers against its parameters; with a capacity
@@ -69,7 +127,8 @@ static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, con
 
 int gs_cmd_sweep(int argc, char **argv)
 {
-    char **policies = NULL, *capacity = NULL, *plot_dir = NULL;
+    char **policies = NULL, *capacity = NULL, *plot_dir = NULL, *shard = NULL;
+    gboolean merge = FALSE;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "Policy template with brace lists, e.g. 'pytorch:max_split_size_mb:{64,128}'; repeat "
@@ -79,6 +138,12 @@ int gs_cmd_sweep(int argc, char **argv)
          "(default: no limit)", "SIZE"},
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also plot the sweep into DIR with gnuplot", "DIR"},
+        {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
+         "Replay only shard K of N: the cells i with i mod N = K (0 <= K < N); the CSV has the "
+         "same header, and shards merge with --merge", "K/N"},
+        {"merge", 0, 0, G_OPTION_ARG_NONE, &merge,
+         "The arguments are the CSVs of a sweep's shards: check them and write the "
+         "single-machine CSV (with --policy and --capacity: also check the grid's size)", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     gs_cli c;
@@ -89,11 +154,32 @@ int gs_cmd_sweep(int argc, char **argv)
                 GS_CLI_DEVICE_TOTAL | GS_CLI_OUTPUT | GS_CLI_CONTINUE | GS_CLI_LENIENT |
                     GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS | GS_CLI_FAIL_ON_OOM,
                 own, NULL);
-    gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
-    if (argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
+    gs_cli_parse(&c, &argc, &argv, 1, merge ? "SHARD.csv" : "TRACE");
+    if (merge && (shard || plot_dir))
+        gs_cli_usage_error("--merge takes the shards' CSVs only (no --%s; 'gpusim plot' draws "
+                           "the merged CSV)", shard ? "shard" : "plot");
+    if (!merge && argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
+    if (shard && plot_dir)
+        gs_cli_usage_error("--plot draws the whole grid: plot the merged CSV with 'gpusim plot'");
+    unsigned shard_k = 0, shard_n = 1;
+    if (shard) parse_shard(shard, &shard_k, &shard_n);
     GError *err = NULL;
-    gs_sweep *sw = gs_sweep_new((const char *const *)policies, capacity, &err);
+    gs_sweep *sw = NULL;
+    if (merge) { /* the grid, when given, only for its size */
+        if (policies || capacity) {
+            sw = gs_sweep_new((const char *const *)policies, capacity, &err);
+            if (!sw) gs_cli_usage_error("%s", err->message);
+        }
+        int rc = merge_shards(&c, argc, argv, sw);
+        gs_sweep_free(sw);
+        g_strfreev(policies);
+        g_free(capacity);
+        gs_cli_clear(&c);
+        return rc;
+    }
+    sw = gs_sweep_new((const char *const *)policies, capacity, &err);
     if (!sw) gs_cli_usage_error("%s", err->message);
+    if (shard) gs_sweep_shard(sw, shard_k, shard_n);
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
     if (plot_dir) { /* a directory that cannot be made fails now, before the cells run */
@@ -137,6 +223,7 @@ int gs_cmd_sweep(int argc, char **argv)
     g_strfreev(policies);
     g_free(capacity);
     g_free(plot_dir);
+    g_free(shard);
     gs_cli_clear(&c);
     return rc;
 }

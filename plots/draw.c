@@ -126,6 +126,8 @@ static char *file_part(const char *s)
     return f;
 }
 
+char *gs_plot_file_part(const char *s) { return file_part(s); }
+
 char *gs_plot_stem(const char *trace)
 {
     char *base = g_path_get_basename(trace);

@@ -137,6 +137,10 @@ gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
 /* ---- names ---- */
 /* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */
 char *gs_plot_stem(const char *trace);
+/* s as a part of a file name, as the plots name theirs: every byte but letters, digits, "_.-+"
+ * and UTF-8 made '-', at most 80 bytes (so no '/', no quote, nothing a shell acts on).
+ * gpusim replay --export-snapshot names its pickles so. g_free it. */
+char *gs_plot_file_part(const char *s);
 
 G_END_DECLS
 

@@ -904,10 +904,12 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
+    unsigned columns = gs_report_columns(t) & ~(unsigned)GS_REPORT_DEVICE_COLUMNS;
+    /* one line per cell: a trace of several devices gives its totals here; a shard with no
+     * cell still gets the header, so every shard's file has the same first line */
+    if (s->cells->len == 0) gs_report_ex(mem, GS_FMT_CSV, trace_name, t, results, 0, NULL, true, columns);
     for (guint i = 0; i < s->cells->len; i++)
-        /* one line per cell: a trace of several devices gives its totals here */
-        gs_report_ex(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0,
-                     gs_report_columns(t) & ~(unsigned)GS_REPORT_DEVICE_COLUMNS);
+        gs_report_ex(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0, columns);
     fclose(mem);
     char **lines = g_strsplit(buf, "\n", -1);
     GString *o = g_string_new("cell");
@@ -918,7 +920,7 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
     g_string_append_printf(o, ",%s\n", lines[0]);
     for (guint i = 0; i < s->cells->len && lines[i + 1]; i++) {
         const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
-        g_string_append_printf(o, "%u", i);
+        g_string_append_printf(o, "%zu", c->index); /* the whole grid's, in a shard too */
         for (guint k = 0; k < s->params->len; k++) {
             g_string_append_c(o, ',');
             gs_csv_field(o, c->values[k]);

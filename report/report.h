@@ -1,6 +1,6 @@
-/* report.h - results as a table for people, CSV and JSON for scripts (report.c), and the CSV of
- * a sweep (sweep_csv.c). Every format carries the same numbers under the names of the README's
- * "Metrics".
+/* report.h - results as a table for people, CSV and JSON for scripts (report.c), the CSV of a
+ * sweep (report.c) and the merge of its shards' CSVs (sweep_merge.c). Every format carries the
+ * same numbers under the names of the README's "Metrics".
  */
 #ifndef GS_REPORT_H
 #define GS_REPORT_H
@@ -15,7 +15,7 @@
 G_BEGIN_DECLS
 
 /* refs: one per result (entries may be NULL), or NULL. first: this is the first trace of the
- * output (CSV prints its header once; JSON callers wrap several traces in an array). */
+ * output (CSV prints its header once; JSON callers wrap the traces, one or several, in an array). */
 void gs_report(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,
                const gs_result *results, size_t n, const gs_reference *const *refs, bool first);
 /* CSV column groups beyond the plain ones; a trace that needs none prints as it always did. */
@@ -39,6 +39,32 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
 /* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
                   const gs_result *results);
+
+/* gpusim sweep --merge (sweep_merge.c): the CSVs of a sweep's shards (texts[i], lens[i] bytes,
+ * read from paths[i]) as the single-machine CSV: one header (every file's must be the same),
+ * then every cell's row, copied byte for byte, in cell order. Each cell must be in exactly one
+ * file and the cells must run from 0 without a gap; expect_cells (0: unknown) is the grid's
+ * size, which also catches the last cells missing. FALSE with "FILE:LINE: message" (or, for a
+ * missing cell, a message naming it), nothing written. */
+gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *const *texts,
+                            const size_t *lens, size_t n, size_t expect_cells, GError **err);
+
+/* ---- gpusim replay --export-snapshot (snapshot.c) ----
+ * A simulated run as torch.cuda.memory._snapshot() writes it, for pytorch.org/memory_viz:
+ * "segments" (with their blocks) as the run ended or stopped at its OOM, "device_traces" (alloc,
+ * free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom,
+ * snapshot), "allocator_settings". A recorder serves one replay of one allocator: give it to
+ * the replay as export_ud with gs_snapshot_observe (or call it from your own observer),
+ * gs_snapshot_observe_alloc and gs_snapshot_observe_end. */
+typedef struct gs_snapshot_rec gs_snapshot_rec;
+gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t);
+void gs_snapshot_rec_free(gs_snapshot_rec *r);
+void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void *rec);
+void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_block *b, void *rec);
+void gs_snapshot_observe_end(const gs_heap *h, void *rec);
+/* The pickle (protocol 2), written whole to path. */
+gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const char *trace_name,
+                           const char *policy, uint64_t capacity, GError **err);
 
 /* PyTorch's words for an OOM: "Tried to allocate 516.00 MiB; ... allocated by PyTorch, and ...
  * reserved by PyTorch but unallocated". g_free it. */

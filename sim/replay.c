@@ -259,7 +259,10 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backe
                     return FALSE;
                 }
                 st = GS_OK;
-            } else if (st == GS_OK && o->touch) {
+            } else if (st == GS_OK && o->observe_alloc && !mc && !md) {
+                o->observe_alloc(h, e, slots[e->slot], o->export_ud);
+            }
+            if (st == GS_OK && o->touch && slots[e->slot]) {
                 gint64 t0 = g_get_monotonic_time();
                 st = gs_dev_touch(be, slots[e->slot]->addr, e->size ? e->size : 1);
                 r->touch_seconds += (double)(g_get_monotonic_time() - t0) / 1e6;
@@ -477,6 +480,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     } else {
         r->stats = *gs_heap_stats(h);
         r->calls = *gs_heap_devcalls(h);
+        if (o->observe_end) o->observe_end(h, o->export_ud);
         r->teardown_failures = gs_heap_free_all(h);
     }
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_after, &dev_total);

@@ -59,6 +59,12 @@ typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
  * replayed before it, over all repetitions). For plots (plots/plot.h): the timeline, the retry
  * and OOM markers, the address map at peak reserved. Must not change the heap. */
 typedef void (*gs_observe_fn)(const gs_heap *h, const gs_event *e, size_t index, void *ud);
+/* For the memory_viz export (report.h, gs_snapshot_*): called right after an alloc event is
+ * served, with the block serving it (its address and rounded size), before gs_observe_fn; and
+ * once at the end of a one-allocator replay, with the heap as the last event replayed left it
+ * (the end of the trace, or the OOM it stopped at), before the allocator lets go of it. */
+typedef void (*gs_observe_alloc_fn)(const gs_heap *h, const gs_event *e, const gs_block *b, void *ud);
+typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */
@@ -105,6 +111,11 @@ typedef struct {
     const gs_policy *const *client_policy;
     gs_observe_fn observe;        /* optional: see gs_observe_fn; NULL costs one branch */
     void *observe_ud;
+    /* optional (see gs_observe_alloc_fn): one branch per alloc, and one per replay, when NULL;
+     * a trace of several clients or devices calls neither */
+    gs_observe_alloc_fn observe_alloc;
+    gs_observe_end_fn observe_end;
+    void *export_ud;
     /* Traces with several devices: each device is its own allocator on its own simulated
      * device, with capacity and device_total above unless an entry here names it. A reference
      * (ref) gives each device its own segment addresses. */

@@ -225,6 +225,24 @@ void gs_sweep_free(gs_sweep *s)
     g_free(s);
 }
 
+void gs_sweep_shard(gs_sweep *s, unsigned k, unsigned n)
+{
+    g_return_if_fail(n > 0 && k < n);
+    guint kept = 0;
+    for (guint i = 0; i < s->cells->len; i++) {
+        gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
+        if (c->index % n == k) {
+            if (kept != i) g_array_index(s->cells, gs_sweep_cell, kept) = *c;
+            kept++;
+        } else {
+            g_free(c->policy);
+            gs_policy_free(c->pol);
+            g_strfreev(c->values);
+        }
+    }
+    g_array_set_size(s->cells, kept);
+}
+
 /* The columns of one template's brace lists: each list's name, a name used twice in one
  * template getting a suffix ("max_split_size_mb#2"). */
 static GArray *template_columns(gs_sweep *s, const GPtrArray *names)
@@ -263,7 +281,8 @@ static gboolean add_cells(gs_sweep *s, const char *tmpl, const expansion *pe, co
     guint np = s->params->len;
     size_t n_caps = caps ? caps->len : 1;
     for (size_t k = 0; k < n_caps; k++) {
-        gs_sweep_cell cell = {.policy = g_strdup(pe->text), .values = g_new0(char *, np + 1)};
+        gs_sweep_cell cell = {.policy = g_strdup(pe->text), .values = g_new0(char *, np + 1),
+                              .index = s->cells->len};
         cell.pol = k == 0 ? pol : gs_policy_new(pe->text, NULL);
         for (guint j = 0; j < np; j++) cell.values[j] = g_strdup("");
         for (guint j = 0; j < lay->cols->len; j++) {

@@ -35,6 +35,7 @@ typedef struct {
     gs_policy *pol;     /* parsed from it */
     uint64_t capacity;  /* bytes; 0: no limit */
     char **values;      /* one per parameter, "" where the parameter does not apply */
+    size_t index;       /* its place in the whole grid (the CSV's "cell"), kept by a shard */
 } gs_sweep_cell;
 
 typedef struct {
@@ -48,6 +49,12 @@ typedef struct {
  * NULL-terminated (NULL or empty: "pytorch"); capacity may be NULL (no limit). */
 gs_sweep *gs_sweep_new(const char *const *policies, const char *capacity, GError **err);
 void gs_sweep_free(gs_sweep *s);
+
+/* Keep only shard k of n (0 <= k < n): the cells whose index i has i mod n == k, in grid order,
+ * each keeping its index. Round robin rather than contiguous blocks, so a grid whose costly
+ * cells sit together (the no-limit or expandable ones) still spreads them over the shards, and
+ * a shard is known from (k, n) alone, without the grid's size. A shard may be left empty. */
+void gs_sweep_shard(gs_sweep *s, unsigned k, unsigned n);
 
 /* Replay t in every cell on up to jobs threads (0: one per processor), base giving everything
  * but the policy and capacity. results has one slot per cell, filled by cell index whatever

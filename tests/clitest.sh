@@ -17,3 +17,13 @@ expect_error() {
     grep -q -- "$want" "$tmp/err" || fail "$what: stderr lacks '$want': $(cat "$tmp/err")"
     [ ! -s "$tmp/out" ] || fail "$what: wrote to stdout"
 }
+
+# mask_host_time CSV: the CSV with its host-time column (replay_events_per_s, the one value that
+# varies from run to run) replaced by X, so two runs' CSVs compare byte for byte. The column is
+# found by name in the header (which has no quoted field); rows split on commas alike, so a grid
+# whose values hold commas would shift both files' fields the same way.
+mask_host_time() {
+    awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "replay_events_per_s") c = i
+                                print; next }
+                      c { $c = "X" } { print }' "$1"
+}

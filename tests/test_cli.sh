@@ -52,7 +52,8 @@ grep -q "1 problems skipped" "$tmp/err" || fail "--lenient: no summary of skippe
 python3 - "$tmp/r.json" <<'PY' || fail "json: content"
 import json, sys
 d = json.load(open(sys.argv[1]))
-rs = d["results"]
+assert isinstance(d, list) and len(d) == 1, "one trace: want an array of one"
+rs = d[0]["results"]
 assert [r["policy"] for r in rs] == ["pytorch", "pytorch:max_split_size_mb:128"], rs
 for r in rs:
     for k in ("outcome", "peak_allocated_bytes", "peak_reserved_bytes", "peak_requested_bytes",
@@ -69,7 +70,12 @@ PY
 awk -F, 'NR==1{n=NF} NF!=n{exit 1}' "$tmp/r.csv" || fail "csv: ragged rows"
 head -1 "$tmp/r.csv" | grep -q "^trace,policy,capacity_bytes,outcome," || fail "csv: header"
 "$gpusim" replay "$trace" "$src/traces/data/gpt2.gstrace.gz" --format json >"$tmp/two.json" || fail "two traces: exit"
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2" "$tmp/two.json" || fail "two traces: want a JSON array of 2"
+python3 - "$tmp/two.json" "$trace" "$src/traces/data/gpt2.gstrace.gz" <<'PY' || fail "two traces: want a JSON array of 2, in the order given"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert isinstance(d, list) and [t["trace"] for t in d] == sys.argv[2:], d
+assert all(len(t["results"]) == 1 for t in d)
+PY
 
 # --- --output writes the whole file ---
 "$gpusim" replay "$trace" --format csv -o "$tmp/o.csv" >"$tmp/out" || fail "--output: exit"
@@ -103,14 +109,14 @@ printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc
 "$gpusim" replay "$tmp/huge.gstrace" --format json >"$tmp/huge.json" || fail "huge: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['outcome']=='oom' and r['peak_reserved_bytes']==0, r" "$tmp/huge.json" || fail "huge request: want an OOM"
 
 # --- OOM outcome: stop at first, or continue ---
 "$gpusim" replay "$trace" --capacity 4GiB --format json >"$tmp/oom.json" || fail "oom: exit"
 python3 - "$tmp/oom.json" <<'PY' || fail "oom: content"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
+r = json.load(open(sys.argv[1]))[0]["results"][0]
 assert r["outcome"] == "oom" and r["num_ooms"] == 1, r
 assert r["first_oom"]["event"] > 0 and r["first_oom"]["size"] > 0
 assert r["events"] == r["first_oom"]["event"] + 1
@@ -118,7 +124,7 @@ PY
 "$gpusim" replay "$trace" --capacity 4GiB --continue-on-oom --format json >"$tmp/oom2.json" || fail "continue: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['outcome']=='oom' and r['num_ooms']>1 and r['events']==8533, r" "$tmp/oom2.json" || fail "continue-on-oom: content"
 "$gpusim" replay "$trace" --capacity 4GiB >"$tmp/t.txt" || fail "table: exit"
 grep -q "first OOM at event" "$tmp/t.txt" || fail "table: no first-OOM line"
@@ -145,7 +151,7 @@ PY
 "$gpusim" replay "$alt" -p pytorch:expandable_segments:True --format json >"$tmp/e.json" || fail "expandable json: exit"
 python3 -c "
 import json,sys
-r=json.load(open(sys.argv[1]))['results'][0]
+r=json.load(open(sys.argv[1]))[0]['results'][0]
 assert r['device_calls']['cuMemCreate']['n'] > 0, r['device_calls']" "$tmp/e.json" || fail "expandable json: device_calls"
 
 # --- several clients: the story, its errors, every format ---
@@ -167,7 +173,7 @@ grep -q "held then: cupy 55.007 GiB reserved, 55.007 GiB of it cached" "$tmp/s.t
 "$gpusim" replay "$story" --clients separate,shared,cooperative -p pytorch -p cupy=cupy --format json >"$tmp/s.json" || fail "story json: exit"
 python3 - "$tmp/s.json" <<'PY' || fail "story json: content"
 import json, sys
-rs = json.load(open(sys.argv[1]))["results"]
+rs = json.load(open(sys.argv[1]))[0]["results"]
 assert [r["arrangement"] for r in rs] == ["separate", "shared", "cooperative"], rs
 assert [r["outcome"] for r in rs] == ["oom", "ok", "ok"]
 sep, shared, coop = rs
@@ -245,6 +251,14 @@ v = json.load(open(sys.argv[1]))
 assert len(v) == 1 and v[0]["ok"] and v[0]["policy"] == "pytorch", v
 assert {c["what"] for c in v[0]["checks"]} >= {"outcome", "peak reserved (allocator)", "device time ms"}
 PY
+# several traces: the same shape, an element per (trace, policy) in the order given
+"$gpusim" validate "$trace" "$src/traces/data/batch-alternate.gstrace.gz" --backend sim --runs 1 \
+    --format json -o "$tmp/v2.json" || fail "validate json, two traces: exit $?"
+python3 -c "
+import json,sys
+v=json.load(open(sys.argv[1]))
+assert isinstance(v, list) and [x['trace'] for x in v] == sys.argv[2:], v" "$tmp/v2.json" "$trace" \
+    "$src/traces/data/batch-alternate.gstrace.gz" || fail "validate JSON, two traces: want an array of 2"
 head -1 "$tmp/cal.csv" | grep -q "^op,size_bytes,median_us" || fail "--save-calibration: $(head -2 "$tmp/cal.csv")"
 "$gpusim" replay "$trace" --calibration "$tmp/cal.csv" >/dev/null || fail "the saved calibration does not load"
 
@@ -284,7 +298,7 @@ JSON
     -p pytorch:expandable_segments:True --format json >"$tmp/r.json" || fail "replay --reference: exit $?"
 python3 - "$tmp/r.json" <<'PY' || fail "--reference JSON: only the reference run's setting is compared"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"]
+r = json.load(open(sys.argv[1]))[0]["results"]
 assert r[0]["reference"]["compared"] is True and r[0]["reference"]["match"] is False, r[0]["reference"]
 assert r[1]["reference"]["compared"] is False and r[1]["reference"]["match"] is None, r[1]["reference"]
 PY
@@ -402,7 +416,7 @@ for f in table csv json; do
     "$gpusim" replay "$tmp/empty.gstrace" -p pytorch -p cupy --format $f >"$tmp/out" 2>"$tmp/err" ||
         fail "empty trace, $f: exit $?: $(cat "$tmp/err")"
 done
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['events']==0 and len(d['results'])==2" \
+python3 -c "import json,sys; d=json.load(open(sys.argv[1]))[0]; assert d['events']==0 and len(d['results'])==2" \
     "$tmp/out" || fail "empty trace: JSON"
 GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plots" -q >"$tmp/out" 2>&1
 [ $? -eq 3 ] && [ -s "$tmp/empty-plots/empty-bars.dat" ] || fail "empty trace, --plot: $(cat "$tmp/out")"
@@ -425,7 +439,7 @@ assert any(r["outcome"] == "ok" for r in v["results"]), "no setting saves the ru
 def outcome(policy, cap):
     out = subprocess.run([gpusim, "replay", trace, "-q", "-p", policy, "--capacity", str(cap),
                           "--format", "json"], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["results"][0]["outcome"]
+    return json.loads(out)[0]["results"][0]["outcome"]
 for r in v["results"]:
     m = r["min_capacity_bytes"]
     if m is None or r["policy"].startswith("cupy"):
@@ -450,6 +464,69 @@ expect_error "snapshot to replay" "gpusim whatif" "$gpusim" replay "$src/traces/
 "$gpusim" replay "$trace" -q --fail-on-oom >/dev/null 2>&1 || fail "--fail-on-oom without an OOM: exit $?"
 "$gpusim" sweep "$trace" -q --capacity '{5,6.25}GiB' --fail-on-oom >/dev/null 2>&1
 [ $? -eq 4 ] || fail "sweep --fail-on-oom: want exit 4"
+
+# --- the cluster: --shard K/N and --merge give back the single-machine CSV ---
+grid="-p pytorch:max_split_size_mb:{64,128,256} --capacity {5.75,6.25}GiB"
+# shellcheck disable=SC2086
+"$gpusim" sweep "$alt" $grid -j 2 -o "$tmp/whole.csv" || fail "shard: the whole sweep"
+for k in 0 1 2 3; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid -j 1 --shard $k/4 -o "$tmp/shard-$k.csv" || fail "--shard $k/4: exit"
+    [ "$(head -1 "$tmp/shard-$k.csv")" = "$(head -1 "$tmp/whole.csv")" ] || fail "--shard $k/4: header"
+done
+# cell i in shard i mod 4, with the whole grid's cell number
+[ "$(tail -n +2 "$tmp/shard-1.csv" | cut -d, -f1 | tr '\n' ' ')" = "1 5 " ] ||
+    fail "--shard 1/4: cells $(tail -n +2 "$tmp/shard-1.csv" | cut -d, -f1 | tr '\n' ' ')"
+# given in any order, with the grid (its size checked)
+# shellcheck disable=SC2086
+"$gpusim" sweep --merge "$tmp/shard-3.csv" "$tmp/shard-1.csv" "$tmp/shard-0.csv" "$tmp/shard-2.csv" \
+    $grid -o "$tmp/merged.csv" || fail "--merge: exit"
+mask_host_time "$tmp/whole.csv" >"$tmp/whole.m"
+mask_host_time "$tmp/merged.csv" >"$tmp/merged.m"
+cmp -s "$tmp/whole.m" "$tmp/merged.m" || fail "--merge: differs from the single-machine CSV: $(diff "$tmp/whole.m" "$tmp/merged.m" | head -5)"
+# more shards than cells: the empty ones have the header alone, and merge all the same
+for k in 6 7; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid --shard $k/8 -o "$tmp/e-$k.csv" || fail "--shard $k/8: exit"
+done
+[ "$(wc -l <"$tmp/e-6.csv")" -eq 1 ] && [ "$(wc -l <"$tmp/e-7.csv")" -eq 1 ] || fail "empty shard: $(cat "$tmp/e-6.csv")"
+"$gpusim" sweep --merge "$tmp"/shard-*.csv "$tmp/e-6.csv" "$tmp/e-7.csv" >"$tmp/merged2.csv" ||
+    fail "--merge with empty shards: exit"
+mask_host_time "$tmp/merged2.csv" | cmp -s - "$tmp/whole.m" || fail "--merge with empty shards: differs"
+# what a merge refuses: one line, exit 2, nothing written
+expect_error "--shard K = N" "K runs from 0 to N-1" "$gpusim" sweep "$alt" --shard 4/4
+expect_error "--shard not K/N" "is not K/N" "$gpusim" sweep "$alt" --shard 1
+expect_error "--shard N = 0" "is not K/N" "$gpusim" sweep "$alt" --shard 0/0
+expect_error "--shard -1/2" "is not K/N" "$gpusim" sweep "$alt" --shard -1/2
+expect_error "--shard with --plot" "gpusim plot" "$gpusim" sweep "$alt" --shard 0/2 --plot "$tmp/sp"
+expect_error "--merge a missing shard" "1 of 6 cells are in none of the files, the first cell 2" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/shard-1.csv" "$tmp/shard-3.csv"
+expect_error "--merge a shard twice" "shard-1.csv:2: cell 1 again (it is also at $tmp/shard-1.csv:2)" \
+    "$gpusim" sweep --merge "$tmp"/shard-*.csv "$tmp/shard-1.csv"
+# the last cells missing are seen only against the grid: 6 shards of one cell, the last left out
+for k in 0 1 2 3 4; do
+    # shellcheck disable=SC2086
+    "$gpusim" sweep "$alt" $grid --shard $k/6 -o "$tmp/six-$k.csv" || fail "--shard $k/6: exit"
+done
+"$gpusim" sweep --merge "$tmp"/six-*.csv >/dev/null || fail "--merge without the grid: cells 0..4 are a whole sweep"
+# shellcheck disable=SC2086
+expect_error "--merge, the last cell missing" "1 of 6 cells are in none of the files, the first cell 5" \
+    "$gpusim" sweep --merge "$tmp"/six-*.csv $grid
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' --shard 1/4 -o "$tmp/other.csv" || fail "other grid"
+expect_error "--merge two grids" "other.csv:1: its columns differ from $tmp/shard-0.csv's" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/other.csv"
+head -c $(($(head -1 "$tmp/shard-1.csv" | wc -c) + 100)) "$tmp/shard-1.csv" >"$tmp/cut.csv"
+expect_error "--merge a cut file" "cut.csv:2: the last row has no line end" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/cut.csv"
+"$gpusim" replay "$alt" --format csv -o "$tmp/replay.csv" || fail "replay csv"
+expect_error "--merge a replay's CSV" "replay.csv:1: not a sweep's CSV" "$gpusim" sweep --merge "$tmp/replay.csv"
+printf 'cell,x\nfive,1\n' >"$tmp/bad-cell.csv"
+expect_error "--merge a bad cell" "bad-cell.csv:2: 'five,1' does not start with a cell number" \
+    "$gpusim" sweep --merge "$tmp/bad-cell.csv"
+expect_error "--merge -o an input" "an input of this run" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/merged.csv" -o "$tmp/merged.csv"
+expect_error "--merge a missing file" "nope.csv" "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/nope.csv"
+expect_error "--merge with --plot" "--merge takes" "$gpusim" sweep --merge "$tmp/shard-0.csv" --plot "$tmp/mp"
 # settings that do nothing, or misbehave together, are said (and the replay goes on)
 "$gpusim" replay "$trace" -q -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err" ||
     fail "gc without a cap: exit $?"
@@ -488,7 +565,7 @@ if command -v python3 >/dev/null 2>&1 && [ -d "$refs" ]; then
         --format json -q >"$tmp/die.json" || fail "oomdie expandable: exit"
     python3 - "$tmp/die.json" <<'PY' || fail "oomdie expandable: $(cat "$tmp/die.json")"
 import json, sys
-d = json.load(open(sys.argv[1]))
+d = json.load(open(sys.argv[1]))[0]
 assert d["recorded_fatal_oom_event"] == 1276 and "survives that far" in d["recorded_fatal_oom_note"]
 r = d["results"][0]
 assert r["outcome"] == "ok" and r["caught_ooms"] == 0 and r["events"] == 1277, r
@@ -518,7 +595,7 @@ PY
     "$gpusim" replay "$tmp/two.gstrace.gz" --capacity 3GiB,1=2GiB --format json -q >"$tmp/two.json"
     python3 - "$tmp/two.json" <<'PY' || fail "twogpu JSON"
 import json, sys
-r = json.load(open(sys.argv[1]))["results"][0]
+r = json.load(open(sys.argv[1]))[0]["results"][0]
 devs = r["devices"]
 assert sorted(devs) == ["0", "1"], devs
 for d in devs.values():

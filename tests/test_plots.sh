@@ -112,7 +112,7 @@ rc=$?
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "no gnuplot: stderr: $(cat "$tmp/err")"
 grep -q "gnuplot-that-is-not-there' not found" "$tmp/err" || fail "no gnuplot: message: $(cat "$tmp/err")"
 grep -q "GPUSIM_GNUPLOT" "$tmp/err" || fail "no gnuplot: message does not say how to fix it"
-python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['results'])==3" "$tmp/ng.json" ||
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d[0]['results'])==3" "$tmp/ng.json" ||
     fail "no gnuplot: JSON not written"
 [ -s "$tmp/ng/batch-alternate-timeline.dat" ] && [ -s "$tmp/ng/batch-alternate-timeline.gp" ] ||
     fail "no gnuplot: data and script not written"
@@ -176,7 +176,7 @@ grep -q "unmapped" "$tmp/p/batch-alternate-map-3-pytorch-expandable_segments-Tru
 grep -q "modelled device time (ms)" "$tmp/p/batch-alternate-bars.gp" || fail "bars: no device time"
 python3 - "$tmp/run.json" <<'PY' || fail "replay --plot: JSON series"
 import json, sys
-rs = json.load(open(sys.argv[1]))["results"]
+rs = json.load(open(sys.argv[1]))[0]["results"]
 for r in rs:
     tl, m = r["timeline"], r["address_map"]
     assert max(p[3] for p in tl["points"]) == r["peak_reserved_bytes"], r["policy"]
@@ -354,11 +354,11 @@ python3 - "$ev" "$tmp/PWNED" <<'PY' || fail "evil saved reports: could not write
 import csv, json, sys
 d, pwn = sys.argv[1], sys.argv[2]
 cmd = lambda k: "`touch %s-%s` $(touch %s-%s) \\`touch %s-%s`" % (pwn, k, pwn, k, pwn, k)
-j = json.load(open(d + "/run.json"))
+j = json.load(open(d + "/run.json"))[0]
 j["trace"] = "../../escape/" + cmd("j1") + "'\"\n" + cmd("j2")
 j["results"][0]["policy"] = "pytorch" + cmd("j3") + "'"
 j["results"][1]["outcome"] = "oom" + cmd("j4") + '"'
-json.dump(j, open(d + "/evil.json", "w"))
+json.dump([j], open(d + "/evil.json", "w"))
 rows = list(csv.reader(open(d + "/replay.csv")))
 h = rows[0]
 for r in rows[1:]:

@@ -161,6 +161,13 @@ static int64_t mstat(const gs_json *res, const char *key)
     return v;
 }
 
+/* The one trace of a GPUSIM_STATS file: an array of one, as gpusim replay --format json writes. */
+static const gs_json *stats_doc(const gs_json *j)
+{
+    ck_assert(j && j->type == GS_JSON_ARRAY && j->n == 1);
+    return j->items[0];
+}
+
 START_TEST(threads_stats_and_trace_agree_with_a_replay)
 {
     char *stats = path_in("stats.json"), *trace = path_in("run.gstrace.gz");
@@ -171,7 +178,7 @@ START_TEST(threads_stats_and_trace_agree_with_a_replay)
     GError *err = NULL;
     gs_json *j = gs_json_load(stats, &err);
     ck_assert_msg(j, "%s", err ? err->message : "");
-    const gs_json *res = gs_json_get(j, "results")->items[0];
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
     int64_t mallocs = SERIAL + THREADS * ROUNDS + 3;
     ck_assert_int_eq(mstat(res, "allocation.all.allocated"), mallocs);
     ck_assert_int_eq(mstat(res, "allocation.all.current"), 3);
@@ -269,7 +276,7 @@ START_TEST(empty_unknown_and_over_capacity_requests)
     g_free(trace);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
-    const gs_json *res = gs_json_get(j, "results")->items[0];
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
     ck_assert_int_eq(mstat(res, "num_ooms"), 1);
     ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 1);
     ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"), 0);
@@ -341,7 +348,7 @@ START_TEST(two_devices_never_share_an_address_and_a_wrong_device_free_is_refused
     g_free(msg);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
-    const gs_json *rs = gs_json_get(j, "results");
+    const gs_json *rs = gs_json_get(stats_doc(j), "results");
     ck_assert_uint_eq(rs->n, 2);
     for (size_t d = 0; d < 2; d++) {
         ck_assert_int_eq(mstat(rs->items[d], "allocation.all.allocated"), 8);
@@ -387,7 +394,7 @@ START_TEST(oom_raises_through_the_hook_and_the_program_goes_on)
     ck_assert_int_eq(in_child_within(oom_body, env, 30), 0);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
-    const gs_json *res = gs_json_get(j, "results")->items[0];
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
     ck_assert_int_eq(mstat(res, "num_ooms"), 1);
     ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 2);
     ck_assert_int_eq(mstat(res, "reserved_bytes.all.current"), 0); /* empty_cache released it */

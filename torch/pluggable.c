@@ -11,6 +11,7 @@
  *                    takes it (default: pytorch); a bad one stops the program with a message
  *   GPUSIM_CAPACITY  the allocator's limit (PyTorch's memory fraction times the device), e.g. 20GiB
  *   GPUSIM_STATS     at exit, write the statistics there: the JSON of `gpusim replay --format json`
+ *                    (an array of one trace)
  *   GPUSIM_TRACE     record every request in gpusim's trace format (gz if the name ends in .gz),
  *                    written at exit: a trace of any PyTorch program, ready for gpusim replay
  *   GPUSIM_BACKEND   cuda (default), or sim: the simulated device, whose "pointers" are not
@@ -382,7 +383,10 @@ static void write_outputs(void)
         size_t len = 0;
         FILE *m = open_memstream(&buf, &len);
         char *name = g_strdup_printf("gpusim pluggable allocator (pid %d)", (int)getpid());
+        /* An array of one trace, as gpusim replay --format json writes for one trace. */
+        fputs("[\n", m);
         gs_report(m, GS_FMT_JSON, name, t, rs, n, NULL, true);
+        fputs("]\n", m);
         fclose(m);
         if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
         if (!g_file_set_contents(a->stats_path, buf, (gssize)len, &err)) {
