@@ -125,7 +125,8 @@ static uint64_t plan(item *it, size_t n)
             break;
         }
         span *h = (span *)(void *)p.hits->data;
-        qsort(h, p.hits->len, sizeof(span), cmp_span);
+        /* data is NULL while the array is empty, which qsort may not be given */
+        if (p.hits->len > 1) qsort(h, p.hits->len, sizeof(span), cmp_span);
         uint64_t at = 0;
         for (guint j = 0; j < p.hits->len; j++) {
             if (h[j].off >= at + x->size) break; /* the gap below this one holds x */
