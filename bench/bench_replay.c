@@ -59,14 +59,17 @@ typedef struct {
 static gboolean timed_replay(const gs_trace *t, const gs_policy *p, unsigned repeat,
                              uint64_t capacity, bool continue_on_oom, timing *out)
 {
+    /* the trace's bound, outside the timed part: computed once per trace by the commands */
+    gs_bound *b = gs_bound_compute(t);
     gs_replay_opts o = {.device_total = t->device_total, .repeat = repeat,
-                        .capacity = capacity, .continue_on_oom = continue_on_oom};
+                        .capacity = capacity, .continue_on_oom = continue_on_oom, .bound = b};
     gs_result r;
     GError *err = NULL;
     double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
     gboolean ok = gs_replay_run(t, p, &o, &r, &err);
     out->cpu_s = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     out->wall_s = clock_s(CLOCK_MONOTONIC) - w0;
+    gs_bound_free(b);
     if (!ok) {
         fprintf(stderr, "bench_replay: %s\n", err->message);
         g_error_free(err);

@@ -248,6 +248,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     int rc = GS_EXIT_OK;
     size_t n_dev = 0;
     gs_device_opts *dev = device_opts(x, t, &n_dev);
+    gs_bound *bound = gs_bound_compute(t); /* once for every policy's replay */
     for (guint i = 0; i < n; i++) {
         const gs_policy *pol = only ? only : x->pa->compared->pdata[i % npols];
         char *label = g_strdup_printf("%s [%s]", path, pol->spec);
@@ -265,6 +266,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             .client_policy = cpol,
             .devices = n_dev > 1 ? dev : NULL,
             .n_devices = n_dev > 1 ? n_dev : 0,
+            .bound = bound,
         };
         if (n_dev == 1 && dev[0].capacity) o.capacity = dev[0].capacity;
         if (n_dev == 1 && dev[0].device_total) o.device_total = dev[0].device_total;
@@ -316,6 +318,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     g_free(refs);
     g_free(cpol);
     g_free(dev);
+    gs_bound_free(bound);
     return rc;
 }
 

@@ -108,6 +108,9 @@ static gs_result client_as_result(const gs_result *r, const gs_client_result *c)
     cr.calls = c->calls;
     cr.events = r->events;
     cr.host_seconds = r->host_seconds;
+    /* the bound is the device's, all clients together (sim/bound.h) */
+    cr.lower_bound_bytes = r->lower_bound_bytes;
+    cr.offline_bytes = r->offline_bytes;
     return cr;
 }
 
@@ -370,6 +373,31 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
                 cv.synthesized, cv.synthesized == 1 ? "" : "s");
 }
 
+/* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per
+ * device of a trace that names several. */
+static char *offline_text(uint64_t bytes, uint64_t lower)
+{
+    if (bytes == 0 && lower > 0) return g_strdup("(not computed: too many lifetimes overlap)");
+    return gs_format_size(bytes);
+}
+
+void gs_report_bound(FILE *out, const gs_result *r)
+{
+    char *lb = gs_format_size(r->lower_bound_bytes);
+    char *off = offline_text(r->offline_bytes, r->lower_bound_bytes);
+    fprintf(out, "  bound: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
+                 "an offline planner needs %s\n", lb, off);
+    g_free(lb);
+    g_free(off);
+    for (size_t k = 0; k < r->n_devices; k++) {
+        lb = gs_format_size(r->devices[k].lower_bound_bytes);
+        off = offline_text(r->devices[k].offline_bytes, r->devices[k].lower_bound_bytes);
+        fprintf(out, "    device %u: %s; offline %s\n", r->devices[k].device, lb, off);
+        g_free(lb);
+        g_free(off);
+    }
+}
+
 static void table_row(FILE *out, int w, const char *label, const gs_result *r)
 {
     char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
@@ -388,6 +416,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
 {
     fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
     gs_report_caveats(out, t);
+    if (n) gs_report_bound(out, &rs[0]);
     char **labels = g_new0(char *, n + 1);
     int w = 6;
     for (size_t i = 0; i < n; i++) {
@@ -423,7 +452,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     "first_oom_free_too_small_bytes,peak_allocated_bytes,"                                     \
     "peak_reserved_bytes,peak_requested_bytes,frag_peak,waste_bytes,internal_frag,"            \
     "external_frag,num_alloc_retries,num_ooms,num_device_alloc,num_device_free,"               \
-    "segments_allocated,device_time_us,replay_events_per_s"
+    "segments_allocated,device_time_us,replay_events_per_s,lower_bound_bytes,offline_bytes"
 /* ... then, for each device call kind K (gs_call_name), n_K and us_K: calls made, time in them;
  * then, when some trace of the output has several clients, these, and a row per client after
  * each result's (the device's) row: */
@@ -460,6 +489,8 @@ static void csv_row(FILE *out, const gs_result *r)
             gs_result_internal_frag(r), gs_result_external_frag(r), s->num_alloc_retries,
             s->num_ooms, s->num_device_alloc, s->num_device_free, s->segment[GS_STAT_ALL].allocated,
             gs_devcalls_total_us(&r->calls), events_per_s(r));
+    fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT, r->lower_bound_bytes,
+            r->offline_bytes);
     for (int k = 0; k < GS_CALL_COUNT; k++)
         fprintf(out, ",%" G_GUINT64_FORMAT ",%.1f", r->calls.n[k], r->calls.time_us[k]);
 }
@@ -647,6 +678,8 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref, b
     }
     gs_jw_break(w, JSON_LINE);
     json_peaks(w, r, s);
+    jw_u(w, "lower_bound_bytes", r->lower_bound_bytes);
+    jw_u(w, "offline_bytes", r->offline_bytes);
     jw_f(w, "internal_frag", "%.6f", gs_result_internal_frag(r));
     jw_f(w, "external_frag", "%.6f", gs_result_external_frag(r));
     gs_jw_break(w, JSON_LINE);

@@ -73,6 +73,9 @@ char *gs_oom_message(const gs_oom_report *o);
 /* What the trace can tell, a line each (indented): where the recorded run died (an OOM), where
  * its recording began (a cut log). Nothing for a complete recording. */
 void gs_report_caveats(FILE *out, const gs_trace *t);
+/* The trace's bound (sim/bound.h) as r carries it, under the first line: "  bound: ...", and a
+ * line per device of a trace that names several. */
+void gs_report_bound(FILE *out, const gs_result *r);
 
 /* ---- gpusim whatif (whatif.c) ---- */
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the

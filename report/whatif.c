@@ -77,6 +77,8 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     fprintf(out, "whatif %s: %zu events, at the cap of %s\n", name, t->n, cap);
     g_free(cap);
     gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
+    /* the trace's bound (sim/bound.h): no minimum capacity can be below it */
+    if (rows->len) gs_report_bound(out, &((const gs_whatif_row *)rows->pdata[0])->at_cap);
     int w = 7;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
@@ -133,7 +135,7 @@ static void csv(FILE *out, const char *name, const GPtrArray *rows, uint64_t cap
     const gs_whatif_row *dflt = gs_whatif_default(rows);
     fputs("trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes,fails_above_bytes,"
           "headroom_bytes,num_alloc_retries,num_ooms,device_frees,device_time_us,"
-          "device_time_vs_default,peak_reserved_bytes,replays\n", out);
+          "device_time_vs_default,peak_reserved_bytes,replays,lower_bound_bytes,offline_bytes\n", out);
     char *tq = gs_csv_quote(name);
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
@@ -147,11 +149,12 @@ static void csv(FILE *out, const char *name, const GPtrArray *rows, uint64_t cap
         if (r->search.found)
             fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
         fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
-                     ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u\n",
+                     ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT
+                     ",%" G_GUINT64_FORMAT "\n",
                 r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
                 device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
                 vs_default(r, dflt), r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
-                r->search.probes + 1);
+                r->search.probes + 1, r->at_cap.lower_bound_bytes, r->at_cap.offline_bytes);
         g_free(pq);
     }
     g_free(tq);
@@ -222,6 +225,10 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_int(&w, r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
         gs_jw_key(&w, "replays");
         gs_jw_uint(&w, r->search.probes + 1);
+        gs_jw_key(&w, "lower_bound_bytes");
+        gs_jw_uint(&w, r->at_cap.lower_bound_bytes);
+        gs_jw_key(&w, "offline_bytes");
+        gs_jw_uint(&w, r->at_cap.offline_bytes);
         gs_jw_object_end(&w);
     }
     gs_jw_text(&w, "\n");

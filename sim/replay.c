@@ -427,8 +427,35 @@ static gboolean replay_devices(const gs_trace *t, const gs_policy *p, const gs_r
     return TRUE;
 }
 
+/* The trace's bound into r and its devices' results. */
+static void set_bound(const gs_trace *t, const gs_replay_opts *o, gs_result *r)
+{
+    gs_bound *own = o->bound ? NULL : gs_bound_compute(t);
+    const gs_bound *b = o->bound ? o->bound : own;
+    r->lower_bound_bytes = b->lower_bound_bytes;
+    r->offline_bytes = b->offline_bytes;
+    for (size_t k = 0; k < r->n_devices; k++) {
+        const gs_bound_dev *d = gs_bound_device(b, r->devices[k].device);
+        if (!d) continue;
+        r->devices[k].lower_bound_bytes = d->lower_bound_bytes;
+        r->devices[k].offline_bytes = d->offline_bytes;
+    }
+    gs_bound_free(own);
+}
+
+static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
+                           gs_result *r, GError **err);
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
+{
+    if (!replay_run(t, p, o, r, err)) return FALSE;
+    set_bound(t, o, r);
+    return TRUE;
+}
+
+static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
+                           gs_result *r, GError **err)
 {
     memset(r, 0, sizeof *r);
     r->policy = g_strdup(p->spec);

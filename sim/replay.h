@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "bound.h"
 #include "core.h"
 #include "policies.h"
 #include "util.h"
@@ -121,6 +122,9 @@ typedef struct {
      * (ref) gives each device its own segment addresses. */
     const gs_device_opts *devices;
     size_t n_devices;
+    /* Optional: the trace's bound (bound.h), computed once by a caller that replays it many
+     * times; NULL: gs_replay_run computes it for this replay. */
+    const gs_bound *bound;
 } gs_replay_opts;
 
 /* One client's part of a replay of a trace with several clients. */
@@ -209,6 +213,9 @@ typedef struct gs_result {
     size_t n_devices;
     uint32_t device;              /* a device's result: which device */
     uint32_t first_oom_device;    /* several devices, when oom: the device of the first OOM */
+    /* The trace's bound (bound.h; docs/metrics.md): no allocator needs less than
+     * lower_bound_bytes, an offline planner needs offline_bytes. A device's result: its own. */
+    uint64_t lower_bound_bytes, offline_bytes;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device

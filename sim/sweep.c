@@ -414,7 +414,12 @@ gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts
                       unsigned jobs, gs_sweep_progress_fn progress, void *ud, gs_result *results,
                       GError **err)
 {
-    run_ctx x = {.s = s, .t = t, .base = base, .results = results, .progress = progress, .ud = ud};
+    /* the trace's bound once for every cell (sim/bound.h), unless the caller has it */
+    gs_bound *own = base->bound ? NULL : gs_bound_compute(t);
+    gs_replay_opts with_bound = *base;
+    if (own) with_bound.bound = own;
+    run_ctx x = {.s = s, .t = t, .base = &with_bound, .results = results, .progress = progress,
+                 .ud = ud};
     g_mutex_init(&x.lock);
     if (!jobs) jobs = g_get_num_processors();
     if (jobs > s->cells->len) jobs = s->cells->len;
@@ -427,6 +432,7 @@ gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts
         g_thread_pool_free(pool, FALSE, TRUE); /* wait for every cell */
     }
     g_mutex_clear(&x.lock);
+    gs_bound_free(own);
     if (x.first_error) {
         g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "%s", x.first_error);
         g_free(x.first_error);

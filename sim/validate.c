@@ -30,18 +30,32 @@ static bool same_run(const gs_result *a, const gs_result *b)
     return true;
 }
 
+static gboolean validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
+                             const gs_bound *bound, gs_validation *v, GError **err);
+
 gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
                          gs_validation *v, GError **err)
+{
+    gs_bound *bound = gs_bound_compute(t); /* once for every run (sim/bound.h) */
+    gboolean ok = validate_run(t, p, o, bound, v, err);
+    gs_bound_free(bound);
+    return ok;
+}
+
+static gboolean validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
+                             const gs_bound *bound, gs_validation *v, GError **err)
 {
     memset(v, 0, sizeof *v);
     gs_replay_opts so = {
         .capacity = o->capacity,
         .device_total = o->device_total,
         .cal = o->cal,
+        .bound = bound,
     };
     if (!gs_replay_run(t, p, &so, &v->sim, err)) return FALSE;
 
-    gs_replay_opts ro = {.capacity = o->capacity, .backend = o->backend, .touch = o->touch};
+    gs_replay_opts ro = {.capacity = o->capacity, .backend = o->backend, .touch = o->touch,
+                         .bound = bound};
     gs_result warm;
     ro.probe_driver = true;
     if (!gs_replay_run(t, p, &ro, &warm, err)) return FALSE;

@@ -156,18 +156,21 @@ typedef struct {
     const gs_trace *t;
     const gs_whatif_opts *o;
     const gs_policy *pol;
+    const gs_bound *bound;
 } probe_ctx;
 
-static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity)
+/* bound: the trace's, computed once for every replay of the search (sim/bound.h) */
+static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity, const gs_bound *bound)
 {
-    return (gs_replay_opts){.capacity = capacity, .device_total = o->device_total, .cal = o->cal};
+    return (gs_replay_opts){.capacity = capacity, .device_total = o->device_total, .cal = o->cal,
+                            .bound = bound};
 }
 
 /* Completes: no OOM and no device error. */
 static bool completes(uint64_t capacity, void *ud)
 {
     const probe_ctx *x = ud;
-    gs_replay_opts ro = replay_opts(x->o, capacity);
+    gs_replay_opts ro = replay_opts(x->o, capacity, x->bound);
     gs_result r;
     bool ok = gs_replay_run(x->t, x->pol, &ro, &r, NULL) && !r.oom && r.error == GS_OK;
     gs_result_clear(&r);
@@ -178,6 +181,7 @@ typedef struct {
     GPtrArray *rows;
     const gs_trace *t;
     const gs_whatif_opts *o;
+    const gs_bound *bound;
     GMutex lock;
     size_t done;
 } run_ctx;
@@ -186,13 +190,13 @@ static void run_row(gpointer data, gpointer user)
 {
     run_ctx *x = user;
     gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
-    gs_replay_opts ro = replay_opts(x->o, x->o->capacity);
+    gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
     (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
     /* No allocator completes below the trace's peak allocated bytes under this setting's
      * rounding (reserved >= allocated at every moment), so the bisection starts there. */
     int64_t peak = r->at_cap.oom ? 0 : r->at_cap.stats.allocated_bytes[GS_STAT_ALL].peak;
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
-    probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol};
+    probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};
     gs_whatif_bisect(completes, &p, lo, x->o->device_total, GS_WHATIF_STEP, &r->search);
     g_mutex_lock(&x->lock);
     x->done++;
@@ -202,7 +206,8 @@ static void run_row(gpointer data, gpointer user)
 
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
 {
-    run_ctx x = {.rows = rows, .t = t, .o = o};
+    gs_bound *bound = gs_bound_compute(t);
+    run_ctx x = {.rows = rows, .t = t, .o = o, .bound = bound};
     g_mutex_init(&x.lock);
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;
@@ -214,4 +219,5 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
         g_thread_pool_free(pool, FALSE, TRUE);
     }
     g_mutex_clear(&x.lock);
+    gs_bound_free(bound);
 }

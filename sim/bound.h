@@ -1,0 +1,52 @@
+/* bound.h - what no allocator can beat, and what an offline planner reaches, for a trace.
+ *
+ * Every replay's waste is measured against two numbers of the trace itself (docs/metrics.md,
+ * "The bound"), computed once per trace, independent of any policy:
+ *   lower_bound_bytes  the peak, over the trace, of the sum of the live requests' sizes as the
+ *                      program asked for them, rounded up to the device's 2 MiB page: no
+ *                      allocator can hold the live bytes in less, and the driver hands out
+ *                      memory in whole pages;
+ *   offline_bytes      the peak of an offline planner that knows every request's size and
+ *                      lifetime in advance and places each once, for its whole life, in one
+ *                      address range (greedy by size: largest first, each at the lowest offset
+ *                      free over its lifetime), requests aligned to 512 bytes, rounded up to
+ *                      2 MiB. An achievable layout: the optimum lies between the two numbers.
+ * Per device: a trace naming several devices gets a bound per device (each device's memory is
+ * its own) and the totals are their sums. Every client of a device counts together: the bound
+ * is the device's, whatever the arrangement.
+ */
+#ifndef GS_BOUND_H
+#define GS_BOUND_H
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    uint32_t device;
+    uint64_t peak_live_bytes;   /* the peak of the live requested bytes, not rounded */
+    uint64_t lower_bound_bytes; /* peak_live_bytes rounded up to 2 MiB */
+    uint64_t offline_bytes;     /* the planner's peak, rounded up to 2 MiB; 0: not computed
+                                 * (more overlapping lifetimes than its budget, bound.c) */
+} gs_bound_dev;
+
+typedef struct {
+    /* Totals over the devices (sums; offline_bytes 0 when a device's is). */
+    uint64_t peak_live_bytes, lower_bound_bytes, offline_bytes;
+    size_t n_devices;           /* at least 1 (device 0 for a trace with no allocation) */
+    gs_bound_dev *devices;      /* ascending device order */
+} gs_bound;
+
+/* The bound of t; never fails. O(n log n) plus the planner's pairs of requests whose lifetimes
+ * overlap (each placement looks at those already placed beside it in time), up to a budget. */
+gs_bound *gs_bound_compute(const gs_trace *t);
+void gs_bound_free(gs_bound *b);
+/* The entry for device (NULL if the trace has none). */
+const gs_bound_dev *gs_bound_device(const gs_bound *b, uint32_t device);
+
+G_END_DECLS
+
+#endif
