@@ -292,6 +292,60 @@ def _is_num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+# Limits of what the trace can say (docs/trace-format.md, "Limits"): every number in an event
+# line is an unsigned 64-bit integer, and a device's size is at most GS_MAX_DEVICE_BYTES (2^44,
+# util/util.h). A value past them is refused here, with a message, rather than written for the
+# reader to refuse later (or, for a time, to wrap).
+U64_LIMIT = 1 << 64
+MAX_DEVICE_BYTES = 1 << 44
+
+
+def check_size(v, where):
+    """A recorded size: an integer 0 <= v < 2^64 (what the trace's size column can hold)."""
+    if v < 0:
+        raise ConvertError(f"{where}: negative size {v}")
+    if v >= U64_LIMIT:
+        raise ConvertError(f"{where}: size {v} does not fit in 64 bits (2^64 and more)")
+    return v
+
+
+def check_time(t, where):
+    """A recorded time: a finite number (NaN or an infinity would have no place in the order)."""
+    if isinstance(t, float) and (t != t or t in (float("inf"), float("-inf"))):
+        raise ConvertError(f"{where}: 'time_us' is {t}, not a finite number")
+    return t
+
+
+def device_total_ok(v):
+    """A device size the trace reader accepts: an integer 1 .. 2^44."""
+    return _is_int(v) and 0 < v <= MAX_DEVICE_BYTES
+
+
+# Header values are the rest of a '# key: value' line: a line break in one would start a new
+# header line (a forged '# device_total_bytes: 1', say), and the reader refuses NUL and CR.
+# Free text (the source's file name) is written with its control characters escaped as \xNN;
+# a value gpusim reads as a setting (allocator_conf) is refused instead, since an altered
+# setting would be replayed as if it were the recorded one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_text(value):
+    """Free text for a header line: control characters as \\xNN (backslashes stay as they are)."""
+    value = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    # A file name that is not UTF-8 comes as surrogate escapes, which UTF-8 cannot encode.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\x{ord(m.group()) & 0xff:02x}", value)
+
+
+def header_setting(key, value):
+    """A header value gpusim reads: refused when it holds a control character."""
+    m = _CONTROL.search(value) or re.search("[\ud800-\udfff]", value)
+    if m:
+        raise ConvertError(f"the recorded {key} {value[:60]!r} holds a control character "
+                           f"({ord(m.group()):#04x}) at offset {m.start()}; a header value is "
+                           f"one line of text, and this one cannot be written as recorded")
+    return value
+
+
 def read_snapshot(data):
     snap = load_pickle(data)
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
@@ -313,6 +367,7 @@ def read_snapshot(data):
         rec.allocator_conf = conf if isinstance(conf, str) else None
 
     per_device = []
+    check_shared_references(traces)
     for dev, evs in enumerate(traces):
         if not isinstance(evs, list):
             raise ConvertError(f"snapshot device_traces[{dev}] is not a list")
@@ -328,6 +383,33 @@ def read_snapshot(data):
     rec.final_segments = _snapshot_final_segments(snap.get("segments"))
     rec.per_device = per_device
     return rec
+
+
+def check_shared_references(traces):
+    """Refuse a snapshot whose event lists or events are one object referred to many times.
+
+    A pickle may refer to an object it already holds (its memo): a few bytes then stand for a
+    whole list again, and a small file can name 10^4 times a list of 10^4 events, 10^8 events
+    to convert (minutes and gigabytes). PyTorch never writes one device's events twice, nor one
+    event in two places (it shares only the frames of a stack), so a repeat is refused at once.
+    """
+    seen_lists = {}
+    seen_events = {}
+    for dev, evs in enumerate(traces):
+        if not isinstance(evs, list):
+            continue
+        other = seen_lists.setdefault(id(evs), dev)
+        if other != dev:
+            raise ConvertError(f"snapshot device_traces[{dev}] is the same list as "
+                               f"device_traces[{other}] (a shared reference in the pickle); "
+                               f"a PyTorch snapshot never repeats an event list")
+        for i, e in enumerate(evs):
+            if isinstance(e, (dict, list)):
+                other = seen_events.setdefault(id(e), (dev, i))
+                if other != (dev, i):
+                    raise ConvertError(f"device {dev} event {i} is the same object as device "
+                                       f"{other[0]} event {other[1]} (a shared reference in "
+                                       f"the pickle); a PyTorch snapshot never repeats an event")
 
 
 def merge_devices(rec):
@@ -457,6 +539,7 @@ def _snapshot_final_blocks(segments):
             addr, size = b.get("address"), b.get("requested_size")
             if not _is_int(addr) or not _is_int(size):
                 return None
+            check_size(size, f"segments: block {addr:#x}")
             blocks.append((dev, addr, size, stream_u64(stream, "segments")))
     return sorted(blocks)
 
@@ -503,8 +586,8 @@ def _snapshot_device_events(dev, evs, rec):
         t = e.get("time_us")
         if not _is_num(t):
             raise ConvertError(f"{where} ({action}): 'time_us' is missing or not a number")
-        if fields["size"] < 0:
-            raise ConvertError(f"{where} ({action}): negative size {fields['size']}")
+        check_time(t, f"{where} ({action})")
+        check_size(fields["size"], f"{where} ({action})")
         addr, size = fields[addr_key], fields["size"]
         stream = stream_u64(fields["stream"], where)
 
@@ -600,8 +683,7 @@ def read_rmm_log(data):
         addr = _rmm_int(ptr, where, "pointer")
         nbytes = _rmm_int(size, where, "size")
         strm = stream_u64(_rmm_int(stream, where, "stream"), where)
-        if nbytes < 0:
-            raise ConvertError(f"{where}: negative size {nbytes}")
+        check_size(nbytes, where)
         op = "alloc" if action == "allocate" else "free"
         rec.events.append(Event(op, 0, strm, addr, nbytes, t, False, where))
         rec.devices.add(0)
@@ -734,6 +816,9 @@ def build_trace(rec, label):
     clamped = 0
     for t, op, dev, stream, blk in body:
         rel = int(round(t - base))
+        if rel >= U64_LIMIT:
+            raise ConvertError(f"time_us spans {rel} microseconds, more than the trace's time "
+                               f"column holds (2^64)")
         if rel < last_t:
             # The recorded clock went backwards (TSC-derived and approximate): keep time
             # non-decreasing, because the event order is what replay follows.
@@ -926,14 +1011,15 @@ def build_reference(rec, tr, source, sibling, device_total):
 
 def render_trace(rec, tr, source, device_total, client, totals_by_device=None):
     # Version 2 only when a row needs it: a trace without oom rows is written as before.
-    lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC, f"# source: {rec.kind} {source}"]
+    lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
+             f"# source: {rec.kind} {header_text(source)}"]
     if device_total is not None:
         lines.append(f"# device_total_bytes: {device_total}")
     if totals_by_device:
         lines.append("# device_total_bytes_by_device: " +
                      ",".join(f"{d}={n}" for d, n in sorted(totals_by_device.items())))
     if rec.allocator_conf is not None:
-        lines.append(f"# allocator_conf: {rec.allocator_conf}")
+        lines.append(f"# allocator_conf: {header_setting('allocator_conf', rec.allocator_conf)}")
     if tr.num_synthesized:
         lines.append(f"# synthesized_allocs: {tr.num_synthesized}")
     if tr.started_mid_run and not tr.num_synthesized:
@@ -1154,6 +1240,9 @@ def convert(args):
     device_total = args.device_total
     if device_total is None and sibling and _is_int(sibling.get("total_bytes")):
         device_total = sibling["total_bytes"]
+    if device_total is not None and not device_total_ok(device_total):
+        raise ConvertError(f"device total {device_total} bytes is out of range (1 to 2^44, the "
+                           f"most gpusim simulates)")
 
     infer_all_empty_cache(rec, args, sibling, label)
     merge_devices(rec)
@@ -1175,6 +1264,10 @@ def convert(args):
     if len(devices) > 1 and sibling and isinstance(sibling.get("total_bytes_by_device"), dict):
         totals = {d: _by_device(sibling, "total_bytes_by_device", d) for d in devices}
         totals = {d: n for d, n in totals.items() if _is_int(n)}
+        for d, n in totals.items():
+            if not device_total_ok(n):
+                raise ConvertError(f"{sib_path}: total_bytes_by_device of device {d}, {n} bytes, "
+                                   f"is out of range (1 to 2^44, the most gpusim simulates)")
 
     source = os.path.basename(args.input)
     trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals)
@@ -1188,17 +1281,31 @@ def convert(args):
         write_whole(args.reference, text.encode("utf-8"))
 
 
+def one_line(text):
+    """A message as one printable line (it may quote input: a line break must not split it)."""
+    return header_text(" ".join(str(text).splitlines()))
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    label = header_text(args.input)
     try:
         convert(args)
     except ConvertError as e:
         # One line, always: messages about another file name it; the rest are about INPUT.
-        msg = " ".join(str(e).split("\n"))
-        print(f"{PROG}: {args.input}: {msg}", file=sys.stderr)
+        print(f"{PROG}: {label}: {one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
     except MemoryError:
-        print(f"{PROG}: {args.input}: out of memory while converting", file=sys.stderr)
+        print(f"{PROG}: {label}: out of memory while converting", file=sys.stderr)
+        return EXIT_ERROR
+    except RecursionError:
+        print(f"{PROG}: {label}: the input nests too deeply to convert", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - the last resort: one line and exit 2, never a traceback
+        # Every expected failure is a ConvertError; reaching here is a bug of the converter on
+        # this input. Its type and message still say where to look.
+        print(f"{PROG}: {label}: internal error, please report it with the input: "
+              f"{type(e).__name__}: {one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
     return 0
 
