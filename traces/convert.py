@@ -113,6 +113,7 @@ Standard library only (Python 3.10+).
 
 import argparse
 import collections
+import contextlib
 import gzip
 import heapq
 import io
@@ -1289,8 +1290,13 @@ def one_line(text):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     label = header_text(args.input)
+    # Warnings are held until the conversion succeeds: a failure is one line on stderr, and
+    # warnings about a conversion that did not happen would only bury it.
+    held = io.StringIO()
     try:
-        convert(args)
+        with contextlib.redirect_stderr(held):
+            convert(args)
+        sys.stderr.write(held.getvalue())
     except ConvertError as e:
         # One line, always: messages about another file name it; the rest are about INPUT.
         print(f"{PROG}: {label}: {one_line(e)}", file=sys.stderr)
