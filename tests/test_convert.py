@@ -446,6 +446,16 @@ class TestHostileInput(ConverterTestCase):
         self.assertEqual(self.event_lines(self.path("o.gstrace")),
                          ["0,0,alloc,torch,0,0,1,18446744073709551615"])
 
+    def test_device_out_of_range_in_segments(self):
+        # found by tests/fuzz/fuzz_convert.py: a held block's device was written as it was
+        for dev in (-1, 1 << 64):
+            seg = [{"device": dev, "address": 0x1000, "stream": 0, "is_expandable": False,
+                    "blocks": [{"address": 0x1000, "state": "active_allocated",
+                                "requested_size": 64}]}]
+            src = self.write_snapshot("s.pickle", snapshot([ev("alloc", 0x9000, 1, 1)],
+                                                            segments=seg))
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "device")
+
     def test_size_out_of_range_in_segments_and_rmm(self):
         seg = [{"device": 0, "address": 0x1000, "stream": 0, "is_expandable": False,
                 "blocks": [{"address": 0x1000, "state": "active_allocated",

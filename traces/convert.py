@@ -532,6 +532,9 @@ def _snapshot_final_blocks(segments):
         dev, stream = seg.get("device"), seg.get("stream")
         if not _is_int(dev) or not _is_int(stream):
             return None
+        if not 0 <= dev < 1 << 32:
+            # the trace's device column holds 0 .. 2^32 - 1 (found by fuzz_convert.py)
+            raise ConvertError(f"segments: device {dev} is not a device number (0 .. 2^32 - 1)")
         for b in seg["blocks"]:
             if not isinstance(b, dict):
                 return None
