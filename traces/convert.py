@@ -574,6 +574,11 @@ class SnapshotWalker:
     def _consume(self, lst, items):
         dev = lst.dev
         on_entry = self.on_entry
+        if len({id(e) for e in items}) != len(items):
+            # a reference to an entry of the same batch (the memo catches later ones)
+            raise ConvertError("the snapshot refers to an event it already holds a second "
+                               "time (a shared reference in the pickle); a PyTorch snapshot "
+                               "never repeats an event or an event list")
         for e in items:
             on_entry(dev, lst.count, e)
             lst.count += 1
