@@ -530,6 +530,66 @@ class TestHostileInput(ConverterTestCase):
         self.assert_one_line_error(r, "internal error", "KeyError")
 
 
+class TestStreaming(ConverterTestCase):
+    """Issue 15 item 4 and issue 17: snapshots are streamed, with a progress line on demand."""
+
+    def big(self, n):
+        events = []
+        for i in range(n):
+            events.append(ev("alloc", 0x1000 + 512 * i, 64, 2 * i))
+            events.append(ev("free_requested", 0x1000 + 512 * i, 64, 2 * i + 1))
+            events.append(ev("free_completed", 0x1000 + 512 * i, 64, 2 * i + 1))
+        return self.write_snapshot("big.pickle", snapshot(events))
+
+    def test_progress_when_asked(self):
+        src = self.big(30_000)
+        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
+                "convert.Progress.INTERVAL = 0; sys.exit(convert.main(sys.argv[2:]))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
+                            "-o", "o.gstrace", "--progress"], cwd=self.tmp,
+                           capture_output=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"entries, ", r.stderr)
+        self.assertIn(b"% of ", r.stderr)
+        self.assertIn(b"entries/s", r.stderr)
+        self.assertTrue(r.stderr.startswith(b"\rconvert.py: "), repr(r.stderr[:40]))
+        self.assertTrue(r.stderr.endswith(b"\r\x1b[K"), repr(r.stderr[-40:]))
+
+    def test_no_progress_unless_asked(self):
+        src = self.big(30_000)
+        for extra in ([], ["--quiet"], ["--progress", "--quiet"]):
+            r = self.convert_ok(src, "-o", "o.gstrace", *extra)
+            if extra == ["--progress", "--quiet"]:
+                continue       # --progress wins over --quiet: asked for by name
+            self.assertEqual(r.stderr, "")
+
+    def test_streamed_equals_loaded(self):
+        # the walker's result against pickle.load's, for every pickle protocol
+        events = BASIC_EVENTS + [ev("oom", 1 << 30, 1 << 40, 2000)]
+        outs = []
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            src = self.write_bytes("p.pickle", pickle.dumps(snapshot(events), protocol=proto))
+            self.convert_ok(src, "-o", "o.gstrace")
+            outs.append(self.trace_lines(self.path("o.gstrace")))
+        for o in outs[1:]:
+            self.assertEqual(o, outs[0])
+
+    def test_top_user_frame(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("convert_mod", CONVERT)
+        conv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conv)
+        lib = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+               "line": 125, "name": "forward"}
+        std = {"filename": "/usr/lib/python3.11/contextlib.py", "line": 81, "name": "inner"}
+        user = {"filename": "/home/u/train.py", "line": 42, "name": "step"}
+        self.assertEqual(conv.top_user_frame([lib, std, user]), "/home/u/train.py:42:step")
+        self.assertEqual(conv.top_user_frame([{"filename": "torch/_tensor.py", "line": 1,
+                                               "name": "f"}, user]), "/home/u/train.py:42:step")
+        self.assertIsNone(conv.top_user_frame([lib, std]))
+        self.assertIsNone(conv.top_user_frame([]))
+
+
 class TestReference(ConverterTestCase):
     EVENTS = [
         ev("segment_alloc", 0x1_0000_0000, 2 * MiB, 10),      # reserved 2 MiB

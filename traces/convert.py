@@ -248,6 +248,8 @@ class Progress:
     at the end. Nothing at all unless enabled (--progress, or stderr a terminal and no
     --quiet)."""
 
+    INTERVAL = 0.25     # seconds between two updates of the line
+
     def __init__(self, stream, label, inp, enabled):
         self.stream, self.label, self.inp, self.enabled = stream, label, inp, enabled
         self.t0 = self.last = time.monotonic()
@@ -257,7 +259,7 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self.last < 0.25:
+        if now - self.last < self.INTERVAL:
             return
         self.last = now
         pct = 100.0 * self.inp.tell() / self.inp.size if self.inp.size else 0.0
@@ -509,6 +511,9 @@ class _Mark:
 
 
 _MARK = _Mark()
+_SPECIAL = (_Gone, _DevList)
+# A run of BINGET/LONG_BINGET opcodes closed by APPENDS: a frames list of shared frame dicts.
+_FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)    # memo values a reference must not get (see _get)
 _CHUNK = 1 << 20
 _MAX_STRING = 1 << 28       # a string or bytes of 256 MiB: no snapshot has one; refuse it
 _ALLOWED_GLOBALS = {
@@ -613,6 +618,24 @@ class SnapshotWalker:
             self.dt = lst
         return lst
 
+    def _frame_refs(self, buf, start, end):
+        """The top user frame of the frame dicts that the BINGET/LONG_BINGET opcodes in
+        buf[start:end] refer to (top_user_frame, reading no further than it must)."""
+        pos = start
+        while pos < end:
+            if buf[pos] == 0x68:
+                v = self._get(buf[pos + 1])
+                pos += 2
+            else:
+                v = self._get(struct.unpack_from("<I", buf, pos + 1)[0])
+                pos += 5
+            if not isinstance(v, dict):
+                return None
+            fn = v.get("filename")
+            if isinstance(fn, str) and not _LIBRARY_FRAME.search(fn):
+                return top_user_frame([v])
+        return None
+
     def _get(self, idx):
         try:
             v = self.memo[idx]
@@ -660,101 +683,109 @@ class SnapshotWalker:
             raise ConvertError(f"not a valid pickle ({name}: {detail})") from None
 
     def _load(self):
-        self.memo = {}
-        self.memo_of = {}          # id of a memoized dict or list -> its memo index
+        self.memo = memo = {}
+        self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
         stack = []
+        push = stack.append
         unpack_from = struct.unpack_from
         consume = self._consume
+        get = self._get
+        dict_, list_, str_ = dict, list, str
+        buf, pos = self.buf, self.pos
+        # buf and pos live in locals here; self.buf and self.pos are brought up to date before
+        # anything that reads the input (_refill, _rare) and taken back after it.
         while True:
-            if len(self.buf) - self.pos < 65536 and not self.eof:
+            if len(buf) - pos < 65536 and not self.eof:
+                self.pos = pos
                 self._refill()
-            buf = self.buf
-            pos = self.pos
+                buf, pos = self.buf, self.pos
             if pos >= len(buf):
                 raise _BadPickle("pickle data was truncated")
             op = buf[pos]
             pos += 1
             # The opcodes of a snapshot first, by frequency.
-            if op == 0x94:                                  # MEMOIZE
-                self.pos = pos
-                self._put(len(self.memo), stack[-1])
-                continue
-            if op == 0x8C:                                  # SHORT_BINUNICODE
-                n = buf[pos]
-                stack.append(str(buf[pos + 1:pos + 1 + n], "utf-8", "surrogatepass"))
-                self.pos = pos + 1 + n
-                continue
             if op == 0x68:                                  # BINGET
-                stack.append(self._get(buf[pos]))
-                self.pos = pos + 1
-                continue
-            if op == 0x6A:                                  # LONG_BINGET
-                stack.append(self._get(unpack_from("<I", buf, pos)[0]))
-                self.pos = pos + 4
-                continue
-            if op == 0x4B:                                  # BININT1
-                stack.append(buf[pos])
-                self.pos = pos + 1
-                continue
-            if op == 0x4A:                                  # BININT
-                stack.append(unpack_from("<i", buf, pos)[0])
-                self.pos = pos + 4
-                continue
-            if op == 0x8A:                                  # LONG1
+                v = memo.get(buf[pos], memo)
+                if v is memo or v.__class__ in _SPECIAL:
+                    v = get(buf[pos])
+                push(v)
+                pos += 1
+            elif op == 0x94:                                # MEMOIZE
+                v = stack[-1]
+                idx = len(memo)
+                memo[idx] = v
+                if v.__class__ is dict_ or v.__class__ is list_:
+                    memo_of[id(v)] = idx
+            elif op == 0x8C:                                # SHORT_BINUNICODE
                 n = buf[pos]
-                stack.append(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
-                self.pos = pos + 1 + n
-                continue
-            if op == 0x4D:                                  # BININT2
-                stack.append(unpack_from("<H", buf, pos)[0])
-                self.pos = pos + 2
-                continue
-            if op == 0x7D:                                  # EMPTY_DICT
-                stack.append({})
-                self.pos = pos
-                continue
-            if op == 0x28:                                  # MARK
-                stack.append(_MARK)
-                self.pos = pos
-                continue
-            if op == 0x75:                                  # SETITEMS
-                self.pos = pos
+                push(str_(buf[pos + 1:pos + 1 + n], "utf-8", "surrogatepass"))
+                pos += 1 + n
+            elif op == 0x6A:                                # LONG_BINGET
+                k = unpack_from("<I", buf, pos)[0]
+                v = memo.get(k, memo)
+                if v is memo or v.__class__ in _SPECIAL:
+                    v = get(k)
+                push(v)
+                pos += 4
+            elif op == 0x4B:                                # BININT1
+                push(buf[pos])
+                pos += 1
+            elif op == 0x4A:                                # BININT
+                push(unpack_from("<i", buf, pos)[0])
+                pos += 4
+            elif op == 0x8A:                                # LONG1
+                n = buf[pos]
+                push(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
+                pos += 1 + n
+            elif op == 0x4D:                                # BININT2
+                push(unpack_from("<H", buf, pos)[0])
+                pos += 2
+            elif op == 0x7D:                                # EMPTY_DICT
+                push({})
+            elif op == 0x28:                                # MARK
+                push(_MARK)
+            elif op == 0x75:                                # SETITEMS
                 items = self._pop_mark(stack)
                 d = stack[-1]
-                if len(items) % 2:
-                    raise _BadPickle("odd number of items for SETITEMS")
+                if len(items) % 2 or d.__class__ is not dict_ and not isinstance(d, dict_):
+                    raise _BadPickle("bad SETITEMS")
                 for k in range(0, len(items), 2):
                     d[items[k]] = items[k + 1]
-                continue
-            if op == 0x5D:                                  # EMPTY_LIST
-                self.pos = pos
-                stack.append(self._new_list(stack))
-                continue
-            if op == 0x65:                                  # APPENDS
-                self.pos = pos
+            elif op == 0x5D:                                # EMPTY_LIST
+                if stack and stack[-1] == "frames" and buf[pos:pos + 2] == b"\x94(":
+                    # A stack as PyTorch writes it: its frames are references to frame dicts
+                    # written before. Only the first frames up to the user's are looked at.
+                    m = _FRAME_REFS.match(buf, pos + 2)
+                    if m is not None:
+                        fr = _Frames(self._frame_refs(buf, pos + 2, m.end() - 1))
+                        memo[len(memo)] = fr
+                        push(fr)
+                        pos = m.end()
+                        continue
+                push(self._new_list(stack))
+            elif op == 0x65:                                # APPENDS
                 items = self._pop_mark(stack)
                 lst = stack[-1]
                 if isinstance(lst, _DevList):
                     consume(lst, items)
-                elif isinstance(lst, list):
+                elif isinstance(lst, list_):
                     lst.extend(items)
                 else:
                     raise _BadPickle("APPENDS to a non-list")
-                continue
-            if op == 0x61:                                  # APPEND
-                self.pos = pos
+            elif op == 0x61:                                # APPEND
                 v = stack.pop()
                 lst = stack[-1]
                 if isinstance(lst, _DevList):
                     consume(lst, [v])
-                elif isinstance(lst, list):
+                elif isinstance(lst, list_):
                     lst.append(v)
                 else:
                     raise _BadPickle("APPEND to a non-list")
-                continue
-            self.pos = pos
-            if self._rare(op, stack):
-                return stack.pop()
+            else:
+                self.pos = pos
+                if self._rare(op, stack):
+                    return stack.pop()
+                buf, pos = self.buf, self.pos
 
     def _rare(self, op, stack):
         """Every other opcode; True at STOP."""
@@ -1875,6 +1906,7 @@ def main(argv=None):
     held = io.StringIO()
     try:
         real = sys.stderr
+        # --progress by name wins over --quiet; otherwise a terminal gets one unless --quiet
         progress = args.progress or (not args.quiet and real.isatty())
         with contextlib.redirect_stderr(held):
             convert(args, real, progress)
