@@ -406,6 +406,190 @@ class TestErrors(ConverterTestCase):
         self.assert_one_line_error(r, "cannot write")
 
 
+class TestHostileInput(ConverterTestCase):
+    """Issue 14 item 5: input that used to forge header lines, pass unchecked numbers, blow up
+    or end in a Python traceback."""
+
+    def test_newline_in_allocator_conf_is_refused(self):
+        snap = snapshot(BASIC_EVENTS, conf="expandable_segments:False\n# device_total_bytes: 1")
+        src = self.write_snapshot("nl.pickle", snap)
+        r = self.run_convert(src, "-o", "o.gstrace")
+        self.assert_one_line_error(r, "allocator_conf", "control character", "0x0a")
+        self.assertFalse(os.path.exists(self.path("o.gstrace")))
+
+    def test_control_characters_in_allocator_conf_are_refused(self):
+        for c in ("\r", "\x00", "\x1b", "\x7f", "\ud800"):
+            snap = snapshot(BASIC_EVENTS, conf="max_split_size_mb:128" + c)
+            src = self.write_snapshot("cc.pickle", snap)
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                       "allocator_conf")
+
+    def test_newline_in_file_name_is_escaped(self):
+        src = self.write_snapshot("a\n# device_total_bytes: 1\rb.pickle", snapshot(BASIC_EVENTS))
+        self.convert_ok(src, "-o", "o.gstrace")
+        lines = self.trace_lines(self.path("o.gstrace"))
+        self.assertEqual(lines[1], "# source: pytorch-snapshot a\\x0a# device_total_bytes: 1"
+                                   "\\x0db.pickle")
+        self.assertEqual(lines[2:4], ["# allocator_conf: ", HEADER_COLS])
+
+    def test_sizes_out_of_range(self):
+        for size, what in ((1 << 64, "64 bits"), ((1 << 64) + 5, "64 bits"),
+                           (10 ** 40, "64 bits"), (-1, "negative")):
+            events = [ev("alloc", 0x1000, 64, 1), ev("alloc", 0x2000, size, 2)]
+            src = self.write_snapshot("big.pickle", snapshot(events))
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                       "device 0 event 1", what)
+        # the largest size the trace holds is written as it is
+        events = [ev("alloc", 0x1000, (1 << 64) - 1, 1)]
+        src = self.write_snapshot("max.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "o.gstrace")
+        self.assertEqual(self.event_lines(self.path("o.gstrace")),
+                         ["0,0,alloc,torch,0,0,1,18446744073709551615"])
+
+    def test_device_out_of_range_in_segments(self):
+        # found by tests/fuzz/fuzz_convert.py: a held block's device was written as it was
+        for dev in (-1, 1 << 64):
+            seg = [{"device": dev, "address": 0x1000, "stream": 0, "is_expandable": False,
+                    "blocks": [{"address": 0x1000, "state": "active_allocated",
+                                "requested_size": 64}]}]
+            src = self.write_snapshot("s.pickle", snapshot([ev("alloc", 0x9000, 1, 1)],
+                                                            segments=seg))
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "device")
+
+    def test_size_out_of_range_in_segments_and_rmm(self):
+        seg = [{"device": 0, "address": 0x1000, "stream": 0, "is_expandable": False,
+                "blocks": [{"address": 0x1000, "state": "active_allocated",
+                            "requested_size": 1 << 70}]}]
+        src = self.write_snapshot("s.pickle", snapshot([ev("alloc", 0x9000, 1, 1)],
+                                                        segments=seg))
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "64 bits")
+        log = ("Thread,Time,Action,Pointer,Size,Stream\n"
+               "1,10:00:00.000001,allocate,0x1000,%d,0x0\n" % (1 << 64))
+        src = self.write_bytes("rmm.csv", log.encode())
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "64 bits")
+
+    def test_times_not_finite(self):
+        for t in (float("nan"), float("inf"), float("-inf")):
+            events = [ev("alloc", 0x1000, 64, 1), ev("alloc", 0x2000, 64, t)]
+            src = self.write_snapshot("t.pickle", snapshot(events))
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                       "device 0 event 1", "not a finite number")
+
+    def test_times_too_far_apart(self):
+        events = [ev("alloc", 0x1000, 64, 1), ev("alloc", 0x2000, 64, 1e30)]
+        src = self.write_snapshot("t.pickle", snapshot(events))
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "2^64")
+
+    def test_device_total_out_of_range(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        self.assert_one_line_error(
+            self.run_convert(src, "-o", "o.gstrace", "--device-total", str(1 << 45)),
+            "out of range")
+        with open(self.path("basic.json"), "w") as f:
+            json.dump({"total_bytes": 1 << 64}, f)
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "out of range")
+
+    def test_shared_event_list_is_refused_quickly(self):
+        # 10^4 references to one list of 10^4 events: 10^8 events from a 100-KiB pickle.
+        one = [ev("alloc", 0x1000 + 512 * i, 64, i) for i in range(10_000)]
+        snap = snapshot()
+        snap["device_traces"] = [one] * 10_000
+        data = pickle.dumps(snap, protocol=4)
+        self.assertLess(len(data), 1 << 20)
+        src = self.write_bytes("bomb.pickle", data)
+        import time
+        t0 = time.monotonic()
+        r = self.run_convert(src, "-o", "o.gstrace")
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assert_one_line_error(r, "event list", "shared reference")
+
+    def test_shared_event_is_refused(self):
+        one = ev("alloc", 0x1000, 64, 1)
+        snap = snapshot([one, ev("free_requested", 0x1000, 64, 2), one])
+        src = self.write_snapshot("dup.pickle", snap)
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
+                                   "an event", "shared reference")
+
+    def test_shared_frames_are_fine(self):
+        # PyTorch shares the frames of one stack between entries: that is no reason to refuse.
+        frames = [{"filename": "train.py", "line": 3, "name": "main"}]
+        events = [dict(ev("alloc", 0x1000, 64, 1), frames=frames),
+                  dict(ev("free_requested", 0x1000, 64, 2), frames=frames)]
+        src = self.write_snapshot("fr.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "o.gstrace")
+
+    def test_unexpected_failure_is_one_line(self):
+        # A bug of the converter meets some input: one line, exit 2, no traceback (the
+        # last-resort handler). The bug is simulated: build_trace replaced by a failing one.
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); import convert; "
+                "convert.build_trace = lambda *a: {}['no such key']; "
+                "sys.exit(convert.main(sys.argv[2:]))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
+                            "-o", "o.gstrace"], cwd=self.tmp, capture_output=True, text=True)
+        self.assert_one_line_error(r, "internal error", "KeyError")
+
+
+class TestStreaming(ConverterTestCase):
+    """Issue 15 item 4 and issue 17: snapshots are streamed, with a progress line on demand."""
+
+    def big(self, n):
+        events = []
+        for i in range(n):
+            events.append(ev("alloc", 0x1000 + 512 * i, 64, 2 * i))
+            events.append(ev("free_requested", 0x1000 + 512 * i, 64, 2 * i + 1))
+            events.append(ev("free_completed", 0x1000 + 512 * i, 64, 2 * i + 1))
+        return self.write_snapshot("big.pickle", snapshot(events))
+
+    def test_progress_when_asked(self):
+        src = self.big(30_000)
+        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
+                "convert.Progress.INTERVAL = 0; sys.exit(convert.main(sys.argv[2:]))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
+                            "-o", "o.gstrace", "--progress"], cwd=self.tmp,
+                           capture_output=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"entries, ", r.stderr)
+        self.assertIn(b"% of ", r.stderr)
+        self.assertIn(b"entries/s", r.stderr)
+        self.assertTrue(r.stderr.startswith(b"\rconvert.py: "), repr(r.stderr[:40]))
+        self.assertTrue(r.stderr.endswith(b"\r\x1b[K"), repr(r.stderr[-40:]))
+
+    def test_no_progress_unless_asked(self):
+        src = self.big(30_000)
+        for extra in ([], ["--quiet"], ["--progress", "--quiet"]):
+            r = self.convert_ok(src, "-o", "o.gstrace", *extra)
+            if extra == ["--progress", "--quiet"]:
+                continue       # --progress wins over --quiet: asked for by name
+            self.assertEqual(r.stderr, "")
+
+    def test_streamed_equals_loaded(self):
+        # the walker's result against pickle.load's, for every pickle protocol
+        events = BASIC_EVENTS + [ev("oom", 1 << 30, 1 << 40, 2000)]
+        outs = []
+        for proto in range(pickle.HIGHEST_PROTOCOL + 1):
+            src = self.write_bytes("p.pickle", pickle.dumps(snapshot(events), protocol=proto))
+            self.convert_ok(src, "-o", "o.gstrace")
+            outs.append(self.trace_lines(self.path("o.gstrace")))
+        for o in outs[1:]:
+            self.assertEqual(o, outs[0])
+
+    def test_top_user_frame(self):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("convert_mod", CONVERT)
+        conv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conv)
+        lib = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+               "line": 125, "name": "forward"}
+        std = {"filename": "/usr/lib/python3.11/contextlib.py", "line": 81, "name": "inner"}
+        user = {"filename": "/home/u/train.py", "line": 42, "name": "step"}
+        self.assertEqual(conv.top_user_frame([lib, std, user]), "/home/u/train.py:42:step")
+        self.assertEqual(conv.top_user_frame([{"filename": "torch/_tensor.py", "line": 1,
+                                               "name": "f"}, user]), "/home/u/train.py:42:step")
+        self.assertIsNone(conv.top_user_frame([lib, std]))
+        self.assertIsNone(conv.top_user_frame([]))
+
+
 class TestReference(ConverterTestCase):
     EVENTS = [
         ev("segment_alloc", 0x1_0000_0000, 2 * MiB, 10),      # reserved 2 MiB

@@ -112,7 +112,9 @@ Standard library only (Python 3.10+).
 """
 
 import argparse
+import codecs
 import collections
+import contextlib
 import gzip
 import heapq
 import io
@@ -120,8 +122,10 @@ import json
 import os
 import pickle
 import re
+import struct
 import sys
 import tempfile
+import time
 import zlib
 
 PROG = "convert.py"
@@ -161,7 +165,7 @@ def warn(label, message):
 # ---------------------------------------------------------------------------------------------
 
 Event = collections.namedtuple(
-    "Event", "action device stream addr size time_us deferred where")
+    "Event", "action device stream addr size time_us deferred where frame", defaults=(None,))
 
 
 class Recording:
@@ -193,23 +197,89 @@ class Recording:
 # Reading the file and detecting the format
 # ---------------------------------------------------------------------------------------------
 
-def read_input(path):
-    """Return the file's bytes, gunzipped when it starts with the gzip magic."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ConvertError(f"cannot read: {e.strerror or e}") from None
-    if data[:2] == b"\x1f\x8b":
+class Input:
+    """The input file, read as a stream: gunzipped as it is read when it starts with the gzip
+    magic, its errors turned into ConvertError; tell() is the position in the file itself (for
+    the progress line's percentage), size its size."""
+
+    def __init__(self, path):
         try:
-            data = gzip.decompress(data)
+            self.raw = open(path, "rb")
+            self.size = os.fstat(self.raw.fileno()).st_size
+            magic = self.raw.read(2)
+            self.raw.seek(0)
+        except OSError as e:
+            raise ConvertError(f"cannot read: {e.strerror or e}") from None
+        self.f = gzip.GzipFile(fileobj=self.raw, mode="rb") if magic == b"\x1f\x8b" else self.raw
+        self.head = self.read(4096)
+        if not self.head:
+            raise ConvertError("empty file")
+
+    def read(self, n=-1):
+        if getattr(self, "head", None):
+            # what detect_format looked at comes first
+            out, self.head = self.head, b""
+            if n < 0:
+                return out + self._read(-1)
+            return out + (self._read(n - len(out)) if n > len(out) else b"")
+        return self._read(n)
+
+    def _read(self, n):
+        try:
+            return self.f.read(n)
         except EOFError:
             raise ConvertError("truncated gzip file (compressed data ends early)") from None
         except (gzip.BadGzipFile, zlib.error, OSError) as e:
             raise ConvertError(f"corrupt gzip file ({e})") from None
-    if not data:
-        raise ConvertError("empty file")
-    return data
+
+    def tell(self):
+        try:
+            return self.raw.tell()
+        except (OSError, ValueError):
+            return 0
+
+    def close(self):
+        self.raw.close()
+
+
+class Progress:
+    """A progress line on stderr for a long conversion: entries read, the share of the input
+    read, the rate; rewritten in place (carriage return) at most 4 times a second, and erased
+    at the end. Nothing at all unless enabled (--progress, or stderr a terminal and no
+    --quiet)."""
+
+    INTERVAL = 0.25     # seconds between two updates of the line
+
+    def __init__(self, stream, label, inp, enabled):
+        self.stream, self.label, self.inp, self.enabled = stream, label, inp, enabled
+        self.t0 = self.last = time.monotonic()
+        self.shown = False
+
+    def __call__(self, entries):
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < self.INTERVAL:
+            return
+        self.last = now
+        pct = 100.0 * self.inp.tell() / self.inp.size if self.inp.size else 0.0
+        rate = entries / max(now - self.t0, 1e-9)
+        self.stream.write(f"\r{PROG}: {self.label}: {entries:,} entries, {pct:.0f}% of "
+                          f"{self.inp.size / MiB:.1f} MiB read, {rate / 1000:.0f}k entries/s ")
+        self.stream.flush()
+        self.shown = True
+
+    def step(self, what):
+        """A later stage (no count of its own): said on the line, when there is one."""
+        if self.enabled and self.shown:
+            self.stream.write(f"\r\x1b[K{PROG}: {self.label}: {what}")
+            self.stream.flush()
+
+    def done(self):
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def detect_format(data):
@@ -255,22 +325,6 @@ class SafeUnpickler(pickle.Unpickler):
         raise ConvertError("the pickle uses persistent ids, which a memory snapshot never holds")
 
 
-def load_pickle(data):
-    try:
-        return SafeUnpickler(io.BytesIO(data)).load()
-    except ConvertError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any failure of untrusted input is "bad pickle"
-        # Unpickling garbage raises a zoo of exceptions (UnpicklingError, EOFError, ValueError,
-        # KeyError, struct.error, RecursionError, ...); all mean the same thing to the user.
-        if data[:1] != b"\x80":
-            # No pickle protocol marker: most likely some other kind of file altogether.
-            raise ConvertError("not a PyTorch memory snapshot (pickle) or an RMM log CSV "
-                               "(unrecognized content)") from None
-        detail = str(e).splitlines()[0] if str(e) else "no detail"
-        raise ConvertError(f"not a valid pickle ({type(e).__name__}: {detail})") from None
-
-
 def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -292,8 +346,72 @@ def _is_num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def read_snapshot(data):
-    snap = load_pickle(data)
+# Limits of what the trace can say (docs/trace-format.md, "Limits"): every number in an event
+# line is an unsigned 64-bit integer, and a device's size is at most GS_MAX_DEVICE_BYTES (2^44,
+# util/util.h). A value past them is refused here, with a message, rather than written for the
+# reader to refuse later (or, for a time, to wrap).
+U64_LIMIT = 1 << 64
+MAX_DEVICE_BYTES = 1 << 44
+
+
+def check_size(v, where):
+    """A recorded size: an integer 0 <= v < 2^64 (what the trace's size column can hold)."""
+    if v < 0:
+        raise ConvertError(f"{where}: negative size {v}")
+    if v >= U64_LIMIT:
+        raise ConvertError(f"{where}: size {v} does not fit in 64 bits (2^64 and more)")
+    return v
+
+
+def check_time(t, where):
+    """A recorded time: a finite number (NaN or an infinity would have no place in the order)."""
+    if isinstance(t, float) and (t != t or t in (float("inf"), float("-inf"))):
+        raise ConvertError(f"{where}: 'time_us' is {t}, not a finite number")
+    return t
+
+
+def device_total_ok(v):
+    """A device size the trace reader accepts: an integer 1 .. 2^44."""
+    return _is_int(v) and 0 < v <= MAX_DEVICE_BYTES
+
+
+# Header values are the rest of a '# key: value' line: a line break in one would start a new
+# header line (a forged '# device_total_bytes: 1', say), and the reader refuses NUL and CR.
+# Free text (the source's file name) is written with its control characters escaped as \xNN;
+# a value gpusim reads as a setting (allocator_conf) is refused instead, since an altered
+# setting would be replayed as if it were the recorded one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def header_text(value):
+    """Free text for a header line: control characters as \\xNN (backslashes stay as they are)."""
+    value = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    # A file name that is not UTF-8 comes as surrogate escapes, which UTF-8 cannot encode.
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\x{ord(m.group()) & 0xff:02x}", value)
+
+
+def header_setting(key, value):
+    """A header value gpusim reads: refused when it holds a control character."""
+    m = _CONTROL.search(value) or re.search("[\ud800-\udfff]", value)
+    if m:
+        raise ConvertError(f"the recorded {key} {value[:60]!r} holds a control character "
+                           f"({ord(m.group()):#04x}) at offset {m.start()}; a header value is "
+                           f"one line of text, and this one cannot be written as recorded")
+    return value
+
+
+def read_snapshot(f, progress=None):
+    """Read a snapshot from the binary file f (gunzipped), streaming its entries."""
+    rec = Recording("pytorch-snapshot")
+    streamed = {}                 # device -> DeviceEvents, for the device lists streamed
+
+    def on_entry(dev, i, e):
+        d = streamed.get(dev)
+        if d is None:
+            d = streamed[dev] = DeviceEvents(dev, rec)
+        d.feed(i, e)
+
+    snap = SnapshotWalker(f, on_entry, progress).load()
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -305,7 +423,6 @@ def read_snapshot(data):
     if not isinstance(traces, list):
         raise ConvertError("snapshot 'device_traces' is not a list")
 
-    rec = Recording("pytorch-snapshot")
     settings = snap.get("allocator_settings")
     if isinstance(settings, dict):
         rec.allocator_settings = settings
@@ -313,7 +430,16 @@ def read_snapshot(data):
         rec.allocator_conf = conf if isinstance(conf, str) else None
 
     per_device = []
+    check_shared_references(traces)
     for dev, evs in enumerate(traces):
+        if isinstance(evs, _DevList):
+            # streamed as it was read: its entries are in streamed[dev]
+            if evs.dev != dev:
+                raise ConvertError(f"snapshot device_traces[{dev}] is laid out out of order in "
+                                   f"the pickle (it was read as device {evs.dev})")
+            rec.num_raw_events += evs.count
+            per_device.append(streamed[dev].out if dev in streamed else [])
+            continue
         if not isinstance(evs, list):
             raise ConvertError(f"snapshot device_traces[{dev}] is not a list")
         rec.num_raw_events += len(evs)
@@ -328,6 +454,538 @@ def read_snapshot(data):
     rec.final_segments = _snapshot_final_segments(snap.get("segments"))
     rec.per_device = per_device
     return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming a snapshot (issue 15 item 4)
+#
+# pickle.load() builds the whole snapshot before anything else can start: 1-3 KiB of Python
+# objects per entry (each entry a dict, its stack a list of frame dicts), so a 5-million-entry
+# recording needs gigabytes. SnapshotWalker instead runs the pickle's opcodes itself, over the
+# input read in chunks (gunzipped as it goes), and hands each entry of device_traces[d] to a
+# callback as soon as it is complete; the entry is then dropped, and its frames list becomes
+# the one frame the trace keeps (top_user_frame). What it keeps is what the conversion needs:
+# the memo's strings and frame dicts (PyTorch writes each distinct frame once and refers to it),
+# the segments list, and no entry. It builds plain data only (dicts, lists, tuples, str, bytes,
+# int, float, bool, None; set, frozenset and OrderedDict through their allowed globals), as
+# SafeUnpickler does, and refuses anything else before it could run.
+#
+# How it finds the entries: the pickler writes the top-level dict's value for 'device_traces'
+# as a list created right after that key, and each device's list right after it or after a
+# MARK. A list created so is a _DevList: what is appended to it is an entry, consumed, never
+# stored. A pickle laid out otherwise still converts (its lists are built as plain lists, and
+# read_snapshot reads them as pickle.load's result), only without the memory bound.
+# ---------------------------------------------------------------------------------------------
+
+class _DevList(list):
+    """A device's event list, being streamed: it stays empty, its entries go to the callback."""
+    __slots__ = ("dev", "count")
+
+
+class _Gone:
+    """The memo's slot of an entry or event list already consumed: referring to it again is a
+    shared reference, which read_snapshot refuses (check_shared_references says why)."""
+    __slots__ = ("what",)
+
+    def __init__(self, what):
+        self.what = what
+
+
+class _Frames:
+    """A frames list reduced to what the trace keeps: its top user frame, or None."""
+    __slots__ = ("top",)
+
+    def __init__(self, top):
+        self.top = top
+
+
+class _Global:
+    __slots__ = ("make",)
+
+    def __init__(self, make):
+        self.make = make
+
+
+class _Mark:
+    pass
+
+
+_MARK = _Mark()
+_SPECIAL = (_Gone, _DevList)
+# A run of BINGET/LONG_BINGET opcodes closed by APPENDS: a frames list of shared frame dicts.
+_FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)    # memo values a reference must not get (see _get)
+_CHUNK = 1 << 20
+_MAX_STRING = 1 << 28       # a string or bytes of 256 MiB: no snapshot has one; refuse it
+_ALLOWED_GLOBALS = {
+    ("builtins", "set"): set, ("__builtin__", "set"): set,
+    ("builtins", "frozenset"): frozenset, ("__builtin__", "frozenset"): frozenset,
+    ("collections", "OrderedDict"): collections.OrderedDict,
+}
+
+
+class _BadPickle(Exception):
+    pass
+
+
+class SnapshotWalker:
+    def __init__(self, f, on_entry, progress=None):
+        self.f = f                  # a binary file (already gunzipped)
+        self.on_entry = on_entry    # on_entry(dev, index, entry dict)
+        self.progress = progress    # progress(entries consumed), called every 4096 entries
+        self.buf = b""
+        self.pos = 0
+        self.eof = False
+        self.dt = None              # the device_traces list, once seen
+        self.ndev = 0
+        self.entries = 0
+
+    def _fill(self, n):
+        """At least n bytes from pos in buf, else _BadPickle (the pickle is cut short)."""
+        if n > _MAX_STRING:
+            raise _BadPickle(f"an object of {n} bytes (no snapshot holds one that large)")
+        parts = [self.buf[self.pos:]]
+        have = len(parts[0])
+        while have < n and not self.eof:
+            chunk = self.f.read(max(_CHUNK, n - have))
+            if not chunk:
+                self.eof = True
+                break
+            parts.append(chunk)
+            have += len(chunk)
+        self.buf = b"".join(parts)
+        self.pos = 0
+        if have < n:
+            raise _BadPickle("pickle data was truncated")
+
+    def _refill(self):
+        """One more chunk after what is left of buf (the hot loop keeps 64 KiB ahead)."""
+        chunk = self.f.read(_CHUNK)
+        if not chunk:
+            self.eof = True
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+
+    def _readline(self):
+        while True:
+            i = self.buf.find(b"\n", self.pos)
+            if i >= 0:
+                line = self.buf[self.pos:i]
+                self.pos = i + 1
+                return line
+            if self.eof:
+                raise _BadPickle("pickle data was truncated (no newline)")
+            self._fill(len(self.buf) - self.pos + 1)
+
+    def _consume(self, lst, items):
+        dev = lst.dev
+        on_entry = self.on_entry
+        if len({id(e) for e in items}) != len(items):
+            # a reference to an entry of the same batch (the memo catches later ones)
+            raise ConvertError("the snapshot refers to an event it already holds a second "
+                               "time (a shared reference in the pickle); a PyTorch snapshot "
+                               "never repeats an event or an event list")
+        for e in items:
+            on_entry(dev, lst.count, e)
+            lst.count += 1
+            # the entry's memo slot, if it has one, now refuses a second reference
+            idx = self.memo_of.pop(id(e), None)
+            if idx is not None:
+                self.memo[idx] = _Gone("an event")
+            fr = e.get("frames") if isinstance(e, dict) else None
+            if isinstance(fr, list):
+                idx = self.memo_of.pop(id(fr), None)
+                if idx is not None:
+                    self.memo[idx] = _Frames(top_user_frame(fr))
+        self.entries += len(items)
+        if self.progress is not None and self.entries >> 12 != (self.entries - len(items)) >> 12:
+            self.progress(self.entries)
+
+    def _new_list(self, stack):
+        """An empty list: a _DevList when it is device_traces' next device list (below it on
+        the stack, past a MARK and the device lists before it: device_traces)."""
+        k = len(stack) - 1
+        while k >= 0 and (stack[k] is _MARK or isinstance(stack[k], _DevList)):
+            k -= 1
+        top = stack[k] if k >= 0 else None
+        if self.dt is not None and top is self.dt:
+            lst = _DevList()
+            lst.dev = self.ndev
+            lst.count = 0
+            self.ndev += 1
+            return lst
+        lst = []
+        if self.dt is None and isinstance(top, str) and top == "device_traces":
+            self.dt = lst
+        return lst
+
+    def _frame_refs(self, buf, start, end):
+        """The top user frame of the frame dicts that the BINGET/LONG_BINGET opcodes in
+        buf[start:end] refer to (top_user_frame, reading no further than it must)."""
+        pos = start
+        while pos < end:
+            if buf[pos] == 0x68:
+                v = self._get(buf[pos + 1])
+                pos += 2
+            else:
+                v = self._get(struct.unpack_from("<I", buf, pos + 1)[0])
+                pos += 5
+            if not isinstance(v, dict):
+                return None
+            fn = v.get("filename")
+            if isinstance(fn, str) and not _LIBRARY_FRAME.search(fn):
+                return top_user_frame([v])
+        return None
+
+    def _get(self, idx):
+        try:
+            v = self.memo[idx]
+        except KeyError:
+            raise _BadPickle(f"memo key {idx} not found") from None
+        if isinstance(v, _Gone):
+            raise ConvertError(f"the snapshot refers to {v.what} it already holds a second "
+                               f"time (a shared reference in the pickle); a PyTorch snapshot "
+                               f"never repeats an event or an event list")
+        if isinstance(v, _DevList):
+            raise ConvertError("the snapshot refers to a device's event list a second time (a "
+                               "shared reference in the pickle); a PyTorch snapshot never "
+                               "repeats an event list")
+        return v
+
+    def _put(self, idx, v):
+        if isinstance(v, (dict, list)):
+            self.memo_of[id(v)] = idx
+        self.memo[idx] = v
+
+    def _pop_mark(self, stack):
+        for k in range(len(stack) - 1, -1, -1):
+            if stack[k] is _MARK:
+                items = stack[k + 1:]
+                del stack[k:]
+                return items
+        raise _BadPickle("could not find MARK")
+
+    def load(self):
+        first = None
+        try:
+            self._refill()
+            first = self.buf[:1]
+            return self._load()
+        except (_BadPickle, struct.error, IndexError, KeyError, TypeError, ValueError,
+                AttributeError, UnicodeDecodeError, OverflowError) as e:
+            if isinstance(e, ConvertError):
+                raise
+            if first != b"\x80":
+                # No pickle protocol marker: most likely some other kind of file altogether.
+                raise ConvertError("not a PyTorch memory snapshot (pickle) or an RMM log CSV "
+                                   "(unrecognized content)") from None
+            detail = str(e).splitlines()[0] if str(e) else "no detail"
+            name = "UnpicklingError" if isinstance(e, _BadPickle) else type(e).__name__
+            raise ConvertError(f"not a valid pickle ({name}: {detail})") from None
+
+    def _load(self):
+        self.memo = memo = {}
+        self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
+        stack = []
+        push = stack.append
+        unpack_from = struct.unpack_from
+        consume = self._consume
+        get = self._get
+        dict_, list_, str_ = dict, list, str
+        buf, pos = self.buf, self.pos
+        # buf and pos live in locals here; self.buf and self.pos are brought up to date before
+        # anything that reads the input (_refill, _rare) and taken back after it.
+        while True:
+            if len(buf) - pos < 65536 and not self.eof:
+                self.pos = pos
+                self._refill()
+                buf, pos = self.buf, self.pos
+            if pos >= len(buf):
+                raise _BadPickle("pickle data was truncated")
+            op = buf[pos]
+            pos += 1
+            # The opcodes of a snapshot first, by frequency.
+            if op == 0x68:                                  # BINGET
+                v = memo.get(buf[pos], memo)
+                if v is memo or v.__class__ in _SPECIAL:
+                    v = get(buf[pos])
+                push(v)
+                pos += 1
+            elif op == 0x94:                                # MEMOIZE
+                v = stack[-1]
+                idx = len(memo)
+                memo[idx] = v
+                if v.__class__ is dict_ or v.__class__ is list_:
+                    memo_of[id(v)] = idx
+            elif op == 0x8C:                                # SHORT_BINUNICODE
+                n = buf[pos]
+                push(str_(buf[pos + 1:pos + 1 + n], "utf-8", "surrogatepass"))
+                pos += 1 + n
+            elif op == 0x6A:                                # LONG_BINGET
+                k = unpack_from("<I", buf, pos)[0]
+                v = memo.get(k, memo)
+                if v is memo or v.__class__ in _SPECIAL:
+                    v = get(k)
+                push(v)
+                pos += 4
+            elif op == 0x4B:                                # BININT1
+                push(buf[pos])
+                pos += 1
+            elif op == 0x4A:                                # BININT
+                push(unpack_from("<i", buf, pos)[0])
+                pos += 4
+            elif op == 0x8A:                                # LONG1
+                n = buf[pos]
+                push(int.from_bytes(buf[pos + 1:pos + 1 + n], "little", signed=True))
+                pos += 1 + n
+            elif op == 0x4D:                                # BININT2
+                push(unpack_from("<H", buf, pos)[0])
+                pos += 2
+            elif op == 0x7D:                                # EMPTY_DICT
+                push({})
+            elif op == 0x28:                                # MARK
+                push(_MARK)
+            elif op == 0x75:                                # SETITEMS
+                items = self._pop_mark(stack)
+                d = stack[-1]
+                if len(items) % 2 or d.__class__ is not dict_ and not isinstance(d, dict_):
+                    raise _BadPickle("bad SETITEMS")
+                for k in range(0, len(items), 2):
+                    d[items[k]] = items[k + 1]
+            elif op == 0x5D:                                # EMPTY_LIST
+                if stack and stack[-1] == "frames" and buf[pos:pos + 2] == b"\x94(":
+                    # A stack as PyTorch writes it: its frames are references to frame dicts
+                    # written before. Only the first frames up to the user's are looked at.
+                    m = _FRAME_REFS.match(buf, pos + 2)
+                    if m is not None:
+                        fr = _Frames(self._frame_refs(buf, pos + 2, m.end() - 1))
+                        memo[len(memo)] = fr
+                        push(fr)
+                        pos = m.end()
+                        continue
+                push(self._new_list(stack))
+            elif op == 0x65:                                # APPENDS
+                items = self._pop_mark(stack)
+                lst = stack[-1]
+                if isinstance(lst, _DevList):
+                    consume(lst, items)
+                elif isinstance(lst, list_):
+                    lst.extend(items)
+                else:
+                    raise _BadPickle("APPENDS to a non-list")
+            elif op == 0x61:                                # APPEND
+                v = stack.pop()
+                lst = stack[-1]
+                if isinstance(lst, _DevList):
+                    consume(lst, [v])
+                elif isinstance(lst, list_):
+                    lst.append(v)
+                else:
+                    raise _BadPickle("APPEND to a non-list")
+            else:
+                self.pos = pos
+                if self._rare(op, stack):
+                    return stack.pop()
+                buf, pos = self.buf, self.pos
+
+    def _rare(self, op, stack):
+        """Every other opcode; True at STOP."""
+        unpack_from = struct.unpack_from
+
+        def arg(n):
+            if len(self.buf) - self.pos < n:
+                self._fill(n)
+            b = self.buf[self.pos:self.pos + n]
+            self.pos += n
+            return b
+
+        c = chr(op)
+        if op == 0x80:                                      # PROTO
+            arg(1)
+        elif op == 0x95:                                    # FRAME: framing is transparent
+            arg(8)
+        elif c == ".":                                      # STOP
+            if len(stack) != 1 or stack[0] is _MARK:
+                raise _BadPickle("STOP with a stack of %d" % len(stack))
+            return True
+        elif c == "N":
+            stack.append(None)
+        elif op == 0x88:
+            stack.append(True)
+        elif op == 0x89:
+            stack.append(False)
+        elif c == "G":                                      # BINFLOAT
+            stack.append(unpack_from(">d", arg(8))[0])
+        elif op == 0x8B:                                    # LONG4
+            n = unpack_from("<i", arg(4))[0]
+            if n < 0:
+                raise _BadPickle("LONG pickle has negative byte count")
+            stack.append(int.from_bytes(arg(n), "little", signed=True))
+        elif c == "X":                                      # BINUNICODE
+            stack.append(str(arg(unpack_from("<I", arg(4))[0]), "utf-8", "surrogatepass"))
+        elif op == 0x8D:                                    # BINUNICODE8
+            stack.append(str(arg(unpack_from("<Q", arg(8))[0]), "utf-8", "surrogatepass"))
+        elif c == "C":                                      # SHORT_BINBYTES
+            stack.append(arg(arg(1)[0]))
+        elif c == "B":                                      # BINBYTES
+            stack.append(arg(unpack_from("<I", arg(4))[0]))
+        elif op == 0x8E:                                    # BINBYTES8
+            stack.append(arg(unpack_from("<Q", arg(8))[0]))
+        elif op == 0x96:                                    # BYTEARRAY8
+            stack.append(bytearray(arg(unpack_from("<Q", arg(8))[0])))
+        elif c == "U":                                      # SHORT_BINSTRING
+            stack.append(arg(arg(1)[0]).decode("ascii"))
+        elif c == "T":                                      # BINSTRING
+            n = unpack_from("<i", arg(4))[0]
+            if n < 0:
+                raise _BadPickle("BINSTRING pickle has negative byte count")
+            stack.append(arg(n).decode("ascii"))
+        elif c == "I":                                      # INT (text)
+            line = self._readline()
+            stack.append({b"00": False, b"01": True}.get(line) if line in (b"00", b"01")
+                         else int(line, 10))
+        elif c == "L":                                      # LONG (text)
+            stack.append(int(self._readline().rstrip(b"L"), 10))
+        elif c == "F":                                      # FLOAT (text)
+            stack.append(float(self._readline()))
+        elif c == "V":                                      # UNICODE (text)
+            stack.append(str(self._readline(), "raw-unicode-escape"))
+        elif c == "S":                                      # STRING (text, quoted)
+            line = self._readline()
+            if len(line) < 2 or line[:1] != line[-1:] or line[:1] not in (b"'", b'"'):
+                raise _BadPickle("the STRING opcode argument must be quoted")
+            stack.append(codecs.escape_decode(line[1:-1])[0].decode("ascii"))
+        elif c == ")":
+            stack.append(())
+        elif c == "t":
+            stack.append(tuple(self._pop_mark(stack)))
+        elif op == 0x85:
+            stack[-1:] = [(stack[-1],)]
+        elif op == 0x86:
+            stack[-2:] = [tuple(stack[-2:])]
+        elif op == 0x87:
+            stack[-3:] = [tuple(stack[-3:])]
+        elif c == "l":                                      # LIST (from the mark)
+            items = self._pop_mark(stack)
+            lst = self._new_list(stack)
+            if isinstance(lst, _DevList):
+                stack.append(lst)
+                self._consume(lst, items)
+            else:
+                lst.extend(items)
+                stack.append(lst)
+        elif c == "d":                                      # DICT (from the mark)
+            items = self._pop_mark(stack)
+            if len(items) % 2:
+                raise _BadPickle("odd number of items for DICT")
+            stack.append({items[k]: items[k + 1] for k in range(0, len(items), 2)})
+        elif c == "s":                                      # SETITEM
+            v = stack.pop()
+            k = stack.pop()
+            stack[-1][k] = v
+        elif op == 0x8F:                                    # EMPTY_SET
+            stack.append(set())
+        elif op == 0x90:                                    # ADDITEMS
+            items = self._pop_mark(stack)
+            stack[-1].update(items)
+        elif op == 0x91:                                    # FROZENSET
+            stack.append(frozenset(self._pop_mark(stack)))
+        elif c == "0":                                      # POP
+            if stack and stack[-1] is _MARK:
+                raise _BadPickle("POP of a MARK")
+            stack.pop()
+        elif c == "1":                                      # POP_MARK
+            self._pop_mark(stack)
+        elif c == "2":                                      # DUP
+            v = stack[-1]
+            if isinstance(v, _DevList):
+                raise ConvertError("the snapshot refers to a device's event list a second "
+                                   "time (a shared reference in the pickle)")
+            stack.append(v)
+        elif c == "p":                                      # PUT (text)
+            self._put(int(self._readline()), stack[-1])
+        elif c == "q":                                      # BINPUT
+            self._put(arg(1)[0], stack[-1])
+        elif c == "r":                                      # LONG_BINPUT
+            self._put(unpack_from("<I", arg(4))[0], stack[-1])
+        elif c == "g":                                      # GET (text)
+            stack.append(self._get(int(self._readline())))
+        elif c in "c\x93":                                  # GLOBAL, STACK_GLOBAL
+            if c == "c":
+                module = self._readline().decode("utf-8")
+                name = self._readline().decode("utf-8")
+            else:
+                name = stack.pop()
+                module = stack.pop()
+            make = _ALLOWED_GLOBALS.get((module, name))
+            if make is None:
+                raise ConvertError(
+                    f"the pickle needs class {module}.{name}, which a PyTorch memory snapshot "
+                    f"never holds; refusing to load it (unpickling arbitrary classes can run "
+                    f"code)")
+            stack.append(_Global(make))
+        elif c == "R":                                      # REDUCE: an allowed global only
+            args = stack.pop()
+            fn = stack.pop()
+            if not isinstance(fn, _Global) or not isinstance(args, tuple):
+                raise _BadPickle("REDUCE of something that is not an allowed global")
+            stack.append(fn.make(*args))
+        elif c in "PQ":
+            raise ConvertError("the pickle uses persistent ids, which a memory snapshot never "
+                               "holds")
+        else:
+            raise ConvertError(
+                f"the pickle uses opcode {chr(op)!r} ({op:#04x}), which builds objects a PyTorch "
+                f"memory snapshot never holds; refusing to load it (unpickling arbitrary classes "
+                f"can run code)" if c in "ibo\x81\x92\x82\x83\x84" else
+                f"not a valid pickle (UnpicklingError: invalid load key, {chr(op)!r}.)")
+        return False
+
+
+# Frames inside these are not the user's (the rule of top_user_frame): PyTorch itself (a path
+# component 'torch'), and anything of the Python installation (lib/pythonX.Y: the standard
+# library, site-packages, dist-packages), and frozen or generated code ('<frozen ...>').
+_LIBRARY_FRAME = re.compile(r"(^|[/\\])(torch[/\\]|lib[/\\]python\d)|^<")
+
+
+def top_user_frame(frames):
+    """'file:line:function' of the first frame (innermost first, as PyTorch lists them) outside
+    torch/ and Python's own libraries, or None when there is none (or frames are not frames)."""
+    for fr in frames:
+        if not isinstance(fr, dict):
+            return None
+        fn = fr.get("filename")
+        if not isinstance(fn, str) or _LIBRARY_FRAME.search(fn):
+            continue
+        line, name = fr.get("line"), fr.get("name")
+        return f"{fn}:{line if _is_int(line) else 0}:{name if isinstance(name, str) else ''}"
+    return None
+
+
+def check_shared_references(traces):
+    """Refuse a snapshot whose event lists or events are one object referred to many times.
+
+    A pickle may refer to an object it already holds (its memo): a few bytes then stand for a
+    whole list again, and a small file can name 10^4 times a list of 10^4 events, 10^8 events
+    to convert (minutes and gigabytes). PyTorch never writes one device's events twice, nor one
+    event in two places (it shares only the frames of a stack), so a repeat is refused at once.
+    """
+    seen_lists = {}
+    seen_events = {}
+    for dev, evs in enumerate(traces):
+        if not isinstance(evs, list):
+            continue
+        other = seen_lists.setdefault(id(evs), dev)
+        if other != dev:
+            raise ConvertError(f"snapshot device_traces[{dev}] is the same list as "
+                               f"device_traces[{other}] (a shared reference in the pickle); "
+                               f"a PyTorch snapshot never repeats an event list")
+        for i, e in enumerate(evs):
+            if isinstance(e, (dict, list)):
+                other = seen_events.setdefault(id(e), (dev, i))
+                if other != (dev, i):
+                    raise ConvertError(f"device {dev} event {i} is the same object as device "
+                                       f"{other[0]} event {other[1]} (a shared reference in "
+                                       f"the pickle); a PyTorch snapshot never repeats an event")
 
 
 def merge_devices(rec):
@@ -449,6 +1107,9 @@ def _snapshot_final_blocks(segments):
         dev, stream = seg.get("device"), seg.get("stream")
         if not _is_int(dev) or not _is_int(stream):
             return None
+        if not 0 <= dev < 1 << 32:
+            # the trace's device column holds 0 .. 2^32 - 1 (found by fuzz_convert.py)
+            raise ConvertError(f"segments: device {dev} is not a device number (0 .. 2^32 - 1)")
         for b in seg["blocks"]:
             if not isinstance(b, dict):
                 return None
@@ -457,6 +1118,7 @@ def _snapshot_final_blocks(segments):
             addr, size = b.get("address"), b.get("requested_size")
             if not _is_int(addr) or not _is_int(size):
                 return None
+            check_size(size, f"segments: block {addr:#x}")
             blocks.append((dev, addr, size, stream_u64(stream, "segments")))
     return sorted(blocks)
 
@@ -477,19 +1139,27 @@ def _snapshot_final_segments(segments):
     return out
 
 
-def _snapshot_device_events(dev, evs, rec):
-    """Turn one device's snapshot events into Events, pairing immediate frees."""
-    out = []
-    prev = None                   # previous raw event of this device (for immediacy)
-    prev_free_index = None        # index in out of the 'free' made from prev, if prev was one
-    for i, e in enumerate(evs):
+class DeviceEvents:
+    """One device's snapshot entries turned into Events as they come, pairing immediate frees."""
+
+    def __init__(self, dev, rec):
+        self.dev, self.rec = dev, rec
+        self.out = []
+        self.count = 0                # entries fed
+        self.prev_action = None       # the previous entry's action and address (for immediacy)
+        self.prev_addr = None
+        self.prev_free_index = None   # index in out of the 'free' made from it, if it was one
+
+    def feed(self, i, e):
+        dev, out = self.dev, self.out
+        self.count += 1
         where = f"device {dev} event {i}"
         if not isinstance(e, dict):
             raise ConvertError(f"{where}: not a dict")
         action = e.get("action")
         if action in IGNORED_ACTIONS:
-            prev, prev_free_index = e, None
-            continue
+            self.prev_action, self.prev_addr, self.prev_free_index = action, e.get("addr"), None
+            return
         if action not in PROGRAM_ACTIONS and action not in ALLOCATOR_ACTIONS:
             known = ", ".join(PROGRAM_ACTIONS + ALLOCATOR_ACTIONS + IGNORED_ACTIONS)
             raise ConvertError(f"{where}: unknown action {action!r} (known: {known})")
@@ -503,33 +1173,44 @@ def _snapshot_device_events(dev, evs, rec):
         t = e.get("time_us")
         if not _is_num(t):
             raise ConvertError(f"{where} ({action}): 'time_us' is missing or not a number")
-        if fields["size"] < 0:
-            raise ConvertError(f"{where} ({action}): negative size {fields['size']}")
+        check_time(t, f"{where} ({action})")
+        check_size(fields["size"], f"{where} ({action})")
         addr, size = fields[addr_key], fields["size"]
         stream = stream_u64(fields["stream"], where)
 
         this_free_index = None
         if action == "alloc":
-            out.append(Event("alloc", dev, stream, addr, size, t, False, where))
+            frames = e.get("frames")
+            frame = (frames.top if isinstance(frames, _Frames) else
+                     top_user_frame(frames) if isinstance(frames, list) else None)
+            out.append(Event("alloc", dev, stream, addr, size, t, False, where, frame))
         elif action == "free_requested":
             # Deferred until shown otherwise: if the very next event is its own free_completed,
             # that branch below turns this into an immediate free.
             this_free_index = len(out)
             out.append(Event("free", dev, stream, addr, size, t, True, where))
         elif action == "free_completed":
-            if (prev is not None and prev.get("action") == "free_requested"
-                    and prev.get("addr") == addr and prev_free_index is not None):
+            if (self.prev_action == "free_requested" and self.prev_addr == addr
+                    and self.prev_free_index is not None):
                 # The very next event after its own free_requested: the free was immediate.
-                out[prev_free_index] = out[prev_free_index]._replace(deferred=False)
+                k = self.prev_free_index
+                out[k] = out[k]._replace(deferred=False)
             else:
                 out.append(Event("free_done", dev, stream, addr, size, t, False, where))
         else:
             out.append(Event(action, dev, stream, addr, size, t, False, where))
         if action in PROGRAM_ACTIONS:
-            rec.devices.add(dev)
-            rec.streams.add(stream)
-        prev, prev_free_index = e, this_free_index
-    return out
+            self.rec.devices.add(dev)
+            self.rec.streams.add(stream)
+        self.prev_action, self.prev_addr, self.prev_free_index = action, addr, this_free_index
+
+
+def _snapshot_device_events(dev, evs, rec):
+    """Turn one device's snapshot events (a list) into Events."""
+    d = DeviceEvents(dev, rec)
+    for i, e in enumerate(evs):
+        d.feed(i, e)
+    return d.out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,8 +1281,7 @@ def read_rmm_log(data):
         addr = _rmm_int(ptr, where, "pointer")
         nbytes = _rmm_int(size, where, "size")
         strm = stream_u64(_rmm_int(stream, where, "stream"), where)
-        if nbytes < 0:
-            raise ConvertError(f"{where}: negative size {nbytes}")
+        check_size(nbytes, where)
         op = "alloc" if action == "allocate" else "free"
         rec.events.append(Event(op, 0, strm, addr, nbytes, t, False, where))
         rec.devices.add(0)
@@ -734,6 +1414,9 @@ def build_trace(rec, label):
     clamped = 0
     for t, op, dev, stream, blk in body:
         rel = int(round(t - base))
+        if rel >= U64_LIMIT:
+            raise ConvertError(f"time_us spans {rel} microseconds, more than the trace's time "
+                               f"column holds (2^64)")
         if rel < last_t:
             # The recorded clock went backwards (TSC-derived and approximate): keep time
             # non-decreasing, because the event order is what replay follows.
@@ -926,14 +1609,15 @@ def build_reference(rec, tr, source, sibling, device_total):
 
 def render_trace(rec, tr, source, device_total, client, totals_by_device=None):
     # Version 2 only when a row needs it: a trace without oom rows is written as before.
-    lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC, f"# source: {rec.kind} {source}"]
+    lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
+             f"# source: {rec.kind} {header_text(source)}"]
     if device_total is not None:
         lines.append(f"# device_total_bytes: {device_total}")
     if totals_by_device:
         lines.append("# device_total_bytes_by_device: " +
                      ",".join(f"{d}={n}" for d, n in sorted(totals_by_device.items())))
     if rec.allocator_conf is not None:
-        lines.append(f"# allocator_conf: {rec.allocator_conf}")
+        lines.append(f"# allocator_conf: {header_setting('allocator_conf', rec.allocator_conf)}")
     if tr.num_synthesized:
         lines.append(f"# synthesized_allocs: {tr.num_synthesized}")
     if tr.started_mid_run and not tr.num_synthesized:
@@ -1096,6 +1780,12 @@ def parse_args(argv):
                         "the device's memory), or 'none' for no limit, when no .json beside the "
                         "snapshot says it: tells the allocator's own segment releases from "
                         "empty_cache() calls (see 'empty_cache() inferred' below)")
+    p.add_argument("--progress", action="store_true",
+                   help="show a progress line on stderr (entries read, share of the input, "
+                        "rate), even when stderr is not a terminal; on a terminal it is shown "
+                        "unless --quiet")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line, even on a terminal")
     return p.parse_args(argv)
 
 
@@ -1141,11 +1831,19 @@ def infer_all_empty_cache(rec, args, sibling, label):
                     f"releases that no allocation explains (see --help)")
 
 
-def convert(args):
+def convert(args, progress_stream=None, progress_enabled=False):
     label = args.input
-    data = read_input(args.input)
-    kind = detect_format(data)
-    rec = READERS[kind](data)
+    inp = Input(args.input)
+    progress = Progress(progress_stream, header_text(args.input), inp, progress_enabled)
+    try:
+        kind = detect_format(inp.head)
+        if kind == "pytorch-snapshot":
+            rec = read_snapshot(inp, progress)
+        else:
+            rec = READERS[kind](inp.read())
+    finally:
+        inp.close()
+        progress.done()
 
     sibling = None
     sib_path = sibling_json_path(args.input) if kind == "pytorch-snapshot" else None
@@ -1154,6 +1852,9 @@ def convert(args):
     device_total = args.device_total
     if device_total is None and sibling and _is_int(sibling.get("total_bytes")):
         device_total = sibling["total_bytes"]
+    if device_total is not None and not device_total_ok(device_total):
+        raise ConvertError(f"device total {device_total} bytes is out of range (1 to 2^44, the "
+                           f"most gpusim simulates)")
 
     infer_all_empty_cache(rec, args, sibling, label)
     merge_devices(rec)
@@ -1175,6 +1876,10 @@ def convert(args):
     if len(devices) > 1 and sibling and isinstance(sibling.get("total_bytes_by_device"), dict):
         totals = {d: _by_device(sibling, "total_bytes_by_device", d) for d in devices}
         totals = {d: n for d, n in totals.items() if _is_int(n)}
+        for d, n in totals.items():
+            if not device_total_ok(n):
+                raise ConvertError(f"{sib_path}: total_bytes_by_device of device {d}, {n} bytes, "
+                                   f"is out of range (1 to 2^44, the most gpusim simulates)")
 
     source = os.path.basename(args.input)
     trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals)
@@ -1188,17 +1893,39 @@ def convert(args):
         write_whole(args.reference, text.encode("utf-8"))
 
 
+def one_line(text):
+    """A message as one printable line (it may quote input: a line break must not split it)."""
+    return header_text(" ".join(str(text).splitlines()))
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    label = header_text(args.input)
+    # Warnings are held until the conversion succeeds: a failure is one line on stderr, and
+    # warnings about a conversion that did not happen would only bury it.
+    held = io.StringIO()
     try:
-        convert(args)
+        real = sys.stderr
+        # --progress by name wins over --quiet; otherwise a terminal gets one unless --quiet
+        progress = args.progress or (not args.quiet and real.isatty())
+        with contextlib.redirect_stderr(held):
+            convert(args, real, progress)
+        sys.stderr.write(held.getvalue())
     except ConvertError as e:
         # One line, always: messages about another file name it; the rest are about INPUT.
-        msg = " ".join(str(e).split("\n"))
-        print(f"{PROG}: {args.input}: {msg}", file=sys.stderr)
+        print(f"{PROG}: {label}: {one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
     except MemoryError:
-        print(f"{PROG}: {args.input}: out of memory while converting", file=sys.stderr)
+        print(f"{PROG}: {label}: out of memory while converting", file=sys.stderr)
+        return EXIT_ERROR
+    except RecursionError:
+        print(f"{PROG}: {label}: the input nests too deeply to convert", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - the last resort: one line and exit 2, never a traceback
+        # Every expected failure is a ConvertError; reaching here is a bug of the converter on
+        # this input. Its type and message still say where to look.
+        print(f"{PROG}: {label}: internal error, please report it with the input: "
+              f"{type(e).__name__}: {one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
     return 0
 

@@ -3,7 +3,7 @@
 
     python3 tests/fuzz/make_corpus.py [--gpusim build/gpusim] [--shared ../shared]
 
-Run from the repository root. Seeds are small (a few KiB; none above 64 KiB) and come from:
+Run from the repository root (`--only convert` rewrites one corpus). Seeds are small (a few KiB; none above 64 KiB) and come from:
 the bundled traces (heads and windows, plain and gzip), the cases the Check suites feed the
 readers (tests/test_trace.c, test_json.c, test_replay.c, test_cli.sh), reports gpusim writes
 (replay CSV and JSON with --plot, a sweep's CSV), the calibration tables (the built-in one,
@@ -380,23 +380,129 @@ def plot_seeds(gpusim, tmp):
         put("plot_saved", k, v)
 
 
+def convert_seeds(shared):
+    """Inputs of the converter's fuzz loop (fuzz_convert.py): small snapshots of every shape the
+    converter reads (PyTorch's keys and actions, several devices, deferred frees, failed
+    requests, a log cut mid-run, segments, frames with user and library files), under several
+    pickle protocols and gzip, RMM logs, and the heads of real snapshots from --shared."""
+    import pickle
+    MiB = 1 << 20
+
+    def ev(action, addr, size, t, stream=0, frames=None):
+        e = {"action": action, "size": size, "stream": stream, "time_us": t,
+             "compile_context": "N/A", "user_metadata": ""}
+        e["device_free" if action == "oom" else "addr"] = addr
+        if frames is not None:
+            e["frames"] = frames
+        return e
+
+    def snap(*devs, conf="", segments=(), gc=0.0):
+        return {"segments": list(segments), "device_traces": [list(d) for d in devs],
+                "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": conf, "max_split_size": -1,
+                                       "garbage_collection_threshold": gc,
+                                       "expandable_segments": "expandable_segments:True" in conf,
+                                       "roundup_power2_divisions": {"1": 0}},
+                "external_annotations": []}
+
+    A = 0x7F0000000000
+    basic = [ev("segment_alloc", A, 2 * MiB, 990), ev("alloc", A, 100, 1000),
+             ev("alloc", A + 512, 513, 1010), ev("free_requested", A, 100, 1020),
+             ev("free_completed", A, 100, 1021), ev("snapshot", 0, 613, 1025),
+             ev("segment_alloc", A + 0x200000, 20 * MiB, 1029), ev("alloc", A, 50, 1030),
+             ev("alloc", A + 0x200000, 3 * MiB, 1031, stream=7),
+             ev("free_requested", A + 512, 513, 1040), ev("free_completed", A + 512, 513, 1040)]
+    deferred = [ev("alloc", A, 4096, 1), ev("free_requested", A, 4096, 2, stream=5),
+                ev("alloc", A + 4096, 64, 3), ev("free_completed", A, 4096, 4, stream=5),
+                ev("free_requested", A + 4096, 64, 5), ev("free_completed", A + 4096, 64, 5)]
+    oom = [ev("segment_alloc", A, 20 * MiB, 1), ev("alloc", A, 10 * MiB, 2),
+           ev("segment_free", A + 0x1000000, 2 * MiB, 3), ev("oom", 1 << 30, 1 << 40, 4),
+           ev("alloc", A + 10 * MiB, 4096, 5)]
+    expandable = [ev("segment_map", A, 20 * MiB, 1), ev("alloc", A, 8 * MiB, 2),
+                  ev("free_requested", A, 8 * MiB, 3), ev("free_completed", A, 8 * MiB, 3),
+                  ev("segment_unmap", A, 20 * MiB, 4), ev("segment_map", A, 20 * MiB, 5),
+                  ev("alloc", A, 9 * MiB, 6)]
+    midrun = [ev("free_requested", A, 512, 1), ev("free_completed", A, 512, 1),
+              ev("free_completed", A + 512, 512, 2), ev("alloc", A + 1024, 7, 3),
+              ev("segment_free", A + 0x400000, 2 * MiB, 4)]
+    segs = [{"device": 0, "address": A, "total_size": 2 * MiB, "stream": 0,
+             "segment_type": "small", "is_expandable": False,
+             "blocks": [{"address": A, "size": 512, "requested_size": 100,
+                         "state": "active_allocated"},
+                        {"address": A + 512, "size": 2 * MiB - 512, "requested_size": 0,
+                         "state": "inactive"}]}]
+    lib = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+           "line": 125, "name": "forward"}
+    user = {"filename": "/home/u/train.py", "line": 42, "name": "step"}
+    stack = [lib, {"filename": "/usr/lib/python3.11/contextlib.py", "line": 81, "name": "inner"},
+             user, {"filename": "/home/u/train.py", "line": 90, "name": "main"}]
+    frames = [ev("alloc", A, 100, 1, frames=stack), ev("alloc", A + 512, 200, 2, frames=[lib]),
+              ev("alloc", A + 1024, 300, 3, frames=[]),
+              ev("free_requested", A, 100, 4, frames=stack),
+              ev("free_completed", A, 100, 4, frames=stack)]
+    cases = {
+        "basic.pickle": snap(basic, conf="max_split_size_mb:128", segments=segs),
+        "deferred.pickle": snap(deferred),
+        "oom.pickle": snap(oom, conf="garbage_collection_threshold:0.6", gc=0.6),
+        "oom-last.pickle": snap(oom[:4]),
+        "expandable.pickle": snap(expandable, conf="expandable_segments:True"),
+        "midrun.pickle": snap(midrun, segments=segs),
+        "two-devices.pickle": snap(basic[:5], deferred),
+        "empty-device.pickle": snap([], basic[:3]),
+        "frames.pickle": snap(frames),
+    }
+    for name, s in cases.items():
+        put("convert", name, pickle.dumps(s, protocol=4))
+    put("convert", "basic-p0.pickle", pickle.dumps(cases["basic.pickle"], protocol=0))
+    put("convert", "deferred-p2.pickle", pickle.dumps(cases["deferred.pickle"], protocol=2))
+    put("convert", "frames-p5.pickle", pickle.dumps(cases["frames.pickle"], protocol=5))
+    put("convert", "basic.pickle.gz", gz(pickle.dumps(cases["basic.pickle"], protocol=4)))
+    put("convert", "not-a-snapshot.pickle", pickle.dumps([1, 2, {"segments": []}], protocol=4))
+    put("convert", "rmm.csv", "Thread,Time,Action,Pointer,Size,Stream\n"
+        "140,10:00:00.000001,allocate,0x7f0000000000,4096,0x0\n"
+        "140,10:00:00.000005,allocate,0x7f0000001000,100,0x5\n"
+        "140,10:00:00.000009,free,0x7f0000000000,4096,0x0\n"
+        "140,23:59:59.999999,allocate,0x7f0000000000,8,0x0\n"
+        "140,00:00:00.000001,free,0x7f0000000000,8,0x0\n")
+    base = os.path.join(shared or "", "traces", "pytorch-2.11-h100")
+    for run, n in (("resnet50__default__5.75", 80), ("gpt2__expandable_segments__nocap", 60)):
+        pk = os.path.join(base, run + ".pickle.gz")
+        if not os.path.exists(pk):
+            continue
+        with gzip.open(pk, "rb") as f:
+            s = pickle.load(f)
+        s["device_traces"] = [d[:n] for d in s["device_traces"]]
+        s["segments"] = s["segments"][:2]
+        for seg in s["segments"]:
+            seg["blocks"] = seg["blocks"][:3]
+        put("convert", "head-" + run + ".pickle", pickle.dumps(s, protocol=4))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(ROOT), "shared"))
+    ap.add_argument("--only", metavar="CORPUS", help="rewrite this corpus only (e.g. convert)")
     a = ap.parse_args()
     gpusim = a.gpusim if os.path.exists(a.gpusim) else None
     shared = a.shared if os.path.isdir(a.shared) else None
     for d in os.listdir(CORPUS) if os.path.isdir(CORPUS) else []:
+        if a.only and d != a.only:
+            continue
         for f in os.listdir(os.path.join(CORPUS, d)):
             if f.startswith("seed-"):
                 os.unlink(os.path.join(CORPUS, d, f))
+    if a.only == "convert":
+        convert_seeds(shared)
     with tempfile.TemporaryDirectory() as tmp:
-        traces()
-        json_seeds(gpusim)
-        calibration_seeds(shared)
-        reference_seeds(shared, tmp)
-        plot_seeds(gpusim, tmp)
+        if a.only:
+            pass
+        else:
+            traces()
+            json_seeds(gpusim)
+            calibration_seeds(shared)
+            reference_seeds(shared, tmp)
+            plot_seeds(gpusim, tmp)
+            convert_seeds(shared)
     for d in sorted(os.listdir(CORPUS)):
         print("%-12s %d files" % (d, len(os.listdir(os.path.join(CORPUS, d)))))
 

@@ -11,6 +11,10 @@
 # a hang (an input running past 10 s) or a memory blow-up (2 GiB) to OUT/NAME/ as
 # crash-*/timeout-*/oom-*. Prints a line per harness (executions, seconds, executions per
 # second, failures) and a total; exit status 1 when any harness failed.
+#
+# The harness 'convert' is the converter's Python fuzz loop (fuzz_convert.py, no build needed):
+#   tests/fuzz/run.sh build-fuzz 60 /tmp/fz convert   # 60 s of mutated snapshots; failing inputs
+#                                                     # are kept in /tmp/fz/convert/crash-*
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 BUILD SECONDS [OUT [HARNESS...]]" >&2; exit 2; }
 src=$(cd "$(dirname "$0")" && pwd)
@@ -35,6 +39,29 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 failed=0 total=0 total_s=0
 printf '%-12s %12s %8s %10s %s\n' harness executions seconds exec/s result
 for h in $harnesses; do
+    if [ "$h" = convert ]; then
+        mkdir -p "$out/$h"
+        t0=$(date +%s)
+        rc=0
+        python3 "$src/fuzz_convert.py" --seconds "$secs" --timeout 10 --crashes "$out/$h" \
+            >"$out/$h/run.log" 2>&1 || rc=$?
+        t1=$(date +%s)
+        runs=$(sed -n 's/^fuzz_convert: \([0-9]*\) inputs.*/\1/p' "$out/$h/run.log")
+        runs=${runs:-0}
+        if [ "$rc" -ne 0 ]; then
+            result="FAILED (exit $rc, inputs kept in $out/$h)"
+            failed=1
+            keep=1
+            grep '^FAIL' "$out/$h/run.log" | head -5 >&2 || true
+        else
+            result=ok
+        fi
+        s=$((t1 - t0))
+        printf '%-12s %12s %8s %10s %s\n' "$h" "$runs" "$s" "$((runs / (s > 0 ? s : 1)))" "$result"
+        total=$((total + runs))
+        total_s=$((total_s + s))
+        continue
+    fi
     exe=$build/tests/fuzz/fuzz_$h
     [ -x "$exe" ] || { echo "$0: $exe missing (a build with -Dfuzz=enabled?)" >&2; exit 2; }
     mkdir -p "$out/$h/corpus"
