@@ -24,6 +24,7 @@ static const struct {
     {"sweep", gs_cmd_sweep},
     {"plot", gs_cmd_plot},
     {"whatif", gs_cmd_whatif},
+    {"convert", gs_cmd_convert},
 };
 
 static const char main_help[] =
@@ -43,7 +44,7 @@ static const char main_help[] =
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
-    "Traces are gpusim's text format (docs/trace-format.md); convert a PyTorch memory snapshot with\n"
+    "Traces are gpusim's text format or its binary one (docs/trace-format.md); convert a PyTorch memory snapshot with\n"
     "  gpusim-convert snapshot.pickle -o trace.gstrace.gz\n"
     "(in a source tree: python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz).\n";
 
@@ -74,5 +75,5 @@ int main(int argc, char **argv)
         return finish(GS_EXIT_OK);
     }
     gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, "
-                       "help, version)", cmd);
+                       "convert, help, version)", cmd);
 }

@@ -919,6 +919,8 @@ gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigne
     g_return_val_if_fail(data != NULL || len == 0, NULL);
     if (!name)
         name = "(memory)";
+    if (gs_trace_is_binary(data, len))
+        return gs_trace_binary_read(name, -1, data, len, err);
     parser p;
     gboolean ok;
     if (is_gzip(data, len)) {
@@ -950,18 +952,28 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
         return NULL;
     }
     size_t size = S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
+
+    /* The first bytes decide between binary, gzip and plain text. A binary trace is read
+     * straight into its arrays (binary.c), so only its magic is read here. */
+    char magic[sizeof gs_trace_binary_magic];
+    ssize_t r = 0, got;
+    while ((size_t)r < sizeof magic && (got = read_some(fd, magic + r, sizeof magic - r)) > 0)
+        r += got;
+    if (r == (ssize_t)sizeof magic && gs_trace_is_binary(magic, sizeof magic)) {
+        gs_trace *t = gs_trace_binary_read(path, fd, magic, sizeof magic, err);
+        close(fd);
+        return t;
+    }
     parser p;
     parser_init(&p, path, flags, warn, ud, err, size / 40);
-
-    /* The first chunk decides between gzip and plain text. */
     carry c = { 0 };
     gboolean ok = TRUE;
-    ssize_t r = read_some(fd, carry_space(&c, CHUNK), CHUNK);
-    while (r == 1) { /* a pipe may hand over a single byte: the magic needs two */
-        ssize_t r2 = read_some(fd, c.buf + 1, CHUNK - 1);
-        r = r2 < 0 ? r2 : r2 + 1;
-        if (r2 == 0)
-            break;
+    if (r >= 0) {
+        memcpy(carry_space(&c, CHUNK), magic, (size_t)r);
+        got = (size_t)r < sizeof magic ? 0 : read_some(fd, c.buf + r, CHUNK - (size_t)r);
+        r = got < 0 ? got : r + got;
+    } else {
+        got = r;
     }
     if (r < 0) {
         io_fail(&p, errno);

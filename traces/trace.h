@@ -67,6 +67,14 @@ G_BEGIN_DECLS
 #define GS_TRACE_VERSION 2                  /* the newest version the reader takes */
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
 
+/* The binary format (traces/binary.c, docs/trace-format.md "The binary format"): the trace as
+ * it is in memory, ids resolved to slots, events as gs_event records; gs_trace_load and
+ * gs_trace_parse recognise it by its first 8 bytes (text, gzip text or binary), and
+ * gs_trace_save writes it when the name ends in GS_TRACE_BINARY_SUFFIX. */
+#define GS_TRACE_BINARY_VERSION 1
+#define GS_TRACE_BINARY_RECORD 32   /* bytes per event: sizeof(gs_event) */
+#define GS_TRACE_BINARY_SUFFIX ".gsbin"
+
 /* The most distinct streams, and the most distinct clients, one trace may have. The reader
  * refuses the first event that would bring one more (GS_TRACE_ERROR_FORMAT, "FILE:LINE:
  * message", in lenient mode too), and gs_trace_add_alloc treats one more as a programmer error,
@@ -152,7 +160,9 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
 gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigned flags,
                          gs_trace_warn_fn warn, void *ud, GError **err);
 
-/* Write a trace. Gzip-compressed when path ends in ".gz". Written whole: to a temporary file in
+/* Write a trace: the binary format when path ends in ".gsbin" (refused, GS_TRACE_ERROR_FORMAT,
+ * when the trace breaks a rule the reader enforces), else text, gzip-compressed when path ends
+ * in ".gz". Written whole: to a temporary file in
  * the same directory, then renamed, so an interrupted write never leaves a partial file. */
 gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err);
 
