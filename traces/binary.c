@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -280,6 +281,7 @@ typedef struct {
     const char *buf;
     size_t len, pos;
     uint64_t off; /* bytes consumed */
+    const char *map; /* buf, when it is the whole file mapped (munmap'd with the trace) */
 } src;
 
 static void bin_fail(src *in, uint64_t off, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
@@ -512,7 +514,17 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         bin_fail(in, start + strings, "padding after the strings section is not zero");
         ok = FALSE;
     }
-    if (ok) {
+    if (ok && in->map && in->len - in->pos >= GS_TRACE_BINARY_RECORD * n_events) {
+        /* The file is mapped: the events are used where they lie (the offset is a multiple of
+         * 8, gs_event's alignment); the trace owns the mapping from now on. */
+        t->n = t->cap = n_events;
+        t->ev = (gs_event *)(void *)(in->map + in->pos);
+        t->map = (void *)in->map;
+        t->map_len = in->len;
+        in->map = NULL;
+        in->pos += GS_TRACE_BINARY_RECORD * n_events;
+        in->off += GS_TRACE_BINARY_RECORD * n_events;
+    } else if (ok) {
         t->n = t->cap = n_events;
         t->ev = g_new(gs_event, n_events ? n_events : 1);
         ok = src_read(in, t->ev, GS_TRACE_BINARY_RECORD * n_events, "events");
@@ -561,7 +573,33 @@ gs_trace *gs_trace_binary_read(const char *name, int fd, const char *first, size
                    : UINT64_MAX;
     }
     src in = {.name = name, .err = err, .fd = fd, .buf = first, .len = first_len};
-    return read_binary(&in, size);
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+    /* A regular file on a little-endian host is mapped (copy-on-write, its pages mapped in one
+     * call): its events then need no copy at all, where read() into fresh memory would spend
+     * more time clearing and faulting in pages than the replay takes (BENCHMARKS.md). */
+    if (fd >= 0 && size != UINT64_MAX && size > first_len && size < SIZE_MAX &&
+        lseek(fd, 0, SEEK_CUR) == (off_t)first_len) {
+        int flags = MAP_PRIVATE;
+#ifdef MAP_POPULATE
+        flags |= MAP_POPULATE;
+#endif
+        /* Populated read-only, so the pages are the page cache's own, then made writable:
+         * populating a writable private mapping would copy every page. A write (code that
+         * edits a loaded trace's events) copies its page then, as private mappings do. */
+        void *m = mmap(NULL, (size_t)size, PROT_READ, flags, fd, 0);
+        if (m != MAP_FAILED && mprotect(m, (size_t)size, PROT_READ | PROT_WRITE) != 0) {
+            munmap(m, (size_t)size);
+            m = MAP_FAILED;
+        }
+        if (m != MAP_FAILED) {
+            in = (src){.name = name, .err = err, .fd = -1, .buf = m, .len = (size_t)size,
+                       .map = m};
+        }
+    }
+#endif
+    gs_trace *t = read_binary(&in, size);
+    if (in.map) munmap((void *)in.map, in.len); /* not handed to the trace */
+    return t;
 }
 
 /* ---- The writer ----------------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include "trace-int.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 G_DEFINE_QUARK(gs-trace-error-quark, gs_trace_error)
 
@@ -199,7 +200,10 @@ void gs_trace_free(gs_trace *t)
     if (!t)
         return;
     g_free(t->path);
-    g_free(t->ev);
+    if (t->map)
+        munmap(t->map, t->map_len);
+    else
+        g_free(t->ev);
     g_free(t->slot_id);
     if (t->clients)
         g_ptr_array_unref(t->clients);
@@ -282,6 +286,15 @@ static struct gs_trace_builder *builder(gs_trace *t)
 
 static gs_event *push_event(gs_trace *t)
 {
+    if (t->map) {
+        /* A binary trace's events live in its mapped file: building on goes on in a copy. */
+        gs_event *ev = g_new(gs_event, t->n + 1);
+        memcpy(ev, t->ev, t->n * sizeof *ev);
+        munmap(t->map, t->map_len);
+        t->map = NULL;
+        t->ev = ev;
+        t->cap = t->n + 1;
+    }
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 256;
         t->ev = g_renew(gs_event, t->ev, t->cap);

@@ -134,6 +134,9 @@ typedef struct {
     size_t n_warnings;      /* lenient mode: problems found and skipped */
     struct gs_trace_builder *builder; /* private to trace.c: per-slot bookkeeping for the
                                        * gs_trace_add_* calls; NULL until the first one */
+    void *map;              /* private to traces/: a binary trace's file, mapped copy-on-write
+                             * (ev points into it; NULL otherwise), and its length */
+    size_t map_len;
 } gs_trace;
 
 /* Reader flags. */
