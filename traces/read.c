@@ -144,14 +144,14 @@ static void kv_remove(kv_table *h, kv_entry *x)
 #define GS_PREFETCH(addr) ((void)(addr))
 #endif
 
-/* What the parser remembers about each slot until the end of the file: 16 bytes, since a
- * trace has about one slot per two events and the reader's peak memory is what it keeps per
- * event (BENCHMARKS.md, "End to end"). The line numbers that messages give are found from
- * event indices (line_of), not kept per slot. */
-#define SLOT_LIVE SIZE_MAX
+/* What the parser remembers about each slot until the end of the file: its size and whether
+ * it is freed, 9 bytes, since a trace has about one slot per two events and the reader's peak
+ * memory is what it keeps per event (BENCHMARKS.md, "End to end"). The line numbers that
+ * messages give are found from event indices (line_of) and, on an error, by a walk back over
+ * the events, not kept per slot; which frees are deferred is settled at the end, in one pass
+ * (mark_deferred), not by remembering where each free is. */
 typedef struct {
     uint64_t size;
-    size_t free_ev;   /* index in t->ev of the free; SLOT_LIVE while the allocation is live */
 } slot_info;
 
 /* Where the line numbers of the appended events stop being event index + a constant (a
@@ -190,6 +190,8 @@ typedef struct {
     size_t line;
 
     slot_info *si;   /* per slot, same capacity as t->slot_id */
+    uint8_t *freed;  /* per slot: 0 live, 1 freed (its id may still get a free_done) */
+    size_t n_free_done; /* free_done events kept */
     size_t slot_cap;
     /* Live (or freed, maybe pending) id -> slot + 1. While every id is below direct_limit
      * (ids are usually counted up from 1), an array indexed by id: 4 bytes an id, where the
@@ -561,12 +563,41 @@ static size_t alloc_line_of(const parser *p, uint32_t s)
     return 0;
 }
 
+/* The line of the free of slot s: found by a walk back over the events, on an error only. */
+static size_t free_line_of(const parser *p, uint32_t s)
+{
+    const gs_trace *t = p->t;
+    for (size_t i = t->n; i-- > 0;)
+        if (t->ev[i].op == GS_OP_FREE && t->ev[i].slot == s)
+            return line_of(p, i);
+    return 0;
+}
+
+/* A free is deferred when a free_done of its slot follows (the reader only keeps a free_done
+ * of a freed slot whose id has not been allocated again): one pass back over the events, with
+ * a bit per slot, once the file is read. */
+static void mark_deferred(parser *p)
+{
+    gs_trace *t = p->t;
+    if (!p->n_free_done)
+        return;
+    uint8_t *done = g_new0(uint8_t, t->n_slots / 8 + 1);
+    for (size_t i = t->n; i-- > 0;) {
+        gs_event *e = &t->ev[i];
+        if (e->op == GS_OP_FREE_DONE)
+            done[e->slot / 8] |= (uint8_t)(1u << (e->slot % 8));
+        else if (e->op == GS_OP_FREE && (done[e->slot / 8] >> (e->slot % 8) & 1))
+            e->flags |= GS_EV_DEFERRED;
+    }
+    g_free(done);
+}
+
 /* An alloc: a new slot for its id, which must not be live. */
 static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_event *ev)
 {
     gs_trace *t = p->t;
     uint32_t *x = ids_find(p, r->id);
-    if (x && p->si[*x - 1].free_ev == SLOT_LIVE)
+    if (x && !p->freed[*x - 1])
         return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", r->id,
                        alloc_line_of(p, *x - 1));
     if (t->n_slots >= UINT32_MAX - 1) {
@@ -577,10 +608,12 @@ static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_eve
         p->slot_cap = p->slot_cap ? 2 * p->slot_cap : 1024;
         t->slot_id = g_renew(uint64_t, t->slot_id, p->slot_cap);
         p->si = g_renew(slot_info, p->si, p->slot_cap);
+        p->freed = g_renew(uint8_t, p->freed, p->slot_cap);
     }
     ev->slot = (uint32_t)t->n_slots++;
     t->slot_id[ev->slot] = r->id;
-    p->si[ev->slot] = (slot_info){ .size = r->size, .free_ev = SLOT_LIVE };
+    p->si[ev->slot] = (slot_info){ .size = r->size };
+    p->freed[ev->slot] = 0;
     /* A freed id with no free_done yet is reused: that free was immediate after all. */
     if (x)
         *x = ev->slot + 1;
@@ -593,17 +626,17 @@ static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_eve
  * (a size of 0 in the file means "as allocated"; another one is a problem). */
 static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_event *ev)
 {
-    gs_trace *t = p->t;
     uint64_t id = r->id;
     uint32_t *x = ids_find(p, id);
     slot_info *si = x ? &p->si[*x - 1] : NULL;
+    gboolean freed = x && p->freed[*x - 1];
     if (r->op == GS_OP_FREE) {
         if (!x)
             return problem(p, "free of unknown id %" PRIu64, id);
-        if (si->free_ev != SLOT_LIVE)
+        if (freed)
             return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
-                           line_of(p, si->free_ev));
-    } else if (!x || si->free_ev == SLOT_LIVE) {
+                           free_line_of(p, *x - 1));
+    } else if (!freed) {
         return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
     }
     /* In lenient mode a wrong size is warned about and the event kept, at the right size. */
@@ -614,9 +647,9 @@ static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_even
     ev->slot = *x - 1;
     ev->size = si->size;
     if (r->op == GS_OP_FREE) {
-        si->free_ev = t->n;
+        p->freed[*x - 1] = 1;
     } else {
-        t->ev[si->free_ev].flags |= GS_EV_DEFERRED;
+        p->n_free_done++; /* its free is marked deferred at the end (mark_deferred) */
         ids_remove(p, x); /* the id is dead now and may be allocated again */
     }
     return EV_APPEND;
@@ -834,6 +867,7 @@ static gboolean finish_text(parser *p, size_t total, size_t leftover)
         fail(p, "missing column line '%s'", GS_TRACE_COLUMNS);
         return FALSE;
     }
+    mark_deferred(p);
     const char *why = gs_trace_header_problem(p->t);
     if (why) {
         g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s: %s", p->name, why);
@@ -872,6 +906,7 @@ static gs_trace *parser_done(parser *p, gboolean ok)
     g_hash_table_unref(p->client_ix);
     g_string_free(p->keybuf, TRUE);
     g_free(p->si);
+    g_free(p->freed);
     if (!ok) {
         gs_trace_free(p->t);
         return NULL;
