@@ -155,7 +155,7 @@ static void id_check_init(id_check *c, const gs_trace *t)
 /* Every event against the slots, clients and streams, in order; the event index of a problem in
  * *where. NULL when the events are a trace the text reader would have built, else the problem
  * (g_free it). */
-static char *events_problem(const gs_trace *t, size_t *where)
+static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_tally *y)
 {
     size_t n_slots = t->n_slots;
     uint8_t *state = g_new0(uint8_t, n_slots ? n_slots : 1);
@@ -169,6 +169,7 @@ static char *events_problem(const gs_trace *t, size_t *where)
     for (i = 0; i < t->n && !why; i++) {
         const gs_event *e = &t->ev[i];
         unsigned op = e->op;
+        if (y) gs_trace_tally_event(y, e);
         if (op >= GS_OP_COUNT) {
             why = g_strdup_printf("unknown op %u", op);
             break;
@@ -539,7 +540,7 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         size_t where = 0;
         if (why) {
             bin_fail(in, start, "%s", why);
-        } else if ((why = events_problem(t, &where))) {
+        } else if ((why = events_problem(t, &where, (t->tally = gs_trace_tally_new())))) {
             if (where < t->n)
                 bin_fail(in, events_at + GS_TRACE_BINARY_RECORD * where, "event %zu: %s", where,
                          why);
@@ -631,7 +632,7 @@ char *gs_trace_binary_problem(const gs_trace *t)
 {
     char *why = tables_problem(t);
     size_t where;
-    if (!why && (why = events_problem(t, &where)) && where < t->n) {
+    if (!why && (why = events_problem(t, &where, NULL)) && where < t->n) {
         char *w = g_strdup_printf("event %zu: %s", where, why);
         g_free(why);
         why = w;

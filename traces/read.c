@@ -715,6 +715,7 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         g_array_append_val(p->lines, st);
         p->line_delta = st.delta;
     }
+    gs_trace_tally_event(t->tally, &ev);
     t->ev[t->n++] = ev;
     return TRUE;
 }
@@ -893,6 +894,7 @@ static void parser_init(parser *p, const char *name, unsigned flags, gs_trace_wa
     p->lines = g_array_new(FALSE, FALSE, sizeof(line_step));
     kv_init(&p->streams, 4);
     t->cap = ev_guess < 64 ? 64 : ev_guess;
+    t->tally = gs_trace_tally_new();
     t->ev = g_new(gs_event, t->cap);
 }
 

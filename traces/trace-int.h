@@ -35,6 +35,31 @@ gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out);
  * is wrong (a static string). The reader calls it once the events are in. */
 const char *gs_trace_header_problem(const gs_trace *t);
 
+/* What a reader counts of the events it appends (gs_trace.tally): the oom events and the
+ * distinct devices (in order of first appearance), one cheap step per event. */
+struct gs_trace_tally {
+    size_t n;          /* events counted: the tally holds while it equals gs_trace.n */
+    size_t n_oom;
+    uint32_t last;     /* the last device added (consecutive events mostly share one) */
+    GArray *devices;   /* uint32_t, distinct */
+};
+
+struct gs_trace_tally *gs_trace_tally_new(void);
+void gs_trace_tally_free(struct gs_trace_tally *y);
+
+static inline void gs_trace_tally_event(struct gs_trace_tally *y, const gs_event *e)
+{
+    y->n++;
+    y->n_oom += e->op == GS_OP_OOM;
+    if (G_LIKELY(e->device == y->last && y->devices->len))
+        return;
+    y->last = e->device;
+    for (guint k = 0; k < y->devices->len; k++)
+        if (g_array_index(y->devices, uint32_t, k) == e->device)
+            return;
+    g_array_append_val(y->devices, e->device);
+}
+
 /* ---- binary.c: the binary format ---- */
 
 /* The first 8 bytes of a binary trace (docs/trace-format.md, "The binary format"). */

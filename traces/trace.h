@@ -137,6 +137,12 @@ typedef struct {
     void *map;              /* private to traces/: a binary trace's file, mapped copy-on-write
                              * (ev points into it; NULL otherwise), and its length */
     size_t map_len;
+    struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
+                                   * as it read them (oom events, devices), so that
+                                   * gs_trace_get_caveats and gs_trace_devices need no pass over
+                                   * them; dropped by the builder's next event. Code that edits
+                                   * a loaded trace's events in place must not change their op
+                                   * or device (none does). */
 } gs_trace;
 
 /* Reader flags. */
