@@ -141,6 +141,7 @@ int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sweep(int argc, char **argv);
 int gs_cmd_plot(int argc, char **argv);
 int gs_cmd_whatif(int argc, char **argv);
+int gs_cmd_convert(int argc, char **argv);
 
 G_END_DECLS
 

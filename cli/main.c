@@ -24,6 +24,7 @@ static const struct {
     {"sweep", gs_cmd_sweep},
     {"plot", gs_cmd_plot},
     {"whatif", gs_cmd_whatif},
+    {"convert", gs_cmd_convert},
 };
 
 static const char main_help[] =
@@ -40,11 +41,14 @@ static const char main_help[] =
     "  plot RESULT...    draw the plots of a saved report (also: replay/sweep --plot DIR)\n"
     "  whatif INPUT      which setting would have saved this run (a snapshot or a trace), and at\n"
     "                    what cost: minimum capacity, retries, device time per setting\n"
+    "  convert TRACE     a trace into another form: text, gzip text, or binary (-o NAME.gsbin),\n"
+    "                    which loads at memory speed\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
-    "Traces are gpusim's text format (docs/trace-format.md); convert a PyTorch memory snapshot with\n"
-    "  gpusim-convert snapshot.pickle -o trace.gstrace.gz\n"
+    "Traces are gpusim's text format, or its binary one (docs/trace-format.md); convert a\n"
+    "PyTorch memory snapshot with\n"
+    "  gpusim-convert snapshot.pickle -o trace.gstrace.gz     (or -o trace.gsbin)\n"
     "(in a source tree: python3 traces/convert.py snapshot.pickle -o trace.gstrace.gz).\n";
 
 /* What went to stdout must have got there: a full disk or a closed pipe is an error, not exit 0
@@ -74,5 +78,5 @@ int main(int argc, char **argv)
         return finish(GS_EXIT_OK);
     }
     gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, "
-                       "help, version)", cmd);
+                       "convert, help, version)", cmd);
 }

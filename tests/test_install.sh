@@ -78,6 +78,14 @@ cmp -s "$tmp/inst.ref.json" "$tmp/src.ref.json" ||
     fail "gpusim-convert and traces/convert.py write different references"
 "$bin/gpusim" replay "$tmp/inst.gstrace.gz" --reference "$tmp/inst.ref.json" -q >"$tmp/out" \
     2>"$tmp/err" || fail "the installed converter's trace does not replay: $(cat "$tmp/err")"
+# The binary format: the installed converter finds its writer (DATADIR/gpusim/gsbin.py) and
+# writes what gpusim convert writes.
+"$bin/gpusim-convert" "$snap" -o "$tmp/inst.gsbin" 2>"$tmp/err" ||
+    fail "gpusim-convert to a .gsbin: $(cat "$tmp/err")"
+"$bin/gpusim" convert "$tmp/inst.gstrace.gz" -o "$tmp/conv.gsbin" 2>"$tmp/err" ||
+    fail "installed gpusim convert: $(cat "$tmp/err")"
+cmp -s "$tmp/inst.gsbin" "$tmp/conv.gsbin" ||
+    fail "gpusim-convert and gpusim convert write different binary traces"
 
 # --- gpusim-synth: finds the converter as gpusim-convert, and writes the bundled trace ---
 "$bin/gpusim-synth" batch-alternate -o "$tmp/alt.gstrace.gz" 2>"$tmp/err" ||
@@ -126,7 +134,7 @@ if [ "$man_pages" = 1 ]; then
     for p in gpusim gpusim-convert gpusim-synth; do
         [ -s "$man/man1/$p.1" ] || fail "man page not installed: man1/$p.1"
     done
-    for c in replay validate sweep plot whatif; do
+    for c in replay validate sweep plot whatif convert; do
         grep -q "^\.SS \"gpusim $c " "$man/man1/gpusim.1" || fail "gpusim.1 lacks the $c command"
     done
     if command -v groff >/dev/null 2>&1; then

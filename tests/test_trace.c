@@ -751,6 +751,138 @@ START_TEST(test_roundtrip_gzip)
 }
 END_TEST
 
+/* ---- the binary format ---- */
+
+START_TEST(test_binary_roundtrip_built)
+{
+    gs_trace *t = build_sample();
+    save_load_compare(t, "built.gsbin", FALSE);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* The bytes of t written as a binary trace (g_free them). */
+static char *binary_bytes(const gs_trace *t, gsize *len)
+{
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "t.gsbin", NULL);
+    GError *err = NULL;
+    ck_assert_msg(gs_trace_save(t, path, &err), "%s", err ? err->message : "?");
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, len, NULL));
+    ck_assert(*len >= 64 && memcmp(data, "\x89GSBIN\r\n", 8) == 0);
+    g_free(path);
+    remove_tmpdir(dir);
+    return data;
+}
+
+/* A binary trace from memory and from a file (mapped) is the trace it was written from, and a
+ * loaded one can be built on (its events leave the mapping). */
+START_TEST(test_binary_memory_and_file)
+{
+    gs_trace *t = build_sample();
+    gsize len;
+    char *data = binary_bytes(t, &len);
+    GError *err = NULL;
+    gs_trace *u = gs_trace_parse("m.gsbin", data, len, 0, NULL, NULL, &err);
+    ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
+    assert_same_trace(t, u);
+    ck_assert_ptr_null(u->map);
+    gs_trace_free(u);
+
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "f.gsbin", NULL);
+    ck_assert(g_file_set_contents(path, data, (gssize)len, NULL));
+    u = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(u != NULL, "%s", err ? err->message : "?");
+    assert_same_trace(t, u);
+    ck_assert_ptr_nonnull(u->map);
+    size_t n = u->n;
+    uint32_t s = gs_trace_add_alloc(u, "torch", 0, 4096);
+    gs_trace_add_free(u, s);
+    ck_assert_uint_eq(u->n, n + 2);
+    ck_assert_ptr_null(u->map);
+    ck_assert_uint_eq(u->ev[n].size, 4096);
+    gs_trace_free(u);
+    g_free(path);
+    remove_tmpdir(dir);
+    g_free(data);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* Rules the text reader enforces, broken in a binary file: one message with the byte and the
+ * event. The sample's slot ids are 1, 2, 3, ...; its first events alloc slots 0, 1, 2. */
+START_TEST(test_binary_errors)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100);
+    uint32_t b = gs_trace_add_alloc(t, "torch", 0, 200);
+    gs_trace_add_free_deferred(t, a);
+    gs_trace_add_free_done(t, a);
+    gs_trace_add_free(t, b);
+    gsize len;
+    char *data = binary_bytes(t, &len);
+    size_t ids = 64 + 8 * 1;          /* after the header and one stream */
+    size_t ev = len - 5 * 32;         /* the first event */
+    struct {
+        size_t at;
+        uint8_t value;
+        const char *want;
+    } cases[] = {
+        /* slot 1's id made slot 0's, while slot 0 is live */
+        {ids + 8, 1, "event 1: alloc of live id 1 (slot 0)"},
+        {ev + 26, 7, "event 0: unknown op 7"},
+        {ev + 2 * 32 + 27, 0, "event 3: free_done of id 1 without a pending free"},
+        {ev + 4 * 32 + 27, 1, "deferred free of id 2 never completed"},
+        {ev + 24, 1, "event 0: client 1 before client 0"},
+        {ev + 16, 1, "event 0: alloc of slot 1, expected slot 0"},
+        {ev + 2 * 32 + 8, 99, "event 2: free of id 1 with size 99, allocated with size 100"},
+        {12, 63, "bad binary header"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        char *bad = g_memdup2(data, len);
+        bad[cases[i].at] = (char)cases[i].value;
+        GError *err = NULL;
+        ck_assert_ptr_null(gs_trace_parse("b.gsbin", bad, len, 0, NULL, NULL, &err));
+        ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+        ck_assert_msg(g_str_has_prefix(err->message, "b.gsbin: byte ") &&
+                          strstr(err->message, cases[i].want),
+                      "case %zu: %s", i, err->message);
+        g_error_free(err);
+        g_free(bad);
+    }
+    /* Cut short, and one byte too many. */
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_trace_parse("b.gsbin", data, len - 1, 0, NULL, NULL, &err));
+    ck_assert_msg(strstr(err->message, "the header's counts make"), "%s", err->message);
+    g_clear_error(&err);
+    g_free(data);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* The writer refuses what the reader would: a client no event names. */
+START_TEST(test_binary_writer_refuses)
+{
+    gs_trace *t = gs_trace_new();
+    gs_trace_add_alloc(t, "torch", 0, 100);
+    g_ptr_array_add(t->clients, g_strdup("unused"));
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "r.gsbin", NULL);
+    GError *err = NULL;
+    ck_assert(!gs_trace_save(t, path, &err));
+    ck_assert(g_error_matches(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT));
+    ck_assert_msg(strstr(err->message, "cannot be written as a binary trace: 2 clients, but "
+                                       "the events name 1"), "%s", err->message);
+    g_error_free(err);
+    ck_assert_uint_eq(count_entries(dir), 0);
+    g_free(path);
+    remove_tmpdir(dir);
+    gs_trace_free(t);
+}
+END_TEST
+
 static const char canonical[] =
     "# gpusim-trace 1\n"
     "# source: pytorch-snapshot resnet50 torch-2.11.0 H100\n"
@@ -1457,6 +1589,13 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_roundtrip_built);
     tcase_add_test(tc, test_roundtrip_gzip);
     tcase_add_test(tc, test_builder_oom);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("binary");
+    tcase_add_test(tc, test_binary_roundtrip_built);
+    tcase_add_test(tc, test_binary_memory_and_file);
+    tcase_add_test(tc, test_binary_errors);
+    tcase_add_test(tc, test_binary_writer_refuses);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("version 2");

@@ -1887,6 +1887,17 @@ def convert(args, progress_stream=None, progress_enabled=False):
     if args.reference:
         ref = build_reference(rec, tr, source, sibling, device_total)
 
+    if args.output.endswith(".gsbin"):
+        # The binary format: traces/gsbin.py, beside this script (DATADIR/gpusim once installed).
+        import importlib.util
+        here = os.path.dirname(os.path.realpath(__file__))
+        path = next((p for p in (os.path.join(here, "gsbin.py"),
+                                 os.path.join(here, "..", "share", "gpusim", "gsbin.py"))
+                     if os.path.exists(p)), os.path.join(here, "gsbin.py"))
+        spec = importlib.util.spec_from_file_location("gsbin", path)
+        gsbin = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gsbin)
+        trace_bytes = gsbin.encode_text(trace_bytes)
     write_whole(args.output, maybe_gzip(args.output, trace_bytes))
     if ref is not None:
         text = json.dumps(ref, indent=1, sort_keys=True, default=str) + "\n"

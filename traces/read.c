@@ -144,14 +144,23 @@ static void kv_remove(kv_table *h, kv_entry *x)
 #define GS_PREFETCH(addr) ((void)(addr))
 #endif
 
-/* What the parser remembers about each slot until the end of the file. Line numbers serve
- * only the error messages; free_ev lets a later free_done mark its free as deferred. */
+/* What the parser remembers about each slot until the end of the file: its size and whether
+ * it is freed, 9 bytes, since a trace has about one slot per two events and the reader's peak
+ * memory is what it keeps per event (BENCHMARKS.md, "End to end"). The line numbers that
+ * messages give are found from event indices (line_of) and, on an error, by a walk back over
+ * the events, not kept per slot; which frees are deferred is settled at the end, in one pass
+ * (mark_deferred), not by remembering where each free is. */
 typedef struct {
     uint64_t size;
-    size_t alloc_line;
-    size_t free_line; /* 0 while the allocation is live */
-    size_t free_ev;   /* index in t->ev of the free, once free_line != 0 */
 } slot_info;
+
+/* Where the line numbers of the appended events stop being event index + a constant (a
+ * comment, a blank line or a dropped event among the events): from event ev on, line =
+ * ev + delta. Rare, so kept as a list of the changes. */
+typedef struct {
+    size_t ev;
+    size_t delta;
+} line_step;
 
 /* One event line, syntax checked but not yet applied. */
 typedef struct {
@@ -181,8 +190,20 @@ typedef struct {
     size_t line;
 
     slot_info *si;   /* per slot, same capacity as t->slot_id */
+    uint8_t *freed;  /* per slot: 0 live, 1 freed (its id may still get a free_done) */
+    size_t n_free_done; /* free_done events kept */
     size_t slot_cap;
-    kv_table ids;     /* live (or freed, maybe pending) id -> slot */
+    /* Live (or freed, maybe pending) id -> slot + 1. While every id is below direct_limit
+     * (ids are usually counted up from 1), an array indexed by id: 4 bytes an id, where the
+     * hash table takes 32 to 64 (16-byte entries, at most half full); the first larger id
+     * moves them all into the table (ids_kv) for good. */
+    uint32_t *direct;
+    size_t direct_cap;
+    uint64_t direct_limit;
+    gboolean ids_kv;
+    kv_table ids;
+    GArray *lines;    /* line_step, in order of ev */
+    size_t line_delta; /* of the last step (0: none yet) */
     kv_table streams; /* raw stream -> index */
     GHashTable *client_ix; /* name (owned by t->clients) -> index + 1 */
     GString *keybuf;       /* reusable NUL-terminated copy of a client field for lookups */
@@ -457,14 +478,128 @@ static GS_HOT_INLINE gboolean intern_stream(parser *p, uint64_t raw, uint32_t *i
     return TRUE;
 }
 
+/* ---- Ids to slots, and lines of events ---- */
+
+/* The slot + 1 that id maps to (0 or NULL: none), as a place ids_remove can clear. */
+static GS_HOT_INLINE uint32_t *ids_find(parser *p, uint64_t id)
+{
+    if (!p->ids_kv)
+        return id < p->direct_cap && p->direct[id] ? &p->direct[id] : NULL;
+    kv_entry *x = kv_find(&p->ids, id);
+    return x ? &x->val1 : NULL;
+}
+
+static void ids_to_table(parser *p)
+{
+    kv_init(&p->ids, 10);
+    for (size_t id = 0; id < p->direct_cap; id++)
+        if (p->direct[id])
+            kv_insert(&p->ids, id, p->direct[id] - 1);
+    g_free(p->direct);
+    p->direct = NULL;
+    p->direct_cap = 0;
+    p->ids_kv = TRUE;
+}
+
+/* id (not mapped now) -> slot. */
+static GS_HOT_INLINE void ids_add(parser *p, uint64_t id, uint32_t slot)
+{
+    if (!p->ids_kv && id >= p->direct_cap) {
+        if (id >= p->direct_limit) {
+            ids_to_table(p);
+        } else {
+            size_t cap = MAX(MAX(2 * p->direct_cap, (size_t)id + 1), (size_t)1024);
+            cap = MIN(cap, (size_t)p->direct_limit);
+            p->direct = g_renew(uint32_t, p->direct, cap);
+            memset(p->direct + p->direct_cap, 0, (cap - p->direct_cap) * sizeof *p->direct);
+            p->direct_cap = cap;
+        }
+    }
+    if (p->ids_kv)
+        kv_insert(&p->ids, id, slot);
+    else
+        p->direct[id] = slot + 1;
+}
+
+/* v: what ids_find gave for a mapped id. */
+static GS_HOT_INLINE void ids_remove(parser *p, uint32_t *v)
+{
+    if (p->ids_kv)
+        kv_remove(&p->ids, (kv_entry *)(void *)((char *)v - offsetof(kv_entry, val1)));
+    else
+        *v = 0;
+}
+
+static GS_HOT_INLINE void ids_prefetch(const parser *p, uint64_t id)
+{
+    if (p->ids_kv)
+        GS_PREFETCH(&p->ids.e[kv_home(&p->ids, id)]);
+    else if (id < p->direct_cap)
+        GS_PREFETCH(&p->direct[id]);
+}
+
+/* The line of appended event ev. */
+static size_t line_of(const parser *p, size_t ev)
+{
+    const line_step *st = (const line_step *)(void *)p->lines->data;
+    size_t lo = 0, hi = p->lines->len; /* the last step at or before ev */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (st[mid].ev <= ev)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return ev + (lo ? st[lo - 1].delta : 0);
+}
+
+/* The line of the alloc of slot s: found by a walk back over the events, on an error only. */
+static size_t alloc_line_of(const parser *p, uint32_t s)
+{
+    const gs_trace *t = p->t;
+    for (size_t i = t->n; i-- > 0;)
+        if (t->ev[i].op == GS_OP_ALLOC && t->ev[i].slot == s)
+            return line_of(p, i);
+    return 0;
+}
+
+/* The line of the free of slot s: found by a walk back over the events, on an error only. */
+static size_t free_line_of(const parser *p, uint32_t s)
+{
+    const gs_trace *t = p->t;
+    for (size_t i = t->n; i-- > 0;)
+        if (t->ev[i].op == GS_OP_FREE && t->ev[i].slot == s)
+            return line_of(p, i);
+    return 0;
+}
+
+/* A free is deferred when a free_done of its slot follows (the reader only keeps a free_done
+ * of a freed slot whose id has not been allocated again): one pass back over the events, with
+ * a bit per slot, once the file is read. */
+static void mark_deferred(parser *p)
+{
+    gs_trace *t = p->t;
+    if (!p->n_free_done)
+        return;
+    uint8_t *done = g_new0(uint8_t, t->n_slots / 8 + 1);
+    for (size_t i = t->n; i-- > 0;) {
+        gs_event *e = &t->ev[i];
+        if (e->op == GS_OP_FREE_DONE)
+            done[e->slot / 8] |= (uint8_t)(1u << (e->slot % 8));
+        else if (e->op == GS_OP_FREE && (done[e->slot / 8] >> (e->slot % 8) & 1))
+            e->flags |= GS_EV_DEFERRED;
+    }
+    g_free(done);
+}
+
 /* An alloc: a new slot for its id, which must not be live. */
 static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_event *ev)
 {
     gs_trace *t = p->t;
-    kv_entry *x = kv_find(&p->ids, r->id);
-    if (x && p->si[x->val1 - 1].free_line == 0)
+    uint32_t *x = ids_find(p, r->id);
+    if (x && !p->freed[*x - 1])
         return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", r->id,
-                       p->si[x->val1 - 1].alloc_line);
+                       alloc_line_of(p, *x - 1));
     if (t->n_slots >= UINT32_MAX - 1) {
         fail(p, "too many allocations");
         return EV_STOP;
@@ -473,15 +608,17 @@ static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_eve
         p->slot_cap = p->slot_cap ? 2 * p->slot_cap : 1024;
         t->slot_id = g_renew(uint64_t, t->slot_id, p->slot_cap);
         p->si = g_renew(slot_info, p->si, p->slot_cap);
+        p->freed = g_renew(uint8_t, p->freed, p->slot_cap);
     }
     ev->slot = (uint32_t)t->n_slots++;
     t->slot_id[ev->slot] = r->id;
-    p->si[ev->slot] = (slot_info){ .size = r->size, .alloc_line = p->line };
+    p->si[ev->slot] = (slot_info){ .size = r->size };
+    p->freed[ev->slot] = 0;
     /* A freed id with no free_done yet is reused: that free was immediate after all. */
     if (x)
-        x->val1 = ev->slot + 1;
+        *x = ev->slot + 1;
     else
-        kv_insert(&p->ids, r->id, ev->slot);
+        ids_add(p, r->id, ev->slot);
     return EV_APPEND;
 }
 
@@ -489,17 +626,17 @@ static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_eve
  * (a size of 0 in the file means "as allocated"; another one is a problem). */
 static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_event *ev)
 {
-    gs_trace *t = p->t;
     uint64_t id = r->id;
-    kv_entry *x = kv_find(&p->ids, id);
-    slot_info *si = x ? &p->si[x->val1 - 1] : NULL;
+    uint32_t *x = ids_find(p, id);
+    slot_info *si = x ? &p->si[*x - 1] : NULL;
+    gboolean freed = x && p->freed[*x - 1];
     if (r->op == GS_OP_FREE) {
         if (!x)
             return problem(p, "free of unknown id %" PRIu64, id);
-        if (si->free_line)
+        if (freed)
             return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
-                           si->free_line);
-    } else if (!x || !si->free_line) {
+                           free_line_of(p, *x - 1));
+    } else if (!freed) {
         return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
     }
     /* In lenient mode a wrong size is warned about and the event kept, at the right size. */
@@ -507,14 +644,13 @@ static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_even
         problem(p, "%s of id %" PRIu64 " with size %" PRIu64 ", allocated with size %" PRIu64,
                 gs_op_name((gs_op)r->op), id, r->size, si->size) == EV_STOP)
         return EV_STOP;
-    ev->slot = x->val1 - 1;
+    ev->slot = *x - 1;
     ev->size = si->size;
     if (r->op == GS_OP_FREE) {
-        si->free_line = p->line;
-        si->free_ev = t->n;
+        p->freed[*x - 1] = 1;
     } else {
-        t->ev[si->free_ev].flags |= GS_EV_DEFERRED;
-        kv_remove(&p->ids, x); /* the id is dead now and may be allocated again */
+        p->n_free_done++; /* its free is marked deferred at the end (mark_deferred) */
+        ids_remove(p, x); /* the id is dead now and may be allocated again */
     }
     return EV_APPEND;
 }
@@ -574,6 +710,12 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         t->cap *= 2;
         t->ev = g_renew(gs_event, t->ev, t->cap);
     }
+    if (G_UNLIKELY(p->line - t->n != p->line_delta)) {
+        line_step st = {t->n, p->line - t->n};
+        g_array_append_val(p->lines, st);
+        p->line_delta = st.delta;
+    }
+    gs_trace_tally_event(t->tally, &ev);
     t->ev[t->n++] = ev;
     return TRUE;
 }
@@ -647,7 +789,7 @@ static gboolean event_run(parser *p, const char **sp, const char *end, uint64_t 
         const char *next;
         while (n < BATCH && s < end && (next = fast_event(s, &b[n]))) {
             b[n].line = ++p->line;
-            GS_PREFETCH(&p->ids.e[kv_home(&p->ids, b[n].id)]);
+            ids_prefetch(p, b[n].id);
             s = next;
             n++;
         }
@@ -726,6 +868,7 @@ static gboolean finish_text(parser *p, size_t total, size_t leftover)
         fail(p, "missing column line '%s'", GS_TRACE_COLUMNS);
         return FALSE;
     }
+    mark_deferred(p);
     const char *why = gs_trace_header_problem(p->t);
     if (why) {
         g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT, "%s: %s", p->name, why);
@@ -745,9 +888,13 @@ static void parser_init(parser *p, const char *name, unsigned flags, gs_trace_wa
         .keybuf = g_string_new(NULL),
         .state = WANT_MAGIC,
     };
-    kv_init(&p->ids, 10);
+    /* Ids up to about twice the events the input's size suggests go in the array: at most 8
+     * bytes an event, the hash table's least. */
+    p->direct_limit = 2 * (uint64_t)ev_guess + 65536;
+    p->lines = g_array_new(FALSE, FALSE, sizeof(line_step));
     kv_init(&p->streams, 4);
     t->cap = ev_guess < 64 ? 64 : ev_guess;
+    t->tally = gs_trace_tally_new();
     t->ev = g_new(gs_event, t->cap);
 }
 
@@ -755,10 +902,13 @@ static void parser_init(parser *p, const char *name, unsigned flags, gs_trace_wa
 static gs_trace *parser_done(parser *p, gboolean ok)
 {
     kv_destroy(&p->ids);
+    g_free(p->direct);
+    g_array_unref(p->lines);
     kv_destroy(&p->streams);
     g_hash_table_unref(p->client_ix);
     g_string_free(p->keybuf, TRUE);
     g_free(p->si);
+    g_free(p->freed);
     if (!ok) {
         gs_trace_free(p->t);
         return NULL;
@@ -919,6 +1069,8 @@ gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigne
     g_return_val_if_fail(data != NULL || len == 0, NULL);
     if (!name)
         name = "(memory)";
+    if (gs_trace_is_binary(data, len))
+        return gs_trace_binary_read(name, -1, data, len, err);
     parser p;
     gboolean ok;
     if (is_gzip(data, len)) {
@@ -950,21 +1102,34 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
         return NULL;
     }
     size_t size = S_ISREG(st.st_mode) ? (size_t)st.st_size : 0;
+
+    /* The first bytes decide between binary, gzip and plain text. A binary trace is read
+     * straight into its arrays (binary.c), so only its magic is read here. */
+    char magic[sizeof gs_trace_binary_magic];
+    ssize_t r = 0, got = 0;
+    while ((size_t)r < sizeof magic && (got = read_some(fd, magic + r, sizeof magic - r)) > 0)
+        r += got;
+    int read_errno = got < 0 ? errno : 0;
+    if (got < 0)
+        r = -1;
+    if (r == (ssize_t)sizeof magic && gs_trace_is_binary(magic, sizeof magic)) {
+        gs_trace *t = gs_trace_binary_read(path, fd, magic, sizeof magic, err);
+        close(fd);
+        return t;
+    }
     parser p;
     parser_init(&p, path, flags, warn, ud, err, size / 40);
-
-    /* The first chunk decides between gzip and plain text. */
     carry c = { 0 };
     gboolean ok = TRUE;
-    ssize_t r = read_some(fd, carry_space(&c, CHUNK), CHUNK);
-    while (r == 1) { /* a pipe may hand over a single byte: the magic needs two */
-        ssize_t r2 = read_some(fd, c.buf + 1, CHUNK - 1);
-        r = r2 < 0 ? r2 : r2 + 1;
-        if (r2 == 0)
-            break;
+    if (r >= 0) {
+        memcpy(carry_space(&c, CHUNK), magic, (size_t)r);
+        got = (size_t)r < sizeof magic ? 0 : read_some(fd, c.buf + r, CHUNK - (size_t)r);
+        r = got < 0 ? got : r + got;
+    } else {
+        got = r;
     }
     if (r < 0) {
-        io_fail(&p, errno);
+        io_fail(&p, read_errno ? read_errno : errno);
         ok = FALSE;
     } else if (is_gzip(c.buf, (size_t)r)) {
         ok = parse_gzip(&p, fd, c.buf, (size_t)r);

@@ -12,6 +12,8 @@
 
 #include "trace.h"
 
+#include <stdio.h>
+
 /* ---- trace.c: the format's rules ---- */
 
 /* Client names and metadata keys: [A-Za-z0-9_.-]+. Restricting them keeps every name writable
@@ -32,5 +34,48 @@ gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out);
 /* The header keys with a meaning (trace.h) against the events: NULL when they agree, else what
  * is wrong (a static string). The reader calls it once the events are in. */
 const char *gs_trace_header_problem(const gs_trace *t);
+
+/* What a reader counts of the events it appends (gs_trace.tally): the oom events and the
+ * distinct devices (in order of first appearance), one cheap step per event. */
+struct gs_trace_tally {
+    size_t n;          /* events counted: the tally holds while it equals gs_trace.n */
+    size_t n_oom;
+    uint32_t last;     /* the last device added (consecutive events mostly share one) */
+    GArray *devices;   /* uint32_t, distinct */
+};
+
+struct gs_trace_tally *gs_trace_tally_new(void);
+void gs_trace_tally_free(struct gs_trace_tally *y);
+
+static inline void gs_trace_tally_event(struct gs_trace_tally *y, const gs_event *e)
+{
+    y->n++;
+    y->n_oom += e->op == GS_OP_OOM;
+    if (G_LIKELY(e->device == y->last && y->devices->len))
+        return;
+    y->last = e->device;
+    for (guint k = 0; k < y->devices->len; k++)
+        if (g_array_index(y->devices, uint32_t, k) == e->device)
+            return;
+    g_array_append_val(y->devices, e->device);
+}
+
+/* ---- binary.c: the binary format ---- */
+
+/* The first 8 bytes of a binary trace (docs/trace-format.md, "The binary format"). */
+extern const unsigned char gs_trace_binary_magic[8];
+gboolean gs_trace_is_binary(const char *data, size_t len);
+
+/* Reads a binary trace whose first bytes are first[0..first_len) (the magic included) and, if
+ * fd >= 0, the rest of the file from fd. NULL with err set ("FILE: byte N: message") on any
+ * problem; the reader of read.c calls it when the input starts with the magic. */
+gs_trace *gs_trace_binary_read(const char *name, int fd, const char *first, size_t first_len,
+                               GError **err);
+
+/* What keeps t from being written as a binary trace that reads back as itself (the reader's
+ * checks, applied to t), or NULL. g_free it. */
+char *gs_trace_binary_problem(const gs_trace *t);
+/* Writes t (gs_trace_binary_problem(t) == NULL) to f; 0, or an errno. */
+int gs_trace_binary_write(const gs_trace *t, FILE *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include "trace-int.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 G_DEFINE_QUARK(gs-trace-error-quark, gs_trace_error)
 
@@ -110,6 +111,27 @@ const char *gs_trace_header_problem(const gs_trace *t)
     return NULL;
 }
 
+struct gs_trace_tally *gs_trace_tally_new(void)
+{
+    struct gs_trace_tally *y = g_new0(struct gs_trace_tally, 1);
+    y->devices = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    return y;
+}
+
+void gs_trace_tally_free(struct gs_trace_tally *y)
+{
+    if (!y)
+        return;
+    g_array_unref(y->devices);
+    g_free(y);
+}
+
+/* The reader's tally, when it still describes the events. */
+static const struct gs_trace_tally *tally(const gs_trace *t)
+{
+    return t->tally && t->tally->n == t->n ? t->tally : NULL;
+}
+
 void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
 {
     memset(out, 0, sizeof *out);
@@ -125,7 +147,10 @@ void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
     const char *m = gs_trace_get_meta(t, "started_mid_run");
     out->started_mid_run = out->synthesized > 0 || (m && strcmp(m, "yes") == 0);
     /* (a stand-in trace may count events it does not hold: ev NULL) */
-    for (size_t i = 0; t->ev && i < t->n; i++) out->n_oom_events += t->ev[i].op == GS_OP_OOM;
+    if (tally(t) && t->ev)
+        out->n_oom_events = tally(t)->n_oom;
+    else
+        for (size_t i = 0; t->ev && i < t->n; i++) out->n_oom_events += t->ev[i].op == GS_OP_OOM;
 }
 
 static gint cmp_u32(gconstpointer a, gconstpointer b)
@@ -138,7 +163,9 @@ size_t gs_trace_devices(const gs_trace *t, uint32_t **ids)
 {
     GArray *a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     uint32_t last = 0;
-    for (size_t i = 0; t->ev && i < t->n; i++) {
+    if (tally(t) && t->ev)
+        g_array_append_vals(a, tally(t)->devices->data, tally(t)->devices->len);
+    for (size_t i = 0; !(tally(t) && t->ev) && t->ev && i < t->n; i++) {
         uint32_t d = t->ev[i].device;
         if (a->len && d == last) continue; /* consecutive events mostly share a device */
         last = d;
@@ -199,7 +226,11 @@ void gs_trace_free(gs_trace *t)
     if (!t)
         return;
     g_free(t->path);
-    g_free(t->ev);
+    if (t->map)
+        munmap(t->map, t->map_len);
+    else
+        g_free(t->ev);
+    gs_trace_tally_free(t->tally);
     g_free(t->slot_id);
     if (t->clients)
         g_ptr_array_unref(t->clients);
@@ -282,6 +313,18 @@ static struct gs_trace_builder *builder(gs_trace *t)
 
 static gs_event *push_event(gs_trace *t)
 {
+    /* The builder's events are edited after they are pushed (tests set a device): no tally. */
+    gs_trace_tally_free(t->tally);
+    t->tally = NULL;
+    if (t->map) {
+        /* A binary trace's events live in its mapped file: building on goes on in a copy. */
+        gs_event *ev = g_new(gs_event, t->n + 1);
+        memcpy(ev, t->ev, t->n * sizeof *ev);
+        munmap(t->map, t->map_len);
+        t->map = NULL;
+        t->ev = ev;
+        t->cap = t->n + 1;
+    }
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 256;
         t->ev = g_renew(gs_event, t->ev, t->cap);

@@ -67,6 +67,14 @@ G_BEGIN_DECLS
 #define GS_TRACE_VERSION 2                  /* the newest version the reader takes */
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
 
+/* The binary format (traces/binary.c, docs/trace-format.md "The binary format"): the trace as
+ * it is in memory, ids resolved to slots, events as gs_event records; gs_trace_load and
+ * gs_trace_parse recognise it by its first 8 bytes (text, gzip text or binary), and
+ * gs_trace_save writes it when the name ends in GS_TRACE_BINARY_SUFFIX. */
+#define GS_TRACE_BINARY_VERSION 1
+#define GS_TRACE_BINARY_RECORD 32   /* bytes per event: sizeof(gs_event) */
+#define GS_TRACE_BINARY_SUFFIX ".gsbin"
+
 /* The most distinct streams, and the most distinct clients, one trace may have. The reader
  * refuses the first event that would bring one more (GS_TRACE_ERROR_FORMAT, "FILE:LINE:
  * message", in lenient mode too), and gs_trace_add_alloc treats one more as a programmer error,
@@ -126,6 +134,15 @@ typedef struct {
     size_t n_warnings;      /* lenient mode: problems found and skipped */
     struct gs_trace_builder *builder; /* private to trace.c: per-slot bookkeeping for the
                                        * gs_trace_add_* calls; NULL until the first one */
+    void *map;              /* private to traces/: a binary trace's file, mapped copy-on-write
+                             * (ev points into it; NULL otherwise), and its length */
+    size_t map_len;
+    struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
+                                   * as it read them (oom events, devices), so that
+                                   * gs_trace_get_caveats and gs_trace_devices need no pass over
+                                   * them; dropped by the builder's next event. Code that edits
+                                   * a loaded trace's events in place must not change their op
+                                   * or device (none does). */
 } gs_trace;
 
 /* Reader flags. */
@@ -152,7 +169,9 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
 gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigned flags,
                          gs_trace_warn_fn warn, void *ud, GError **err);
 
-/* Write a trace. Gzip-compressed when path ends in ".gz". Written whole: to a temporary file in
+/* Write a trace: the binary format when path ends in ".gsbin" (refused, GS_TRACE_ERROR_FORMAT,
+ * when the trace breaks a rule the reader enforces), else text, gzip-compressed when path ends
+ * in ".gz". Written whole: to a temporary file in
  * the same directory, then renamed, so an interrupted write never leaves a partial file. */
 gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err);
 

@@ -174,8 +174,19 @@ static void write_trace(sink *k, const gs_trace *t)
 gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
 {
     g_return_val_if_fail(t != NULL && path != NULL, FALSE);
+    gboolean binary = g_str_has_suffix(path, GS_TRACE_BINARY_SUFFIX);
     if (!check_writable(t, path, err))
         return FALSE;
+    if (binary) {
+        /* The binary reader takes only what the text reader would make of the same trace. */
+        char *why = gs_trace_binary_problem(t);
+        if (why) {
+            g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                        "%s: cannot be written as a binary trace: %s", path, why);
+            g_free(why);
+            return FALSE;
+        }
+    }
 
     char *tmp = g_strconcat(path, ".XXXXXX", NULL);
     int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
@@ -191,10 +202,14 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         k->err_no = errno;
         close(fd);
     } else {
-        if (g_str_has_suffix(path, ".gz"))
-            k->gz = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
-        write_trace(k, t);
-        sink_flush(k, TRUE);
+        if (binary) {
+            k->err_no = gs_trace_binary_write(t, k->f);
+        } else {
+            if (g_str_has_suffix(path, ".gz"))
+                k->gz = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+            write_trace(k, t);
+            sink_flush(k, TRUE);
+        }
         if (fclose(k->f) != 0 && !k->err_no)
             k->err_no = errno;
         if (!k->err_no && !k->gerr && rename(tmp, path) != 0)

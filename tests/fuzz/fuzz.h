@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trace.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A condition every input must satisfy: abort (a crash, for libFuzzer) when it does not. */
@@ -37,5 +39,12 @@ char *gs_fuzz_path(const char *name);
 /* An error from a reader: set, in the domain given, and a message that starts with the name
  * the input was given, then ':' (the "FILE:LINE: message" promise). */
 void gs_fuzz_check_error(const GError *e, GQuark domain, const char *name);
+
+/* fuzzcheck.c: a trace is well formed as trace.h promises (every event's client, stream and
+ * slot exist, frees carry their allocation's size, a free_done follows a free marked deferred,
+ * slots in the order of the allocs); two traces are the same (events, ids, clients, streams,
+ * device total, header entries; what says which). Both abort through GS_FUZZ_CHECK. */
+void gs_fuzz_check_trace(const gs_trace *t);
+void gs_fuzz_check_same(const gs_trace *a, const gs_trace *b, const char *what);
 
 #endif

@@ -21,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -172,6 +173,35 @@ def traces():
     }
     for k, v in rp.items():
         put("replay", k + ".gstrace", v)
+
+
+def binary_seeds():
+    """The binary reader's seeds: every valid trace seed in its binary form (traces/gsbin.py,
+    as gpusim writes it), and a few damaged ones."""
+    sys.path.insert(0, os.path.join(ROOT, "traces"))
+    import gsbin
+    d = os.path.join(CORPUS, "trace")
+    good = []
+    for f in sorted(os.listdir(d)):
+        if not f.startswith("seed-"):
+            continue
+        with open(os.path.join(d, f), "rb") as fh:
+            data = fh.read()
+        try:
+            if data[:2] == b"\x1f\x8b":
+                data = gzip.decompress(data)
+            b = gsbin.encode_text(data)
+        except (ValueError, UnicodeError, OSError, EOFError, zlib.error):
+            continue
+        if len(b) <= 65536:
+            name = f[len("seed-"):].replace(".gstrace.gz", "").replace(".gstrace", "")
+            put("binary", name + ".gsbin", b)
+            good.append(b)
+    small = min(good, key=len)
+    put("binary", "bad-truncated.gsbin", small[:-3])
+    put("binary", "bad-trailing.gsbin", small + b"\0")
+    put("binary", "bad-header-only.gsbin", small[:64])
+    put("binary", "bad-magic-only.gsbin", small[:8])
 
 
 def json_seeds(gpusim):
@@ -498,6 +528,7 @@ def main():
             pass
         else:
             traces()
+            binary_seeds()
             json_seeds(gpusim)
             calibration_seeds(shared)
             reference_seeds(shared, tmp)
