@@ -40,9 +40,30 @@ typedef struct {
     gs_bound_dev *devices;      /* ascending device order */
 } gs_bound;
 
+/* How the offline planner places requests (docs/metrics.md, "The bound"). */
+typedef enum {
+    GS_PLAN_AUTO,      /* greedy by size when its work fits a budget, else first fit */
+    GS_PLAN_GREEDY,    /* greedy by size whatever its cost (quadratic in the overlap) */
+    GS_PLAN_FIRST_FIT, /* first fit in time order, O(n log n) */
+} gs_plan_method;
+
+/* One request for the planner: live over [start, end) (start < end, any time unit), size
+ * bytes; off is the planner's answer. */
+typedef struct {
+    uint64_t start, end;
+    uint64_t size;
+    uint64_t off;
+} gs_plan_req;
+
+/* Place r[0..n) (fills each off) so that no two whose lifetimes meet overlap in address;
+ * returns the highest end, the layout's peak. */
+uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m);
+
 /* The bound of t; never fails. O(n log n) plus the planner's pairs of requests whose lifetimes
  * overlap (each placement looks at those already placed beside it in time), up to a budget. */
 gs_bound *gs_bound_compute(const gs_trace *t);
+/* The same with a chosen planner (bench_bound compares them). */
+gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method m);
 void gs_bound_free(gs_bound *b);
 /* The entry for device (NULL if the trace has none). */
 const gs_bound_dev *gs_bound_device(const gs_bound *b, uint32_t device);
