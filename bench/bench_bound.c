@@ -3,7 +3,7 @@
  * (CLOCK_PROCESS_CPUTIME_ID) per computation, median and spread (min-max) over the runs, with
  * the numbers it found.
  *
- *   bench_bound TRACE... [--runs K] [--planner auto|greedy|first-fit]
+ *   bench_bound TRACE... [--runs K] [--planner auto|greedy|first-fit|banded]
  *
  * --planner picks the offline planner (sim/bound.h; auto, the default, is what every replay
  * uses), to compare the heuristics' peaks and costs on the same traces.
@@ -37,8 +37,9 @@ int main(int argc, char **argv)
             if (strcmp(v, "auto") == 0) meth = GS_PLAN_AUTO;
             else if (strcmp(v, "greedy") == 0) meth = GS_PLAN_GREEDY;
             else if (strcmp(v, "first-fit") == 0) meth = GS_PLAN_FIRST_FIT;
+            else if (strcmp(v, "banded") == 0) meth = GS_PLAN_BANDED;
             else {
-                fprintf(stderr, "bench_bound: --planner takes auto, greedy or first-fit\n");
+                fprintf(stderr, "bench_bound: --planner takes auto, greedy, first-fit or banded\n");
                 return 2;
             }
         } else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {

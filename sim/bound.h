@@ -42,9 +42,11 @@ typedef struct {
 
 /* How the offline planner places requests (docs/metrics.md, "The bound"). */
 typedef enum {
-    GS_PLAN_AUTO,      /* greedy by size when its work fits a budget, else first fit */
+    GS_PLAN_AUTO,      /* the better of greedy by size and first fit where greedy's work fits
+                        * a budget; past it, the band then the same for the rest */
     GS_PLAN_GREEDY,    /* greedy by size whatever its cost (quadratic in the overlap) */
     GS_PLAN_FIRST_FIT, /* first fit in time order, O(n log n) */
+    GS_PLAN_BANDED,    /* what AUTO does past the budget: the band, then the rest */
 } gs_plan_method;
 
 /* One request for the planner: live over [start, end) (start < end, any time unit), size
