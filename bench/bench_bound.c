@@ -3,7 +3,10 @@
  * (CLOCK_PROCESS_CPUTIME_ID) per computation, median and spread (min-max) over the runs, with
  * the numbers it found.
  *
- *   bench_bound TRACE... [--runs K]
+ *   bench_bound TRACE... [--runs K] [--planner auto|greedy|first-fit|banded]
+ *
+ * --planner picks the offline planner (sim/bound.h; auto, the default, is what every replay
+ * uses), to compare the heuristics' peaks and costs on the same traces.
  *
  * A benchmark, not a test: it asserts nothing and is not run by 'meson test'.
  */
@@ -26,9 +29,20 @@ static double cpu_s(void)
 int main(int argc, char **argv)
 {
     unsigned runs = 5;
+    gs_plan_method meth = GS_PLAN_AUTO;
     int rc = 0;
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--planner") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "auto") == 0) meth = GS_PLAN_AUTO;
+            else if (strcmp(v, "greedy") == 0) meth = GS_PLAN_GREEDY;
+            else if (strcmp(v, "first-fit") == 0) meth = GS_PLAN_FIRST_FIT;
+            else if (strcmp(v, "banded") == 0) meth = GS_PLAN_BANDED;
+            else {
+                fprintf(stderr, "bench_bound: --planner takes auto, greedy, first-fit or banded\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
             runs = (unsigned)atoi(argv[++i]);
             if (runs < 1 || runs > MAX_RUNS) {
                 fprintf(stderr, "bench_bound: --runs takes 1 to %d\n", MAX_RUNS);
@@ -38,7 +52,7 @@ int main(int argc, char **argv)
     printf("trace events allocations lower_bound_bytes offline_bytes offline/lower cpu_ms_median "
            "(min-max), %u runs\n", runs);
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--runs") == 0) {
+        if (strcmp(argv[i], "--runs") == 0 || strcmp(argv[i], "--planner") == 0) {
             i++;
             continue;
         }
@@ -55,7 +69,7 @@ int main(int argc, char **argv)
         for (unsigned k = 0; k < runs; k++) {
             gs_bound_free(b);
             double c0 = cpu_s();
-            b = gs_bound_compute(t);
+            b = gs_bound_compute_with(t, meth);
             ms[k] = (cpu_s() - c0) * 1e3;
         }
         double med = gs_median(ms, runs);

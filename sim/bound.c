@@ -8,7 +8,13 @@
  * [s, e) are found with a segment tree over the requests sorted by start, holding the latest
  * end of the placed ones in each subtree: those that start before e and end after s are
  * enumerated without looking at the others, so the cost is O(n log n) plus the overlapping
- * pairs, not O(n^2).
+ * pairs, not O(n^2). The pairs are counted first (count_pairs); where they exceed a budget
+ * (thousands of requests live at once all the time, as in LLM generation with its KV cache)
+ * greedy by size is not run: the requests that meet every other go to a band at the bottom
+ * (exact, take_band) and the rest is placed by first fit in time order (plan_first_fit,
+ * O(n log n)), or by the better of both heuristics if the rest fits the budget. Everywhere
+ * greedy runs, first fit runs too (about 1% of its cost) and the lower peak wins, so every
+ * trace gets a feasible layout and a figure.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +26,7 @@
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
-typedef struct {
-    uint64_t start, end; /* event indices: live over [start, end) */
-    uint64_t size;       /* aligned */
-    uint64_t off;
-} item;
+typedef gs_plan_req item;
 
 typedef struct {
     const item *it;
@@ -33,6 +35,13 @@ typedef struct {
     size_t leaves;
     GArray *hits;        /* item indices found by a query */
 } planner;
+
+static int cmp_by_end(const void *a, const void *b, void *ud)
+{
+    const item *it = ud;
+    uint64_t x = it[*(const size_t *)a].end, y = it[*(const size_t *)b].end;
+    return (x > y) - (x < y);
+}
 
 static int cmp_by_start(const void *a, const void *b, void *ud)
 {
@@ -86,15 +95,10 @@ static void mark_placed(planner *p, size_t pos, uint64_t end)
         p->maxend[node] = MAX(p->maxend[2 * node], p->maxend[2 * node + 1]);
 }
 
-/* The most pairs (placed request, request being placed) with overlapping lifetimes the planner
- * looks at before it gives up: its cost is O(n log n) plus these pairs (sorted per placement),
- * 50 to 200 ns each, so this bounds it to about 3 s. A trace that needs more (very many
- * allocations live at once, all the time) gets no offline figure (0) rather than a long wait:
- * the bundled and the real traces need 4 million at most (BENCHMARKS.md, "The bound"). */
-#define PAIR_BUDGET UINT64_C(16000000)
-
-/* Place every item (offsets into it[].off); returns the highest end, 0 when over budget. */
-static uint64_t plan(item *it, size_t n)
+/* Place every item by greedy by size (offsets into it[].off); returns the highest end. Its
+ * cost is O(n log n) plus the overlapping pairs, each enumerated once and sorted per placement
+ * (count_pairs says how many beforehand). */
+static uint64_t plan_greedy(item *it, size_t n)
 {
     if (n == 0) return 0;
     planner p = {.it = it, .hits = g_array_new(FALSE, FALSE, sizeof(span))};
@@ -107,7 +111,7 @@ static uint64_t plan(item *it, size_t n)
     for (size_t i = 0; i < n; i++) pos[p.by_start[i]] = i;
     for (p.leaves = 1; p.leaves < n; p.leaves *= 2) {}
     p.maxend = g_new0(uint64_t, 2 * p.leaves); /* 0: nothing placed (every end is > 0) */
-    uint64_t top = 0, hits_total = 0;
+    uint64_t top = 0;
     for (size_t k = 0; k < n; k++) {
         item *x = &it[order[k]];
         /* positions whose start is before x's end: by_start is sorted, so a binary search */
@@ -119,11 +123,6 @@ static uint64_t plan(item *it, size_t n)
         }
         g_array_set_size(p.hits, 0);
         query(&p, 1, 0, p.leaves, lo, x->start);
-        hits_total += p.hits->len;
-        if (hits_total > PAIR_BUDGET) {
-            top = 0; /* not computed: see PAIR_BUDGET */
-            break;
-        }
         span *h = (span *)(void *)p.hits->data;
         /* data is NULL while the array is empty, which qsort may not be given */
         if (p.hits->len > 1) qsort(h, p.hits->len, sizeof(span), cmp_span);
@@ -144,7 +143,265 @@ static uint64_t plan(item *it, size_t n)
     return top;
 }
 
-gs_bound *gs_bound_compute(const gs_trace *t)
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The pairs of items whose lifetimes meet: greedy by size enumerates each exactly once, so
+ * this is its work, known before it starts. Each item meets the items that started before it
+ * and end after its start: (starts before s) - (ends at or before s), from the sorted starts
+ * and ends in one merge. O(n log n). */
+static uint64_t count_pairs(const item *it, size_t n)
+{
+    uint64_t *st = g_new(uint64_t, n ? n : 1), *en = g_new(uint64_t, n ? n : 1);
+    for (size_t i = 0; i < n; i++) {
+        st[i] = it[i].start;
+        en[i] = it[i].end;
+    }
+    qsort(st, n, sizeof *st, cmp_u64);
+    qsort(en, n, sizeof *en, cmp_u64);
+    uint64_t pairs = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (j < n && en[j] <= st[i]) j++;
+        pairs += i - MIN(i, j); /* i started before; j of them (at most i) have ended */
+    }
+    g_free(st);
+    g_free(en);
+    return pairs;
+}
+
+/* First fit in time order, the fallback for traces with too many overlapping pairs: the
+ * events replayed in order, each request placed at its alloc at the lowest offset free at that
+ * moment (nothing placed later can be in its way: later requests go around the live ones), its
+ * range freed at its end. The free ranges live in a treap keyed by offset, each node holding
+ * the longest free range below it, so the lowest range that holds a request is one descent:
+ * O(n log n) for any trace. The range above everything is one free range of unbounded length,
+ * so a request always finds one; the highest end ever handed out is the peak. */
+typedef struct {
+    uint64_t off, len, maxlen;
+    uint32_t prio, l, r;
+} fnode;
+
+typedef struct {
+    fnode *nd;          /* nd[0] is the empty tree (maxlen 0) */
+    uint32_t *spare;    /* nodes handed back, for reuse */
+    size_t n_spare, used;
+    uint32_t root;
+    uint64_t rng;       /* xorshift64 state for the priorities: local, deterministic */
+} ftreap;
+
+static void fupd(ftreap *f, uint32_t x)
+{
+    fnode *n = &f->nd[x];
+    n->maxlen = MAX(n->len, MAX(f->nd[n->l].maxlen, f->nd[n->r].maxlen));
+}
+
+/* t split into the nodes with off < key (*a) and the rest (*b). */
+static void fsplit(ftreap *f, uint32_t t, uint64_t key, uint32_t *a, uint32_t *b)
+{
+    if (!t) {
+        *a = *b = 0;
+        return;
+    }
+    if (f->nd[t].off < key) {
+        fsplit(f, f->nd[t].r, key, &f->nd[t].r, b);
+        *a = t;
+    } else {
+        fsplit(f, f->nd[t].l, key, a, &f->nd[t].l);
+        *b = t;
+    }
+    fupd(f, t);
+}
+
+/* Every node of a before every node of b. */
+static uint32_t fmerge(ftreap *f, uint32_t a, uint32_t b)
+{
+    if (!a || !b) return a ? a : b;
+    if (f->nd[a].prio > f->nd[b].prio) {
+        f->nd[a].r = fmerge(f, f->nd[a].r, b);
+        fupd(f, a);
+        return a;
+    }
+    f->nd[b].l = fmerge(f, a, f->nd[b].l);
+    fupd(f, b);
+    return b;
+}
+
+static uint32_t fnew(ftreap *f, uint64_t off, uint64_t len)
+{
+    uint32_t x = f->n_spare ? f->spare[--f->n_spare] : (uint32_t)++f->used;
+    f->rng ^= f->rng << 13;
+    f->rng ^= f->rng >> 7;
+    f->rng ^= f->rng << 17;
+    f->nd[x] = (fnode){.off = off, .len = len, .maxlen = len, .prio = (uint32_t)(f->rng >> 32)};
+    return x;
+}
+
+/* Take size bytes from the lowest free range that holds them; returns their offset. */
+static uint64_t ftake(ftreap *f, uint64_t size)
+{
+    uint32_t t = f->root;
+    for (;;) { /* the unbounded range on top holds anything, so this ends at a node */
+        fnode *n = &f->nd[t];
+        if (f->nd[n->l].maxlen >= size) t = n->l;
+        else if (n->len >= size) break;
+        else t = n->r;
+    }
+    uint64_t at = f->nd[t].off;
+    uint32_t a, b, mid, c;
+    fsplit(f, f->root, at, &a, &b);
+    fsplit(f, b, at + 1, &mid, &c); /* mid is t alone */
+    f->nd[t].off += size;
+    f->nd[t].len -= size;
+    if (f->nd[t].len == 0) {
+        f->spare[f->n_spare++] = t;
+        mid = 0;
+    } else {
+        fupd(f, t);
+    }
+    f->root = fmerge(f, a, fmerge(f, mid, c));
+    return at;
+}
+
+/* Give [off, off + size) back, joined with the free ranges just below and above it. */
+static void fgive(ftreap *f, uint64_t off, uint64_t size)
+{
+    uint32_t a, b, x;
+    fsplit(f, f->root, off, &a, &b);
+    uint64_t lo = off, len = size;
+    for (x = a; x && f->nd[x].r; x = f->nd[x].r) {} /* the range below */
+    if (x && f->nd[x].off + f->nd[x].len == off) {
+        uint32_t a2, drop;
+        lo = f->nd[x].off;
+        len += f->nd[x].len;
+        fsplit(f, a, lo, &a2, &drop);
+        a = a2;
+        f->spare[f->n_spare++] = drop;
+    }
+    for (x = b; x && f->nd[x].l; x = f->nd[x].l) {} /* the range above */
+    if (x && f->nd[x].off == off + size) {
+        uint32_t drop, b2;
+        len += f->nd[x].len; /* the top range's length ends at UINT64_MAX: no overflow */
+        fsplit(f, b, f->nd[x].off + 1, &drop, &b2);
+        b = b2;
+        f->spare[f->n_spare++] = drop;
+    }
+    f->root = fmerge(f, a, fmerge(f, fnew(f, lo, len), b));
+}
+
+static uint64_t plan_first_fit(item *it, size_t n)
+{
+    if (n == 0) return 0;
+    size_t *by_start = g_new(size_t, n), *by_end = g_new(size_t, n);
+    for (size_t i = 0; i < n; i++) by_start[i] = by_end[i] = i;
+    g_qsort_with_data(by_start, (gint)n, sizeof(size_t), cmp_by_start, it);
+    g_qsort_with_data(by_end, (gint)n, sizeof(size_t), cmp_by_end, it);
+    /* at most one free range more than the live requests, plus the three a give holds */
+    ftreap f = {.nd = g_new0(fnode, n + 4), .spare = g_new(uint32_t, n + 4), .rng = 0x9e3779b97f4a7c15u};
+    f.root = fnew(&f, 0, UINT64_MAX);
+    uint64_t top = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        item *x = &it[by_start[i]];
+        for (; j < n && it[by_end[j]].end <= x->start; j++) /* ends first: reusable at once */
+            fgive(&f, it[by_end[j]].off, it[by_end[j]].size);
+        x->off = ftake(&f, x->size);
+        top = MAX(top, x->off + x->size);
+    }
+    g_free(f.nd);
+    g_free(f.spare);
+    g_free(by_start);
+    g_free(by_end);
+    return top;
+}
+
+/* The most overlapping pairs greedy by size may enumerate: its cost is O(n log n) plus these,
+ * 50 to 200 ns each (sorted per placement), so this bounds it to about a second on the
+ * development VM. The bundled and real traces need 4 million at most (BENCHMARKS.md, "The
+ * bound"); past it, first fit in time order, O(n log n) whatever the overlap. */
+#define PAIR_BUDGET UINT64_C(8000000)
+
+/* The better of the two heuristics, where greedy by size is affordable (first fit costs about
+ * 1% of it), else first fit. */
+static uint64_t plan_best(item *it, size_t n)
+{
+    uint64_t ff = plan_first_fit(it, n);
+    if (count_pairs(it, n) > PAIR_BUDGET) return ff;
+    uint64_t *ff_off = g_new(uint64_t, n);
+    for (size_t i = 0; i < n; i++) ff_off[i] = it[i].off;
+    uint64_t gr = plan_greedy(it, n);
+    if (ff < gr)
+        for (size_t i = 0; i < n; i++) it[i].off = ff_off[i];
+    g_free(ff_off);
+    return MIN(ff, gr);
+}
+
+/* The band: a request whose lifetime meets every other's (it starts before any other ends and
+ * ends after every other starts) can go at the bottom without loss: in any layout nothing else
+ * shares its address range at any time, so cutting its range out and stacking it below the
+ * rest keeps every other pair apart. Taking such requests out can only make more of the rest
+ * qualify (the rest's earliest end rises, its latest start falls), so repeat until none does.
+ * The rest is planned above the band, with fewer overlapping pairs. Returns the band's height;
+ * *rest holds the indices of the others. */
+static uint64_t take_band(item *it, size_t n, size_t *rest, size_t *n_rest)
+{
+    size_t m = n;
+    for (size_t i = 0; i < n; i++) rest[i] = i;
+    uint64_t band = 0;
+    for (bool again = true; again && m > 1;) {
+        /* the two earliest ends and two latest starts, for "every other" */
+        uint64_t e1 = UINT64_MAX, e2 = UINT64_MAX, s1 = 0, s2 = 0;
+        for (size_t k = 0; k < m; k++) {
+            const item *x = &it[rest[k]];
+            if (x->end < e1) e2 = e1, e1 = x->end;
+            else if (x->end < e2) e2 = x->end;
+            if (x->start > s1) s2 = s1, s1 = x->start;
+            else if (x->start > s2) s2 = x->start;
+        }
+        again = false;
+        size_t kept = 0;
+        for (size_t k = 0; k < m; k++) {
+            item *x = &it[rest[k]];
+            uint64_t min_end = x->end == e1 ? e2 : e1, max_start = x->start == s1 ? s2 : s1;
+            if (x->start < min_end && x->end > max_start) {
+                x->off = band;
+                band += x->size;
+                again = true;
+            } else {
+                rest[kept++] = rest[k];
+            }
+        }
+        m = kept;
+    }
+    *n_rest = m;
+    return band;
+}
+
+uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m)
+{
+    if (n == 0) return 0;
+    if (m == GS_PLAN_GREEDY) return plan_greedy(r, n);
+    if (m == GS_PLAN_FIRST_FIT) return plan_first_fit(r, n);
+    /* Where greedy by size is affordable on the whole trace, the layout is the better of the
+     * two; otherwise the band first, and the same choice for the rest above it. */
+    if (m == GS_PLAN_AUTO && count_pairs(r, n) <= PAIR_BUDGET) return plan_best(r, n);
+    size_t *idx = g_new(size_t, n), m_rest;
+    uint64_t band = take_band(r, n, idx, &m_rest);
+    item *rest = g_new(item, m_rest ? m_rest : 1);
+    for (size_t k = 0; k < m_rest; k++) rest[k] = r[idx[k]];
+    uint64_t top = band + plan_best(rest, m_rest);
+    for (size_t k = 0; k < m_rest; k++) r[idx[k]].off = band + rest[k].off;
+    g_free(rest);
+    g_free(idx);
+    return top;
+}
+
+gs_bound *gs_bound_compute(const gs_trace *t) { return gs_bound_compute_with(t, GS_PLAN_AUTO); }
+
+gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method meth)
 {
     gs_bound *b = g_new0(gs_bound, 1);
     uint32_t *ids = NULL;
@@ -196,20 +453,17 @@ gs_bound *gs_bound_compute(const gs_trace *t)
     }
     g_free(live);
     item *mine = g_new(item, ns ? ns : 1);
-    bool offline_missing = false;
     for (size_t d = 0; d < b->n_devices; d++) {
         gs_bound_dev *bd = &b->devices[d];
         size_t m = 0;
         for (size_t i = 0; i < ns; i++)
             if (dev[i] == bd->device && all[i].start != 0) mine[m++] = all[i];
         bd->lower_bound_bytes = round_up(bd->peak_live_bytes, PAGE);
-        bd->offline_bytes = round_up(plan(mine, m), PAGE);
+        bd->offline_bytes = round_up(gs_bound_plan(mine, m, meth), PAGE);
         b->peak_live_bytes += bd->peak_live_bytes;
         b->lower_bound_bytes += bd->lower_bound_bytes;
         b->offline_bytes += bd->offline_bytes;
-        offline_missing |= bd->offline_bytes == 0 && m > 0;
     }
-    if (offline_missing) b->offline_bytes = 0;
     g_free(mine);
     g_free(req);
     g_free(dev);

@@ -8,9 +8,11 @@
  *                      memory in whole pages;
  *   offline_bytes      the peak of an offline planner that knows every request's size and
  *                      lifetime in advance and places each once, for its whole life, in one
- *                      address range (greedy by size: largest first, each at the lowest offset
- *                      free over its lifetime), requests aligned to 512 bytes, rounded up to
- *                      2 MiB. An achievable layout: the optimum lies between the two numbers.
+ *                      address range (the better of greedy by size and first fit in time
+ *                      order; past a work budget, requests live beside all others stacked at
+ *                      the bottom and first fit above them), requests aligned to 512 bytes,
+ *                      rounded up to 2 MiB. An achievable layout: the optimum lies between the
+ *                      two numbers.
  * Per device: a trace naming several devices gets a bound per device (each device's memory is
  * its own) and the totals are their sums. Every client of a device counts together: the bound
  * is the device's, whatever the arrangement.
@@ -29,20 +31,43 @@ typedef struct {
     uint32_t device;
     uint64_t peak_live_bytes;   /* the peak of the live requested bytes, not rounded */
     uint64_t lower_bound_bytes; /* peak_live_bytes rounded up to 2 MiB */
-    uint64_t offline_bytes;     /* the planner's peak, rounded up to 2 MiB; 0: not computed
-                                 * (more overlapping lifetimes than its budget, bound.c) */
+    uint64_t offline_bytes;     /* the planner's peak, rounded up to 2 MiB; always computed
+                                 * (0 only for a device with no request) */
 } gs_bound_dev;
 
 typedef struct {
-    /* Totals over the devices (sums; offline_bytes 0 when a device's is). */
+    /* Totals over the devices (sums). */
     uint64_t peak_live_bytes, lower_bound_bytes, offline_bytes;
     size_t n_devices;           /* at least 1 (device 0 for a trace with no allocation) */
     gs_bound_dev *devices;      /* ascending device order */
 } gs_bound;
 
-/* The bound of t; never fails. O(n log n) plus the planner's pairs of requests whose lifetimes
- * overlap (each placement looks at those already placed beside it in time), up to a budget. */
+/* How the offline planner places requests (docs/metrics.md, "The bound"). */
+typedef enum {
+    GS_PLAN_AUTO,      /* the better of greedy by size and first fit where greedy's work fits
+                        * a budget; past it, the band then the same for the rest */
+    GS_PLAN_GREEDY,    /* greedy by size whatever its cost (quadratic in the overlap) */
+    GS_PLAN_FIRST_FIT, /* first fit in time order, O(n log n) */
+    GS_PLAN_BANDED,    /* what AUTO does past the budget: the band, then the rest */
+} gs_plan_method;
+
+/* One request for the planner: live over [start, end) (start < end, any time unit), size
+ * bytes; off is the planner's answer. */
+typedef struct {
+    uint64_t start, end;
+    uint64_t size;
+    uint64_t off;
+} gs_plan_req;
+
+/* Place r[0..n) (fills each off) so that no two whose lifetimes meet overlap in address;
+ * returns the highest end, the layout's peak. */
+uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m);
+
+/* The bound of t; never fails. O(n log n) plus, where greedy by size runs, its pairs of
+ * requests whose lifetimes overlap, at most a budget (bound.c); past it O(n log n). */
 gs_bound *gs_bound_compute(const gs_trace *t);
+/* The same with a chosen planner (bench_bound compares them). */
+gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method m);
 void gs_bound_free(gs_bound *b);
 /* The entry for device (NULL if the trace has none). */
 const gs_bound_dev *gs_bound_device(const gs_bound *b, uint32_t device);
