@@ -396,8 +396,9 @@ GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
 }
 
 /* The completion of a free: merge with free neighbours and return to the index.
- * PyTorch's free_block. */
-static void free_block(gs_heap *h, gs_block *b)
+ * PyTorch's free_block. Inline, with free_request, so a program's free is one call (they were
+ * two calls of gs_heap_free, each saving and restoring registers: about 35 instructions). */
+GS_HOT void free_block(gs_heap *h, gs_block *b)
 {
     uint64_t requested = b->requested;
     int t = b->type;
@@ -432,7 +433,7 @@ static void free_block(gs_heap *h, gs_block *b)
 }
 
 /* The program's free. PyTorch's free(): allocation counts drop now, activity at completion. */
-static void free_request(gs_heap *h, gs_block *b)
+GS_HOT void free_request(gs_heap *h, gs_block *b)
 {
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
     stat2_dec(h->st.allocation, b->type, 1);
