@@ -101,7 +101,8 @@ struct gs_segment {
     /* Expandable segments: the reservation is size / page slots of page bytes, each backed by
      * one physical handle while mapped (0 when not). */
     uint64_t page;
-    uint64_t *handles;
+    uint64_t *handles;          /* nhandles of them, grown as pages are mapped higher up: */
+    uint64_t nhandles;          /* the slots at or above nhandles hold no handle */
     uint64_t mapped_pages;
 };
 
