@@ -195,15 +195,15 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
     bool found_at = true;
-    if (b->expandable) {
-        /* A free block followed by unmapped space counts as the size it can grow to, so a
-         * larger block that cannot grow is preferred over consuming the growable end. */
+    /* A free block followed by unmapped space counts as the size it can grow to, so a larger
+     * block that cannot grow is preferred over consuming the growable end. Only a block that can
+     * grow is passed over: the blocks after b are at least b's size, so when b cannot grow none
+     * of them counts as smaller, and the next block is not looked up (a descent). */
+    while (b->expandable && expandable_size(b) > b->size) {
         gs_block *n = findex_next_in(&p->blocks, b);
-        while (b->expandable && n && expandable_size(n) < expandable_size(b)) {
-            b = n;
-            n = findex_next_in(&p->blocks, b);
-            found_at = false;
-        }
+        if (!n || expandable_size(n) >= expandable_size(b)) break;
+        b = n;
+        found_at = false;
     }
     if (!h->P->fits(h->cfg, b, size)) return NULL;
     if (found_at) {
