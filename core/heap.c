@@ -578,6 +578,25 @@ const gs_stats *gs_heap_stats(const gs_heap *h)
     }
     return &m->st;
 }
+static inline void peak_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
+{
+    int64_t v = 0;
+    for (size_t k = 0; k < n; k++)
+        v += ((const gs_stat *)(const void *)((const char *)hs[k] + off))->current;
+    if (v > tot->peak) tot->peak = v;
+}
+
+void gs_stats_peak_sums(gs_stats *total, const gs_stats *const *hs, size_t n)
+{
+#define PEAK_SUMS(name)                                                                         \
+    for (int t = 0; t < GS_STAT_TYPES; t++)                                                     \
+        peak_sum(&total->name[t], hs, n, offsetof(gs_stats, name) + (size_t)t * sizeof(gs_stat));
+    GS_STAT_ARRAYS(PEAK_SUMS)
+#undef PEAK_SUMS
+    peak_sum(&total->oversize_allocations, hs, n, offsetof(gs_stats, oversize_allocations));
+    peak_sum(&total->oversize_segments, hs, n, offsetof(gs_stats, oversize_segments));
+}
+
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }

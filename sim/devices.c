@@ -6,7 +6,6 @@
  * and its own memory, and an empty_cache event empties the cache of its own device. The run as
  * a whole stops at the first fatal OOM on any device, as the process would.
  */
-#include <stddef.h>
 #include <string.h>
 
 #include "devices.h"
@@ -26,26 +25,7 @@ static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
 #undef GS_STAT_LIST_BODY
 #undef GS_LIST
 
-/* The peak of the sum over the heaps' stats hs[0..n) of each gs_stat's current, kept in tot:
- * after every event, so the stats are read in place, stat by stat (no list of pointers, no
- * copy of a heap's stats). */
-static inline void peak_of_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
-{
-    int64_t v = 0;
-    for (size_t k = 0; k < n; k++)
-        v += ((const gs_stat *)(const void *)((const char *)hs[k] + off))->current;
-    if (v > tot->peak) tot->peak = v;
-}
-#define GS_PEAKS(name)                                                                          \
-    for (int t = 0; t < GS_STAT_TYPES; t++)                                                     \
-        peak_of_sum(&total->name[t], hs, n, offsetof(gs_stats, name) + t * sizeof(gs_stat));
-static void peaks_of_sums(gs_stats *total, const gs_stats *const *hs, size_t n)
-{
-    GS_STAT_ARRAYS(GS_PEAKS)
-    peak_of_sum(&total->oversize_allocations, hs, n, offsetof(gs_stats, oversize_allocations));
-    peak_of_sum(&total->oversize_segments, hs, n, offsetof(gs_stats, oversize_segments));
-}
-#undef GS_PEAKS
+
 
 typedef struct {
     uint32_t id;
@@ -160,7 +140,7 @@ void gs_devices_after(gs_devices *d)
     for (size_t k = 0; k < d->n; k++) d->hs[k] = gs_heap_stats(d->dev[k].heap);
     int64_t old_alloc_peak = d->total.allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_res_peak = d->total.reserved_bytes[GS_STAT_ALL].peak;
-    peaks_of_sums(&d->total, d->hs, d->n);
+    gs_stats_peak_sums(&d->total, d->hs, d->n);
     if (d->total.allocated_bytes[GS_STAT_ALL].peak > old_alloc_peak) {
         int64_t q = 0;
         for (size_t k = 0; k < d->n; k++)
