@@ -456,13 +456,22 @@ static mapping *gran_lookup(sim_state *s, uint64_t a)
 static void reservation_free(gpointer p)
 {
     reservation *r = p;
-    for (uint64_t c = 0; c < gran_chunks(r); c++) {
-        for (uint64_t k = 0; r->chunk[c] && k < GRAN_CHUNK; k++) {
-            mapping *m = r->chunk[c][k];
-            if (m && m->va == r->va + (c * GRAN_CHUNK + k) * PAGE) g_free(m);
+    /* In address order, so a mapping is met at its first granule: freed there, and its other
+     * granules (perhaps in the next chunk) are stepped over, not read. */
+    for (uint64_t g = 0, n = r->size / PAGE; g < n;) {
+        if (!r->chunk[g / GRAN_CHUNK]) {
+            g = (g / GRAN_CHUNK + 1) * GRAN_CHUNK;
+            continue;
         }
-        g_free(r->chunk[c]);
+        mapping *m = gran_get(r, g);
+        if (!m) {
+            g++;
+            continue;
+        }
+        g += m->size / PAGE;
+        g_free(m);
     }
+    for (uint64_t c = 0; c < gran_chunks(r); c++) g_free(r->chunk[c]);
     g_free(r->chunk);
     g_free(r);
 }
