@@ -64,8 +64,19 @@ _Static_assert(X_DEFAULT < DEVICE_SPAN && VMM_BASE < X_DEFAULT, "the layout fits
 _Static_assert((UINT64_MAX >> 47) >= GS_SIM_MAX_DEVICES - 1, "every window is addressable");
 
 typedef struct {
+    uint64_t va, size, handle;
+} mapping;
+
+/* A reservation, with the mapping over each of its granules: expandable segments map and unmap
+ * pages on most events of some traces, and a table per granule (not a hash of every mapped
+ * granule's address, a key allocated each) makes cuMemMap and cuMemUnmap a few stores. The
+ * table is in chunks of GRAN_CHUNK granules (1 GiB), made when first mapped into: a reservation
+ * spans the device's whole memory, and most of it is never mapped. */
+#define GRAN_CHUNK 512
+typedef struct {
     uint64_t va, size;
     uint64_t mapped_pages;
+    mapping ***chunk; /* size / PAGE / GRAN_CHUNK (rounded up) chunks, NULL until mapped into */
 } reservation;
 
 typedef struct {
@@ -74,9 +85,9 @@ typedef struct {
     bool released;   /* cuMemRelease'd while mapped: its pages go with the last unmap */
 } phys_handle;
 
-typedef struct {
-    uint64_t va, size, handle;
-} mapping;
+/* Handles are keys of a hash table as pointer-sized integers (no key allocated per handle). */
+_Static_assert(sizeof(gpointer) >= sizeof(uint64_t), "a handle fits a hash key");
+#define HKEY(h) GSIZE_TO_POINTER((gsize)(h))
 
 typedef struct {
     uint64_t lo, hi; /* [lo, hi) */
@@ -120,10 +131,9 @@ typedef struct {
     bool script_off;
     size_t script_used;
     /* virtual memory */
-    GHashTable *reservations; /* va -> reservation */
-    GHashTable *handles;      /* handle -> phys_handle */
-    GHashTable *pages_mapped; /* va of each mapped granule -> its mapping (owned by maps) */
-    GHashTable *maps;         /* mapping va -> mapping */
+    GPtrArray *reservations;  /* reservation*, in no order (they never overlap; a few) */
+    reservation *rlast;       /* the one gran_lookup found last */
+    GHashTable *handles;      /* handle (HKEY) -> phys_handle */
     uint64_t next_handle;
     uint64_t vmm_frontier;
 } sim_state;
@@ -403,14 +413,67 @@ static gs_status sim_mem_info(void *st, uint64_t *free_b, uint64_t *total)
 
 static reservation *reservation_of(sim_state *s, uint64_t va, uint64_t size)
 {
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, s->reservations);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        reservation *r = v;
+    for (guint i = 0; i < s->reservations->len; i++) {
+        reservation *r = s->reservations->pdata[i];
         if (va >= r->va && size <= r->size && va - r->va <= r->size - size) return r;
     }
     return NULL;
+}
+
+static uint64_t gran_chunks(const reservation *r)
+{
+    return (r->size / PAGE + GRAN_CHUNK - 1) / GRAN_CHUNK;
+}
+
+/* The mapping over granule i of r, or NULL. */
+static mapping *gran_get(const reservation *r, uint64_t i)
+{
+    mapping **c = r->chunk[i / GRAN_CHUNK];
+    return c ? c[i % GRAN_CHUNK] : NULL;
+}
+
+static void gran_set(reservation *r, uint64_t i, mapping *m)
+{
+    mapping ***c = &r->chunk[i / GRAN_CHUNK];
+    if (!*c) *c = g_new0(mapping *, GRAN_CHUNK);
+    (*c)[i % GRAN_CHUNK] = m;
+}
+
+/* The mapping over the granule at a (granularity-aligned), or NULL when none (or when no
+ * reservation holds a). */
+static mapping *gran_lookup(sim_state *s, uint64_t a)
+{
+    reservation *r = s->rlast;
+    if (!r || a < r->va || a - r->va >= r->size) {
+        r = reservation_of(s, a, PAGE);
+        if (!r) return NULL;
+        s->rlast = r;
+    }
+    return gran_get(r, (a - r->va) / PAGE);
+}
+
+/* Frees a reservation and the mappings left in it. */
+static void reservation_free(gpointer p)
+{
+    reservation *r = p;
+    /* In address order, so a mapping is met at its first granule: freed there, and its other
+     * granules (perhaps in the next chunk) are stepped over, not read. */
+    for (uint64_t g = 0, n = r->size / PAGE; g < n;) {
+        if (!r->chunk[g / GRAN_CHUNK]) {
+            g = (g / GRAN_CHUNK + 1) * GRAN_CHUNK;
+            continue;
+        }
+        mapping *m = gran_get(r, g);
+        if (!m) {
+            g++;
+            continue;
+        }
+        g += m->size / PAGE;
+        g_free(m);
+    }
+    for (uint64_t c = 0; c < gran_chunks(r); c++) g_free(r->chunk[c]);
+    g_free(r->chunk);
+    g_free(r);
 }
 
 static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
@@ -424,8 +487,9 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;
+    r->chunk = g_new0(mapping **, gran_chunks(r));
     s->vmm_frontier += size;
-    g_hash_table_insert(s->reservations, &r->va, r);
+    g_ptr_array_add(s->reservations, r);
     *va = r->va;
     return GS_OK;
 }
@@ -434,10 +498,15 @@ static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RELEASE, size);
-    reservation *r = g_hash_table_lookup(s->reservations, &va);
-    if (!r || r->size != size || r->mapped_pages) return GS_ERR_INVALID;
-    g_hash_table_remove(s->reservations, &va);
-    return GS_OK;
+    for (guint i = 0; i < s->reservations->len; i++) {
+        reservation *r = s->reservations->pdata[i];
+        if (r->va != va) continue;
+        if (r->size != size || r->mapped_pages) return GS_ERR_INVALID;
+        if (s->rlast == r) s->rlast = NULL;
+        g_ptr_array_remove_index_fast(s->reservations, i); /* frees r */
+        return GS_OK;
+    }
+    return GS_ERR_INVALID;
 }
 
 static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
@@ -449,23 +518,21 @@ static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
     s->used_pages += size / PAGE;
     phys_handle *p = g_new0(phys_handle, 1);
     p->size = size;
-    uint64_t *k = g_new(uint64_t, 1);
-    *k = ++s->next_handle;
-    g_hash_table_insert(s->handles, k, p);
-    *handle = *k;
+    *handle = ++s->next_handle;
+    g_hash_table_insert(s->handles, HKEY(*handle), p);
     return GS_OK;
 }
 
 static void handle_drop(sim_state *s, uint64_t handle, phys_handle *p)
 {
     s->used_pages -= p->size / PAGE;
-    g_hash_table_remove(s->handles, &handle);
+    g_hash_table_remove(s->handles, HKEY(handle));
 }
 
 static gs_status sim_page_release(void *st, uint64_t handle)
 {
     sim_state *s = st;
-    phys_handle *p = g_hash_table_lookup(s->handles, &handle);
+    phys_handle *p = g_hash_table_lookup(s->handles, HKEY(handle));
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_RELEASE, p ? p->size : PAGE);
     if (!p || p->released) return GS_ERR_INVALID;
     if (p->maps) p->released = true;
@@ -477,19 +544,15 @@ static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
 {
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_MAP, size);
-    phys_handle *p = g_hash_table_lookup(s->handles, &handle);
+    phys_handle *p = g_hash_table_lookup(s->handles, HKEY(handle));
     reservation *r = reservation_of(s, va, size);
     if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
-    for (uint64_t a = va; a < va + size; a += PAGE)
-        if (g_hash_table_contains(s->pages_mapped, &a)) return GS_ERR_INVALID; /* already mapped */
+    uint64_t g = (va - r->va) / PAGE;
+    for (uint64_t i = 0; i < size / PAGE; i++)
+        if (gran_get(r, g + i)) return GS_ERR_INVALID; /* already mapped */
     mapping *m = g_new(mapping, 1);
     *m = (mapping){va, size, handle};
-    g_hash_table_insert(s->maps, &m->va, m);
-    for (uint64_t a = va; a < va + size; a += PAGE) {
-        uint64_t *k = g_new(uint64_t, 1);
-        *k = a;
-        g_hash_table_insert(s->pages_mapped, k, m);
-    }
+    for (uint64_t i = 0; i < size / PAGE; i++) gran_set(r, g + i, m);
     p->maps++;
     r->mapped_pages += size / PAGE;
     return GS_OK;
@@ -500,7 +563,7 @@ static bool range_mapped(sim_state *s, uint64_t va, uint64_t size)
 {
     if (size == 0 || va % PAGE || size % PAGE) return false;
     for (uint64_t a = va; a < va + size; a += PAGE)
-        if (!g_hash_table_contains(s->pages_mapped, &a)) return false;
+        if (!gran_lookup(s, a)) return false;
     return true;
 }
 
@@ -516,7 +579,7 @@ static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
         return GS_ERR_INVALID;
     }
     for (uint64_t a = va; a < va + size;) {
-        const mapping *m = g_hash_table_lookup(s->pages_mapped, &a);
+        const mapping *m = gran_lookup(s, a);
         s->clock_us += gs_calibration_us(s->cal, GS_CALL_SET_ACCESS, m->size);
         a = m->va + m->size;
     }
@@ -530,18 +593,19 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
     if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
     /* The range must consist of whole mappings: check before changing anything. */
     for (uint64_t a = va; a < va + size;) {
-        mapping *m = g_hash_table_lookup(s->pages_mapped, &a);
+        const mapping *m = gran_lookup(s, a);
         if (m->va != a || m->size > va + size - a) return GS_ERR_INVALID;
         a += m->size;
     }
     for (uint64_t a = va; a < va + size;) {
-        mapping *m = g_hash_table_lookup(s->maps, &a);
+        mapping *m = gran_lookup(s, a);
         uint64_t n = m->size, h = m->handle;
-        for (uint64_t q = a; q < a + n; q += PAGE) g_hash_table_remove(s->pages_mapped, &q);
-        reservation_of(s, a, n)->mapped_pages -= n / PAGE;
-        phys_handle *p = g_hash_table_lookup(s->handles, &h);
+        reservation *r = reservation_of(s, a, n); /* a mapping lies within one */
+        for (uint64_t i = 0; i < n / PAGE; i++) gran_set(r, (a - r->va) / PAGE + i, NULL);
+        r->mapped_pages -= n / PAGE;
+        phys_handle *p = g_hash_table_lookup(s->handles, HKEY(h));
         if (--p->maps == 0 && p->released) handle_drop(s, h, p);
-        g_hash_table_remove(s->maps, &a); /* frees m */
+        g_free(m);
         a += n;
     }
     return GS_OK;
@@ -557,10 +621,8 @@ static void sim_destroy(void *st)
     g_array_free(s->holes, TRUE);
     g_ptr_array_free(s->ranges, TRUE);
     g_ptr_array_free(s->pages, TRUE);
-    g_hash_table_destroy(s->pages_mapped);
-    g_hash_table_destroy(s->maps);
     g_hash_table_destroy(s->handles);
-    g_hash_table_destroy(s->reservations);
+    g_ptr_array_free(s->reservations, TRUE);
     g_free(s);
 }
 
@@ -597,10 +659,8 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     s->x = cfg->origin ? cfg->origin : window + X_DEFAULT;
     s->align_512m = cfg->align_512m;
     context_range(s);
-    s->reservations = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
-    s->handles = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
-    s->maps = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
-    s->pages_mapped = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    s->reservations = g_ptr_array_new_with_free_func(reservation_free);
+    s->handles = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
     s->vmm_frontier = window + VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;

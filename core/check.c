@@ -76,10 +76,10 @@ static uint64_t check_pages(check_ctx *c, const gs_segment *s, const gs_block *b
                    "unmapped block " ADDR " is not page-aligned", b->addr);
     for (uint64_t a = (b->addr - s->addr) / s->page * s->page; a < b->addr + b->size - s->addr;
          a += s->page) {
-        if (um) INSIST(c, s->handles[a / s->page] == 0,
+        if (um) INSIST(c, seg_handle(s, a / s->page) == 0,
                        "segment " ADDR ": page " U64 " under an unmapped block has a handle",
                        s->addr, a / s->page);
-        else INSIST(c, s->handles[a / s->page] != 0,
+        else INSIST(c, seg_handle(s, a / s->page) != 0,
                     "segment " ADDR ": page " U64 " under a mapped block has no handle",
                     s->addr, a / s->page);
     }

@@ -516,6 +516,29 @@ static inline void note_reserved_up(gs_heap *h)
         h->peak_reserved_dirty = true;
 }
 
+/* ---- expandable segments' handles ---- */
+
+/* The handle of slot i of expandable segment s (0: none). */
+static inline uint64_t seg_handle(const gs_segment *s, uint64_t i)
+{
+    return i < s->nhandles ? s->handles[i] : 0;
+}
+
+/* Slot i's entry of s's handle table, the table grown to hold it (zeros). The table starts
+ * empty: a reservation spans 9/8 of the device, up to 45,000 slots of 2 MiB pages, and a trace
+ * that releases its segments on every pass (empty_cache) would zero that much each time. */
+static inline uint64_t *seg_handle_at(gs_segment *s, uint64_t i)
+{
+    if (G_UNLIKELY(i >= s->nhandles)) {
+        uint64_t n = MAX(MAX(i + 1, 2 * s->nhandles), 64);
+        n = MIN(n, s->size / s->page);
+        s->handles = g_renew(uint64_t, s->handles, n);
+        memset(s->handles + s->nhandles, 0, (n - s->nhandles) * sizeof *s->handles);
+        s->nhandles = n;
+    }
+    return &s->handles[i];
+}
+
 /* ---- block structs ---- */
 
 /* A block struct off the spare stack, as it was left. */

@@ -101,7 +101,8 @@ struct gs_segment {
     /* Expandable segments: the reservation is size / page slots of page bytes, each backed by
      * one physical handle while mapped (0 when not). */
     uint64_t page;
-    uint64_t *handles;
+    uint64_t *handles;          /* nhandles of them, grown as pages are mapped higher up: */
+    uint64_t nhandles;          /* the slots at or above nhandles hold no handle */
     uint64_t mapped_pages;
 };
 
@@ -204,6 +205,10 @@ gs_status gs_heap_empty_cache(gs_heap *h);
  * derived when it is made, so call it again after the heap changes rather than keep the
  * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
+/* Raise each peak of total to the sum over hs[0..n) of that stat's current: the peaks of a
+ * device's sums over its heaps, or of a run's over its devices, taken after each event. Every
+ * gs_stat of gs_stats, read where it is kept (no copies, no lists). */
+void gs_stats_peak_sums(gs_stats *total, const gs_stats *const *hs, size_t n);
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);

@@ -34,7 +34,6 @@ static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stre
     s->expandable = true;
     s->tag = h->tag;
     s->page = page;
-    s->handles = g_new0(uint64_t, slots);
     gs_block *b = block_new(h);
     b->addr = va;
     b->size = s->size;
@@ -108,7 +107,7 @@ static gs_status unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t m
         gs_status u = gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
         if (first == GS_OK) first = u;
     }
-    for (uint64_t i = from; i < to && s->handles[i]; i++) {
+    for (uint64_t i = from; i < to && seg_handle(s, i); i++) {
         gs_status u = release_page(h, s->handles[i], s->page);
         if (first == GS_OK) first = u;
         s->handles[i] = 0;
@@ -125,7 +124,7 @@ static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t e
     uint64_t pg = s->page;
     gs_status st = GS_OK;
     for (uint64_t i = begin; i < end && st == GS_OK; i++) {
-        st = gs_dev_page_create(h->be, &h->calls, pg, &s->handles[i]);
+        st = gs_dev_page_create(h->be, &h->calls, pg, seg_handle_at(s, i));
         if (st != GS_OK) {
             s->handles[i] = 0;
             st = unwind_map(h, s, begin, begin, i, st);
@@ -214,8 +213,8 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
     while (i < end) {
         st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
         if (st != GS_OK) break;
-        st = release_page(h, s->handles[i], s->page);
-        s->handles[i] = 0;
+        st = release_page(h, seg_handle(s, i), s->page);
+        *seg_handle_at(s, i) = 0;
         s->mapped_pages--;
         i++;
         if (st != GS_OK) break;
@@ -263,7 +262,7 @@ gs_status gs_expandable_release(gs_heap *h, gs_block *b)
 size_t gs_expandable_destroy(gs_heap *h, gs_segment *s)
 {
     size_t failed = 0;
-    for (uint64_t i = 0; i < s->size / s->page; i++) {
+    for (uint64_t i = 0; i < s->nhandles; i++) {
         if (!s->handles[i]) continue;
         failed += gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page) != GS_OK;
         failed += gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page) != GS_OK;

@@ -30,7 +30,6 @@ enum { NSTATS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
     out[n++] = &s->oversize_segments;
 #define GS_LIST(name) for (int t = 0; t < GS_STAT_TYPES; t++) out[n++] = &s->name[t];
 static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
-static void stat_list_c(const gs_stats *s, const gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
 #undef GS_LIST
 #undef GS_STAT_LIST_BODY
 
@@ -53,6 +52,7 @@ struct gs_clients {
     counters before;         /* shared: the heap's counters before the current event */
     uint16_t cur;            /* the client of the current event */
     gs_stats dev;            /* separate, cooperative: the device's peaks (of the sums) */
+    const gs_stats **hs;     /* n: scratch for track_device */
     bool have_oom;
 };
 
@@ -139,6 +139,7 @@ gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_repla
     c->mode = o->clients;
     c->n = t->clients->len;
     c->heap = g_new0(gs_heap *, c->n);
+    c->hs = g_new0(const gs_stats *, c->n);
     c->pol = g_new0(const gs_policy *, c->n);
     c->cr = g_new0(gs_client_result, c->n);
     c->pending_req = g_new0(uint64_t, 2 * c->n);
@@ -228,18 +229,10 @@ gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slo
  * rise, so the peaks of the sums are exact. */
 static void track_device(gs_clients *c)
 {
-    gs_stat *dev[NSTATS];
-    stat_list(&c->dev, dev);
-    int64_t sum[NSTATS] = {0};
-    for (size_t k = 0; k < c->n; k++) {
-        const gs_stat *hs[NSTATS];
-        stat_list_c(gs_heap_stats(c->heap[k]), hs);
-        for (int i = 0; i < NSTATS; i++) sum[i] += hs[i]->current;
-    }
+    for (size_t k = 0; k < c->n; k++) c->hs[k] = gs_heap_stats(c->heap[k]);
     int64_t old_alloc_peak = c->dev.allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_res_peak = c->dev.reserved_bytes[GS_STAT_ALL].peak;
-    for (int i = 0; i < NSTATS; i++)
-        if (sum[i] > dev[i]->peak) dev[i]->peak = sum[i];
+    gs_stats_peak_sums(&c->dev, c->hs, c->n);
     const gs_stat *a = &c->dev.allocated_bytes[GS_STAT_ALL];
     if (a->peak > old_alloc_peak) {
         int64_t q = 0;
@@ -408,6 +401,7 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
         g_free(c->cr);
     }
     g_free(c->heap);
+    g_free(c->hs);
     g_free(c->pol);
     g_free(c->pending_req);
     g_free(c->slot_client);

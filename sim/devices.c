@@ -16,14 +16,16 @@ enum { NSTATS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
 #undef GS_ONE_ARRAY
 
 #define GS_LIST(name) for (int k = 0; k < GS_STAT_TYPES; k++) out[n++] = &s->name[k];
-static void stat_list(gs_stats *s, gs_stat *out[NSTATS])
-{
-    size_t n = 0;
-    GS_STAT_ARRAYS(GS_LIST)
-    out[n++] = &s->oversize_allocations;
+#define GS_STAT_LIST_BODY                                                                       \
+    size_t n = 0;                                                                               \
+    GS_STAT_ARRAYS(GS_LIST)                                                                     \
+    out[n++] = &s->oversize_allocations;                                                        \
     out[n++] = &s->oversize_segments;
-}
+static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
+#undef GS_STAT_LIST_BODY
 #undef GS_LIST
+
+
 
 typedef struct {
     uint32_t id;
@@ -39,6 +41,7 @@ struct gs_devices {
     uint16_t *slot_dev;      /* the device (index into dev) of each allocation */
     size_t last;             /* the index of the last event's device (events come in runs) */
     gs_stats total;          /* the totals' peaks */
+    const gs_stats **hs;     /* n: scratch for gs_devices_after */
     gs_calibration *own_cal;
 };
 
@@ -83,6 +86,7 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
     d->n = n;
     d->dev = g_new0(device, n);
     d->slot_dev = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    d->hs = g_new0(const gs_stats *, n);
     if (!o->cal) d->own_cal = gs_calibration_builtin();
     for (size_t k = 0; k < n; k++) {
         device *v = &d->dev[k];
@@ -133,19 +137,10 @@ gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
 
 void gs_devices_after(gs_devices *d)
 {
-    gs_stat *tot[NSTATS];
-    stat_list(&d->total, tot);
-    int64_t sum[NSTATS] = {0};
-    for (size_t k = 0; k < d->n; k++) {
-        gs_stats s = *gs_heap_stats(d->dev[k].heap);
-        gs_stat *hs[NSTATS];
-        stat_list(&s, hs);
-        for (int i = 0; i < NSTATS; i++) sum[i] += hs[i]->current;
-    }
+    for (size_t k = 0; k < d->n; k++) d->hs[k] = gs_heap_stats(d->dev[k].heap);
     int64_t old_alloc_peak = d->total.allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_res_peak = d->total.reserved_bytes[GS_STAT_ALL].peak;
-    for (int i = 0; i < NSTATS; i++)
-        if (sum[i] > tot[i]->peak) tot[i]->peak = sum[i];
+    gs_stats_peak_sums(&d->total, d->hs, d->n);
     if (d->total.allocated_bytes[GS_STAT_ALL].peak > old_alloc_peak) {
         int64_t q = 0;
         for (size_t k = 0; k < d->n; k++)
@@ -153,14 +148,12 @@ void gs_devices_after(gs_devices *d)
         d->total.requested_at_peak_allocated = q;
     }
     if (d->total.reserved_bytes[GS_STAT_ALL].peak > old_res_peak) {
+        /* the core's running totals (gs_heap_free_bytes), not a walk over the free blocks */
         uint64_t largest = 0, all = 0;
         for (size_t k = 0; k < d->n; k++) {
-            const gs_heap *h = d->dev[k].heap;
-            for (unsigned p = 0; p < gs_heap_policy(h)->ops->npools; p++)
-                for (gs_block *b = gs_pool_first(h, p); b; b = gs_pool_next(h, b)) {
-                    all += b->size;
-                    largest = MAX(largest, b->size);
-                }
+            uint64_t big = 0;
+            all += gs_heap_free_bytes(d->dev[k].heap, &big);
+            largest = MAX(largest, big);
         }
         d->total.largest_free_at_peak_reserved = largest;
         d->total.total_free_at_peak_reserved = all;
@@ -242,5 +235,6 @@ void gs_devices_finish(gs_devices *d, gs_result *r)
     gs_calibration_free(d->own_cal);
     g_free(d->dev);
     g_free(d->slot_dev);
+    g_free(d->hs);
     g_free(d);
 }

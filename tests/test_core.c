@@ -636,6 +636,70 @@ START_TEST(expandable_best_fit_spares_the_growable_end)
 }
 END_TEST
 
+/* A reservation spans 9/8 of the device (thousands of page slots); its handle table holds only
+ * the slots up to the highest page mapped, growing as pages are mapped higher up, and slots
+ * above it read as holding none (gs_heap_check verifies every page under every block). */
+START_TEST(expandable_handle_table_grows_with_the_pages_mapped)
+{
+    fixture f = fx_new(EXP, DEV, 0);
+    enum { N = 100 }; /* 20 MiB pages: past the table's first 64 slots and its first doubling */
+    gs_block *b[N];
+    for (int i = 0; i < N; i++) b[i] = xalloc(f.heap, 20 * MiB, 0);
+    const gs_segment *s = gs_heap_segments(f.heap);
+    ck_assert_ptr_null(s->next); /* one segment: every page in the same reservation */
+    ck_assert_uint_eq(s->mapped_pages, N);
+    ck_assert_uint_ge(s->nhandles, N);
+    ck_assert_uint_lt(s->nhandles, s->size / s->page); /* not the whole reservation */
+    for (int i = 0; i < N; i++) ck_assert_uint_ne(s->handles[i], 0);
+    for (uint64_t i = N; i < s->nhandles; i++) ck_assert_uint_eq(s->handles[i], 0);
+    for (int i = 0; i < N; i += 2) xfree(f.heap, b[i]);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK); /* unmaps every other page */
+    check_heap(f.heap);
+    ck_assert_uint_eq(dev_used_bytes(f.be), (uint64_t)N / 2 * 20 * MiB);
+    for (int i = 1; i < N; i += 2) xfree(f.heap, b[i]);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_ptr_null(gs_heap_segments(f.heap));
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
+/* gs_stats_peak_sums: each peak of the total follows the sum of the heaps' currents up, never
+ * down, stat by stat (one of each kind checked: an array's types and the two single stats). */
+START_TEST(stats_peak_sums_follow_the_sums_of_currents)
+{
+    gs_stats a, b, total;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    memset(&total, 0, sizeof total);
+    const gs_stats *hs[2] = {&a, &b};
+    a.reserved_bytes[GS_STAT_ALL].current = 30;
+    b.reserved_bytes[GS_STAT_ALL].current = 12;
+    a.allocation[GS_STAT_SMALL].current = 2;
+    b.allocation[GS_STAT_LARGE].current = 5;
+    a.oversize_segments.current = 1;
+    b.oversize_segments.current = 1;
+    b.oversize_allocations.current = 4;
+    a.reserved_bytes[GS_STAT_ALL].peak = 1000; /* a heap's own peak is not summed */
+    gs_stats_peak_sums(&total, hs, 2);
+    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].peak, 42);
+    ck_assert_int_eq(total.allocation[GS_STAT_SMALL].peak, 2);
+    ck_assert_int_eq(total.allocation[GS_STAT_LARGE].peak, 5);
+    ck_assert_int_eq(total.allocation[GS_STAT_ALL].peak, 0);
+    ck_assert_int_eq(total.oversize_segments.peak, 2);
+    ck_assert_int_eq(total.oversize_allocations.peak, 4);
+    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].current, 0); /* only peaks change */
+    a.reserved_bytes[GS_STAT_ALL].current = 5; /* the sum falls: the peak stays */
+    b.oversize_allocations.current = 9;       /* rises: the peak follows */
+    gs_stats_peak_sums(&total, hs, 2);
+    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].peak, 42);
+    ck_assert_int_eq(total.oversize_allocations.peak, 9);
+    gs_stats_peak_sums(&total, hs, 1); /* over a alone */
+    ck_assert_int_eq(total.oversize_segments.peak, 2);
+}
+END_TEST
+
 START_TEST(expandable_split_rule_is_512_bytes_in_both_pools)
 {
     /* 11.5 MiB: a cudaMalloc'd 12 MiB segment keeps its 0.5 MiB remainder with the block
@@ -892,6 +956,7 @@ static Suite *core_suite(void)
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("pytorch");
     tcase_add_test(tc, small_request_takes_low_end_of_2mib_segment);
+    tcase_add_test(tc, stats_peak_sums_follow_the_sums_of_currents);
     tcase_add_test(tc, segment_sizes_follow_pytorch);
     tcase_add_test(tc, best_fit_prefers_smallest_then_lowest_address);
     tcase_add_test(tc, streams_do_not_share_free_blocks);
@@ -925,6 +990,7 @@ static Suite *core_suite(void)
     tcase_add_test(te, expandable_empty_cache_unmaps_whole_free_pages_only);
     tcase_add_test(te, expandable_best_fit_spares_the_growable_end);
     tcase_add_test(te, expandable_split_rule_is_512_bytes_in_both_pools);
+    tcase_add_test(te, expandable_handle_table_grows_with_the_pages_mapped);
     tcase_add_test(te, expandable_oom_ladder_unmaps_then_retries);
     tcase_add_test(te, expandable_with_max_split_size_release_passes_expandable_blocks_over);
     tcase_add_test(te, expandable_failed_map_gives_back_its_pages);
