@@ -219,8 +219,16 @@ void gs_snapshot_rec_free(gs_snapshot_rec *r)
 static void add(gs_snapshot_rec *r, action a, uint64_t addr, uint64_t size, uint32_t stream,
                 uint64_t time_us)
 {
-    entry e = {.action = (uint8_t)a, .addr = addr, .size = size, .stream = stream, .time_us = time_us};
+    entry e = {.action = (uint8_t)a, .addr = addr, .size = size, .stream = stream,
+               .time_us = time_us};
     g_array_append_val(r->trace, e);
+}
+
+/* Whether page i of expandable segment s (NULL: gone) is mapped: the core keeps handles only
+ * up to the highest page mapped so far (gs_segment.nhandles). */
+static bool page_mapped(const gs_segment *s, uint64_t i)
+{
+    return s && i < s->nhandles && s->handles[i] != 0;
 }
 
 /* The runs of pages whose mapped state went from `from` to its opposite, as entries a. */
@@ -229,13 +237,13 @@ static void page_runs(gs_snapshot_rec *r, seg_copy *c, const gs_segment *s, bool
 {
     uint64_t n = c->size / c->page;
     for (uint64_t i = 0; i < n;) {
-        bool now = s && s->handles[i] != 0;
+        bool now = page_mapped(s, i);
         if (c->mapped[i] != from || now == from) {
             i++;
             continue;
         }
         uint64_t j = i;
-        while (j < n && c->mapped[j] == from && (s && s->handles[j] != 0) != from) c->mapped[j++] = !from;
+        while (j < n && c->mapped[j] == from && page_mapped(s, j) != from) c->mapped[j++] = !from;
         add(r, a, c->addr + i * c->page, (j - i) * c->page, c->stream, time_us);
         i = j;
     }
