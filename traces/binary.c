@@ -300,6 +300,23 @@ static void bin_fail(src *in, uint64_t off, const char *fmt, ...)
     g_free(msg);
 }
 
+/* One read(2) of the file, retried on EINTR: the bytes read, 0 at its end, -1 with the error
+ * set. */
+static ssize_t fd_read(src *in, void *dst, size_t n)
+{
+    for (;;) {
+        ssize_t r = read(in->fd, dst, n);
+        if (r >= 0 || errno != EINTR) {
+            if (r < 0) {
+                int e = errno;
+                g_set_error(in->err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", in->name,
+                            g_strerror(e));
+            }
+            return r;
+        }
+    }
+}
+
 /* Reads exactly n bytes into dst; FALSE (the error set) on an I/O error or the end of input. */
 static gboolean src_read(src *in, void *dst, size_t n, const char *what)
 {
@@ -309,14 +326,8 @@ static gboolean src_read(src *in, void *dst, size_t n, const char *what)
     in->pos += have;
     size_t got = have;
     while (got < n && in->fd >= 0) {
-        ssize_t r = read(in->fd, d + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            g_set_error(in->err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", in->name,
-                        g_strerror(e));
-            return FALSE;
-        }
+        ssize_t r = fd_read(in, d + got, n - got);
+        if (r < 0) return FALSE;
         if (r == 0) break;
         got += (size_t)r;
     }
@@ -333,17 +344,10 @@ static gboolean src_at_end(src *in)
 {
     char c;
     gboolean more = in->pos < in->len;
-    while (!more && in->fd >= 0) {
-        ssize_t r = read(in->fd, &c, 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            g_set_error(in->err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", in->name,
-                        g_strerror(e));
-            return FALSE;
-        }
+    if (!more && in->fd >= 0) {
+        ssize_t r = fd_read(in, &c, 1);
+        if (r < 0) return FALSE;
         more = r > 0;
-        break;
     }
     if (more) bin_fail(in, in->off, "bytes after the last event");
     return !more;
