@@ -41,6 +41,11 @@
  * The reader checks fatal_oom_event (a number naming the last event, an oom) and the numbers of
  * device_total_bytes and synthesized_allocs.
  *
+ * Frames (docs/trace-format.md "Frames"): "# frame N: file:line:function" header lines, N = 1,
+ * 2, ... in order, and then a 9th column "frame" naming an alloc's or oom's frame number
+ * (empty or 0: none; other ops leave it empty). Written only when the trace has one, so a
+ * trace without is unchanged; the binary format does not carry them (its writer refuses).
+ *
  * Several devices (the device column): each device is its own allocator with its own memory,
  * as in PyTorch; an event belongs to its device, and empty_cache empties its device's cache.
  *
