@@ -258,6 +258,17 @@ static void report_oom_lines(FILE *out, const gs_oom_report *o)
     g_free(rq);
 }
 
+/* " at file:line:function" when the trace names the failed request's frame, else "". The
+ * frame is data: shown printable, so a byte in it cannot drive the terminal. */
+static char *oom_at(const gs_result *r)
+{
+    const gs_oom_report *o = r->first_oom_report;
+    if (!o || !o->frame) return g_strdup("");
+    char *f = gs_printable(o->frame), *at = g_strconcat(" at ", f, NULL);
+    g_free(f);
+    return at;
+}
+
 /* The first OOM and any device error of one result, under the table. */
 static void report_outcome(FILE *out, const gs_result *r, const char *label)
 {
@@ -265,11 +276,13 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         /* Say whose request failed and what every client held then: the point of an OOM
          * with several allocators is often memory another one keeps cached. */
         char *sz = gs_format_size(r->first_oom_size);
+        char *at = oom_at(r);
         fprintf(out, "  %s: first OOM at event %zu, %s's request of %s (%" G_GUINT64_FORMAT
-                     " bytes)%s\n    held then:",
+                     " bytes)%s%s\n    held then:",
                 label, r->first_oom_event, r->clients[r->first_oom_client].name, sz,
-                r->first_oom_size,
+                r->first_oom_size, at,
                 r->stats.num_ooms > 1 ? "; later OOMs counted and skipped" : "");
+        g_free(at);
         for (size_t k = 0; k < r->n_clients; k++) {
             const gs_client_result *c = &r->clients[k];
             char *res = gs_format_size(c->reserved_at_oom);
@@ -286,10 +299,12 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         char *sz = gs_format_size(r->first_oom_size);
         char *dev = r->n_devices ? g_strdup_printf(" on device %u", r->first_oom_device)
                                  : g_strdup("");
+        char *at = oom_at(r);
         fprintf(out, "  %s: first OOM at event %zu%s, a request of %s (%" G_GUINT64_FORMAT
-                     " bytes)%s\n",
-                r->policy, r->first_oom_event, dev, sz, r->first_oom_size,
+                     " bytes)%s%s\n",
+                r->policy, r->first_oom_event, dev, sz, r->first_oom_size, at,
                 r->stats.num_ooms > 1 + r->caught_ooms ? "; later OOMs counted and skipped" : "");
+        g_free(at);
         g_free(dev);
         g_free(sz);
         if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
@@ -631,6 +646,7 @@ static void json_oom_report(gs_jw *w, const gs_oom_report *o)
     char *msg = gs_oom_message(o);
     jw_s(w, "message", msg);
     g_free(msg);
+    if (o->frame) jw_s(w, "frame", o->frame);
     jw_u(w, "rounded_size", o->rounded);
     jw_u(w, "pool", o->pool);
     jw_u(w, "stream", o->stream);

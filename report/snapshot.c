@@ -116,14 +116,47 @@ static void kv_int(pickler *p, const char *k, int64_t v) { pk_str(p, k), pk_int(
 static void kv_uint(pickler *p, const char *k, uint64_t v) { pk_str(p, k), pk_uint(p, v), pk_value(p); }
 static void kv_str(pickler *p, const char *k, const char *v) { pk_str(p, k), pk_str(p, v), pk_value(p); }
 static void kv_bool(pickler *p, const char *k, bool v) { pk_str(p, k), pk_bool(p, v), pk_value(p); }
-/* FRAMES: where a block's or an entry's stack frames go. A trace has none today (each is an
- * empty list, which memory_viz shows as "allocated before _record_history was enabled"); when
- * traces keep the top user frame per allocation (issue 17, item 3, branch conv), write
- * [{"filename", "line", "name"}] here for entries and blocks of an allocation that has one. */
-static void kv_frames(pickler *p)
+/* A block's or an entry's stack frames: the trace keeps one, the allocation's top user frame
+ * ("file:line:function", docs/trace-format.md "Frames"), written as PyTorch writes a frame,
+ * [{"filename", "line", "name"}]; none (NULL) is an empty list, which memory_viz shows as
+ * "allocated before _record_history was enabled". The file name may hold colons (a Windows
+ * path): line and function are the last two fields. A frame that does not split so (a
+ * hand-written trace may hold anything) goes whole into filename, line 0. */
+static void kv_frames(pickler *p, const char *frame)
 {
     pk_str(p, "frames");
     pk_list(p);
+    if (frame) {
+        const char *c2 = strrchr(frame, ':'), *c1 = NULL;
+        for (const char *q = c2 ? c2 : frame; c2 && q-- > frame;)
+            if (*q == ':') {
+                c1 = q;
+                break;
+            }
+        uint64_t line = 0;
+        char *file, *name;
+        bool digits = c1 && c1 > frame && c2 - c1 > 1 && c2 - c1 <= 10;
+        for (const char *q = c1 ? c1 + 1 : NULL; digits && q < c2; q++) {
+            digits = *q >= '0' && *q <= '9';
+            line = line * 10 + (uint64_t)(*q - '0');
+        }
+        if (digits) {
+            file = g_strndup(frame, (size_t)(c1 - frame));
+            name = g_strdup(c2 + 1);
+        } else {
+            line = 0;
+            file = g_strdup(frame);
+            name = g_strdup("");
+        }
+        pk_dict(p);
+        kv_str(p, "filename", file);
+        kv_uint(p, "line", line);
+        kv_str(p, "name", name);
+        pk_close_dict(p);
+        pk_item(p);
+        g_free(file);
+        g_free(name);
+    }
     pk_close_list(p);
     pk_value(p);
 }
@@ -142,6 +175,7 @@ typedef struct {
     uint8_t action;
     uint32_t stream;       /* the trace's stream index */
     uint64_t addr, size, time_us, device_free;
+    const char *frame;     /* alloc, oom: the request's frame (the trace's string), or NULL */
 } entry;
 
 typedef struct {
@@ -156,6 +190,7 @@ typedef struct {
     uint64_t addr, size, requested;
     uint32_t stream;
     uint8_t state;         /* 0: not live, GS_BLOCK_ALLOCATED or GS_BLOCK_PENDING */
+    const char *frame;     /* its alloc's frame, or NULL */
 } slot_copy;
 
 typedef struct {           /* a "segments" entry at the end */
@@ -168,6 +203,7 @@ typedef struct {           /* a "segments" entry at the end */
 typedef struct {
     uint64_t size, requested;
     uint8_t state;
+    const char *frame;     /* a live block's alloc's frame, or NULL */
 } end_block;
 
 struct gs_snapshot_rec {
@@ -321,14 +357,16 @@ void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_blo
     sync_pending(r, h, e->time_us);
     sync_segments(r, h, e->time_us);
     slot_copy *c = &r->slots[e->slot];
+    /* e is an event of r->t (the replay's), so its index is its place there */
+    const char *frame = gs_trace_frame(r->t, (size_t)(e - r->t->ev));
     *c = (slot_copy){.addr = b->addr, .size = b->size, .requested = e->size, .stream = e->stream,
-                     .state = GS_BLOCK_ALLOCATED};
+                     .state = GS_BLOCK_ALLOCATED, .frame = frame};
     add(r, A_ALLOC, b->addr, e->size, e->stream, e->time_us);
+    g_array_index(r->trace, entry, r->trace->len - 1).frame = frame;
 }
 
 void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud)
 {
-    (void)index;
     gs_snapshot_rec *r = ud;
     slot_copy *c = e->slot < r->t->n_slots ? &r->slots[e->slot] : NULL;
     switch ((gs_op)e->op) {
@@ -361,7 +399,8 @@ void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void
             /* PyTorch's entry says what cudaMemGetInfo had free; here, what the limit left */
             uint64_t lim = gs_heap_limit(h), res = gs_heap_reserved(h);
             entry o = {.action = A_OOM, .size = e->size, .stream = e->stream,
-                       .time_us = e->time_us, .device_free = lim > res ? lim - res : 0};
+                       .time_us = e->time_us, .device_free = lim > res ? lim - res : 0,
+                       .frame = r->t->n ? gs_trace_frame(r->t, index % r->t->n) : NULL};
             g_array_append_val(r->trace, o);
             r->ooms = ooms;
         }
@@ -375,6 +414,11 @@ void gs_snapshot_observe_end(const gs_heap *h, void *ud)
     uint64_t t_end = r->trace->len ? g_array_index(r->trace, entry, r->trace->len - 1).time_us : 0;
     add(r, A_SNAPSHOT, 0, 0, 0, t_end);
     /* oldest segment first, as PyTorch lists them by address within a pool: by address here */
+    /* a live block's frame is its slot's: by address, since the heap's blocks name no slot */
+    GHashTable *frame_at = g_hash_table_new(g_int64_hash, g_int64_equal);
+    for (size_t k = 0; k < r->t->n_slots; k++)
+        if (r->slots[k].state && r->slots[k].frame)
+            g_hash_table_insert(frame_at, &r->slots[k].addr, (gpointer)r->slots[k].frame);
     GPtrArray *ss = g_ptr_array_new();
     for (const gs_segment *s = gs_heap_segments(h); s; s = s->next) g_ptr_array_add(ss, (gpointer)s);
     for (guint i = ss->len; i-- > 0;) {
@@ -393,6 +437,8 @@ void gs_snapshot_observe_end(const gs_heap *h, void *ud)
                 open = true;
             }
             end_block eb = {.size = b->size, .requested = b->requested, .state = b->state};
+            if (b->state == GS_BLOCK_ALLOCATED || b->state == GS_BLOCK_PENDING)
+                eb.frame = g_hash_table_lookup(frame_at, &b->addr);
             g_array_append_val(r->end_blocks, eb);
             cur.total += b->size;
             cur.n++;
@@ -400,6 +446,7 @@ void gs_snapshot_observe_end(const gs_heap *h, void *ud)
         if (open) g_array_append_val(r->end_segs, cur);
     }
     g_ptr_array_free(ss, TRUE);
+    g_hash_table_destroy(frame_at);
 }
 
 static uint64_t raw_stream(const gs_trace *t, uint32_t s)
@@ -440,7 +487,7 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
         pk_pair(&p, 0, 0);
         pk_value(&p);
         kv_bool(&p, "is_expandable", s->expandable);
-        kv_frames(&p);
+        kv_frames(&p, NULL);
         pk_str(&p, "blocks");
         pk_list(&p);
         uint64_t addr = s->addr;
@@ -454,7 +501,7 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
             kv_str(&p, "state", b->state == GS_BLOCK_ALLOCATED ? "active_allocated"
                                 : b->state == GS_BLOCK_PENDING ? "active_pending_free"
                                                                : "inactive");
-            kv_frames(&p);
+            kv_frames(&p, live ? b->frame : NULL);
             pk_close_dict(&p);
             pk_item(&p);
             addr += b->size;
@@ -485,7 +532,7 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
         kv_uint(&p, "stream", raw_stream(r->t, e->stream));
         kv_uint(&p, "time_us", e->time_us);
         if (e->action == A_OOM) kv_uint(&p, "device_free", e->device_free);
-        kv_frames(&p);
+        kv_frames(&p, e->frame);
         pk_close_dict(&p);
         pk_item(&p);
     }

@@ -176,14 +176,17 @@ void gs_result_clear(gs_result *r)
     }
     g_free(r->clients);
     g_free(r->json_extra);
+    if (r->first_oom_report) g_free(r->first_oom_report->frame);
     g_free(r->first_oom_report);
     memset(r, 0, sizeof *r);
 }
 
 /* The heap as the first OOM left it (gs_oom_report). A walk over the free blocks, once. */
-static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_event *e)
+static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_event *e,
+                                 size_t i)
 {
     gs_oom_report *o = g_new0(gs_oom_report, 1);
+    o->frame = g_strdup(gs_trace_frame(t, i)); /* the failed alloc's or oom's own frame */
     const gs_policy *p = gs_heap_policy(h);
     const gs_stats *s = gs_heap_stats(h);
     o->request = e->size;
@@ -227,7 +230,7 @@ static void fatal_oom(gs_clients *mc, gs_devices *md, gs_result *r, const gs_hea
         r->oom = true;
         r->first_oom_event = i;
         r->first_oom_size = e->size;
-        r->first_oom_report = oom_report(h, t, e);
+        r->first_oom_report = oom_report(h, t, e, i);
     }
     if (mc) gs_clients_oom(mc, e, i);
     if (md) gs_devices_oom(md, e, i, false);

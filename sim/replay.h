@@ -163,6 +163,8 @@ typedef struct {
     uint64_t largest_in_pool;     /* the largest in the request's pool (any stream) */
     uint64_t largest_on_stream;   /* the largest in the request's pool on its stream: what
                                    * best fit could have used */
+    char *frame;                  /* the request's top user frame, "file:line:function",
+                                   * when the trace has it (owned), else NULL */
 } gs_oom_report;
 
 typedef struct gs_result {

@@ -74,5 +74,16 @@ cmp -s "$b" "$tmp/same.gsbin" || fail "convert onto its input changed it"
 expect_error "convert of a damaged file" "cut.gsbin: byte" "$gpusim" convert "$tmp/cut.gsbin" -o "$tmp/cut.gstrace"
 [ ! -e "$tmp/cut.gstrace" ] || fail "convert of a damaged file wrote its output"
 
+# Top user frames: text round trips byte for byte (plain and gzip); the binary format does
+# not carry them, so convert to binary refuses with one line, writing nothing.
+fr=$src/tests/fuzz/corpus/trace/seed-frames.gstrace
+"$gpusim" convert "$fr" -o "$tmp/fr.gstrace" || fail "frames: convert to text"
+cmp -s "$fr" "$tmp/fr.gstrace" || fail "frames: text -> text differs"
+"$gpusim" convert "$fr" -o "$tmp/fr.gstrace.gz" || fail "frames: convert to gzip"
+"$gpusim" convert "$tmp/fr.gstrace.gz" -o "$tmp/fr2.gstrace" || fail "frames: gzip to text"
+cmp -s "$fr" "$tmp/fr2.gstrace" || fail "frames: text -> gzip -> text differs"
+expect_error "frames to binary" "does not carry" "$gpusim" convert "$fr" -o "$tmp/fr.gsbin"
+[ ! -e "$tmp/fr.gsbin" ] || fail "frames to binary: a file was written"
+
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "ok"

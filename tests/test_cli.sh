@@ -619,5 +619,41 @@ PY
         fail "sweep of two devices: $(cat "$tmp/two-sweep.csv")"
 fi
 
+# --- top user frames: the OOM line names the failed request's frame ---
+fr=$src/tests/fuzz/corpus/trace/seed-frames.gstrace
+# the oom event that ends the trace (its own frame) at a cap that fits everything else
+"$gpusim" replay "$fr" --capacity 1GiB >"$tmp/fr.txt"
+grep -q "first OOM at event 4, a request of 8.000 GiB (8589934592 bytes) at train.py:42:forward$" "$tmp/fr.txt" ||
+    fail "frames: the oom event's line: $(cat "$tmp/fr.txt")"
+# a failing alloc: its frame, in the table and in the JSON
+"$gpusim" replay "$fr" --capacity 10MiB >"$tmp/fr.txt"
+grep -q "first OOM at event 1, a request of 20.00 MiB (20971520 bytes) at model.py:7:attention$" "$tmp/fr.txt" ||
+    fail "frames: the failing alloc's line: $(cat "$tmp/fr.txt")"
+"$gpusim" replay "$fr" --capacity 10MiB --format json >"$tmp/fr.json"
+python3 - "$tmp/fr.json" "$tmp/r.json" <<'PY' || fail "frames: json"
+import json, sys
+o = json.load(open(sys.argv[1]))[0]["results"][0]["first_oom"]
+assert o["frame"] == "model.py:7:attention", o
+# a trace without frames has no frame field
+for r in json.load(open(sys.argv[2]))[0]["results"]:
+    assert "frame" not in r.get("first_oom", {}), r
+PY
+# an OOM with no frame (alloc 3 has none) says no 'at'
+printf '# gpusim-trace 1\n# frame 1: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,512,1\n1,0,alloc,torch,0,0,2,40000000,\n' >"$tmp/fr2.gstrace"
+"$gpusim" replay "$tmp/fr2.gstrace" --capacity 10MiB >"$tmp/fr.txt"
+grep -q "first OOM at event 1, a request of 38.15 MiB (40000000 bytes)$" "$tmp/fr.txt" ||
+    fail "frames: an alloc without a frame: $(cat "$tmp/fr.txt")"
+# strict: a frame the header does not declare, a frame on a free, a frame line out of order
+printf '# gpusim-trace 1\n# frame 1: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10,2\n' >"$tmp/fb.gstrace"
+expect_error "undeclared frame" "fb.gstrace:4: bad frame in column 'frame': 2" "$gpusim" replay "$tmp/fb.gstrace"
+printf '# gpusim-trace 1\n# frame 1: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10,1\n1,0,free,torch,0,0,1,10,1\n' >"$tmp/fb.gstrace"
+expect_error "frame on a free" "fb.gstrace:5: frame 1 on a 'free' line" "$gpusim" replay "$tmp/fb.gstrace"
+printf '# gpusim-trace 1\n# frame 2: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n' >"$tmp/fb.gstrace"
+expect_error "frame out of order" "fb.gstrace:2: bad frame line: expected frame 1, got 2" "$gpusim" replay "$tmp/fb.gstrace"
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size,frame\n' >"$tmp/fb.gstrace"
+expect_error "frame column, no frames" "fb.gstrace:2: column 'frame' without" "$gpusim" replay "$tmp/fb.gstrace"
+printf '# gpusim-trace 1\n# frame 1: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10\n' >"$tmp/fb.gstrace"
+expect_error "frames, 8 columns" "fb.gstrace:4: expected 9 columns, got 8" "$gpusim" replay "$tmp/fb.gstrace"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

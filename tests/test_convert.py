@@ -589,6 +589,40 @@ class TestStreaming(ConverterTestCase):
         self.assertIsNone(conv.top_user_frame([lib, std]))
         self.assertIsNone(conv.top_user_frame([]))
 
+    def test_frames_written(self):
+        # Issue 17 item 3: each alloc's and oom's top user frame goes into the trace, as
+        # '# frame N:' lines (numbered in order of first use, each distinct frame once) and a
+        # 9th column; rows without one leave it empty.
+        lib = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+               "line": 125, "name": "forward"}
+        fwd = [lib, {"filename": "/home/u/train.py", "line": 42, "name": "forward"}]
+        att = [{"filename": "model.py", "line": 7, "name": "attention"}]
+        events = [dict(ev("alloc", 0x1000, 64, 1), frames=fwd),
+                  dict(ev("alloc", 0x2000, 512, 2), frames=att),
+                  dict(ev("free_requested", 0x1000, 64, 3), frames=fwd),
+                  dict(ev("free_completed", 0x1000, 64, 3), frames=fwd),
+                  dict(ev("alloc", 0x3000, 64, 4), frames=[lib]),       # no user frame
+                  dict(ev("alloc", 0x4000, 128, 5), frames=fwd),
+                  dict(ev("oom", 1 << 20, 1 << 30, 6), frames=att)]
+        src = self.write_snapshot("fr.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "o.gstrace")
+        lines = self.trace_lines(self.path("o.gstrace"))
+        self.assertIn("# frame 1: /home/u/train.py:42:forward", lines)
+        self.assertIn("# frame 2: model.py:7:attention", lines)
+        self.assertNotIn("# frame 3", "\n".join(lines))
+        body = lines[lines.index(HEADER_COLS + ",frame") + 1:]
+        self.assertEqual([l.rsplit(",", 1)[1] for l in body], ["1", "2", "", "", "1", "2"], body)
+        # without frames in the snapshot, the trace is as before: 8 columns
+        plain = [dict(e) for e in events]
+        for e in plain:
+            e.pop("frames")
+        self.convert_ok(self.write_snapshot("p.pickle", snapshot(plain)), "-o", "p.gstrace")
+        self.assertIn(HEADER_COLS, self.trace_lines(self.path("p.gstrace")))
+        self.assertNotIn("# frame", self.read_text(self.path("p.gstrace")))
+        # the binary format does not carry them: a warning, and the trace without
+        r = self.convert_ok(src, "-o", "o.gsbin")
+        self.assertIn("does not carry frames", r.stderr)
+
 
 class TestReference(ConverterTestCase):
     EVENTS = [

@@ -243,6 +243,26 @@ with tempfile.TemporaryDirectory() as tmp:
     replay([odd], out)
     if os.listdir(out) != ["we-ird---x---name--snapshot-1-pytorch.pickle"]:
         fail(f"odd trace name: {os.listdir(out)}")
+    # top user frames (issue 17 item 3): an alloc's frame on its trace entry and, while it
+    # lives, on its block; the oom entry's its own; entries and blocks without one: []
+    out = os.path.join(tmp, "f")
+    rep = replay([os.path.join(SRC, "tests", "fuzz", "corpus", "trace", "seed-frames.gstrace"),
+                  "--capacity", "1GiB"], out)
+    if rep:
+        (f,) = glob.glob(os.path.join(out, "*.pickle"))
+        raw = open(f, "rb").read()
+        check(os.path.basename(f), raw, rep[0]["results"][0])
+        d = pickle.loads(raw)
+        fwd = [{"filename": "train.py", "line": 42, "name": "forward"}]
+        att = [{"filename": "model.py", "line": 7, "name": "attention"}]
+        got = [(e["action"], e["frames"]) for e in d["device_traces"][0]
+               if e["action"] in ("alloc", "oom")]
+        if got != [("alloc", fwd), ("alloc", att), ("alloc", []), ("oom", fwd)]:
+            fail(f"frames of the trace entries: {got}")
+        blocks = sorted((b["requested_size"], b["frames"]) for s in d["segments"]
+                        for b in s["blocks"] if b["state"] == "active_allocated")
+        if blocks != [(512, []), (20971520, att)]:
+            fail(f"frames of the blocks: {blocks}")
     # refused: a trace of several clients (one allocator's run is what a snapshot holds)
     p = subprocess.run([GPUSIM, "replay", os.path.join(DATA, "dataframe-then-torch.gstrace.gz"),
                         "--export-snapshot", os.path.join(tmp, "e")], capture_output=True, text=True)

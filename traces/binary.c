@@ -634,6 +634,11 @@ static GPtrArray *meta_as_written(const gs_trace *t)
 
 char *gs_trace_binary_problem(const gs_trace *t)
 {
+    /* Frames are for reports, on traces small enough to keep as text; the binary format is
+     * for traces large enough that parsing shows, and does not carry them (trace-format.md). */
+    if (t->frames && t->frames->len)
+        return g_strdup("it has frames ('# frame N:' lines), which the binary format does not "
+                        "carry: keep it as text");
     char *why = tables_problem(t);
     size_t where;
     if (!why && (why = events_problem(t, &where, NULL)) && where < t->n) {

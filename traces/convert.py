@@ -134,6 +134,9 @@ TRACE_MAGIC = "# gpusim-trace 1"     # a trace without oom rows
 TRACE_MAGIC_2 = "# gpusim-trace 2"   # with oom rows (requests that failed in the recorded run)
 MiB = 1 << 20
 TRACE_COLUMNS = "seq,time_us,op,client,device,stream,id,size"
+# With frames (docs/trace-format.md, "Frames"): '# frame N: file:line:function' header lines
+# and a 9th column naming an alloc's or oom's frame.
+TRACE_COLUMNS_FRAMES = TRACE_COLUMNS + ",frame"
 REFERENCE_FORMAT = "gpusim-reference 1"
 RMM_HEADER = "Thread,Time,Action,Pointer,Size,Stream"
 
@@ -1198,7 +1201,12 @@ class DeviceEvents:
             else:
                 out.append(Event("free_done", dev, stream, addr, size, t, False, where))
         else:
-            out.append(Event(action, dev, stream, addr, size, t, False, where))
+            frame = None
+            if action == "oom":   # PyTorch records the failed request's stack too
+                frames = e.get("frames")
+                frame = (frames.top if isinstance(frames, _Frames) else
+                         top_user_frame(frames) if isinstance(frames, list) else None)
+            out.append(Event(action, dev, stream, addr, size, t, False, where, frame))
         if action in PROGRAM_ACTIONS:
             self.rec.devices.add(dev)
             self.rec.streams.add(stream)
@@ -1302,11 +1310,12 @@ READERS = {
 # ---------------------------------------------------------------------------------------------
 
 class Block:
-    __slots__ = ("id", "size", "stream", "device", "where")
+    __slots__ = ("id", "size", "stream", "device", "where", "frame")
 
-    def __init__(self, size, stream, device, where):
+    def __init__(self, size, stream, device, where, frame=None):
         self.id = None          # assigned in trace order once we know the synthesized prefix
         self.size, self.stream, self.device, self.where = size, stream, device, where
+        self.frame = frame      # its alloc's top user frame, or None
 
 
 class Trace:
@@ -1321,6 +1330,7 @@ class Trace:
         self.num_ooms = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
         self.started_mid_run = False # evidence besides synthesized allocs (segments)
+        self.row_frame = {}          # seq -> top user frame of an alloc or oom row that has one
 
 
 def build_trace(rec, label):
@@ -1342,7 +1352,7 @@ def build_trace(rec, label):
                 state = "still allocated" if key in live else "freed but not yet completed"
                 raise ConvertError(f"{ev.where}: alloc at address {ev.addr:#x} which is {state} "
                                    f"(allocated at {other.where})")
-            blk = Block(ev.size, ev.stream, ev.device, ev.where)
+            blk = Block(ev.size, ev.stream, ev.device, ev.where, ev.frame)
             live[key] = blk
             body.append((ev.time_us, "alloc", ev.device, ev.stream, blk))
         elif ev.action == "free":
@@ -1376,7 +1386,7 @@ def build_trace(rec, label):
                 # The request the program made, at its place: a row of its own ('oom', version
                 # 2 of the format), and the allocator's record of it in the reference.
                 alloc_events.append([ev.action, ev.addr, ev.size, len(body), ev.device])
-                body.append((ev.time_us, "oom", ev.device, ev.stream, ev.size))
+                body.append((ev.time_us, "oom", ev.device, ev.stream, (ev.size, ev.frame)))
                 continue
             if ev.action == "segment_alloc":
                 segments.add(key)
@@ -1425,7 +1435,11 @@ def build_trace(rec, label):
         last_t = rel
         if op in ("oom", "empty_cache"):
             # No allocation: id 0; an oom's size is the request (blk holds it), empty_cache's 0.
-            size = blk if op == "oom" else 0
+            size = 0
+            if op == "oom":
+                size, frame = blk
+                if frame is not None:
+                    tr.row_frame[len(tr.rows)] = frame
             tr.num_ooms += op == "oom"
             tr.rows.append((rel, op, dev, stream, 0, size))
             continue
@@ -1433,6 +1447,8 @@ def build_trace(rec, label):
             blk.id = next_id
             next_id += 1
             tr.num_allocs += 1
+            if blk.frame is not None:
+                tr.row_frame[len(tr.rows)] = blk.frame
         elif op == "free_done":
             tr.num_deferred_frees += 1
         tr.rows.append((rel, op, dev, stream, blk.id, blk.size))
@@ -1607,7 +1623,9 @@ def build_reference(rec, tr, source, sibling, device_total):
 # Output
 # ---------------------------------------------------------------------------------------------
 
-def render_trace(rec, tr, source, device_total, client, totals_by_device=None):
+def render_trace(rec, tr, source, device_total, client, totals_by_device=None, frames=True):
+    """The trace's text; with frames (and a row that has one) its '# frame N:' lines and frame
+    column, numbered in order of first use. A trace without frames is written as before."""
     # Version 2 only when a row needs it: a trace without oom rows is written as before.
     lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
              f"# source: {rec.kind} {header_text(source)}"]
@@ -1626,9 +1644,23 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None):
         lines.append(f"# fatal_oom_event: {tr.fatal_oom_seq}")
     if rec.num_inferred_empty_cache:
         lines.append(f"# inferred_empty_cache: {rec.num_inferred_empty_cache}")
-    lines.append(TRACE_COLUMNS)
+    if not (frames and tr.row_frame):
+        lines.append(TRACE_COLUMNS)
+        for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
+            lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}")
+        return ("\n".join(lines) + "\n").encode("utf-8")
+    number = {}
+    for seq in sorted(tr.row_frame):
+        # header_text: a frame is free text; control characters (a line break) become \xNN.
+        f = header_text(tr.row_frame[seq])
+        if f not in number:
+            number[f] = len(number) + 1
+            lines.append(f"# frame {number[f]}: {f}")
+    lines.append(TRACE_COLUMNS_FRAMES)
     for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
-        lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}")
+        f = tr.row_frame.get(seq)
+        n = number[header_text(f)] if f is not None else ""
+        lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size},{n}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
@@ -1882,12 +1914,17 @@ def convert(args, progress_stream=None, progress_enabled=False):
                                    f"is out of range (1 to 2^44, the most gpusim simulates)")
 
     source = os.path.basename(args.input)
-    trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals)
+    binary = args.output.endswith(".gsbin")
+    if binary and tr.row_frame:
+        warn(source, f"the binary format does not carry frames: the top user frames of "
+                     f"{len(tr.row_frame)} allocation(s) are left out (write text to keep them)")
+    trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals,
+                               frames=not binary)
     ref = None
     if args.reference:
         ref = build_reference(rec, tr, source, sibling, device_total)
 
-    if args.output.endswith(".gsbin"):
+    if binary:
         # The binary format: traces/gsbin.py, beside this script (DATADIR/gpusim once installed).
         import importlib.util
         here = os.path.dirname(os.path.realpath(__file__))

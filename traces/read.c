@@ -167,6 +167,7 @@ typedef struct {
     const char *client;
     size_t client_len;
     uint64_t seq, time_us, device, stream, id, size;
+    uint64_t frame; /* 0: none (an empty field, or no frame column) */
     size_t line;
     int op;
 } event_rec;
@@ -220,6 +221,7 @@ typedef struct {
     enum { WANT_MAGIC, WANT_COLUMNS, EVENTS } state;
     uint64_t seq; /* expected seq of the next event line */
     unsigned version; /* of the magic line: 1 or 2 (oom events) */
+    gboolean frame_col; /* the column line has the 9th column, frame */
 } parser;
 
 /* What becomes of an event line once its id is resolved. */
@@ -334,7 +336,7 @@ static GS_HOT_INLINE const char *scan_u64(const char *q, uint64_t *out)
 
 /* Parses one well-formed event line starting at q; returns the start of the next line, or
  * NULL for anything else (a comment, a blank line, an error), which the slow path handles. */
-static GS_HOT_INLINE const char *fast_event(const char *q, event_rec *r)
+static GS_HOT_INLINE const char *fast_event(const char *q, event_rec *r, gboolean frame_col)
 {
     const char *f;
     if (!(q = scan_u64(q, &r->seq)) || *q++ != ',')
@@ -360,24 +362,31 @@ static GS_HOT_INLINE const char *fast_event(const char *q, event_rec *r)
         return NULL;
     if (!(q = scan_u64(q, &r->size)))
         return NULL;
+    r->frame = 0;
+    if (G_UNLIKELY(frame_col)) { /* ",N" or "," */
+        if (*q++ != ',')
+            return NULL;
+        if ((unsigned)((unsigned char)*q - '0') <= 9 && !(q = scan_u64(q, &r->frame)))
+            return NULL;
+    }
     if (*q == '\r')
         q++;
     return *q == '\n' ? q + 1 : NULL;
 }
 
-static const char *const column_names[8] = {
-    "seq", "time_us", "op", "client", "device", "stream", "id", "size",
+static const char *const column_names[9] = {
+    "seq", "time_us", "op", "client", "device", "stream", "id", "size", "frame",
 };
 
 /* Slow path: the fast path refused an event line; find out why, in column order. */
 static void diagnose(parser *p, const char *s, const char *le)
 {
-    const char *f[8];
-    size_t fl[8], nf = 0;
+    const char *f[9];
+    size_t fl[9], nf = 0, want = p->frame_col ? 9 : 8;
     for (const char *q = s;;) {
         const char *c = memchr(q, ',', (size_t)(le - q));
         const char *fe = c ? c : le;
-        if (nf < 8) {
+        if (nf < 9) {
             f[nf] = q;
             fl[nf] = (size_t)(fe - q);
         }
@@ -386,11 +395,11 @@ static void diagnose(parser *p, const char *s, const char *le)
             break;
         q = c + 1;
     }
-    if (nf != 8) {
-        fail(p, "expected 8 columns, got %zu", nf);
+    if (nf != want) {
+        fail(p, "expected %zu columns, got %zu", want, nf);
         return;
     }
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < want; i++) {
         uint64_t v;
         gboolean ok;
         const char *what = "bad number in column";
@@ -406,6 +415,8 @@ static void diagnose(parser *p, const char *s, const char *le)
         if (i == 3) {
             ok = gs_trace_valid_name(f[i], fl[i]);
             what = "bad client name in column";
+        } else if (i == 8 && fl[i] == 0) {
+            ok = TRUE; /* an empty frame: none */
         } else {
             ok = gs_trace_parse_u64(f[i], fl[i], &v) && (i != 4 || v <= UINT32_MAX);
         }
@@ -655,6 +666,24 @@ static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_even
     return EV_APPEND;
 }
 
+/* The frame column of an event line: a number declared by a "# frame N:" line, on an alloc or
+ * an oom only (the request it names). Fatal in lenient mode too: it is syntax, not a problem
+ * of the allocations. */
+static gboolean frame_of(parser *p, const event_rec *r)
+{
+    if (r->op != GS_OP_ALLOC && r->op != GS_OP_OOM) {
+        fail(p, "frame %" PRIu64 " on a '%s' line: only alloc and oom lines name a frame",
+             r->frame, gs_op_name((gs_op)r->op));
+        return FALSE;
+    }
+    if (r->frame > p->t->frames->len) {
+        fail(p, "bad frame in column 'frame': %" PRIu64 " (the header declares %u)", r->frame,
+             p->t->frames->len);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* Applies one parsed event: checks seq, resolves its id to a slot and appends it. Returns
  * FALSE on a fatal error; in lenient mode a dropped event still returns TRUE. */
 static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
@@ -698,6 +727,8 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
     }
     if (fate != EV_APPEND)
         return fate == EV_DROP;
+    if (G_UNLIKELY(r->frame) && !frame_of(p, r))
+        return FALSE;
     /* Only an event kept names its client and stream: one dropped in lenient mode must not add
      * either (a one-client trace reported as several clients, issue 14). */
     if (!intern_client(p, r->client, r->client_len, &client) ||
@@ -714,6 +745,10 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         line_step st = {t->n, p->line - t->n};
         g_array_append_val(p->lines, st);
         p->line_delta = st.delta;
+    }
+    if (G_UNLIKELY(r->frame)) {
+        gs_trace_ev_frame fr = {t->n, (uint32_t)r->frame};
+        g_array_append_val(t->ev_frames, fr);
     }
     gs_trace_tally_event(t->tally, &ev);
     t->ev[t->n++] = ev;
@@ -757,6 +792,39 @@ static gboolean header_comment(parser *p, const char *s, const char *le)
     return TRUE;
 }
 
+/* "# frame N: file:line:function": N must be the next number (1, 2, ...), so a frame's number
+ * is its place in the header and the writer gives the same lines back. */
+static gboolean frame_line(parser *p, const char *s, const char *le)
+{
+    const char *q = s + strlen(GS_TRACE_FRAME_PREFIX), *colon = q;
+    while (colon < le && *colon != ':')
+        colon++;
+    uint64_t n;
+    gs_trace *t = p->t;
+    if (colon + 1 >= le || colon[1] != ' ' || !gs_trace_parse_u64(q, (size_t)(colon - q), &n)) {
+        fail(p, "bad frame line: expected '%sN: file:line:function'", GS_TRACE_FRAME_PREFIX);
+        return FALSE;
+    }
+    uint32_t next = t->frames ? t->frames->len + 1 : 1;
+    if (n != next) {
+        fail(p, "bad frame line: expected frame %u, got %" PRIu64, next, n);
+        return FALSE;
+    }
+    const char *v = colon + 2;
+    if (memchr(v, '\0', (size_t)(le - v)) || memchr(v, '\r', (size_t)(le - v))) {
+        fail(p, "bad character in frame line");
+        return FALSE;
+    }
+    if (next == UINT32_MAX) {
+        fail(p, "too many frames");
+        return FALSE;
+    }
+    char *f = g_strndup(v, (size_t)(le - v));
+    gs_trace_add_frame(t, f);
+    g_free(f);
+    return TRUE;
+}
+
 static gboolean magic_line(parser *p, const char *s, const char *le)
 {
     static const char prefix[] = "# gpusim-trace ";
@@ -787,7 +855,7 @@ static gboolean event_run(parser *p, const char **sp, const char *end, uint64_t 
     for (;;) {
         size_t n = 0;
         const char *next;
-        while (n < BATCH && s < end && (next = fast_event(s, &b[n]))) {
+        while (n < BATCH && s < end && (next = fast_event(s, &b[n], p->frame_col))) {
             b[n].line = ++p->line;
             ids_prefetch(p, b[n].id);
             s = next;
@@ -829,18 +897,34 @@ static gboolean feed_lines(parser *p, const char *s, const char *end)
         if (le == line)
             continue; /* blank line */
         if (line[0] == '#') {
-            if (p->state == WANT_COLUMNS && !header_comment(p, line, le))
+            if (p->state != WANT_COLUMNS)
+                continue;
+            size_t fl = strlen(GS_TRACE_FRAME_PREFIX);
+            /* "# frame " and a digit is a frame line; any other "# frame ..." a comment. */
+            if ((size_t)(le - line) > fl && memcmp(line, GS_TRACE_FRAME_PREFIX, fl) == 0 &&
+                (unsigned)((unsigned char)line[fl] - '0') <= 9) {
+                if (!frame_line(p, line, le))
+                    return FALSE;
+            } else if (!header_comment(p, line, le)) {
                 return FALSE;
+            }
             continue;
         }
         if (p->state == WANT_COLUMNS) {
             size_t llen = (size_t)(le - line);
-            if (llen != strlen(GS_TRACE_COLUMNS) || memcmp(line, GS_TRACE_COLUMNS, llen) != 0) {
+            const char *want = p->t->frames ? GS_TRACE_COLUMNS_FRAMES : GS_TRACE_COLUMNS;
+            if (llen != strlen(want) || memcmp(line, want, llen) != 0) {
                 char *q = quote(line, llen);
-                fail(p, "expected column line '%s', got %s", GS_TRACE_COLUMNS, q);
+                if (!p->t->frames && llen == strlen(GS_TRACE_COLUMNS_FRAMES) &&
+                    memcmp(line, GS_TRACE_COLUMNS_FRAMES, llen) == 0)
+                    fail(p, "column 'frame' without a '%sN: ...' header line",
+                         GS_TRACE_FRAME_PREFIX);
+                else
+                    fail(p, "expected column line '%s', got %s", want, q);
                 g_free(q);
                 return FALSE;
             }
+            p->frame_col = p->t->frames != NULL;
             p->state = EVENTS;
             continue;
         }

@@ -238,12 +238,56 @@ void gs_trace_free(gs_trace *t)
         g_array_unref(t->streams);
     if (t->meta)
         g_array_unref(t->meta);
+    if (t->frames)
+        g_ptr_array_unref(t->frames);
+    if (t->ev_frames)
+        g_array_unref(t->ev_frames);
     if (t->builder) {
         g_free(t->builder->slot_ev);
         g_free(t->builder->state);
         g_free(t->builder);
     }
     g_free(t);
+}
+
+const char *gs_trace_frame(const gs_trace *t, size_t ev)
+{
+    if (!t->ev_frames)
+        return NULL;
+    const gs_trace_ev_frame *f = (const gs_trace_ev_frame *)(void *)t->ev_frames->data;
+    size_t lo = 0, hi = t->ev_frames->len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f[mid].ev < ev)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == t->ev_frames->len || f[lo].ev != ev || !f[lo].frame ||
+        f[lo].frame > t->frames->len)
+        return NULL;
+    return g_ptr_array_index(t->frames, f[lo].frame - 1);
+}
+
+uint32_t gs_trace_add_frame(gs_trace *t, const char *frame)
+{
+    g_return_val_if_fail(frame && !strpbrk(frame, "\r\n"), 0);
+    if (!t->frames) {
+        t->frames = g_ptr_array_new_with_free_func(g_free);
+        t->ev_frames = g_array_new(FALSE, FALSE, sizeof(gs_trace_ev_frame));
+    }
+    g_ptr_array_add(t->frames, g_strdup(frame));
+    return t->frames->len;
+}
+
+void gs_trace_set_frame(gs_trace *t, size_t ev, uint32_t frame)
+{
+    g_return_if_fail(t->frames && frame >= 1 && frame <= t->frames->len);
+    guint n = t->ev_frames->len;
+    g_return_if_fail(n == 0 ||
+                     g_array_index(t->ev_frames, gs_trace_ev_frame, n - 1).ev < ev);
+    gs_trace_ev_frame f = {ev, frame};
+    g_array_append_val(t->ev_frames, f);
 }
 
 const char *gs_trace_get_meta(const gs_trace *t, const char *key)

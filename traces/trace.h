@@ -41,6 +41,11 @@
  * The reader checks fatal_oom_event (a number naming the last event, an oom) and the numbers of
  * device_total_bytes and synthesized_allocs.
  *
+ * Frames (docs/trace-format.md "Frames"): "# frame N: file:line:function" header lines, N = 1,
+ * 2, ... in order, and then a 9th column "frame" naming an alloc's or oom's frame number
+ * (empty or 0: none; other ops leave it empty). Written only when the trace has one, so a
+ * trace without is unchanged; the binary format does not carry them (its writer refuses).
+ *
  * Several devices (the device column): each device is its own allocator with its own memory,
  * as in PyTorch; an event belongs to its device, and empty_cache empties its device's cache.
  *
@@ -66,6 +71,10 @@ G_BEGIN_DECLS
 #define GS_TRACE_MAGIC_2 "# gpusim-trace 2" /* a trace with oom events */
 #define GS_TRACE_VERSION 2                  /* the newest version the reader takes */
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
+/* The column line of a trace with frames: a 9th column names an alloc's or oom's frame
+ * number, declared by a "# frame N: file:line:function" header line. */
+#define GS_TRACE_COLUMNS_FRAMES GS_TRACE_COLUMNS ",frame"
+#define GS_TRACE_FRAME_PREFIX "# frame "
 
 /* The binary format (traces/binary.c, docs/trace-format.md "The binary format"): the trace as
  * it is in memory, ids resolved to slots, events as gs_event records; gs_trace_load and
@@ -143,7 +152,19 @@ typedef struct {
                                    * them; dropped by the builder's next event. Code that edits
                                    * a loaded trace's events in place must not change their op
                                    * or device (none does). */
+    /* Top user frames (docs/trace-format.md, "Frames"): NULL when the trace has none.
+     * frames holds the strings ("file:line:function"), frame k being frames[k - 1]; ev_frames
+     * the events that name one, as gs_trace_ev_frame in ascending event order. Sparse, since
+     * only allocs and ooms carry a frame and a lookup happens only where a report names one. */
+    GPtrArray *frames;
+    GArray *ev_frames;
 } gs_trace;
+
+/* An event's frame number (1 .. frames->len). */
+typedef struct {
+    size_t ev;
+    uint32_t frame;
+} gs_trace_ev_frame;
 
 /* Reader flags. */
 enum {
@@ -194,6 +215,14 @@ void gs_trace_set_meta(gs_trace *t, const char *key, const char *value);
 const char *gs_trace_get_meta(const gs_trace *t, const char *key);
 
 const char *gs_op_name(gs_op op);
+
+/* The top user frame ("file:line:function") of event ev, or NULL when it has none. */
+const char *gs_trace_frame(const gs_trace *t, size_t ev);
+/* Adds a frame string (no CR, LF or NUL) and returns its number (1, 2, ...); then
+ * gs_trace_set_frame gives it to event ev, which must come after every event given one so
+ * far. For builders (tests, generators); the reader fills both in from the file. */
+uint32_t gs_trace_add_frame(gs_trace *t, const char *frame);
+void gs_trace_set_frame(gs_trace *t, size_t ev, uint32_t frame);
 
 /* What the header says the trace can tell (trace.h's header keys), for reports. */
 typedef struct {

@@ -112,6 +112,16 @@ static gboolean check_writable(const gs_trace *t, const char *path, GError **err
         if (!gs_trace_valid_name(c, strlen(c)))
             bad = "client name cannot be written", bad_ix = i;
     }
+    for (guint i = 0; t->frames && i < t->frames->len && !bad; i++)
+        if (strpbrk(g_ptr_array_index(t->frames, i), "\r\n"))
+            bad = "frame cannot be written", bad_ix = i;
+    for (guint i = 0; t->ev_frames && i < t->ev_frames->len && !bad; i++) {
+        const gs_trace_ev_frame *f = &g_array_index(t->ev_frames, gs_trace_ev_frame, i);
+        if (f->ev >= t->n || (t->ev[f->ev].op != GS_OP_ALLOC && t->ev[f->ev].op != GS_OP_OOM) ||
+            !f->frame || f->frame > t->frames->len ||
+            (i && f->ev <= g_array_index(t->ev_frames, gs_trace_ev_frame, i - 1).ev))
+            bad = "event frame refers to nothing", bad_ix = i;
+    }
     for (size_t i = 0; i < t->n && !bad; i++) {
         const gs_event *e = &t->ev[i];
         if (e->op >= GS_OP_COUNT || e->client >= t->clients->len ||
@@ -151,7 +161,19 @@ static void write_trace(sink *k, const gs_trace *t)
         sink_str(k, "# device_total_bytes: ");
         sink_u64(k, t->device_total, '\n');
     }
-    sink_str(k, GS_TRACE_COLUMNS "\n");
+    /* Frames only when the trace has some: a trace without writes back byte for byte. */
+    gboolean frames = t->frames && t->frames->len;
+    for (guint i = 0; frames && i < t->frames->len; i++) {
+        sink_str(k, GS_TRACE_FRAME_PREFIX);
+        sink_u64(k, i + 1, ':');
+        sink_str(k, " ");
+        sink_str(k, g_ptr_array_index(t->frames, i));
+        sink_str(k, "\n");
+    }
+    sink_str(k, frames ? GS_TRACE_COLUMNS_FRAMES "\n" : GS_TRACE_COLUMNS "\n");
+    const gs_trace_ev_frame *fr =
+        frames ? (const gs_trace_ev_frame *)(void *)t->ev_frames->data : NULL;
+    const gs_trace_ev_frame *fr_end = frames ? fr + t->ev_frames->len : NULL;
 
     const uint64_t *streams = (const uint64_t *)(void *)t->streams->data;
     for (size_t i = 0; i < t->n; i++) {
@@ -165,7 +187,15 @@ static void write_trace(sink *k, const gs_trace *t)
         sink_u64(k, e->device, ',');
         sink_u64(k, streams[e->stream], ',');
         sink_u64(k, names_slot(e) ? t->slot_id[e->slot] : 0, ',');
-        sink_u64(k, e->size, '\n');
+        if (!frames) {
+            sink_u64(k, e->size, '\n');
+        } else {
+            sink_u64(k, e->size, ',');
+            if (fr < fr_end && fr->ev == i)
+                sink_u64(k, (fr++)->frame, '\n');
+            else
+                sink_str(k, "\n");
+        }
         if (k->err_no || k->gerr)
             return;
     }

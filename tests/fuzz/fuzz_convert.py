@@ -73,12 +73,21 @@ def check_trace(data):
         return "bad magic line"
     version = int(lines[0][-1:])
     i = 1
+    frames = 0   # '# frame N: file:line:function' lines, N = 1, 2, ... (the Frames section)
     while i < len(lines) and lines[i].startswith(b"#"):
+        fm = re.match(rb"# frame ([0-9]+): (.*)\Z", lines[i], re.S)
+        if fm:
+            if int(fm.group(1)) != frames + 1:
+                return f"header line {i + 1}: frame {fm.group(1)!r}, want {frames + 1}"
+            frames += 1
+            i += 1
+            continue
         m = re.match(rb"# ([A-Za-z0-9_.-]+): (.*)\Z", lines[i], re.S)
         if not m:
             return f"header line {i + 1} is not '# key: value': {lines[i][:60]!r}"
         i += 1
-    if i >= len(lines) or lines[i] != COLUMNS.encode():
+    want = COLUMNS + ",frame" if frames else COLUMNS
+    if i >= len(lines) or lines[i] != want.encode():
         return "no column line"
     live, pending, seen = {}, set(), set()
     ops = {"alloc", "free", "free_done", "empty_cache", "mark"} | ({"oom"} if version == 2 else set())
@@ -86,8 +95,13 @@ def check_trace(data):
     rows = []
     for n, line in enumerate(lines[i + 1:]):
         f = line.decode("utf-8", "replace").split(",")
-        if len(f) != 8:
+        if len(f) != (9 if frames else 8):
             return f"event {n}: {len(f)} fields"
+        if frames:
+            fr = f.pop()
+            if fr and not (NUM.match(fr) and int(fr) <= frames and
+                           (f[2] in ("alloc", "oom") or int(fr) == 0)):
+                return f"event {n}: bad frame {fr!r}"
         seq, t, op, client, dev, stream, ident, size = f
         for name, v in (("seq", seq), ("time", t), ("device", dev), ("stream", stream),
                         ("id", ident), ("size", size)):

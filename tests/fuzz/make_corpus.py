@@ -108,6 +108,20 @@ def traces():
     }
     for k, v in ok.items():
         put("trace", k + ".gstrace", v)
+    # Top user frames: the fixture of test_cli.sh, test_binary.sh and test_export.py too.
+    put("trace", "frames.gstrace",
+        "# gpusim-trace 2\n"
+        "# source: hand-written: top user frames (tests/test_cli.sh, test_binary.sh, test_export.py)\n"
+        "# frame 1: train.py:42:forward\n# frame 2: model.py:7:attention\n"
+        "seq,time_us,op,client,device,stream,id,size,frame\n"
+        "0,0,alloc,torch,0,0,1,1048576,1\n1,10,alloc,torch,0,0,2,20971520,2\n"
+        "2,20,free,torch,0,0,1,1048576,\n3,30,alloc,torch,0,0,3,512,\n"
+        "4,40,oom,torch,0,0,0,8589934592,1\n")
+    put("trace", "bad-frame-undeclared.gstrace", "# gpusim-trace 1\n# frame 1: a.py:1:f\n"
+        "seq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10,2\n")
+    put("trace", "bad-frame-on-free.gstrace", "# gpusim-trace 1\n# frame 1: a.py:1:f\n"
+        "seq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10,1\n"
+        "1,0,free,torch,0,0,1,10,1\n")
     lenient = {
         "free-unknown": HDR + "0,0,free,torch,0,0,7,5\n",
         "double-free": HDR + "0,0,alloc,torch,0,0,1,5\n1,0,free,torch,0,0,1,5\n2,0,free,torch,0,0,1,5\n",
