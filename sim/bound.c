@@ -24,7 +24,14 @@
 #define PAGE (2 * GS_MiB)
 #define ALIGN UINT64_C(512)
 
+/* Rounds up; inputs are at most GS_MAX_DEVICE_BYTES times the events (below), far from 2^64. */
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+/* A request as the bound counts it: one larger than the largest device gpusim simulates
+ * (GS_MAX_DEVICE_BYTES) counts as that size. No allocator serves it anyway, and a trace's sizes
+ * (up to 2^64 - 1) summed unclamped would overflow (the fuzz_replay harness found it: two
+ * requests of 2^64 - 1 bytes live together). */
+static uint64_t counted(uint64_t size) { return MIN(size, GS_MAX_DEVICE_BYTES); }
 
 typedef gs_plan_req item;
 
@@ -428,8 +435,8 @@ gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method meth)
         item *x = &all[e->slot];
         if (e->op == GS_OP_ALLOC) {
             x->start = i + 1; /* ends are > 0: 0 marks "none placed" in the planner's tree */
-            x->size = MAX(ALIGN, round_up(e->size, ALIGN));
-            req[e->slot] = e->size;
+            x->size = MAX(ALIGN, round_up(counted(e->size), ALIGN));
+            req[e->slot] = counted(e->size);
             dev[e->slot] = e->device;
         } else if ((e->op == GS_OP_FREE && !(e->flags & GS_EV_DEFERRED)) ||
                    e->op == GS_OP_FREE_DONE) {
@@ -437,8 +444,9 @@ gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method meth)
         }
     }
     /* Peak of the live requested bytes, per device: the events in order, + at an alloc, - at
-     * the end of its lifetime as above. */
-    int64_t *live = g_new0(int64_t, b->n_devices);
+     * the end of its lifetime as above. Unsigned: an end always follows its alloc, and a sum
+     * of requests of at most 2^44 bytes stays below 2^64 up to 2^20 live at once. */
+    uint64_t *live = g_new0(uint64_t, b->n_devices);
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
         if (e->slot >= ns || all[e->slot].start == 0) continue;
@@ -447,9 +455,9 @@ gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method meth)
         if (e->op != GS_OP_ALLOC && !ends) continue;
         size_t d = 0;
         while (b->devices[d].device != dev[e->slot]) d++;
-        live[d] += e->op == GS_OP_ALLOC ? (int64_t)req[e->slot] : -(int64_t)req[e->slot];
-        if (live[d] > (int64_t)b->devices[d].peak_live_bytes)
-            b->devices[d].peak_live_bytes = (uint64_t)live[d];
+        if (e->op == GS_OP_ALLOC) live[d] += req[e->slot];
+        else live[d] -= req[e->slot];
+        if (live[d] > b->devices[d].peak_live_bytes) b->devices[d].peak_live_bytes = live[d];
     }
     g_free(live);
     item *mine = g_new(item, ns ? ns : 1);

@@ -47,6 +47,25 @@ START_TEST(rounds_the_peak_not_each_request)
 }
 END_TEST
 
+/* Requests beyond the largest simulated device count as GS_MAX_DEVICE_BYTES: two of 2^64 - 1
+ * bytes live together are 2 x 16 TiB, not a sum that overflows (UBSan's signed overflow in the
+ * fuzz_replay harness: tests/fuzz/corpus/replay/crash-bound-overflow.gstrace). */
+START_TEST(huge_requests_count_as_the_largest_device)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, UINT64_MAX);
+    uint32_t c = gs_trace_add_alloc(t, "torch", 0, UINT64_MAX - 1);
+    gs_trace_add_free(t, a);
+    gs_trace_add_free(t, c);
+    gs_bound *b = bound_of(t);
+    ck_assert_uint_eq(b->peak_live_bytes, 2 * GS_MAX_DEVICE_BYTES);
+    ck_assert_uint_eq(b->lower_bound_bytes, 2 * GS_MAX_DEVICE_BYTES);
+    ck_assert_uint_eq(b->offline_bytes, 2 * GS_MAX_DEVICE_BYTES);
+    gs_bound_free(b);
+    gs_trace_free(t);
+}
+END_TEST
+
 /* A (4U) lives over the first half, C (2U) throughout, B (2U) over the second half. Live: A+C
  * = 6U, then B+C = 4U: the bound is 6U. The planner places A at 0, then C (as large as B,
  * earlier) above A at 4U, then B in A's old place at 0: 6U, the optimum. */
@@ -260,6 +279,7 @@ static Suite *bound_suite(void)
     TCase *tc = tcase_create("bound");
     tcase_add_test(tc, empty_trace_is_zero);
     tcase_add_test(tc, rounds_the_peak_not_each_request);
+    tcase_add_test(tc, huge_requests_count_as_the_largest_device);
     tcase_add_test(tc, planner_reuses_a_dead_requests_place);
     tcase_add_test(tc, planner_places_large_first);
     tcase_add_test(tc, deferred_frees_oom_events_and_leaks);
