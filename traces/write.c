@@ -171,9 +171,12 @@ static void write_trace(sink *k, const gs_trace *t)
         sink_str(k, "\n");
     }
     sink_str(k, frames ? GS_TRACE_COLUMNS_FRAMES "\n" : GS_TRACE_COLUMNS "\n");
+    /* The (event, frame) pairs: none at all when every row says 0 (its data is NULL then, and
+     * NULL + 0 is undefined: UBSan, fuzz_trace's crash-frames-unused.gstrace). */
+    gboolean pairs = frames && t->ev_frames && t->ev_frames->len;
     const gs_trace_ev_frame *fr =
-        frames ? (const gs_trace_ev_frame *)(void *)t->ev_frames->data : NULL;
-    const gs_trace_ev_frame *fr_end = frames ? fr + t->ev_frames->len : NULL;
+        pairs ? (const gs_trace_ev_frame *)(void *)t->ev_frames->data : NULL;
+    const gs_trace_ev_frame *fr_end = pairs ? fr + t->ev_frames->len : NULL;
 
     const uint64_t *streams = (const uint64_t *)(void *)t->streams->data;
     for (size_t i = 0; i < t->n; i++) {
