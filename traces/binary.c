@@ -658,6 +658,13 @@ static void put_string(GByteArray *b, const char *s)
     g_byte_array_append(b, (const guint8 *)s, (guint)len);
 }
 
+/* n items of size bytes from p, all written; nothing to write is no call (an empty array's
+ * data is NULL, which fwrite must not get: UBSan in fuzz_binary's corpus replay). */
+static gboolean put_all(FILE *f, const void *p, size_t size, size_t n)
+{
+    return n == 0 || fwrite(p, size, n, f) == n;
+}
+
 int gs_trace_binary_write(const gs_trace *t, FILE *f)
 {
     GPtrArray *kv = meta_as_written(t);
@@ -686,15 +693,15 @@ int gs_trace_binary_write(const gs_trace *t, FILE *f)
     uint64_t *ids = g_memdup2(t->slot_id, t->n_slots * 8u + 1);
     swap_u64s(st, t->streams->len);
     swap_u64s(ids, t->n_slots);
-    ok = ok && fwrite(st, 8, t->streams->len, f) == t->streams->len;
-    ok = ok && fwrite(ids, 8, t->n_slots, f) == t->n_slots;
+    ok = ok && put_all(f, st, 8, t->streams->len);
+    ok = ok && put_all(f, ids, 8, t->n_slots);
     g_free(st);
     g_free(ids);
 #else
-    ok = ok && fwrite(t->streams->data, 8, t->streams->len, f) == t->streams->len;
-    ok = ok && fwrite(t->slot_id, 8, t->n_slots, f) == t->n_slots;
+    ok = ok && put_all(f, t->streams->data, 8, t->streams->len);
+    ok = ok && put_all(f, t->slot_id, 8, t->n_slots);
 #endif
-    ok = ok && fwrite(strs->data, 1, strs->len, f) == strs->len;
+    ok = ok && put_all(f, strs->data, 1, strs->len);
 #if G_BYTE_ORDER == G_BIG_ENDIAN
     for (size_t i = 0; ok && i < t->n; i += 4096) {
         size_t m = MIN(t->n - i, 4096);
@@ -704,7 +711,7 @@ int gs_trace_binary_write(const gs_trace *t, FILE *f)
         g_free(c);
     }
 #else
-    ok = ok && fwrite(t->ev, sizeof *t->ev, t->n, f) == t->n;
+    ok = ok && put_all(f, t->ev, sizeof *t->ev, t->n);
 #endif
     g_byte_array_unref(strs);
     g_ptr_array_unref(kv);
