@@ -477,19 +477,6 @@ static inline uint64_t findex_largest(gs_findex *x)
  * (up together at an allocation, down at the free) except while a deferred free is pending
  * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine. */
 
-static inline void stat_inc(gs_stat *s, int64_t v)
-{
-    s->current += v;
-    s->allocated += v;
-    if (s->current > s->peak) s->peak = s->current;
-}
-
-static inline void stat_dec(gs_stat *s, int64_t v)
-{
-    s->current -= v;
-    s->freed += v;
-}
-
 /* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
  * "all" keeps only its peak here: its current and allocated are the sums of the two types',
  * filled in by gs_heap_stats (stat_all gives the current sum meanwhile). */
@@ -500,12 +487,15 @@ static inline int64_t stat_all(const gs_stat a[GS_STAT_TYPES])
 
 static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
 {
-    stat_inc(&a[t], v);
+    gs_stat_inc(&a[t], v);
     int64_t all = stat_all(a);
     if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
 }
 
-static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v) { stat_dec(&a[t], v); }
+static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
+{
+    gs_stat_dec(&a[t], v);
+}
 
 
 /* Reserved bytes went up: at a new peak, gs_heap_malloc records the free state once the

@@ -125,7 +125,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
     pool_remove(h, b);
     stat2_dec(h->st.segment, t, 1);
     stat2_dec(h->st.reserved_bytes, t, (int64_t)b->size);
-    if (b->size >= h->oversize) stat_dec(&h->st.oversize_segments, 1);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -159,7 +159,7 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     h->total_reserved += seg_size;
     stat2_inc(h->st.segment, t, 1);
     stat2_inc(h->st.reserved_bytes, t, (int64_t)seg_size);
-    if (seg_size >= h->oversize) stat_inc(&h->st.oversize_segments, 1);
+    if (seg_size >= h->oversize) gs_stat_inc(&h->st.oversize_segments, 1);
     h->st.num_device_alloc++;
     note_reserved_up(h);
     *out = b;
@@ -278,7 +278,7 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     stat2_inc(h->st.allocated_bytes, t, (int64_t)b->size);
     stat2_inc(h->st.requested_bytes, t, (int64_t)orig);
     if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, t);
-    if (b->size >= h->oversize) stat_inc(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
     if (stat_all(h->st.allocated_bytes) == h->st.allocated_bytes[GS_STAT_ALL].peak)
         h->st.requested_at_peak_allocated = stat_all(h->st.requested_bytes);
     return b;
@@ -353,14 +353,11 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
 
 /* ---- merge and free ---- */
 
-/* Absorb neighbour src into dst if both are free, or both unmapped. Returns the bytes absorbed
- * (0: no merge). */
-uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
+/* Takes src, dst's neighbour (before or after it), out of the segment's list and gives its
+ * bytes to dst. The caller removes src from its index and deletes it. */
+static inline void absorb(gs_block *dst, gs_block *src, bool before)
 {
-    if (!src || src->state != dst->state ||
-        (src->state != GS_BLOCK_FREE && src->state != GS_BLOCK_UNMAPPED))
-        return 0;
-    if (dst->prev == src) {
+    if (before) {
         dst->addr = src->addr;
         dst->prev = src->prev;
         if (dst->prev) dst->prev->next = dst;
@@ -369,8 +366,18 @@ uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
         dst->next = src->next;
         if (dst->next) dst->next->prev = dst;
     }
+    dst->size += src->size;
+}
+
+/* Absorb neighbour src into dst if both are free, or both unmapped. Returns the bytes absorbed
+ * (0: no merge). */
+uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
+{
+    if (!src || src->state != dst->state ||
+        (src->state != GS_BLOCK_FREE && src->state != GS_BLOCK_UNMAPPED))
+        return 0;
     uint64_t n = src->size;
-    dst->size += n;
+    absorb(dst, src, dst->prev == src);
     if (src->state == GS_BLOCK_FREE) pool_remove(h, src);
     else unmapped_remove(h, src);
     block_delete(h, src);
@@ -381,16 +388,7 @@ uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
  * gs_block_try_merge for free blocks. */
 GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
 {
-    if (before) {
-        b->addr = src->addr;
-        b->prev = src->prev;
-        if (b->prev) b->prev->next = b;
-        else b->seg->head = b;
-    } else {
-        b->next = src->next;
-        if (b->next) b->next->prev = b;
-    }
-    b->size += src->size;
+    absorb(b, src, before);
     pool_remove(h, src);
     block_delete(h, src);
 }
@@ -438,7 +436,7 @@ GS_HOT void free_request(gs_heap *h, gs_block *b)
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
     stat2_dec(h->st.allocation, b->type, 1);
     stat2_dec(h->st.allocated_bytes, b->type, (int64_t)b->size);
-    if (b->size >= h->oversize) stat_dec(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
