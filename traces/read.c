@@ -564,22 +564,13 @@ static size_t line_of(const parser *p, size_t ev)
     return ev + (lo ? st[lo - 1].delta : 0);
 }
 
-/* The line of the alloc of slot s: found by a walk back over the events, on an error only. */
-static size_t alloc_line_of(const parser *p, uint32_t s)
+/* The line of the last event op (an alloc or a free) of slot s: found by a walk back over the
+ * events, on an error only. */
+static size_t line_of_slot_op(const parser *p, uint32_t s, gs_op op)
 {
     const gs_trace *t = p->t;
     for (size_t i = t->n; i-- > 0;)
-        if (t->ev[i].op == GS_OP_ALLOC && t->ev[i].slot == s)
-            return line_of(p, i);
-    return 0;
-}
-
-/* The line of the free of slot s: found by a walk back over the events, on an error only. */
-static size_t free_line_of(const parser *p, uint32_t s)
-{
-    const gs_trace *t = p->t;
-    for (size_t i = t->n; i-- > 0;)
-        if (t->ev[i].op == GS_OP_FREE && t->ev[i].slot == s)
+        if (t->ev[i].op == op && t->ev[i].slot == s)
             return line_of(p, i);
     return 0;
 }
@@ -610,7 +601,7 @@ static GS_HOT_INLINE ev_fate resolve_alloc(parser *p, const event_rec *r, gs_eve
     uint32_t *x = ids_find(p, r->id);
     if (x && !p->freed[*x - 1])
         return problem(p, "alloc of live id %" PRIu64 " (allocated at line %zu)", r->id,
-                       alloc_line_of(p, *x - 1));
+                       line_of_slot_op(p, *x - 1, GS_OP_ALLOC));
     if (t->n_slots >= UINT32_MAX - 1) {
         fail(p, "too many allocations");
         return EV_STOP;
@@ -646,7 +637,7 @@ static GS_HOT_INLINE ev_fate resolve_free(parser *p, const event_rec *r, gs_even
             return problem(p, "free of unknown id %" PRIu64, id);
         if (freed)
             return problem(p, "double free of id %" PRIu64 " (freed at line %zu)", id,
-                           free_line_of(p, *x - 1));
+                           line_of_slot_op(p, *x - 1, GS_OP_FREE));
     } else if (!freed) {
         return problem(p, "free_done of id %" PRIu64 " without a pending free", id);
     }
