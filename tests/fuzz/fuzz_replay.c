@@ -18,18 +18,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "faultsweep.h" /* the standard policies: gs_fault_policies */
 #include "policies.h"
 #include "replay.h"
 #include "report.h"
-
-static const char *const specs[] = {
-    "pytorch",
-    "pytorch:max_split_size_mb:128",
-    "pytorch:expandable_segments:True",
-    "pytorch:garbage_collection_threshold:0.6",
-    "pytorch:roundup_power2_divisions:4",
-    "cupy",
-};
 
 /* Replays of more events than this are not worth a fuzzer's time (and the checks after every
  * event make them quadratic). */
@@ -59,9 +51,12 @@ static void check_heap(const gs_heap *h, const gs_event *e, size_t index, void *
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static gs_policy *pol[G_N_ELEMENTS(specs)];
-    if (!pol[0])
-        for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) pol[i] = gs_policy_new(specs[i], NULL);
+    static gs_policy **pol;
+    if (!pol) {
+        pol = g_new(gs_policy *, gs_fault_n_policies);
+        for (size_t i = 0; i < gs_fault_n_policies; i++)
+            pol[i] = gs_policy_new(gs_fault_policies[i], NULL);
+    }
 
     gs_trace *t = gs_trace_parse("fuzz.gstrace", (const char *)data, size, GS_TRACE_LENIENT, NULL,
                                  NULL, NULL);
@@ -72,8 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     static const uint64_t caps[] = {0, 64ull << 20};
     for (size_t c = 0; c < G_N_ELEMENTS(caps); c++) {
-        for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) {
-            run_ctx rc = {.spec = specs[i], .n = t->n,
+        for (size_t i = 0; i < gs_fault_n_policies; i++) {
+            const char *spec = gs_fault_policies[i];
+            run_ctx rc = {.spec = spec, .n = t->n,
                           .every = !t->device_total || t->device_total <= (UINT64_C(1) << 38)};
             gs_replay_opts o = {.capacity = caps[c], .device_total = t->device_total,
                                 .clients = (gs_clients_mode)(size % GS_CLIENTS_COUNT),
@@ -85,17 +81,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 /* The one refusal a simulated replay makes (sim/devices.c): several devices
                  * and several clients in one trace. Anything else is a broken promise. */
                 GS_FUZZ_CHECK(e && e->code == GS_REPLAY_ERROR_SETUP && t->clients->len > 1,
-                              "%s: replay did not start: %s", specs[i], e ? e->message : "?");
+                              "%s: replay did not start: %s", spec, e ? e->message : "?");
                 g_clear_error(&e);
                 continue;
             }
-            GS_FUZZ_CHECK(r.error == GS_OK, "%s: device error %s at event %zu: %s", specs[i],
+            GS_FUZZ_CHECK(r.error == GS_OK, "%s: device error %s at event %zu: %s", spec,
                           gs_strerror(r.error), r.error_event, r.error_msg ? r.error_msg : "");
             GS_FUZZ_CHECK(r.teardown_failures == 0 && r.dev_free_after == r.dev_free_before,
                           "%s: %zu teardown failures, device free %llu before, %llu after",
-                          specs[i], r.teardown_failures, (unsigned long long)r.dev_free_before,
+                          spec, r.teardown_failures, (unsigned long long)r.dev_free_before,
                           (unsigned long long)r.dev_free_after);
-            GS_FUZZ_CHECK(r.oom || r.events == t->n, "%s: %zu of %zu events replayed", specs[i],
+            GS_FUZZ_CHECK(r.oom || r.events == t->n, "%s: %zu of %zu events replayed", spec,
                           r.events, t->n);
             char *buf = NULL;
             size_t len = 0;
@@ -103,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             gs_report(out, GS_FMT_JSON, "t", t, &r, 1, NULL, true);
             fclose(out);
             gs_json *j = gs_json_parse("report", buf, len, &e);
-            GS_FUZZ_CHECK(j != NULL, "%s: the JSON report does not parse: %s", specs[i],
+            GS_FUZZ_CHECK(j != NULL, "%s: the JSON report does not parse: %s", spec,
                           e ? e->message : "?");
             gs_json_free(j);
             free(buf);
