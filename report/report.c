@@ -389,24 +389,18 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
 }
 
 /* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per
- * device of a trace that names several. */
-static char *offline_text(uint64_t bytes, uint64_t lower)
-{
-    if (bytes == 0 && lower > 0) return g_strdup("(not computed: too many lifetimes overlap)");
-    return gs_format_size(bytes);
-}
-
+ * device of a trace that names several. The planner always finishes (offline >= lower). */
 void gs_report_bound(FILE *out, const gs_result *r)
 {
     char *lb = gs_format_size(r->lower_bound_bytes);
-    char *off = offline_text(r->offline_bytes, r->lower_bound_bytes);
+    char *off = gs_format_size(r->offline_bytes);
     fprintf(out, "  bound: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
                  "an offline planner needs %s\n", lb, off);
     g_free(lb);
     g_free(off);
     for (size_t k = 0; k < r->n_devices; k++) {
         lb = gs_format_size(r->devices[k].lower_bound_bytes);
-        off = offline_text(r->devices[k].offline_bytes, r->devices[k].lower_bound_bytes);
+        off = gs_format_size(r->devices[k].offline_bytes);
         fprintf(out, "    device %u: %s; offline %s\n", r->devices[k].device, lb, off);
         g_free(lb);
         g_free(off);
