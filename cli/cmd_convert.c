@@ -1,7 +1,11 @@
 /* cmd_convert.c - gpusim convert: a trace from one form into another (text, gzip text, binary),
  * through the reader and the writer of traces/, so the output is exactly the trace the input
- * was: text -> binary -> text gives back the bytes gs_trace_save writes.
+ * was: text -> binary -> text gives back the bytes gs_trace_save writes. One addition, unless
+ * --no-bound: the offline planner's figures (sim/bound.h) as two header entries, since the
+ * planner can cost more than the replay itself (BENCHMARKS.md, "End to end") and a trace is
+ * converted once and replayed many times.
  */
+#include "bound.h"
 #include "cli.h"
 
 static const char convert_description[] =
@@ -20,14 +24,25 @@ static const char convert_description[] =
     "\n"
     "To convert a PyTorch memory snapshot, use gpusim-convert (traces/convert.py), which writes\n"
     "the binary format too when its output ends in .gsbin.\n"
+    "\n"
+    "The output's header gains the trace's offline bound (offline_bytes_by_device and\n"
+    "offline_planner, docs/trace-format.md): the figure every replay reports as offline_bytes,\n"
+    "whose planner can take longer than the replay. Replays of the output take it from there\n"
+    "instead of planning again; --no-bound leaves the header as it was.\n"
     "Exit status: 0 written, 2 bad usage or bad input (one line on stderr, nothing written).";
 
 int gs_cmd_convert(int argc, char **argv)
 {
+    gboolean no_bound = FALSE;
+    const GOptionEntry own[] = {
+        {"no-bound", 0, 0, G_OPTION_ARG_NONE, &no_bound,
+         "Do not store the offline bound in the output's header", NULL},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
     gs_cli c;
     gs_cli_init(&c, "convert", "TRACE - convert a trace between text and binary",
                 "Read a trace (text, gzip text or binary) and write it in the form OUT's name says.",
-                convert_description, GS_CLI_OUTPUT | GS_CLI_LENIENT, NULL, NULL);
+                convert_description, GS_CLI_OUTPUT | GS_CLI_LENIENT, own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (argc != 2) gs_cli_usage_error("convert takes one TRACE (got %d)", argc - 1);
     if (!c.output || !*c.output || g_strcmp0(c.output, "-") == 0)
@@ -36,6 +51,11 @@ int gs_cmd_convert(int argc, char **argv)
     const char *const inputs[] = {argv[1], NULL};
     gs_cli_refuse_input(&c, inputs, c.output, "--output");
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
+    if (!no_bound) {
+        gs_bound *b = gs_bound_compute(t);
+        gs_bound_store(b, t);
+        gs_bound_free(b);
+    }
     GError *err = NULL;
     if (!gs_trace_save(t, c.output, &err)) gs_cli_usage_error("%s", err->message);
     gs_trace_free(t);

@@ -63,11 +63,20 @@ typedef struct {
  * returns the highest end, the layout's peak. */
 uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m);
 
-/* The bound of t; never fails. O(n log n) plus, where greedy by size runs, its pairs of
+/* What planner gs_bound_compute runs, as stored beside its figures in a trace's header
+ * (offline_planner): change it whenever a change to the planner may change a figure, so no
+ * trace keeps an older planner's answer. */
+#define GS_BOUND_PLANNER "gpusim-auto-2"
+
+/* The bound of t; never fails. Where t's header holds this planner's figures (gs_bound_store),
+ * they are taken instead of planning again, each checked against the lower bound. O(n log n) plus, where greedy by size runs, its pairs of
  * requests whose lifetimes overlap, at most a budget (bound.c); past it O(n log n). */
 gs_bound *gs_bound_compute(const gs_trace *t);
-/* The same with a chosen planner (bench_bound compares them). */
+/* The same with a chosen planner, always planning (bench_bound compares them). */
 gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method m);
+/* Put b's offline figures into t's header (offline_bytes_by_device, offline_planner), so that
+ * a replay of the trace as written need not plan again: `gpusim convert` does. */
+void gs_bound_store(const gs_bound *b, gs_trace *t);
 void gs_bound_free(gs_bound *b);
 /* The entry for device (NULL if the trace has none). */
 const gs_bound_dev *gs_bound_device(const gs_bound *b, uint32_t device);

@@ -1,8 +1,10 @@
 #!/bin/sh
 # test_binary.sh GPUSIM SRCDIR - the binary trace format end to end: gpusim convert's round trip
-# text -> binary -> text is byte-identical on every bundled trace, replays of the two forms give
-# the same report, the converter's writer (traces/gsbin.py) writes the bytes gpusim writes, and
-# a damaged binary file is one line "FILE: byte N: message", exit 2, nothing written.
+# text -> binary -> text is byte-identical on every bundled trace (--no-bound; without it the
+# header gains the offline bound, and nothing else changes), replays of the two forms give the
+# same report (the stored bound is the one a replay computes), the converter's writer
+# (traces/gsbin.py) writes the bytes gpusim writes, and a damaged binary file is one line
+# "FILE: byte N: message", exit 2, nothing written.
 set -u
 gpusim=$1
 src=$2
@@ -17,15 +19,21 @@ done
 for f in "$src"/traces/data/*.gstrace.gz; do
     n=$(basename "$f" .gstrace.gz)
     gzip -dc "$f" >"$tmp/$n.gstrace"
-    "$gpusim" convert "$f" -o "$tmp/$n.gsbin" || fail "$n: convert to binary"
-    "$gpusim" convert "$tmp/$n.gsbin" -o "$tmp/$n.back.gstrace" || fail "$n: convert to text"
+    "$gpusim" convert --no-bound "$f" -o "$tmp/$n.plain.gsbin" || fail "$n: convert to binary"
+    "$gpusim" convert --no-bound "$tmp/$n.plain.gsbin" -o "$tmp/$n.back.gstrace" || fail "$n: convert to text"
     cmp -s "$tmp/$n.gstrace" "$tmp/$n.back.gstrace" || fail "$n: text -> binary -> text differs"
-    "$gpusim" convert "$tmp/$n.gsbin" -o "$tmp/$n.back.gstrace.gz" || fail "$n: convert to gzip"
+    "$gpusim" convert --no-bound "$tmp/$n.plain.gsbin" -o "$tmp/$n.back.gstrace.gz" || fail "$n: convert to gzip"
     gzip -dc "$tmp/$n.back.gstrace.gz" | cmp -s "$tmp/$n.gstrace" - || fail "$n: binary -> gzip differs"
+    # with the bound: the header gains exactly its two entries, before the column line
+    "$gpusim" convert "$f" -o "$tmp/$n.gsbin" || fail "$n: convert to binary with the bound"
+    "$gpusim" convert --no-bound "$tmp/$n.gsbin" -o "$tmp/$n.bound.gstrace" || fail "$n: bound to text"
+    grep -v '^# offline_planner: \|^# offline_bytes_by_device: ' "$tmp/$n.bound.gstrace" |
+        cmp -s "$tmp/$n.gstrace" - || fail "$n: convert changed more than the bound's entries"
+    [ "$(grep -c '^# offline_' "$tmp/$n.bound.gstrace")" = 2 ] || fail "$n: the bound's entries missing"
     python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import gsbin
 sys.stdout.buffer.write(gsbin.encode_text(open(sys.argv[2], 'rb').read()))" \
         "$src/traces" "$tmp/$n.gstrace" >"$tmp/$n.py.gsbin" || fail "$n: gsbin.py"
-    cmp -s "$tmp/$n.gsbin" "$tmp/$n.py.gsbin" || fail "$n: gsbin.py writes other bytes than gpusim"
+    cmp -s "$tmp/$n.plain.gsbin" "$tmp/$n.py.gsbin" || fail "$n: gsbin.py writes other bytes than gpusim"
     for form in gstrace gsbin; do
         "$gpusim" replay "$tmp/$n.$form" -p pytorch -p pytorch:expandable_segments:True \
             --continue-on-oom --format json -o "$tmp/$n.$form.json" || fail "$n: replay $form"
@@ -67,6 +75,32 @@ open(sys.argv[2], "wb").write(d)
 PY
 expect_error "free with another size" "with size 12345, allocated with size" "$gpusim" replay "$tmp/size.gsbin"
 
+# The stored bound is taken only where it is this planner's and possible: a figure below the
+# lower bound, or another planner's, is planned again (the same report as the plain text); a
+# malformed list is an error naming the header.
+r=$src/traces/data/resnet50.gstrace.gz
+"$gpusim" replay "$r" --format csv -o "$tmp/r.csv" || fail "replay resnet50"
+col() { awk -F, -v k="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == k) c = i }
+                         NR == 2 && c { print $c }' "$2"; }
+lb=$(col lower_bound_bytes "$tmp/r.csv")
+off=$(col offline_bytes "$tmp/r.csv")
+[ -n "$lb" ] && [ "$off" != "$lb" ] || fail "resnet50: no lower_bound_bytes, or offline = lower"
+for bad in "0=2097152" "0=$lb,gpusim-old"; do
+    gzip -dc "$r" | awk -v v="${bad%%,*}" -v p="${bad#*,}" '
+        /^seq,/ && !done { if (p == v) p = "gpusim-auto-2"; print "# offline_planner: " p;
+                           print "# offline_bytes_by_device: " v; done = 1 } { print }' \
+        >"$tmp/lie.gstrace"
+    "$gpusim" replay "$tmp/lie.gstrace" --format csv -o "$tmp/lie.csv" || fail "replay of a stored $bad"
+    [ "$(col offline_bytes "$tmp/lie.csv")" = "$off" ] || fail "a stored $bad was believed"
+done
+# ... and one that is possible (here the lower bound itself) is taken as it is.
+gzip -dc "$r" | sed "s/^seq,/# offline_planner: gpusim-auto-2\\n# offline_bytes_by_device: 0=$lb\\nseq,/" \
+    >"$tmp/kept.gstrace"
+"$gpusim" replay "$tmp/kept.gstrace" --format csv -o "$tmp/kept.csv" || fail "replay of a stored bound"
+[ "$(col offline_bytes "$tmp/kept.csv")" = "$lb" ] || fail "a possible stored bound was not taken"
+gzip -dc "$r" | sed 's/^seq,/# offline_bytes_by_device: zero\nseq,/' >"$tmp/bad.gstrace"
+expect_error "malformed stored bound" "offline_bytes_by_device" "$gpusim" replay "$tmp/bad.gstrace"
+
 expect_error "convert without -o" "convert needs -o" "$gpusim" convert "$b"
 cp "$b" "$tmp/same.gsbin"
 expect_error "convert onto its input" "an input of this run" "$gpusim" convert "$tmp/same.gsbin" -o "$tmp/same.gsbin"
@@ -77,10 +111,10 @@ expect_error "convert of a damaged file" "cut.gsbin: byte" "$gpusim" convert "$t
 # Top user frames: text round trips byte for byte (plain and gzip); the binary format does
 # not carry them, so convert to binary refuses with one line, writing nothing.
 fr=$src/tests/fuzz/corpus/trace/seed-frames.gstrace
-"$gpusim" convert "$fr" -o "$tmp/fr.gstrace" || fail "frames: convert to text"
+"$gpusim" convert --no-bound "$fr" -o "$tmp/fr.gstrace" || fail "frames: convert to text"
 cmp -s "$fr" "$tmp/fr.gstrace" || fail "frames: text -> text differs"
-"$gpusim" convert "$fr" -o "$tmp/fr.gstrace.gz" || fail "frames: convert to gzip"
-"$gpusim" convert "$tmp/fr.gstrace.gz" -o "$tmp/fr2.gstrace" || fail "frames: gzip to text"
+"$gpusim" convert --no-bound "$fr" -o "$tmp/fr.gstrace.gz" || fail "frames: convert to gzip"
+"$gpusim" convert --no-bound "$tmp/fr.gstrace.gz" -o "$tmp/fr2.gstrace" || fail "frames: gzip to text"
 cmp -s "$fr" "$tmp/fr2.gstrace" || fail "frames: text -> gzip -> text differs"
 expect_error "frames to binary" "does not carry" "$gpusim" convert "$fr" -o "$tmp/fr.gsbin"
 [ ! -e "$tmp/fr.gsbin" ] || fail "frames to binary: a file was written"

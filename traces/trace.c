@@ -108,6 +108,10 @@ const char *gs_trace_header_problem(const gs_trace *t)
     if (bd && !by_device(bd, 0, &v, &found))
         return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,... "
                "(BYTES at most 16 TiB)";
+    const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
+    if (ob && !by_device(ob, 0, &v, &found))
+        return "header 'offline_bytes_by_device' is not a list DEVICE=BYTES,... "
+               "(BYTES at most 16 TiB)";
     return NULL;
 }
 
@@ -190,6 +194,15 @@ uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device)
     gboolean found;
     if (bd && by_device(bd, device, &v, &found) && found) return v;
     return t->device_total;
+}
+
+bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
+                             uint64_t *out)
+{
+    const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
+    gboolean found = FALSE;
+    return ob && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0 &&
+           by_device(ob, device, out, &found) && found;
 }
 
 /* ---- The object ----------------------------------------------------------------------------- */

@@ -38,6 +38,9 @@
  *                                    log never saw made), even with no synthesized allocation
  *   inferred_empty_cache: N          N of the empty_cache events were inferred by the converter
  *                                    from the allocator's own segment releases
+ *   offline_bytes_by_device: D=N,... the offline planner's peak per device, stored by
+ *   offline_planner: ID              `gpusim convert` (sim/bound.h) so a replay need not plan
+ *                                    again; used only when ID is the planner gpusim has
  * The reader checks fatal_oom_event (a number naming the last event, an oom) and the numbers of
  * device_total_bytes and synthesized_allocs.
  *
@@ -240,6 +243,11 @@ size_t gs_trace_devices(const gs_trace *t, uint32_t **ids);
 /* A device's total memory from the header: device_total_bytes_by_device, else
  * device_total_bytes; 0 when neither says. */
 uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device);
+/* The offline planner's peak for device stored in the header (offline_bytes_by_device), when
+ * the header's offline_planner is planner: true and *out. The value is the file's word, checked
+ * only for form (sim/bound.c checks it against the trace's lower bound). */
+bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
+                             uint64_t *out);
 
 
 G_END_DECLS
