@@ -515,6 +515,7 @@ static void drain_pending(gs_heap *h)
 /* PyTorch's synchronize_and_free_events for one private pool: its pending frees complete. */
 static void drain_pending_of(gs_heap *h, unsigned k)
 {
+    h->st.num_sync_all_streams++; /* PyTorch counts this synchronisation too */
     for (gs_block *b = h->pending, *next; b; b = next) {
         next = b->right;
         if (gs_pool_private(b->pool) != k) continue;
