@@ -70,6 +70,15 @@ or, with garbage_collection_threshold T > 0, reserved > T x L. With no limit kno
 made right at the run's peak is therefore taken as the allocator's own: give --cap BYTES, or
 --cap none for a run without one, to decide it.
 
+Private pools inferred (CUDA graphs, torch.cuda.MemPool; trace version 3). Trace entries name
+no pool: an allocation is a private pool's when it lies in a segment the final 'segments' list
+gives a segment_pool_id other than (0, 0), or in one freed by a pool's own release: a run of
+segment_free/segment_unmap that leaves memory an empty_cache() would have freed (MemPool's
+destruction), which then gets pool_release rows instead of an empty_cache. pool_begin and
+pool_end rows go around each pool's allocations, on their stream. A pool whose segments all
+went in a full empty_cache() before the snapshot is not seen: take the snapshot while graphs
+and pools live (the README, "CUDA graphs and private pools").
+
 A snapshot may start in the middle of a run (the ring buffer of max_entries dropped the oldest
 events, or recording started late). A free of an address never seen allocated then gets a
 synthesized alloc at the start of the trace (with the size the free reports), and so does a
