@@ -11,10 +11,10 @@ typedef struct {
     int n;                              /* violations */
     char *first;                        /* the first one, described */
     gs_stats re;                        /* every stat's current value, recounted */
-    size_t free_blocks[GS_MAX_POOLS];   /* free blocks the segments hold, per pool */
-    uint64_t free_bytes[GS_MAX_POOLS];  /* and their bytes */
+    size_t free_blocks[GS_MAX_POOLS_ALL];   /* free blocks the segments hold, per pool */
+    uint64_t free_bytes[GS_MAX_POOLS_ALL];  /* and their bytes */
     uint64_t largest_free;              /* the largest free block of any pool */
-    size_t unmapped_blocks[GS_MAX_POOLS];
+    size_t unmapped_blocks[GS_MAX_POOLS_ALL];
     size_t nsegments;
     uint64_t reserved;                  /* bytes of cudaMalloc segments, and mapped bytes */
 } check_ctx;
@@ -245,7 +245,7 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
 static void check_indexes(check_ctx *c, const gs_heap *h)
 {
     (void)gs_heap_free_bytes(h, NULL); /* every stream's largest up to date, as asked for */
-    for (unsigned i = 0; i < h->npools; i++) {
+    for (unsigned i = 0; i < h->pool_hi; i++) {
         const gs_pool *p = &h->pools[i];
         size_t n = check_findex(c, h, i);
         INSIST(c, n == c->free_blocks[i],

@@ -138,6 +138,22 @@ typedef struct {
     unsigned pool;
 } gs_round_memo;
 
+/* A private pool (PyTorch's PrivatePool), by its slot k: heap pools k * GS_MAX_POOLS + p. */
+typedef struct {
+    uint32_t id;    /* the caller's id; 0: the slot is free */
+    int32_t uses;   /* PyTorch's use_count */
+    bool freeable;  /* no use left: released by gs_heap_release_cached */
+} gs_ppool;
+
+/* An open route (PyTorch's captures_underway entry): requests on stream, or on every stream,
+ * go to private pool slot k. */
+typedef struct {
+    uint8_t k;
+    bool all_streams;
+    uint32_t stream;
+} gs_route;
+#define GS_MAX_ROUTES 16
+
 struct gs_heap {
     const gs_policy *policy;
     const gs_policy_ops *P;
@@ -147,8 +163,12 @@ struct gs_heap {
     uint64_t device_total;   /* sizes expandable reservations */
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
-    gs_pool pools[GS_MAX_POOLS];
-    unsigned npools;
+    gs_pool pools[GS_MAX_POOLS_ALL]; /* the policy's pools, then each private pool's copies */
+    unsigned npools;         /* the policy's */
+    unsigned pool_hi;        /* pools at or above this are empty (no private pool above) */
+    unsigned nroutes;        /* open routes: 0 on the hot path */
+    gs_route routes[GS_MAX_ROUTES];
+    gs_ppool priv[GS_MAX_PRIVATE_POOLS + 1]; /* by slot; [0] unused (the ordinary pools) */
     gs_segment *segments;    /* live segments, newest first */
     size_t nsegments;
     gs_block *pending;       /* frees awaiting completion, linked through ->right */

@@ -48,6 +48,13 @@ typedef struct gs_policy gs_policy;
  *                   it aborts on an assertion when a segment is made for it, so callers check
  *                   where streams come in (a trace's reader). */
 #define GS_MAX_POOLS 4
+/* Private pools (PyTorch's PrivatePool: a CUDA graph's pool, a torch.cuda.MemPool) that may
+ * exist at once in one heap. Private pool k (1 .. GS_MAX_PRIVATE_POOLS) has its own copy of
+ * each of the policy's pools: heap pool k * GS_MAX_POOLS + p is the policy's pool p of private
+ * pool k (gs_pool_kind, gs_pool_private), so the heap's pools number at most GS_MAX_POOLS_ALL
+ * and still fit a byte. */
+#define GS_MAX_PRIVATE_POOLS 15
+#define GS_MAX_POOLS_ALL (GS_MAX_POOLS * (1 + GS_MAX_PRIVATE_POOLS))
 #define GS_MAX_REQUEST (UINT64_C(1) << 46)
 #define GS_MAX_STREAMS (UINT32_C(1) << 16)
 
@@ -69,7 +76,7 @@ struct gs_block {
     uint64_t size;
     gs_block *prev, *next;  /* address-order neighbours within the segment */
     uint16_t stream;        /* below GS_MAX_STREAMS: checked where a segment is made */
-    uint8_t pool;
+    uint8_t pool;           /* the heap's pool: gs_pool_kind gives the policy's */
     uint8_t state;          /* gs_block_state */
     uint8_t fl, sl;         /* while FREE: its size class in the index (row, class) */
     uint8_t type;           /* its pool's stat type (GS_STAT_SMALL or GS_STAT_LARGE) */
@@ -85,7 +92,7 @@ struct gs_block {
 _Static_assert(offsetof(gs_block, expandable) + 1 <= 64,
                "what the index and a merge read fits the block's first cache line");
 _Static_assert(sizeof(gs_block) == 128, "a block struct is two cache lines");
-_Static_assert(GS_MAX_POOLS - 1 <= UINT8_MAX,
+_Static_assert(GS_MAX_POOLS_ALL - 1 <= UINT8_MAX,
                "a pool index fits gs_block.pool and gs_segment.pool (uint8_t)");
 _Static_assert(GS_BLOCK_UNMAPPED <= UINT8_MAX, "a gs_block_state fits gs_block.state (uint8_t)");
 _Static_assert(GS_MAX_STREAMS - 1 <= UINT16_MAX, "a stream index fits gs_block.stream (uint16_t)");
@@ -242,6 +249,10 @@ size_t gs_pool_count(const gs_heap *h, unsigned pool);
  * block's age is this count minus the count when it entered the index (0 while the GC is not
  * active: the heap has no limit or the policy collects no garbage). */
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b);
+/* A heap pool's policy pool (the index into gs_policy_ops.pools), and its private pool (0: the
+ * ordinary pools). Policies compare gs_pool_kind(b->pool), never b->pool, with their pools. */
+static inline unsigned gs_pool_kind(unsigned pool) { return pool % GS_MAX_POOLS; }
+static inline unsigned gs_pool_private(unsigned pool) { return pool / GS_MAX_POOLS; }
 static inline bool gs_block_is_split(const gs_block *b) { return b->prev || b->next; }
 static inline bool gs_block_is_expandable(const gs_block *b) { return b->seg->expandable; }
 /* Return a free block that is a whole segment to the device (cudaFree). Not for blocks of
@@ -252,6 +263,33 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b);
  * expandable segment (a reservation left with nothing mapped is freed). Stops at the first
  * device error. */
 gs_status gs_heap_release_cached(gs_heap *h);
+
+/* ---- Private pools (PyTorch's CUDA graph pools and torch.cuda.MemPool) ----
+ *
+ * A private pool is named by the caller's id (non-zero). While a route to it is open, requests
+ * on its stream (or on every stream) are served from its own pools, which ordinary requests
+ * never use; a block returns to the pool it came from whenever it is freed. PyTorch's rules
+ * (docs/pytorch-allocator.md §3): beginAllocateToPool creates the pool or adds a use; the
+ * routes are tried in the order they were opened; endAllocateToPool closes the
+ * route; releasePool drops a use, and at none the pool is freeable: its cached segments are
+ * released by the next gs_heap_release_cached (empty_cache, or an OOM's full flush), and the
+ * pool is gone once it holds no segment. Until then its segments stay, whatever empty_cache
+ * does. While any route is open the out-of-memory ladder has no full flush (PyTorch skips it
+ * during a capture). */
+
+/* Open a route: requests on stream (every stream when all_streams) go to private pool id,
+ * which is made if it does not exist (one use) or gains a use. GS_ERR_INVALID when id is 0 or
+ * GS_MAX_PRIVATE_POOLS pools exist already, or 16 routes are open. */
+gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t stream);
+/* Close the newest open route to pool id (none open: nothing happens). */
+void gs_heap_pool_end(gs_heap *h, uint32_t id);
+/* Drop a use of pool id; at none it is freeable. empty_now: then release its cached segments
+ * at once (torch.cuda.MemPool's destructor: releasePool and emptyCache(id)). Unknown id, or no
+ * use left: GS_ERR_INVALID. */
+gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now);
+/* The id of private pool k (1 .. GS_MAX_PRIVATE_POOLS; gs_pool_private of a block's pool),
+ * 0 when k holds none. */
+uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k);
 
 G_END_DECLS
 

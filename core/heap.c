@@ -57,6 +57,14 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
         vmm |= h->pools[i].page != 0;
     }
+    /* Each private pool's copies of the policy's pools, ready for when one is made. */
+    for (unsigned i = h->npools; i < GS_MAX_POOLS_ALL; i++) {
+        const gs_pool *base = &h->pools[gs_pool_kind(i)];
+        if (gs_pool_kind(i) >= h->npools) continue;
+        h->pools[i].type = base->type;
+        h->pools[i].page = base->page;
+    }
+    h->pool_hi = h->npools;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;
@@ -84,7 +92,7 @@ size_t gs_heap_free_all(gs_heap *h)
         gs_segment_unlink(h, s);
         g_free(s);
     }
-    for (unsigned i = 0; i < h->npools; i++) gs_findex_free(&h->pools[i].blocks);
+    for (unsigned i = 0; i < h->pool_hi; i++) gs_findex_free(&h->pools[i].blocks);
     failed += gs_expandable_release_orphans(h);
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h->spare);
@@ -305,7 +313,8 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
         if (rst != GS_OK) return rst;
         if (again) st = alloc_block(h, pool, stream, size, seg_size, false, out);
     }
-    if (st == GS_ERR_OOM) {
+    /* PyTorch skips the full flush, and so the counted retry, while a capture is underway. */
+    if (st == GS_ERR_OOM && !h->nroutes) {
         gs_status rst = gs_heap_release_cached(h);
         if (rst != GS_OK) return rst;
         st = alloc_block(h, pool, stream, size, seg_size, true, out);
@@ -326,6 +335,17 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
     return st;
 }
 
+/* The pool of a request while routes are open: the first open route whose filter takes the
+ * stream (PyTorch's get_pool walks captures_underway in order). */
+static unsigned route_pool(const gs_heap *h, uint32_t stream, unsigned pool)
+{
+    for (unsigned i = 0; i < h->nroutes; i++) {
+        const gs_route *r = &h->routes[i];
+        if (r->all_streams || r->stream == stream) return r->k * GS_MAX_POOLS + pool;
+    }
+    return pool;
+}
+
 gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
 {
     h->nops++;
@@ -341,6 +361,7 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
     }
     uint64_t size = m->size;
     unsigned pool = m->pool;
+    if (G_UNLIKELY(h->nroutes)) pool = route_pool(h, stream, pool);
     gs_block *b = get_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
@@ -491,6 +512,20 @@ static void drain_pending(gs_heap *h)
     }
 }
 
+/* PyTorch's synchronize_and_free_events for one private pool: its pending frees complete. */
+static void drain_pending_of(gs_heap *h, unsigned k)
+{
+    h->st.num_sync_all_streams++; /* PyTorch counts this synchronisation too */
+    for (gs_block *b = h->pending, *next; b; b = next) {
+        next = b->right;
+        if (gs_pool_private(b->pool) != k) continue;
+        if (b->owner) *b->owner = NULL;
+        pending_unlink(h, b);
+        pending_count(h, b, -1);
+        free_block(h, b);
+    }
+}
+
 /* ---- release ---- */
 
 /* PyTorch's release_blocks for one pool: cudaFree whole free segments; unmap the free blocks
@@ -522,6 +557,26 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
     return st;
 }
 
+/* Release private pool k's cached segments (it is freeable), and forget it once it holds no
+ * segment (PyTorch erases the pool when its cudaMalloc_count reaches 0). */
+static gs_status release_private(gs_heap *h, unsigned k)
+{
+    for (unsigned p = 0; p < h->npools; p++) {
+        gs_status st = release_pool(h, k * GS_MAX_POOLS + p);
+        if (st != GS_OK) return st;
+    }
+    for (const gs_segment *s = h->segments; s; s = s->next)
+        if (gs_pool_private(s->pool) == k) return GS_OK;
+    for (unsigned p = 0; p < h->npools; p++) {
+        gs_pool *q = &h->pools[k * GS_MAX_POOLS + p];
+        gs_findex_free(&q->blocks);
+        memset(&q->blocks, 0, sizeof q->blocks);
+        q->get_free_calls = 0;
+    }
+    h->priv[k] = (gs_ppool){0};
+    return GS_OK;
+}
+
 gs_status gs_heap_release_cached(gs_heap *h)
 {
     h->nops++;
@@ -530,7 +585,68 @@ gs_status gs_heap_release_cached(gs_heap *h)
         gs_status st = release_pool(h, i);
         if (st != GS_OK) return st;
     }
+    /* Then the private pools no one uses any more; those in use keep their segments. */
+    for (unsigned k = 1; k <= GS_MAX_PRIVATE_POOLS; k++) {
+        if (!h->priv[k].id || !h->priv[k].freeable) continue;
+        gs_status st = release_private(h, k);
+        if (st != GS_OK) return st;
+    }
     return GS_OK;
+}
+
+/* ---- private pools ---- */
+
+static unsigned private_slot(const gs_heap *h, uint32_t id)
+{
+    for (unsigned k = 1; k <= GS_MAX_PRIVATE_POOLS; k++)
+        if (h->priv[k].id == id) return k;
+    return 0;
+}
+
+gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t stream)
+{
+    if (!id || h->nroutes == GS_MAX_ROUTES) return GS_ERR_INVALID;
+    unsigned k = private_slot(h, id);
+    if (k && h->priv[k].freeable) return GS_ERR_INVALID; /* PyTorch asserts a live pool */
+    if (!k) {
+        k = private_slot(h, 0);
+        if (!k) return GS_ERR_INVALID;
+        h->priv[k] = (gs_ppool){.id = id, .uses = 0};
+        h->pool_hi = MAX(h->pool_hi, (k + 1) * GS_MAX_POOLS);
+    }
+    for (unsigned i = 0; i < h->nroutes; i++)
+        if (h->routes[i].k == k) return GS_ERR_INVALID; /* "already recording to mempool_id" */
+    h->priv[k].uses++;
+    h->routes[h->nroutes++] = (gs_route){.k = (uint8_t)k, .all_streams = all_streams,
+                                         .stream = stream};
+    return GS_OK;
+}
+
+void gs_heap_pool_end(gs_heap *h, uint32_t id)
+{
+    unsigned k = private_slot(h, id);
+    for (unsigned i = 0; k && i < h->nroutes; i++) {
+        if (h->routes[i].k != k) continue;
+        memmove(&h->routes[i], &h->routes[i + 1], (h->nroutes - i - 1) * sizeof h->routes[0]);
+        h->nroutes--;
+        return;
+    }
+}
+
+gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now)
+{
+    h->nops++;
+    unsigned k = id ? private_slot(h, id) : 0;
+    if (!k || h->priv[k].uses <= 0) return GS_ERR_INVALID;
+    if (--h->priv[k].uses == 0) h->priv[k].freeable = true;
+    if (!empty_now || !h->priv[k].freeable) return GS_OK;
+    drain_pending_of(h, k);
+    return release_private(h, k);
+}
+
+uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k)
+{
+    return k >= 1 && k <= GS_MAX_PRIVATE_POOLS ? h->priv[k].id : 0;
 }
 
 gs_status gs_heap_empty_cache(gs_heap *h)

@@ -217,7 +217,7 @@ uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
 {
     uint64_t total = 0, big = 0;
     gs_heap *m = (gs_heap *)h; /* logically const: refreshing the largest changes no answer */
-    for (unsigned i = 0; i < h->npools; i++) {
+    for (unsigned i = 0; i < h->pool_hi; i++) {
         total += h->pools[i].free_bytes;
         big = MAX(big, findex_largest(&m->pools[i].blocks));
     }

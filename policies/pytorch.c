@@ -104,7 +104,7 @@ static bool pytorch_should_split(const void *cfgv, const gs_block *b, uint64_t s
 {
     const pytorch_cfg *cfg = cfgv;
     uint64_t remaining = b->size - size;
-    if (b->pool == POOL_SMALL || cfg->expandable) return remaining >= kMinBlockSize;
+    if (gs_pool_kind(b->pool) == POOL_SMALL || cfg->expandable) return remaining >= kMinBlockSize;
     /* Note the strict '>': a large-pool remainder of exactly 1 MiB stays with the allocation. */
     return size < cfg->max_split_size && remaining > kSmallSize;
 }

@@ -77,7 +77,7 @@ gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out)
 
 static int pool_type(const gs_heap *h, unsigned pool)
 {
-    return gs_heap_policy(h)->ops->pools[pool].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+    return gs_heap_policy(h)->ops->pools[gs_pool_kind(pool)].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
 }
 
 static void st2(gs_stat a[GS_STAT_TYPES], int type, int64_t v)

@@ -357,6 +357,15 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
         case GS_OP_EMPTY_CACHE:
             st = gs_heap_empty_cache(h);
             break;
+        case GS_OP_POOL_BEGIN:
+            st = gs_heap_pool_begin(h, gs_event_pool(e), e->size != 0, e->stream);
+            break;
+        case GS_OP_POOL_END:
+            gs_heap_pool_end(h, gs_event_pool(e));
+            break;
+        case GS_OP_POOL_RELEASE:
+            st = gs_heap_pool_release(h, gs_event_pool(e), e->size != 0);
+            break;
         case GS_OP_MARK:
         case GS_OP_COUNT:
             break;

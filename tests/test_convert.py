@@ -1074,5 +1074,53 @@ class TestRepoReferences(ConverterTestCase):
                                   "1=150109880320", header)
 
 
+class TestPrivatePools(ConverterTestCase):
+    """Private pools inferred from the snapshot alone (issue 18): the markers the recording put
+    in user_metadata are the ground truth, never read by the converter."""
+
+    def convert_ref(self, name):
+        src = os.path.join(ROOT, "traces", "references", "pytorch-2.11-h100", name + ".pickle.gz")
+        out = self.path(name + ".gstrace")
+        r = self.convert_ok(src, "-o", out)
+        snap = pickle.load(gzip.open(src))
+        marks = [(e.get("user_metadata") or "") for e in snap["device_traces"][0]
+                 if e["action"] in ("alloc", "free_requested", "free_completed")]
+        return self.trace_lines(out), r.stderr, marks
+
+    def test_graph_capture_is_routed(self):
+        for policy in ("default", "expandable_segments"):
+            lines, stderr, _ = self.convert_ref(f"graph__{policy}__nocap")
+            self.assertEqual(lines[0], "# gpusim-trace 3")
+            self.assertIn("inferred 1 private memory pool", stderr)
+            rows = [l.split(",") for l in lines[lines.index(HEADER_COLS) + 1:]]
+            ops = [r[2] for r in rows]
+            self.assertEqual(ops.count("pool_begin"), 1)
+            self.assertEqual(ops.count("pool_end"), 1)
+            self.assertEqual(ops.count("pool_release"), 0)   # the graph outlives the snapshot
+            b, e = ops.index("pool_begin"), ops.index("pool_end")
+            stream = rows[b][5]
+            # every allocation routed is on the capture stream, the first after the RNG's two
+            # (which PyTorch makes on that stream before capture_begin, in the ordinary pool)
+            inside = [r for r in rows[b:e] if r[2] == "alloc"]
+            self.assertTrue(inside and all(r[5] == stream for r in inside))
+            before = [r for r in rows[:b] if r[2] == "alloc" and r[5] == stream]
+            self.assertEqual([r[7] for r in before], ["8", "8"])
+
+    def test_mempool_release_is_not_an_empty_cache(self):
+        lines, stderr, _ = self.convert_ref("mempool__default__nocap")
+        self.assertNotIn("empty_cache", "\n".join(lines))
+        rows = [l.split(",") for l in lines[lines.index(HEADER_COLS) + 1:]]
+        rel = [r for r in rows if r[2] == "pool_release"]
+        self.assertEqual(len(rel), 1)
+        self.assertEqual(rel[0][7], "1")                 # emptied now: MemPool's destructor
+        begin = next(r for r in rows if r[2] == "pool_begin")
+        self.assertEqual(begin[5:8], ["0", "1", "0"])    # stream 0, pool 1, that stream only
+
+    def test_no_pool_no_change(self):
+        lines, stderr, _ = self.convert_ref("sidestream__default__nocap")
+        self.assertEqual(lines[0], "# gpusim-trace 1")
+        self.assertNotIn("pool", stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -951,6 +951,154 @@ START_TEST(on_reserve_follows_reserved_bytes_by_tag)
 }
 END_TEST
 
+/* ---- private pools (docs/pytorch-allocator.md §3) ---- */
+
+START_TEST(private_pool_serves_only_its_routed_stream)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 7, false, 1), GS_OK);
+    gs_block *p = xalloc(f.heap, 4096, 1);     /* the capture stream: the private pool */
+    gs_block *o = xalloc(f.heap, 4096, 0);     /* another stream: the ordinary pool */
+    ck_assert_uint_eq(gs_pool_private(p->pool), 1);
+    ck_assert_uint_eq(gs_pool_kind(p->pool), 1);  /* the policy's small pool */
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 7);
+    ck_assert_uint_eq(gs_pool_private(o->pool), 0);
+    ck_assert_ptr_ne(p->seg, o->seg);
+    check_heap(f.heap);
+    gs_heap_pool_end(f.heap, 7);
+    xfree(f.heap, p);                          /* back to the private pool */
+    gs_block *q = xalloc(f.heap, 4096, 1);     /* no route: the ordinary pool, a new segment */
+    ck_assert_uint_eq(gs_pool_private(q->pool), 0);
+    ck_assert_int_eq(STAT(f.heap, segment, SMALL).current, 3);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(private_pool_every_stream_and_reuse_within)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 3, true, 0), GS_OK);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 4096, 5);     /* every stream: the pool too */
+    ck_assert_uint_eq(gs_pool_private(a->pool), 1);
+    ck_assert_uint_eq(gs_pool_private(b->pool), 1);
+    uint64_t addr = a->addr;
+    xfree(f.heap, a);
+    gs_block *c = xalloc(f.heap, 30 * MiB, 0); /* served from the pool's own cache */
+    ck_assert_uint_eq(c->addr, addr);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(empty_cache_leaves_pools_in_use_and_frees_released_ones)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, false, 0), GS_OK);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    gs_heap_pool_end(f.heap, 1);
+    gs_block *o = xalloc(f.heap, 30 * MiB, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, o);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    /* the ordinary segment goes; the pool's stays while the pool is in use */
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 30 * MiB);
+    check_heap(f.heap);
+    /* released (a graph's destruction): freeable, but nothing is freed until empty_cache */
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 1, false), GS_OK);
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 0);
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 0); /* no segment left: the pool is gone */
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 1, false), GS_ERR_INVALID);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(shared_pool_counts_uses_and_mempool_release_empties_now)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    /* two captures into one pool (torch.cuda.graph(g2, pool=g1.pool())) */
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 9, false, 2), GS_OK);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 9, false, 2), GS_ERR_INVALID); /* already */
+    gs_block *a = xalloc(f.heap, 30 * MiB, 2);
+    gs_heap_pool_end(f.heap, 9);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 9, false, 2), GS_OK);
+    gs_block *b = xalloc(f.heap, 30 * MiB, 2);
+    gs_heap_pool_end(f.heap, 9);
+    gs_block *o = xalloc(f.heap, 30 * MiB, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, o);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 9, true), GS_OK); /* one use left */
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 3);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 9, true), GS_OK); /* none: emptied now */
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);    /* the ordinary one stays */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 2);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(block_freed_after_release_returns_to_its_pool)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 4, false, 0), GS_OK);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    gs_heap_pool_end(f.heap, 4);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 4, true), GS_OK); /* a is still held */
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 4);
+    xfree(f.heap, a);                           /* into the freeable pool, not the ordinary one */
+    gs_block *o = xalloc(f.heap, 30 * MiB, 0);
+    ck_assert_uint_eq(gs_pool_private(o->pool), 0); /* no reuse across pools: a new segment */
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 2);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(no_full_flush_while_routing)
+{
+    /* A 40 MiB limit: the ordinary 30 MiB segment is cached; during a capture PyTorch skips
+     * the full flush, so a 30 MiB request of the pool fails with no retry. */
+    fixture f = fx_new("pytorch", DEV, 40 * MiB);
+    gs_block *o = xalloc(f.heap, 30 * MiB, 0);
+    xfree(f.heap, o);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, false, 0), GS_OK);
+    gs_block *b = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 30 * MiB, 0, &b), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    gs_heap_pool_end(f.heap, 1);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(private_pool_expandable_has_its_own_reservation)
+{
+    fixture f = fx_new("pytorch:expandable_segments:True", DEV, 0);
+    gs_block *o = xalloc(f.heap, 4 * MiB, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 2, false, 0), GS_OK);
+    gs_block *p = xalloc(f.heap, 4 * MiB, 0);
+    gs_heap_pool_end(f.heap, 2);
+    ck_assert(p->expandable && o->expandable);
+    ck_assert_ptr_ne(p->seg, o->seg);
+    xfree(f.heap, p);
+    xfree(f.heap, o);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 2, true), GS_OK);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, LARGE).current, 20 * MiB); /* o's page */
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -1002,6 +1150,13 @@ static Suite *core_suite(void)
     tcase_add_test(tm, reclaim_asks_the_other_heap_then_retries_once);
     tcase_add_test(tm, reclaim_not_asked_for_the_heap_limit);
     tcase_add_test(tm, on_reserve_follows_reserved_bytes_by_tag);
+    tcase_add_test(tm, private_pool_serves_only_its_routed_stream);
+    tcase_add_test(tm, private_pool_every_stream_and_reuse_within);
+    tcase_add_test(tm, empty_cache_leaves_pools_in_use_and_frees_released_ones);
+    tcase_add_test(tm, shared_pool_counts_uses_and_mempool_release_empties_now);
+    tcase_add_test(tm, block_freed_after_release_returns_to_its_pool);
+    tcase_add_test(tm, no_full_flush_while_routing);
+    tcase_add_test(tm, private_pool_expandable_has_its_own_reservation);
     suite_add_tcase(s, tm);
     return s;
 }

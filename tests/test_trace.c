@@ -350,7 +350,7 @@ END_TEST
 
 START_TEST(test_err_version)
 {
-    expect_error_at("# gpusim-trace 3\n" GS_TRACE_COLUMNS "\n", 1, "unsupported trace version 3");
+    expect_error_at("# gpusim-trace 4\n" GS_TRACE_COLUMNS "\n", 1, "unsupported trace version 4");
 }
 END_TEST
 
@@ -832,7 +832,8 @@ START_TEST(test_binary_errors)
     } cases[] = {
         /* slot 1's id made slot 0's, while slot 0 is live */
         {ids + 8, 1, "event 1: alloc of live id 1 (slot 0)"},
-        {ev + 26, 7, "event 0: unknown op 7"},
+        {ev + 26, GS_OP_COUNT, "event 0: unknown op 9"},
+        {ev + 26, GS_OP_POOL_END, "event 0: event 0 is pool_end: private pool events"},
         {ev + 2 * 32 + 27, 0, "event 3: free_done of id 1 without a pending free"},
         {ev + 4 * 32 + 27, 1, "deferred free of id 2 never completed"},
         {ev + 24, 1, "event 0: client 1 before client 0"},
@@ -1513,6 +1514,65 @@ START_TEST(test_builder_oom)
 }
 END_TEST
 
+/* ---- version 3: private pool events ---- */
+
+static const char v3_text[] = "# gpusim-trace 3\n"
+                              GS_TRACE_COLUMNS "\n"
+                              "0,0,pool_begin,torch,0,7,2,0\n"
+                              "1,1,alloc,torch,0,7,1,4096\n"
+                              "2,2,pool_end,torch,0,7,2,0\n"
+                              "3,3,free,torch,0,7,1,4096\n"
+                              "4,4,pool_begin,torch,0,0,3,1\n"
+                              "5,5,pool_end,torch,0,0,3,0\n"
+                              "6,6,pool_release,torch,0,0,3,1\n"
+                              "7,7,pool_release,torch,0,7,2,0\n";
+
+START_TEST(test_v3_pool_events)
+{
+    gs_trace *t = parse_ok(v3_text);
+    ck_assert_uint_eq(t->n, 8);
+    ck_assert_uint_eq(t->n_slots, 1); /* a pool event names no allocation */
+    ck_assert_uint_eq(t->ev[0].op, GS_OP_POOL_BEGIN);
+    ck_assert(gs_event_is_pool(&t->ev[0]));
+    ck_assert(!gs_event_is_pool(&t->ev[1]));
+    ck_assert_uint_eq(gs_event_pool(&t->ev[0]), 2);
+    ck_assert_uint_eq(t->ev[4].size, 1);
+    ck_assert_uint_eq(t->ev[6].op, GS_OP_POOL_RELEASE);
+    ck_assert_str_eq(gs_op_name(GS_OP_POOL_END), "pool_end");
+    /* written back byte for byte, as version 3 */
+    char *dir = make_tmpdir();
+    char *path = g_build_filename(dir, "out.gstrace", NULL);
+    ck_assert(gs_trace_save(t, path, NULL));
+    char *data;
+    ck_assert(g_file_get_contents(path, &data, NULL, NULL));
+    ck_assert_str_eq(data, v3_text);
+    g_free(data);
+    /* the binary format refuses them, with a message that says why */
+    char *bpath = g_build_filename(dir, "out.gsbin", NULL);
+    GError *err = NULL;
+    ck_assert(!gs_trace_save(t, bpath, &err));
+    ck_assert_ptr_nonnull(strstr(err->message, "private pool events"));
+    g_error_free(err);
+    g_free(bpath);
+    gs_trace_free(t);
+    g_free(path);
+    remove_tmpdir(dir);
+}
+END_TEST
+
+START_TEST(test_v3_pool_errors)
+{
+    expect_error_at("# gpusim-trace 2\n" GS_TRACE_COLUMNS "\n0,0,pool_begin,torch,0,0,1,0\n", 3,
+                    "op 'pool_begin' needs '# gpusim-trace 3'");
+    expect_error_at("# gpusim-trace 3\n" GS_TRACE_COLUMNS "\n0,0,pool_end,torch,0,0,0,0\n", 3,
+                    "bad pool id in column 'id': 0");
+    expect_error_at("# gpusim-trace 3\n" GS_TRACE_COLUMNS "\n0,0,pool_release,torch,0,0,1,2\n",
+                    3, "bad flag in column 'size' of 'pool_release': 2");
+    expect_error_at("# gpusim-trace 3\n" GS_TRACE_COLUMNS "\n0,0,pool_begin,torch,0,0,4294967295,0\n",
+                    3, "bad pool id");
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -1535,6 +1595,8 @@ static Suite *trace_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_err_empty_file);
     tcase_add_test(tc, test_err_version);
+    tcase_add_test(tc, test_v3_pool_events);
+    tcase_add_test(tc, test_v3_pool_errors);
     tcase_add_test(tc, test_err_not_a_trace);
     tcase_add_test(tc, test_err_missing_columns);
     tcase_add_test(tc, test_err_wrong_columns);

@@ -70,6 +70,15 @@ or, with garbage_collection_threshold T > 0, reserved > T x L. With no limit kno
 made right at the run's peak is therefore taken as the allocator's own: give --cap BYTES, or
 --cap none for a run without one, to decide it.
 
+Private pools inferred (CUDA graphs, torch.cuda.MemPool; trace version 3). Trace entries name
+no pool: an allocation is a private pool's when it lies in a segment the final 'segments' list
+gives a segment_pool_id other than (0, 0), or in one freed by a pool's own release: a run of
+segment_free/segment_unmap that leaves memory an empty_cache() would have freed (MemPool's
+destruction), which then gets pool_release rows instead of an empty_cache. pool_begin and
+pool_end rows go around each pool's allocations, on their stream. A pool whose segments all
+went in a full empty_cache() before the snapshot is not seen: take the snapshot while graphs
+and pools live (the README, "CUDA graphs and private pools").
+
 A snapshot may start in the middle of a run (the ring buffer of max_entries dropped the oldest
 events, or recording started late). A free of an address never seen allocated then gets a
 synthesized alloc at the start of the trace (with the size the free reports), and so does a
@@ -113,6 +122,7 @@ Standard library only (Python 3.10+).
 
 import argparse
 import codecs
+import bisect
 import collections
 import contextlib
 import gzip
@@ -132,6 +142,8 @@ PROG = "convert.py"
 EXIT_ERROR = 2
 TRACE_MAGIC = "# gpusim-trace 1"     # a trace without oom rows
 TRACE_MAGIC_2 = "# gpusim-trace 2"   # with oom rows (requests that failed in the recorded run)
+TRACE_MAGIC_3 = "# gpusim-trace 3"   # with private pool rows (pool_begin, pool_end, pool_release)
+POOL_ACTIONS = ("pool_begin", "pool_end", "pool_release")
 MiB = 1 << 20
 TRACE_COLUMNS = "seq,time_us,op,client,device,stream,id,size"
 # With frames (docs/trace-format.md, "Frames"): '# frame N: file:line:function' header lines
@@ -194,6 +206,10 @@ class Recording:
         # inference of empty_cache() reads one device's allocator at a time.
         self.per_device = None
         self.num_inferred_empty_cache = 0
+        # A snapshot's final segments that belong to a private pool, per device, as
+        # {device: [(address, total_size, expandable, pool id tuple)]}; None when not known.
+        self.final_pool_segments = None
+        self.num_private_pools = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,6 +471,7 @@ def read_snapshot(f, progress=None):
 
     rec.final_blocks = _snapshot_final_blocks(snap.get("segments"))
     rec.final_segments = _snapshot_final_segments(snap.get("segments"))
+    rec.final_pool_segments = _snapshot_final_pool_segments(snap.get("segments"))
     rec.per_device = per_device
     return rec
 
@@ -1052,6 +1069,258 @@ def _running_peak(events):
     return peak
 
 
+# ---------------------------------------------------------------------------------------------
+# Private pools (CUDA graphs, torch.cuda.MemPool), inferred
+#
+# PyTorch's trace entries carry no pool. What a snapshot does say:
+#   - the final 'segments' list gives each live segment's segment_pool_id: a private pool's
+#     segments still held when the snapshot was taken are known (a graph that is alive, or
+#     deleted with no empty_cache() since);
+#   - a private pool's release by torch.cuda.MemPool's destruction (releasePool, then
+#     emptyCache(pool)) frees that pool's cached segments only: a run of segment_free/
+#     segment_unmap that leaves cached memory an empty_cache() would have released (a wholly
+#     free cudaMalloc'd segment, or a wholly free page of an expandable segment) is such a
+#     release, and the segments it frees are a private pool's.
+# Each allocation then lies in a segment (cudaMalloc'd: the one made at its address range;
+# expandable: the reservation, told apart by address: reservations lie 9/8 of the device apart)
+# whose pool is known or the ordinary pools'. A pool's allocations give its route: a
+# pool_begin before its first allocation and a pool_end after its last one, on their stream
+# (every stream when they are on several and no other allocation comes between), split where
+# an ordinary allocation on that stream comes between (each route a use of the pool). A pool
+# released as above gets pool_release rows before the run (the last one empties it now).
+# Not inferred: a pool whose segments all went in a full empty_cache() (they look like the
+# ordinary pools' segments), or one whose allocations all lie in segments freed before the
+# snapshot by anything but the pool's own release.
+# ---------------------------------------------------------------------------------------------
+
+_CLUSTER_GAP = 1 << 35   # expandable reservations lie ~9/8 of the device apart; pages within one
+_PAGE_SMALL, _PAGE_LARGE = 2 * MiB, 20 * MiB
+
+
+def _round512(n):
+    return max(512, -(-n // 512) * 512)
+
+
+class _PoolState:
+    """One device's segments as the snapshot's events make and release them, with the live
+    allocations in each, enough to tell a pool's own release from an empty_cache()."""
+
+    def __init__(self, events):
+        maps = sorted({e.addr for e in events if e.action in ("segment_map", "segment_unmap")})
+        self.bases = []                      # expandable reservations' lowest addresses
+        for a in maps:
+            if not self.bases or a - self.last > _CLUSTER_GAP:
+                self.bases.append(a)
+            self.last = a
+        self.mapped = {b: [] for b in self.bases}   # base -> [(addr, size)] mapped ranges
+        # a reservation of the large pool maps 20 MiB pages, the small pool's 2 MiB ones
+        sizes = {}
+        for e in events:
+            if e.action == "segment_map":
+                sizes.setdefault(self.base_of(e.addr), []).append(e.size)
+        self.page = {b: _PAGE_LARGE if all(n % _PAGE_LARGE == 0 for n in sizes.get(b, [1]))
+                     else _PAGE_SMALL for b in self.bases}
+        self.segs = {}        # addr -> [size, live count, key] of cudaMalloc'd segments
+        self.live = {}        # alloc addr -> (key, rounded size)
+        self.nseg = 0
+
+    def base_of(self, addr):
+        i = bisect.bisect_right(self.bases, addr) - 1
+        return self.bases[i] if i >= 0 else None
+
+    def seg_of(self, addr):
+        for a, (size, _, key) in self.segs.items():
+            if a <= addr < a + size:
+                return key
+        b = self.base_of(addr)
+        return ("x", b) if b is not None else None
+
+    def apply(self, e):
+        if e.action == "segment_alloc":
+            self.nseg += 1
+            self.segs[e.addr] = [e.size, 0, ("s", e.addr, self.nseg)]
+        elif e.action == "segment_free":
+            self.segs.pop(e.addr, None)
+        elif e.action == "segment_map":
+            b = self.base_of(e.addr)
+            self.mapped[b].append((e.addr, e.size))
+        elif e.action == "segment_unmap":
+            b = self.base_of(e.addr)
+            lo, hi = e.addr, e.addr + e.size
+            rest = []
+            for a, n in self.mapped[b]:
+                if a + n <= lo or a >= hi:
+                    rest.append((a, n))
+                    continue
+                if a < lo:
+                    rest.append((a, lo - a))
+                if a + n > hi:
+                    rest.append((hi, a + n - hi))
+            self.mapped[b] = rest
+        elif e.action == "alloc":
+            key = self.seg_of(e.addr)
+            self.live[e.addr] = (key, _round512(e.size))
+            if key and key[0] == "s":
+                self.segs[key[1]][1] += 1
+            return key
+        elif e.action in ("free", "free_done"):
+            if e.action == "free" and e.deferred:
+                return None
+            got = self.live.pop(e.addr, None)
+            if got and got[0] and got[0][0] == "s" and got[0][1] in self.segs:
+                self.segs[got[0][1]][1] -= 1
+        return None
+
+    def freeable(self, skip):
+        """Keys of segments an empty_cache() would release something of, less those in skip."""
+        out = set()
+        for a, (size, n, key) in self.segs.items():
+            if n == 0 and key not in skip:
+                out.add(key)
+        for b in self.bases:
+            key = ("x", b)
+            if key in skip or not self.mapped[b]:
+                continue
+            p = self.page[b]
+            allocs = [(a, n) for a, (k, n) in self.live.items() if k == key]
+            for a, n in self.mapped[b]:
+                pg = b + -(-(a - b) // p) * p
+                while pg + p <= a + n:
+                    if not any(x < pg + p and pg < x + m for x, m in allocs):
+                        out.add(key)
+                        break
+                    pg += p
+                if key in out:
+                    break
+        return out
+
+
+def infer_pools(events, final_pool_segments, next_id):
+    """One device's events with pool_begin/pool_end/pool_release Events (addr: the pool's
+    number, size: the flag) where the snapshot shows a private pool (the rule above). Returns
+    (events, {pool id tuple or None: number}, next_id)."""
+    if not any(e.action in GROWTHS for e in events):
+        return events, {}, next_id
+    st = _PoolState(events)
+    label = {}            # segment key -> pool number
+    numbers = {}          # pool id tuple (or ('released', k)) -> number
+    releases = {}         # event index of a release run's start -> pool number
+    # 1. the final segments' pool ids: the last segment made at each address is the live one
+    last_seg = {}
+    nseg = 0
+    for e in events:
+        if e.action == "segment_alloc":
+            nseg += 1
+            last_seg[e.addr] = ("s", e.addr, nseg)
+    for addr, size, expandable, pid in final_pool_segments or ():
+        if pid not in numbers:
+            numbers[pid] = next_id
+            next_id += 1
+        key = ("x", st.base_of(addr)) if expandable else last_seg.get(addr)
+        if key is not None and key[1] is not None:
+            label[key] = numbers[pid]
+    # 2. walk: allocations' segments, and release runs that are a pool's own
+    alloc_key = {}        # event index -> segment key
+    i = 0
+    while i < len(events):
+        e = events[i]
+        if e.action not in RELEASES:
+            k = st.apply(e)
+            if e.action == "alloc":
+                alloc_key[i] = k
+            i += 1
+            continue
+        j = i
+        while j < len(events) and events[j].action in RELEASES + ("free_done",):
+            j += 1
+        nxt = events[j] if j < len(events) else None
+        touched = set()
+        for k in range(i, j):
+            x = events[k]
+            if x.action == "free_done":
+                st.apply(x)
+            elif x.action == "segment_free" and x.addr in st.segs:
+                touched.add(st.segs[x.addr][2])
+            elif x.action == "segment_unmap":
+                touched.add(("x", st.base_of(x.addr)))
+        pressure = nxt is not None and nxt.action in GROWTHS + ("oom",)
+        if touched and not pressure and st.freeable(touched):
+            known = {label[k] for k in touched if k in label}
+            if len(known) == 1:
+                n = known.pop()
+            else:
+                n = next_id
+                numbers[("released", n)] = n
+                next_id += 1
+            for k in touched:
+                label.setdefault(k, n)
+            releases[i] = n
+        for k in range(i, j):
+            if events[k].action != "free_done":
+                st.apply(events[k])
+        i = j
+    if not label:
+        return events, {}, next_id
+    # 3. each pool's routes, from its allocations
+    pool_of = {i: label.get(k) for i, k in alloc_key.items()}
+    begins, ends = {}, {}   # event index -> [(number, stream, every_stream)]
+    uses = {}
+    for n in sorted(set(label.values())):
+        idx = [i for i, p in pool_of.items() if p == n]
+        if not idx:
+            continue
+        streams = {events[i].stream for i in idx}
+        window = [i for i in alloc_key if idx[0] <= i <= idx[-1]]
+        every = len(streams) > 1 and all(pool_of[i] == n for i in window)
+        stream = events[idx[0]].stream
+        start = prev = None
+        for i in sorted(window):
+            mine = pool_of[i] == n
+            if not every and events[i].stream not in streams:
+                continue
+            if mine:
+                if start is None:
+                    start = i
+                prev = i
+            elif start is not None:
+                begins.setdefault(start, []).append((n, stream, every))
+                ends.setdefault(prev, []).append((n, stream, every))
+                uses[n] = uses.get(n, 0) + 1
+                start = None
+        if start is not None:
+            begins.setdefault(start, []).append((n, stream, every))
+            ends.setdefault(prev, []).append((n, stream, every))
+            uses[n] = uses.get(n, 0) + 1
+    out = []
+    for i, e in enumerate(events):
+        if i in releases and uses.get(releases[i]):
+            n = releases[i]
+            for u in range(uses[n]):
+                out.append(Event("pool_release", e.device, 0, n, int(u == uses[n] - 1),
+                                 e.time_us, False, e.where))
+            uses[n] = 0
+        for n, stream, every in begins.get(i, ()):
+            out.append(Event("pool_begin", e.device, stream, n, int(every), e.time_us, False,
+                             e.where))
+        out.append(e)
+        for n, stream, every in ends.get(i, ()):
+            out.append(Event("pool_end", e.device, stream, n, 0, e.time_us, False, e.where))
+    return out, {p: n for p, n in numbers.items() if n in uses}, next_id
+
+
+def infer_all_pools(rec, label):
+    if rec.per_device is None:
+        return
+    next_id = 1
+    for dev, events in enumerate(rec.per_device):
+        finals = (rec.final_pool_segments or {}).get(dev, ())
+        rec.per_device[dev], found, next_id = infer_pools(events, finals, next_id)
+        rec.num_private_pools += len(found)
+    if rec.num_private_pools:
+        warn(label, f"inferred {rec.num_private_pools} private memory pool(s) (CUDA graphs or "
+                    f"torch.cuda.MemPool): the trace is version 3 (see --help)")
+
+
 def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False):
     """One device's events with an 'empty_cache' Event before every run of releases that no
     allocation explains (the rule above). Returns (events, number inferred)."""
@@ -1072,7 +1341,9 @@ def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandabl
             j += 1
         nxt = events[j] if j < len(events) else None
         explained = False
-        if nxt is not None and nxt.action == "oom":
+        if out and out[-1].action == "pool_release":
+            explained = True    # a private pool's own release (infer_pools)
+        elif nxt is not None and nxt.action == "oom":
             explained = True
         elif nxt is not None and nxt.action in GROWTHS:
             need = nxt.size
@@ -1139,6 +1410,25 @@ def _snapshot_final_segments(segments):
             return None
         if not seg.get("is_expandable"):
             out.add((dev, addr))
+    return out
+
+
+def _snapshot_final_pool_segments(segments):
+    """{device: [(address, total_size, expandable, pool id)]} of the snapshot's segments that
+    belong to a private pool (segment_pool_id other than (0, 0)), or None."""
+    if not isinstance(segments, list):
+        return None
+    out = {}
+    for seg in segments:
+        if not isinstance(seg, dict):
+            return None
+        pid = seg.get("segment_pool_id")
+        dev, addr, size = seg.get("device"), seg.get("address"), seg.get("total_size")
+        if not isinstance(pid, (tuple, list)) or len(pid) != 2 or not all(_is_int(v) for v in pid):
+            continue
+        if tuple(pid) == (0, 0) or not (_is_int(dev) and _is_int(addr) and _is_int(size)):
+            continue
+        out.setdefault(dev, []).append((addr, size, bool(seg.get("is_expandable")), tuple(pid)))
     return out
 
 
@@ -1328,6 +1618,7 @@ class Trace:
         self.num_synthesized = 0
         self.num_deferred_frees = 0
         self.num_ooms = 0
+        self.num_pool_rows = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
         self.started_mid_run = False # evidence besides synthesized allocs (segments)
         self.row_frame = {}          # seq -> top user frame of an alloc or oom row that has one
@@ -1381,6 +1672,8 @@ def build_trace(rec, label):
             body.append((ev.time_us, "free_done", ev.device, ev.stream, blk))
         elif ev.action == "empty_cache":
             body.append((ev.time_us, "empty_cache", ev.device, ev.stream, None))
+        elif ev.action in POOL_ACTIONS:
+            body.append((ev.time_us, ev.action, ev.device, ev.stream, (ev.addr, ev.size)))
         else:
             if ev.action == "oom":
                 # The request the program made, at its place: a row of its own ('oom', version
@@ -1433,6 +1726,10 @@ def build_trace(rec, label):
             clamped += 1
             rel = last_t
         last_t = rel
+        if op in POOL_ACTIONS:
+            tr.num_pool_rows += 1
+            tr.rows.append((rel, op, dev, stream, blk[0], blk[1]))
+            continue
         if op in ("oom", "empty_cache"):
             # No allocation: id 0; an oom's size is the request (blk holds it), empty_cache's 0.
             size = 0
@@ -1627,7 +1924,7 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
     """The trace's text; with frames (and a row that has one) its '# frame N:' lines and frame
     column, numbered in order of first use. A trace without frames is written as before."""
     # Version 2 only when a row needs it: a trace without oom rows is written as before.
-    lines = [TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
+    lines = [TRACE_MAGIC_3 if tr.num_pool_rows else TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
              f"# source: {rec.kind} {header_text(source)}"]
     if device_total is not None:
         lines.append(f"# device_total_bytes: {device_total}")
@@ -1888,6 +2185,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
         raise ConvertError(f"device total {device_total} bytes is out of range (1 to 2^44, the "
                            f"most gpusim simulates)")
 
+    infer_all_pools(rec, label)
     infer_all_empty_cache(rec, args, sibling, label)
     merge_devices(rec)
     tr = build_trace(rec, label)

@@ -293,6 +293,12 @@ static GS_HOT_INLINE int op_from(const char *s, size_t len)
     switch (len) {
     case 3:
         return memcmp(s, "oom", 3) == 0 ? GS_OP_OOM : -1;
+    case 8:
+        return memcmp(s, "pool_end", 8) == 0 ? GS_OP_POOL_END : -1;
+    case 10:
+        return memcmp(s, "pool_begin", 10) == 0 ? GS_OP_POOL_BEGIN : -1;
+    case 12:
+        return memcmp(s, "pool_release", 12) == 0 ? GS_OP_POOL_RELEASE : -1;
     case 4:
         if (memcmp(s, "free", 4) == 0)
             return GS_OP_FREE;
@@ -712,6 +718,27 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         }
         fate = EV_APPEND;
         break;
+    case GS_OP_POOL_BEGIN:
+    case GS_OP_POOL_END:
+    case GS_OP_POOL_RELEASE:
+        /* The pool's id in slot; size a flag. Syntax, so fatal in lenient mode too. */
+        if (p->version < 3) {
+            fail(p, "op '%s' needs '%s' (this file says version %u)", gs_op_name((gs_op)r->op),
+                 GS_TRACE_MAGIC_3, p->version);
+            return FALSE;
+        }
+        if (r->id == 0 || r->id >= UINT32_MAX) {
+            fail(p, "bad pool id in column 'id': %" PRIu64 " (1 .. 4294967294)", r->id);
+            return FALSE;
+        }
+        if (r->size > 1) {
+            fail(p, "bad flag in column 'size' of '%s': %" PRIu64 " (0 or 1)",
+                 gs_op_name((gs_op)r->op), r->size);
+            return FALSE;
+        }
+        ev.slot = (uint32_t)r->id;
+        fate = EV_APPEND;
+        break;
     default: /* EMPTY_CACHE, MARK: id is parsed but means nothing; size is kept */
         fate = EV_APPEND;
         break;
@@ -826,6 +853,10 @@ static gboolean magic_line(parser *p, const char *s, const char *le)
     }
     if (len == strlen(GS_TRACE_MAGIC_2) && memcmp(s, GS_TRACE_MAGIC_2, len) == 0) {
         p->version = 2;
+        return TRUE;
+    }
+    if (len == strlen(GS_TRACE_MAGIC_3) && memcmp(s, GS_TRACE_MAGIC_3, len) == 0) {
+        p->version = 3;
         return TRUE;
     }
     uint64_t version;

@@ -22,6 +22,9 @@ static const char *const op_names[GS_OP_COUNT] = {
     [GS_OP_EMPTY_CACHE] = "empty_cache",
     [GS_OP_MARK] = "mark",
     [GS_OP_OOM] = "oom",
+    [GS_OP_POOL_BEGIN] = "pool_begin",
+    [GS_OP_POOL_END] = "pool_end",
+    [GS_OP_POOL_RELEASE] = "pool_release",
 };
 
 const char *gs_op_name(gs_op op)
@@ -513,6 +516,21 @@ void gs_trace_add_oom(gs_trace *t, const char *client, uint64_t stream, uint64_t
     e->op = GS_OP_OOM;
     e->slot = UINT32_MAX;
     e->size = size;
+    e->client = c;
+    e->stream = s;
+}
+
+void gs_trace_add_pool(gs_trace *t, gs_op op, uint64_t stream, uint32_t id, bool flag)
+{
+    g_return_if_fail(t != NULL && op >= GS_OP_POOL_BEGIN && op <= GS_OP_POOL_RELEASE);
+    g_return_if_fail(id != 0 && id != UINT32_MAX);
+    g_return_if_fail(t->streams->len < GS_TRACE_MAX_STREAMS || find_stream(t, stream) >= 0);
+    uint16_t c = t->clients->len ? 0 : builder_client(t, "torch");
+    uint32_t s = builder_stream(t, stream);
+    gs_event *e = push_event(t);
+    e->op = (uint8_t)op;
+    e->slot = id;
+    e->size = flag;
     e->client = c;
     e->stream = s;
 }

@@ -62,6 +62,7 @@
 #define GS_TRACE_H
 
 #include <glib.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -72,7 +73,8 @@ G_BEGIN_DECLS
 
 #define GS_TRACE_MAGIC "# gpusim-trace 1"   /* a trace with no oom event */
 #define GS_TRACE_MAGIC_2 "# gpusim-trace 2" /* a trace with oom events */
-#define GS_TRACE_VERSION 2                  /* the newest version the reader takes */
+#define GS_TRACE_MAGIC_3 "# gpusim-trace 3" /* a trace with private pool events */
+#define GS_TRACE_VERSION 3                  /* the newest version the reader takes */
 #define GS_TRACE_COLUMNS "seq,time_us,op,client,device,stream,id,size"
 /* The column line of a trace with frames: a 9th column names an alloc's or oom's frame
  * number, declared by a "# frame N: file:line:function" header line. */
@@ -105,6 +107,11 @@ typedef enum {
     GS_OP_EMPTY_CACHE, /* the program asked the allocator to release its cache */
     GS_OP_MARK,        /* phase/iteration boundary; size carries the iteration number */
     GS_OP_OOM,         /* a request of size bytes that failed in the recorded run (version 2) */
+    /* Private pools (version 3; docs/trace-format.md "Version 3"): the pool's id is in slot
+     * (gs_event_pool), never UINT32_MAX or 0. */
+    GS_OP_POOL_BEGIN,  /* requests on the stream (size 1: on every stream) go to the pool */
+    GS_OP_POOL_END,    /* they no longer do */
+    GS_OP_POOL_RELEASE,/* the pool loses a use (size 1: and its cache is emptied now) */
     GS_OP_COUNT
 } gs_op;
 
@@ -126,6 +133,13 @@ typedef struct {
     uint8_t flags;   /* GS_EV_* */
     uint32_t device;
 } gs_event;
+
+/* Whether e is a private pool event, and its pool's id. */
+static inline int gs_event_is_pool(const gs_event *e)
+{
+    return e->op >= GS_OP_POOL_BEGIN && e->op <= GS_OP_POOL_RELEASE;
+}
+static inline uint32_t gs_event_pool(const gs_event *e) { return e->slot; }
 
 typedef struct {
     char *key;
@@ -211,7 +225,10 @@ uint32_t gs_trace_add_alloc(gs_trace *t, const char *client, uint64_t stream, ui
 void gs_trace_add_free(gs_trace *t, uint32_t slot);                 /* immediate free */
 void gs_trace_add_free_deferred(gs_trace *t, uint32_t slot);        /* free, completed later */
 void gs_trace_add_free_done(gs_trace *t, uint32_t slot);
-void gs_trace_add_op(gs_trace *t, gs_op op, uint64_t size);         /* EMPTY_CACHE or MARK */
+void gs_trace_add_op(gs_trace *t, gs_op op, uint64_t size);
+/* A private pool event (GS_OP_POOL_*) of pool id (non-zero) on stream; flag is the size column
+ * (pool_begin: every stream; pool_release: empty it now). */
+void gs_trace_add_pool(gs_trace *t, gs_op op, uint64_t stream, uint32_t id, bool flag);         /* EMPTY_CACHE or MARK */
 /* A request that failed in the recorded run (GS_OP_OOM); same preconditions as an alloc. */
 void gs_trace_add_oom(gs_trace *t, const char *client, uint64_t stream, uint64_t size);
 void gs_trace_set_meta(gs_trace *t, const char *key, const char *value);

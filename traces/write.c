@@ -125,7 +125,8 @@ static gboolean check_writable(const gs_trace *t, const char *path, GError **err
     for (size_t i = 0; i < t->n && !bad; i++) {
         const gs_event *e = &t->ev[i];
         if (e->op >= GS_OP_COUNT || e->client >= t->clients->len ||
-            e->stream >= t->streams->len || (names_slot(e) && e->slot >= t->n_slots))
+            e->stream >= t->streams->len || (names_slot(e) && e->slot >= t->n_slots) ||
+            (gs_event_is_pool(e) && (e->slot == 0 || e->slot == UINT32_MAX || e->size > 1)))
             bad = "event refers to nothing", bad_ix = i;
     }
     if (bad)
@@ -136,11 +137,13 @@ static gboolean check_writable(const gs_trace *t, const char *path, GError **err
 
 static void write_trace(sink *k, const gs_trace *t)
 {
-    /* Version 1 unless an event needs 2: a version-1 trace writes back byte for byte. */
-    gboolean v2 = FALSE;
-    for (size_t i = 0; i < t->n && !v2; i++)
-        v2 = t->ev[i].op == GS_OP_OOM;
-    sink_str(k, v2 ? GS_TRACE_MAGIC_2 "\n" : GS_TRACE_MAGIC "\n");
+    /* The lowest version that holds every event: a version-1 trace writes back byte for byte,
+     * and so does a version-2 one. */
+    unsigned v = 1;
+    for (size_t i = 0; i < t->n && v < 3; i++)
+        v = gs_event_is_pool(&t->ev[i]) ? 3 : t->ev[i].op == GS_OP_OOM ? MAX(v, 2) : v;
+    sink_str(k, v == 3 ? GS_TRACE_MAGIC_3 "\n" : v == 2 ? GS_TRACE_MAGIC_2 "\n"
+                                                          : GS_TRACE_MAGIC "\n");
     gboolean wrote_total = FALSE;
     for (guint i = 0; i < t->meta->len; i++) {
         const gs_trace_meta *m = &g_array_index(t->meta, gs_trace_meta, i);
@@ -189,7 +192,7 @@ static void write_trace(sink *k, const gs_trace *t)
         sink_str(k, ",");
         sink_u64(k, e->device, ',');
         sink_u64(k, streams[e->stream], ',');
-        sink_u64(k, names_slot(e) ? t->slot_id[e->slot] : 0, ',');
+        sink_u64(k, names_slot(e) ? t->slot_id[e->slot] : gs_event_is_pool(e) ? e->slot : 0, ',');
         if (!frames) {
             sink_u64(k, e->size, '\n');
         } else {
