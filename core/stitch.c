@@ -210,7 +210,7 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
         gs_block *c = u->prev && u->prev->state == GS_BLOCK_FREE ? u->prev : NULL;
         uint64_t have = c ? c->size : 0;
         if (have + u->size < size) continue;
-        uint64_t n = (size - have + pg - 1) / pg;
+        uint64_t n = have >= size ? 0 : (size - have + pg - 1) / pg;
         uint64_t g = choose(d, n, c, u->next);
         if (MAX(g, n) * pg > u->size) continue;
         *u_out = u;
@@ -240,6 +240,11 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     uint64_t need, got;
     gs_status st = find_place(h, pool, stream, size, d, &u, &c, &need, &got);
     if (st != GS_OK) goto out;
+    if (need == 0) { /* c holds it already: frees drained by the ladder's flush merged into it */
+        pool_remove(h, c);
+        *out = c;
+        goto out;
+    }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
     if (h->limit && h->total_reserved + fresh * pg > h->limit) {
         st = GS_ERR_OOM;
