@@ -17,6 +17,7 @@ typedef struct {
     size_t unmapped_blocks[GS_MAX_POOLS_ALL];
     size_t nsegments;
     uint64_t reserved;                  /* bytes of cudaMalloc segments, and mapped bytes */
+    GHashTable *handles;                /* stitched segments' handles seen (each once) */
 } check_ctx;
 
 G_GNUC_PRINTF(2, 3) static void fail(check_ctx *c, const char *fmt, ...)
@@ -84,6 +85,40 @@ static uint64_t check_pages(check_ctx *c, const gs_segment *s, const gs_block *b
                     s->addr, a / s->page);
     }
     return um ? 0 : b->size;
+}
+
+/* Stitched segment s (core/stitch.c): every handle spans the slots its first slot says, all
+ * holding it; a slot holds a handle only as its first slot or its continuation; no handle is
+ * mapped twice, here or in another segment. */
+static void check_stitched(check_ctx *c, const gs_segment *s)
+{
+    if (!c->handles) c->handles = g_hash_table_new(g_int64_hash, g_int64_equal);
+    for (uint64_t i = 0; i < s->nhandles;) {
+        uint64_t hd = s->handles[i];
+        uint32_t n = s->hpages[i];
+        if (!hd) {
+            INSIST(c, n == 0, "stitched segment " ADDR ": slot " U64 " has pages, no handle",
+                   s->addr, i);
+            i++;
+            continue;
+        }
+        INSIST(c, n > 0, "stitched segment " ADDR ": slot " U64 " continues no handle", s->addr,
+               i);
+        if (!n) {
+            i++;
+            continue;
+        }
+        INSIST(c, i + n <= s->nhandles, "stitched segment " ADDR ": handle at slot " U64
+               " runs past the table", s->addr, i);
+        for (uint64_t k = i + 1; k < i + n && k < s->nhandles; k++)
+            INSIST(c, s->handles[k] == hd && s->hpages[k] == 0,
+                   "stitched segment " ADDR ": slot " U64 " breaks the handle at " U64, s->addr,
+                   k, i);
+        INSIST(c, !g_hash_table_contains(c->handles, &s->handles[i]),
+               "handle %" G_GUINT64_FORMAT " is mapped twice", hd);
+        g_hash_table_add(c->handles, &s->handles[i]);
+        i += n;
+    }
 }
 
 /* Count block b (of stat type t, in a split cudaMalloc segment if split) into the recount by
@@ -157,6 +192,7 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
     }
     INSIST(c, at == s->addr + s->size, "segment " ADDR ": blocks cover " U64 " of " U64 " bytes",
            s->addr, at - s->addr, s->size);
+    if (s->hpages) check_stitched(c, s);
     if (s->expandable) {
         INSIST(c, mapped == s->mapped_pages * s->page,
                "expandable segment " ADDR ": blocks map " U64 " bytes, pages say " U64, s->addr,
@@ -300,6 +336,7 @@ int gs_heap_check(const gs_heap *h, char **why)
            "segments hold " U64 " bytes, reserved says " U64, c.reserved, h->total_reserved);
     check_indexes(&c, h);
     check_stats(&c, h);
+    if (c.handles) g_hash_table_destroy(c.handles);
     if (why) *why = c.first;
     else g_free(c.first);
     return c.n;

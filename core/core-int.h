@@ -10,6 +10,7 @@
  *                 for unmapped blocks) and the policies' view of them
  *   heap.c        blocks, segments, malloc and free, the out-of-memory ladder, release
  *   expandable.c  expandable segments: reserve, map, unmap, release
+ *   stitch.c      stitched expandable segments: growth by moving free physical handles
  *   check.c       gs_heap_check
  */
 #ifndef GS_CORE_INT_H
@@ -87,6 +88,8 @@ typedef struct {
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
+    bool stitch;             /* its expandable segments are stitched (stitch.c) */
+    uint64_t max_handle;     /* stitched: the largest handle a growth creates (0: any) */
     uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 
@@ -227,6 +230,13 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b);
 gs_status gs_expandable_release(gs_heap *h, gs_block *b);
 size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);
 size_t gs_expandable_release_orphans(gs_heap *h);
+gs_status gs_expandable_new_segment(gs_heap *h, unsigned pool, uint32_t stream, gs_block **out);
+gs_status gs_expandable_release_page(gs_heap *h, uint64_t handle, uint64_t size);
+
+/* "stitch.c" */
+gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                         gs_block **out);
+gs_status gs_stitch_unmap(gs_heap *h, gs_block *b);
 
 /* ------------------------------------------------------------------------------------------
  * Inline, for the hot path: on most events a malloc descends the index, and a split or a merge

@@ -111,6 +111,10 @@ struct gs_segment {
     uint64_t *handles;          /* nhandles of them, grown as pages are mapped higher up: */
     uint64_t nhandles;          /* the slots at or above nhandles hold no handle */
     uint64_t mapped_pages;
+    /* Stitched segments (core/stitch.c) map handles of several pages: a handle's slots all
+     * hold its value, and hpages[i] is its page count at its first slot i (0 elsewhere);
+     * nhandles entries, grown with handles. NULL for every other segment. */
+    uint32_t *hpages;
 };
 
 /* ---- Statistics, with PyTorch's exact meanings (torch.cuda.memory_stats()) ---- */

@@ -16,8 +16,7 @@ static inline bool allocatable(const gs_block *b)
 
 /* Reserve a new expandable segment for pool/stream: address space for 9/8 of the device, so
  * pages unmapped early in the range can be replaced at its end. One unmapped block covers it. */
-static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stream,
-                                        gs_block **out)
+gs_status gs_expandable_new_segment(gs_heap *h, unsigned pool, uint32_t stream, gs_block **out)
 {
     g_assert(stream < GS_MAX_STREAMS); /* every block comes from a segment of its stream */
     uint64_t page = h->pools[pool].page;
@@ -34,6 +33,7 @@ static gs_status new_expandable_segment(gs_heap *h, unsigned pool, uint32_t stre
     s->expandable = true;
     s->tag = h->tag;
     s->page = page;
+    if (h->pools[pool].stitch) s->hpages = g_new0(uint32_t, 1); /* marks it; grown with handles */
     gs_block *b = block_new(h);
     b->addr = va;
     b->size = s->size;
@@ -66,13 +66,13 @@ static gs_status find_expandable_block(gs_heap *h, unsigned pool, uint32_t strea
             return GS_OK;
         }
     }
-    return new_expandable_segment(h, pool, stream, out);
+    return gs_expandable_new_segment(h, pool, stream, out);
 }
 
 /* Release an unmapped page's handle. One the device does not take back is kept, and released
  * again at teardown (gs_expandable_release_orphans), where a second failure is counted: a page
  * is never forgotten while it holds device memory. */
-static gs_status release_page(gs_heap *h, uint64_t handle, uint64_t size)
+gs_status gs_expandable_release_page(gs_heap *h, uint64_t handle, uint64_t size)
 {
     gs_status st = gs_dev_page_release(h->be, &h->calls, handle, size);
     if (st != GS_OK) {
@@ -108,7 +108,7 @@ static gs_status unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t m
         if (first == GS_OK) first = u;
     }
     for (uint64_t i = from; i < to && seg_handle(s, i); i++) {
-        gs_status u = release_page(h, s->handles[i], s->page);
+        gs_status u = gs_expandable_release_page(h, s->handles[i], s->page);
         if (first == GS_OK) first = u;
         s->handles[i] = 0;
     }
@@ -205,6 +205,7 @@ gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_
 gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
 {
     gs_segment *s = b->seg;
+    if (s->hpages) return gs_stitch_unmap(h, b);
     uint64_t pg = s->page;
     uint64_t begin = (b->addr - s->addr + pg - 1) / pg, end = (b->addr + b->size - s->addr) / pg;
     if (begin >= end) return GS_OK;
@@ -213,7 +214,7 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
     while (i < end) {
         st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
         if (st != GS_OK) break;
-        st = release_page(h, seg_handle(s, i), s->page);
+        st = gs_expandable_release_page(h, seg_handle(s, i), s->page);
         *seg_handle_at(s, i) = 0;
         s->mapped_pages--;
         i++;
@@ -251,6 +252,7 @@ gs_status gs_expandable_release(gs_heap *h, gs_block *b)
     unmapped_remove(h, b);
     gs_segment_unlink(h, s);
     g_free(s->handles);
+    g_free(s->hpages);
     g_free(s);
     block_delete(h, b);
     return GS_OK;
@@ -263,11 +265,14 @@ size_t gs_expandable_destroy(gs_heap *h, gs_segment *s)
 {
     size_t failed = 0;
     for (uint64_t i = 0; i < s->nhandles; i++) {
-        if (!s->handles[i]) continue;
-        failed += gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page) != GS_OK;
-        failed += gs_dev_page_release(h->be, &h->calls, s->handles[i], s->page) != GS_OK;
+        if (!s->handles[i] || (s->hpages && !s->hpages[i])) continue;
+        /* a stitched segment's handle spans hpages[i] slots, mapped and released as one */
+        uint64_t bytes = s->hpages ? s->hpages[i] * s->page : s->page;
+        failed += gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, bytes) != GS_OK;
+        failed += gs_dev_page_release(h->be, &h->calls, s->handles[i], bytes) != GS_OK;
     }
     failed += gs_dev_va_release(h->be, &h->calls, s->addr, s->size) != GS_OK;
     g_free(s->handles);
+    g_free(s->hpages);
     return failed;
 }

@@ -55,6 +55,8 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     for (unsigned i = 0; i < h->npools; i++) {
         h->pools[i].type = h->P->pools[i].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
         h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
+        h->pools[i].stitch = h->pools[i].page && h->P->stitch &&
+                             h->P->stitch(h->cfg, i, &h->pools[i].max_handle);
         vmm |= h->pools[i].page != 0;
     }
     /* Each private pool's copies of the policy's pools, ready for when one is made. */
@@ -63,6 +65,8 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         if (gs_pool_kind(i) >= h->npools) continue;
         h->pools[i].type = base->type;
         h->pools[i].page = base->page;
+        h->pools[i].stitch = base->stitch;
+        h->pools[i].max_handle = base->max_handle;
     }
     h->pool_hi = h->npools;
     if (vmm && !gs_dev_has_vmm(be)) {
@@ -184,6 +188,9 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
                              uint64_t seg_size, bool is_retry, gs_block **out)
 {
     if (is_retry) h->st.num_alloc_retries++;
+    /* a stitched pool may need no new memory at all: it checks the limit against what it
+     * creates */
+    if (h->pools[pool].stitch) return gs_stitch_grow(h, pool, stream, size, out);
     if (h->limit && h->total_reserved + seg_size > h->limit) return GS_ERR_OOM;
     if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, out);
     return malloc_segment(h, pool, stream, seg_size, out);

@@ -73,6 +73,12 @@ typedef struct gs_policy_ops {
      * this many bytes into one virtual reservation per stream (needs a backend with the
      * driver's VMM calls); 0 or NULL: it grows by cudaMalloc segments. */
     uint64_t (*expandable_page)(const void *cfg, unsigned pool);
+    /* Optional, for pools with an expandable_page. True: the pool's reservations are stitched
+     * (core/stitch.c): a growth first moves whole free physical handles of this stream from
+     * anywhere in the stitched pools to where the request needs them, and creates only what is
+     * still missing, as one handle of up to max_handle bytes (0: any size). NULL or false:
+     * PyTorch's expandable segments, one handle per page. */
+    bool (*stitch)(const void *cfg, unsigned pool, uint64_t *max_handle);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

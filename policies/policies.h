@@ -26,6 +26,7 @@ const gs_policy_ops *const *gs_policy_registry(void);
 
 extern const gs_policy_ops gs_policy_pytorch;
 extern const gs_policy_ops gs_policy_cupy; /* policies/cupy.c */
+extern const gs_policy_ops gs_policy_stitch; /* policies/stitch.c */
 
 /* PyTorch's size helpers, exposed for tests and other policies. */
 uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);

@@ -1099,11 +1099,148 @@ START_TEST(private_pool_expandable_has_its_own_reservation)
 }
 END_TEST
 
+/* ---- stitch (policies/stitch.c, core/stitch.c) ---- */
+
+START_TEST(stitch_growth_is_one_handle_of_the_size_needed)
+{
+    fixture f = fx_new("stitch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    const gs_segment *s = a->seg;
+    ck_assert(s->expandable && s->hpages);
+    ck_assert_uint_eq(s->page, 2 * MiB);
+    ck_assert_uint_eq(a->addr, s->addr);
+    ck_assert_uint_eq(s->hpages[0], 15); /* one handle of 15 pages */
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_MAP), 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_SET_ACCESS), 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 30 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(stitch_moves_free_handles_instead_of_creating)
+{
+    fixture f = fx_new("stitch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 10 * MiB, 0);  /* handle A: [0,10) */
+    gs_block *b = xalloc(f.heap, 4 * MiB, 0);   /* handle B: [10,14) */
+    gs_block *c = xalloc(f.heap, 10 * MiB, 0);  /* handle C: [14,24) */
+    uint64_t base = a->seg->addr;
+    xfree(f.heap, a);
+    xfree(f.heap, c); /* free: [0,10) and [14,24), neither holds 20 MiB */
+    uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+    /* 20 MiB: the free tail [14,24) is where it grows; handle A moves to [24,34) and C stays */
+    gs_block *d = xalloc(f.heap, 20 * MiB, 0);
+    ck_assert_uint_eq(d->addr, base + 14 * MiB);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created); /* nothing created */
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 24 * MiB);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).peak, 24 * MiB);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 24 * MiB);
+    const gs_segment *s = d->seg;
+    ck_assert_int_eq(s->head->state, GS_BLOCK_UNMAPPED); /* A's old range: a hole */
+    ck_assert_uint_eq(s->head->size, 10 * MiB);
+    /* the hole is mapped again by the next growth that fits it; b's free handle lies beside
+     * the hole, so it does not move (that would change the place): 10 MiB are created */
+    xfree(f.heap, b);
+    gs_block *e = xalloc(f.heap, 10 * MiB, 0);
+    ck_assert_uint_eq(e->addr, base);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created + 1);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    xfree(f.heap, d);
+    xfree(f.heap, e);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
+{
+    fixture f = fx_new("stitch", DEV, 40 * MiB);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);  /* one handle of 30 MiB */
+    gs_block *p = xalloc(f.heap, 2 * MiB, 0);   /* one of 2 MiB */
+    xfree(f.heap, a);
+    /* 36 MiB: the free 30 MiB handle moves; 6 MiB more fit the limit of 40 */
+    gs_block *b = xalloc(f.heap, 36 * MiB, 0);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 38 * MiB);
+    ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    /* a small block pins the rest of b's first handle: freeing b and asking 40 MiB fails */
+    gs_block *pin = xalloc(f.heap, 512, 0); /* small pool: its own 2 MiB handle (the limit) */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 40 * MiB);
+    xfree(f.heap, b);
+    gs_block *c = NULL;
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 40 * MiB, 0, &c), GS_ERR_OOM);
+    check_heap(f.heap);
+    xfree(f.heap, p);
+    xfree(f.heap, pin);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(stitch_streams_keep_their_memory)
+{
+    fixture f = fx_new("stitch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 20 * MiB, 0);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 20 * MiB, 1); /* stream 1 may not take stream 0's handle */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 40 * MiB);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 0);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(stitch_failed_map_keeps_the_heap_whole)
+{
+    fixture f = faulty_fx("stitch", 0, GS_CALL_MAP, 3, GS_ERR_DEVICE);
+    gs_block *a = xalloc(f.heap, 10 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 10 * MiB, 0);
+    xfree(f.heap, a);
+    gs_block *c = NULL;
+    /* the third map (moving a's handle) fails: the handle is given back, the heap is whole */
+    ck_assert_int_eq(gs_heap_malloc(f.heap, 16 * MiB, 0, &c), GS_ERR_DEVICE);
+    check_heap(f.heap);
+    c = xalloc(f.heap, 16 * MiB, 0);
+    xfree(f.heap, c);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(stitch_check_catches_a_handle_mapped_twice)
+{
+    fixture f = fx_new("stitch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 4 * MiB, 0);
+    gs_segment *s = a->seg;
+    uint64_t keep = s->handles[2];
+    s->handles[2] = s->handles[3] = s->handles[0]; /* b's handle now says a's */
+    char *why = NULL;
+    ck_assert_int_gt(gs_heap_check(f.heap, &why), 0);
+    ck_assert_ptr_nonnull(strstr(why, "mapped twice"));
+    g_free(why);
+    s->handles[2] = s->handles[3] = keep;
+    check_heap(f.heap);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("pytorch");
     tcase_add_test(tc, small_request_takes_low_end_of_2mib_segment);
+    tcase_add_test(tc, stitch_growth_is_one_handle_of_the_size_needed);
+    tcase_add_test(tc, stitch_moves_free_handles_instead_of_creating);
+    tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
+    tcase_add_test(tc, stitch_streams_keep_their_memory);
+    tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
+    tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
     tcase_add_test(tc, stats_peak_sums_follow_the_sums_of_currents);
     tcase_add_test(tc, segment_sizes_follow_pytorch);
     tcase_add_test(tc, best_fit_prefers_smallest_then_lowest_address);

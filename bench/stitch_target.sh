@@ -1,0 +1,70 @@
+#!/bin/sh
+# stitch_target.sh [GPUSIM [SPEC]] - does the stitch policy meet its target on every real trace?
+#
+# Issue 16's target for gpusim's own policy (policies/stitch.c): at a capacity of 1.02 x the
+# trace's peak allocated bytes (the default pytorch policy's, with no limit; rounded up to
+# 2 MiB; per device on a trace of several GPUs) the replay completes with no OOM and no retry,
+# its fragmentation at peak reserved (frag_peak, docs/metrics.md) is at most 1%, and its modelled
+# device time is at most 1.1 x the default pytorch policy's (with no limit). One row per trace,
+# each criterion with its measured number and, last, whether all hold.
+#
+# The real traces: the bundled ones (traces/data/resnet50 and gpt2), the shared PyTorch 2.11
+# recordings ($GPUSIM_SHARED/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz; the other
+# settings' recordings hold the same requests) and traces/references/*/ (each workload's
+# default-setting recording), converted with traces/convert.py. The three synthetic bundled
+# traces are left out (the target is about real programs).
+#
+#   bench/stitch_target.sh                      # build/gpusim, policy "stitch"
+#   bench/stitch_target.sh build/gpusim stitch:max_handle_mb:20
+set -eu
+gpusim=${1:-build/gpusim}
+spec=${2:-stitch}
+here=$(cd "$(dirname "$0")/.." && pwd)
+shared=${GPUSIM_SHARED:-$here/../shared}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+traces="$here/traces/data/resnet50.gstrace.gz $here/traces/data/gpt2.gstrace.gz"
+for p in "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz \
+         "$here"/traces/references/*/*__default__*.pickle.gz; do
+    [ -f "$p" ] || continue
+    out="$tmp/$(basename "$p" .pickle.gz).gstrace.gz"
+    python3 "$here/traces/convert.py" -q "$p" -o "$out"
+    traces="$traces $out"
+done
+
+printf '%-34s %12s %12s %-5s %7s %5s %7s %9s %9s %6s %s\n' trace peak_alloc capacity \
+    outc retries ooms frag dev_ms dflt_ms ratio target
+for t in $traces; do
+    # the default policy with no limit: the peak allocated per device, and the device time
+    "$gpusim" replay "$t" --policy pytorch --format csv >"$tmp/d.csv"
+    cap=$(awk -F, 'NR > 1 { rows[NR - 1] = $12 } END {
+        page = 2097152
+        n = NR - 1
+        if (n == 1) { c = int((rows[1] * 1.02 + page - 1) / page) * page; printf "%.0f", c; exit }
+        for (i = 2; i <= n; i++) {
+            c = int((rows[i] * 1.02 + page - 1) / page) * page
+            printf "%s%d=%.0f", (i > 2 ? "," : ""), i - 2, c
+        }
+    }' "$tmp/d.csv")
+    "$gpusim" replay "$t" --policy "$spec" --capacity "$cap" --format csv >"$tmp/s.csv" || true
+    name=$(basename "$t" .gstrace.gz)
+    # the first row is the whole run (the sum over devices): its outcome, retries, OOMs and time;
+    # fragmentation and the capacity are judged per device where the trace has several
+    awk -F, -v name="$name" -v cap="$cap" 'FNR == 1 { f++; next }
+        f == 1 && FNR == 2 { dpa = $12; dus = $24 }
+        f == 2 && FNR == 2 { outc = $4; ret = $19; oom = $20; us = $24; frag = $15 }
+        f == 2 && FNR > 2 { if ($15 > frag) frag = $15 }
+        END {
+            ratio = dus > 0 ? us / dus : 0
+            ok = outc == "ok" && ret == 0 && oom == 0 && frag <= 0.01 && ratio <= 1.1
+            why = ""
+            if (outc != "ok" || oom > 0) why = why " oom"
+            if (ret > 0) why = why " retry"
+            if (frag > 0.01) why = why " frag"
+            if (ratio > 1.1) why = why " time"
+            printf "%-34s %12.0f %12s %-5s %7d %5d %6.2f%% %9.2f %9.2f %6.2f %s\n", name, dpa, \
+                (length(cap) > 12 ? "per-device" : cap), outc, ret, oom, 100 * frag, us / 1000, \
+                dus / 1000, ratio, ok ? "met" : "missed:" why
+        }' "$tmp/d.csv" "$tmp/s.csv"
+done

@@ -1,0 +1,343 @@
+/* stitch.c - stitched expandable segments: growth by moving free physical memory (GMLake's idea,
+ * ASPLOS'24, on this core's expandable segments; policies/stitch.c says where it departs).
+ *
+ * A stitched pool grows as an expandable segment does (one virtual reservation per pool and
+ * stream, mapped where free and unmapped blocks in a row hold the request), but what it maps
+ * there is first the memory it already holds: whole physical handles lying inside free blocks
+ * of the same stream, in any stitched pool, are unmapped where they are (their address range
+ * becomes an unmapped hole, which a later growth may map again) and mapped at the growth's
+ * place. Only what those handles cannot cover is created, as one handle (or several of at most
+ * the pool's max_handle), so reserved memory grows only when no free whole handle is left.
+ *
+ * Handles are of any whole number of pages, not one page each: the driver's cost is per call
+ * and per mapping (cuMemSetAccess charges each mapping in its range), so a growth of n pages
+ * made as one handle costs about one cudaMalloc where n handles would cost n. The page table of
+ * a stitched segment therefore records, per slot, its handle and, at a handle's first slot, how
+ * many pages it spans (gs_segment.hpages); a handle moves and is released whole.
+ *
+ * Memory stays on its stream: a free block's memory may still be in use by work queued on the
+ * stream that freed it, so only that stream's free blocks give handles.
+ */
+#include "core-int.h"
+
+/* A handle that can move: its segment, first slot and pages, and the free block holding it. */
+typedef struct {
+    gs_segment *s;
+    uint64_t slot, pages;
+    gs_block *b;
+    bool take;
+} donor;
+
+/* Room in s's tables for slot i (handles and hpages grow together). */
+static void table_hold(gs_segment *s, uint64_t i)
+{
+    uint64_t old = s->nhandles;
+    (void)seg_handle_at(s, i);
+    if (s->nhandles != old) {
+        s->hpages = g_renew(uint32_t, s->hpages, s->nhandles);
+        memset(s->hpages + old, 0, (s->nhandles - old) * sizeof *s->hpages);
+    }
+}
+
+/* The handles wholly inside free block b, appended to out. */
+static void handles_in(gs_block *b, GArray *out)
+{
+    gs_segment *s = b->seg;
+    uint64_t pg = s->page;
+    uint64_t i = (b->addr - s->addr + pg - 1) / pg, end = (b->addr + b->size - s->addr) / pg;
+    while (i < end) {
+        uint32_t n = i < s->nhandles ? s->hpages[i] : 0;
+        if (!n) { /* the tail of a handle that starts before b */
+            i++;
+            continue;
+        }
+        if (i + n <= end) {
+            donor d = {s, i, n, b, false};
+            g_array_append_val(out, d);
+        }
+        i += n;
+    }
+}
+
+/* Every free whole handle of stream's in the stitched pools of pool's group: the ordinary
+ * pools, or one private pool's (core.h: a private pool's memory never serves anyone else). */
+static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
+{
+    GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
+    unsigned first = pool - gs_pool_kind(pool);
+    for (unsigned p = first; p < first + h->npools; p++) {
+        if (!h->pools[p].stitch) continue;
+        const gs_findex *x = &h->pools[p].blocks;
+        for (gs_block *b = gs_findex_first_from(x, stream); b && b->stream == stream;
+             b = findex_next_in(x, b))
+            if (b->seg->hpages) handles_in(b, d);
+    }
+    return d;
+}
+
+/* Largest first; equal sizes by address, so a replay is deterministic. */
+static int donor_cmp(const void *a, const void *b)
+{
+    const donor *x = a, *y = b;
+    if (x->pages != y->pages) return x->pages > y->pages ? -1 : 1;
+    uint64_t ax = x->s->addr + x->slot, ay = y->s->addr + y->slot;
+    return ax < ay ? -1 : ax > ay;
+}
+
+/* Mark the donors to move for need pages, leaving out those inside blocks c and n (the blocks
+ * around the place being mapped: unmapping inside them would change that place). Fills first
+ * with handles that fit what is left, largest first; then the smallest handle that covers the
+ * rest, if it overshoots by no more than the rest itself (a far larger handle would be pinned
+ * by one small block at its new place), else nothing more: the rest is created. Returns the
+ * pages marked. */
+static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_block *n)
+{
+    uint64_t got = 0;
+    for (guint i = 0; i < d->len; i++) {
+        donor *x = &g_array_index(d, donor, i);
+        x->take = x->b != c && x->b != n && got + x->pages <= need;
+        if (x->take) got += x->pages;
+    }
+    if (got < need) {
+        donor *best = NULL;
+        for (guint i = 0; i < d->len; i++) {
+            donor *x = &g_array_index(d, donor, i);
+            if (!x->take && x->b != c && x->b != n && got + x->pages >= need) best = x;
+        }
+        if (best && best->pages - (need - got) <= need - got) {
+            best->take = true;
+            got += best->pages;
+        }
+    }
+    return got;
+}
+
+/* Account bytes of segment s mapped (+) or unmapped (-). */
+static void reserve_delta(gs_heap *h, gs_segment *s, int64_t bytes)
+{
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, bytes);
+    if (bytes > 0) {
+        h->total_reserved += (uint64_t)bytes;
+        stat2_inc(h->st.reserved_bytes, h->pools[s->pool].type, bytes);
+        note_reserved_up(h);
+    } else {
+        h->total_reserved -= (uint64_t)-bytes;
+        stat2_dec(h->st.reserved_bytes, h->pools[s->pool].type, -bytes);
+    }
+}
+
+/* Turn [addr, addr+size) of free block b (page-aligned, inside it) into an unmapped block,
+ * merged with unmapped neighbours; what is left of b on either side stays free, b's struct
+ * keeping the lower part when there is one. */
+static void carve_hole(gs_heap *h, gs_block *b, uint64_t addr, uint64_t size)
+{
+    uint64_t end = b->addr + b->size;
+    pool_remove(h, b);
+    if (addr + size < end)
+        pool_insert(h, block_carve(h, b, addr + size, end - (addr + size), b, b->next));
+    gs_block *hole = b;
+    if (addr > b->addr) {
+        hole = block_carve(h, b, addr, size, b, b->next);
+        b->size = addr - b->addr;
+        pool_insert(h, b);
+    } else {
+        b->size = size;
+    }
+    hole->state = GS_BLOCK_UNMAPPED;
+    gs_block_try_merge(h, hole, hole->prev);
+    gs_block_try_merge(h, hole, hole->next);
+    unmapped_insert(h, hole);
+}
+
+/* Unmap donor x's handle from where it is: its range becomes a hole. Returns the handle (0 when
+ * the unmap failed; the heap is then unchanged). */
+static uint64_t lift(gs_heap *h, const donor *x, gs_status *st)
+{
+    gs_segment *s = x->s;
+    uint64_t pg = s->page, bytes = x->pages * pg, handle = s->handles[x->slot];
+    *st = gs_dev_unmap(h->be, &h->calls, s->addr + x->slot * pg, bytes);
+    if (*st != GS_OK) return 0;
+    for (uint64_t i = x->slot; i < x->slot + x->pages; i++) s->handles[i] = 0;
+    s->hpages[x->slot] = 0;
+    s->mapped_pages -= x->pages;
+    carve_hole(h, x->b, s->addr + x->slot * pg, bytes);
+    reserve_delta(h, s, -(int64_t)bytes);
+    return handle;
+}
+
+/* Map handle (pages long) at slot i of s, and give it access. */
+static gs_status put(gs_heap *h, gs_segment *s, uint64_t i, uint64_t pages, uint64_t handle)
+{
+    uint64_t bytes = pages * s->page, va = s->addr + i * s->page;
+    gs_status st = gs_dev_map(h->be, &h->calls, va, bytes, handle);
+    if (st != GS_OK) return st;
+    st = gs_dev_set_access(h->be, &h->calls, va, bytes, bytes);
+    if (st != GS_OK) {
+        (void)gs_dev_unmap(h->be, &h->calls, va, bytes);
+        return st;
+    }
+    table_hold(s, i + pages - 1);
+    for (uint64_t k = i; k < i + pages; k++) s->handles[k] = handle;
+    s->hpages[i] = (uint32_t)pages;
+    s->mapped_pages += pages;
+    return GS_OK;
+}
+
+/* The mapped pages at the start of unmapped block u ([u->addr, +bytes)) become a free block,
+ * merged with its free neighbours, and put into the index. */
+static gs_block *settle(gs_heap *h, gs_block *u, uint64_t bytes)
+{
+    unmapped_remove(h, u);
+    if (bytes < u->size)
+        unmapped_insert(h, block_carve(h, u, u->addr + bytes, u->size - bytes, u, u->next));
+    u->size = bytes;
+    u->state = GS_BLOCK_FREE;
+    gs_block_try_merge(h, u, u->prev);
+    gs_block_try_merge(h, u, u->next);
+    pool_insert(h, u);
+    return u;
+}
+
+/* The place for a growth of size: the lowest unmapped block u of pool/stream (with the free
+ * block c just before it, if any) where the donors chosen for it and what must be created fit
+ * u. A new reservation when none does. Sets *need (pages) and marks the donors. */
+static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                            GArray *d, gs_block **u_out, gs_block **c_out, uint64_t *need,
+                            uint64_t *got)
+{
+    const gs_tree *ut = &h->pools[pool].unmapped;
+    uint64_t pg = h->pools[pool].page;
+    for (gs_block *u = index_lower_bound(ut, stream, 0, 0); u && u->stream == stream;
+         u = index_next(ut, u)) {
+        gs_block *c = u->prev && u->prev->state == GS_BLOCK_FREE ? u->prev : NULL;
+        uint64_t have = c ? c->size : 0;
+        if (have + u->size < size) continue;
+        uint64_t n = have >= size ? 0 : (size - have + pg - 1) / pg;
+        uint64_t g = choose(d, n, c, u->next);
+        if (MAX(g, n) * pg > u->size) continue;
+        *u_out = u;
+        *c_out = c;
+        *need = n;
+        *got = g;
+        return GS_OK;
+    }
+    gs_block *u;
+    gs_status st = gs_expandable_new_segment(h, pool, stream, &u);
+    if (st != GS_OK) return st;
+    *u_out = u;
+    *c_out = NULL;
+    *need = (size + pg - 1) / pg;
+    *got = choose(d, *need, NULL, NULL);
+    return GS_OK;
+}
+
+gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                         gs_block **out)
+{
+    gs_pool *p = &h->pools[pool];
+    uint64_t pg = p->page;
+    GArray *d = find_donors(h, pool, stream);
+    g_array_sort(d, donor_cmp);
+    gs_block *u, *c;
+    uint64_t need, got;
+    gs_status st = find_place(h, pool, stream, size, d, &u, &c, &need, &got);
+    if (st != GS_OK) goto out;
+    if (need == 0) { /* c holds it already: frees drained by the ladder's flush merged into it */
+        pool_remove(h, c);
+        *out = c;
+        goto out;
+    }
+    uint64_t fresh = got < need ? need - got : 0; /* pages to create */
+    if (h->limit && h->total_reserved + fresh * pg > h->limit) {
+        st = GS_ERR_OOM;
+        goto out;
+    }
+    /* Create first: a growth that runs out of memory changes nothing. One handle, or pieces of
+     * at most max_handle. */
+    uint64_t piece = p->max_handle ? MAX(p->max_handle / pg, 1) : fresh;
+    GArray *made = g_array_new(FALSE, FALSE, 2 * sizeof(uint64_t));
+    for (uint64_t left = fresh; left > 0 && st == GS_OK;) {
+        uint64_t n = MIN(left, piece), hd = 0;
+        st = gs_dev_page_create(h->be, &h->calls, n * pg, &hd);
+        if (st == GS_OK) {
+            uint64_t e[2] = {hd, n};
+            g_array_append_vals(made, e, 1);
+            left -= n;
+        }
+    }
+    if (st != GS_OK) {
+        for (guint i = 0; i < made->len; i++) {
+            uint64_t *e = &g_array_index(made, uint64_t, 2 * i);
+            gs_status r = gs_expandable_release_page(h, e[0], e[1] * pg);
+            if (st == GS_ERR_OOM && r != GS_OK) st = r;
+        }
+        g_array_free(made, TRUE);
+        goto out;
+    }
+    /* Move the donors, then map what was made after them, slot by slot from u's start. u keeps
+     * its struct: no donor lies beside it (choose left c and u->next out). */
+    gs_segment *s = u->seg;
+    uint64_t slot = (u->addr - s->addr) / pg, at = slot;
+    for (guint i = 0; i < d->len && st == GS_OK; i++) {
+        donor *x = &g_array_index(d, donor, i);
+        if (!x->take) continue;
+        uint64_t hd = lift(h, x, &st);
+        if (st != GS_OK) break;
+        st = put(h, s, at, x->pages, hd);
+        if (st != GS_OK) { /* the handle is in no table now: give it back */
+            (void)gs_expandable_release_page(h, hd, x->pages * pg);
+            break;
+        }
+        at += x->pages;
+        /* a later donor of the same block: the block's struct kept the lower part only if the
+         * handles are lifted from the top down; otherwise look the block up again */
+        for (guint k = i + 1; k < d->len; k++) {
+            donor *y = &g_array_index(d, donor, k);
+            if (y->take && y->b == x->b) {
+                gs_block *b = x->b;
+                uint64_t ya = y->s->addr + y->slot * pg;
+                while (b && !(ya >= b->addr && ya < b->addr + b->size)) b = b->next;
+                y->b = b;
+            }
+        }
+    }
+    for (guint i = 0; i < made->len; i++) {
+        uint64_t *e = &g_array_index(made, uint64_t, 2 * i);
+        if (st == GS_OK) st = put(h, s, at, e[1], e[0]);
+        if (st != GS_OK) (void)gs_expandable_release_page(h, e[0], e[1] * pg);
+        else at += e[1];
+    }
+    g_array_free(made, TRUE);
+    if (at > slot) {
+        gs_block *b = settle(h, u, (at - slot) * pg);
+        reserve_delta(h, s, (int64_t)((at - slot) * pg));
+        h->st.num_device_alloc++;
+        if (st == GS_OK) {
+            g_assert(b->size >= size);
+            pool_remove(h, b);
+            *out = b;
+        }
+    }
+out:
+    g_array_free(d, TRUE);
+    return st;
+}
+
+/* Release the cache of free block b of a stitched segment: unmap and release every handle wholly
+ * inside it (a handle that reaches beyond it is pinned by a neighbour and stays). */
+gs_status gs_stitch_unmap(gs_heap *h, gs_block *b)
+{
+    GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
+    handles_in(b, d);
+    gs_status st = GS_OK;
+    /* from the top down, so b's struct keeps the part below each hole (carve_hole) */
+    for (guint i = d->len; i-- > 0 && st == GS_OK;) {
+        donor *x = &g_array_index(d, donor, i);
+        uint64_t hd = lift(h, x, &st);
+        if (st != GS_OK) break;
+        h->st.num_device_free++;
+        st = gs_expandable_release_page(h, hd, x->pages * x->s->page);
+    }
+    g_array_free(d, TRUE);
+    return st;
+}

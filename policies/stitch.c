@@ -1,0 +1,143 @@
+/* stitch.c - gpusim's own policy: stitched virtual memory (GMLake's idea, ASPLOS'24), on the
+ * core's expandable segments (core/stitch.c holds the mechanism).
+ *
+ * What it does:
+ *   - sizes round to 512 bytes, as PyTorch's; requests up to 1 MiB go to a small pool, larger
+ *     ones to a large pool (PyTorch's split, so small long-lived tensors do not pin the large
+ *     pool's memory), both served best fit with any remainder of 512 bytes or more split off;
+ *   - each pool is one virtual reservation per stream (9/8 of the device, as an expandable
+ *     segment), backed by physical handles of whole 2 MiB pages;
+ *   - when no free block serves a request, the pool grows where expandable segments grow (the
+ *     lowest free-and-unmapped run that holds it), and maps there first the free memory it
+ *     already has: every physical handle lying wholly inside a free block of the same stream,
+ *     in either pool, may be unmapped where it is and mapped at the growth (the old range
+ *     becomes a hole that a later growth maps again). Only the rest is created, as one handle
+ *     (or pieces of max_handle_mb). So reserved memory grows only when no free whole handle is
+ *     left: what stays unusable is the free memory inside handles that a live block pins;
+ *   - empty_cache and the out-of-memory ladder unmap and release every free whole handle.
+ *
+ * Where it departs from GMLake:
+ *   - GMLake keeps each physical block mapped where it was and maps it a second time into the
+ *     stitched range (a block then has two addresses, and its allocator tracks both); here a
+ *     handle is mapped once: it moves, and its old range is a hole (so gs_heap_check can insist
+ *     that no handle is mapped twice, and the device's mappings are the core's page tables);
+ *   - GMLake stitches only when an allocation would otherwise fail (and then keeps the
+ *     stitched block cached); this policy stitches on every growth, so it creates memory only
+ *     when there is no free handle anywhere, whatever the limit;
+ *   - GMLake creates fixed 2 MiB chunks; here a growth's new memory is one handle of the size
+ *     needed (fewer driver calls: cuMemSetAccess costs per mapping), so a handle is the unit
+ *     that moves, and a handle partly in use cannot move;
+ *   - no cross-stream reuse: memory freed on one stream serves only that stream (PyTorch's
+ *     rule), so only that stream's free handles are stitched.
+ *
+ * Config keys: max_handle_mb:N (create new memory in handles of at most N MiB; 0, the
+ * default: one handle per growth).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "policies.h"
+
+enum {
+    kMinBlockSize = 512,
+    kSmallSize = 1048576,
+    kPage = 2097152,
+};
+
+enum { POOL_LARGE = 0, POOL_SMALL = 1 };
+
+typedef struct {
+    uint64_t max_handle; /* bytes; 0: any */
+} stitch_cfg;
+
+static const gs_pool_desc stitch_pools[] = {
+    [POOL_LARGE] = {.is_small = false},
+    [POOL_SMALL] = {.is_small = true},
+};
+
+static uint64_t stitch_round_size(const void *cfg, uint64_t size)
+{
+    if (size < kMinBlockSize) return kMinBlockSize;
+    return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+static unsigned stitch_pool_of(const void *cfg, uint64_t size)
+{
+    return size <= kSmallSize ? POOL_SMALL : POOL_LARGE;
+}
+
+/* Only the other allocators on the device are told this much (gs_heap_config.reclaim): a
+ * stitched pool checks the limit against what it creates. */
+static uint64_t stitch_segment_size(const void *cfg, uint64_t size)
+{
+    return (size + kPage - 1) / kPage * kPage;
+}
+
+static bool stitch_fits(const void *cfg, const gs_block *b, uint64_t size) { return true; }
+
+static bool stitch_should_split(const void *cfg, const gs_block *b, uint64_t size)
+{
+    return b->size - size >= kMinBlockSize;
+}
+
+static uint64_t stitch_oversize(const void *cfg) { return UINT64_MAX; }
+
+static uint64_t stitch_page(const void *cfg, unsigned pool) { return kPage; }
+
+static bool stitch_stitch(const void *cfgv, unsigned pool, uint64_t *max_handle)
+{
+    *max_handle = ((const stitch_cfg *)cfgv)->max_handle;
+    return true;
+}
+
+static bool set_max_handle(void *cfg, const char *key, const char *val, GError **err)
+{
+    char *end;
+    errno = 0;
+    unsigned long long mb = g_ascii_isdigit(*val) ? strtoull(val, &end, 10) : 0;
+    if (!g_ascii_isdigit(*val) || errno || *end || (mb && mb % 2) || mb > (UINT64_C(1) << 30)) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be 0 or an even number of MiB", key, val);
+        return false;
+    }
+    ((stitch_cfg *)cfg)->max_handle = (uint64_t)mb * GS_MiB;
+    return true;
+}
+
+static const gs_policy_key stitch_keys[] = {
+    {"max_handle_mb", "N",
+     "create new memory in handles of at most N MiB (even; 0, the default:\n"
+     "one handle per growth, fewest driver calls)",
+     set_max_handle},
+    {NULL, NULL, NULL, NULL},
+};
+
+static void *stitch_parse(const char *conf, GError **err)
+{
+    stitch_cfg *cfg = g_new0(stitch_cfg, 1);
+    if (!gs_policy_conf_parse(stitch_keys, cfg, conf, err)) {
+        g_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+const gs_policy_ops gs_policy_stitch = {
+    .version = GS_POLICY_VERSION,
+    .name = "stitch",
+    .summary = "gpusim's own: expandable segments that grow by moving free physical handles "
+               "(GMLake's stitching)",
+    .keys = stitch_keys,
+    .parse = stitch_parse,
+    .cfg_free = g_free,
+    .npools = 2,
+    .pools = stitch_pools,
+    .round_size = stitch_round_size,
+    .pool_of = stitch_pool_of,
+    .segment_size = stitch_segment_size,
+    .fits = stitch_fits,
+    .should_split = stitch_should_split,
+    .oversize = stitch_oversize,
+    .expandable_page = stitch_page,
+    .stitch = stitch_stitch,
+};
