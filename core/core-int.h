@@ -147,6 +147,7 @@ struct gs_heap {
     uint64_t device_total;   /* sizes expandable reservations */
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
+    bool keeps_cache;        /* the policy's keeps_cache, asked once */
     gs_pool pools[GS_MAX_POOLS];
     unsigned npools;
     gs_segment *segments;    /* live segments, newest first */
@@ -175,6 +176,7 @@ struct gs_heap {
     /* Pages of expandable segments already unmapped whose cuMemRelease failed: pairs (handle,
      * size), released again at teardown (NULL until one fails). */
     GArray *orphans;
+    uint64_t policy_state[GS_POLICY_STATE_WORDS]; /* gs_heap_policy_state */
 };
 
 /* ------------------------------------------------------------------------------------------
