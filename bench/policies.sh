@@ -45,8 +45,11 @@ n=0
 add() { [ -z "${ONLY:-}" ] || echo "$1" | grep -Eq "$ONLY" || return 0; n=$((n + 1)); printf '%s\t%s\n' "$1" "$2" >>"$work/traces"; }
 : >"$work/traces"
 for t in resnet50 gpt2 batch-alternate; do add "$t" "$root/traces/data/$t.gstrace.gz"; done
-for f in "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz \
-         "$root"/traces/references/pytorch-2.11-h100/*__default__*.pickle.gz; do
+# (../shared's resnet50 and gpt2 default runs are the bundled traces, converted: same answers,
+# so they are not repeated; SHARED=1 adds them.)
+set -- "$root"/traces/references/pytorch-2.11-h100/*__default__*.pickle.gz
+[ -z "${SHARED:-}" ] || set -- "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz "$@"
+for f in "$@"; do
     [ -f "$f" ] || continue
     name=$(basename "$f" .pickle.gz | sed 's/__default__.*//; s/[^A-Za-z0-9._-]/_/g')
     case $f in "$shared"/*) name=h100-$name ;; esac
@@ -130,6 +133,12 @@ set ylabel "minimum capacity / lower bound"
 set yrange [0.95:*]
 set grid ytics
 set datafile missing "NaN"
+# more bars than gnuplot's 8 default colours: the offline planner grey, then distinct ones
+set linetype 1 lc rgb "#7f7f7f"
+set linetype 9 lc rgb "#8c564b"
+set linetype 10 lc rgb "#17becf"
+set linetype 11 lc rgb "#bcbd22"
+set linetype 12 lc rgb "#e377c2"
 set terminal pngcairo size 1400,560 font ",10"
 set output "policies-mincap.png"
 plot for [i=2:$((np + 2))] "policies-mincap.dat" using i:xtic(1) title columnheader(i)
