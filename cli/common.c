@@ -416,7 +416,8 @@ char *gs_cli_policies_help(void)
 {
     GString *s = g_string_new(NULL);
     for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++) {
-        g_string_append_printf(s, "  %-10s %s\n", (*r)->name, (*r)->summary);
+        /* names up to 11 characters ("preallocate") keep the summaries in one column */
+        g_string_append_printf(s, "  %-11s %s\n", (*r)->name, (*r)->summary);
         char *keys = gs_policy_keys_help(*r);
         char **lines = g_strsplit(keys, "\n", -1);
         g_free(keys);

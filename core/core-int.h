@@ -166,6 +166,7 @@ struct gs_heap {
     uint64_t device_total;   /* sizes expandable reservations */
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
+    bool keeps_cache;        /* the policy's keeps_cache, asked once */
     gs_pool pools[GS_MAX_POOLS_ALL]; /* the policy's pools, then each private pool's copies */
     unsigned npools;         /* the policy's */
     unsigned pool_hi;        /* pools at or above this are empty (no private pool above) */
@@ -198,6 +199,7 @@ struct gs_heap {
     /* Pages of expandable segments already unmapped whose cuMemRelease failed: pairs (handle,
      * size), released again at teardown (NULL until one fails). */
     GArray *orphans;
+    uint64_t policy_state[GS_POLICY_STATE_WORDS]; /* gs_heap_policy_state */
 };
 
 /* ------------------------------------------------------------------------------------------

@@ -295,6 +295,18 @@ gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now);
  * 0 when k holds none. */
 uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k);
 
+/* ---- For policies that grow their own way (gs_policy_ops.grow) ---- */
+
+/* cudaMalloc a segment of bytes for pool on stream, its one block free in the index. GS_ERR_OOM
+ * when the heap's limit or the device refuses (nothing changed). */
+gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes);
+/* The policy's words in this heap (GS_POLICY_STATE_WORDS of them, zero at gs_heap_new): where a
+ * policy's hooks keep what they must remember between calls. */
+#define GS_POLICY_STATE_WORDS 4
+uint64_t *gs_heap_policy_state(gs_heap *h);
+/* The device's total memory: the heap config's device_total, else the backend's. */
+uint64_t gs_heap_device_total(gs_heap *h);
+
 G_END_DECLS
 
 #endif

@@ -49,6 +49,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
+    h->keeps_cache = h->P->keeps_cache && h->P->keeps_cache(h->cfg);
     h->npools = h->P->npools;
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
     bool vmm = false;
@@ -299,6 +300,79 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     return b;
 }
 
+/* A policy's own choice of free block (gs_policy_ops.pick), out of the index. */
+static gs_block *pick_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+{
+    gs_block *b = h->P->pick(h, h->cfg, pool, stream, size);
+    if (b) {
+        g_assert(b->state == GS_BLOCK_FREE && b->pool == pool && b->size >= size);
+        pool_remove(h, b);
+    }
+    return b;
+}
+
+gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes)
+{
+    if (h->limit && h->total_reserved + bytes > h->limit) return GS_ERR_OOM;
+    gs_block *b = NULL;
+    gs_status st = malloc_segment(h, pool, stream, bytes, &b);
+    if (st == GS_OK) pool_insert(h, b);
+    return st;
+}
+
+/* The ladder for a policy that grows its own way (gs_policy_ops.grow): the same steps as
+ * grow_pool's, each a growth by the policy followed by a new search of the index (as BFC's
+ * Extend then FindChunkPtr), the full release skipped when the policy keeps its cache. */
+static gs_status grow_by_policy(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                                gs_block **out)
+{
+    const gs_policy_ops *P = h->P;
+#define GROW_AND_FIND(attempt)                                                              \
+    do {                                                                                    \
+        st = P->grow(h, h->cfg, pool, stream, size, (attempt));                             \
+        if (st == GS_OK) {                                                                  \
+            *out = P->pick ? pick_free_block(h, pool, stream, size)                         \
+                           : get_free_block(h, pool, stream, size);                         \
+            if (!*out) st = GS_ERR_OOM;                                                     \
+        }                                                                                   \
+        if (st != GS_OK && st != GS_ERR_OOM) return st;                                     \
+    } while (0)
+    gs_status st = GS_OK;
+    if (h->gc_active) {
+        st = P->collect(h, h->cfg);
+        if (st != GS_OK) return st;
+    }
+    GROW_AND_FIND(0);
+    if (st == GS_ERR_OOM && P->release_some) {
+        gs_status rst = GS_OK;
+        bool again = P->release_some(h, h->cfg, pool, stream, size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) GROW_AND_FIND(1);
+    }
+    if (st == GS_ERR_OOM && !h->keeps_cache && !h->nroutes) { /* as grow_pool's */
+        gs_status rst = gs_heap_release_cached(h);
+        if (rst != GS_OK) return rst;
+        h->st.num_alloc_retries++;
+        /* completing pending frees may have made a block that serves the request */
+        *out = P->pick ? pick_free_block(h, pool, stream, size)
+                       : get_free_block(h, pool, stream, size);
+        if (*out) return GS_OK;
+        GROW_AND_FIND(2);
+    }
+    if (st == GS_ERR_OOM && h->cb.reclaim) {
+        gs_status rst = GS_OK;
+        bool again = h->cb.reclaim(h->cb.ud, h, size, &rst);
+        if (rst != GS_OK) return rst;
+        if (again) {
+            h->st.num_reclaim_retries++;
+            GROW_AND_FIND(3);
+        }
+    }
+#undef GROW_AND_FIND
+    if (st == GS_ERR_OOM) h->st.num_ooms++;
+    return st;
+}
+
 /* No cached block serves the request: grow the pool, climbing the out-of-memory ladder in
  * PyTorch's order (garbage collection, grow, release some and grow, release everything and
  * grow again: the counted retry), then ask the other allocators on the device, then fail
@@ -307,6 +381,7 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
                            gs_block **out)
 {
     const gs_policy_ops *P = h->P;
+    if (P->grow) return grow_by_policy(h, pool, stream, size, out);
     uint64_t seg_size = P->segment_size(h->cfg, size);
     gs_status st = GS_OK;
     if (h->gc_active) {
@@ -369,7 +444,8 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
     uint64_t size = m->size;
     unsigned pool = m->pool;
     if (G_UNLIKELY(h->nroutes)) pool = route_pool(h, stream, pool);
-    gs_block *b = get_free_block(h, pool, stream, size);
+    gs_block *b = G_LIKELY(!h->P->pick) ? get_free_block(h, pool, stream, size)
+                                        : pick_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
         if (st != GS_OK) return st;
@@ -588,6 +664,7 @@ gs_status gs_heap_release_cached(gs_heap *h)
 {
     h->nops++;
     drain_pending(h);
+    if (h->keeps_cache) return GS_OK; /* pending frees complete; no segment goes back */
     for (unsigned i = 0; i < h->npools; i++) {
         gs_status st = release_pool(h, i);
         if (st != GS_OK) return st;
@@ -724,3 +801,13 @@ uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
 uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
 void gs_heap_set_tag(gs_heap *h, uint32_t tag) { h->tag = tag; }
 const gs_segment *gs_heap_segments(const gs_heap *h) { return h->segments; }
+uint64_t *gs_heap_policy_state(gs_heap *h) { return h->policy_state; }
+
+uint64_t gs_heap_device_total(gs_heap *h)
+{
+    if (!h->device_total) {
+        uint64_t fr = 0;
+        (void)gs_dev_mem_info(h->be, NULL, &fr, &h->device_total);
+    }
+    return h->device_total;
+}

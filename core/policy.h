@@ -11,7 +11,16 @@
  *     cupy                                      CuPy 14's MemoryPool
  *
  * A spec is NAME or NAME:CONF. Hooks take the parsed config (cfg) and never keep state of their
- * own: all state lives in the heap, so one gs_policy may serve many heaps.
+ * own: all state lives in the heap, so one gs_policy may serve many heaps. A policy that must
+ * remember something between calls (BFC's next region size) keeps it in the heap's few policy
+ * words (gs_heap_policy_state).
+ *
+ * Families that are not PyTorch's (issue 16) use three optional hooks at the end of the
+ * table, all NULL by default so the two original families are untouched: pick (a block
+ * chosen by the policy: first fit, TLSF's good fit, stream-blind pools), grow (growth chosen by
+ * the policy: one arena up front, BFC's doubling regions, pools of a fixed size) and
+ * keeps_cache (memory never handed back). One seam still: the core owns blocks, splitting,
+ * merging, statistics and the ladder; the hooks only choose.
  */
 #ifndef GS_POLICY_H
 #define GS_POLICY_H
@@ -89,6 +98,32 @@ typedef struct gs_policy_ops {
      * PyTorch then goes straight to the full flush. */
     bool (*release_some)(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
                          uint64_t rounded, gs_status *st);
+
+    /* ---- Optional: families that choose their own block or grow their own way ----
+     * Added for issue 16 (policies/preallocate.c, tlsf.c, bfc.c). Left NULL/false, the core
+     * does exactly what it did before: best fit from its index and one segment of segment_size
+     * per growth (the pytorch and cupy policies set none of these; the malloc hot path pays
+     * one predictable branch on pick). */
+
+    /* Choose the free block for a request of rounded bytes on stream, instead of the core's
+     * best fit (fits is then not called): a block of pool's index at least rounded bytes large
+     * (read it with gs_pool_lower_bound/next), or NULL for a miss. The core takes it out of the
+     * index and splits it by should_split. First fit, TLSF's good fit, a stream-blind search. */
+    gs_block *(*pick)(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
+                      uint64_t rounded);
+    /* Grow the pool for a request that no free block serves, instead of one cudaMalloc of
+     * segment_size: add segments with gs_heap_grow_segment (any size, any stream, several or
+     * none) and return GS_OK, or GS_ERR_OOM to refuse (another status: a device error). The core
+     * then looks for a block again (pick or best fit) and climbs the ladder when there is none:
+     * attempt 0 is the first growth, 1 follows release_some, 2 the full release (the counted
+     * retry). State across calls (BFC's doubling region size) lives in the heap:
+     * gs_heap_policy_state. */
+    gs_status (*grow)(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
+                      uint64_t rounded, unsigned attempt);
+    /* Optional. True: the allocator never gives cached memory back, so the ladder's full release
+     * and empty_cache complete pending frees but free no segment (a preallocated arena, BFC
+     * without garbage collection). NULL: false. Asked once, when a heap is made. */
+    bool (*keeps_cache)(const void *cfg);
 } gs_policy_ops;
 
 struct gs_policy {

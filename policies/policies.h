@@ -1,4 +1,4 @@
-/* policies.h - the named policies (pytorch.c, cupy.c) and the registry that finds them by name
+/* policies.h - the named policies (pytorch.c, cupy.c, preallocate.c, tlsf.c, bfc.c) and the registry that finds them by name
  * and parses their config (policy.c). The contract they implement is core/policy.h.
  */
 #ifndef GS_POLICIES_H
@@ -27,6 +27,28 @@ const gs_policy_ops *const *gs_policy_registry(void);
 extern const gs_policy_ops gs_policy_pytorch;
 extern const gs_policy_ops gs_policy_cupy; /* policies/cupy.c */
 extern const gs_policy_ops gs_policy_stitch; /* policies/stitch.c */
+extern const gs_policy_ops gs_policy_preallocate; /* preallocate.c */
+extern const gs_policy_ops gs_policy_tlsf;        /* tlsf.c */
+extern const gs_policy_ops gs_policy_bfc;         /* bfc.c */
+
+/* ---- For the families (family.c): config values, each error naming the key and the value ---- */
+/* 0 < x <= 1 */
+bool gs_family_fraction(const char *key, const char *val, double *out, GError **err);
+/* a size as people write it (util's gs_parse_size), lo .. GS_MAX_REQUEST */
+bool gs_family_size(const char *key, const char *val, uint64_t lo, uint64_t *out, GError **err);
+/* a power of two, lo .. hi */
+bool gs_family_pow2(const char *key, const char *val, uint64_t lo, uint64_t hi, uint64_t *out,
+                    GError **err);
+/* true/false/1/0 (any case) */
+bool gs_family_bool(const char *key, const char *val, bool *out, GError **err);
+/* Stream-blind families keep every segment on stream 0 and search it alone: the smallest free
+ * block of at least size (lowest address among equals), and the lowest-addressed one. */
+gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size);
+gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size);
+
+/* TLSF's mapping_search for the tlsf policy's cfg: the lower edge of the first size class whose
+ * every block serves size (exposed for tests). */
+uint64_t gs_tlsf_search_size(const void *cfg, uint64_t size);
 
 /* PyTorch's size helpers, exposed for tests and other policies. */
 uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);

@@ -8,6 +8,9 @@ G_DEFINE_QUARK(gs-policy-error-quark, gs_policy_error)
 static const gs_policy_ops *const registry[] = {
     &gs_policy_pytorch,
     &gs_policy_cupy,
+    &gs_policy_preallocate,
+    &gs_policy_tlsf,
+    &gs_policy_bfc,
     &gs_policy_stitch,
     NULL,
 };

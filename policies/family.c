@@ -1,0 +1,78 @@
+/* family.c - what the policy families beyond PyTorch's and CuPy's share (preallocate.c, tlsf.c,
+ * bfc.c): parsers for their config values, each failing with the key and the value named, and
+ * the stream-blind best fit and page rounding that several of them use. */
+#include <string.h>
+
+#include "policies.h"
+#include "util.h"
+
+bool gs_family_fraction(const char *key, const char *val, double *out, GError **err)
+{
+    char *end;
+    double v = g_ascii_strtod(val, &end);
+    if (!*val || *end || !(v > 0.0 && v <= 1.0)) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be a number with 0 < x <= 1", key, val);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool gs_family_size(const char *key, const char *val, uint64_t lo, uint64_t *out, GError **err)
+{
+    uint64_t v;
+    GError *e = NULL;
+    if (!gs_parse_size(val, &v, &e) || v < lo || v > GS_MAX_REQUEST) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be a size from %" G_GUINT64_FORMAT " bytes to 64 TiB "
+                    "(4096, 512MiB, 1.5GiB)", key, val, lo);
+        if (e) g_error_free(e);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool gs_family_pow2(const char *key, const char *val, uint64_t lo, uint64_t hi, uint64_t *out,
+                    GError **err)
+{
+    uint64_t v;
+    if (!gs_family_size(key, val, 1, &v, err)) return false;
+    if (v < lo || v > hi || (v & (v - 1))) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be a power of two from %" G_GUINT64_FORMAT " to %"
+                    G_GUINT64_FORMAT, key, val, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool gs_family_bool(const char *key, const char *val, bool *out, GError **err)
+{
+    /* the spellings of the originals' environment variables (XLA: true/false, 1/0) */
+    if (!g_ascii_strcasecmp(val, "true") || !strcmp(val, "1")) *out = true;
+    else if (!g_ascii_strcasecmp(val, "false") || !strcmp(val, "0")) *out = false;
+    else {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be true or false", key, val);
+        return false;
+    }
+    return true;
+}
+
+gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size)
+{
+    gs_block *b = gs_pool_lower_bound(h, pool, 0, size);
+    return b && b->stream == 0 ? b : NULL;
+}
+
+gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size)
+{
+    gs_block *best = NULL;
+    for (gs_block *b = gs_family_best_fit0(h, pool, size); b && b->stream == 0;
+         b = gs_pool_next(h, b))
+        if (!best || b->addr < best->addr) best = b;
+    return best;
+}

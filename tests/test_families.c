@@ -1,0 +1,347 @@
+/* test_families.c - the policy families beyond PyTorch's and CuPy's (issue 16): preallocate,
+ * tlsf and bfc on a heap, with the heap check after every operation (xalloc, xfree): their
+ * rounding, the block each picks, how each grows, what each gives back, and their config
+ * errors. The three optional hooks they use (pick, grow, keeps_cache) are core/policy.h's. */
+#include <string.h>
+
+#include "testutil.h"
+
+#define DEV (4 * GiB)
+
+static void expect_error(const char *spec, const char *want)
+{
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new(spec, &err);
+    ck_assert_msg(p == NULL, "%s: accepted", spec);
+    ck_assert_msg(strstr(err->message, want) != NULL, "%s: message '%s' lacks '%s'", spec,
+                  err->message, want);
+    g_error_free(err);
+}
+
+static gs_status try_alloc(gs_heap *h, uint64_t size, gs_block **b)
+{
+    gs_status st = gs_heap_malloc(h, size, 0, b);
+    check_heap(h);
+    return st;
+}
+
+/* ---- preallocate ---- */
+
+START_TEST(preallocate_one_arena_of_the_fraction)
+{
+    fixture f = fx_new("preallocate:fraction:0.5", DEV, 1 * GiB);
+    gs_block *a = xalloc(f.heap, 1000, 0);
+    ck_assert_uint_eq(a->size, 1024); /* 256-byte alignment */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 512 * MiB); /* half the limit */
+    gs_block *b = xalloc(f.heap, 100 * MiB, 1); /* another stream: same arena */
+    ck_assert_ptr_eq(b->seg, a->seg);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 1);
+    /* larger than what is left: an OOM, no second arena, nothing released */
+    gs_block *c = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 500 * MiB, &c), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 1);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    /* empty_cache keeps the arena */
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 512 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(preallocate_size_without_limit)
+{
+    fixture f = fx_new("preallocate:size:64MiB", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 64 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+    /* no limit: a fraction of the device */
+    f = fx_new("preallocate", DEV, 0);
+    a = xalloc(f.heap, 1, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), (uint64_t)(0.9 * 4 * 1024) / 2 * 2 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+/* Holes of 3 MiB at the low end and 1 MiB higher up: best fit takes the 1 MiB hole for a
+ * 1 MiB request, first fit the lowest hole that fits. */
+static uint64_t hole_choice(const char *spec)
+{
+    fixture f = fx_new(spec, DEV, 0);
+    gs_block *a = xalloc(f.heap, 3 * MiB, 0);
+    gs_block *k1 = xalloc(f.heap, 1 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 1 * MiB, 0);
+    gs_block *k2 = xalloc(f.heap, 1 * MiB, 0);
+    uint64_t base = a->addr, hole_b = b->addr;
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    gs_block *c = xalloc(f.heap, 1 * MiB, 0);
+    uint64_t off = c->addr - base;
+    ck_assert(c->addr == base || c->addr == hole_b);
+    xfree(f.heap, c);
+    xfree(f.heap, k1);
+    xfree(f.heap, k2);
+    ck_assert_uint_eq(gs_pool_count(f.heap, 0), 1); /* everything merged back into the arena */
+    fx_free(&f);
+    return off;
+}
+
+START_TEST(preallocate_best_and_first_fit)
+{
+    ck_assert_uint_eq(hole_choice("preallocate:size:64MiB"), 4 * MiB);
+    ck_assert_uint_eq(hole_choice("preallocate:size:64MiB,fit:best"), 4 * MiB);
+    ck_assert_uint_eq(hole_choice("preallocate:size:64MiB,fit:first"), 0);
+}
+END_TEST
+
+START_TEST(preallocate_config_errors)
+{
+    expect_error("preallocate:fraction:1.5", "fraction");
+    expect_error("preallocate:fraction:0", "fraction");
+    expect_error("preallocate:fit:worst", "best or first");
+    expect_error("preallocate:size:1KiB", "size");
+    expect_error("preallocate:align:300", "power of two");
+    expect_error("preallocate:max_split_size_mb:20", "unknown key");
+}
+END_TEST
+
+/* ---- tlsf ---- */
+
+START_TEST(tlsf_search_size_is_the_next_class_edge)
+{
+    gs_policy *p = gs_policy_new("tlsf", NULL);
+    ck_assert_ptr_nonnull(p);
+    /* below align << 5 = 8 KiB: classes 256 bytes wide, an aligned size is its own edge */
+    ck_assert_uint_eq(gs_tlsf_search_size(p->cfg, 4096), 4096);
+    /* [64, 128) MiB in 32 classes of 2 MiB */
+    ck_assert_uint_eq(gs_tlsf_search_size(p->cfg, 100 * MiB), 100 * MiB);
+    ck_assert_uint_eq(gs_tlsf_search_size(p->cfg, 100 * MiB + 256), 102 * MiB);
+    /* the edge may be the next power of two */
+    ck_assert_uint_eq(gs_tlsf_search_size(p->cfg, 127 * MiB), 128 * MiB);
+    gs_policy_free(p);
+    p = gs_policy_new("tlsf:sl_bits:1", NULL);
+    ck_assert_uint_eq(gs_tlsf_search_size(p->cfg, 65 * MiB), 96 * MiB);
+    gs_policy_free(p);
+}
+END_TEST
+
+START_TEST(tlsf_good_fit_passes_over_own_class)
+{
+    /* Pools of 64 MiB; a free block of 65 MiB + 512 (class [64, 66) MiB) does not serve a request
+     * of 65 MiB + 256, whose search starts at 66 MiB: TLSF grows instead. */
+    fixture f = fx_new("tlsf", DEV, 0);
+    gs_block *a = xalloc(f.heap, 65 * MiB + 512, 0); /* a pool of 66 MiB of its own */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 66 * MiB);
+    /* 1 MiB - 512 left in that pool: a request of 1 MiB - 512 searches from 1 MiB and would
+     * grow; one of 512 KiB is served there */
+    gs_block *k = xalloc(f.heap, 512 * 1024, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 66 * MiB);
+    ck_assert_ptr_eq(k->seg, a->seg);
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 65 * MiB + 256, 1);
+    ck_assert_ptr_ne(b->seg, k->seg);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 66 * MiB + 66 * MiB);
+    /* a small request takes the smallest block whose class serves it: the first pool's
+     * remainder (512 KiB - 512), not the free 65 MiB block */
+    gs_block *c = xalloc(f.heap, 4096, 0);
+    ck_assert_ptr_eq(c->seg, k->seg);
+    ck_assert_uint_eq(c->addr, k->addr + 512 * 1024);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    xfree(f.heap, k);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK); /* wholly free pools go back */
+    check_heap(f.heap);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(tlsf_grows_by_pool_size_and_retries_after_release)
+{
+    fixture f = fx_new("tlsf:pool_size:16MiB", DEV, 40 * MiB);
+    gs_block *a = xalloc(f.heap, 1 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 16 * MiB);
+    gs_block *b = xalloc(f.heap, 16 * MiB, 0); /* a pool of its own, 16 MiB */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB);
+    xfree(f.heap, b);
+    /* 20 MiB does not fit the 8 MiB left under the limit: the free 16 MiB pool is given back
+     * and growth tried again (the counted retry) */
+    gs_block *c = xalloc(f.heap, 20 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 16 * MiB + 20 * MiB);
+    gs_block *d = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 30 * MiB, &d), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+    xfree(f.heap, a);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(tlsf_config_errors)
+{
+    expect_error("tlsf:sl_bits:7", "sl_bits");
+    expect_error("tlsf:sl_bits:x", "sl_bits");
+    expect_error("tlsf:pool_size:1MiB", "pool_size");
+    expect_error("tlsf:align:4", "power of two");
+}
+END_TEST
+
+/* ---- bfc ---- */
+
+START_TEST(bfc_preallocates_the_fraction)
+{
+    fixture f = fx_new("bfc", DEV, 1 * GiB);
+    gs_block *a = xalloc(f.heap, 1, 0);
+    ck_assert_uint_eq(a->size, 256);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 768 * MiB); /* 0.75 of the limit */
+    gs_block *b = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 768 * MiB, &b), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 1);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0); /* JAX: no GC */
+    xfree(f.heap, a);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 768 * MiB); /* kept */
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(bfc_regions_double_with_allow_growth)
+{
+    fixture f = fx_new("bfc:XLA_PYTHON_CLIENT_PREALLOCATE:false", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1 * MiB + 256, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB);      /* first region 2 MiB */
+    gs_block *b = xalloc(f.heap, 1 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB + 4 * MiB); /* then 4 MiB */
+    gs_block *c = xalloc(f.heap, 20 * MiB, 0);                 /* 8 doubles to 32 MiB */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 6 * MiB + 32 * MiB);
+    gs_block *d = xalloc(f.heap, 40 * MiB, 0);                 /* 32 < 40: 64, no extra doubling */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 38 * MiB + 64 * MiB);
+    ck_assert_uint_eq(gs_heap_policy_state(f.heap)[0], 64 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    xfree(f.heap, d);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(bfc_splits_only_at_twice_the_request)
+{
+    fixture f = fx_new("bfc:allow_growth:true", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1 * MiB, 0); /* region of 2 MiB, split (2 MiB >= 2 x 1 MiB) */
+    ck_assert_uint_eq(a->size, 1 * MiB);
+    gs_block *k = xalloc(f.heap, 256, 0);
+    xfree(f.heap, a); /* free: 1 MiB at the low end, 1 MiB - 256 above k */
+    /* best fit: the 1 MiB - 256 chunk, less than 2 x 600 KiB: handed out whole */
+    gs_block *b = xalloc(f.heap, 600 * 1024, 0);
+    ck_assert_uint_eq(b->size, 1 * MiB - 256);
+    ck_assert_uint_eq(b->addr, k->addr + 256);
+    ck_assert_uint_eq(b->requested, 600 * 1024);
+    xfree(f.heap, b);
+    xfree(f.heap, k);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(bfc_backpedals_under_the_limit_and_collects)
+{
+    /* allow_growth under a limit of 100 MiB at fraction 1: regions 2, 4, 8, 16, 32 MiB, then 64
+     * capped by what the limit leaves (38 MiB) */
+    fixture f = fx_new("bfc:allow_growth:true,XLA_PYTHON_CLIENT_MEM_FRACTION:1,"
+                       "TF_ENABLE_GPU_GARBAGE_COLLECTION:true", DEV, 100 * MiB);
+    gs_block *x[6];
+    uint64_t sizes[6] = {2 * MiB, 4 * MiB, 8 * MiB, 16 * MiB, 32 * MiB, 38 * MiB};
+    for (int i = 0; i < 6; i++) x[i] = xalloc(f.heap, sizes[i], 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 100 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 6);
+    /* free the 16 and 32 MiB regions: a 40 MiB request fits no chunk and no growth, so the
+     * free regions go back and a region of 48 MiB is made (garbage collection) */
+    xfree(f.heap, x[3]);
+    xfree(f.heap, x[4]);
+    gs_block *y = xalloc(f.heap, 40 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 1);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 2);
+    ck_assert_uint_le(gs_heap_reserved(f.heap), 100 * MiB);
+    xfree(f.heap, y);
+    for (int i = 0; i < 6; i++)
+        if (i != 3 && i != 4) xfree(f.heap, x[i]);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(bfc_streams_share_one_free_list)
+{
+    fixture f = fx_new("bfc", DEV, 1 * GiB);
+    gs_block *a = xalloc(f.heap, 10 * MiB, 0);
+    gs_block *k = xalloc(f.heap, 1 * MiB, 0);
+    uint64_t at = a->addr;
+    xfree(f.heap, a);
+    gs_block *b = xalloc(f.heap, 10 * MiB, 3); /* BFC knows no streams: a's chunk again */
+    ck_assert_uint_eq(b->addr, at);
+    xfree(f.heap, b);
+    xfree(f.heap, k);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(bfc_config_errors_and_help)
+{
+    expect_error("bfc:XLA_PYTHON_CLIENT_PREALLOCATE:maybe", "true or false");
+    expect_error("bfc:XLA_PYTHON_CLIENT_MEM_FRACTION:2", "0 < x <= 1");
+    expect_error("bfc:expandable_segments:True", "unknown key");
+    char *help = gs_policy_keys_help(&gs_policy_bfc);
+    ck_assert_ptr_nonnull(strstr(help, "XLA_PYTHON_CLIENT_MEM_FRACTION:F"));
+    ck_assert_ptr_null(strstr(help, "mem_fraction:F")); /* an alias, accepted, not listed */
+    g_free(help);
+    gs_policy *p = gs_policy_new("bfc:mem_fraction:0.5,preallocate:false", NULL);
+    ck_assert_ptr_nonnull(p);
+    gs_policy_free(p);
+}
+END_TEST
+
+START_TEST(registry_has_the_families)
+{
+    const char *want[] = {"preallocate", "tlsf", "bfc"};
+    for (unsigned i = 0; i < G_N_ELEMENTS(want); i++) {
+        bool found = false;
+        for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++)
+            found |= strcmp((*r)->name, want[i]) == 0;
+        ck_assert_msg(found, "%s not registered", want[i]);
+    }
+}
+END_TEST
+
+static Suite *families_suite(void)
+{
+    Suite *s = suite_create("families");
+    TCase *tc = tcase_create("preallocate");
+    tcase_add_test(tc, preallocate_one_arena_of_the_fraction);
+    tcase_add_test(tc, preallocate_size_without_limit);
+    tcase_add_test(tc, preallocate_best_and_first_fit);
+    tcase_add_test(tc, preallocate_config_errors);
+    tcase_add_test(tc, registry_has_the_families);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tlsf");
+    tcase_add_test(tc, tlsf_search_size_is_the_next_class_edge);
+    tcase_add_test(tc, tlsf_good_fit_passes_over_own_class);
+    tcase_add_test(tc, tlsf_grows_by_pool_size_and_retries_after_release);
+    tcase_add_test(tc, tlsf_config_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bfc");
+    tcase_add_test(tc, bfc_preallocates_the_fraction);
+    tcase_add_test(tc, bfc_regions_double_with_allow_growth);
+    tcase_add_test(tc, bfc_splits_only_at_twice_the_request);
+    tcase_add_test(tc, bfc_backpedals_under_the_limit_and_collects);
+    tcase_add_test(tc, bfc_streams_share_one_free_list);
+    tcase_add_test(tc, bfc_config_errors_and_help);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return run_suite(families_suite()); }
