@@ -81,6 +81,17 @@ for t in dataframe-then-torch producer-consumer; do
         cases="$cases $name"
     done
 done
+# A trace with two private pools (tests/pools.gstrace): the per-pool rows, and an OOM in a
+# private pool that names it.
+for fmt in table csv json; do
+    run "pools-$fmt" replay tests/pools.gstrace -p pytorch -p pytorch:expandable_segments:True \
+        --format "$fmt" -q
+    cases="$cases pools-$fmt"
+done
+for fmt in table json; do
+    run "pools-oom-$fmt" replay tests/pools.gstrace -p pytorch --capacity 40MiB --format "$fmt" -q
+    cases="$cases pools-oom-$fmt"
+done
 run continue-on-oom replay "$data/resnet50.gstrace.gz" --capacity 5GiB --continue-on-oom \
     -p pytorch -p pytorch:expandable_segments:True --format json
 run several-traces replay "$data/resnet50.gstrace.gz" "$data/gpt2.gstrace.gz" --format json
