@@ -115,8 +115,10 @@ plots() {
 }
 plots plots-replay replay "$data/resnet50.gstrace.gz" --capacity 5.75GiB -q \
     -p pytorch -p pytorch:max_split_size_mb:128 -p pytorch:expandable_segments:True
+# private pools apart in the address maps (a dashed line and a name per pool, rows 'pool N: size')
+plots plots-pools replay tests/pools.gstrace --capacity 40MiB -q -p pytorch
 plots plots-sweep sweep "$data/gpt2.gstrace.gz" -j 2 -p 'pytorch:max_split_size_mb:{64,256}'
-cases="$cases continue-on-oom several-traces sweep validate-table validate-json plots-replay plots-sweep"
+cases="$cases continue-on-oom several-traces sweep validate-table validate-json plots-replay plots-pools plots-sweep"
 
 for name in $cases; do
     if [ "$update" = --update ]; then
