@@ -224,7 +224,9 @@ size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids)
 {
     *ids = NULL;
     GArray *a = NULL;
-    for (size_t i = 0; i < t->n; i++) {
+    /* a stand-in trace (libgpusim_torch.so's report without a recording) counts events it
+     * does not hold: ev NULL */
+    for (size_t i = 0; t->ev && i < t->n; i++) {
         const gs_event *e = &t->ev[i];
         if (!gs_event_is_pool(e)) continue;
         if (!a) a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
