@@ -733,6 +733,11 @@ uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k)
     return k >= 1 && k <= GS_MAX_PRIVATE_POOLS ? h->priv[k].id : 0;
 }
 
+unsigned gs_heap_route_of(const gs_heap *h, uint32_t stream)
+{
+    return gs_pool_private(route_pool(h, stream, 0));
+}
+
 gs_status gs_heap_empty_cache(gs_heap *h)
 {
     return gs_heap_release_cached(h);

@@ -32,6 +32,8 @@ typedef struct {
 static int row_cmp(const void *a, const void *b)
 {
     const map_row *x = a, *y = b;
+    /* the ordinary pools' segments first, then each private pool's, by its id */
+    if (x->seg->pool_id != y->seg->pool_id) return x->seg->pool_id < y->seg->pool_id ? -1 : 1;
     if (x->extent != y->extent) return x->extent > y->extent ? -1 : 1;
     if (x->seg->pool != y->seg->pool) return x->seg->pool < y->seg->pool ? -1 : 1;
     return x->seg->addr < y->seg->addr ? -1 : x->seg->addr > y->seg->addr;
@@ -44,6 +46,7 @@ typedef struct {
     uint64_t longest;    /* the longest row's extent (at least 1) */
     uint64_t totals[4];  /* bytes drawn, per gs_block_state */
     bool any_expandable;
+    bool any_private;    /* some row is a private pool's: rows grouped by pool */
     bool in_gib;         /* the axis in GiB (a row of 4 GiB or more), else in MiB */
     double unit;         /* bytes per unit of the axis */
 } map_layout;
@@ -73,6 +76,7 @@ static void layout(map_layout *m, const gs_plot_heapmap *hm)
         }
         m->longest = MAX(m->longest, row.extent);
         m->any_expandable |= g->expandable;
+        m->any_private |= g->pool_id != 0;
         g_array_append_val(m->rows, row);
     }
     qsort(m->rows->data, m->rows->len, sizeof(map_row), row_cmp);
@@ -156,7 +160,12 @@ static void row_tics(GString *g, const map_layout *m)
     for (guint i = 0; i < m->rows->len; i++) {
         const map_row *row = &g_array_index(m->rows, map_row, i);
         char *sz = gs_format_size(row->seg->expandable ? row->extent : row->seg->size);
-        g_string_append_printf(g, "%s'%s%s' %u", i ? ", " : "", sz, row->seg->expandable ? " mapped" : "", i + 1);
+        /* a private pool's id is a number: no text of the trace reaches the script */
+        char *pid = row->seg->pool_id ? g_strdup_printf("pool %" G_GUINT32_FORMAT ": ", row->seg->pool_id)
+                                      : g_strdup("");
+        g_string_append_printf(g, "%s'%s%s%s' %u", i ? ", " : "", pid, sz,
+                               row->seg->expandable ? " mapped" : "", i + 1);
+        g_free(pid);
         g_free(sz);
     }
     g_string_append(g, ") nomirror\n");
@@ -169,9 +178,24 @@ static void map_axes(GString *g, const map_layout *m)
                               "set xrange [0:%.6g]\nset yrange [%u.5:0.5]\nset key above center horizontal Left reverse\n"
                               "set grid xtics\nset xtics nomirror\nset mxtics\n",
                            m->any_expandable ? " or mapped reservation" : "", m->in_gib ? "GiB" : "MiB",
-                           m->rows->len, m->any_expandable ? " (unmapped tails not drawn)" : "",
+                           m->rows->len, m->any_private ? " (by pool)" : m->any_expandable ? " (unmapped tails not drawn)" : "",
                            (double)m->longest / m->unit * 1.01, m->rows->len ? m->rows->len : 1);
     row_tics(g, m);
+    if (!m->any_private) return;
+    /* private pools apart: a dashed line above each pool's first row, named at the right */
+    for (guint i = 0; i < m->rows->len; i++) {
+        const gs_plot_seg *g0 = g_array_index(m->rows, map_row, i).seg;
+        if (i && g_array_index(m->rows, map_row, i - 1).seg->pool_id == g0->pool_id) continue;
+        if (i)
+            g_string_append_printf(g, "set arrow from graph 0, first %u.5 to graph 1, first %u.5 "
+                                      "nohead dt 2 lc rgb '#555555' front\n", i, i);
+        if (g0->pool_id)
+            g_string_append_printf(g, "set label 'private pool %" G_GUINT32_FORMAT "' at graph 0.99, "
+                                      "first %u right front\n", g0->pool_id, i + 1);
+        else
+            g_string_append_printf(g, "set label 'ordinary pools' at graph 0.99, first %u right front\n",
+                                   i + 1);
+    }
 }
 
 /* NAME-map-K-SPEC.gp: the title (policy, capacity, reserved and allocated at the peak), axes,

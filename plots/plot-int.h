@@ -39,6 +39,7 @@ typedef struct {
     uint32_t first, n; /* its blocks: blocks[first .. first + n) */
     uint8_t pool;
     bool expandable;
+    uint32_t pool_id;  /* its private pool's id in the trace; 0: the ordinary pools */
 } gs_plot_seg;
 
 typedef struct {
@@ -57,7 +58,9 @@ typedef struct {
  * failure left it, after the allocator's own flush and retry: what gs_oom_report sees). */
 typedef struct {
     uint64_t request, rounded;  /* as asked for; as the policy rounded it */
-    unsigned pool;
+    unsigned pool;              /* the policy's pool */
+    uint32_t private_pool;      /* the private pool it was routed to, by the trace's id (0: none) */
+    char private_words[64];     /* "private pool N's small pool", when private_pool */
     bool pool_small;            /* the policy counts its pool as small */
     unsigned npools;            /* the policy's pools (1: the pool needs no name) */
     uint64_t limit;             /* the allocator's limit (0: none) */

@@ -59,7 +59,8 @@ static void snapshot(gs_plot_heapmap *m, const gs_heap *h, const gs_plot_point *
     g_array_set_size(m->blocks, 0);
     for (const gs_segment *g = gs_heap_segments(h); g; g = g->next) {
         gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = m->blocks->len,
-                          .pool = g->pool, .expandable = g->expandable};
+                          .pool = g->pool, .expandable = g->expandable,
+                          .pool_id = gs_heap_pool_id(h, gs_pool_private(g->pool))};
         for (const gs_block *b = g->head; b; b = b->next) {
             gs_plot_block mb = {.off = b->addr - g->addr, .size = b->size, .state = b->state};
             g_array_append_val(m->blocks, mb);
@@ -69,6 +70,15 @@ static void snapshot(gs_plot_heapmap *m, const gs_heap *h, const gs_plot_point *
     }
     m->at = *at;
     m->have = true;
+}
+
+/* The words naming a private pool's pool (a number: nothing from the trace but its id). */
+static void oom_req_words(gs_plot_oom_req *q)
+{
+    if (!q->private_pool) return;
+    g_snprintf(q->private_words, sizeof q->private_words, "private pool %" G_GUINT32_FORMAT "%s",
+               q->private_pool,
+               q->npools <= 1 ? "" : q->pool_small ? "'s small pool" : "'s large pool");
 }
 
 /* The request e that met the first OOM, and its pool's free blocks as the failure left them
@@ -84,9 +94,13 @@ static void oom_request(gs_plot_oom_req *q, const gs_heap *h, const gs_event *e)
     q->npools = p->ops->npools;
     q->pool_small = p->ops->pools && q->pool < q->npools && p->ops->pools[q->pool].is_small;
     q->limit = gs_heap_limit(h);
+    /* a request routed to a private pool could use only that pool's blocks */
+    unsigned route = gs_heap_route_of(h, e->stream), target = route * GS_MAX_POOLS + q->pool;
+    q->private_pool = gs_heap_pool_id(h, route);
+    oom_req_words(q);
     for (const gs_segment *g = gs_heap_segments(h); g; g = g->next)
         for (const gs_block *b = g->head; b; b = b->next) {
-            if (b->state != GS_BLOCK_FREE || b->pool != q->pool) continue;
+            if (b->state != GS_BLOCK_FREE || b->pool != target) continue;
             q->free_in_pool += b->size;
             q->n_free_in_pool++;
             if (b->stream == e->stream) q->largest_on_stream = MAX(q->largest_on_stream, b->size);
@@ -135,6 +149,7 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
 
 const char *gs_plot_pool_words(const gs_plot_oom_req *q)
 {
+    if (q->private_pool) return q->private_words;
     if (q->npools <= 1) return "its pool";
     return q->pool_small ? "the small pool" : "the large pool";
 }
@@ -192,6 +207,10 @@ static void json_oom_req(gs_jw *w, const gs_plot_oom_req *q)
     gs_jw_uint(w, q->rounded);
     gs_jw_key(w, "pool");
     gs_jw_uint(w, q->pool);
+    if (q->private_pool) {
+        gs_jw_key(w, "private_pool");
+        gs_jw_uint(w, q->private_pool);
+    }
     gs_jw_key(w, "pool_small");
     gs_jw_bool(w, q->pool_small);
     gs_jw_key(w, "npools");
@@ -244,6 +263,10 @@ static void json_map(gs_jw *w, const char *name, const gs_plot_heapmap *m, const
         gs_jw_uint(w, g->size);
         gs_jw_key(w, "pool");
         gs_jw_uint(w, g->pool);
+        if (g->pool_id) {
+            gs_jw_key(w, "pool_id");
+            gs_jw_uint(w, g->pool_id);
+        }
         gs_jw_key(w, "expandable");
         gs_jw_bool(w, g->expandable);
         gs_jw_key(w, "blocks");
@@ -325,6 +348,12 @@ static gboolean oom_req_from_json(gs_plot_oom_req *q, const gs_json *m)
     q->pool = (unsigned)pool;
     q->pool_small = small->b;
     q->npools = (unsigned)npools;
+    /* optional: only a request routed to a private pool has it */
+    const gs_json *pp = gs_json_get(m, "private_pool");
+    uint64_t priv = 0;
+    if (pp && (!gs_json_uint(pp, &priv) || priv > UINT32_MAX)) return FALSE;
+    q->private_pool = (uint32_t)priv;
+    oom_req_words(q);
     return TRUE;
 }
 
@@ -349,6 +378,10 @@ static gboolean map_from_json(gs_plot_heapmap *hm, const gs_json *m)
             return FALSE;
         ms.pool = (uint8_t)pool;
         ms.expandable = ex->b;
+        const gs_json *pid = gs_json_get(g, "pool_id"); /* optional: a private pool's */
+        uint64_t id = 0;
+        if (pid && (!gs_json_uint(pid, &id) || id > UINT32_MAX)) return FALSE;
+        ms.pool_id = (uint32_t)id;
         for (size_t k = 0; k < bl->n; k++) {
             const gs_json *b = bl->items[k];
             gs_plot_block mb = {0};

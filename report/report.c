@@ -246,9 +246,14 @@ static void report_oom_lines(FILE *out, const gs_oom_report *o)
     char *lp = gs_format_size(o->largest_in_pool), *ls = gs_format_size(o->largest_on_stream);
     char *small = gs_format_size(o->free_too_small), *rq = gs_format_size(o->rounded);
     fprintf(out, "    PyTorch would say: %s\n", msg);
-    fprintf(out, "    cached free then: %s; largest block %s (in the request's pool %s, on its "
+    /* a request routed to a private pool could use only that pool's blocks: say which */
+    char *which = o->private_pool ? g_strdup_printf(" (private pool %" G_GUINT32_FORMAT ")",
+                                                    o->private_pool)
+                                  : g_strdup("");
+    fprintf(out, "    cached free then: %s; largest block %s (in the request's pool%s %s, on its "
                  "stream %s); %s of it in blocks smaller than the request as rounded (%s)\n",
-            free_b, lg, lp, ls, small, rq);
+            free_b, lg, which, lp, ls, small, rq);
+    g_free(which);
     g_free(msg);
     g_free(free_b);
     g_free(lg);
@@ -407,6 +412,32 @@ void gs_report_bound(FILE *out, const gs_result *r)
     }
 }
 
+/* The per-pool rows of the results that have them (a trace with private pools). */
+static void report_pools(FILE *out, const gs_result *rs, size_t n, char **labels, int w)
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) any |= rs[i].n_pools > 0;
+    if (!any) return;
+    fprintf(out, "\nby pool (0: the ordinary pools; else the private pool's id in the trace)\n");
+    fprintf(out, "%-*s %10s %12s %12s %12s %12s %8s %10s %9s %8s\n", w, "policy", "pool",
+            "resv@peak", "peak reserv", "reserv end", "alloc end", "segments", "dev allocs",
+            "dev frees", "released");
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < rs[i].n_pools; k++) {
+            const gs_pool_result *p = &rs[i].pools[k];
+            char *ap = gs_format_size(p->reserved_at_peak), *pr = gs_format_size(p->peak_reserved);
+            char *re = gs_format_size(p->reserved_end), *ae = gs_format_size(p->allocated_end);
+            fprintf(out, "%-*s %10" G_GUINT32_FORMAT " %12s %12s %12s %12s %8" G_GUINT64_FORMAT
+                         " %10" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT " %8s\n",
+                    w, labels[i], p->id, ap, pr, re, ae, p->segments_end, p->device_allocs,
+                    p->device_frees, !p->id ? "-" : p->released ? "yes" : "no");
+            g_free(ap);
+            g_free(pr);
+            g_free(re);
+            g_free(ae);
+        }
+}
+
 static void table_row(FILE *out, int w, const char *label, const gs_result *r)
 {
     char *pa = gs_format_size((uint64_t)r->stats.allocated_bytes[GS_STAT_ALL].peak);
@@ -449,6 +480,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
         }
     }
     for (size_t i = 0; i < n; i++) report_outcome(out, &rs[i], labels[i]);
+    report_pools(out, rs, n, labels, w);
     report_clients(out, rs, n, labels, w);
     report_calls(out, rs, n, labels, w);
     g_strfreev(labels);
@@ -643,6 +675,7 @@ static void json_oom_report(gs_jw *w, const gs_oom_report *o)
     if (o->frame) jw_s(w, "frame", o->frame);
     jw_u(w, "rounded_size", o->rounded);
     jw_u(w, "pool", o->pool);
+    if (o->private_pool) jw_u(w, "private_pool", o->private_pool);
     jw_u(w, "stream", o->stream);
     jw_u(w, "allocated_bytes", o->allocated);
     jw_u(w, "reserved_bytes", o->reserved);
@@ -721,6 +754,30 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref, b
     gs_jw_break(w, JSON_LINE);
     gs_jw_key(w, "memory_stats");
     json_memory_stats(w, s);
+    if (r->n_pools) {
+        gs_jw_break(w, JSON_LINE);
+        gs_jw_key(w, "pools");
+        gs_jw_array(w);
+        for (size_t k = 0; k < r->n_pools; k++) {
+            const gs_pool_result *p = &r->pools[k];
+            gs_jw_break(w, ",\n     ");
+            gs_jw_object(w);
+            jw_u(w, "pool", p->id);
+            jw_u(w, "reserved_at_peak_bytes", p->reserved_at_peak);
+            jw_u(w, "peak_reserved_bytes", p->peak_reserved);
+            jw_u(w, "reserved_end_bytes", p->reserved_end);
+            jw_u(w, "allocated_end_bytes", p->allocated_end);
+            jw_u(w, "segments_end", p->segments_end);
+            jw_u(w, "num_device_alloc", p->device_allocs);
+            jw_u(w, "num_device_free", p->device_frees);
+            if (p->id) {
+                gs_jw_key(w, "released");
+                gs_jw_bool(w, p->released);
+            }
+            gs_jw_object_end(w);
+        }
+        gs_jw_array_end(w);
+    }
     if (r->n_clients) {
         gs_jw_break(w, JSON_LINE);
         gs_jw_key(w, "clients");
@@ -828,6 +885,9 @@ unsigned gs_report_columns(const gs_trace *t)
     uint32_t *ids = NULL;
     if (gs_trace_devices(t, &ids) > 1) cols |= GS_REPORT_DEVICE_COLUMNS;
     g_free(ids);
+    uint32_t *pids = NULL;
+    if (gs_trace_pool_ids(t, &pids)) cols |= GS_REPORT_POOL_COLUMNS;
+    g_free(pids);
     return cols;
 }
 
@@ -842,6 +902,36 @@ void gs_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
     "ref_num_alloc_retries,ref_match,ref_num_device_free,ref_num_ooms,ref_outcome_event"
 #define CSV_CAVEAT_COLUMNS "recorded_fatal_oom_event,synthesized_allocs,caught_ooms"
 #define CSV_DEVICE_COLUMNS "device"
+#define CSV_POOL_COLUMNS                                                                   \
+    "pool,pool_reserved_at_peak_bytes,pool_peak_reserved_bytes,pool_reserved_end_bytes,"   \
+    "pool_allocated_end_bytes,pool_segments_end,pool_num_device_alloc,pool_num_device_free," \
+    "pool_released"
+
+/* The number of columns in a list of them. */
+static size_t csv_ncols(const char *cols)
+{
+    size_t n = 1;
+    for (const char *c = cols; *c; c++) n += *c == ',';
+    return n;
+}
+
+/* A pool's row: the trace, the result's policy, capacity and outcome, every other column of
+ * the result's row empty (skip of them), then the pool's columns. */
+static void csv_pool_row(FILE *out, const char *name, const gs_result *r, const gs_pool_result *p,
+                         size_t skip)
+{
+    csv_field(out, name);
+    fputc(',', out);
+    csv_field(out, r->policy);
+    fprintf(out, ",%" G_GUINT64_FORMAT ",%s", r->capacity, outcome(r));
+    for (size_t k = 0; k < skip; k++) fputc(',', out);
+    fprintf(out, ",%" G_GUINT32_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                 ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                 ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%s\n",
+            p->id, p->reserved_at_peak, p->peak_reserved, p->reserved_end, p->allocated_end,
+            p->segments_end, p->device_allocs, p->device_frees,
+            !p->id ? "" : p->released ? "true" : "false");
+}
 
 /* The reference columns of one CSV row (refs given); ref NULL: none for this row. */
 static void csv_ref_cols(FILE *out, const gs_result *r, const gs_reference *ref)
@@ -881,6 +971,13 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
     bool client_columns = columns & GS_REPORT_CLIENT_COLUMNS;
     bool caveat_columns = columns & GS_REPORT_CAVEAT_COLUMNS;
     bool device_columns = columns & GS_REPORT_DEVICE_COLUMNS;
+    bool pool_columns = columns & GS_REPORT_POOL_COLUMNS;
+    /* a pool row's empty columns: the result's own after policy, capacity and outcome */
+    size_t pool_skip = csv_ncols(CSV_COLUMNS) - 3 + 2 * GS_CALL_COUNT +
+                       (refs ? csv_ncols(CSV_REF_COLUMNS) : 0) +
+                       (client_columns ? csv_ncols(CSV_CLIENT_COLUMNS) : 0) +
+                       (caveat_columns ? csv_ncols(CSV_CAVEAT_COLUMNS) : 0) +
+                       (device_columns ? csv_ncols(CSV_DEVICE_COLUMNS) : 0);
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     switch (fmt) {
@@ -894,10 +991,11 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
             for (int k = 0; k < GS_CALL_COUNT; k++)
                 fprintf(out, ",n_%s,us_%s", gs_call_name((gs_call_kind)k),
                         gs_call_name((gs_call_kind)k));
-            fprintf(out, "%s%s%s%s\n", refs ? "," CSV_REF_COLUMNS : "",
+            fprintf(out, "%s%s%s%s%s\n", refs ? "," CSV_REF_COLUMNS : "",
                     client_columns ? "," CSV_CLIENT_COLUMNS : "",
                     caveat_columns ? "," CSV_CAVEAT_COLUMNS : "",
-                    device_columns ? "," CSV_DEVICE_COLUMNS : "");
+                    device_columns ? "," CSV_DEVICE_COLUMNS : "",
+                    pool_columns ? "," CSV_POOL_COLUMNS : "");
         }
         for (size_t i = 0; i < n; i++) {
             csv_field(out, name);
@@ -907,7 +1005,10 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
             if (client_columns) csv_client_cols(out, &rs[i], NULL);
             if (caveat_columns) csv_caveat_cols(out, &cv, &rs[i]);
             if (device_columns) fputc(',', out);
+            if (pool_columns) fputs(",,,,,,,,,", out);
             fputc('\n', out);
+            for (size_t k = 0; pool_columns && k < rs[i].n_pools; k++)
+                csv_pool_row(out, name, &rs[i], &rs[i].pools[k], pool_skip);
             for (size_t k = 0; client_columns && k < rs[i].n_clients; k++) {
                 gs_result cr = client_as_result(&rs[i], &rs[i].clients[k]);
                 csv_field(out, name);
@@ -917,6 +1018,7 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                 csv_client_cols(out, &rs[i], &rs[i].clients[k]);
                 if (caveat_columns) csv_caveat_cols(out, &cv, &cr);
                 if (device_columns) fputc(',', out);
+                if (pool_columns) fputs(",,,,,,,,,", out);
                 fputc('\n', out);
             }
             for (size_t k = 0; device_columns && k < rs[i].n_devices; k++) {
@@ -927,7 +1029,7 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
                 if (refs) csv_ref_cols(out, dr, gs_reference_device(refs[i], dr->device));
                 if (client_columns) csv_client_cols(out, dr, NULL);
                 if (caveat_columns) csv_caveat_cols(out, &cv, dr);
-                fprintf(out, ",%u\n", dr->device);
+                fprintf(out, ",%u%s\n", dr->device, pool_columns ? ",,,,,,,,," : "");
             }
         }
         break;
@@ -947,8 +1049,10 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
-    unsigned columns = gs_report_columns(t) & ~(unsigned)GS_REPORT_DEVICE_COLUMNS;
-    /* one line per cell: a trace of several devices gives its totals here; a shard with no
+    unsigned columns =
+        gs_report_columns(t) & ~(unsigned)(GS_REPORT_DEVICE_COLUMNS | GS_REPORT_POOL_COLUMNS);
+    /* one line per cell: a trace of several devices gives its totals here, one of private
+     * pools its allocator's (no pool rows); a shard with no
      * cell still gets the header, so every shard's file has the same first line */
     if (s->cells->len == 0) gs_report_ex(mem, GS_FMT_CSV, trace_name, t, results, 0, NULL, true, columns);
     for (guint i = 0; i < s->cells->len; i++)

@@ -27,6 +27,9 @@ enum {
     GS_REPORT_CAVEAT_COLUMNS = 1u << 1,
     /* a device column, and a row per device after each result's (the totals) */
     GS_REPORT_DEVICE_COLUMNS = 1u << 2,
+    /* the pool columns (pool, pool_reserved_at_peak_bytes, ...), and a row per pool after each
+     * result's (a trace with private pools; docs/cli.md) */
+    GS_REPORT_POOL_COLUMNS = 1u << 3,
 };
 /* The column groups t needs. */
 unsigned gs_report_columns(const gs_trace *t);

@@ -197,6 +197,7 @@ typedef struct {           /* a "segments" entry at the end */
     uint64_t addr, total;
     uint32_t stream;
     bool small, expandable;
+    uint32_t pool_id;      /* its private pool's id in the trace; 0: the ordinary pools */
     size_t first, n;       /* its blocks in end_blocks */
 } end_seg;
 
@@ -433,7 +434,8 @@ void gs_snapshot_observe_end(const gs_heap *h, void *ud)
             }
             if (!open) {
                 cur = (end_seg){.addr = b->addr, .stream = s->stream, .small = b->type == GS_STAT_SMALL,
-                                .expandable = s->expandable, .first = r->end_blocks->len};
+                                .expandable = s->expandable, .first = r->end_blocks->len,
+                                .pool_id = gs_heap_pool_id(h, gs_pool_private(s->pool))};
                 open = true;
             }
             end_block eb = {.size = b->size, .requested = b->requested, .state = b->state};
@@ -483,8 +485,11 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
         kv_uint(&p, "requested_size", requested);
         kv_uint(&p, "stream", raw_stream(r->t, s->stream));
         kv_str(&p, "segment_type", s->small ? "small" : "large");
+        /* PyTorch's MempoolId_t: (0, 0) for the ordinary pools; a private pool's as (id, 0),
+         * the shape PyTorch gives a graph's pool ((1, 0) for the first, as in the graph and
+         * graphpool references), since the trace keeps only the pool's number (docs/cli.md) */
         pk_str(&p, "segment_pool_id");
-        pk_pair(&p, 0, 0);
+        pk_pair(&p, s->pool_id, 0);
         pk_value(&p);
         kv_bool(&p, "is_expandable", s->expandable);
         kv_frames(&p, NULL);

@@ -178,10 +178,12 @@ void gs_result_clear(gs_result *r)
     g_free(r->json_extra);
     if (r->first_oom_report) g_free(r->first_oom_report->frame);
     g_free(r->first_oom_report);
+    g_free(r->pools);
     memset(r, 0, sizeof *r);
 }
 
-/* The heap as the first OOM left it (gs_oom_report). A walk over the free blocks, once. */
+/* The heap as the first OOM left it (gs_oom_report). A walk over the free blocks, once: the
+ * ordinary pools' and every private pool's. */
 static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_event *e,
                                  size_t i)
 {
@@ -192,20 +194,120 @@ static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_e
     o->request = e->size;
     o->rounded = p->ops->round_size(p->cfg, e->size);
     o->pool = p->ops->pool_of(p->cfg, o->rounded);
+    /* the heap's pool the request went to: within its private pool when a route took it */
+    unsigned route = gs_heap_route_of(h, e->stream);
+    o->private_pool = gs_heap_pool_id(h, route);
+    unsigned target = route * GS_MAX_POOLS + o->pool;
     o->stream = e->stream < t->streams->len ? g_array_index(t->streams, uint64_t, e->stream) : 0;
     o->allocated = (uint64_t)s->allocated_bytes[GS_STAT_ALL].current;
     o->reserved = (uint64_t)s->reserved_bytes[GS_STAT_ALL].current;
     o->limit = gs_heap_limit(h);
-    for (unsigned pool = 0; pool < p->ops->npools; pool++)
-        for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) {
-            o->free_total += b->size;
-            if (b->size < o->rounded) o->free_too_small += b->size;
-            o->largest_free = MAX(o->largest_free, b->size);
-            if (pool != o->pool) continue;
-            o->largest_in_pool = MAX(o->largest_in_pool, b->size);
-            if (b->stream == e->stream) o->largest_on_stream = MAX(o->largest_on_stream, b->size);
+    for (unsigned k = 0; k <= GS_MAX_PRIVATE_POOLS; k++) {
+        if (k && !gs_heap_pool_id(h, k)) continue; /* no private pool k */
+        for (unsigned q = 0; q < p->ops->npools; q++) {
+            unsigned pool = k * GS_MAX_POOLS + q;
+            for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) {
+                o->free_total += b->size;
+                if (b->size < o->rounded) o->free_too_small += b->size;
+                o->largest_free = MAX(o->largest_free, b->size);
+                if (pool != target) continue;
+                o->largest_in_pool = MAX(o->largest_in_pool, b->size);
+                if (b->stream == e->stream)
+                    o->largest_on_stream = MAX(o->largest_on_stream, b->size);
+            }
         }
+    }
     return o;
+}
+
+size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids)
+{
+    *ids = NULL;
+    GArray *a = NULL;
+    /* a stand-in trace (libgpusim_torch.so's report without a recording) counts events it
+     * does not hold: ev NULL */
+    for (size_t i = 0; t->ev && i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        if (!gs_event_is_pool(e)) continue;
+        if (!a) a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+        uint32_t id = gs_event_pool(e);
+        bool seen = false;
+        for (guint k = 0; k < a->len && !seen; k++) seen = g_array_index(a, uint32_t, k) == id;
+        if (!seen) g_array_append_val(a, id);
+    }
+    if (!a) return 0;
+    size_t n = a->len;
+    *ids = (uint32_t *)(void *)g_array_free(a, FALSE);
+    return n;
+}
+
+/* ---- per-pool results (gs_pool_result) ----
+ * The core calls on_reserve at every change of a segment's reserved bytes (a device call); the
+ * tally attributes it to the segment's pool by the trace's id, and notes every pool's reserved
+ * bytes each time the allocator's sum reaches a new peak (at most as often as it grows). */
+typedef struct {
+    const gs_heap *h;        /* set once the heap is made */
+    gs_pool_result *rows;
+    size_t n;
+    uint64_t total, peak;    /* the allocator's reserved bytes, as the calls add them up */
+} pool_tally;
+
+static gs_pool_result *tally_row(pool_tally *pt, uint32_t id)
+{
+    for (size_t k = 0; k < pt->n; k++)
+        if (pt->rows[k].id == id) return &pt->rows[k];
+    /* a pool the trace's events did not list (none in practice): a row of its own */
+    pt->rows = g_renew(gs_pool_result, pt->rows, pt->n + 1);
+    pt->rows[pt->n] = (gs_pool_result){.id = id};
+    return &pt->rows[pt->n++];
+}
+
+static void tally_on_reserve(void *ud, const gs_segment *s, int64_t bytes)
+{
+    pool_tally *pt = ud;
+    if (!bytes || !pt->h) return;
+    unsigned k = gs_pool_private(s->pool);
+    gs_pool_result *row = tally_row(pt, k ? gs_heap_pool_id(pt->h, k) : 0);
+    if (bytes > 0) {
+        row->device_allocs++;
+        row->reserved_end += (uint64_t)bytes;
+        row->peak_reserved = MAX(row->peak_reserved, row->reserved_end);
+        pt->total += (uint64_t)bytes;
+        if (pt->total > pt->peak) {
+            pt->peak = pt->total;
+            for (size_t j = 0; j < pt->n; j++) pt->rows[j].reserved_at_peak = pt->rows[j].reserved_end;
+        }
+    } else {
+        row->device_frees++;
+        row->reserved_end -= (uint64_t)-bytes;
+        pt->total -= (uint64_t)-bytes;
+    }
+}
+
+/* The rows as the heap ends: its segments walked once. */
+static void tally_finish(pool_tally *pt, const gs_heap *h, gs_result *r)
+{
+    for (size_t k = 0; k < pt->n; k++) {
+        pt->rows[k].allocated_end = pt->rows[k].segments_end = 0;
+        pt->rows[k].released = pt->rows[k].id && pt->rows[k].peak_reserved;
+    }
+    for (const gs_segment *s = gs_heap_segments(h); s; s = s->next) {
+        unsigned k = gs_pool_private(s->pool);
+        gs_pool_result *row = tally_row(pt, k ? gs_heap_pool_id(h, k) : 0);
+        row->segments_end++;
+        for (const gs_block *b = s->head; b; b = b->next)
+            if (b->state == GS_BLOCK_ALLOCATED || b->state == GS_BLOCK_PENDING)
+                row->allocated_end += b->size;
+    }
+    for (unsigned k = 1; k <= GS_MAX_PRIVATE_POOLS; k++) {
+        uint32_t id = gs_heap_pool_id(h, k);
+        if (id) tally_row(pt, id)->released = false;
+    }
+    r->pools = pt->rows;
+    r->n_pools = pt->n;
+    pt->rows = NULL;
+    pt->n = 0;
+    pt->h = NULL; /* the teardown's releases are not the replay's */
 }
 
 /* The driver's view at a new peak of reserved memory (opts.probe_driver): the device's reserved
@@ -543,6 +645,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
     /* Several clients: an allocator per client (or one for all), on this one device. */
     gs_clients *mc = NULL;
     gs_heap *h = NULL;
+    pool_tally tally = {0};
     const gs_policy *failed = p;
     if (t->clients->len > 1) {
         mc = gs_clients_new(t, p, o, be, &hc, &failed);
@@ -551,7 +654,19 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
             r->policy = clients_label(t, p, o);
         }
     } else {
+        /* a trace with private pools: a row per pool, from the core's reserve callback */
+        uint32_t *pids = NULL;
+        size_t npids = gs_trace_pool_ids(t, &pids);
+        if (npids) {
+            tally.rows = g_new0(gs_pool_result, npids + 1);
+            for (size_t k = 0; k < npids; k++) tally.rows[k + 1].id = pids[k];
+            tally.n = npids + 1;
+            hc.ud = &tally;
+            hc.on_reserve = tally_on_reserve;
+        }
+        g_free(pids);
         h = gs_heap_new(p, be, &hc);
+        if (h) tally.h = h;
     }
     if (!h && !mc) {
         g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
@@ -561,6 +676,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         gs_calibration_free(own_cal);
         g_free(r->policy);
         r->policy = NULL;
+        g_free(tally.rows);
         return FALSE;
     }
     gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
@@ -574,6 +690,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
     } else {
         r->stats = *gs_heap_stats(h);
         r->calls = *gs_heap_devcalls(h);
+        if (tally.n) tally_finish(&tally, h, r);
         if (o->observe_end) o->observe_end(h, o->export_ud);
         r->teardown_failures = gs_heap_free_all(h);
     }

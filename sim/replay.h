@@ -153,19 +153,43 @@ typedef struct {
 typedef struct {
     uint64_t request;             /* the size the program asked for */
     uint64_t rounded;             /* as the policy rounded it */
-    unsigned pool;                /* the pool it went to */
+    unsigned pool;                /* the pool it went to (the policy's pool number) */
+    uint32_t private_pool;        /* the private pool it was routed to, by the trace's id;
+                                   * 0: the ordinary pools */
     uint64_t stream;              /* its stream, as the trace names it */
     uint64_t allocated, reserved; /* the allocator's, then */
     uint64_t limit;               /* the allocator's limit (0: none) */
     uint64_t free_total;          /* cached free bytes, every pool and stream */
     uint64_t free_too_small;      /* of which in blocks smaller than the rounded request */
     uint64_t largest_free;        /* the largest cached free block anywhere */
-    uint64_t largest_in_pool;     /* the largest in the request's pool (any stream) */
+    uint64_t largest_in_pool;     /* the largest in the request's pool (any stream; within
+                                   * its private pool when it was routed to one) */
     uint64_t largest_on_stream;   /* the largest in the request's pool on its stream: what
                                    * best fit could have used */
     char *frame;                  /* the request's top user frame, "file:line:function",
                                    * when the trace has it (owned), else NULL */
 } gs_oom_report;
+
+/* One pool's part of a replay of a trace with private pools (docs/metrics.md, "Per pool"):
+ * the ordinary pools (id 0), then each private pool the trace names, in the order of its first
+ * pool_begin. Kept from the core's reserve callback (a call per device call, none per request)
+ * and from a walk over the segments at the end; nothing on the per-request path. */
+typedef struct {
+    uint32_t id;                  /* the trace's pool id; 0: the ordinary pools */
+    uint64_t reserved_at_peak;    /* its reserved bytes when the allocator's reached their peak */
+    uint64_t peak_reserved;       /* its own peak of reserved bytes */
+    uint64_t reserved_end;        /* as the replay ended (or stopped at its OOM) */
+    uint64_t allocated_end;       /* bytes of live blocks (allocated or free pending) then */
+    uint64_t segments_end;        /* its segments then (an expandable one: its reservation) */
+    uint64_t device_allocs;       /* cudaMalloc calls, and page maps of expandable segments */
+    uint64_t device_frees;        /* cudaFree calls, and page unmaps */
+    bool released;                /* it had memory and was gone by the end: its last use
+                                   * was released and its segments returned to the device */
+} gs_pool_result;
+
+/* The private pool ids a trace's pool events name, in the order of their first appearance
+ * (*ids: g_free it; NULL when none). 0 for a trace without private pools. */
+size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids);
 
 typedef struct gs_result {
     char *policy;                 /* the spec */
@@ -218,6 +242,10 @@ typedef struct gs_result {
     /* The trace's bound (bound.h; docs/metrics.md): no allocator needs less than
      * lower_bound_bytes, an offline planner needs offline_bytes. A device's result: its own. */
     uint64_t lower_bound_bytes, offline_bytes;
+    /* A one-allocator replay of a trace with private pools: a row per pool (gs_pool_result),
+     * the ordinary pools first; NULL/0 otherwise (the result is exactly as before). */
+    gs_pool_result *pools;
+    size_t n_pools;
 } gs_result;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device

@@ -263,6 +263,18 @@ with tempfile.TemporaryDirectory() as tmp:
                         for b in s["blocks"] if b["state"] == "active_allocated")
         if blocks != [(512, []), (20971520, att)]:
             fail(f"frames of the blocks: {blocks}")
+    # private pools (issue 18): a pool's segments carry its segment_pool_id, (id, 0) as PyTorch
+    # writes a graph's pool; the ordinary pools' (0, 0). tests/pools.gstrace ends with pool 1's
+    # two segments held, pool 2 released, and the ordinary pools' one segment.
+    out = os.path.join(tmp, "p")
+    rep = replay([os.path.join(SRC, "tests", "pools.gstrace")], out)
+    if rep:
+        (f,) = glob.glob(os.path.join(out, "*.pickle"))
+        raw = open(f, "rb").read()
+        check(os.path.basename(f), raw, rep[0]["results"][0])
+        ids = sorted(tuple(s["segment_pool_id"]) for s in pickle.loads(raw)["segments"])
+        if ids != [(0, 0), (1, 0), (1, 0)]:
+            fail(f"segment_pool_id of the pools trace's segments: {ids}")
     # refused: a trace of several clients (one allocator's run is what a snapshot holds)
     p = subprocess.run([GPUSIM, "replay", os.path.join(DATA, "dataframe-then-torch.gstrace.gz"),
                         "--export-snapshot", os.path.join(tmp, "e")], capture_output=True, text=True)

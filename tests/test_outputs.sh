@@ -81,6 +81,17 @@ for t in dataframe-then-torch producer-consumer; do
         cases="$cases $name"
     done
 done
+# A trace with two private pools (tests/pools.gstrace): the per-pool rows, and an OOM in a
+# private pool that names it.
+for fmt in table csv json; do
+    run "pools-$fmt" replay tests/pools.gstrace -p pytorch -p pytorch:expandable_segments:True \
+        --format "$fmt" -q
+    cases="$cases pools-$fmt"
+done
+for fmt in table json; do
+    run "pools-oom-$fmt" replay tests/pools.gstrace -p pytorch --capacity 40MiB --format "$fmt" -q
+    cases="$cases pools-oom-$fmt"
+done
 run continue-on-oom replay "$data/resnet50.gstrace.gz" --capacity 5GiB --continue-on-oom \
     -p pytorch -p pytorch:expandable_segments:True --format json
 run several-traces replay "$data/resnet50.gstrace.gz" "$data/gpt2.gstrace.gz" --format json
@@ -104,8 +115,10 @@ plots() {
 }
 plots plots-replay replay "$data/resnet50.gstrace.gz" --capacity 5.75GiB -q \
     -p pytorch -p pytorch:max_split_size_mb:128 -p pytorch:expandable_segments:True
+# private pools apart in the address maps (a dashed line and a name per pool, rows 'pool N: size')
+plots plots-pools replay tests/pools.gstrace --capacity 40MiB -q -p pytorch
 plots plots-sweep sweep "$data/gpt2.gstrace.gz" -j 2 -p 'pytorch:max_split_size_mb:{64,256}'
-cases="$cases continue-on-oom several-traces sweep validate-table validate-json plots-replay plots-sweep"
+cases="$cases continue-on-oom several-traces sweep validate-table validate-json plots-replay plots-pools plots-sweep"
 
 for name in $cases; do
     if [ "$update" = --update ]; then
