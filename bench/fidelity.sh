@@ -62,10 +62,14 @@ for dir in "$@"; do
                 NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
                 function oc(o, e) { return (o == "oom" && e != "") ? o "@" e : o }
                 function col(k) { return (k in c) ? $c[k] : "" }
+                col("pool") != "" { next } # a private pool'"'"'s row (docs/cli.md): not compared
                 {
                     dev = col("device")
-                    if (NR == 2) total = ($c["ref_match"] == "true")
+                    # one device: its row; several: every device row (the totals row has no
+                    # reference of its own, so its ref_match is false)
+                    if (NR == 2) total = ($c["ref_match"] == "true") || ("device" in c)
                     if (NR == 2 && "device" in c) next
+                    if (NR > 2) total = total && ($c["ref_match"] == "true")
                     printf "%-38s %-4s %-9s %-20s %-25s %-9s %-9s %-7s %-5s %s\n", run,
                            (dev == "" ? "-" : dev), mode,
                            oc($c["ref_outcome"], $c["ref_outcome_event"]) "/" oc($c["outcome"], $c["first_oom_event"]),
