@@ -516,7 +516,31 @@ class _Mark:
 _MARK = _Mark()
 _SPECIAL = (_Gone, _DevList)
 # A run of BINGET/LONG_BINGET opcodes closed by APPENDS: a frames list of shared frame dicts.
-_FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)    # memo values a reference must not get (see _get)
+_FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)
+# One whole entry as PyTorch's pickler writes it, for the fast path (SnapshotWalker._entry):
+# EMPTY_DICT MEMOIZE MARK, then up to 16 (key, value) pairs, then SETITEMS. A key is a memo
+# reference (BINGET/LONG_BINGET: every entry after the first refers to the key strings), a
+# value an integer (BININT1/BININT2/BININT/LONG1 of up to 8 bytes), a memo reference, a short
+# string and its MEMOIZE, None, True, False, a float, or a frames list (an empty one, or one of
+# memo references closed by APPEND or APPENDS). Anything else (a key seen for the first time, a
+# frame dict written inline, a FRAME opcode in the middle) does not match, and the entry goes
+# through the general loop: both build the same objects, the fast path only skips the loop.
+_E_REF = rb"h.|j...."
+_E_VALUE = (rb"K.|M..|J....|\x8a(?:" + b"|".join(re.escape(bytes([n])) + b".{%d}" % n
+                                                   for n in range(9)) +
+            rb")|" + _E_REF + rb"|\x8c(?:" +
+            b"|".join(re.escape(bytes([n])) + b".{%d}" % n for n in range(64)) +
+            rb")\x94|N|\x88|\x89|G.{8}|\]\x94(?:\((?:h.|j....)*e|(?:h.|j....)a)?")
+_E_PAIRS = b""
+for _ in range(16):
+    # nested, (k v (k v (...)?)?)?, so that a failed match backtracks linearly, not over every
+    # choice of 16 optional pairs
+    _E_PAIRS = b"(?:(" + _E_REF + b")(" + _E_VALUE + b")" + _E_PAIRS + b")?"
+_ENTRY = re.compile(rb"\}\x94\(" + _E_PAIRS + rb"u", re.S)
+_REFS = re.compile(rb"h.|j....", re.S)
+_LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
+# The memo's value for an entry consumed (one object for all of them: see _Gone).
+_GONE_EVENT = _Gone("an event")
 _CHUNK = 1 << 20
 _MAX_STRING = 1 << 28       # a string or bytes of 256 MiB: no snapshot has one; refuse it
 _ALLOWED_GLOBALS = {
@@ -541,6 +565,15 @@ class SnapshotWalker:
         self.dt = None              # the device_traces list, once seen
         self.ndev = 0
         self.entries = 0
+        # The fast path's caches (_entry), valid while the memo slots they read keep their
+        # values: a PUT over a slot, or a slot read by _frame_top becoming _Gone or _Frames,
+        # empties them (_forget).
+        self.names = {}             # key opcodes of an entry -> the key strings
+        self.tops = {}              # a frame's memo reference -> what it is (_frame_top)
+        self.top_slots = set()      # memo slots that the tops were read from
+        self.frames_by_top = {}     # top user frame -> its _Frames (one object for each)
+        self.strs = {}              # SHORT_BINUNICODE opcode -> its str (action names etc.)
+        self.sparse = False         # a PUT made the memo's keys other than 0 .. len - 1
 
     def _fill(self, n):
         """At least n bytes from pos in buf, else _BadPickle (the pickle is cut short)."""
@@ -593,12 +626,16 @@ class SnapshotWalker:
             # the entry's memo slot, if it has one, now refuses a second reference
             idx = self.memo_of.pop(id(e), None)
             if idx is not None:
-                self.memo[idx] = _Gone("an event")
+                self.memo[idx] = _GONE_EVENT
+                if idx in self.top_slots:
+                    self._forget()
             fr = e.get("frames") if isinstance(e, dict) else None
             if isinstance(fr, list):
                 idx = self.memo_of.pop(id(fr), None)
                 if idx is not None:
                     self.memo[idx] = _Frames(top_user_frame(fr))
+                    if idx in self.top_slots:
+                        self._forget()
         self.entries += len(items)
         if self.progress is not None and self.entries >> 12 != (self.entries - len(items)) >> 12:
             self.progress(self.entries)
@@ -657,7 +694,131 @@ class SnapshotWalker:
     def _put(self, idx, v):
         if isinstance(v, (dict, list)):
             self.memo_of[id(v)] = idx
+        if idx in self.memo:
+            self._forget()
+        elif idx != len(self.memo):
+            self.sparse = True      # MEMOIZE may now overwrite: the fast path stops (_entry)
         self.memo[idx] = v
+
+    def _forget(self):
+        self.names.clear()
+        self.tops.clear()
+        self.top_slots.clear()
+
+    def _frame_top(self, refs):
+        """The _Frames of a frames list whose memo references are refs (BINGET/LONG_BINGET
+        opcodes), as _frame_refs finds it, from what each frame reference was found to be
+        before (self.tops: the reference's opcode -> its 'file:line:function' when it is a
+        user's frame, _LIB when it is a library's, _NOT_FRAME when it is no frame dict)."""
+        tops = self.tops
+        top = None
+        for ref in _REFS.findall(refs):
+            t = tops.get(ref)
+            if t is None:
+                idx = ref[1] if ref[0] == 0x68 else int.from_bytes(ref[1:], "little")
+                v = self._get(idx)          # raises as _frame_refs does
+                if not isinstance(v, dict):
+                    t = _NOT_FRAME
+                else:
+                    fn = v.get("filename")
+                    t = (top_user_frame([v]) if isinstance(fn, str) and
+                         not _LIBRARY_FRAME.search(fn) else _LIB)
+                if len(tops) < 1 << 20:
+                    tops[ref] = t
+                    self.top_slots.add(idx)
+            if t is _LIB:
+                continue
+            if t is not _NOT_FRAME:
+                top = t
+            break
+        fr = self.frames_by_top.get(top)
+        if fr is None:
+            fr = _Frames(top)
+            if len(self.frames_by_top) < 1 << 16:
+                self.frames_by_top[top] = fr
+        return fr
+
+    def _entry(self, m):
+        """The entry (a dict) that _ENTRY matched, built as the general loop builds it from
+        the same opcodes, memo slots included (it is then pushed, and consumed with the rest
+        of its batch at APPENDS, as before). None, with nothing changed, when the general loop
+        must take it instead (a key not yet a string in the memo, a reference that is not plain data, a
+        list under another key than 'frames'): the errors stay the general loop's."""
+        memo = self.memo
+        if self.sparse:
+            return None
+        g = m.groups()
+        keys = g[0::2]
+        names = self.names.get(keys)
+        if names is None:
+            names = []
+            for k in keys:
+                if k is None:
+                    break
+                v = memo.get(k[1] if k[0] == 0x68 else int.from_bytes(k[1:], "little"))
+                if v.__class__ is not str:
+                    return None
+                names.append(v)
+            names = tuple(names)
+            if len(self.names) < 4096:
+                self.names[keys] = names
+        slot = len(memo)
+        e = {}
+        memo[slot] = e
+        for k, v in zip(names, g[1::2]):
+            c = v[0]
+            if c == 0x4B:                                   # BININT1
+                x = v[1]
+            elif c == 0x8A:                                 # LONG1
+                x = int.from_bytes(v[2:], "little", signed=True)
+            elif c == 0x68 or c == 0x6A:                    # BINGET, LONG_BINGET
+                x = memo.get(v[1] if c == 0x68 else int.from_bytes(v[1:], "little"), memo)
+                if x is memo or x.__class__ in _SPECIAL:
+                    break
+            elif c == 0x8C:                                 # SHORT_BINUNICODE, MEMOIZE
+                x = self.strs.get(v)
+                if x is None:
+                    x = str(v[2:-1], "utf-8", "surrogatepass")
+                    if len(self.strs) < 4096:
+                        self.strs[v] = x
+                memo[len(memo)] = x
+            elif c == 0x4A:                                 # BININT
+                x = int.from_bytes(v[1:], "little", signed=True)
+            elif c == 0x4D:                                 # BININT2
+                x = v[1] | v[2] << 8
+            elif c == 0x5D:                                 # EMPTY_LIST, MEMOIZE (frames)
+                if k != "frames":
+                    break
+                if len(v) == 2:                             # empty
+                    x = []
+                    self.memo_of[id(x)] = len(memo)
+                elif v[2] == 0x28:                          # MARK refs APPENDS
+                    x = self._frame_top(v[3:-1])
+                else:                                       # one ref, APPEND
+                    x = memo.get(v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little"),
+                                 memo)
+                    if x is memo or x.__class__ in _SPECIAL:
+                        break
+                    x = [x]
+                    self.memo_of[id(x)] = len(memo)
+                memo[len(memo)] = x
+            elif c == 0x4E:
+                x = None
+            elif c == 0x88:
+                x = True
+            elif c == 0x89:
+                x = False
+            else:                                           # BINFLOAT
+                x = struct.unpack(">d", v[1:])[0]
+            e[k] = x
+        else:
+            self.memo_of[id(e)] = slot
+            return e
+        # the general loop takes it: undo what was done
+        for idx in range(slot, len(memo)):
+            x = memo.pop(idx)
+            self.memo_of.pop(id(x), None)
+        return None
 
     def _pop_mark(self, stack):
         for k in range(len(stack) - 1, -1, -1):
@@ -693,6 +854,7 @@ class SnapshotWalker:
         unpack_from = struct.unpack_from
         consume = self._consume
         get = self._get
+        entry, entry_match = self._entry, _ENTRY.match
         dict_, list_, str_ = dict, list, str
         buf, pos = self.buf, self.pos
         # buf and pos live in locals here; self.buf and self.pos are brought up to date before
@@ -744,6 +906,14 @@ class SnapshotWalker:
                 push(unpack_from("<H", buf, pos)[0])
                 pos += 2
             elif op == 0x7D:                                # EMPTY_DICT
+                # An entry (or any dict) as PyTorch writes it: built at once (_entry)
+                m = entry_match(buf, pos - 1)
+                if m is not None:
+                    e = entry(m)
+                    if e is not None:
+                        push(e)
+                        pos = m.end()
+                        continue
                 push({})
             elif op == 0x28:                                # MARK
                 push(_MARK)
@@ -760,7 +930,7 @@ class SnapshotWalker:
                     # written before. Only the first frames up to the user's are looked at.
                     m = _FRAME_REFS.match(buf, pos + 2)
                     if m is not None:
-                        fr = _Frames(self._frame_refs(buf, pos + 2, m.end() - 1))
+                        fr = self._frame_top(buf[pos + 2:m.end() - 1])
                         memo[len(memo)] = fr
                         push(fr)
                         pos = m.end()
