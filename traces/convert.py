@@ -115,6 +115,7 @@ import argparse
 import codecs
 import collections
 import contextlib
+import gc
 import gzip
 import heapq
 import io
@@ -537,7 +538,6 @@ for _ in range(16):
     # choice of 16 optional pairs
     _E_PAIRS = b"(?:(" + _E_REF + b")(" + _E_VALUE + b")" + _E_PAIRS + b")?"
 _ENTRY = re.compile(rb"\}\x94\(" + _E_PAIRS + rb"u", re.S)
-_REFS = re.compile(rb"h.|j....", re.S)
 _LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
 # The memo's value for an entry consumed (one object for all of them: see _Gone).
 _GONE_EVENT = _Gone("an event")
@@ -712,7 +712,15 @@ class SnapshotWalker:
         user's frame, _LIB when it is a library's, _NOT_FRAME when it is no frame dict)."""
         tops = self.tops
         top = None
-        for ref in _REFS.findall(refs):
+        pos, end = 0, len(refs)
+        while pos < end:
+            # (refs is BINGET/LONG_BINGET opcodes only: _FRAME_REFS matched it)
+            if refs[pos] == 0x68:
+                ref = refs[pos:pos + 2]
+                pos += 2
+            else:
+                ref = refs[pos:pos + 5]
+                pos += 5
             t = tops.get(ref)
             if t is None:
                 idx = ref[1] if ref[0] == 0x68 else int.from_bytes(ref[1:], "little")
@@ -1312,6 +1320,11 @@ def _snapshot_final_segments(segments):
     return out
 
 
+# DeviceEvents.feed's common case: the actions whose entry has addr (oom has device_free)
+_FAST_ACTIONS = frozenset(PROGRAM_ACTIONS + ALLOCATOR_ACTIONS) - {"oom"}
+_tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
+
+
 class DeviceEvents:
     """One device's snapshot entries turned into Events as they come, pairing immediate frees."""
 
@@ -1327,6 +1340,44 @@ class DeviceEvents:
         dev, out = self.dev, self.out
         self.count += 1
         where = f"device {dev} event {i}"
+        # The common entry first (a known action but oom; addr, size, stream and time_us plain
+        # ints in range): the same Events as below, without its checks one by one.
+        if e.__class__ is dict:
+            action = e.get("action")
+            addr, size, stream, t = e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us")
+            if (action.__class__ is str and action in _FAST_ACTIONS and addr.__class__ is int
+                    and size.__class__ is int and stream.__class__ is int and t.__class__ is int
+                    and 0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT):
+                this_free_index = None
+                if action == "alloc":
+                    frames = e.get("frames")
+                    frame = (frames.top if frames.__class__ is _Frames else
+                             top_user_frame(frames) if isinstance(frames, list) else None)
+                    out.append(_tuple_new(Event, ("alloc", dev, stream, addr, size, t, False,
+                                                  where, frame)))
+                elif action == "free_requested":
+                    this_free_index = len(out)
+                    out.append(_tuple_new(Event, ("free", dev, stream, addr, size, t, True,
+                                                  where, None)))
+                elif action == "free_completed":
+                    if (self.prev_action == "free_requested" and self.prev_addr == addr
+                            and self.prev_free_index is not None):
+                        k = self.prev_free_index
+                        o = out[k]
+                        out[k] = _tuple_new(Event, (o[0], o[1], o[2], o[3], o[4], o[5], False,
+                                                    o[7], o[8]))
+                    else:
+                        out.append(_tuple_new(Event, ("free_done", dev, stream, addr, size, t,
+                                                      False, where, None)))
+                else:
+                    out.append(_tuple_new(Event, (action, dev, stream, addr, size, t, False,
+                                                  where, None)))
+                if action in PROGRAM_ACTIONS:
+                    self.rec.devices.add(dev)
+                    self.rec.streams.add(stream)
+                self.prev_action, self.prev_addr, self.prev_free_index = (action, addr,
+                                                                          this_free_index)
+                return
         if not isinstance(e, dict):
             raise ConvertError(f"{where}: not a dict")
         action = e.get("action")
@@ -1820,16 +1871,21 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
             lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}")
         return ("\n".join(lines) + "\n").encode("utf-8")
     number = {}
+    raw_number = {}     # a frame as recorded -> its number (header_text once per frame)
     for seq in sorted(tr.row_frame):
+        raw = tr.row_frame[seq]
+        if raw in raw_number:
+            continue
         # header_text: a frame is free text; control characters (a line break) become \xNN.
-        f = header_text(tr.row_frame[seq])
+        f = header_text(raw)
         if f not in number:
             number[f] = len(number) + 1
             lines.append(f"# frame {number[f]}: {f}")
+        raw_number[raw] = number[f]
     lines.append(TRACE_COLUMNS_FRAMES)
     for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
         f = tr.row_frame.get(seq)
-        n = number[header_text(f)] if f is not None else ""
+        n = raw_number[f] if f is not None else ""
         lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size},{n}")
     return ("\n".join(lines) + "\n").encode("utf-8")
 
@@ -2122,6 +2178,12 @@ def main(argv=None):
     # Warnings are held until the conversion succeeds: a failure is one line on stderr, and
     # warnings about a conversion that did not happen would only bury it.
     held = io.StringIO()
+    # The cyclic garbage collector is off while converting: a conversion keeps millions of
+    # objects (entries' dicts in a batch, Events, rows, the memo), none of them in a cycle, and
+    # each collection of the oldest generation walks them all (a third of build_trace's time at
+    # 200k entries). What little it could free is freed when it is back on, at the end.
+    gc_was = gc.isenabled()
+    gc.disable()
     try:
         real = sys.stderr
         # --progress by name wins over --quiet; otherwise a terminal gets one unless --quiet
@@ -2145,6 +2207,9 @@ def main(argv=None):
         print(f"{PROG}: {label}: internal error, please report it with the input: "
               f"{type(e).__name__}: {one_line(e)}", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        if gc_was:
+            gc.enable()
     return 0
 
 
