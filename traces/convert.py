@@ -527,11 +527,11 @@ _FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)
 # frame dict written inline, a FRAME opcode in the middle) does not match, and the entry goes
 # through the general loop: both build the same objects, the fast path only skips the loop.
 _E_REF = rb"h.|j...."
-_E_VALUE = (rb"K.|M..|J....|\x8a(?:" + b"|".join(re.escape(bytes([n])) + b".{%d}" % n
-                                                   for n in range(9)) +
-            rb")|" + _E_REF + rb"|\x8c(?:" +
+_E_VALUE = (_E_REF + rb"|\x8a(?:" + b"|".join(re.escape(bytes([n])) + b".{%d}" % n
+                                             for n in range(9)) +
+            rb")|K.|J....|M..|\x8c(?:" +
             b"|".join(re.escape(bytes([n])) + b".{%d}" % n for n in range(64)) +
-            rb")\x94|N|\x88|\x89|G.{8}|\]\x94(?:\((?:h.|j....)*e|(?:h.|j....)a)?")
+            rb")\x94|\]\x94(?:\((?:h.|j....)*e|(?:h.|j....)a)?|N|\x88|\x89|G.{8}")
 _E_PAIRS = b""
 for _ in range(16):
     # nested, (k v (k v (...)?)?)?, so that a failed match backtracks linearly, not over every
@@ -572,6 +572,7 @@ class SnapshotWalker:
         self.tops = {}              # a frame's memo reference -> what it is (_frame_top)
         self.top_slots = set()      # memo slots that the tops were read from
         self.frames_by_top = {}     # top user frame -> its _Frames (one object for each)
+        self.stacks = {}            # memo references of a whole frames list -> its _Frames
         self.strs = {}              # SHORT_BINUNICODE opcode -> its str (action names etc.)
         self.sparse = False         # a PUT made the memo's keys other than 0 .. len - 1
 
@@ -703,13 +704,19 @@ class SnapshotWalker:
     def _forget(self):
         self.names.clear()
         self.tops.clear()
+        self.stacks.clear()
         self.top_slots.clear()
 
     def _frame_top(self, refs):
         """The _Frames of a frames list whose memo references are refs (BINGET/LONG_BINGET
         opcodes), as _frame_refs finds it, from what each frame reference was found to be
         before (self.tops: the reference's opcode -> its 'file:line:function' when it is a
-        user's frame, _LIB when it is a library's, _NOT_FRAME when it is no frame dict)."""
+        user's frame, _LIB when it is a library's, _NOT_FRAME when it is no frame dict), or
+        at once when the same list was seen before (self.stacks: a program makes its
+        allocations from a few code paths, and a free's entry often repeats its alloc's)."""
+        fr = self.stacks.get(refs)
+        if fr is not None:
+            return fr
         tops = self.tops
         top = None
         pos, end = 0, len(refs)
@@ -731,9 +738,9 @@ class SnapshotWalker:
                     fn = v.get("filename")
                     t = (top_user_frame([v]) if isinstance(fn, str) and
                          not _LIBRARY_FRAME.search(fn) else _LIB)
+                self.top_slots.add(idx)     # (self.stacks' answers rest on it too)
                 if len(tops) < 1 << 20:
                     tops[ref] = t
-                    self.top_slots.add(idx)
             if t is _LIB:
                 continue
             if t is not _NOT_FRAME:
@@ -744,6 +751,9 @@ class SnapshotWalker:
             fr = _Frames(top)
             if len(self.frames_by_top) < 1 << 16:
                 self.frames_by_top[top] = fr
+        if len(self.stacks) >= 1 << 16:
+            self.stacks.clear()         # a bound on its memory; the frequent ones come back
+        self.stacks[refs] = fr
         return fr
 
     def _entry(self, m):
@@ -876,8 +886,19 @@ class SnapshotWalker:
                 raise _BadPickle("pickle data was truncated")
             op = buf[pos]
             pos += 1
-            # The opcodes of a snapshot first, by frequency.
-            if op == 0x68:                                  # BINGET
+            # The opcodes of a snapshot first: an entry's first (the fast path takes the whole
+            # entry), then the rest by frequency.
+            if op == 0x7D:                                  # EMPTY_DICT
+                # An entry (or any dict) as PyTorch writes it: built at once (_entry)
+                m = entry_match(buf, pos - 1)
+                if m is not None:
+                    e = entry(m)
+                    if e is not None:
+                        push(e)
+                        pos = m.end()
+                        continue
+                push({})
+            elif op == 0x68:                                # BINGET
                 v = memo.get(buf[pos], memo)
                 if v is memo or v.__class__ in _SPECIAL:
                     v = get(buf[pos])
@@ -913,16 +934,6 @@ class SnapshotWalker:
             elif op == 0x4D:                                # BININT2
                 push(unpack_from("<H", buf, pos)[0])
                 pos += 2
-            elif op == 0x7D:                                # EMPTY_DICT
-                # An entry (or any dict) as PyTorch writes it: built at once (_entry)
-                m = entry_match(buf, pos - 1)
-                if m is not None:
-                    e = entry(m)
-                    if e is not None:
-                        push(e)
-                        pos = m.end()
-                        continue
-                push({})
             elif op == 0x28:                                # MARK
                 push(_MARK)
             elif op == 0x75:                                # SETITEMS
