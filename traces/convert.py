@@ -538,6 +538,15 @@ for _ in range(16):
     # choice of 16 optional pairs
     _E_PAIRS = b"(?:(" + _E_REF + b")(" + _E_VALUE + b")" + _E_PAIRS + b")?"
 _ENTRY = re.compile(rb"\}\x94\(" + _E_PAIRS + rb"u", re.S)
+
+
+def _entry_of(n):
+    """_ENTRY for exactly n pairs, without optional groups: about twice as fast to match
+    (SnapshotWalker tries the one of the last entry's count first)."""
+    return re.compile(rb"\}\x94\(" + (b"(" + _E_REF + b")(" + _E_VALUE + b")") * n + rb"u",
+                      re.S)
+
+
 _LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
 # The memo's value for an entry consumed (one object for all of them: see _Gone).
 _GONE_EVENT = _Gone("an event")
@@ -873,6 +882,8 @@ class SnapshotWalker:
         consume = self._consume
         get = self._get
         entry, entry_match = self._entry, _ENTRY.match
+        self.same_count = {}        # n -> _entry_of(n).match, compiled as met
+        same_match = entry_match    # the one for the last entry's number of pairs
         dict_, list_, str_ = dict, list, str
         buf, pos = self.buf, self.pos
         # buf and pos live in locals here; self.buf and self.pos are brought up to date before
@@ -890,7 +901,15 @@ class SnapshotWalker:
             # entry), then the rest by frequency.
             if op == 0x7D:                                  # EMPTY_DICT
                 # An entry (or any dict) as PyTorch writes it: built at once (_entry)
-                m = entry_match(buf, pos - 1)
+                m = same_match(buf, pos - 1)
+                if m is None:
+                    m = entry_match(buf, pos - 1)
+                    if m is not None:
+                        n = 16 - m.groups()[0::2].count(None)
+                        same = self.same_count.get(n)
+                        if same is None:
+                            same = self.same_count[n] = _entry_of(n).match
+                        same_match = same
                 if m is not None:
                     e = entry(m)
                     if e is not None:
