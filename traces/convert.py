@@ -769,8 +769,9 @@ class SnapshotWalker:
         """The entry (a dict) that _ENTRY matched, built as the general loop builds it from
         the same opcodes, memo slots included (it is then pushed, and consumed with the rest
         of its batch at APPENDS, as before). None, with nothing changed, when the general loop
-        must take it instead (a key not yet a string in the memo, a reference that is not plain data, a
-        list under another key than 'frames'): the errors stay the general loop's."""
+        must take it instead (a key not yet a string in the memo, a reference that is not
+        plain data, a list under another key than 'frames'): the errors stay the general
+        loop's."""
         memo = self.memo
         if self.sparse:
             return None
@@ -794,12 +795,18 @@ class SnapshotWalker:
         memo[slot] = e
         for k, v in zip(names, g[1::2]):
             c = v[0]
-            if c == 0x4B:                                   # BININT1
-                x = v[1]
+            # by frequency in a snapshot: memo references (past the first 256 slots, long
+            # ones), addresses and times (LONG1), small ints, strings
+            if c == 0x6A:                                   # LONG_BINGET
+                x = memo.get(int.from_bytes(v[1:], "little"), memo)
+                if x is memo or x.__class__ in _SPECIAL:
+                    break
             elif c == 0x8A:                                 # LONG1
                 x = int.from_bytes(v[2:], "little", signed=True)
-            elif c == 0x68 or c == 0x6A:                    # BINGET, LONG_BINGET
-                x = memo.get(v[1] if c == 0x68 else int.from_bytes(v[1:], "little"), memo)
+            elif c == 0x4B:                                 # BININT1
+                x = v[1]
+            elif c == 0x68:                                 # BINGET
+                x = memo.get(v[1], memo)
                 if x is memo or x.__class__ in _SPECIAL:
                     break
             elif c == 0x8C:                                 # SHORT_BINUNICODE, MEMOIZE
@@ -915,6 +922,16 @@ class SnapshotWalker:
                     if e is not None:
                         push(e)
                         pos = m.end()
+                        # the entries that follow, while buf holds them (see the loop's top)
+                        while buf[pos:pos + 1] == b"}" and len(buf) - pos >= 65536:
+                            m = same_match(buf, pos)
+                            if m is None:
+                                break
+                            e = entry(m)
+                            if e is None:
+                                break
+                            push(e)
+                            pos = m.end()
                         continue
                 push({})
             elif op == 0x68:                                # BINGET
