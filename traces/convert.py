@@ -1375,8 +1375,9 @@ def _snapshot_final_segments(segments):
     return out
 
 
-# DeviceEvents.feed's common case: the actions whose entry has addr (oom has device_free)
-_FAST_ACTIONS = frozenset(PROGRAM_ACTIONS + ALLOCATOR_ACTIONS) - {"oom"}
+# DeviceEvents.feed's common case: the program's own actions (the allocator's are few, and
+# whatever they come to carry goes through the checks one by one)
+_FAST_ACTIONS = frozenset(PROGRAM_ACTIONS)
 _tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
 
 
@@ -1395,8 +1396,9 @@ class DeviceEvents:
         dev, out = self.dev, self.out
         self.count += 1
         where = f"device {dev} event {i}"
-        # The common entry first (a known action but oom; addr, size, stream and time_us plain
-        # ints in range): the same Events as below, without its checks one by one.
+        # The common entry first (alloc, free_requested or free_completed; addr, size, stream
+        # and time_us plain ints in range): the same Events as below, without its checks one
+        # by one. What feed reads from an entry or puts in an Event must be the same here.
         if e.__class__ is dict:
             action = e.get("action")
             addr, size, stream, t = e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us")
@@ -1419,17 +1421,12 @@ class DeviceEvents:
                             and self.prev_free_index is not None):
                         k = self.prev_free_index
                         o = out[k]
-                        out[k] = _tuple_new(Event, (o[0], o[1], o[2], o[3], o[4], o[5], False,
-                                                    o[7], o[8]))
+                        out[k] = _tuple_new(Event, o[:6] + (False,) + o[7:])   # deferred
                     else:
                         out.append(_tuple_new(Event, ("free_done", dev, stream, addr, size, t,
                                                       False, where, None)))
-                else:
-                    out.append(_tuple_new(Event, (action, dev, stream, addr, size, t, False,
-                                                  where, None)))
-                if action in PROGRAM_ACTIONS:
-                    self.rec.devices.add(dev)
-                    self.rec.streams.add(stream)
+                self.rec.devices.add(dev)
+                self.rec.streams.add(stream)
                 self.prev_action, self.prev_addr, self.prev_free_index = (action, addr,
                                                                           this_free_index)
                 return
