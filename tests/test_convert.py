@@ -15,6 +15,8 @@ import gzip
 import json
 import os
 import pickle
+import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -622,6 +624,135 @@ class TestStreaming(ConverterTestCase):
         # the binary format does not carry them: a warning, and the trace without
         r = self.convert_ok(src, "-o", "o.gsbin")
         self.assertIn("does not carry frames", r.stderr)
+
+
+class TestFastEntries(unittest.TestCase):
+    """Issue 15 item 4: SnapshotWalker builds an entry written as PyTorch writes it at once
+    (_ENTRY, _entry) and remembers what each frame reference is (_frame_top); what it reads
+    must be what the opcode loop alone reads, whatever the pickle does to the memo."""
+
+    @classmethod
+    def setUpClass(cls):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("convert_fast", CONVERT)
+        cls.conv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.conv)
+        spec = importlib.util.spec_from_file_location(
+            "big_snapshot", os.path.join(ROOT, "bench", "big_snapshot.py"))
+        cls.big = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cls.big)
+
+    def read(self, data, fast=True):
+        """(events of each device, fast-path entries) of read_snapshot on the pickle data."""
+        import io
+        conv = self.conv
+        saved, entry = conv._ENTRY, conv.SnapshotWalker._entry
+        built = []
+
+        def counting(walker, m):
+            e = entry(walker, m)
+            built.append(e is not None)
+            return e
+        try:
+            if not fast:
+                conv._ENTRY = rb"(?!)"      # never matches: the opcode loop only
+            conv.SnapshotWalker._entry = counting
+            rec = conv.read_snapshot(io.BytesIO(data))
+        finally:
+            conv._ENTRY, conv.SnapshotWalker._entry = saved, entry
+        return [list(map(tuple, d)) for d in rec.per_device], sum(built)
+
+    def test_big_snapshot_fast_and_same(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="gpusim-fast-"), "s.pickle")
+        self.big.write(path, 3000, 20, True, 1)
+        with open(path, "rb") as f:
+            data = f.read()
+        fast, n_fast = self.read(data)
+        slow, n_slow = self.read(data, fast=False)
+        self.assertEqual(fast, slow)
+        self.assertEqual(n_slow, 0)
+        # all but the entries that write a key or a frame for the first time
+        self.assertGreater(n_fast, 2900)
+        # pickled by Python itself (protocol 5: FRAME opcodes inside entries) too
+        snap = pickle.loads(data)
+        data5 = pickle.dumps(snap, protocol=5)
+        fast5, n5 = self.read(data5)
+        self.assertEqual(fast5, slow)
+        self.assertGreater(n5, 2500)
+
+    def crafted(self, overwrite):
+        """A snapshot whose frame dict for 'a.py' is replaced in the memo (BINPUT over its
+        slot) between two entries that refer to it, when overwrite."""
+        import io
+        out = io.BytesIO()
+        w = self.big.Writer(out)
+        w.w(b"\x80\x04}")
+        w.memoize()
+        w.w(b"(")
+        w.str("segments")
+        w.value([])
+        w.str("device_traces")
+        w.w(b"]")
+        w.memoize()
+        w.w(b"]")
+        w.memoize()
+        w.w(b"(")
+        slots = {}
+
+        def frame(fn, memoize=True):
+            w.w(b"}")
+            idx = w.memoize() if memoize else None
+            w.w(b"(")
+            w.str("filename")
+            w.str(fn)
+            w.str("line")
+            w.int(1)
+            w.str("name")
+            w.str("f")
+            w.w(b"u")
+            return idx
+
+        def entry(action, addr, t, frames):
+            w.w(b"}")
+            w.memoize()
+            w.w(b"(")
+            for k, v in (("action", action), ("addr", addr), ("size", 512), ("stream", 0),
+                         ("time_us", t)):
+                w.str(k)
+                w.value(v)
+            w.str("frames")
+            w.w(b"]")
+            w.memoize()
+            w.w(b"(")
+            for fn in frames:
+                if fn in slots:
+                    w.get(slots[fn])
+                else:
+                    slots[fn] = frame(fn)
+            w.w(b"eu")
+
+        lib = "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py"
+        entry("alloc", 0x1000, 1, [lib, "a.py"])
+        entry("alloc", 0x2000, 2, [lib, "a.py"])
+        if overwrite:
+            frame("b.py", memoize=False)
+            w.w(b"r" + struct.pack("<I", slots["a.py"]) + b"0")     # LONG_BINPUT, POP
+        entry("alloc", 0x3000, 3, [lib, "a.py"])
+        entry("free_requested", 0x1000, 4, [lib, "a.py"])
+        w.w(b"ea")
+        w.str("allocator_settings")
+        w.value({})
+        w.w(b"u.")
+        w.flush()
+        return out.getvalue()
+
+    def test_memo_overwritten(self):
+        for overwrite in (False, True):
+            data = self.crafted(overwrite)
+            self.assertEqual(self.read(data)[0], self.read(data, fast=False)[0])
+            tops = [e[8] for e in self.read(data)[0][0] if e[0] == "alloc"]
+            self.assertEqual(tops, ["a.py:1:f", "a.py:1:f",
+                                    "b.py:1:f" if overwrite else "a.py:1:f"])
 
 
 class TestReference(ConverterTestCase):

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""convert_speed.py - CPU time and peak memory of the converter, against an earlier one.
+
+    python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV]
+    python3 bench/convert_speed.py SNAPSHOT --stages
+
+Converts SNAPSHOT (e.g. one written by bench/big_snapshot.py) with traces/convert.py of this
+tree and with the one of git revision REV (default: main), N times each (default 3), the two
+alternating so that a change in the machine's load falls on both; each run is a process of
+its own, measured by os.wait4 (user + system CPU seconds and peak RSS, as /usr/bin/time -v
+reports them). Prints every run, then per converter the median with its range. The outputs of
+the two are compared (cmp) on the first run: a difference is an error (exit 1). CPU time, not
+wall time, is the figure: on a shared machine wall time moves several-fold between identical
+runs. --stages instead converts once in this process with this tree's converter and prints
+the CPU time of each stage (reading the snapshot, empty_cache inference, merging devices,
+building the trace, rendering it, gzip). Standard library only.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(convert, snapshot, out):
+    """(cpu seconds, user, sys, peak RSS in MiB) of one conversion in a process of its own."""
+    p = subprocess.Popen([sys.executable, convert, snapshot, "-o", out, "--quiet"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read().decode(errors="replace")
+    p.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"convert_speed.py: {convert} failed: {err.strip()}")
+    return ru.ru_utime + ru.ru_stime, ru.ru_utime, ru.ru_stime, ru.ru_maxrss / 1024
+
+
+def stages(snapshot):
+    """CPU seconds of each stage of one conversion, in this process."""
+    import contextlib
+    import importlib.util
+    import io
+    import time
+    spec = importlib.util.spec_from_file_location(
+        "convert", os.path.join(ROOT, "traces", "convert.py"))
+    conv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conv)
+    spent = {}
+
+    def timed(name):
+        f = getattr(conv, name)
+
+        def g(*a, **k):
+            t = time.process_time()
+            try:
+                return f(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.process_time() - t
+        setattr(conv, name, g)
+    for name in ("read_snapshot", "infer_all_empty_cache", "merge_devices", "build_trace",
+                 "render_trace", "maybe_gzip"):
+        timed(name)
+    out = os.path.join(tempfile.mkdtemp(prefix="convert-speed-"), "out.gstrace.gz")
+    t = time.process_time()
+    with contextlib.redirect_stderr(io.StringIO()):
+        if conv.main([snapshot, "-o", out, "--quiet"]) != 0:
+            sys.exit("convert_speed.py: the conversion failed")
+    total = time.process_time() - t
+    print(" ".join(f"{k} {v:.2f} s" for k, v in spent.items()) + f"; total {total:.2f} s CPU")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("snapshot")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--before", default="main", metavar="REV")
+    ap.add_argument("--stages", action="store_true")
+    args = ap.parse_args()
+    if args.stages:
+        stages(args.snapshot)
+        return
+    tmp = tempfile.mkdtemp(prefix="convert-speed-")
+    before = os.path.join(tmp, "before")
+    os.mkdir(before)
+    for name in ("convert.py", "gsbin.py"):
+        src = subprocess.run(["git", "-C", ROOT, "show", f"{args.before}:traces/{name}"],
+                             capture_output=True)
+        if src.returncode == 0:
+            with open(os.path.join(before, name), "wb") as f:
+                f.write(src.stdout)
+    converters = [(f"before ({args.before})", os.path.join(before, "convert.py")),
+                  ("this tree", os.path.join(ROOT, "traces", "convert.py"))]
+    results = {name: [] for name, _ in converters}
+    for r in range(args.runs):
+        outs = []
+        for k, (name, conv) in enumerate(converters):
+            out = os.path.join(tmp, f"out{k}.gstrace.gz")
+            cpu, user, sys_, rss = run(conv, args.snapshot, out)
+            results[name].append((cpu, rss))
+            print(f"run {r + 1} {name}: {cpu:.2f} s CPU (user {user:.2f}, sys {sys_:.2f}), "
+                  f"peak RSS {rss:.0f} MiB", flush=True)
+            outs.append(out)
+        if r == 0 and subprocess.run(["cmp", "-s", outs[0], outs[1]]).returncode != 0:
+            sys.exit("convert_speed.py: the two converters' outputs differ")
+    for name, rs in results.items():
+        cpu = [c for c, _ in rs]
+        rss = [m for _, m in rs]
+        print(f"{name}: CPU median {statistics.median(cpu):.2f} s (range {min(cpu):.2f} - "
+              f"{max(cpu):.2f}), peak RSS median {statistics.median(rss):.0f} MiB "
+              f"({len(rs)} runs)")
+    try:
+        load = open("/proc/loadavg").read().split()[:3]
+        print("load average after: " + " ".join(load))
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
