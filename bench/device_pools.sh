@@ -9,8 +9,9 @@
 #   compare  here, with a built tree: the same traces through `gpusim replay` under cupy and
 #            the cuda-async model, measured vs modelled, into OUTDIR/pools-compare.txt.
 # The traces: the bundled single-client ones (traces/data; the two-client ones need two pools
-# on one device and are left out) and two reference recordings converted with traces/convert.py,
-# kept in OUTDIR beside the results (ref-*.gstrace.gz). bench/device_pools.py does the work.
+# on one device and are left out) and two reference recordings of traces/references
+# (llmgen, cut; default settings) converted with traces/convert.py into OUTDIR/ref-*.gstrace.gz,
+# where compare finds them. bench/device_pools.py does the work.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?usage: device_pools.sh device|compare OUTDIR}
@@ -22,6 +23,10 @@ device)
         nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
         python3 -c 'import cupy; print("cupy", cupy.__version__, "runtime", cupy.cuda.runtime.runtimeGetVersion(), "driver", cupy.cuda.runtime.driverGetVersion())'
     } >"$out/env.txt" 2>&1 || true
+    for r in llmgen cut; do
+        python3 "$root/traces/convert.py" -q -o "$out/ref-$r.gstrace.gz" \
+            "$root/traces/references/pytorch-2.11-h100/${r}__default__nocap.pickle.gz"
+    done
     python3 "$root/bench/device_pools.py" device "$out" \
         "$root/traces/data/resnet50.gstrace.gz" "$root/traces/data/gpt2.gstrace.gz" \
         "$root/traces/data/batch-alternate.gstrace.gz" "$out"/ref-*.gstrace.gz

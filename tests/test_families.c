@@ -400,7 +400,7 @@ END_TEST
 
 START_TEST(cuda_async_chunks_and_streams)
 {
-    fixture f = fx_new("cuda-async", DEV, 0);
+    fixture f = fx_new("cuda-async:granularity:2MiB,chunk:2MiB", DEV, 0);
     gs_block *a = xalloc(f.heap, 1000, 0);
     ck_assert_uint_eq(a->size, 1024); /* 512-byte alignment */
     ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB); /* one 2 MiB chunk */
@@ -418,8 +418,8 @@ END_TEST
 
 START_TEST(cuda_async_no_internal_dependencies)
 {
-    fixture f = fx_new("cuda-async:cudaMemPoolReuseAllowInternalDependencies:0,chunk:8MiB",
-                       DEV, 0);
+    fixture f = fx_new("cuda-async:cudaMemPoolReuseAllowInternalDependencies:0,chunk:8MiB,"
+                       "granularity:2MiB", DEV, 0);
     gs_block *a = xalloc(f.heap, 1 * MiB, 0);
     ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
     gs_block *b = xalloc(f.heap, 1 * MiB, 1); /* not from stream 0's chunk */
@@ -457,14 +457,23 @@ static void threshold_case(const char *spec, uint64_t retries)
 
 START_TEST(cuda_async_release_threshold)
 {
-    threshold_case("cuda-async", 0);
-    threshold_case("cuda-async:cudaMemPoolAttrReleaseThreshold:UINT64_MAX", 1);
-    threshold_case("cuda-async:release_threshold:max", 1);
+    threshold_case("cuda-async:granularity:2MiB,chunk:2MiB", 0);
+    threshold_case("cuda-async:cudaMemPoolAttrReleaseThreshold:UINT64_MAX,granularity:2MiB,"
+                   "chunk:2MiB", 1);
+    threshold_case("cuda-async:release_threshold:max,granularity:2MiB,chunk:2MiB", 1);
 }
 END_TEST
 
 START_TEST(cuda_async_config_errors)
 {
+    /* the measured default: chunks of whole 32 MiB */
+    fixture f = fx_new("cuda-async", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1, 0);
+    gs_block *b = xalloc(f.heap, 40 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB + 64 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
     expect_error("cuda-async:cudaMemPoolAttrReleaseThreshold:lots", "cudaMemPoolAttrReleaseThreshold");
     expect_error("cuda-async:cudaMemPoolReuseAllowInternalDependencies:2", "true or false");
     expect_error("cuda-async:granularity:3MiB", "power of two");
