@@ -76,3 +76,23 @@ gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size)
         if (!best || b->addr < best->addr) best = b;
     return best;
 }
+
+gs_block *gs_family_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                                 bool others)
+{
+    gs_block *b = gs_pool_lower_bound(h, pool, stream, size);
+    if (b && b->stream == stream) return b;
+    if (!others) return NULL;
+    /* The index is ordered by (stream, size, address): one descent per stream that holds a
+     * block of at least size, skipping the streams that hold none. */
+    uint32_t t = 0;
+    while (t < GS_MAX_STREAMS && (b = gs_pool_lower_bound(h, pool, t, size))) {
+        if (b->stream == t) {
+            if (t != stream) return b;
+            t++;
+        } else {
+            t = b->stream;
+        }
+    }
+    return NULL;
+}

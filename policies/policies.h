@@ -1,4 +1,5 @@
-/* policies.h - the named policies (pytorch.c, cupy.c, preallocate.c, tlsf.c, bfc.c) and the registry that finds them by name
+/* policies.h - the named policies (pytorch.c, cupy.c, preallocate.c, tlsf.c, bfc.c,
+ * rmm_pool.c, cuda_async.c) and the registry that finds them by name
  * and parses their config (policy.c). The contract they implement is core/policy.h.
  */
 #ifndef GS_POLICIES_H
@@ -30,6 +31,8 @@ extern const gs_policy_ops gs_policy_stitch; /* policies/stitch.c */
 extern const gs_policy_ops gs_policy_preallocate; /* preallocate.c */
 extern const gs_policy_ops gs_policy_tlsf;        /* tlsf.c */
 extern const gs_policy_ops gs_policy_bfc;         /* bfc.c */
+extern const gs_policy_ops gs_policy_rmm_pool;    /* rmm_pool.c */
+extern const gs_policy_ops gs_policy_cuda_async;  /* cuda_async.c */
 
 /* ---- For the families (family.c): config values, each error naming the key and the value ---- */
 /* 0 < x <= 1 */
@@ -45,6 +48,12 @@ bool gs_family_bool(const char *key, const char *val, bool *out, GError **err);
  * block of at least size (lowest address among equals), and the lowest-addressed one. */
 gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size);
 gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size);
+/* Stream-ordered pools (rmm-pool, cuda-async): the smallest free block of at least size on
+ * stream (lowest address among equals); failing that, when others, the smallest that fits on
+ * the lowest-numbered other stream that has one (RMM walks its map of per-stream free lists in
+ * order and takes the first list's best fit). */
+gs_block *gs_family_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                                 bool others);
 
 /* TLSF's mapping_search for the tlsf policy's cfg: the lower edge of the first size class whose
  * every block serves size (exposed for tests). */

@@ -11,6 +11,8 @@ static const gs_policy_ops *const registry[] = {
     &gs_policy_preallocate,
     &gs_policy_tlsf,
     &gs_policy_bfc,
+    &gs_policy_rmm_pool,
+    &gs_policy_cuda_async,
     &gs_policy_stitch,
     NULL,
 };

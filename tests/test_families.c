@@ -1,5 +1,5 @@
 /* test_families.c - the policy families beyond PyTorch's and CuPy's (issue 16): preallocate,
- * tlsf and bfc on a heap, with the heap check after every operation (xalloc, xfree): their
+ * tlsf, bfc, rmm-pool and cuda-async on a heap, with the heap check after every operation (xalloc, xfree): their
  * rounding, the block each picks, how each grows, what each gives back, and their config
  * errors. The three optional hooks they use (pick, grow, keeps_cache) are core/policy.h's. */
 #include <string.h>
@@ -305,9 +305,189 @@ START_TEST(bfc_config_errors_and_help)
 }
 END_TEST
 
+/* ---- rmm-pool ---- */
+
+START_TEST(rmm_pool_initial_then_doubling)
+{
+    fixture f = fx_new("rmm-pool:initial_pool_size:8MiB", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1000, 1); /* the initial pool is stream 0's: stolen */
+    ck_assert_uint_eq(a->size, 1024);       /* 256-byte alignment */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
+    ck_assert_uint_eq(a->stream, 0);
+    gs_block *b = xalloc(f.heap, 10 * MiB, 1); /* max(request, pool size): 10 MiB, stream 1 */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 18 * MiB);
+    ck_assert_uint_eq(b->stream, 1);
+    gs_block *c = xalloc(f.heap, 9 * MiB, 0); /* now the pool doubles: 18 MiB */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 36 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 3);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    /* the pool never shrinks */
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 36 * MiB);
+    fx_free(&f);
+    /* the default initial pool: half of the limit */
+    f = fx_new("rmm-pool", DEV, 1 * GiB);
+    a = xalloc(f.heap, 1, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 512 * MiB);
+    xfree(f.heap, a);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_pool_own_stream_first)
+{
+    /* Two pools of 16 MiB, one per stream (no initial pool), each with a free 4 MiB hole: a
+     * request on stream 1 takes stream 1's hole even when stream 0 has one as good. */
+    fixture f = fx_new("rmm-pool:initial_pool_size:0", DEV, 0);
+    gs_block *a0 = xalloc(f.heap, 16 * MiB, 0);
+    gs_block *a1 = xalloc(f.heap, 16 * MiB, 1); /* max(16, 16) */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB);
+    xfree(f.heap, a0);
+    xfree(f.heap, a1);
+    gs_block *b = xalloc(f.heap, 4 * MiB, 1);
+    ck_assert_uint_eq(b->stream, 1);
+    gs_block *c = xalloc(f.heap, 13 * MiB, 1); /* stream 1 has 12 MiB left: stream 0's */
+    ck_assert_uint_eq(c->stream, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_pool_maximum_halves_and_fails)
+{
+    /* maximum 64 MiB: the first growth takes max(request, half of what is left) = 32 MiB; under
+     * a capacity of 40 MiB the next try (16 MiB, half of 32 left) is refused, halved to the
+     * request's 8 MiB and made; then 3 MiB fits neither the 2 MiB left free nor the capacity
+     * (12, 6, then 3 MiB refused): an OOM, no retry (the pool never releases) */
+    fixture f = fx_new("rmm-pool:initial_pool_size:0,maximum_pool_size:64MiB", DEV, 40 * MiB);
+    gs_block *a = xalloc(f.heap, 30 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB);
+    gs_block *b = xalloc(f.heap, 8 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 40 * MiB);
+    gs_block *c = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 3 * MiB, &c), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+    /* a request beyond what the maximum leaves fails without asking the device */
+    f = fx_new("rmm-pool:initial_pool_size:0,maximum_pool_size:16MiB", DEV, 0);
+    ck_assert_int_eq(try_alloc(f.heap, 17 * MiB, &c), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 0);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_pool_config_errors)
+{
+    expect_error("rmm-pool:initial_pool_size:1000", "multiple of 256");
+    expect_error("rmm-pool:initial_pool_size:150%", "percentage");
+    expect_error("rmm-pool:maximum_pool_size:x", "maximum_pool_size");
+    expect_error("rmm-pool:pool_size:1GiB", "unknown key");
+    gs_policy *p = gs_policy_new("rmm-pool:initial_pool_size:25%,maximum_pool_size:2GiB", NULL);
+    ck_assert_ptr_nonnull(p);
+    gs_policy_free(p);
+}
+END_TEST
+
+/* ---- cuda-async ---- */
+
+START_TEST(cuda_async_chunks_and_streams)
+{
+    fixture f = fx_new("cuda-async:granularity:2MiB,chunk:2MiB", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1000, 0);
+    ck_assert_uint_eq(a->size, 1024); /* 512-byte alignment */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB); /* one 2 MiB chunk */
+    gs_block *b = xalloc(f.heap, 3 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 6 * MiB); /* 3 MiB in whole 2 MiB */
+    gs_block *c = xalloc(f.heap, 1 * MiB, 1); /* stream 0's chunk serves stream 1 */
+    ck_assert_uint_eq(c->stream, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 6 * MiB);
+    xfree(f.heap, c);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(cuda_async_no_internal_dependencies)
+{
+    fixture f = fx_new("cuda-async:cudaMemPoolReuseAllowInternalDependencies:0,chunk:8MiB,"
+                       "granularity:2MiB", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
+    gs_block *b = xalloc(f.heap, 1 * MiB, 1); /* not from stream 0's chunk */
+    ck_assert_uint_eq(b->stream, 1);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 16 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK); /* cudaMemPoolTrimTo(0) */
+    check_heap(f.heap);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    fx_free(&f);
+}
+END_TEST
+
+/* Under a capacity of 10 MiB: chunks of 4, 4 and 2 MiB, the 4 MiB ones freed. A 6 MiB request
+ * fits no chunk and no growth: with threshold 0 the free chunks are trimmed and growth tried
+ * again (no counted retry); with UINT64_MAX (PyTorch's) nothing goes back until the ladder's
+ * full release, the counted retry. */
+static void threshold_case(const char *spec, uint64_t retries)
+{
+    fixture f = fx_new(spec, DEV, 10 * MiB);
+    gs_block *a = xalloc(f.heap, 4 * MiB, 0);
+    gs_block *b = xalloc(f.heap, 4 * MiB, 0);
+    gs_block *c = xalloc(f.heap, 2 * MiB, 0);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    gs_block *d = xalloc(f.heap, 6 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 2);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, retries);
+    xfree(f.heap, c);
+    xfree(f.heap, d);
+    fx_free(&f);
+}
+
+START_TEST(cuda_async_release_threshold)
+{
+    threshold_case("cuda-async:granularity:2MiB,chunk:2MiB", 0);
+    threshold_case("cuda-async:cudaMemPoolAttrReleaseThreshold:UINT64_MAX,granularity:2MiB,"
+                   "chunk:2MiB", 1);
+    threshold_case("cuda-async:release_threshold:max,granularity:2MiB,chunk:2MiB", 1);
+}
+END_TEST
+
+START_TEST(cuda_async_config_errors)
+{
+    /* the measured default: chunks of whole 32 MiB */
+    fixture f = fx_new("cuda-async", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1, 0);
+    gs_block *b = xalloc(f.heap, 40 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB + 64 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    fx_free(&f);
+    expect_error("cuda-async:cudaMemPoolAttrReleaseThreshold:lots", "cudaMemPoolAttrReleaseThreshold");
+    expect_error("cuda-async:cudaMemPoolReuseAllowInternalDependencies:2", "true or false");
+    expect_error("cuda-async:granularity:3MiB", "power of two");
+    expect_error("cuda-async:align:128", "power of two");
+    char *help = gs_policy_keys_help(&gs_policy_cuda_async);
+    ck_assert_ptr_nonnull(strstr(help, "cudaMemPoolAttrReleaseThreshold:BYTES"));
+    ck_assert_ptr_null(strstr(help, "release_threshold:")); /* an alias, not listed */
+    g_free(help);
+}
+END_TEST
+
 START_TEST(registry_has_the_families)
 {
-    const char *want[] = {"preallocate", "tlsf", "bfc"};
+    const char *want[] = {"preallocate", "tlsf", "bfc", "rmm-pool", "cuda-async"};
     for (unsigned i = 0; i < G_N_ELEMENTS(want); i++) {
         bool found = false;
         for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++)
@@ -340,6 +520,18 @@ static Suite *families_suite(void)
     tcase_add_test(tc, bfc_backpedals_under_the_limit_and_collects);
     tcase_add_test(tc, bfc_streams_share_one_free_list);
     tcase_add_test(tc, bfc_config_errors_and_help);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rmm-pool");
+    tcase_add_test(tc, rmm_pool_initial_then_doubling);
+    tcase_add_test(tc, rmm_pool_own_stream_first);
+    tcase_add_test(tc, rmm_pool_maximum_halves_and_fails);
+    tcase_add_test(tc, rmm_pool_config_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cuda-async");
+    tcase_add_test(tc, cuda_async_chunks_and_streams);
+    tcase_add_test(tc, cuda_async_no_internal_dependencies);
+    tcase_add_test(tc, cuda_async_release_threshold);
+    tcase_add_test(tc, cuda_async_config_errors);
     suite_add_tcase(s, tc);
     return s;
 }

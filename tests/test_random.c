@@ -24,6 +24,8 @@ static const char *const specs[] = {
     "tlsf:sl_bits:2,pool_size:8MiB,align:512",
     "bfc",
     "bfc:allow_growth:true,TF_ENABLE_GPU_GARBAGE_COLLECTION:true,XLA_PYTHON_CLIENT_MEM_FRACTION:1",
+    "rmm-pool:initial_pool_size:0,maximum_pool_size:256MiB",
+    "cuda-async",
 };
 
 /* Per spec and mode. Under AddressSanitizer (.ci/test's second build) a quarter: the heap check
@@ -56,7 +58,8 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
     bool stitch = g_str_has_prefix(spec, "stitch");
     bool expandable = strstr(spec, "expandable_segments:True") != NULL || stitch;
     /* policies whose segments are not whole 2 MiB pages (the device's granularity) */
-    bool exact = g_str_has_prefix(spec, "cupy") || g_str_has_prefix(spec, "bfc");
+    bool exact = g_str_has_prefix(spec, "cupy") || g_str_has_prefix(spec, "bfc") ||
+                 g_str_has_prefix(spec, "rmm-pool");
     uint64_t limit = limited ? (uint64_t)g_rand_int_range(r, 64, 512) * MiB : 0;
     gs_sim_config sc = {.total_bytes = 1 * GiB};
     gs_backend *be = gs_sim_backend_new(&sc);
@@ -134,7 +137,7 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
          * 20 MiB pages instead: an expandable segment may then overshoot it by under a page. */
         if (limit) ck_assert_uint_le(gs_heap_reserved(f.heap), limit + (expandable ? 18 * MiB : 0));
         if (exact) {
-            /* CuPy (and BFC's regions) cudaMalloc exact sizes; the device hands out 2 MiB pages, so a segment's
+            /* CuPy (and BFC's regions, RMM's pools) cudaMalloc exact sizes; the device hands out 2 MiB pages, so a segment's
              * last page may be partly unused (small segments share pages) */
             ck_assert_uint_ge(dev_used_bytes(f.be), gs_heap_reserved(f.heap));
             ck_assert_uint_le(dev_used_bytes(f.be),

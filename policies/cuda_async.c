@@ -1,0 +1,197 @@
+/* cuda_async.c - a model of the driver's stream-ordered memory pool behind cudaMallocAsync and
+ * cudaFreeAsync (the device's default cudaMemPool_t), as PyTorch's
+ * PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync uses it (c10/cuda/CUDAMallocAsyncAllocator.cpp:
+ * one pool per device, its release threshold set to UINT64_MAX, empty_cache = synchronise and
+ * cudaMemPoolTrimTo(pool, 0)).
+ *
+ * The driver's pool is closed source: this is a model, with its parameters stated and checked
+ * against the real pool on the device (bench/device_pools.sh; the fit is in BENCHMARKS.md):
+ *   - requests round up to align:N bytes (default 512);
+ *   - the pool reserves physical memory in chunks: a request no free block serves reserves
+ *     one chunk of the request rounded up to granularity:BYTES, at least chunk:BYTES, on the
+ *     requesting stream (both 32 MiB by default: on an H100 with driver 580, every growth of
+ *     the real pool's ReservedMemCurrent over five traces was a multiple of 32 MiB, and the
+ *     smallest was 32 MiB: bench/results/h100-2026-11-23-pools);
+ *   - a request takes the smallest free block that fits on its own stream (memory freed on a
+ *     stream is reusable by later work on that stream at once); failing that, when
+ *     cudaMemPoolReuseAllowInternalDependencies is on (the driver's default), the smallest on
+ *     another stream (the driver inserts the dependency on the free's stream); a block is
+ *     always split and freed blocks coalesce within their chunk;
+ *   - cudaMemPoolAttrReleaseThreshold (default 0; PyTorch sets UINT64_MAX): at a
+ *     synchronisation the pool gives back wholly free chunks until it reserves no more than the
+ *     threshold. A trace records no synchronisations, so the replay trims where it knows the
+ *     program waits: after a failed growth (release_some: trim to the threshold, then try
+ *     again), and at empty_cache (PyTorch's cudaMemPoolTrimTo(0): every free chunk);
+ *   - when the driver still cannot grow, everything free is trimmed and growth is tried once
+ *     more (the ladder's full release, counted as a retry), then the request fails.
+ *
+ * Where it departs from the driver, knowingly:
+ *   - the driver maps physical memory with its VMM calls and may place a request across
+ *     chunks, or move free physical memory behind a new virtual range; the model's chunks are
+ *     fixed segments. Measured, the model reserves 1.05-1.17 times what the real pool does on
+ *     the three traces above 5 GiB (the real pool's peak reserved is 0.5-9% above its peak
+ *     used), and 0.80-0.95 times on two small ones (BENCHMARKS.md, "The real pools on the
+ *     device");
+ *   - synchronisations the program made (cudaStreamSynchronize, .item(), the end of a step) are
+ *     not in a trace: with a release threshold below the pool's size, the real pool gives back
+ *     memory at those points and the replay does not. Without a synchronisation the real pool
+ *     keeps its memory whatever the threshold (measured: 0 and UINT64_MAX gave the same
+ *     reserved memory on every trace);
+ *   - cudaMemPoolReuseFollowEventDependencies and ReuseAllowOpportunistic are not modelled
+ *     apart: with internal dependencies allowed (the default) they change only when the wait
+ *     happens, not which memory is used.
+ */
+#include <string.h>
+
+#include "policies.h"
+
+typedef struct {
+    uint64_t threshold;   /* cudaMemPoolAttrReleaseThreshold */
+    bool internal_deps;   /* cudaMemPoolReuseAllowInternalDependencies */
+    uint64_t align, granularity, chunk;
+} async_cfg;
+
+static const gs_pool_desc async_pools[] = {{.is_small = false}};
+
+static bool set_threshold(void *cfg, const char *key, const char *val, GError **err)
+{
+    uint64_t *t = &((async_cfg *)cfg)->threshold;
+    if (!g_ascii_strcasecmp(val, "UINT64_MAX") || !g_ascii_strcasecmp(val, "max")) {
+        *t = UINT64_MAX;
+        return true;
+    }
+    if (!strcmp(val, "0")) {
+        *t = 0;
+        return true;
+    }
+    return gs_family_size(key, val, 1, t, err);
+}
+
+static bool set_deps(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_bool(key, val, &((async_cfg *)cfg)->internal_deps, err);
+}
+
+static bool set_align(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_pow2(key, val, 256, 2 * GS_MiB, &((async_cfg *)cfg)->align, err);
+}
+
+static bool set_granularity(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_pow2(key, val, 64 * 1024, GS_GiB, &((async_cfg *)cfg)->granularity, err);
+}
+
+static bool set_chunk(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_size(key, val, 64 * 1024, &((async_cfg *)cfg)->chunk, err);
+}
+
+static const gs_policy_key async_keys[] = {
+    {"cudaMemPoolAttrReleaseThreshold", "BYTES",
+     "free chunks above this go back when the program\n"
+     "waits (default 0; PyTorch's backend:cudaMallocAsync sets UINT64_MAX,\nalso written max)", set_threshold},
+    {"cudaMemPoolReuseAllowInternalDependencies", "1",
+     "1: a stream may reuse memory freed on another\n"
+     "(the driver's default); 0: not",
+     set_deps},
+    {"granularity", "BYTES", "model: chunks are whole multiples of this\n"
+     "(default 32MiB, measured)",
+     set_granularity},
+    {"chunk", "BYTES", "model: the smallest chunk the pool reserves\n"
+     "(default 32MiB, measured)", set_chunk},
+    {"align", "N", "model: requests round up to N bytes, a power of two (default 512)",
+     set_align},
+    {"release_threshold", "BYTES", NULL, set_threshold},
+    {NULL, NULL, NULL, NULL},
+};
+
+static void *async_parse(const char *conf, GError **err)
+{
+    async_cfg *cfg = g_new0(async_cfg, 1);
+    cfg->internal_deps = true;
+    cfg->align = 512;
+    cfg->granularity = 32 * GS_MiB; /* every growth of the real pool was a multiple of 32 MiB */
+    cfg->chunk = 32 * GS_MiB;
+    if (!gs_policy_conf_parse(async_keys, cfg, conf, err)) {
+        g_free(cfg);
+        return NULL;
+    }
+    return cfg;
+}
+
+static uint64_t async_round(const void *cfgv, uint64_t size)
+{
+    const async_cfg *cfg = cfgv;
+    if (size == 0) return cfg->align; /* the core serves every request with a block */
+    return (size + cfg->align - 1) & ~(cfg->align - 1);
+}
+
+static unsigned async_pool_of(const void *cfg, uint64_t rounded) { return 0; }
+static uint64_t async_segment_size(const void *cfgv, uint64_t rounded)
+{
+    const async_cfg *cfg = cfgv;
+    uint64_t g = cfg->granularity;
+    uint64_t c = (rounded + g - 1) / g * g;
+    return MAX(c, cfg->chunk);
+}
+static bool async_fits(const void *cfg, const gs_block *b, uint64_t rounded) { return true; }
+static bool async_should_split(const void *cfg, const gs_block *b, uint64_t rounded)
+{
+    return b->size > rounded;
+}
+static uint64_t async_oversize(const void *cfg) { return UINT64_MAX; }
+
+static gs_block *async_pick(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
+                            uint64_t rounded)
+{
+    const async_cfg *cfg = cfgv;
+    return gs_family_stream_first(h, pool, stream, rounded, cfg->internal_deps);
+}
+
+static gs_status async_grow(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
+                            uint64_t rounded, unsigned attempt)
+{
+    return gs_heap_grow_segment(h, pool, stream, async_segment_size(cfg, rounded));
+}
+
+/* The synchronisation after a failed growth: trim wholly free chunks, newest first, down to
+ * the release threshold. Growth is tried again when anything went back. */
+static bool async_release_some(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
+                               uint64_t rounded, gs_status *st)
+{
+    const async_cfg *cfg = cfgv;
+    bool released = false;
+    const gs_segment *s = gs_heap_segments(h);
+    while (s && gs_heap_reserved(h) > cfg->threshold) {
+        const gs_segment *next = s->next;
+        gs_block *b = s->head;
+        if (b->state == GS_BLOCK_FREE && !b->next) {
+            *st = gs_heap_release_block(h, b);
+            if (*st != GS_OK) return false;
+            released = true;
+        }
+        s = next;
+    }
+    return released;
+}
+
+const gs_policy_ops gs_policy_cuda_async = {
+    .version = GS_POLICY_VERSION,
+    .name = "cuda-async",
+    .summary = "a model of the driver's cudaMallocAsync pool (release threshold, streams)",
+    .keys = async_keys,
+    .parse = async_parse,
+    .cfg_free = g_free,
+    .npools = 1,
+    .pools = async_pools,
+    .round_size = async_round,
+    .pool_of = async_pool_of,
+    .segment_size = async_segment_size,
+    .fits = async_fits,
+    .should_split = async_should_split,
+    .oversize = async_oversize,
+    .pick = async_pick,
+    .grow = async_grow,
+    .release_some = async_release_some,
+};
