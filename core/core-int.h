@@ -234,6 +234,10 @@ size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);
 size_t gs_expandable_release_orphans(gs_heap *h);
 gs_status gs_expandable_new_segment(gs_heap *h, unsigned pool, uint32_t stream, gs_block **out);
 gs_status gs_expandable_release_page(gs_heap *h, uint64_t handle, uint64_t size);
+/* The mapped pages at the start of unmapped block u ([u->addr, +bytes)) become a free block,
+ * merged with its free neighbours and put into the index; the rest of u stays unmapped. Returns
+ * the free block (map_block's end, and stitch's when it maps moved handles). */
+gs_block *gs_expandable_settle(gs_heap *h, gs_block *u, uint64_t bytes);
 
 /* "stitch.c" */
 gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,

@@ -141,6 +141,19 @@ static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t e
     return st;
 }
 
+gs_block *gs_expandable_settle(gs_heap *h, gs_block *u, uint64_t bytes)
+{
+    unmapped_remove(h, u);
+    if (bytes < u->size)
+        unmapped_insert(h, block_carve(h, u, u->addr + bytes, u->size - bytes, u, u->next));
+    u->size = bytes;
+    u->state = GS_BLOCK_FREE;
+    gs_block_try_merge(h, u, u->prev);
+    gs_block_try_merge(h, u, u->next);
+    pool_insert(h, u);
+    return u;
+}
+
 /* Map whole pages at the start of unmapped block b to cover size bytes. The mapped part becomes
  * a free block, merged with free neighbours; the rest stays unmapped. PyTorch's map_block.
  * On failure (map_pages) the heap is unchanged. */
@@ -155,15 +168,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
 
     uint64_t mapped = (end - begin) * pg;
     s->mapped_pages += end - begin;
-    unmapped_remove(h, b);
-    if (mapped < b->size) {
-        unmapped_insert(h, block_carve(h, b, b->addr + mapped, b->size - mapped, b, b->next));
-        b->size = mapped;
-    }
-    b->state = GS_BLOCK_FREE;
-    gs_block_try_merge(h, b, b->prev);
-    gs_block_try_merge(h, b, b->next);
-    pool_insert(h, b);
+    b = gs_expandable_settle(h, b, mapped);
 
     h->total_reserved += mapped;
     if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)mapped);

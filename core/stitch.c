@@ -183,20 +183,6 @@ static gs_status put(gs_heap *h, gs_segment *s, uint64_t i, uint64_t pages, uint
     return GS_OK;
 }
 
-/* The mapped pages at the start of unmapped block u ([u->addr, +bytes)) become a free block,
- * merged with its free neighbours, and put into the index. */
-static gs_block *settle(gs_heap *h, gs_block *u, uint64_t bytes)
-{
-    unmapped_remove(h, u);
-    if (bytes < u->size)
-        unmapped_insert(h, block_carve(h, u, u->addr + bytes, u->size - bytes, u, u->next));
-    u->size = bytes;
-    u->state = GS_BLOCK_FREE;
-    gs_block_try_merge(h, u, u->prev);
-    gs_block_try_merge(h, u, u->next);
-    pool_insert(h, u);
-    return u;
-}
 
 /* The place for a growth of size: the lowest unmapped block u of pool/stream (with the free
  * block c just before it, if any) where the donors chosen for it and what must be created fit
@@ -309,7 +295,7 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     }
     g_array_free(made, TRUE);
     if (at > slot) {
-        gs_block *b = settle(h, u, (at - slot) * pg);
+        gs_block *b = gs_expandable_settle(h, u, (at - slot) * pg);
         reserve_delta(h, s, (int64_t)((at - slot) * pg));
         h->st.num_device_alloc++;
         if (st == GS_OK) {
