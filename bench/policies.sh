@@ -21,7 +21,7 @@
 # The policies, in one place: adding one is one word (no spaces, commas or quotes: they go
 # into CSV fields and command lines). 'stitch' joins when this build has it.
 POLICIES="pytorch pytorch:expandable_segments:True cupy preallocate preallocate:fit:first tlsf bfc
-bfc:XLA_PYTHON_CLIENT_PREALLOCATE:false rmm-pool rmm-pool:initial_pool_size:0
+bfc:XLA_PYTHON_CLIENT_PREALLOCATE:false rmm-pool rmm-pool:initial_pool_size:0 rmm-arena
 cuda-async:cudaMemPoolAttrReleaseThreshold:max"
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 /* policies.h - the named policies (pytorch.c, cupy.c, preallocate.c, tlsf.c, bfc.c,
- * rmm_pool.c, cuda_async.c) and the registry that finds them by name
+ * rmm_pool.c, rmm_arena.c, cuda_async.c) and the registry that finds them by name
  * and parses their config (policy.c). The contract they implement is core/policy.h.
  */
 #ifndef GS_POLICIES_H
@@ -32,6 +32,7 @@ extern const gs_policy_ops gs_policy_preallocate; /* preallocate.c */
 extern const gs_policy_ops gs_policy_tlsf;        /* tlsf.c */
 extern const gs_policy_ops gs_policy_bfc;         /* bfc.c */
 extern const gs_policy_ops gs_policy_rmm_pool;    /* rmm_pool.c */
+extern const gs_policy_ops gs_policy_rmm_arena;   /* rmm_arena.c */
 extern const gs_policy_ops gs_policy_cuda_async;  /* cuda_async.c */
 
 /* ---- For the families (family.c): config values, each error naming the key and the value ---- */

@@ -12,6 +12,7 @@ static const gs_policy_ops *const registry[] = {
     &gs_policy_tlsf,
     &gs_policy_bfc,
     &gs_policy_rmm_pool,
+    &gs_policy_rmm_arena,
     &gs_policy_cuda_async,
     &gs_policy_stitch,
     NULL,

@@ -1,5 +1,5 @@
 /* test_families.c - the policy families beyond PyTorch's and CuPy's (issue 16): preallocate,
- * tlsf, bfc, rmm-pool and cuda-async on a heap, with the heap check after every operation (xalloc, xfree): their
+ * tlsf, bfc, rmm-pool, rmm-arena and cuda-async on a heap, with the heap check after every operation (xalloc, xfree): their
  * rounding, the block each picks, how each grows, what each gives back, and their config
  * errors. The three optional hooks they use (pick, grow, keeps_cache) are core/policy.h's. */
 #include <string.h>
@@ -396,6 +396,139 @@ START_TEST(rmm_pool_config_errors)
 }
 END_TEST
 
+/* ---- rmm-arena ---- */
+
+START_TEST(rmm_arena_stream_superblocks_first_fit)
+{
+    fixture f = fx_new("rmm-arena", DEV, 1 * GiB);
+    gs_block *a = xalloc(f.heap, 1000, 0);
+    ck_assert_uint_eq(a->size, 1024);                       /* 256-byte alignment */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 1 * MiB); /* one superblock for stream 0 */
+    ck_assert_uint_eq(a->stream, 0);
+    gs_block *b = xalloc(f.heap, 512 * 1024, 0);             /* the same superblock */
+    ck_assert_ptr_eq(b->seg, a->seg);
+    gs_block *c = xalloc(f.heap, 1000, 1); /* stream 1: a superblock of its own */
+    ck_assert_uint_eq(c->stream, 1);
+    ck_assert_ptr_ne(c->seg, a->seg);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB);
+    /* stream 0's superblock has 511 KiB left: 600 KiB takes a new one */
+    gs_block *d = xalloc(f.heap, 600 * 1024, 0);
+    ck_assert_ptr_ne(d->seg, a->seg);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 3 * MiB);
+    /* first fit by address: with b freed, the lower superblock has 1023 KiB free and the
+     * other 424 KiB; 300 KiB goes to the lower-addressed one, where best fit would take the
+     * smaller hole */
+    xfree(f.heap, b);
+    gs_block *e = xalloc(f.heap, 300 * 1024, 0);
+    const gs_segment *low = a->seg->head->addr < d->seg->head->addr ? a->seg : d->seg;
+    ck_assert_ptr_eq(e->seg, low);
+    b = xalloc(f.heap, 256, 0);
+    /* freed on another stream, a block still goes back to its superblock */
+    gs_heap_free(f.heap, c);
+    check_heap(f.heap);
+    gs_block *g = xalloc(f.heap, 1000, 1);
+    ck_assert_uint_eq(g->stream, 1);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 3 * MiB);
+    /* one upstream allocation is never given back: empty_cache keeps every superblock */
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, d);
+    xfree(f.heap, e);
+    xfree(f.heap, g);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 3 * MiB);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_arena_large_from_the_global_arena)
+{
+    fixture f = fx_new("rmm-arena:arena_size:64MiB", DEV, 0);
+    /* above 1 MiB: straight from the global arena, a superblock of exactly the request,
+     * shared by the streams (stream 0's in the replay) */
+    gs_block *a = xalloc(f.heap, 1 * MiB + 1, 1);
+    ck_assert_uint_eq(a->size, 1 * MiB + 256);
+    ck_assert_uint_eq(a->stream, 0);
+    ck_assert_uint_eq(a->seg->size, 1 * MiB + 256);
+    gs_block *b = xalloc(f.heap, 8 * MiB, 2);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 9 * MiB + 256);
+    xfree(f.heap, b);
+    /* the freed superblock serves the next large request that fits, first fit */
+    gs_block *c = xalloc(f.heap, 4 * MiB, 1);
+    ck_assert_ptr_eq(c->seg, b->seg);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 9 * MiB + 256);
+    xfree(f.heap, c);
+    /* an empty large superblock is back in the global arena before the next one is carved */
+    gs_block *d = xalloc(f.heap, 16 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 17 * MiB + 256);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_free, 1);
+    xfree(f.heap, a);
+    xfree(f.heap, d);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_arena_defragments_then_fails)
+{
+    /* An arena of 4 MiB: four streams take a superblock each; once their blocks are free the
+     * superblocks stay with the streams, so a 2 MiB request finds no room, defragments (the
+     * empty superblocks go back) and succeeds; no retry is counted (RMM's synchronisation) */
+    fixture f = fx_new("rmm-arena:arena_size:4MiB", DEV, 0);
+    gs_block *s[4];
+    for (unsigned i = 0; i < 4; i++) s[i] = xalloc(f.heap, 4096, i);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 4 * MiB);
+    gs_block *x = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 1000, &x), GS_OK); /* stream 0's superblock has room */
+    xfree(f.heap, x);
+    for (unsigned i = 1; i < 4; i++) xfree(f.heap, s[i]);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 4 * MiB);
+    gs_block *big = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 2 * MiB, &big), GS_OK);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 3 * MiB); /* s[0]'s superblock and 2 MiB */
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_ooms, 0);
+    /* 2 MiB more does not fit what is left (1 MiB), even after a defragment: the OOM */
+    ck_assert_int_eq(try_alloc(f.heap, 2 * MiB, &x), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+    /* a small request on a new stream takes the last superblock */
+    gs_block *y = xalloc(f.heap, 1 * MiB, 5);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 4 * MiB);
+    xfree(f.heap, y);
+    xfree(f.heap, big);
+    xfree(f.heap, s[0]);
+    fx_free(&f);
+}
+END_TEST
+
+START_TEST(rmm_arena_default_size_and_errors)
+{
+    /* the default arena is half the limit: 300 MiB of a 512 MiB limit fails */
+    fixture f = fx_new("rmm-arena", DEV, 512 * MiB);
+    gs_block *x = NULL;
+    ck_assert_int_eq(try_alloc(f.heap, 300 * MiB, &x), GS_ERR_OOM);
+    ck_assert_int_eq(try_alloc(f.heap, 200 * MiB, &x), GS_OK);
+    xfree(f.heap, x);
+    fx_free(&f);
+    /* an arena larger than the limit: the upstream allocation itself fails */
+    f = fx_new("rmm-arena:arena_size:1GiB", DEV, 512 * MiB);
+    ck_assert_int_eq(try_alloc(f.heap, 1000, &x), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    fx_free(&f);
+    expect_error("rmm-arena:arena_size:1000", "arena_size");
+    expect_error("rmm-arena:arena_size:150%", "percentage");
+    expect_error("rmm-arena:dump_log_on_failure:maybe", "true or false");
+    expect_error("rmm-arena:initial_pool_size:1GiB", "unknown key");
+    gs_policy *p = gs_policy_new("rmm-arena:arena_size:25%,dump_log_on_failure:true", NULL);
+    ck_assert_ptr_nonnull(p);
+    gs_policy_free(p);
+    char *help = gs_policy_keys_help(&gs_policy_rmm_arena);
+    ck_assert_ptr_nonnull(strstr(help, "arena_size:BYTES"));
+    ck_assert_ptr_null(strstr(help, "dump_log_on_failure")); /* accepted, no effect */
+    g_free(help);
+}
+END_TEST
+
 /* ---- cuda-async ---- */
 
 START_TEST(cuda_async_chunks_and_streams)
@@ -487,7 +620,7 @@ END_TEST
 
 START_TEST(registry_has_the_families)
 {
-    const char *want[] = {"preallocate", "tlsf", "bfc", "rmm-pool", "cuda-async"};
+    const char *want[] = {"preallocate", "tlsf", "bfc", "rmm-pool", "rmm-arena", "cuda-async"};
     for (unsigned i = 0; i < G_N_ELEMENTS(want); i++) {
         bool found = false;
         for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++)
@@ -526,6 +659,12 @@ static Suite *families_suite(void)
     tcase_add_test(tc, rmm_pool_own_stream_first);
     tcase_add_test(tc, rmm_pool_maximum_halves_and_fails);
     tcase_add_test(tc, rmm_pool_config_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rmm-arena");
+    tcase_add_test(tc, rmm_arena_stream_superblocks_first_fit);
+    tcase_add_test(tc, rmm_arena_large_from_the_global_arena);
+    tcase_add_test(tc, rmm_arena_defragments_then_fails);
+    tcase_add_test(tc, rmm_arena_default_size_and_errors);
     suite_add_tcase(s, tc);
     tc = tcase_create("cuda-async");
     tcase_add_test(tc, cuda_async_chunks_and_streams);

@@ -25,6 +25,7 @@ static const char *const specs[] = {
     "bfc",
     "bfc:allow_growth:true,TF_ENABLE_GPU_GARBAGE_COLLECTION:true,XLA_PYTHON_CLIENT_MEM_FRACTION:1",
     "rmm-pool:initial_pool_size:0,maximum_pool_size:256MiB",
+    "rmm-arena:arena_size:192MiB",
     "cuda-async",
 };
 
@@ -59,7 +60,7 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
     bool expandable = strstr(spec, "expandable_segments:True") != NULL || stitch;
     /* policies whose segments are not whole 2 MiB pages (the device's granularity) */
     bool exact = g_str_has_prefix(spec, "cupy") || g_str_has_prefix(spec, "bfc") ||
-                 g_str_has_prefix(spec, "rmm-pool");
+                 g_str_has_prefix(spec, "rmm-pool") || g_str_has_prefix(spec, "rmm-arena");
     uint64_t limit = limited ? (uint64_t)g_rand_int_range(r, 64, 512) * MiB : 0;
     gs_sim_config sc = {.total_bytes = 1 * GiB};
     gs_backend *be = gs_sim_backend_new(&sc);
@@ -136,6 +137,9 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
         /* PyTorch checks the limit against the size a cudaMalloc would take, also when it maps
          * 20 MiB pages instead: an expandable segment may then overshoot it by under a page. */
         if (limit) ck_assert_uint_le(gs_heap_reserved(f.heap), limit + (expandable ? 18 * MiB : 0));
+        /* the arena's superblocks never pass the arena */
+        if (g_str_has_prefix(spec, "rmm-arena:arena_size:192MiB"))
+            ck_assert_uint_le(gs_heap_reserved(f.heap), 192 * MiB);
         if (exact) {
             /* CuPy (and BFC's regions, RMM's pools) cudaMalloc exact sizes; the device hands out 2 MiB pages, so a segment's
              * last page may be partly unused (small segments share pages) */
