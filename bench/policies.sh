@@ -75,6 +75,7 @@ while IFS="$(printf '\t')" read -r name t; do
         if [ -n "$min" ]; then
             "$gpusim" replay "$t" --policy "$p" --capacity "$min" --format csv -q |
                 awk -F, -v p="$p" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+                    ("pool" in c) && $c["pool"] != "" { next }
                     { print p "," $c["num_alloc_retries"] "," $c["device_time_us"] "," $c["frag_peak"] }' >>"$work/m.csv"
         fi
     done
@@ -89,6 +90,7 @@ while IFS="$(printf '\t')" read -r name t; do
             while ((getline l < M) > 0) { split(l, f, ","); mr[f[1]] = f[2]; mt[f[1]] = f[3]; mf[f[1]] = f[4] }
         }
         NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        ("pool" in c) && $c["pool"] != "" { next }  # rows of private pools (docs/cli.md)
         { p = $c["policy"]
           print name "," p "," $c["outcome"] "," wmin[p] "," $c["peak_reserved_bytes"] "," \
                 $c["frag_peak"] "," $c["num_alloc_retries"] "," $c["device_time_us"] "," \

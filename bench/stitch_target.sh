@@ -38,9 +38,9 @@ printf '%-34s %12s %12s %-5s %7s %5s %7s %9s %9s %6s %s\n' trace peak_alloc capa
 for t in $traces; do
     # the default policy with no limit: the peak allocated per device, and the device time
     "$gpusim" replay "$t" --policy pytorch --format csv >"$tmp/d.csv"
-    cap=$(awk -F, 'NR > 1 { rows[NR - 1] = $12 } END {
+    # (rows with no peak_allocated_bytes are a private pool's: docs/cli.md, the CSV pool rows)
+    cap=$(awk -F, 'NR > 1 && $12 != "" { rows[++n] = $12 } END {
         page = 2097152
-        n = NR - 1
         if (n == 1) { c = int((rows[1] * 1.02 + page - 1) / page) * page; printf "%.0f", c; exit }
         for (i = 2; i <= n; i++) {
             c = int((rows[i] * 1.02 + page - 1) / page) * page
@@ -52,6 +52,7 @@ for t in $traces; do
     # the first row is the whole run (the sum over devices): its outcome, retries, OOMs and time;
     # fragmentation and the capacity are judged per device where the trace has several
     awk -F, -v name="$name" -v cap="$cap" 'FNR == 1 { f++; next }
+        $12 == "" { next }
         f == 1 && FNR == 2 { dpa = $12; dus = $24 }
         f == 2 && FNR == 2 { outc = $4; ret = $19; oom = $20; us = $24; frag = $15 }
         f == 2 && FNR > 2 { if ($15 > frag) frag = $15 }

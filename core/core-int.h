@@ -90,6 +90,7 @@ typedef struct {
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
     bool stitch;             /* its expandable segments are stitched (stitch.c) */
     uint64_t max_handle;     /* stitched: the largest handle a growth creates (0: any) */
+    double slack;            /* stitched: gs_stitch_conf.slack (policy.h) */
     uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 

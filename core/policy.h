@@ -39,6 +39,17 @@ typedef struct {
     bool is_small; /* counted as small_pool in the statistics (else large_pool) */
 } gs_pool_desc;
 
+/* How a stitched pool grows (the stitch hook below; core/stitch.c). */
+typedef struct {
+    uint64_t max_handle; /* the largest handle a growth creates, bytes; 0: any */
+    /* While the heap's reserved bytes after a growth stay within (1 + slack) x its peak
+     * allocated bytes (and the limit), the growth creates new memory instead of moving free
+     * handles: a move unmaps memory, which on the real driver waits for the whole device
+     * (backends/cuda.c), and in a program's steady state such moves repeat every step. Under
+     * that bound memory is plentiful; above it every growth stitches first. 0: always stitch. */
+    double slack;
+} gs_stitch_conf;
+
 /* One config key of a policy, in the original's syntax (KEY:VALUE, comma-separated). A policy's
  * keys are one table that serves both its parser (gs_policy_conf_parse) and --help
  * (gs_policy_keys_help), so the two cannot drift apart. */
@@ -85,9 +96,10 @@ typedef struct gs_policy_ops {
     /* Optional, for pools with an expandable_page. True: the pool's reservations are stitched
      * (core/stitch.c): a growth first moves whole free physical handles of this stream from
      * anywhere in the stitched pools to where the request needs them, and creates only what is
-     * still missing, as one handle of up to max_handle bytes (0: any size). NULL or false:
+     * still missing, as one handle of up to conf->max_handle bytes (0: any size); while
+     * memory is plentiful (conf->slack) it creates instead of moving. NULL or false:
      * PyTorch's expandable segments, one handle per page. */
-    bool (*stitch)(const void *cfg, unsigned pool, uint64_t *max_handle);
+    bool (*stitch)(const void *cfg, unsigned pool, gs_stitch_conf *conf);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

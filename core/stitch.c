@@ -222,7 +222,13 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
 {
     gs_pool *p = &h->pools[pool];
     uint64_t pg = p->page;
-    GArray *d = find_donors(h, pool, stream);
+    /* Plentiful memory (gs_stitch_conf.slack): no donors, so the growth creates all it needs. */
+    uint64_t after = h->total_reserved + (size + pg - 1) / pg * pg;
+    uint64_t alloc = (uint64_t)h->st.allocated_bytes[GS_STAT_ALL].current + size;
+    uint64_t peak = MAX((uint64_t)h->st.allocated_bytes[GS_STAT_ALL].peak, alloc);
+    bool plenty = p->slack > 0 && (double)after <= (double)peak * (1.0 + p->slack) &&
+                  (!h->limit || after <= h->limit);
+    GArray *d = plenty ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
     g_array_sort(d, donor_cmp);
     gs_block *u, *c;
     uint64_t need, got;

@@ -1157,6 +1157,40 @@ START_TEST(stitch_moves_free_handles_instead_of_creating)
 }
 END_TEST
 
+/* slack (gs_stitch_conf): while reserved memory after the growth stays within 1 + slack times
+ * the peak allocated, a growth creates and moves nothing (a move waits for the whole device on
+ * the real driver); slack 0 moves as above. */
+START_TEST(stitch_plentiful_memory_creates_instead_of_moving)
+{
+    for (int slack0 = 0; slack0 < 2; slack0++) {
+        fixture f = fx_new(slack0 ? "stitch:slack:0" : "stitch:slack:1", DEV, 0);
+        gs_block *a = xalloc(f.heap, 10 * MiB, 0);
+        gs_block *b = xalloc(f.heap, 4 * MiB, 0);
+        gs_block *c = xalloc(f.heap, 10 * MiB, 0); /* peak allocated 24 MiB */
+        xfree(f.heap, a);
+        xfree(f.heap, c);
+        uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+        /* 20 MiB where c was: 24 + 20 = 44 MiB <= 2 x 24 under slack 1, so 10 MiB are
+         * created beside c's free 10; under slack 0 handle A moves there instead */
+        gs_block *d = xalloc(f.heap, 20 * MiB, 0);
+        check_heap(f.heap);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), slack0 ? 1 : 0);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created + (slack0 ? 0 : 1));
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, slack0 ? 24 * MiB : 34 * MiB);
+        xfree(f.heap, d);
+        xfree(f.heap, b);
+        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+        check_heap(f.heap);
+        ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+        fx_free(&f);
+    }
+    GError *err = NULL;
+    ck_assert_ptr_null(gs_policy_new("stitch:slack:1.5", &err));
+    ck_assert(strstr(err->message, "from 0 to 1"));
+    g_clear_error(&err);
+}
+END_TEST
+
 START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
 {
     fixture f = fx_new("stitch", DEV, 40 * MiB);
@@ -1237,6 +1271,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, small_request_takes_low_end_of_2mib_segment);
     tcase_add_test(tc, stitch_growth_is_one_handle_of_the_size_needed);
     tcase_add_test(tc, stitch_moves_free_handles_instead_of_creating);
+    tcase_add_test(tc, stitch_plentiful_memory_creates_instead_of_moving);
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);

@@ -18,6 +18,7 @@ static const char *const specs[] = {
     "cupy",
     "stitch",
     "stitch:max_handle_mb:4",
+    "stitch:slack:0",
     "preallocate",
     "preallocate:fit:first,fraction:1",
     "tlsf",
