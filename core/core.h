@@ -279,7 +279,13 @@ gs_status gs_heap_release_cached(gs_heap *h);
  * released by the next gs_heap_release_cached (empty_cache, or an OOM's full flush), and the
  * pool is gone once it holds no segment. Until then its segments stay, whatever empty_cache
  * does. While any route is open the out-of-memory ladder has no full flush (PyTorch skips it
- * during a capture). */
+ * during a capture).
+ *
+ * A policy that grows its own way (gs_policy_ops.grow: an arena, regions, an upstream pool: the
+ * families other than PyTorch's, CuPy's and stitch) has no private pools, as the allocators it
+ * models have none: the three calls below accept every valid id and do nothing, and routed
+ * requests are served like any other. (Otherwise each private pool would carve an arena of its
+ * own: a 0.9-of-the-device preallocation could never serve a graph's pool.) */
 
 /* Open a route: requests on stream (every stream when all_streams) go to private pool id,
  * which is made if it does not exist (one use) or gains a use. GS_ERR_INVALID when id is 0 or

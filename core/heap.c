@@ -693,6 +693,7 @@ static unsigned private_slot(const gs_heap *h, uint32_t id)
 gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t stream)
 {
     if (!id || h->nroutes == GS_MAX_ROUTES) return GS_ERR_INVALID;
+    if (h->P->grow) return GS_OK; /* no private pools: see core.h */
     unsigned k = private_slot(h, id);
     if (k && h->priv[k].freeable) return GS_ERR_INVALID; /* PyTorch asserts a live pool */
     if (!k) {
@@ -711,6 +712,7 @@ gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t
 
 void gs_heap_pool_end(gs_heap *h, uint32_t id)
 {
+    if (h->P->grow) return;
     unsigned k = private_slot(h, id);
     for (unsigned i = 0; k && i < h->nroutes; i++) {
         if (h->routes[i].k != k) continue;
@@ -722,6 +724,7 @@ void gs_heap_pool_end(gs_heap *h, uint32_t id)
 
 gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now)
 {
+    if (h->P->grow) return id ? GS_OK : GS_ERR_INVALID;
     h->nops++;
     unsigned k = id ? private_slot(h, id) : 0;
     if (!k || h->priv[k].uses <= 0) return GS_ERR_INVALID;

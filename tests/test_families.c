@@ -52,6 +52,28 @@ START_TEST(preallocate_one_arena_of_the_fraction)
 }
 END_TEST
 
+/* A family that grows its own way has no private pools (core.h): a CUDA graph's route is
+ * accepted and ignored, and its requests come from the one arena like any other. */
+START_TEST(preallocate_has_no_private_pools)
+{
+    fixture f = fx_new("preallocate:fraction:0.5", DEV, 1 * GiB);
+    gs_block *a = xalloc(f.heap, 1000, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, false, 0), GS_OK);
+    gs_block *b = xalloc(f.heap, 100 * MiB, 0);
+    ck_assert_ptr_eq(b->seg, a->seg);
+    ck_assert_uint_eq(gs_pool_private(b->pool), 0);
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 0); /* no pool was made */
+    gs_heap_pool_end(f.heap, 1);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 1, true), GS_OK);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 0, false), GS_ERR_INVALID);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 1);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(preallocate_size_without_limit)
 {
     fixture f = fx_new("preallocate:size:64MiB", DEV, 0);
@@ -635,6 +657,7 @@ static Suite *families_suite(void)
     Suite *s = suite_create("families");
     TCase *tc = tcase_create("preallocate");
     tcase_add_test(tc, preallocate_one_arena_of_the_fraction);
+    tcase_add_test(tc, preallocate_has_no_private_pools);
     tcase_add_test(tc, preallocate_size_without_limit);
     tcase_add_test(tc, preallocate_best_and_first_fit);
     tcase_add_test(tc, preallocate_config_errors);
