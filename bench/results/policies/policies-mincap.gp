@@ -18,7 +18,7 @@ set linetype 11 lc rgb "#bcbd22"
 set linetype 12 lc rgb "#e377c2"
 set terminal pngcairo size 1400,560 font ",10"
 set output "policies-mincap.png"
-plot for [i=2:11] "policies-mincap.dat" using i:xtic(1) title columnheader(i)
+plot for [i=2:15] "policies-mincap.dat" using i:xtic(1) title columnheader(i)
 set terminal svg size 1400,560 font ",10"
 set output "policies-mincap.svg"
 replot
