@@ -69,7 +69,7 @@ def check_trace(data):
     if not data.endswith(b"\n"):
         return "no newline at the end"
     lines = data.split(b"\n")[:-1]
-    if not lines or lines[0] not in (b"# gpusim-trace 1", b"# gpusim-trace 2"):
+    if not lines or lines[0] not in (b"# gpusim-trace 1", b"# gpusim-trace 2", b"# gpusim-trace 3"):
         return "bad magic line"
     version = int(lines[0][-1:])
     i = 1
@@ -90,7 +90,10 @@ def check_trace(data):
     if i >= len(lines) or lines[i] != want.encode():
         return "no column line"
     live, pending, seen = {}, set(), set()
-    ops = {"alloc", "free", "free_done", "empty_cache", "mark"} | ({"oom"} if version == 2 else set())
+    ops = {"alloc", "free", "free_done", "empty_cache", "mark"} | ({"oom"} if version >= 2 else set())
+    # version 3: private pools (docs/trace-format.md); their id names a pool, not an allocation
+    pool_ops = {"pool_begin", "pool_end", "pool_release"} if version >= 3 else set()
+    ops |= pool_ops
     # ids that are freed and then get a free_done later are deferred: look ahead once
     rows = []
     for n, line in enumerate(lines[i + 1:]):
@@ -115,6 +118,10 @@ def check_trace(data):
             return f"event {n}: op {op!r}"
         if not NAME.match(client):
             return f"event {n}: client {client!r}"
+        if op in pool_ops:
+            if not 1 <= int(ident) <= 4294967294 or int(size) not in (0, 1):
+                return f"event {n}: {op} of pool {ident} with size {size}"
+            continue
         rows.append((op, int(ident), int(size)))
     done_later = set()
     for op, ident, size in reversed(rows):
