@@ -19,6 +19,23 @@ bool gs_family_fraction(const char *key, const char *val, double *out, GError **
     return true;
 }
 
+int gs_family_percent(const char *key, const char *val, double *out, GError **err)
+{
+    size_t n = strlen(val);
+    if (n < 2 || val[n - 1] != '%') return 0;
+    char *num = g_strndup(val, n - 1), *end;
+    double v = g_ascii_strtod(num, &end);
+    bool ok = *end == 0 && v > 0 && v <= 100;
+    g_free(num);
+    if (!ok) {
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "%s: '%s' must be a percentage from 0 to 100 (50%%)", key, val);
+        return -1;
+    }
+    *out = v / 100.0;
+    return 1;
+}
+
 bool gs_family_size(const char *key, const char *val, uint64_t lo, uint64_t *out, GError **err)
 {
     uint64_t v;

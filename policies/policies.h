@@ -38,6 +38,9 @@ extern const gs_policy_ops gs_policy_cuda_async;  /* cuda_async.c */
 /* ---- For the families (family.c): config values, each error naming the key and the value ---- */
 /* 0 < x <= 1 */
 bool gs_family_fraction(const char *key, const char *val, double *out, GError **err);
+/* RMM's "P%" (percent_of_free_device_memory): 1 and *out = P/100 for 0 < P <= 100; 0 when val
+ * does not end in '%' (nothing set: the caller reads another form); -1 and err otherwise */
+int gs_family_percent(const char *key, const char *val, double *out, GError **err);
 /* a size as people write it (util's gs_parse_size), lo .. GS_MAX_REQUEST */
 bool gs_family_size(const char *key, const char *val, uint64_t lo, uint64_t *out, GError **err);
 /* a power of two, lo .. hi */

@@ -74,19 +74,10 @@ static const gs_pool_desc arena_pools[] = {{.is_small = true}, {.is_small = fals
 static bool set_arena_size(void *cfgv, const char *key, const char *val, GError **err)
 {
     arena_cfg *cfg = cfgv;
-    size_t n = strlen(val);
-    if (n > 1 && val[n - 1] == '%') {
-        char *num = g_strndup(val, n - 1), *end;
-        double v = g_ascii_strtod(num, &end);
-        bool ok = *end == 0 && v > 0 && v <= 100;
-        g_free(num);
-        if (!ok) {
-            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                        "%s: '%s' must be a percentage from 0 to 100 (50%%)", key, val);
-            return false;
-        }
+    int pct = gs_family_percent(key, val, &cfg->size_frac, err);
+    if (pct < 0) return false;
+    if (pct) {
         cfg->size = 0;
-        cfg->size_frac = v / 100.0;
         return true;
     }
     /* RMM: "Arena size smaller than minimum superblock size." */

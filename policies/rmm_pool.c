@@ -61,19 +61,10 @@ static bool set_initial(void *cfgv, const char *key, const char *val, GError **e
 {
     rmm_pool_cfg *cfg = cfgv;
     /* a trailing % is RMM's percent_of_free_device_memory */
-    size_t n = strlen(val);
-    if (n > 1 && val[n - 1] == '%') {
-        char *num = g_strndup(val, n - 1), *end;
-        double v = g_ascii_strtod(num, &end);
-        bool ok = *end == 0 && v > 0 && v <= 100;
-        g_free(num);
-        if (!ok) {
-            g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                        "%s: '%s' must be a percentage from 0 to 100 (50%%)", key, val);
-            return false;
-        }
+    int pct = gs_family_percent(key, val, &cfg->initial_frac, err);
+    if (pct < 0) return false;
+    if (pct) {
         cfg->initial = 0;
-        cfg->initial_frac = v / 100.0;
         return true;
     }
     uint64_t v = 0;
