@@ -1252,6 +1252,67 @@ class TestPrivatePools(ConverterTestCase):
         self.assertEqual(lines[0], "# gpusim-trace 1")
         self.assertNotIn("pool", stderr)
 
+    def test_pool_state_lookups_match_their_definitions(self):
+        """_PoolState finds an allocation's segment by bisection and an empty_cache's pages by
+        a running reach (a 200k-entry snapshot took minutes with the scans); both must answer as
+        the scans did, segments apart or overlapping (a malformed snapshot)."""
+        import importlib.util
+        import random
+        spec = importlib.util.spec_from_file_location("convert_pools", CONVERT)
+        conv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conv)
+        E = conv.Event
+        MiB = 1 << 20
+        rng = random.Random(5)
+        for overlap in (False, True):
+            evs, addr = [], 1 << 30
+            for k in range(60):
+                size = rng.choice((2, 20, 22)) * MiB
+                evs.append(E("segment_alloc", 0, 0, addr, size, 0, False, k))
+                addr += size - (MiB if overlap and k % 7 == 3 else 0) + rng.choice((0, 2 * MiB))
+            base = 1 << 40                         # an expandable reservation, 20 MiB pages
+            evs.append(E("segment_map", 0, 0, base, 200 * MiB, 0, False, 99))
+            st = conv._PoolState(evs)
+            for e in evs:
+                st.apply(e)
+            for e in evs[5:40:3]:
+                st.apply(E("segment_free", 0, 0, e.addr, e.size, 0, False, 0))
+            self.assertEqual(st.overlap, overlap)
+
+            def linear(a):
+                for s0, (size, _, key) in st.segs.items():
+                    if s0 <= a < s0 + size:
+                        return key
+                b = st.base_of(a)
+                return ("x", b) if b is not None else None
+            probes = [rng.randrange(1 << 30, addr + 4 * MiB) for _ in range(2000)]
+            probes += [s0 for s0 in st.segs] + [s0 + v[0] for s0, v in st.segs.items()]
+            probes += [base + rng.randrange(0, 200 * MiB) for _ in range(200)]
+            for a in probes:
+                self.assertEqual(st.seg_of(a), linear(a), hex(a))
+        # empty_cache's pages: a reservation of 5 pages of 20 MiB is freeable when a page holds
+        # no live allocation; allocations placed at random, some freed, against the definition
+        base, page = 1 << 40, 20 * MiB
+        seen = set()
+        for trial in range(300):
+            st = conv._PoolState([E("segment_map", 0, 0, base, 5 * page, 0, False, 0)])
+            st.apply(E("segment_map", 0, 0, base, 5 * page, 0, False, 0))
+            placed = []
+            for i in range(rng.randrange(1, 9)):
+                a = base + rng.randrange(0, 5 * page) // 512 * 512
+                st.apply(E("alloc", 0, 0, a, rng.randrange(1, 2 * page), 0, False, 0))
+                placed.append(a)
+            for a in placed[:rng.randrange(0, 3)]:
+                st.apply(E("free", 0, 0, a, 0, 0, False, 0))
+            x = ("x", base)
+            allocs = [(a, n) for a, (k, n) in st.live.items() if k == x]
+            want = any(not any(a < pg + page and pg < a + n for a, n in allocs)
+                       for pg in range(base, base + 5 * page, page))
+            self.assertEqual(x in st.freeable(set()), want, (trial, allocs))
+            self.assertNotIn(x, st.freeable({x}))
+            seen.add(want)
+        self.assertEqual(seen, {False, True})
+
 
 if __name__ == "__main__":
     unittest.main()

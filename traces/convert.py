@@ -1354,7 +1354,13 @@ class _PoolState:
         self.page = {b: _PAGE_LARGE if all(n % _PAGE_LARGE == 0 for n in sizes.get(b, [1]))
                      else _PAGE_SMALL for b in self.bases}
         self.segs = {}        # addr -> [size, live count, key] of cudaMalloc'd segments
+        # segs' addresses in order, for seg_of's bisection; once two segments overlap (a
+        # malformed snapshot), seg_of scans segs in order as it always did, so the answer is
+        # the same either way
+        self.starts = []
+        self.overlap = False
         self.live = {}        # alloc addr -> (key, rounded size)
+        self.live_by_key = {}  # key -> {alloc addr: rounded size}, the same allocations
         self.nseg = 0
 
     def base_of(self, addr):
@@ -1362,18 +1368,53 @@ class _PoolState:
         return self.bases[i] if i >= 0 else None
 
     def seg_of(self, addr):
-        for a, (size, _, key) in self.segs.items():
-            if a <= addr < a + size:
-                return key
+        if self.overlap:
+            for a, (size, _, key) in self.segs.items():
+                if a <= addr < a + size:
+                    return key
+        else:
+            # segments apart: only the last one starting at or below addr can hold it
+            i = bisect.bisect_right(self.starts, addr) - 1
+            if i >= 0:
+                size, _, key = self.segs[self.starts[i]]
+                if addr < self.starts[i] + size:
+                    return key
         b = self.base_of(addr)
         return ("x", b) if b is not None else None
+
+    def _add_segment(self, addr, size):
+        if addr in self.segs:
+            self.starts.remove(addr)
+        i = bisect.bisect_left(self.starts, addr)
+        if (i > 0 and self.starts[i - 1] + self.segs[self.starts[i - 1]][0] > addr) or \
+                (i < len(self.starts) and addr + size > self.starts[i]):
+            self.overlap = True
+        self.starts.insert(i, addr)
+
+    def _drop_segment(self, addr):
+        if self.segs.pop(addr, None) is not None:
+            del self.starts[bisect.bisect_left(self.starts, addr)]
+
+    def _live_add(self, addr, key, size):
+        old = self.live.get(addr)
+        if old is not None:
+            del self.live_by_key[old[0]][addr]
+        self.live[addr] = (key, size)
+        self.live_by_key.setdefault(key, {})[addr] = size
+
+    def _live_pop(self, addr):
+        got = self.live.pop(addr, None)
+        if got is not None:
+            del self.live_by_key[got[0]][addr]
+        return got
 
     def apply(self, e):
         if e.action == "segment_alloc":
             self.nseg += 1
+            self._add_segment(e.addr, e.size)
             self.segs[e.addr] = [e.size, 0, ("s", e.addr, self.nseg)]
         elif e.action == "segment_free":
-            self.segs.pop(e.addr, None)
+            self._drop_segment(e.addr)
         elif e.action == "segment_map":
             b = self.base_of(e.addr)
             self.mapped[b].append((e.addr, e.size))
@@ -1392,14 +1433,14 @@ class _PoolState:
             self.mapped[b] = rest
         elif e.action == "alloc":
             key = self.seg_of(e.addr)
-            self.live[e.addr] = (key, _round512(e.size))
+            self._live_add(e.addr, key, _round512(e.size))
             if key and key[0] == "s":
                 self.segs[key[1]][1] += 1
             return key
         elif e.action in ("free", "free_done"):
             if e.action == "free" and e.deferred:
                 return None
-            got = self.live.pop(e.addr, None)
+            got = self._live_pop(e.addr)
             if got and got[0] and got[0][0] == "s" and got[0][1] in self.segs:
                 self.segs[got[0][1]][1] -= 1
         return None
@@ -1415,11 +1456,18 @@ class _PoolState:
             if key in skip or not self.mapped[b]:
                 continue
             p = self.page[b]
-            allocs = [(a, n) for a, (k, n) in self.live.items() if k == key]
+            # the reservation's live allocations by address, and the furthest end among the
+            # first i of them: a page [pg, pg + p) holds one iff some allocation starting below
+            # pg + p ends above pg
+            allocs = sorted(self.live_by_key.get(key, {}).items())
+            starts = [x for x, _ in allocs]
+            reach = [0]
+            for x, m in allocs:
+                reach.append(max(reach[-1], x + m))
             for a, n in self.mapped[b]:
                 pg = b + -(-(a - b) // p) * p
                 while pg + p <= a + n:
-                    if not any(x < pg + p and pg < x + m for x, m in allocs):
+                    if reach[bisect.bisect_left(starts, pg + p)] <= pg:
                         out.add(key)
                         break
                     pg += p
@@ -1496,18 +1544,22 @@ def infer_pools(events, final_pool_segments, next_id):
         return events, {}, next_id
     # 3. each pool's routes, from its allocations
     pool_of = {i: label.get(k) for i, k in alloc_key.items()}
+    order = list(alloc_key)     # the allocations' event indices, ascending (the walk's order)
+    by_pool = {}
+    for i in order:
+        by_pool.setdefault(pool_of[i], []).append(i)
     begins, ends = {}, {}   # event index -> [(number, stream, every_stream)]
     uses = {}
     for n in sorted(set(label.values())):
-        idx = [i for i, p in pool_of.items() if p == n]
+        idx = by_pool.get(n)
         if not idx:
             continue
         streams = {events[i].stream for i in idx}
-        window = [i for i in alloc_key if idx[0] <= i <= idx[-1]]
+        window = order[bisect.bisect_left(order, idx[0]):bisect.bisect_right(order, idx[-1])]
         every = len(streams) > 1 and all(pool_of[i] == n for i in window)
         stream = events[idx[0]].stream
         start = prev = None
-        for i in sorted(window):
+        for i in window:
             mine = pool_of[i] == n
             if not every and events[i].stream not in streams:
                 continue
