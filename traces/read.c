@@ -589,6 +589,8 @@ static void mark_deferred(parser *p)
     gs_trace *t = p->t;
     if (!p->n_free_done)
         return;
+    /* The tally took these frees as immediate when it summed the live bytes. */
+    t->tally->peak_unknown = TRUE;
     uint8_t *done = g_new0(uint8_t, t->n_slots / 8 + 1);
     for (size_t i = t->n; i-- > 0;) {
         gs_event *e = &t->ev[i];
