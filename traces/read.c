@@ -9,11 +9,12 @@
  */
 #include "trace-int.h"
 
-#include <gio/gio.h>
+#include <zlib.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1247,13 +1248,16 @@ static gboolean gz_refill(parser *p, gz_input *z)
 /* Inflates gzip data into the parser, chunk by chunk, so a large compressed trace never sits
  * decompressed in memory. The input is first[0..first_len), then, if fd >= 0, the rest of
  * the file. Several concatenated members are one valid gzip file (`cat a.gz b.gz`); anything
- * else after a member makes zlib fail on the header, and the file is refused. */
+ * else after a member makes zlib fail on the header, and the file is refused. zlib itself,
+ * called as GIO's GZlibDecompressor called it (gzip wrapper, no flush). */
 static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_len)
 {
-    GConverter *dec = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+    z_stream zs = {0};
     carry c = { 0 };
     gz_input z = { .fd = fd, .in = first, .len = first_len, .eof = fd < 0 };
     gboolean finished = FALSE, ok = TRUE, corrupt = FALSE;
+    if (inflateInit2(&zs, MAX_WBITS + 16) != Z_OK)
+        g_error("zlib: inflateInit2 failed (out of memory)"); /* as g_new would */
 
     for (;;) {
         if (z.pos == z.len && !z.eof) {
@@ -1264,33 +1268,39 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
         if (finished) {
             if (z.pos == z.len)
                 break; /* the last member ended with the input */
-            g_converter_reset(dec);
+            inflateReset(&zs);
             finished = FALSE;
         }
-        gsize r = 0, w = 0;
-        GError *e = NULL;
-        GConverterResult res = g_converter_convert(dec, z.in + z.pos, z.len - z.pos,
-                                                   carry_space(&c, CHUNK), CHUNK,
-                                                   G_CONVERTER_NO_FLAGS, &r, &w, &e);
-        z.pos += r;
-        if (w && !carry_commit(p, &c, w)) {
-            g_clear_error(&e);
-            ok = FALSE;
-            break;
-        }
-        if (res == G_CONVERTER_ERROR) {
-            /* "Need more input" is only an error once the input is over. */
-            gboolean more = g_error_matches(e, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT) &&
-                            z.pos == z.len && !z.eof;
-            g_error_free(e);
-            if (more)
+        /* (zlib's counts are uInt: CHUNK, and a piece of at most UINT_MAX at a time) */
+        size_t avail = MIN(z.len - z.pos, (size_t)UINT_MAX);
+        zs.next_in = (Bytef *)(uintptr_t)(z.in + z.pos);
+        zs.avail_in = (uInt)avail;
+        zs.next_out = (Bytef *)carry_space(&c, CHUNK);
+        zs.avail_out = (uInt)CHUNK;
+        int res = inflate(&zs, Z_NO_FLUSH);
+        if (res == Z_BUF_ERROR) {
+            /* No progress: "need more input" is only an error once the input is over. */
+            if (z.pos == z.len && !z.eof)
                 continue;
             corrupt = TRUE;
             break;
         }
-        if (res == G_CONVERTER_FINISHED)
+        if (res != Z_OK && res != Z_STREAM_END) {
+            /* Z_DATA_ERROR (a bad header, data or check), Z_NEED_DICT, Z_MEM_ERROR: what this
+             * call inflated is not parsed (a damaged member's last lines are not trusted, as
+             * GIO's decompressor, used before, gave none of them back). */
+            corrupt = TRUE;
+            break;
+        }
+        size_t r = avail - zs.avail_in, w = CHUNK - zs.avail_out;
+        z.pos += r;
+        if (w && !carry_commit(p, &c, w)) {
+            ok = FALSE;
+            break;
+        }
+        if (res == Z_STREAM_END) {
             finished = TRUE;
-        else if (r == 0 && w == 0) {
+        } else if (r == 0 && w == 0) {
             corrupt = TRUE; /* no progress: never spin */
             break;
         }
@@ -1302,7 +1312,7 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
     }
     if (ok)
         ok = finish_text(p, c.total, c.len);
-    g_object_unref(dec);
+    inflateEnd(&zs);
     g_free(z.buf);
     g_free(c.buf);
     return ok;
