@@ -164,11 +164,13 @@ typedef struct {
                              * (ev points into it; NULL otherwise), and its length */
     size_t map_len;
     struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
-                                   * as it read them (oom events, devices), so that
-                                   * gs_trace_get_caveats and gs_trace_devices need no pass over
-                                   * them; dropped by the builder's next event. Code that edits
-                                   * a loaded trace's events in place must not change their op
-                                   * or device (none does). */
+                                   * as it read them (oom and pool events, devices, the peak of
+                                   * live requested bytes), so that gs_trace_get_caveats,
+                                   * gs_trace_devices, gs_trace_has_pools and
+                                   * gs_trace_read_peak_live need no pass over them; dropped by
+                                   * the builder's next event. Code that edits a loaded trace's
+                                   * events in place must not change their op, device, size or
+                                   * flags (none does). */
     /* Top user frames (docs/trace-format.md, "Frames"): NULL when the trace has none.
      * frames holds the strings ("file:line:function"), frame k being frames[k - 1]; ev_frames
      * the events that name one, as gs_trace_ev_frame in ascending event order. Sparse, since
