@@ -515,30 +515,42 @@ static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
     /* The peak of the live requested bytes, per device: the events in order, + at an alloc,
      * - at the end of its lifetime (lifetimes below). Unsigned: an end always follows its
      * alloc, and a sum of requests of at most 2^44 bytes stays below 2^64 up to 2^20 live at
-     * once. Per slot only its request and device index: 12 bytes, where the planner's items
-     * (built only if a device's figure must be planned) take 32. */
+     * once. A trace of one device that was read from a file comes with the figure: its reader
+     * summed the same way as it appended the events (gs_trace_read_peak_live), and every
+     * allocation is that device's. Otherwise one pass, with per slot only its request and
+     * device index: 12 bytes, where the planner's items (built only if a device's figure must
+     * be planned) take 32. */
     size_t ns = t->n_slots;
-    uint32_t *dix = g_new(uint32_t, ns ? ns : 1); /* device index; UINT32_MAX: no alloc */
-    uint64_t *req = g_new0(uint64_t, ns ? ns : 1);
+    uint32_t *dix = NULL; /* device index per slot; UINT32_MAX: no alloc. NULL: all device 0 */
     size_t *per_dev = g_new0(size_t, b->n_devices);
-    memset(dix, 0xff, (ns ? ns : 1) * sizeof *dix);
-    uint64_t *live = g_new0(uint64_t, b->n_devices);
-    for (size_t i = 0; i < t->n; i++) {
-        const gs_event *e = &t->ev[i];
-        if (e->slot >= ns) continue;
-        if (e->op == GS_OP_ALLOC) {
-            uint32_t d = 0;
-            while (b->devices[d].device != e->device) d++;
-            dix[e->slot] = d;
-            per_dev[d]++;
-            req[e->slot] = counted(e->size);
-            live[d] += req[e->slot];
-            if (live[d] > b->devices[d].peak_live_bytes) b->devices[d].peak_live_bytes = live[d];
-        } else if (ends(e) && dix[e->slot] != UINT32_MAX) {
-            live[dix[e->slot]] -= req[e->slot];
+    uint64_t read_peak;
+    if (b->n_devices == 1 && gs_trace_read_peak_live(t, &read_peak)) {
+        b->devices[0].peak_live_bytes = read_peak;
+        per_dev[0] = ns;
+    } else {
+        dix = g_new(uint32_t, ns ? ns : 1);
+        uint64_t *req = g_new0(uint64_t, ns ? ns : 1);
+        memset(dix, 0xff, (ns ? ns : 1) * sizeof *dix);
+        uint64_t *live = g_new0(uint64_t, b->n_devices);
+        for (size_t i = 0; i < t->n; i++) {
+            const gs_event *e = &t->ev[i];
+            if (e->slot >= ns) continue;
+            if (e->op == GS_OP_ALLOC) {
+                uint32_t d = 0;
+                while (b->devices[d].device != e->device) d++;
+                dix[e->slot] = d;
+                per_dev[d]++;
+                req[e->slot] = counted(e->size);
+                live[d] += req[e->slot];
+                if (live[d] > b->devices[d].peak_live_bytes)
+                    b->devices[d].peak_live_bytes = live[d];
+            } else if (ends(e) && dix[e->slot] != UINT32_MAX) {
+                live[dix[e->slot]] -= req[e->slot];
+            }
         }
+        g_free(live);
+        g_free(req);
     }
-    g_free(live);
     item *all = NULL, *mine = NULL;
     for (size_t d = 0; d < b->n_devices; d++) {
         gs_bound_dev *bd = &b->devices[d];
@@ -551,7 +563,7 @@ static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
             if (!all) all = lifetimes(t), mine = g_new(item, ns ? ns : 1);
             size_t m = 0;
             for (size_t i = 0; i < ns; i++)
-                if (dix[i] == d) mine[m++] = all[i];
+                if (dix ? dix[i] == d : true) mine[m++] = all[i];
             bd->offline_bytes = round_up(gs_bound_plan(mine, m, meth), PAGE);
         }
         b->peak_live_bytes += bd->peak_live_bytes;
@@ -561,7 +573,6 @@ static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
     g_free(mine);
     g_free(all);
     g_free(per_dev);
-    g_free(req);
     g_free(dix);
     g_free(ids);
     return b;

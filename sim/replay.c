@@ -223,6 +223,7 @@ static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_e
 size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids)
 {
     *ids = NULL;
+    if (!gs_trace_has_pools(t)) return 0; /* most traces: no pass over their events */
     GArray *a = NULL;
     /* a stand-in trace (libgpusim_torch.so's report without a recording) counts events it
      * does not hold: ev NULL */

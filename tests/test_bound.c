@@ -5,6 +5,8 @@
 
 #include "replay.h"
 
+#include <glib/gstdio.h>
+
 #define U (2 * MiB)
 
 static gs_bound *bound_of(gs_trace *t)
@@ -211,6 +213,121 @@ END_TEST
  * overlapping pairs, past its budget, where it used to report 0): the planner still gives a
  * layout. The 6000 (3 MiB) meet everything, so they are the band at the bottom, and the 1 MiB
  * requests that come and go one at a time share one place above it: 4 MiB, the bound. */
+/* A trace read from a file comes with its peak of live bytes, summed by the reader as it
+ * appended the events (gs_trace_read_peak_live), and a replay's bound takes it instead of a
+ * pass: the same figures as the pass over the same events built in code, which has no reader's
+ * tally, on random traces with deferred frees, oom events, requests past the largest device and
+ * (some) a second device; as text, and as binary where one device. Also which readings carry
+ * it (a text trace with a free_done does not: its reader settles deferred frees at the end) and
+ * whether a trace has pool events, answered from the tally. */
+static gs_trace *saved_and_read(const gs_trace *t, const char *dir, const char *name)
+{
+    char *path = g_build_filename(dir, name, NULL);
+    GError *err = NULL;
+    ck_assert_msg(gs_trace_save(t, path, &err), "%s", err ? err->message : "");
+    gs_trace *back = gs_trace_load(path, 0, NULL, NULL, &err);
+    ck_assert_msg(back != NULL, "%s", err ? err->message : "");
+    g_free(path);
+    return back;
+}
+
+static void same_bound(const gs_bound *a, const gs_bound *b)
+{
+    ck_assert_uint_eq(a->n_devices, b->n_devices);
+    ck_assert_uint_eq(a->peak_live_bytes, b->peak_live_bytes);
+    ck_assert_uint_eq(a->lower_bound_bytes, b->lower_bound_bytes);
+    ck_assert_uint_eq(a->offline_bytes, b->offline_bytes);
+    for (size_t d = 0; d < a->n_devices; d++) {
+        ck_assert_uint_eq(a->devices[d].device, b->devices[d].device);
+        ck_assert_uint_eq(a->devices[d].peak_live_bytes, b->devices[d].peak_live_bytes);
+    }
+}
+
+START_TEST(read_traces_carry_their_peak)
+{
+    GRand *r = g_rand_new_with_seed(1515);
+    char *dir = g_dir_make_tmp("gs-bound-XXXXXX", NULL);
+    ck_assert_ptr_nonnull(dir);
+    for (int k = 0; k < 60; k++) {
+        gs_trace *t = gs_trace_new();
+        uint32_t live[24], pending[24];
+        int n = 0, np = 0;
+        gboolean deferred_ok = k % 3 != 0, two_devices = k % 5 == 4, any_done = FALSE;
+        for (int i = 0; i < 400; i++) {
+            int what = g_rand_int_range(r, 0, 10);
+            if (np && (np == 24 || what == 0)) {
+                int j = g_rand_int_range(r, 0, np);
+                gs_trace_add_free_done(t, pending[j]);
+                pending[j] = pending[--np];
+                any_done = TRUE;
+            } else if (n && (n == 24 || what < 5)) {
+                int j = g_rand_int_range(r, 0, n);
+                if (deferred_ok && what == 1 && np < 24) {
+                    gs_trace_add_free_deferred(t, live[j]);
+                    pending[np++] = live[j];
+                } else {
+                    gs_trace_add_free(t, live[j]);
+                }
+                live[j] = live[--n];
+            } else if (what == 9) {
+                gs_trace_add_oom(t, "torch", 0, (uint64_t)g_rand_int_range(r, 1, 1 << 30));
+            } else {
+                uint64_t sz = what == 8 && k % 2 ? G_MAXUINT64 - (uint64_t)i
+                                                 : (uint64_t)g_rand_int_range(r, 1, 64 << 20);
+                live[n++] = gs_trace_add_alloc(t, "torch", (uint64_t)(i % 3), sz);
+                if (two_devices && i % 2) t->ev[t->n - 1].device = 1;
+            }
+        }
+        while (np) gs_trace_add_free_done(t, pending[--np]), any_done = TRUE;
+        gs_bound *built = gs_bound_compute(t);
+        uint64_t peak;
+        ck_assert(!gs_trace_read_peak_live(t, &peak)); /* built in code: no reader's tally */
+        ck_assert(!gs_trace_has_pools(t));
+
+        gs_trace *text = saved_and_read(t, dir, "t.gstrace");
+        gs_bound *bt = gs_bound_compute(text);
+        same_bound(built, bt);
+        ck_assert(gs_trace_read_peak_live(text, &peak) == (!two_devices && !any_done));
+        if (!two_devices && !any_done) ck_assert_uint_eq(peak, built->peak_live_bytes);
+        ck_assert(!gs_trace_has_pools(text));
+        if (!two_devices) {
+            gs_trace *bin = saved_and_read(t, dir, "t.gsbin");
+            gs_bound *bb = gs_bound_compute(bin);
+            same_bound(built, bb);
+            ck_assert(gs_trace_read_peak_live(bin, &peak));
+            ck_assert_uint_eq(peak, built->peak_live_bytes);
+            ck_assert(!gs_trace_has_pools(bin));
+            gs_bound_free(bb);
+            gs_trace_free(bin);
+        }
+        gs_bound_free(bt);
+        gs_trace_free(text);
+        gs_bound_free(built);
+        gs_trace_free(t);
+    }
+    /* pool events: counted by the reader, found by a pass in a built trace */
+    gs_trace *t = gs_trace_new();
+    gs_trace_add_pool(t, GS_OP_POOL_BEGIN, 0, 7, false);
+    gs_trace_add_free(t, gs_trace_add_alloc(t, "torch", 0, 4096));
+    gs_trace_add_pool(t, GS_OP_POOL_END, 0, 7, false);
+    gs_trace_add_pool(t, GS_OP_POOL_RELEASE, 0, 7, false);
+    ck_assert(gs_trace_has_pools(t));
+    gs_trace *text = saved_and_read(t, dir, "p.gstrace");
+    ck_assert(gs_trace_has_pools(text));
+    gs_trace_free(text);
+    gs_trace_free(t);
+    char *files[] = {"t.gstrace", "t.gsbin", "p.gstrace"};
+    for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
+        char *path = g_build_filename(dir, files[i], NULL);
+        g_remove(path);
+        g_free(path);
+    }
+    g_rmdir(dir);
+    g_free(dir);
+    g_rand_free(r);
+}
+END_TEST
+
 START_TEST(many_live_still_planned)
 {
     gs_trace *t = gs_trace_new();
@@ -285,6 +402,7 @@ static Suite *bound_suite(void)
     tcase_add_test(tc, deferred_frees_oom_events_and_leaks);
     tcase_add_test(tc, per_device_and_totals);
     tcase_add_test(tc, random_traces_respect_the_bound);
+    tcase_add_test(tc, read_traces_carry_their_peak);
     tcase_add_test(tc, many_live_still_planned);
     tcase_add_test(tc, random_layouts_are_feasible);
     suite_add_tcase(s, tc);

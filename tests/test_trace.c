@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <gio/gio.h>
 #include <glib/gstdio.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +240,103 @@ START_TEST(test_max_values)
     /* Leading zeros are still the same number. */
     ck_assert_uint_eq(t->ev[1].slot, 0);
     gs_trace_free(t);
+}
+END_TEST
+
+/* The fast path reads numbers 8 bytes at a time where it can (traces/read.c, digits8): numbers
+ * of every length from 1 to 20 digits, leading zeros and the largest values, in each numeric
+ * column, with the line followed by more lines (the 8-byte path) and as the last line (the
+ * byte loop near the buffer's end); every byte but a digit ends a number. The buffer is the
+ * text's exact length, so a read past it shows under ASan. */
+static void check_number(const char *digits, gboolean more_lines)
+{
+    errno = 0;
+    char *endp;
+    uint64_t want = g_ascii_strtoull(digits, &endp, 10);
+    gboolean fits = errno == 0;
+    const char *cols[] = {"time_us", "stream", "id", "size"};
+    for (int c = 0; c < 4; c++) {
+        const char *f[4] = {"7", "3", "5", "4096"};
+        f[c] = digits;
+        GString *g = g_string_new(HDR);
+        g_string_append_printf(g, "0,%s,alloc,torch,0,%s,%s,%s\n", f[0], f[1], f[2], f[3]);
+        if (more_lines)
+            for (int k = 1; k < 4; k++)
+                g_string_append_printf(g, "%d,1,mark,torch,0,%s,0,%d\n", k, f[1], k);
+        GError *err = NULL;
+        char *text = g_memdup2(g->str, g->len);
+        gs_trace *t = gs_trace_parse(NAME, text, g->len, 0, NULL, NULL, &err);
+        if (fits && !(c == 2 && want == 0)) {
+            ck_assert_msg(t != NULL, "%s in %s: %s", digits, cols[c], err ? err->message : "");
+            uint64_t got[4] = {t->ev[0].time_us, g_array_index(t->streams, uint64_t, 0),
+                               t->slot_id[0], t->ev[0].size};
+            ck_assert_msg(got[c] == want, "%s in %s: got %" PRIu64, digits, cols[c], got[c]);
+            ck_assert_uint_eq(t->n, more_lines ? 4 : 1);
+            gs_trace_free(t);
+        } else if (!fits) {
+            ck_assert_ptr_null(t);
+            char *msg = g_strdup_printf(NAME ":3: bad number in column '%s'", cols[c]);
+            ck_assert_msg(g_str_has_prefix(err->message, msg), "%s", err->message);
+            g_free(msg);
+        }
+        g_clear_error(&err);
+        if (t && !fits) gs_trace_free(t);
+        g_free(text);
+        g_string_free(g, TRUE);
+    }
+}
+
+START_TEST(test_numbers_of_every_length)
+{
+    const char *pattern = "98765432101234567890";
+    for (int more = 0; more < 2; more++)
+        for (size_t len = 1; len <= 21; len++) {
+            char d[32];
+            memset(d, '9', len), d[len] = 0;
+            check_number(d, more);
+            memset(d, '0', len), d[0] = '1';
+            check_number(d, more);
+            memset(d, '0', len), d[len - 1] = '7';
+            check_number(d, more);
+            for (size_t i = 0; i < len; i++) d[i] = pattern[(i + len) % 20];
+            check_number(d, more);
+        }
+    check_number("18446744073709551615", TRUE);
+    check_number("18446744073709551616", TRUE);
+    check_number("00000000000000000000000000000000000042", TRUE);
+    /* any byte but a digit after some digits: a bad number, in the middle and the last column */
+    for (int more = 0; more < 2; more++)
+        for (unsigned b = 1; b < 256; b++) {
+            if (b == ',' || b == '\n' || b == '\r')
+                continue;
+            for (int col = 0; col < 2; col++) {
+                GString *g = g_string_new(HDR);
+                if (col == 0)
+                    g_string_append_printf(g, "0,1234%c567,alloc,torch,0,0,1,4096\n", (char)b);
+                else
+                    g_string_append_printf(g, "0,1,alloc,torch,0,0,1,1234%c567\n", (char)b);
+                for (int k = 1; more && k < 4; k++)
+                    g_string_append_printf(g, "%d,1,mark,torch,0,0,0,%d\n", k, k);
+                GError *err = NULL;
+                char *text = g_memdup2(g->str, g->len);
+                gs_trace *t = gs_trace_parse(NAME, text, g->len, 0, NULL, NULL, &err);
+                if (b >= '0' && b <= '9') {
+                    ck_assert_ptr_nonnull(t);
+                    ck_assert_uint_eq((col ? t->ev[0].size : t->ev[0].time_us),
+                                      12340000 + (b - (unsigned)'0') * 1000 + 567);
+                    gs_trace_free(t);
+                } else {
+                    ck_assert_msg(t == NULL, "byte 0x%02x", b);
+                    const char *want = col ? NAME ":3: bad number in column 'size'"
+                                           : NAME ":3: bad number in column 'time_us'";
+                    ck_assert_msg(g_str_has_prefix(err->message, want), "byte 0x%02x: %s", b,
+                                  err->message);
+                    g_error_free(err);
+                }
+                g_free(text);
+                g_string_free(g, TRUE);
+            }
+        }
 }
 END_TEST
 
@@ -1583,6 +1681,7 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_zero_size_alloc);
     tcase_add_test(tc, test_empty_cache_and_mark);
     tcase_add_test(tc, test_max_values);
+    tcase_add_test(tc, test_numbers_of_every_length);
     tcase_add_test(tc, test_time_may_decrease);
     tcase_add_test(tc, test_crlf);
     tcase_add_test(tc, test_comments_and_blank_lines);

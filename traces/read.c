@@ -9,11 +9,12 @@
  */
 #include "trace-int.h"
 
-#include <gio/gio.h>
+#include <zlib.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,7 @@ typedef struct {
     size_t client_len;
     uint64_t seq, time_us, device, stream, id, size;
     uint64_t frame; /* 0: none (an empty field, or no frame column) */
+    int client_ix;  /* the client's index when fast_event knew it, else -1 */
     size_t line;
     int op;
 } event_rec;
@@ -176,6 +178,48 @@ typedef struct {
  * applying it afterwards finds them in cache. Once a trace has millions of distinct ids the
  * table outgrows the cache, and these misses would otherwise dominate the reader's time. */
 #define BATCH 32
+
+/* A client name the next line's client field is compared with first (the last line's): its
+ * bytes and, where it is shorter than 8, the same followed by its comma as a word and the mask
+ * of those bytes, for one comparison of 8 bytes. len 0: none yet. */
+typedef struct {
+    const char *name; /* owned by the trace's clients */
+    size_t len;
+    uint64_t word, mask;
+    uint16_t ix;
+} client_hint;
+
+static void hint_set(client_hint *h, const char *name, size_t len, uint16_t ix)
+{
+    h->name = name;
+    h->len = len;
+    h->ix = ix;
+    h->word = h->mask = 0;
+    if (len < 8) {
+        unsigned char b[8] = {0};
+        memcpy(b, name, len);
+        b[len] = ',';
+        for (size_t i = 0; i <= len; i++) {
+            h->word |= (uint64_t)b[i] << (8 * i);
+            h->mask |= (uint64_t)0xff << (8 * i);
+        }
+    }
+}
+
+/* Whether the field at q is h's name and its comma. */
+static GS_HOT_INLINE gboolean hint_matches(const client_hint *h, const char *q, const char *end)
+{
+    if (!h->len || (size_t)(end - q) <= h->len)
+        return FALSE;
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+    if (h->len < 8 && end - q >= 8) {
+        uint64_t x;
+        memcpy(&x, q, 8);
+        return (x & h->mask) == h->word;
+    }
+#endif
+    return memcmp(q, h->name, h->len) == 0 && q[h->len] == ',';
+}
 
 /* A few clients, checked by length and bytes before the hash table: traces name one to a
  * handful of clients, often alternating line by line. */
@@ -212,6 +256,8 @@ typedef struct {
         const char *name;
         size_t len;
     } quick[QUICK_CLIENTS]; /* clients 0..QUICK_CLIENTS-1 */
+
+    client_hint hint; /* the last event's client, for fast_event */
 
     /* Consecutive lines usually share their stream. */
     uint64_t last_stream;
@@ -340,33 +386,119 @@ static GS_HOT_INLINE const char *scan_u64(const char *q, uint64_t *out)
     return q;
 }
 
+/* Eight bytes at a time (little-endian hosts), where eight are there to read: a number's
+ * digits found and combined in a few word operations instead of a loop per byte, and the
+ * common op fields compared whole. Parsing took most of a text trace's load (BENCHMARKS.md,
+ * "End to end"). Each shortcut accepts exactly what the byte loops would, and hands anything
+ * else to them. */
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN && defined(__GNUC__)
+#define GS_SWAR 1
+
+static GS_HOT_INLINE uint64_t load8(const char *q)
+{
+    uint64_t x;
+    memcpy(&x, q, 8);
+    return x;
+}
+
+/* The digits at the start of the 8 bytes x (first byte lowest): their number (0 to 8), and
+ * their value in *val. A byte is a digit when it minus '0' is at most 9: subtracted from every
+ * byte at once, a non-digit byte gets its top bit set in v (below '0', through the borrow) or in
+ * v + 0x76 (above '9'); borrows and carries only run from a byte to the next, so the bytes
+ * before the first non-digit, all digits, are exact. */
+static GS_HOT_INLINE unsigned digits8(uint64_t x, uint64_t *val)
+{
+    uint64_t v = x - UINT64_C(0x3030303030303030);
+    uint64_t nd = (v | (v + UINT64_C(0x7676767676767676))) & UINT64_C(0x8080808080808080);
+    unsigned len = nd ? (unsigned)__builtin_ctzll(nd) >> 3 : 8;
+    if (len == 0)
+        return 0;
+    v <<= 8 * (8 - len); /* the digits to the top bytes, zeros (leading zeros) below */
+    v = (v * 10 + (v >> 8)) & UINT64_C(0x00FF00FF00FF00FF);      /* pairs */
+    v = (v * 100 + (v >> 16)) & UINT64_C(0x0000FFFF0000FFFF);    /* fours */
+    *val = (v * 10000 + (v >> 32)) & UINT64_C(0xFFFFFFFF);       /* eight */
+    return len;
+}
+
+static const uint64_t pow10_8[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                    100000000};
+#endif
+
+/* scan_u64, eight digits at a time while q + 16 <= end; a number of 16 digits or more (and
+ * every number near the end of the buffer) goes to scan_u64, which checks overflow. */
+static GS_HOT_INLINE const char *scan_u64_fast(const char *q, const char *end, uint64_t *out)
+{
+#ifdef GS_SWAR
+    if (G_LIKELY(end - q >= 16)) {
+        uint64_t a, b;
+        unsigned la = digits8(load8(q), &a);
+        if (la < 8) {
+            if (la == 0)
+                return NULL;
+            *out = a;
+            return q + la;
+        }
+        unsigned lb = digits8(load8(q + 8), &b);
+        if (lb < 8) {
+            *out = lb ? a * pow10_8[lb] + b : a;
+            return q + 8 + lb;
+        }
+    }
+#endif
+    (void)end;
+    return scan_u64(q, out);
+}
+
 /* Parses one well-formed event line starting at q; returns the start of the next line, or
- * NULL for anything else (a comment, a blank line, an error), which the slow path handles. */
-static GS_HOT_INLINE const char *fast_event(const char *q, event_rec *r, gboolean frame_col)
+ * NULL for anything else (a comment, a blank line, an error), which the slow path handles.
+ * hint is the last line's client: when the field is that name followed by its comma, the
+ * byte loop would find that name, and its index is known (r->client_ix; else -1). */
+static GS_HOT_INLINE const char *fast_event(const char *q, const char *end, event_rec *r,
+                                            gboolean frame_col, const client_hint *hint)
 {
     const char *f;
-    if (!(q = scan_u64(q, &r->seq)) || *q++ != ',')
+    if (!(q = scan_u64_fast(q, end, &r->seq)) || *q++ != ',')
         return NULL;
-    if (!(q = scan_u64(q, &r->time_us)) || *q++ != ',')
+    if (!(q = scan_u64_fast(q, end, &r->time_us)) || *q++ != ',')
         return NULL;
-    for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
-        ;
-    if ((r->op = op_from(f, (size_t)(q - f))) < 0 || *q++ != ',')
-        return NULL;
-    for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
-        ;
-    if (q == f || *q != ',')
-        return NULL;
-    r->client = f;
-    r->client_len = (size_t)(q - f);
+#ifdef GS_SWAR
+    uint64_t w = end - q >= 8 ? load8(q) : 0;
+    if ((w & UINT64_C(0xFFFFFFFFFFFF)) == UINT64_C(0x2c636f6c6c61)) { /* "alloc," */
+        r->op = GS_OP_ALLOC;
+        q += 6;
+    } else if ((w & UINT64_C(0xFFFFFFFFFF)) == UINT64_C(0x2c65657266)) { /* "free," */
+        r->op = GS_OP_FREE;
+        q += 5;
+    } else
+#endif
+    {
+        for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
+            ;
+        if ((r->op = op_from(f, (size_t)(q - f))) < 0 || *q++ != ',')
+            return NULL;
+    }
+    r->client_ix = -1;
+    if (hint_matches(hint, q, end)) {
+        r->client = q;
+        r->client_len = hint->len;
+        r->client_ix = hint->ix;
+        q += hint->len;
+    } else {
+        for (f = q; gs_trace_is_name_char((unsigned char)*q); q++)
+            ;
+        if (q == f || *q != ',')
+            return NULL;
+        r->client = f;
+        r->client_len = (size_t)(q - f);
+    }
     q++;
-    if (!(q = scan_u64(q, &r->device)) || r->device > UINT32_MAX || *q++ != ',')
+    if (!(q = scan_u64_fast(q, end, &r->device)) || r->device > UINT32_MAX || *q++ != ',')
         return NULL;
-    if (!(q = scan_u64(q, &r->stream)) || *q++ != ',')
+    if (!(q = scan_u64_fast(q, end, &r->stream)) || *q++ != ',')
         return NULL;
-    if (!(q = scan_u64(q, &r->id)) || *q++ != ',')
+    if (!(q = scan_u64_fast(q, end, &r->id)) || *q++ != ',')
         return NULL;
-    if (!(q = scan_u64(q, &r->size)))
+    if (!(q = scan_u64_fast(q, end, &r->size)))
         return NULL;
     r->frame = 0;
     if (G_UNLIKELY(frame_col)) { /* ",N" or "," */
@@ -589,6 +721,8 @@ static void mark_deferred(parser *p)
     gs_trace *t = p->t;
     if (!p->n_free_done)
         return;
+    /* The tally took these frees as immediate when it summed the live bytes. */
+    t->tally->peak_unknown = TRUE;
     uint8_t *done = g_new0(uint8_t, t->n_slots / 8 + 1);
     for (size_t i = t->n; i-- > 0;) {
         gs_event *e = &t->ev[i];
@@ -749,11 +883,16 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         return FALSE;
     /* Only an event kept names its client and stream: one dropped in lenient mode must not add
      * either (a one-client trace reported as several clients, issue 14). */
-    if (!intern_client(p, r->client, r->client_len, &client) ||
-        !intern_stream(p, r->stream, &stream))
+    if (r->client_ix >= 0)
+        client = (uint16_t)r->client_ix;
+    else if (!intern_client(p, r->client, r->client_len, &client))
+        return FALSE;
+    if (!intern_stream(p, r->stream, &stream))
         return FALSE;
     ev.stream = stream;
     ev.client = client;
+    if (G_UNLIKELY(client != p->hint.ix || !p->hint.len))
+        hint_set(&p->hint, g_ptr_array_index(t->clients, client), r->client_len, client);
     if (t->n == t->cap) {
         /* Large blocks are grown by mremap, so doubling copies nothing. */
         t->cap *= 2;
@@ -877,7 +1016,8 @@ static gboolean event_run(parser *p, const char **sp, const char *end, uint64_t 
     for (;;) {
         size_t n = 0;
         const char *next;
-        while (n < BATCH && s < end && (next = fast_event(s, &b[n], p->frame_col))) {
+        while (n < BATCH && s < end &&
+               (next = fast_event(s, end, &b[n], p->frame_col, &p->hint))) {
             b[n].line = ++p->line;
             ids_prefetch(p, b[n].id);
             s = next;
@@ -1108,13 +1248,16 @@ static gboolean gz_refill(parser *p, gz_input *z)
 /* Inflates gzip data into the parser, chunk by chunk, so a large compressed trace never sits
  * decompressed in memory. The input is first[0..first_len), then, if fd >= 0, the rest of
  * the file. Several concatenated members are one valid gzip file (`cat a.gz b.gz`); anything
- * else after a member makes zlib fail on the header, and the file is refused. */
+ * else after a member makes zlib fail on the header, and the file is refused. zlib itself,
+ * called as GIO's GZlibDecompressor called it (gzip wrapper, no flush). */
 static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_len)
 {
-    GConverter *dec = G_CONVERTER(g_zlib_decompressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP));
+    z_stream zs = {0};
     carry c = { 0 };
     gz_input z = { .fd = fd, .in = first, .len = first_len, .eof = fd < 0 };
     gboolean finished = FALSE, ok = TRUE, corrupt = FALSE;
+    if (inflateInit2(&zs, MAX_WBITS + 16) != Z_OK)
+        g_error("zlib: inflateInit2 failed (out of memory)"); /* as g_new would */
 
     for (;;) {
         if (z.pos == z.len && !z.eof) {
@@ -1125,33 +1268,39 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
         if (finished) {
             if (z.pos == z.len)
                 break; /* the last member ended with the input */
-            g_converter_reset(dec);
+            inflateReset(&zs);
             finished = FALSE;
         }
-        gsize r = 0, w = 0;
-        GError *e = NULL;
-        GConverterResult res = g_converter_convert(dec, z.in + z.pos, z.len - z.pos,
-                                                   carry_space(&c, CHUNK), CHUNK,
-                                                   G_CONVERTER_NO_FLAGS, &r, &w, &e);
-        z.pos += r;
-        if (w && !carry_commit(p, &c, w)) {
-            g_clear_error(&e);
-            ok = FALSE;
-            break;
-        }
-        if (res == G_CONVERTER_ERROR) {
-            /* "Need more input" is only an error once the input is over. */
-            gboolean more = g_error_matches(e, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT) &&
-                            z.pos == z.len && !z.eof;
-            g_error_free(e);
-            if (more)
+        /* (zlib's counts are uInt: CHUNK, and a piece of at most UINT_MAX at a time) */
+        size_t avail = MIN(z.len - z.pos, (size_t)UINT_MAX);
+        zs.next_in = (Bytef *)(uintptr_t)(z.in + z.pos);
+        zs.avail_in = (uInt)avail;
+        zs.next_out = (Bytef *)carry_space(&c, CHUNK);
+        zs.avail_out = (uInt)CHUNK;
+        int res = inflate(&zs, Z_NO_FLUSH);
+        if (res == Z_BUF_ERROR) {
+            /* No progress: "need more input" is only an error once the input is over. */
+            if (z.pos == z.len && !z.eof)
                 continue;
             corrupt = TRUE;
             break;
         }
-        if (res == G_CONVERTER_FINISHED)
+        if (res != Z_OK && res != Z_STREAM_END) {
+            /* Z_DATA_ERROR (a bad header, data or check), Z_NEED_DICT, Z_MEM_ERROR: what this
+             * call inflated is not parsed (a damaged member's last lines are not trusted, as
+             * GIO's decompressor, used before, gave none of them back). */
+            corrupt = TRUE;
+            break;
+        }
+        size_t r = avail - zs.avail_in, w = CHUNK - zs.avail_out;
+        z.pos += r;
+        if (w && !carry_commit(p, &c, w)) {
+            ok = FALSE;
+            break;
+        }
+        if (res == Z_STREAM_END) {
             finished = TRUE;
-        else if (r == 0 && w == 0) {
+        } else if (r == 0 && w == 0) {
             corrupt = TRUE; /* no progress: never spin */
             break;
         }
@@ -1163,7 +1312,7 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
     }
     if (ok)
         ok = finish_text(p, c.total, c.len);
-    g_object_unref(dec);
+    inflateEnd(&zs);
     g_free(z.buf);
     g_free(c.buf);
     return ok;

@@ -35,13 +35,23 @@ gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out);
  * is wrong (a static string). The reader calls it once the events are in. */
 const char *gs_trace_header_problem(const gs_trace *t);
 
-/* What a reader counts of the events it appends (gs_trace.tally): the oom events and the
- * distinct devices (in order of first appearance), one cheap step per event. */
+/* What a reader counts of the events it appends (gs_trace.tally): the oom events, the private
+ * pool events and the distinct devices (in order of first appearance), and the peak of the live
+ * requested bytes, one cheap step per event, so that what reports and the bound ask of these
+ * needs no pass over the events of a trace that was read. */
 struct gs_trace_tally {
     size_t n;          /* events counted: the tally holds while it equals gs_trace.n */
     size_t n_oom;
+    size_t n_pool;     /* pool_begin, pool_end, pool_release */
     uint32_t last;     /* the last device added (consecutive events mostly share one) */
     GArray *devices;   /* uint32_t, distinct */
+    /* The sum of the live requests' sizes, each counted up to GS_MAX_DEVICE_BYTES, from an
+     * alloc to its free, or to its free_done where the free is deferred, and its peak: as
+     * sim/bound.c sums them (unsigned, the same steps in the same order, so the same figure).
+     * It needs each free's deferred flag as it is counted: the text reader, which settles
+     * them at the end, sets peak_unknown when it had a free_done. */
+    uint64_t live, peak_live;
+    gboolean peak_unknown;
 };
 
 struct gs_trace_tally *gs_trace_tally_new(void);
@@ -51,6 +61,16 @@ static inline void gs_trace_tally_event(struct gs_trace_tally *y, const gs_event
 {
     y->n++;
     y->n_oom += e->op == GS_OP_OOM;
+    y->n_pool += gs_event_is_pool(e);
+    uint64_t counted = MIN(e->size, GS_MAX_DEVICE_BYTES);
+    if (e->op == GS_OP_ALLOC) {
+        y->live += counted;
+        if (y->live > y->peak_live)
+            y->peak_live = y->live;
+    } else if ((e->op == GS_OP_FREE && !(e->flags & GS_EV_DEFERRED)) ||
+               e->op == GS_OP_FREE_DONE) {
+        y->live -= counted;
+    }
     if (G_LIKELY(e->device == y->last && y->devices->len))
         return;
     y->last = e->device;

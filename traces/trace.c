@@ -160,6 +160,28 @@ void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
         for (size_t i = 0; t->ev && i < t->n; i++) out->n_oom_events += t->ev[i].op == GS_OP_OOM;
 }
 
+bool gs_trace_has_pools(const gs_trace *t)
+{
+    /* (a stand-in trace may count events it does not hold: ev NULL) */
+    if (!t->ev)
+        return false;
+    if (tally(t))
+        return tally(t)->n_pool > 0;
+    for (size_t i = 0; i < t->n; i++)
+        if (gs_event_is_pool(&t->ev[i]))
+            return true;
+    return false;
+}
+
+bool gs_trace_read_peak_live(const gs_trace *t, uint64_t *out)
+{
+    const struct gs_trace_tally *y = tally(t);
+    if (!t->ev || !y || y->peak_unknown || y->devices->len > 1)
+        return false;
+    *out = y->peak_live;
+    return true;
+}
+
 static gint cmp_u32(gconstpointer a, gconstpointer b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;

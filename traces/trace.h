@@ -164,11 +164,13 @@ typedef struct {
                              * (ev points into it; NULL otherwise), and its length */
     size_t map_len;
     struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
-                                   * as it read them (oom events, devices), so that
-                                   * gs_trace_get_caveats and gs_trace_devices need no pass over
-                                   * them; dropped by the builder's next event. Code that edits
-                                   * a loaded trace's events in place must not change their op
-                                   * or device (none does). */
+                                   * as it read them (oom and pool events, devices, the peak of
+                                   * live requested bytes), so that gs_trace_get_caveats,
+                                   * gs_trace_devices, gs_trace_has_pools and
+                                   * gs_trace_read_peak_live need no pass over them; dropped by
+                                   * the builder's next event. Code that edits a loaded trace's
+                                   * events in place must not change their op, device, size or
+                                   * flags (none does). */
     /* Top user frames (docs/trace-format.md, "Frames"): NULL when the trace has none.
      * frames holds the strings ("file:line:function"), frame k being frames[k - 1]; ev_frames
      * the events that name one, as gs_trace_ev_frame in ascending event order. Sparse, since
@@ -257,6 +259,15 @@ void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out);
 /* The distinct devices of t's events, ascending (at least one: 0 for an empty trace). Returns
  * their number; *ids is g_new'd (g_free it). */
 size_t gs_trace_devices(const gs_trace *t, uint32_t **ids);
+/* Whether t has private pool events (GS_OP_POOL_*): a loaded trace answers from what its
+ * reader counted, with no pass over the events. */
+bool gs_trace_has_pools(const gs_trace *t);
+/* The peak, over the events, of the sum of the live requests' sizes (each counted up to
+ * GS_MAX_DEVICE_BYTES; a request is live from its alloc to its free, or to its free_done where
+ * the free is deferred), as sim/bound.c defines it for a trace of one device, when the reader
+ * worked it out as it read (a trace read from a file, with at most one device and, if text,
+ * no free_done): true and *out. Otherwise false: the caller passes over the events. */
+bool gs_trace_read_peak_live(const gs_trace *t, uint64_t *out);
 /* A device's total memory from the header: device_total_bytes_by_device, else
  * device_total_bytes; 0 when neither says. */
 uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device);

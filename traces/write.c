@@ -3,8 +3,8 @@
  */
 #include "trace-int.h"
 
-#include <gio/gio.h>
 #include <glib/gstdio.h>
+#include <zlib.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,13 +14,16 @@
 
 /* ---- The sink ------------------------------------------------------------------------------- */
 
-/* Output goes through a fixed buffer, compressed chunk by chunk when gzip is on. The first
- * error is remembered (as an errno or a GError) and everything after it is skipped. */
+/* Output goes through a fixed buffer, compressed chunk by chunk when gzip is on (zlib, with
+ * the parameters and calls of GIO's GZlibCompressor, which wrote these files before: the same
+ * bytes). The first error is remembered (as an errno or zlib's message) and everything after
+ * it is skipped. */
 typedef struct {
     FILE *f;
-    GConverter *gz;
+    z_stream zs;
+    gboolean gz;
     int err_no;
-    GError *gerr;
+    const char *zerr; /* zlib's complaint (a static string), or NULL */
     size_t n;
     char buf[1 << 16];
     char zbuf[1 << 16];
@@ -31,27 +34,30 @@ static void sink_zpass(sink *k, const char *in, size_t len, gboolean finish)
     if (!finish && len == 0)
         return;
     for (;;) {
-        gsize r = 0, w = 0;
-        GConverterResult res =
-            g_converter_convert(k->gz, in, len, k->zbuf, sizeof k->zbuf,
-                                finish ? G_CONVERTER_INPUT_AT_END : G_CONVERTER_NO_FLAGS, &r, &w,
-                                &k->gerr);
-        if (res == G_CONVERTER_ERROR)
+        k->zs.next_in = (Bytef *)(uintptr_t)in;
+        k->zs.avail_in = (uInt)len; /* at most the buffer's size */
+        k->zs.next_out = (Bytef *)k->zbuf;
+        k->zs.avail_out = (uInt)sizeof k->zbuf;
+        int res = deflate(&k->zs, finish ? Z_FINISH : Z_NO_FLUSH);
+        if (res != Z_OK && res != Z_STREAM_END) {
+            k->zerr = k->zs.msg ? k->zs.msg : "zlib could not compress";
             return;
+        }
+        size_t r = len - k->zs.avail_in, w = sizeof k->zbuf - k->zs.avail_out;
         if (w && fwrite(k->zbuf, 1, w, k->f) != w) {
             k->err_no = errno ? errno : EIO;
             return;
         }
         in += r;
         len -= r;
-        if (res == G_CONVERTER_FINISHED || (!finish && len == 0))
+        if (res == Z_STREAM_END || (!finish && len == 0))
             return;
     }
 }
 
 static void sink_flush(sink *k, gboolean finish)
 {
-    if (k->err_no || k->gerr)
+    if (k->err_no || k->zerr)
         return;
     if (k->gz)
         sink_zpass(k, k->buf, k->n, finish);
@@ -202,7 +208,7 @@ static void write_trace(sink *k, const gs_trace *t)
             else
                 sink_str(k, "\n");
         }
-        if (k->err_no || k->gerr)
+        if (k->err_no || k->zerr)
             return;
     }
 }
@@ -241,30 +247,32 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         if (binary) {
             k->err_no = gs_trace_binary_write(t, k->f);
         } else {
-            if (g_str_has_suffix(path, ".gz"))
-                k->gz = G_CONVERTER(g_zlib_compressor_new(G_ZLIB_COMPRESSOR_FORMAT_GZIP, -1));
+            if (g_str_has_suffix(path, ".gz")) {
+                if (deflateInit2(&k->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, MAX_WBITS + 16, 8,
+                                 Z_DEFAULT_STRATEGY) != Z_OK)
+                    g_error("zlib: deflateInit2 failed (out of memory)"); /* as g_new would */
+                k->gz = TRUE;
+            }
             write_trace(k, t);
             sink_flush(k, TRUE);
         }
         if (fclose(k->f) != 0 && !k->err_no)
             k->err_no = errno;
-        if (!k->err_no && !k->gerr && rename(tmp, path) != 0)
+        if (!k->err_no && !k->zerr && rename(tmp, path) != 0)
             k->err_no = errno;
     }
 
-    gboolean ok = !k->err_no && !k->gerr;
+    gboolean ok = !k->err_no && !k->zerr;
     if (!ok) {
         g_unlink(tmp);
-        if (k->gerr)
-            g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path,
-                        k->gerr->message);
+        if (k->zerr)
+            g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, k->zerr);
         else
             g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path,
                         g_strerror(k->err_no));
     }
-    g_clear_error(&k->gerr);
     if (k->gz)
-        g_object_unref(k->gz);
+        deflateEnd(&k->zs);
     g_free(k);
     g_free(tmp);
     return ok;
