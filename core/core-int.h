@@ -168,6 +168,8 @@ struct gs_heap {
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
     bool keeps_cache;        /* the policy's keeps_cache, asked once */
+    bool has_rule;           /* the policy's fit_rule gave rule: applied inline (heap.c) */
+    gs_fit_rule rule;
     gs_pool pools[GS_MAX_POOLS_ALL]; /* the policy's pools, then each private pool's copies */
     unsigned npools;         /* the policy's */
     unsigned pool_hi;        /* pools at or above this are empty (no private pool above) */

@@ -50,6 +50,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
     h->keeps_cache = h->P->keeps_cache && h->P->keeps_cache(h->cfg);
+    h->has_rule = h->P->fit_rule && h->P->fit_rule(h->cfg, &h->rule);
     h->npools = h->P->npools;
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
     bool vmm = false;
@@ -200,6 +201,22 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     return malloc_segment(h, pool, stream, seg_size, out);
 }
 
+/* The policy's fits and should_split: its gs_fit_rule where it gave one (policy.h), else the
+ * hooks. */
+static inline bool heap_fits(const gs_heap *h, const gs_block *b, uint64_t size)
+{
+    if (G_UNLIKELY(!h->has_rule)) return h->P->fits(h->cfg, b, size);
+    const gs_fit_rule *r = &h->rule;
+    return size < r->oversize ? b->size < r->oversize : b->size < size + r->oversize_waste;
+}
+
+static inline bool heap_should_split(const gs_heap *h, const gs_block *b, uint64_t size)
+{
+    if (G_UNLIKELY(!h->has_rule)) return h->P->should_split(h->cfg, b, size);
+    unsigned k = gs_pool_kind(b->pool);
+    return size < h->rule.split[k].below && b->size - size >= h->rule.split[k].min_rest;
+}
+
 static inline uint64_t expandable_size(const gs_block *b)
 {
     return b->size + (b->next && b->next->state == GS_BLOCK_UNMAPPED ? b->next->size : 0);
@@ -224,7 +241,7 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
         b = n;
         found_at = false;
     }
-    if (!h->P->fits(h->cfg, b, size)) return NULL;
+    if (!heap_fits(h, b, size)) return NULL;
     if (found_at) {
         p->free_bytes -= b->size;
         findex_unlink(&p->blocks, &at, b);
@@ -273,7 +290,7 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     int t = b->type;
     bool already_split = gs_block_is_split(b);
     bool track_split = !b->expandable; /* inactive_split leaves expandable blocks out */
-    if (h->P->should_split(h->cfg, b, size)) {
+    if (heap_should_split(h, b, size)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
         b = block_carve(h, rem, rem->addr, size, rem->prev, rem);
