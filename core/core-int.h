@@ -514,7 +514,8 @@ static inline uint64_t findex_largest(gs_findex *x)
  * entries' current, allocated and freed, the sums of the two types' (the hot path keeps only
  * "all"'s peak), and active and active_bytes, which move with allocation and allocated_bytes
  * (up together at an allocation, down at the free) except while a deferred free is pending
- * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine. */
+ * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine; and
+ * every freed figure, which is allocated - current (stat2_dec). */
 
 /* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
  * "all" keeps only its peak here: its current and allocated are the sums of the two types',
@@ -531,9 +532,16 @@ static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
     if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
 }
 
+/* A decrease moves only current: freed is allocated - current (both start at 0 and change only
+ * by these), filled in by gs_heap_stats, which saves a load and a store at every free. */
+static inline void stat_dec_cur(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+}
+
 static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
 {
-    gs_stat_dec(&a[t], v);
+    stat_dec_cur(&a[t], v);
 }
 
 

@@ -142,7 +142,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
     pool_remove(h, b);
     stat2_dec(h->st.segment, t, 1);
     stat2_dec(h->st.reserved_bytes, t, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
+    if (b->size >= h->oversize) stat_dec_cur(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -568,7 +568,7 @@ GS_HOT void free_request(gs_heap *h, gs_block *b)
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
     stat2_dec(h->st.allocation, b->type, 1);
     stat2_dec(h->st.allocated_bytes, b->type, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) stat_dec_cur(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
@@ -780,6 +780,15 @@ gs_status gs_heap_empty_cache(gs_heap *h)
  * active and active_bytes from allocation, allocated_bytes and the pending frees. */
 static void stats_fill(gs_stats *st, const gs_heap *h)
 {
+    /* the decreases moved only current (stat2_dec) */
+#define FILL_FREED(name)                                                                          \
+    for (int t = GS_STAT_SMALL; t <= GS_STAT_LARGE; t++)                                          \
+        st->name[t].freed = st->name[t].allocated - st->name[t].current;
+    GS_STAT_ARRAYS(FILL_FREED)
+#undef FILL_FREED
+    st->oversize_allocations.freed =
+        st->oversize_allocations.allocated - st->oversize_allocations.current;
+    st->oversize_segments.freed = st->oversize_segments.allocated - st->oversize_segments.current;
 #define FILL_ALL(name)                                                                            \
     st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
     st->name[GS_STAT_ALL].allocated =                                                             \
