@@ -614,8 +614,7 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
     nb->seg = like->seg;
     nb->prev = before;
     nb->next = after;
-    nb->requested = 0;
-    nb->owner = NULL;
+    nb->requested = 0; /* owner is read only while PENDING, and set by the free request */
     nb->state = GS_BLOCK_FREE;
     nb->type = like->type;
     nb->expandable = like->expandable;
