@@ -262,7 +262,7 @@ static G_GNUC_NO_INLINE gs_block *get_free_block(gs_heap *h, unsigned pool, uint
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
  * malloc that raised it, so the new segment is seen serving its request): from the running
  * totals, without a walk over the free blocks. */
-static void note_peak_reserved(gs_heap *h)
+static G_GNUC_NO_INLINE void note_peak_reserved(gs_heap *h)
 {
     h->st.total_free_at_peak_reserved = gs_heap_free_bytes(h, &h->st.largest_free_at_peak_reserved);
     h->peak_reserved_dirty = false;
@@ -270,7 +270,7 @@ static void note_peak_reserved(gs_heap *h)
 
 /* An allocation while frees are pending: active (allocation + pending) may reach a peak that
  * allocation's does not show. */
-static void note_active_peak(gs_heap *h, int type)
+static G_GNUC_NO_INLINE void note_active_peak(gs_heap *h, int type)
 {
     int64_t n = stat_all(h->st.allocation) + h->pend_n[GS_STAT_ALL];
     int64_t bytes = stat_all(h->st.allocated_bytes) + h->pend_bytes[GS_STAT_ALL];
@@ -405,8 +405,8 @@ static gs_status grow_by_policy(gs_heap *h, unsigned pool, uint32_t stream, uint
  * PyTorch's order (garbage collection, grow, release some and grow, release everything and
  * grow again: the counted retry), then ask the other allocators on the device, then fail
  * (counted in num_ooms). GS_OK and *out a block of at least size out of the index. */
-static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                           gs_block **out)
+static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream,
+                                            uint64_t size, gs_block **out)
 {
     const gs_policy_ops *P = h->P;
     if (P->grow) return grow_by_policy(h, pool, stream, size, out);
@@ -447,7 +447,7 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
 
 /* The pool of a request while routes are open: the first open route whose filter takes the
  * stream (PyTorch's get_pool walks captures_underway in order). */
-static unsigned route_pool(const gs_heap *h, uint32_t stream, unsigned pool)
+static G_GNUC_NO_INLINE unsigned route_pool(const gs_heap *h, uint32_t stream, unsigned pool)
 {
     for (unsigned i = 0; i < h->nroutes; i++) {
         const gs_route *r = &h->routes[i];
