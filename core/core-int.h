@@ -192,6 +192,7 @@ struct gs_heap {
     /* Calls that may change the statistics (the public malloc, free and release entry points),
      * and their number when gs_heap_stats last filled in the derived figures. */
     uint64_t nops, filled_ops;
+    uint64_t now_ops;        /* nops when gs_heap_stats_now (or gs_heap_stats) last filled in */
     /* Frees requested and not yet completed (gs_heap_free_request), by stat type: count and
      * bytes (active = allocation + these), and the highest active figures reached while some
      * were pending (active's peak is the larger of allocation's and these). */

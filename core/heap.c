@@ -84,7 +84,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     }
     h->slabs = g_ptr_array_new_with_free_func(free); /* posix_memalign'd */
     for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
-    h->filled_ops = UINT64_MAX;
+    h->filled_ops = h->now_ops = UINT64_MAX;
     return h;
 }
 
@@ -777,9 +777,20 @@ gs_status gs_heap_empty_cache(gs_heap *h)
 /* ---- accessors for policies and reports ---- */
 
 /* The figures the hot path leaves to be derived (core-int.h, statistics): every freed, and
- * active and active_bytes from allocation, allocated_bytes and the pending frees. */
-static void stats_fill(gs_stats *st, const gs_heap *h)
+ * active and active_bytes from allocation, allocated_bytes and the pending frees. Without full,
+ * only what gs_heap_stats_now promises: each current and peak. */
+static void stats_fill(gs_stats *st, const gs_heap *h, bool full)
 {
+#define FILL_CURRENT(name) st->name[GS_STAT_ALL].current = stat_all(st->name);
+    GS_STAT_ARRAYS(FILL_CURRENT)
+#undef FILL_CURRENT
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].current = st->allocation[t].current + h->pend_n[t];
+        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
+        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
+        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
+    }
+    if (!full) return;
     /* the decreases moved only current (stat2_dec) */
 #define FILL_FREED(name)                                                                          \
     for (int t = GS_STAT_SMALL; t <= GS_STAT_LARGE; t++)                                          \
@@ -790,21 +801,14 @@ static void stats_fill(gs_stats *st, const gs_heap *h)
         st->oversize_allocations.allocated - st->oversize_allocations.current;
     st->oversize_segments.freed = st->oversize_segments.allocated - st->oversize_segments.current;
 #define FILL_ALL(name)                                                                            \
-    st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
     st->name[GS_STAT_ALL].allocated =                                                             \
         st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;                   \
     st->name[GS_STAT_ALL].freed = st->name[GS_STAT_SMALL].freed + st->name[GS_STAT_LARGE].freed;
     GS_STAT_ARRAYS(FILL_ALL)
 #undef FILL_ALL
     for (int t = 0; t < GS_STAT_TYPES; t++) {
-        st->active[t].current = st->allocation[t].current + h->pend_n[t];
         st->active[t].allocated = st->allocation[t].allocated;
-        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
-        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
         st->active_bytes[t].allocated = st->allocated_bytes[t].allocated;
-        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
-    }
-    for (int t = 0; t < GS_STAT_TYPES; t++) {
         st->active[t].freed = st->active[t].allocated - st->active[t].current;
         st->active_bytes[t].freed = st->active_bytes[t].allocated - st->active_bytes[t].current;
     }
@@ -816,11 +820,22 @@ const gs_stats *gs_heap_stats(const gs_heap *h)
      * made by gs_heap_new, never const itself). */
     gs_heap *m = (gs_heap *)h;
     if (m->filled_ops != m->nops) {
-        stats_fill(&m->st, h);
-        m->filled_ops = m->nops;
+        stats_fill(&m->st, h, true);
+        m->filled_ops = m->now_ops = m->nops;
     }
     return &m->st;
 }
+
+const gs_stats *gs_heap_stats_now(const gs_heap *h)
+{
+    gs_heap *m = (gs_heap *)h;
+    if (m->now_ops != m->nops) {
+        stats_fill(&m->st, h, false);
+        m->now_ops = m->nops;
+    }
+    return &m->st;
+}
+
 static inline void peak_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
 {
     int64_t v = 0;
