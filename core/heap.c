@@ -222,6 +222,23 @@ static inline uint64_t expandable_size(const gs_block *b)
     return b->size + (b->next && b->next->state == GS_BLOCK_UNMAPPED ? b->next->size : 0);
 }
 
+/* A free block followed by unmapped space counts as the size it can grow to, so a larger
+ * block that cannot grow is preferred over consuming the growable end: the block to take
+ * instead of b, the best fit found (b itself when it cannot grow). Only a block that can grow is
+ * passed over: the blocks after b are at least b's size, so when b cannot grow none of them
+ * counts as smaller, and the next block is not looked up (a descent). Out of line: inlined, its
+ * loop made the compiler spill registers on every malloc (about 12 instructions), expandable
+ * or not. */
+static G_GNUC_NO_INLINE gs_block *growable_pass(gs_pool *p, gs_block *b)
+{
+    while (b->expandable && expandable_size(b) > b->size) {
+        gs_block *n = findex_next_in(&p->blocks, b);
+        if (!n || expandable_size(n) >= expandable_size(b)) break;
+        b = n;
+    }
+    return b;
+}
+
 /* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. Inlined
  * into gs_heap_malloc (a call there saved and restored six registers: about 14 instructions a
  * malloc); the ladder's calls go through get_free_block. */
@@ -232,17 +249,9 @@ GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
     gs_fpos at;
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
-    bool found_at = true;
-    /* A free block followed by unmapped space counts as the size it can grow to, so a larger
-     * block that cannot grow is preferred over consuming the growable end. Only a block that can
-     * grow is passed over: the blocks after b are at least b's size, so when b cannot grow none
-     * of them counts as smaller, and the next block is not looked up (a descent). */
-    while (b->expandable && expandable_size(b) > b->size) {
-        gs_block *n = findex_next_in(&p->blocks, b);
-        if (!n || expandable_size(n) >= expandable_size(b)) break;
-        b = n;
-        found_at = false;
-    }
+    gs_block *found = b;
+    if (G_UNLIKELY(b->expandable) && expandable_size(b) > b->size) b = growable_pass(p, b);
+    bool found_at = b == found;
     if (!heap_fits(h, b, size)) return NULL;
     if (found_at) {
         p->free_bytes -= b->size;
