@@ -19,6 +19,8 @@
 #                        events is replayed fewer times per run (about 2.6 M events a run)
 #   scaling-new.txt, scaling-old.txt   bench_replay --scaling (10^3 to 10^6 live), 5 runs each
 #   machine.txt          uname, CPU, cores, load
+# REPLAY_SPEED_PARTS (default "bundled reference scaling") picks the parts to run: bundled makes
+# both bundled files; machine.txt is always written.
 # Run from the repository root, with nothing else of yours running: the figures are CPU time,
 # but a loaded machine still slows them (caches are shared).
 set -eu
@@ -31,8 +33,12 @@ policies="--policy pytorch --policy pytorch:max_split_size_mb:128
     --policy pytorch:expandable_segments:True --policy pytorch:roundup_power2_divisions:4
     --policy pytorch:garbage_collection_threshold:0.6 --policy cupy"
 
+parts=${REPLAY_SPEED_PARTS:-bundled reference scaling}
+part() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 { uname -a; grep -m1 'model name' /proc/cpuinfo; nproc; uptime; } >"$out/machine.txt"
 
+if part bundled; then
 # shellcheck disable=SC2086
 "$here/compare.sh" "$old" "$new" "$rounds" traces/data/gpt2.gstrace.gz \
     traces/data/resnet50.gstrace.gz traces/data/batch-alternate.gstrace.gz -- --runs 3 \
@@ -41,7 +47,9 @@ policies="--policy pytorch --policy pytorch:max_split_size_mb:128
 "$here/compare.sh" "$old" "$new" "$rounds" traces/data/dataframe-then-torch.gstrace.gz \
     traces/data/producer-consumer.gstrace.gz -- --runs 3 --continue-on-oom \
     $policies >"$out/bundled-clients.txt"
+fi
 
+if part reference; then
 echo "# trace: policy, cap; then old and new M events/s of CPU time: median (min-max, n), new/old" \
     >"$out/reference.txt"
 for p in "$shared"/*.pickle.gz traces/references/*/*.pickle.gz; do
@@ -69,6 +77,9 @@ print(('pytorch:' + d['allocator_conf']) if d.get('allocator_conf') else 'pytorc
     # shellcheck disable=SC2086
     "$here/compare.sh" "$old" "$new" "$rounds" "$t" -- $args | tail -n +2 >>"$out/reference.txt"
 done
+fi
 
-"$new" --scaling --runs 5 >"$out/scaling-new.txt"
-"$old" --scaling --runs 5 >"$out/scaling-old.txt"
+if part scaling; then
+    "$new" --scaling --runs 5 >"$out/scaling-new.txt"
+    "$old" --scaling --runs 5 >"$out/scaling-old.txt"
+fi

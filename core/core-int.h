@@ -168,6 +168,8 @@ struct gs_heap {
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
     bool keeps_cache;        /* the policy's keeps_cache, asked once */
+    bool has_rule;           /* the policy's fit_rule gave rule: applied inline (heap.c) */
+    gs_fit_rule rule;
     gs_pool pools[GS_MAX_POOLS_ALL]; /* the policy's pools, then each private pool's copies */
     unsigned npools;         /* the policy's */
     unsigned pool_hi;        /* pools at or above this are empty (no private pool above) */
@@ -190,6 +192,7 @@ struct gs_heap {
     /* Calls that may change the statistics (the public malloc, free and release entry points),
      * and their number when gs_heap_stats last filled in the derived figures. */
     uint64_t nops, filled_ops;
+    uint64_t now_ops;        /* nops when gs_heap_stats_now (or gs_heap_stats) last filled in */
     /* Frees requested and not yet completed (gs_heap_free_request), by stat type: count and
      * bytes (active = allocation + these), and the highest active figures reached while some
      * were pending (active's peak is the larger of allocation's and these). */
@@ -512,7 +515,8 @@ static inline uint64_t findex_largest(gs_findex *x)
  * entries' current, allocated and freed, the sums of the two types' (the hot path keeps only
  * "all"'s peak), and active and active_bytes, which move with allocation and allocated_bytes
  * (up together at an allocation, down at the free) except while a deferred free is pending
- * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine. */
+ * (heap's pend_*). So a malloc and a free update three or four gs_stats each, not nine; and
+ * every freed figure, which is allocated - current (stat2_dec). */
 
 /* Apply to the pool's own type t and to "all", as PyTorch's for_each_selected_stat_type does.
  * "all" keeps only its peak here: its current and allocated are the sums of the two types',
@@ -529,9 +533,16 @@ static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
     if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
 }
 
+/* A decrease moves only current: freed is allocated - current (both start at 0 and change only
+ * by these), filled in by gs_heap_stats, which saves a load and a store at every free. */
+static inline void stat_dec_cur(gs_stat *s, int64_t v)
+{
+    s->current -= v;
+}
+
 static inline void stat2_dec(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
 {
-    gs_stat_dec(&a[t], v);
+    stat_dec_cur(&a[t], v);
 }
 
 
@@ -604,8 +615,7 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
     nb->seg = like->seg;
     nb->prev = before;
     nb->next = after;
-    nb->requested = 0;
-    nb->owner = NULL;
+    nb->requested = 0; /* owner is read only while PENDING, and set by the free request */
     nb->state = GS_BLOCK_FREE;
     nb->type = like->type;
     nb->expandable = like->expandable;

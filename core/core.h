@@ -216,6 +216,11 @@ gs_status gs_heap_empty_cache(gs_heap *h);
  * derived when it is made, so call it again after the heap changes rather than keep the
  * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
+/* The same statistics with only each gs_stat's current and peak brought up to date (and the
+ * counters, which always are): allocated and freed may be stale. For callers that read after
+ * every event (the peaks of sums over several clients' or devices' heaps), where deriving every
+ * figure cost more than the event. */
+const gs_stats *gs_heap_stats_now(const gs_heap *h);
 /* Raise each peak of total to the sum over hs[0..n) of that stat's current: the peaks of a
  * device's sums over its heaps, or of a run's over its devices, taken after each event. Every
  * gs_stat of gs_stats, read where it is kept (no copies, no lists). */

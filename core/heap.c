@@ -50,6 +50,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
     h->keeps_cache = h->P->keeps_cache && h->P->keeps_cache(h->cfg);
+    h->has_rule = h->P->fit_rule && h->P->fit_rule(h->cfg, &h->rule);
     h->npools = h->P->npools;
     g_assert(h->npools >= 1 && h->npools <= GS_MAX_POOLS);
     bool vmm = false;
@@ -83,7 +84,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     }
     h->slabs = g_ptr_array_new_with_free_func(free); /* posix_memalign'd */
     for (unsigned i = 0; i < GS_ROUND_MEMO; i++) h->memo[i].orig = GS_ROUND_MEMO_EMPTY;
-    h->filled_ops = UINT64_MAX;
+    h->filled_ops = h->now_ops = UINT64_MAX;
     return h;
 }
 
@@ -141,7 +142,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
     pool_remove(h, b);
     stat2_dec(h->st.segment, t, 1);
     stat2_dec(h->st.reserved_bytes, t, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_segments, 1);
+    if (b->size >= h->oversize) stat_dec_cur(&h->st.oversize_segments, 1);
     gs_segment_unlink(h, b->seg);
     g_free(b->seg);
     block_delete(h, b);
@@ -200,31 +201,58 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     return malloc_segment(h, pool, stream, seg_size, out);
 }
 
+/* The policy's fits and should_split: its gs_fit_rule where it gave one (policy.h), else the
+ * hooks. */
+static inline bool heap_fits(const gs_heap *h, const gs_block *b, uint64_t size)
+{
+    if (G_UNLIKELY(!h->has_rule)) return h->P->fits(h->cfg, b, size);
+    const gs_fit_rule *r = &h->rule;
+    return size < r->oversize ? b->size < r->oversize : b->size < size + r->oversize_waste;
+}
+
+static inline bool heap_should_split(const gs_heap *h, const gs_block *b, uint64_t size)
+{
+    if (G_UNLIKELY(!h->has_rule)) return h->P->should_split(h->cfg, b, size);
+    unsigned k = gs_pool_kind(b->pool);
+    return size < h->rule.split[k].below && b->size - size >= h->rule.split[k].min_rest;
+}
+
 static inline uint64_t expandable_size(const gs_block *b)
 {
     return b->size + (b->next && b->next->state == GS_BLOCK_UNMAPPED ? b->next->size : 0);
 }
 
-/* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. */
-static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+/* A free block followed by unmapped space counts as the size it can grow to, so a larger
+ * block that cannot grow is preferred over consuming the growable end: the block to take
+ * instead of b, the best fit found (b itself when it cannot grow). Only a block that can grow is
+ * passed over: the blocks after b are at least b's size, so when b cannot grow none of them
+ * counts as smaller, and the next block is not looked up (a descent). Out of line: inlined, its
+ * loop made the compiler spill registers on every malloc (about 12 instructions), expandable
+ * or not. */
+static G_GNUC_NO_INLINE gs_block *growable_pass(gs_pool *p, gs_block *b)
+{
+    while (b->expandable && expandable_size(b) > b->size) {
+        gs_block *n = findex_next_in(&p->blocks, b);
+        if (!n || expandable_size(n) >= expandable_size(b)) break;
+        b = n;
+    }
+    return b;
+}
+
+/* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. Inlined
+ * into gs_heap_malloc (a call there saved and restored six registers: about 14 instructions a
+ * malloc); the ladder's calls go through get_free_block. */
+GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
 {
     gs_pool *p = &h->pools[pool];
     if (h->gc_active) p->get_free_calls++;
     gs_fpos at;
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
-    bool found_at = true;
-    /* A free block followed by unmapped space counts as the size it can grow to, so a larger
-     * block that cannot grow is preferred over consuming the growable end. Only a block that can
-     * grow is passed over: the blocks after b are at least b's size, so when b cannot grow none
-     * of them counts as smaller, and the next block is not looked up (a descent). */
-    while (b->expandable && expandable_size(b) > b->size) {
-        gs_block *n = findex_next_in(&p->blocks, b);
-        if (!n || expandable_size(n) >= expandable_size(b)) break;
-        b = n;
-        found_at = false;
-    }
-    if (!h->P->fits(h->cfg, b, size)) return NULL;
+    gs_block *found = b;
+    if (G_UNLIKELY(b->expandable) && expandable_size(b) > b->size) b = growable_pass(p, b);
+    bool found_at = b == found;
+    if (!heap_fits(h, b, size)) return NULL;
     if (found_at) {
         p->free_bytes -= b->size;
         findex_unlink(&p->blocks, &at, b);
@@ -234,10 +262,16 @@ static gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint
     return b;
 }
 
+static G_GNUC_NO_INLINE gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream,
+                                                 uint64_t size)
+{
+    return find_free_block(h, pool, stream, size);
+}
+
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
  * malloc that raised it, so the new segment is seen serving its request): from the running
  * totals, without a walk over the free blocks. */
-static void note_peak_reserved(gs_heap *h)
+static G_GNUC_NO_INLINE void note_peak_reserved(gs_heap *h)
 {
     h->st.total_free_at_peak_reserved = gs_heap_free_bytes(h, &h->st.largest_free_at_peak_reserved);
     h->peak_reserved_dirty = false;
@@ -245,7 +279,7 @@ static void note_peak_reserved(gs_heap *h)
 
 /* An allocation while frees are pending: active (allocation + pending) may reach a peak that
  * allocation's does not show. */
-static void note_active_peak(gs_heap *h, int type)
+static G_GNUC_NO_INLINE void note_active_peak(gs_heap *h, int type)
 {
     int64_t n = stat_all(h->st.allocation) + h->pend_n[GS_STAT_ALL];
     int64_t bytes = stat_all(h->st.allocated_bytes) + h->pend_bytes[GS_STAT_ALL];
@@ -273,7 +307,7 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     int t = b->type;
     bool already_split = gs_block_is_split(b);
     bool track_split = !b->expandable; /* inactive_split leaves expandable blocks out */
-    if (h->P->should_split(h->cfg, b, size)) {
+    if (heap_should_split(h, b, size)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
         b = block_carve(h, rem, rem->addr, size, rem->prev, rem);
@@ -380,8 +414,8 @@ static gs_status grow_by_policy(gs_heap *h, unsigned pool, uint32_t stream, uint
  * PyTorch's order (garbage collection, grow, release some and grow, release everything and
  * grow again: the counted retry), then ask the other allocators on the device, then fail
  * (counted in num_ooms). GS_OK and *out a block of at least size out of the index. */
-static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                           gs_block **out)
+static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream,
+                                            uint64_t size, gs_block **out)
 {
     const gs_policy_ops *P = h->P;
     if (P->grow) return grow_by_policy(h, pool, stream, size, out);
@@ -422,7 +456,7 @@ static gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t stream, uint64_t 
 
 /* The pool of a request while routes are open: the first open route whose filter takes the
  * stream (PyTorch's get_pool walks captures_underway in order). */
-static unsigned route_pool(const gs_heap *h, uint32_t stream, unsigned pool)
+static G_GNUC_NO_INLINE unsigned route_pool(const gs_heap *h, uint32_t stream, unsigned pool)
 {
     for (unsigned i = 0; i < h->nroutes; i++) {
         const gs_route *r = &h->routes[i];
@@ -447,7 +481,7 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
     uint64_t size = m->size;
     unsigned pool = m->pool;
     if (G_UNLIKELY(h->nroutes)) pool = route_pool(h, stream, pool);
-    gs_block *b = G_LIKELY(!h->P->pick) ? get_free_block(h, pool, stream, size)
+    gs_block *b = G_LIKELY(!h->P->pick) ? find_free_block(h, pool, stream, size)
                                         : pick_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
@@ -543,7 +577,7 @@ GS_HOT void free_request(gs_heap *h, gs_block *b)
     g_return_if_fail(b->state == GS_BLOCK_ALLOCATED);
     stat2_dec(h->st.allocation, b->type, 1);
     stat2_dec(h->st.allocated_bytes, b->type, (int64_t)b->size);
-    if (b->size >= h->oversize) gs_stat_dec(&h->st.oversize_allocations, 1);
+    if (b->size >= h->oversize) stat_dec_cur(&h->st.oversize_allocations, 1);
 }
 
 void gs_heap_free(gs_heap *h, gs_block *b)
@@ -752,25 +786,38 @@ gs_status gs_heap_empty_cache(gs_heap *h)
 /* ---- accessors for policies and reports ---- */
 
 /* The figures the hot path leaves to be derived (core-int.h, statistics): every freed, and
- * active and active_bytes from allocation, allocated_bytes and the pending frees. */
-static void stats_fill(gs_stats *st, const gs_heap *h)
+ * active and active_bytes from allocation, allocated_bytes and the pending frees. Without full,
+ * only what gs_heap_stats_now promises: each current and peak. */
+static void stats_fill(gs_stats *st, const gs_heap *h, bool full)
 {
+#define FILL_CURRENT(name) st->name[GS_STAT_ALL].current = stat_all(st->name);
+    GS_STAT_ARRAYS(FILL_CURRENT)
+#undef FILL_CURRENT
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        st->active[t].current = st->allocation[t].current + h->pend_n[t];
+        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
+        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
+        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
+    }
+    if (!full) return;
+    /* the decreases moved only current (stat2_dec) */
+#define FILL_FREED(name)                                                                          \
+    for (int t = GS_STAT_SMALL; t <= GS_STAT_LARGE; t++)                                          \
+        st->name[t].freed = st->name[t].allocated - st->name[t].current;
+    GS_STAT_ARRAYS(FILL_FREED)
+#undef FILL_FREED
+    st->oversize_allocations.freed =
+        st->oversize_allocations.allocated - st->oversize_allocations.current;
+    st->oversize_segments.freed = st->oversize_segments.allocated - st->oversize_segments.current;
 #define FILL_ALL(name)                                                                            \
-    st->name[GS_STAT_ALL].current = stat_all(st->name);                                          \
     st->name[GS_STAT_ALL].allocated =                                                             \
         st->name[GS_STAT_SMALL].allocated + st->name[GS_STAT_LARGE].allocated;                   \
     st->name[GS_STAT_ALL].freed = st->name[GS_STAT_SMALL].freed + st->name[GS_STAT_LARGE].freed;
     GS_STAT_ARRAYS(FILL_ALL)
 #undef FILL_ALL
     for (int t = 0; t < GS_STAT_TYPES; t++) {
-        st->active[t].current = st->allocation[t].current + h->pend_n[t];
         st->active[t].allocated = st->allocation[t].allocated;
-        st->active[t].peak = MAX(st->allocation[t].peak, h->active_peak_n[t]);
-        st->active_bytes[t].current = st->allocated_bytes[t].current + h->pend_bytes[t];
         st->active_bytes[t].allocated = st->allocated_bytes[t].allocated;
-        st->active_bytes[t].peak = MAX(st->allocated_bytes[t].peak, h->active_peak_bytes[t]);
-    }
-    for (int t = 0; t < GS_STAT_TYPES; t++) {
         st->active[t].freed = st->active[t].allocated - st->active[t].current;
         st->active_bytes[t].freed = st->active_bytes[t].allocated - st->active_bytes[t].current;
     }
@@ -782,11 +829,22 @@ const gs_stats *gs_heap_stats(const gs_heap *h)
      * made by gs_heap_new, never const itself). */
     gs_heap *m = (gs_heap *)h;
     if (m->filled_ops != m->nops) {
-        stats_fill(&m->st, h);
-        m->filled_ops = m->nops;
+        stats_fill(&m->st, h, true);
+        m->filled_ops = m->now_ops = m->nops;
     }
     return &m->st;
 }
+
+const gs_stats *gs_heap_stats_now(const gs_heap *h)
+{
+    gs_heap *m = (gs_heap *)h;
+    if (m->now_ops != m->nops) {
+        stats_fill(&m->st, h, false);
+        m->now_ops = m->nops;
+    }
+    return &m->st;
+}
+
 static inline void peak_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
 {
     int64_t v = 0;

@@ -63,6 +63,20 @@ typedef struct {
     bool (*set)(void *cfg, const char *key, const char *val, GError **err);
 } gs_policy_key;
 
+/* A policy's fits and should_split as data (the fit_rule hook below), for the core to apply
+ * inline: both are called on nearly every malloc, and a call through a pointer there costs more
+ * than the rule. With A = oversize, W = oversize_waste and, for the policy's pool kind k of the
+ * block, split[k]:
+ *   fits(b, rounded)          rounded < A ? b->size < A : b->size < rounded + W
+ *   should_split(b, rounded)  rounded < split[k].below && b->size - rounded >= split[k].min_rest
+ * (PyTorch's oversize rules and split rule; "any remainder" is below UINT64_MAX, min_rest 1). */
+typedef struct {
+    uint64_t oversize, oversize_waste;
+    struct {
+        uint64_t below, min_rest;
+    } split[GS_MAX_POOLS];
+} gs_fit_rule;
+
 typedef struct gs_policy_ops {
     int version;            /* GS_POLICY_VERSION */
     const char *name;
@@ -136,6 +150,12 @@ typedef struct gs_policy_ops {
      * and empty_cache complete pending frees but free no segment (a preallocated arena, BFC
      * without garbage collection). NULL: false. Asked once, when a heap is made. */
     bool (*keeps_cache)(const void *cfg);
+
+    /* Optional. True and *out: fits and should_split are exactly the rule of gs_fit_rule with
+     * these numbers (both hooks must still be given, and agree: test_policy checks), so the
+     * core applies it without calling them. NULL or false: the core calls the hooks. Asked
+     * once, when a heap is made. */
+    bool (*fit_rule)(const void *cfg, gs_fit_rule *out);
 } gs_policy_ops;
 
 struct gs_policy {

@@ -190,6 +190,7 @@ const gs_policy_ops gs_policy_cuda_async = {
     .segment_size = async_segment_size,
     .fits = async_fits,
     .should_split = async_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = async_oversize,
     .pick = async_pick,
     .grow = async_grow,

@@ -86,5 +86,6 @@ const gs_policy_ops gs_policy_cupy = {
     .segment_size = cupy_segment_size,
     .fits = cupy_fits,
     .should_split = cupy_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = cupy_oversize,
 };

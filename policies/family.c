@@ -66,6 +66,22 @@ bool gs_family_pow2(const char *key, const char *val, uint64_t lo, uint64_t hi, 
     return true;
 }
 
+void gs_family_rule_any_fit(gs_fit_rule *out, uint64_t min_rest)
+{
+    out->oversize = UINT64_MAX; /* every request is below it, every block too: fits */
+    out->oversize_waste = 0;
+    for (unsigned k = 0; k < GS_MAX_POOLS; k++) {
+        out->split[k].below = UINT64_MAX;
+        out->split[k].min_rest = min_rest;
+    }
+}
+
+bool gs_family_fit_rule_split_any(const void *cfg, gs_fit_rule *out)
+{
+    gs_family_rule_any_fit(out, 1);
+    return true;
+}
+
 bool gs_family_bool(const char *key, const char *val, bool *out, GError **err)
 {
     /* the spellings of the originals' environment variables (XLA: true/false, 1/0) */

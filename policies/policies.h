@@ -48,6 +48,11 @@ bool gs_family_pow2(const char *key, const char *val, uint64_t lo, uint64_t hi, 
                     GError **err);
 /* true/false/1/0 (any case) */
 bool gs_family_bool(const char *key, const char *val, bool *out, GError **err);
+/* The fit rule (gs_policy_ops.fit_rule) of a policy whose fits is always true and whose
+ * should_split is b->size - rounded >= min_rest, in every pool. */
+void gs_family_rule_any_fit(gs_fit_rule *out, uint64_t min_rest);
+/* fit_rule for fits always true and should_split b->size > rounded (any remainder). */
+bool gs_family_fit_rule_split_any(const void *cfg, gs_fit_rule *out);
 /* Stream-blind families keep every segment on stream 0 and search it alone: the smallest free
  * block of at least size (lowest address among equals), and the lowest-addressed one. */
 gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size);

@@ -144,6 +144,7 @@ const gs_policy_ops gs_policy_preallocate = {
     .segment_size = prealloc_segment_size,
     .fits = prealloc_fits,
     .should_split = prealloc_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = prealloc_oversize,
     .pick = prealloc_pick,
     .grow = prealloc_grow,

@@ -109,6 +109,20 @@ static bool pytorch_should_split(const void *cfgv, const gs_block *b, uint64_t s
     return size < cfg->max_split_size && remaining > kSmallSize;
 }
 
+/* The two rules above as data, applied by the core without a call (policy.h). */
+static bool pytorch_fit_rule(const void *cfgv, gs_fit_rule *out)
+{
+    const pytorch_cfg *cfg = cfgv;
+    out->oversize = cfg->max_split_size;
+    out->oversize_waste = cfg->max_non_split_rounding;
+    for (unsigned k = 0; k < GS_MAX_POOLS; k++) {
+        bool any = k == POOL_SMALL || cfg->expandable;
+        out->split[k].below = any ? UINT64_MAX : cfg->max_split_size;
+        out->split[k].min_rest = any ? kMinBlockSize : (uint64_t)kSmallSize + 1; /* '>' */
+    }
+    return true;
+}
+
 static uint64_t pytorch_oversize(const void *cfgv)
 {
     return ((const pytorch_cfg *)cfgv)->max_split_size;
@@ -418,6 +432,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .segment_size = pytorch_segment_size,
     .fits = pytorch_fits,
     .should_split = pytorch_should_split,
+    .fit_rule = pytorch_fit_rule,
     .oversize = pytorch_oversize,
     .expandable_page = pytorch_expandable_page,
     .collect = pytorch_collect,

@@ -223,6 +223,7 @@ const gs_policy_ops gs_policy_rmm_arena = {
     .segment_size = arena_segment_size,
     .fits = arena_fits,
     .should_split = arena_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = arena_oversize,
     .release_some = arena_release_some,
     .pick = arena_pick,

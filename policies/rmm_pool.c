@@ -195,6 +195,7 @@ const gs_policy_ops gs_policy_rmm_pool = {
     .segment_size = rmm_segment_size,
     .fits = rmm_fits,
     .should_split = rmm_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = rmm_oversize,
     .pick = rmm_pick,
     .grow = rmm_grow,

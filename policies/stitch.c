@@ -90,6 +90,12 @@ static bool stitch_should_split(const void *cfg, const gs_block *b, uint64_t siz
     return b->size - size >= kMinBlockSize;
 }
 
+static bool stitch_fit_rule(const void *cfg, gs_fit_rule *out)
+{
+    gs_family_rule_any_fit(out, kMinBlockSize);
+    return true;
+}
+
 static uint64_t stitch_oversize(const void *cfg) { return UINT64_MAX; }
 
 static uint64_t stitch_page(const void *cfg, unsigned pool) { return kPage; }
@@ -167,6 +173,7 @@ const gs_policy_ops gs_policy_stitch = {
     .segment_size = stitch_segment_size,
     .fits = stitch_fits,
     .should_split = stitch_should_split,
+    .fit_rule = stitch_fit_rule,
     .oversize = stitch_oversize,
     .expandable_page = stitch_page,
     .stitch = stitch_stitch,

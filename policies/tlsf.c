@@ -140,6 +140,7 @@ const gs_policy_ops gs_policy_tlsf = {
     .segment_size = tlsf_segment_size,
     .fits = tlsf_fits,
     .should_split = tlsf_should_split,
+    .fit_rule = gs_family_fit_rule_split_any,
     .oversize = tlsf_oversize,
     .pick = tlsf_pick,
     .grow = tlsf_grow,

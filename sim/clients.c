@@ -229,7 +229,8 @@ gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slo
  * rise, so the peaks of the sums are exact. */
 static void track_device(gs_clients *c)
 {
-    for (size_t k = 0; k < c->n; k++) c->hs[k] = gs_heap_stats(c->heap[k]);
+    /* current and peak suffice here, after every event (gs_heap_stats_now) */
+    for (size_t k = 0; k < c->n; k++) c->hs[k] = gs_heap_stats_now(c->heap[k]);
     int64_t old_alloc_peak = c->dev.allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_res_peak = c->dev.reserved_bytes[GS_STAT_ALL].peak;
     gs_stats_peak_sums(&c->dev, c->hs, c->n);
@@ -237,7 +238,7 @@ static void track_device(gs_clients *c)
     if (a->peak > old_alloc_peak) {
         int64_t q = 0;
         for (size_t k = 0; k < c->n; k++)
-            q += gs_heap_stats(c->heap[k])->requested_bytes[GS_STAT_ALL].current;
+            q += gs_heap_stats_now(c->heap[k])->requested_bytes[GS_STAT_ALL].current;
         c->dev.requested_at_peak_allocated = q;
     }
     uint64_t res = (uint64_t)c->dev.reserved_bytes[GS_STAT_ALL].peak;
@@ -302,7 +303,8 @@ void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots)
 /* What client k holds now. */
 static void holdings(const gs_clients *c, size_t k, uint64_t *reserved, uint64_t *allocated)
 {
-    const gs_stats *s = c->mode == GS_CLIENTS_SHARED ? &c->cr[k].stats : gs_heap_stats(c->heap[k]);
+    const gs_stats *s =
+        c->mode == GS_CLIENTS_SHARED ? &c->cr[k].stats : gs_heap_stats_now(c->heap[k]);
     *reserved = (uint64_t)s->reserved_bytes[GS_STAT_ALL].current;
     *allocated = (uint64_t)s->allocated_bytes[GS_STAT_ALL].current;
 }

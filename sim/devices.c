@@ -137,14 +137,15 @@ gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
 
 void gs_devices_after(gs_devices *d)
 {
-    for (size_t k = 0; k < d->n; k++) d->hs[k] = gs_heap_stats(d->dev[k].heap);
+    /* current and peak suffice here, after every event (gs_heap_stats_now) */
+    for (size_t k = 0; k < d->n; k++) d->hs[k] = gs_heap_stats_now(d->dev[k].heap);
     int64_t old_alloc_peak = d->total.allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_res_peak = d->total.reserved_bytes[GS_STAT_ALL].peak;
     gs_stats_peak_sums(&d->total, d->hs, d->n);
     if (d->total.allocated_bytes[GS_STAT_ALL].peak > old_alloc_peak) {
         int64_t q = 0;
         for (size_t k = 0; k < d->n; k++)
-            q += gs_heap_stats(d->dev[k].heap)->requested_bytes[GS_STAT_ALL].current;
+            q += gs_heap_stats_now(d->dev[k].heap)->requested_bytes[GS_STAT_ALL].current;
         d->total.requested_at_peak_allocated = q;
     }
     if (d->total.reserved_bytes[GS_STAT_ALL].peak > old_res_peak) {

@@ -391,8 +391,10 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
         gs_status st = GS_OK;
         if (mc) h = gs_clients_route(mc, e, slots);
         else if (md) h = gs_devices_route(md, e);
-        switch ((gs_op)e->op) {
-        case GS_OP_ALLOC:
+        /* The two ops of nearly every event first, by compares: the switch's jump table cost
+         * about 8 instructions an event. */
+        const gs_op op = (gs_op)e->op;
+        if (op == GS_OP_ALLOC) {
             st = gs_heap_malloc(h, e->size, e->stream, &slots[e->slot]);
             if (st == GS_ERR_OOM) {
                 slots[e->slot] = NULL;
@@ -413,6 +415,19 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
                 st = gs_dev_touch(be, slots[e->slot]->addr, e->size ? e->size : 1);
                 r->touch_seconds += (double)(g_get_monotonic_time() - t0) / 1e6;
             }
+        } else if (op == GS_OP_FREE) {
+            gs_block *b = slots[e->slot];
+            if (!b) {
+                r->skipped_frees++; /* its allocation failed and was skipped */
+            } else if (e->flags & GS_EV_DEFERRED) {
+                gs_heap_free_request(h, b, &slots[e->slot]);
+            } else {
+                gs_heap_free(h, b);
+                slots[e->slot] = NULL;
+            }
+        } else switch (op) {
+        case GS_OP_ALLOC:
+        case GS_OP_FREE:
             break;
         case GS_OP_OOM: {
             /* The request that failed in the recorded run. Failing here too, it was caught if
@@ -433,20 +448,6 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
                 if (!plain && o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                 r->events = done_before + i + 1;
                 return FALSE;
-            }
-            break;
-        }
-        case GS_OP_FREE: {
-            gs_block *b = slots[e->slot];
-            if (!b) {
-                r->skipped_frees++; /* its allocation failed and was skipped */
-                break;
-            }
-            if (e->flags & GS_EV_DEFERRED) {
-                gs_heap_free_request(h, b, &slots[e->slot]);
-            } else {
-                gs_heap_free(h, b);
-                slots[e->slot] = NULL;
             }
             break;
         }

@@ -1,6 +1,7 @@
 /* test_policy.c - the pytorch policy's size rules and its config parser (PyTorch syntax); the
  * cupy policy (CuPy 14's MemoryPool) on a heap: rounding, a cudaMalloc per miss, best fit with
  * split and merge, per-stream arenas, free_all_blocks and its OOM path. */
+#include <inttypes.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -139,6 +140,63 @@ START_TEST(registry_lists_pytorch)
     ck_assert_ptr_nonnull(r[0]);
     ck_assert_str_eq(r[0]->name, "pytorch");
     ck_assert_int_eq(r[0]->version, GS_POLICY_VERSION);
+}
+END_TEST
+
+/* A policy's fit_rule (the rule the core applies inline) must say exactly what its fits and
+ * should_split hooks say, at and around every threshold the rules have. */
+static void check_fit_rule(const char *spec)
+{
+    gs_policy *p = policy(spec);
+    const gs_policy_ops *o = p->ops;
+    gs_fit_rule r;
+    if (!o->fit_rule || !o->fit_rule(p->cfg, &r)) {
+        gs_policy_free(p);
+        return;
+    }
+    const uint64_t MiB_ = 1048576;
+    const uint64_t sizes[] = {512, 1024, MiB_ - 512, MiB_, MiB_ + 512, 2 * MiB_, 10 * MiB_,
+                              20 * MiB_, 64 * MiB_, 128 * MiB_ - 512, 128 * MiB_,
+                              128 * MiB_ + 512, 192 * MiB_, 256 * MiB_, 300 * MiB_, 1024 * MiB_};
+    const uint64_t extra[] = {0, 1, 511, 512, 1024, MiB_ - 512, MiB_, MiB_ + 512, 2 * MiB_,
+                              20 * MiB_ - 512, 20 * MiB_, 20 * MiB_ + 512, 64 * MiB_ - 512,
+                              64 * MiB_, 128 * MiB_, 512 * MiB_};
+    for (unsigned pool = 0; pool < o->npools; pool++)
+        for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+            for (size_t j = 0; j < G_N_ELEMENTS(extra); j++) {
+                gs_block b = {.size = sizes[i] + extra[j], .pool = (uint8_t)pool};
+                uint64_t n = sizes[i];
+                bool fits = n < r.oversize ? b.size < r.oversize : b.size < n + r.oversize_waste;
+                bool split = n < r.split[pool].below && b.size - n >= r.split[pool].min_rest;
+                ck_assert_msg(fits == o->fits(p->cfg, &b, n), "%s: fits(%" PRIu64 ", %" PRIu64
+                              ") in pool %u", spec, b.size, n, pool);
+                ck_assert_msg(split == o->should_split(p->cfg, &b, n), "%s: should_split(%" PRIu64
+                              ", %" PRIu64 ") in pool %u", spec, b.size, n, pool);
+            }
+    gs_policy_free(p);
+}
+
+START_TEST(fit_rule_agrees_with_hooks)
+{
+    const char *specs[] = {
+        "pytorch",
+        "pytorch:max_split_size_mb:128",
+        "pytorch:max_split_size_mb:256,max_non_split_rounding_mb:64",
+        "pytorch:expandable_segments:True",
+        "pytorch:expandable_segments:True,max_split_size_mb:128",
+        "pytorch:roundup_power2_divisions:4,garbage_collection_threshold:0.6",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(specs); i++) check_fit_rule(specs[i]);
+    /* every registered policy with its defaults */
+    for (const gs_policy_ops *const *r = gs_policy_registry(); *r; r++) check_fit_rule((*r)->name);
+    /* the policies of the hot path declare one */
+    gs_fit_rule r;
+    gs_policy *p = policy("pytorch");
+    ck_assert(p->ops->fit_rule && p->ops->fit_rule(p->cfg, &r));
+    gs_policy_free(p);
+    p = policy("cupy");
+    ck_assert(p->ops->fit_rule && p->ops->fit_rule(p->cfg, &r));
+    gs_policy_free(p);
 }
 END_TEST
 
@@ -292,6 +350,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, config_errors_name_the_key);
     tcase_add_test(tc, registry_lists_pytorch);
     tcase_add_test(tc, keys_table_serves_parser_and_help);
+    tcase_add_test(tc, fit_rule_agrees_with_hooks);
     suite_add_tcase(s, tc);
     TCase *tcu = tcase_create("cupy");
     tcase_add_test(tcu, cupy_rounds_to_512_and_mallocs_exactly_that);
