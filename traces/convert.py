@@ -661,14 +661,14 @@ class SnapshotWalker:
             # the entry's memo slot, if it has one, now refuses a second reference
             idx = self.memo_of.pop(id(e), None)
             if idx is not None:
-                self.memo[idx] = _GONE_EVENT
+                self._set(idx, _GONE_EVENT)
                 if idx in self.top_slots:
                     self._forget()
             fr = e.get("frames") if isinstance(e, dict) else None
             if isinstance(fr, list):
                 idx = self.memo_of.pop(id(fr), None)
                 if idx is not None:
-                    self.memo[idx] = _Frames(top_user_frame(fr))
+                    self._set(idx, _Frames(top_user_frame(fr)))
                     if idx in self.top_slots:
                         self._forget()
         self.entries += len(items)
@@ -712,10 +712,14 @@ class SnapshotWalker:
         return None
 
     def _get(self, idx):
-        try:
-            v = self.memo[idx]
-        except KeyError:
-            raise _BadPickle(f"memo key {idx} not found") from None
+        memo = self.memo
+        if 0 <= idx < len(memo):
+            v = memo[idx]
+        else:
+            try:
+                v = self.extra[idx]
+            except KeyError:
+                raise _BadPickle(f"memo key {idx} not found") from None
         if isinstance(v, _Gone):
             raise ConvertError(f"the snapshot refers to {v.what} it already holds a second "
                                f"time (a shared reference in the pickle); a PyTorch snapshot "
@@ -729,11 +733,29 @@ class SnapshotWalker:
     def _put(self, idx, v):
         if isinstance(v, (dict, list)):
             self.memo_of[id(v)] = idx
-        if idx in self.memo:
+        if 0 <= idx < len(self.memo) or idx in self.extra:
             self._forget()
-        elif idx != len(self.memo):
+        elif idx != len(self.memo) + len(self.extra):
             self.sparse = True      # MEMOIZE may now overwrite: the fast path stops (_entry)
-        self.memo[idx] = v
+        self._set(idx, v)
+
+    # The memo is a list (slot i at index i: what MEMOIZE makes, 8 bytes a slot, where a dict
+    # took about 80 with its int key: a third of the converter's memory at 1M entries) and a
+    # dict, extra, of the slots a PUT made past its end. Its keys are the list's indices and
+    # extra's, as the pickle module's dict would hold them: once extra has one, the list grows
+    # no more, and MEMOIZE's slot (the count of keys) goes to extra too.
+    def _set(self, idx, v):
+        memo = self.memo
+        if 0 <= idx < len(memo):
+            memo[idx] = v
+        elif idx == len(memo) and not self.extra:
+            memo.append(v)
+        else:
+            self.extra[idx] = v
+
+    def _memoize(self, v):
+        """MEMOIZE: v in the next slot (the count of keys)."""
+        self._set(len(self.memo) + len(self.extra), v)
 
     def _forget(self):
         self.names.clear()
@@ -808,7 +830,8 @@ class SnapshotWalker:
             for k in keys:
                 if k is None:
                     break
-                v = memo.get(k[1] if k[0] == 0x68 else int.from_bytes(k[1:], "little"))
+                v = k[1] if k[0] == 0x68 else int.from_bytes(k[1:], "little")
+                v = memo[v] if v < len(memo) else None
                 if v.__class__ is not str:
                     return None
                 names.append(v)
@@ -817,22 +840,29 @@ class SnapshotWalker:
                 self.names[keys] = names
         slot = len(memo)
         e = {}
-        memo[slot] = e
+        memo.append(e)
+        nmemo = len(memo)
         for k, v in zip(names, g[1::2]):
             c = v[0]
             # by frequency in a snapshot: memo references (past the first 256 slots, long
             # ones), addresses and times (LONG1), small ints, strings
             if c == 0x6A:                                   # LONG_BINGET
-                x = memo.get(int.from_bytes(v[1:], "little"), memo)
-                if x is memo or x.__class__ in _SPECIAL:
+                x = int.from_bytes(v[1:], "little")
+                if x >= nmemo:
+                    break
+                x = memo[x]
+                if x.__class__ in _SPECIAL:
                     break
             elif c == 0x8A:                                 # LONG1
                 x = int.from_bytes(v[2:], "little", signed=True)
             elif c == 0x4B:                                 # BININT1
                 x = v[1]
             elif c == 0x68:                                 # BINGET
-                x = memo.get(v[1], memo)
-                if x is memo or x.__class__ in _SPECIAL:
+                x = v[1]
+                if x >= nmemo:
+                    break
+                x = memo[x]
+                if x.__class__ in _SPECIAL:
                     break
             elif c == 0x8C:                                 # SHORT_BINUNICODE, MEMOIZE
                 x = self.strs.get(v)
@@ -840,7 +870,8 @@ class SnapshotWalker:
                     x = str(v[2:-1], "utf-8", "surrogatepass")
                     if len(self.strs) < 4096:
                         self.strs[v] = x
-                memo[len(memo)] = x
+                memo.append(x)
+                nmemo += 1
             elif c == 0x4A:                                 # BININT
                 x = int.from_bytes(v[1:], "little", signed=True)
             elif c == 0x4D:                                 # BININT2
@@ -854,13 +885,16 @@ class SnapshotWalker:
                 elif v[2] == 0x28:                          # MARK refs APPENDS
                     x = self._frame_top(v[3:-1])
                 else:                                       # one ref, APPEND
-                    x = memo.get(v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little"),
-                                 memo)
-                    if x is memo or x.__class__ in _SPECIAL:
+                    x = v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little")
+                    if x >= nmemo:
+                        break
+                    x = memo[x]
+                    if x.__class__ in _SPECIAL:
                         break
                     x = [x]
                     self.memo_of[id(x)] = len(memo)
-                memo[len(memo)] = x
+                memo.append(x)
+                nmemo += 1
             elif c == 0x4E:
                 x = None
             elif c == 0x88:
@@ -874,9 +908,9 @@ class SnapshotWalker:
             self.memo_of[id(e)] = slot
             return e
         # the general loop takes it: undo what was done
-        for idx in range(slot, len(memo)):
-            x = memo.pop(idx)
+        for x in memo[slot:]:
             self.memo_of.pop(id(x), None)
+        del memo[slot:]
         return None
 
     def _pop_mark(self, stack):
@@ -906,7 +940,8 @@ class SnapshotWalker:
             raise ConvertError(f"not a valid pickle ({name}: {detail})") from None
 
     def _load(self):
-        self.memo = memo = {}
+        self.memo = memo = []      # see _set
+        self.extra = {}
         self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
         stack = []
         push = stack.append
@@ -960,7 +995,8 @@ class SnapshotWalker:
                         continue
                 push({})
             elif op == 0x68:                                # BINGET
-                v = memo.get(buf[pos], memo)
+                v = buf[pos]
+                v = memo[v] if v < len(memo) else memo
                 if v is memo or v.__class__ in _SPECIAL:
                     v = get(buf[pos])
                 push(v)
@@ -968,7 +1004,11 @@ class SnapshotWalker:
             elif op == 0x94:                                # MEMOIZE
                 v = stack[-1]
                 idx = len(memo)
-                memo[idx] = v
+                if self.sparse:
+                    idx += len(self.extra)
+                    self._set(idx, v)
+                else:
+                    memo.append(v)
                 if v.__class__ is dict_ or v.__class__ is list_:
                     memo_of[id(v)] = idx
             elif op == 0x8C:                                # SHORT_BINUNICODE
@@ -977,7 +1017,7 @@ class SnapshotWalker:
                 pos += 1 + n
             elif op == 0x6A:                                # LONG_BINGET
                 k = unpack_from("<I", buf, pos)[0]
-                v = memo.get(k, memo)
+                v = memo[k] if k < len(memo) else memo
                 if v is memo or v.__class__ in _SPECIAL:
                     v = get(k)
                 push(v)
@@ -1011,7 +1051,7 @@ class SnapshotWalker:
                     m = _FRAME_REFS.match(buf, pos + 2)
                     if m is not None:
                         fr = self._frame_top(buf[pos + 2:m.end() - 1])
-                        memo[len(memo)] = fr
+                        self._memoize(fr)
                         push(fr)
                         pos = m.end()
                         continue
