@@ -121,6 +121,7 @@ Standard library only (Python 3.10+).
 """
 
 import argparse
+import array
 import codecs
 import bisect
 import collections
@@ -180,8 +181,116 @@ def warn(label, message):
 # build_trace() then resolves addresses to ids. Adding an input format means adding a reader.
 # ---------------------------------------------------------------------------------------------
 
+_tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
 Event = collections.namedtuple(
     "Event", "action device stream addr size time_us deferred where frame", defaults=(None,))
+
+# An Event's where: a string ("line 12" of an RMM log), or, for a snapshot's, the entry's index
+# in its device's list (said "device D event I" by _where: the string only when a message needs
+# it, not 70 bytes and an f-string an entry).
+
+
+def _where(ev):
+    w = ev.where
+    return w if w.__class__ is str else f"device {ev.device} event {w}"
+
+
+_ACTIONS = ("alloc", "free", "free_done", "segment_alloc", "segment_free", "segment_map",
+            "segment_unmap", "oom", "empty_cache") + ("pool_begin", "pool_end", "pool_release")
+_ACTION_CODE = {a: k for k, a in enumerate(_ACTIONS)}
+_A_ALLOC, _A_FREE, _A_FREE_DONE = 0, 1, 2
+_BIG = -(1 << 63)       # EventColumns: the value is in big (see there)
+
+
+class EventColumns:
+    """A snapshot's events as parallel arrays (about 60 bytes an event, where an Event tuple and
+    its objects took about 300: issue 15 item 4, a 5-million-entry snapshot in bounded memory).
+    Indexing and iteration give the same Events as a list of them would. addr and time_us
+    are 64-bit signed; a value that is not (a float time, an address past 2^63) is kept in
+    big, keyed by (column, index), with _BIG in the array; frames are numbers in frames."""
+
+    __slots__ = ("action", "device", "stream", "addr", "size", "time", "deferred", "where",
+                 "frame", "big", "frames", "frame_no")
+
+    def __init__(self):
+        self.action = array.array("B")
+        self.deferred = array.array("B")
+        self.device = array.array("Q")
+        self.stream = array.array("Q")
+        self.addr = array.array("q")
+        self.size = array.array("Q")
+        self.time = array.array("q")
+        self.where = array.array("Q")
+        self.frame = array.array("I")
+        self.big = {}
+        self.frames = [None]            # frame number -> top user frame (0: none)
+        self.frame_no = {None: 0}
+
+    def add(self, action, device, stream, addr, size, t, deferred, where, frame):
+        """action: its code (_ACTION_CODE); the rest as an Event's fields."""
+        k = len(self.action)
+        try:
+            self.addr.append(addr)
+        except (OverflowError, TypeError):
+            self.addr.append(_BIG)
+            self.big["a", k] = addr
+        try:
+            self.time.append(t)
+        except (OverflowError, TypeError):
+            self.time.append(_BIG)
+            self.big["t", k] = t
+        self.action.append(action)
+        self.deferred.append(deferred)
+        self.device.append(device)
+        self.stream.append(stream)
+        self.size.append(size)
+        self.where.append(where)
+        f = self.frame_no.get(frame)
+        if f is None:
+            f = self.frame_no[frame] = len(self.frames)
+            self.frames.append(frame)
+        self.frame.append(f)
+
+    def append(self, ev):
+        self.add(_ACTION_CODE[ev.action], ev.device, ev.stream, ev.addr, ev.size, ev.time_us,
+                 ev.deferred, ev.where, ev.frame)
+
+    def __len__(self):
+        return len(self.action)
+
+    def __getitem__(self, k):
+        if k < 0:
+            k += len(self.action)
+        addr, t = self.addr[k], self.time[k]
+        if addr == _BIG:
+            addr = self.big.get(("a", k), addr)
+        if t == _BIG:
+            t = self.big.get(("t", k), t)
+        return _tuple_new(Event, (_ACTIONS[self.action[k]], self.device[k], self.stream[k], addr,
+                                  self.size[k], t, self.deferred[k] == 1, self.where[k],
+                                  self.frames[self.frame[k]]))
+
+    def __iter__(self):
+        if self.big:
+            return (self[k] for k in range(len(self.action)))
+        return self._iter()
+
+    def _iter(self):
+        names, frames, new = _ACTIONS, self.frames, _tuple_new
+        for a, dev, stream, addr, size, t, d, w, f in zip(
+                self.action, self.device, self.stream, self.addr, self.size, self.time,
+                self.deferred, self.where, self.frame):
+            yield new(Event, (names[a], dev, stream, addr, size, t, d == 1, w, frames[f]))
+
+    def has(self, actions):
+        """Whether an event's action is one of actions (names)."""
+        return any(self.action.count(_ACTION_CODE[a]) for a in actions)
+
+
+def _has_action(events, actions):
+    if isinstance(events, EventColumns):
+        return events.has(actions)
+    return any(e.action in actions for e in events)
 
 
 class Recording:
@@ -1285,8 +1394,15 @@ def merge_devices(rec):
     """Merge the devices' events by time. heapq.merge keeps each input's own order (even where
     its clock went backwards) and, on equal times, takes the lower device first: a stable
     merge."""
-    if rec.per_device is not None:
-        rec.events = list(heapq.merge(*rec.per_device, key=lambda e: e.time_us))
+    if rec.per_device is None:
+        return
+    if len(rec.per_device) == 1:
+        rec.events = rec.per_device[0]      # (what the merge of one gives, in its order)
+        return
+    out = EventColumns()
+    for e in heapq.merge(*rec.per_device, key=lambda e: e.time_us):
+        out.append(e)
+    rec.events = out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1520,8 +1636,13 @@ def infer_pools(events, final_pool_segments, next_id):
     """One device's events with pool_begin/pool_end/pool_release Events (addr: the pool's
     number, size: the flag) where the snapshot shows a private pool (the rule above). Returns
     (events, {pool id tuple or None: number}, next_id)."""
-    if not any(e.action in GROWTHS for e in events):
+    if not _has_action(events, GROWTHS):
         return events, {}, next_id
+    if not final_pool_segments and not _has_action(events, RELEASES):
+        # no pool can be named (the final segments name none, and no run of releases can be
+        # a pool's): what the walk below would find, without it
+        return events, {}, next_id
+    given, events = events, list(events)
     st = _PoolState(events)
     label = {}            # segment key -> pool number
     numbers = {}          # pool id tuple (or ('released', k)) -> number
@@ -1581,7 +1702,7 @@ def infer_pools(events, final_pool_segments, next_id):
                 st.apply(events[k])
         i = j
     if not label:
-        return events, {}, next_id
+        return given, {}, next_id
     # 3. each pool's routes, from its allocations
     pool_of = {i: label.get(k) for i, k in alloc_key.items()}
     order = list(alloc_key)     # the allocations' event indices, ascending (the walk's order)
@@ -1649,6 +1770,9 @@ def infer_all_pools(rec, label):
 def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False):
     """One device's events with an 'empty_cache' Event before every run of releases that no
     allocation explains (the rule above). Returns (events, number inferred)."""
+    if not _has_action(events, RELEASES):
+        return events, 0        # (what the walk below gives: the events as they are)
+    given, events = events, list(events)
     if peak is None:
         peak = _running_peak(events)
     bound = limit if limit is not None else peak - (20 * MiB if expandable else 0)
@@ -1688,7 +1812,7 @@ def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandabl
                 reserved -= events[k].size
             out.append(events[k])
         i = j
-    return out, n
+    return (out, n) if n else (given, 0)
 
 
 def _snapshot_final_blocks(segments):
@@ -1760,15 +1884,15 @@ def _snapshot_final_pool_segments(segments):
 # DeviceEvents.feed's common case: the program's own actions (the allocator's are few, and
 # whatever they come to carry goes through the checks one by one)
 _FAST_ACTIONS = frozenset(PROGRAM_ACTIONS)
-_tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
 
 
 class DeviceEvents:
-    """One device's snapshot entries turned into Events as they come, pairing immediate frees."""
+    """One device's snapshot entries turned into Events as they come, pairing immediate frees;
+    kept as EventColumns, each Event's where the entry's index."""
 
     def __init__(self, dev, rec):
         self.dev, self.rec = dev, rec
-        self.out = []
+        self.out = EventColumns()
         self.count = 0                # entries fed
         self.prev_action = None       # the previous entry's action and address (for immediacy)
         self.prev_addr = None
@@ -1777,7 +1901,6 @@ class DeviceEvents:
     def feed(self, i, e):
         dev, out = self.dev, self.out
         self.count += 1
-        where = f"device {dev} event {i}"
         # The common entry first (alloc, free_requested or free_completed; addr, size, stream
         # and time_us plain ints in range): the same Events as below, without its checks one
         # by one. What feed reads from an entry or puts in an Event must be the same here.
@@ -1792,26 +1915,22 @@ class DeviceEvents:
                     frames = e.get("frames")
                     frame = (frames.top if frames.__class__ is _Frames else
                              top_user_frame(frames) if isinstance(frames, list) else None)
-                    out.append(_tuple_new(Event, ("alloc", dev, stream, addr, size, t, False,
-                                                  where, frame)))
+                    out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
                 elif action == "free_requested":
                     this_free_index = len(out)
-                    out.append(_tuple_new(Event, ("free", dev, stream, addr, size, t, True,
-                                                  where, None)))
+                    out.add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
                 elif action == "free_completed":
                     if (self.prev_action == "free_requested" and self.prev_addr == addr
                             and self.prev_free_index is not None):
-                        k = self.prev_free_index
-                        o = out[k]
-                        out[k] = _tuple_new(Event, o[:6] + (False,) + o[7:])   # deferred
+                        out.deferred[self.prev_free_index] = 0      # immediate
                     else:
-                        out.append(_tuple_new(Event, ("free_done", dev, stream, addr, size, t,
-                                                      False, where, None)))
+                        out.add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
                 self.rec.devices.add(dev)
                 self.rec.streams.add(stream)
                 self.prev_action, self.prev_addr, self.prev_free_index = (action, addr,
                                                                           this_free_index)
                 return
+        where = f"device {dev} event {i}"
         if not isinstance(e, dict):
             raise ConvertError(f"{where}: not a dict")
         action = e.get("action")
@@ -1841,27 +1960,26 @@ class DeviceEvents:
             frames = e.get("frames")
             frame = (frames.top if isinstance(frames, _Frames) else
                      top_user_frame(frames) if isinstance(frames, list) else None)
-            out.append(Event("alloc", dev, stream, addr, size, t, False, where, frame))
+            out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
         elif action == "free_requested":
             # Deferred until shown otherwise: if the very next event is its own free_completed,
             # that branch below turns this into an immediate free.
             this_free_index = len(out)
-            out.append(Event("free", dev, stream, addr, size, t, True, where))
+            out.add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
         elif action == "free_completed":
             if (self.prev_action == "free_requested" and self.prev_addr == addr
                     and self.prev_free_index is not None):
                 # The very next event after its own free_requested: the free was immediate.
-                k = self.prev_free_index
-                out[k] = out[k]._replace(deferred=False)
+                out.deferred[self.prev_free_index] = 0
             else:
-                out.append(Event("free_done", dev, stream, addr, size, t, False, where))
+                out.add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
         else:
             frame = None
             if action == "oom":   # PyTorch records the failed request's stack too
                 frames = e.get("frames")
                 frame = (frames.top if isinstance(frames, _Frames) else
                          top_user_frame(frames) if isinstance(frames, list) else None)
-            out.append(Event(action, dev, stream, addr, size, t, False, where, frame))
+            out.add(_ACTION_CODE[action], dev, stream, addr, size, t, 0, i, frame)
         if action in PROGRAM_ACTIONS:
             self.rec.devices.add(dev)
             self.rec.streams.add(stream)
@@ -1968,16 +2086,88 @@ class Block:
     __slots__ = ("id", "size", "stream", "device", "where", "frame")
 
     def __init__(self, size, stream, device, where, frame=None):
-        self.id = None          # assigned in trace order once we know the synthesized prefix
+        self.id = None          # its number among the log's allocs (build_trace says more)
         self.size, self.stream, self.device, self.where = size, stream, device, where
         self.frame = frame      # its alloc's top user frame, or None
+
+    def said(self):
+        """Where it was allocated, for a message (an Event's where, as _where says it)."""
+        w = self.where
+        return w if w.__class__ is str else f"device {self.device} event {w}"
+
+
+_OPS = ("alloc", "free", "free_done", "oom", "empty_cache", "mark") + POOL_ACTIONS
+_OP_CODE = {o: k for k, o in enumerate(_OPS)}
+_O_ALLOC, _O_FREE, _O_FREE_DONE, _O_OOM, _O_EMPTY = 0, 1, 2, 3, 4
+
+
+class TraceRows:
+    """The trace's rows, (time_us, op, device, stream, id, size) as a sequence: the
+    synthesized allocs first (prefix, tuples), then the rest as parallel arrays (about 50 bytes
+    a row, where a tuple and its ints took about 140), each row's frame a number in frames
+    (0: none)."""
+
+    def __init__(self):
+        self.prefix = []
+        self.t = array.array("Q")
+        self.op = array.array("B")
+        self.dev = array.array("Q")
+        self.stream = array.array("Q")
+        self.id = array.array("q")
+        self.size = array.array("Q")
+        self.frame = array.array("I")
+        self.frames = [None]
+        self.frame_no = {None: 0}
+
+    def add(self, t, op, dev, stream, ident, size, frame=None):
+        """A row after the prefix; op its code (_OP_CODE)."""
+        self.t.append(t)
+        self.op.append(op)
+        self.dev.append(dev)
+        self.stream.append(stream)
+        self.id.append(ident)
+        self.size.append(size)
+        f = self.frame_no.get(frame)
+        if f is None:
+            f = self.frame_no[frame] = len(self.frames)
+            self.frames.append(frame)
+        self.frame.append(f)
+
+    def append(self, row):
+        self.add(row[0], _OP_CODE[row[1]], *row[2:])
+
+    def __len__(self):
+        return len(self.prefix) + len(self.op)
+
+    def __getitem__(self, k):
+        if k < 0:
+            k += len(self)
+        if k < len(self.prefix):
+            return self.prefix[k]
+        k -= len(self.prefix)
+        return (self.t[k], _OPS[self.op[k]], self.dev[k], self.stream[k], self.id[k],
+                self.size[k])
+
+    def __iter__(self):
+        yield from self.prefix
+        ops = _OPS
+        for t, op, dev, stream, ident, size in zip(self.t, self.op, self.dev, self.stream,
+                                                   self.id, self.size):
+            yield t, ops[op], dev, stream, ident, size
+
+    def devices(self):
+        return {r[2] for r in self.prefix} | set(self.dev)
+
+    def num_framed(self):
+        """Rows that have a frame."""
+        return len(self.frame) - self.frame.count(0)
 
 
 class Trace:
     """The converted trace: rows to write, plus what the reference file needs."""
 
     def __init__(self):
-        self.rows = []               # (time_us, op, device, stream, id, size)
+        self.rows = TraceRows()      # (time_us, op, device, stream, id, size)
         self.allocator_events = []   # [action, addr, size, seq]
         self.num_allocs = 0
         self.num_synthesized = 0
@@ -1986,74 +2176,111 @@ class Trace:
         self.num_pool_rows = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
         self.started_mid_run = False # evidence besides synthesized allocs (segments)
-        self.row_frame = {}          # seq -> top user frame of an alloc or oom row that has one
 
 
 def build_trace(rec, label):
+    """The trace of rec.events, in one pass: each row is made as its event comes (its time
+    relative to the first row's, held non-decreasing), an alloc's id being its number among the
+    log's allocs; the synthesized allocs, known only at the end, come first with ids 1..S, and
+    the others' ids are then moved up by S. An error of the events' order is raised as it is
+    met, one of the time span after the pass (as when the rows were made in a second pass)."""
     live = {}        # (device, addr) -> Block, allocated and not yet freed
     pending = {}     # (device, addr) -> Block, freed but completion deferred (free_done later)
     synthesized = []  # Blocks freed without a recorded alloc (the log started mid-run)
-    body = []        # (time, op, device, stream, Block) of real events, in order
-    alloc_events = []  # [action, addr, size, number of body events before it, device]
+    alloc_events = []  # [action, addr, size, number of rows (after the prefix) before it, device]
     dropped_done = 0
     size_mismatch = 0
     segments = set()   # (device, addr) of the segments the log saw made and not yet freed
     unseen_segment = False
+    tr = Trace()
+    rows = tr.rows
+    add = rows.add
+    base = None        # the first row's time
+    last_t = 0
+    clamped = 0
+    too_long = None    # the first time past the time column's reach (raised after the pass)
+    nalloc = 0
 
     for ev in rec.events:
+        action = ev.action
         key = (ev.device, ev.addr)
-        if ev.action == "alloc":
+        if action == "alloc":
             if key in live or key in pending:
                 other = live.get(key) or pending.get(key)
                 state = "still allocated" if key in live else "freed but not yet completed"
-                raise ConvertError(f"{ev.where}: alloc at address {ev.addr:#x} which is {state} "
-                                   f"(allocated at {other.where})")
+                raise ConvertError(f"{_where(ev)}: alloc at address {ev.addr:#x} which is "
+                                   f"{state} (allocated at {other.said()})")
             blk = Block(ev.size, ev.stream, ev.device, ev.where, ev.frame)
+            nalloc += 1
+            blk.id = nalloc
             live[key] = blk
-            body.append((ev.time_us, "alloc", ev.device, ev.stream, blk))
-        elif ev.action == "free":
+            op, ident, size, frame = _O_ALLOC, nalloc, blk.size, ev.frame
+        elif action == "free":
             blk = live.pop(key, None)
             if blk is None:
                 if key in pending:
-                    raise ConvertError(f"{ev.where}: address {ev.addr:#x} freed twice "
-                                       f"(allocated at {pending[key].where})")
+                    raise ConvertError(f"{_where(ev)}: address {ev.addr:#x} freed twice "
+                                       f"(allocated at {pending[key].said()})")
                 # Freed but never allocated in the log: it was allocated before the log began.
-                blk = Block(ev.size, ev.stream, ev.device, ev.where + " (synthesized)")
+                blk = Block(ev.size, ev.stream, ev.device, _where(ev) + " (synthesized)")
                 synthesized.append(blk)
+                blk.id = -len(synthesized)          # its id: -blk.id (see the fix below)
             elif ev.size != blk.size:
                 size_mismatch += 1
-            body.append((ev.time_us, "free", ev.device, ev.stream, blk))
             if ev.deferred:
                 pending[key] = blk
-        elif ev.action == "free_done":
+            op, ident, size, frame = _O_FREE, blk.id, blk.size, None
+        elif action == "free_done":
             blk = pending.pop(key, None)
             if blk is None:
                 if key in live:
-                    raise ConvertError(f"{ev.where}: free_completed at address {ev.addr:#x} "
-                                       f"which was never freed (allocated at {live[key].where})")
+                    raise ConvertError(f"{_where(ev)}: free_completed at address {ev.addr:#x} "
+                                       f"which was never freed (allocated at "
+                                       f"{live[key].said()})")
                 # Its free_requested was before the log began: nothing to complete.
                 dropped_done += 1
                 continue
-            body.append((ev.time_us, "free_done", ev.device, ev.stream, blk))
-        elif ev.action == "empty_cache":
-            body.append((ev.time_us, "empty_cache", ev.device, ev.stream, None))
-        elif ev.action in POOL_ACTIONS:
-            body.append((ev.time_us, ev.action, ev.device, ev.stream, (ev.addr, ev.size)))
+            tr.num_deferred_frees += 1
+            op, ident, size, frame = _O_FREE_DONE, blk.id, blk.size, None
+        elif action == "empty_cache":
+            op, ident, size, frame = _O_EMPTY, 0, 0, None
+        elif action in POOL_ACTIONS:
+            tr.num_pool_rows += 1
+            op, ident, size, frame = _OP_CODE[action], ev.addr, ev.size, None
+        elif action == "oom":
+            # The request the program made, at its place: a row of its own ('oom', version 2 of
+            # the format), and the allocator's record of it in the reference.
+            alloc_events.append([action, ev.addr, ev.size, len(rows.op), ev.device])
+            tr.num_ooms += 1
+            op, ident, size, frame = _O_OOM, 0, ev.size, ev.frame
         else:
-            if ev.action == "oom":
-                # The request the program made, at its place: a row of its own ('oom', version
-                # 2 of the format), and the allocator's record of it in the reference.
-                alloc_events.append([ev.action, ev.addr, ev.size, len(body), ev.device])
-                body.append((ev.time_us, "oom", ev.device, ev.stream, (ev.size, ev.frame)))
-                continue
-            if ev.action == "segment_alloc":
+            if action == "segment_alloc":
                 segments.add(key)
-            elif ev.action == "segment_free":
+            elif action == "segment_free":
                 if key in segments:
                     segments.discard(key)
                 else:
                     unseen_segment = True    # made before the log began
-            alloc_events.append([ev.action, ev.addr, ev.size, len(body), ev.device])
+            alloc_events.append([action, ev.addr, ev.size, len(rows.op), ev.device])
+            continue
+        t = ev.time_us
+        if base is None:
+            base = t
+        rel = int(round(t - base))
+        if rel >= U64_LIMIT:
+            if too_long is None:
+                too_long = rel
+            rel = last_t
+        if rel < last_t:
+            # The recorded clock went backwards (TSC-derived and approximate): keep time
+            # non-decreasing, because the event order is what replay follows.
+            clamped += 1
+            rel = last_t
+        last_t = rel
+        add(rel, op, ev.device, ev.stream, ident, size, frame)
+    if too_long is not None:
+        raise ConvertError(f"time_us spans {too_long} microseconds, more than the trace's time "
+                           f"column holds (2^64)")
 
     # Blocks still allocated when the log ended but never seen allocated in it were allocated
     # before the log began and held throughout: synthesize them too, so the replay carries that
@@ -2066,63 +2293,28 @@ def build_trace(rec, label):
     if rec.final_segments is not None and rec.final_segments - segments:
         unseen_segment = True                # a segment held at the end, never seen made
 
-    tr = Trace()
-    next_id = 1
     # Synthesized allocs come first, at time 0: blocks freed in the log (in the order of their
     # frees), then blocks held from before the log to its end (by device and address).
     synthesized = synthesized + held_before
-    for blk in synthesized:
-        blk.id = next_id
-        next_id += 1
-        tr.rows.append((0, "alloc", blk.device, blk.stream, blk.id, blk.size))
-    tr.num_synthesized = len(synthesized)
+    for k, blk in enumerate(synthesized, 1):
+        rows.prefix.append((0, "alloc", blk.device, blk.stream, k, blk.size))
+    tr.num_synthesized = offset = len(synthesized)
+    if offset:
+        # the log's allocs after them: ids 1.. become offset + 1..; a synthesized one's -k is k
+        ids, ops = rows.id, rows.op
+        for k in range(len(ids)):
+            if ops[k] <= _O_FREE_DONE:
+                v = ids[k]
+                ids[k] = v + offset if v > 0 else -v
+    tr.num_allocs = nalloc
 
-    base = body[0][0] if body else 0
-    last_t = 0
-    clamped = 0
-    for t, op, dev, stream, blk in body:
-        rel = int(round(t - base))
-        if rel >= U64_LIMIT:
-            raise ConvertError(f"time_us spans {rel} microseconds, more than the trace's time "
-                               f"column holds (2^64)")
-        if rel < last_t:
-            # The recorded clock went backwards (TSC-derived and approximate): keep time
-            # non-decreasing, because the event order is what replay follows.
-            clamped += 1
-            rel = last_t
-        last_t = rel
-        if op in POOL_ACTIONS:
-            tr.num_pool_rows += 1
-            tr.rows.append((rel, op, dev, stream, blk[0], blk[1]))
-            continue
-        if op in ("oom", "empty_cache"):
-            # No allocation: id 0; an oom's size is the request (blk holds it), empty_cache's 0.
-            size = 0
-            if op == "oom":
-                size, frame = blk
-                if frame is not None:
-                    tr.row_frame[len(tr.rows)] = frame
-            tr.num_ooms += op == "oom"
-            tr.rows.append((rel, op, dev, stream, 0, size))
-            continue
-        if op == "alloc":
-            blk.id = next_id
-            next_id += 1
-            tr.num_allocs += 1
-            if blk.frame is not None:
-                tr.row_frame[len(tr.rows)] = blk.frame
-        elif op == "free_done":
-            tr.num_deferred_frees += 1
-        tr.rows.append((rel, op, dev, stream, blk.id, blk.size))
-
-    offset = len(synthesized)
     tr.allocator_events = [[a, addr, size, seq + offset, dev]
                            for a, addr, size, seq, dev in alloc_events]
     tr.started_mid_run = bool(synthesized) or unseen_segment
     # An oom that is the log's last event: the program died of it (an OOM observer took the
     # snapshot, or the process ended there). convert() may decide otherwise from the sibling.
-    if tr.rows and tr.rows[-1][1] == "oom":
-        tr.fatal_oom_seq = len(tr.rows) - 1
+    if len(rows) and rows[-1][1] == "oom":
+        tr.fatal_oom_seq = len(rows) - 1
 
     if synthesized:
         n_freed = len(synthesized) - len(held_before)
@@ -2141,7 +2333,7 @@ def build_trace(rec, label):
                     f"the trace uses the alloc's size")
     if clamped:
         warn(label, f"time_us went backwards {clamped} time(s); held it non-decreasing")
-    if not tr.rows:
+    if not len(rows):
         warn(label, "no allocation events: the trace is empty")
     return tr
 
@@ -2214,7 +2406,7 @@ def _by_device(sibling, key, dev):
 
 
 def trace_devices(tr):
-    return sorted({r[2] for r in tr.rows} | {e[4] for e in tr.allocator_events})
+    return sorted(tr.rows.devices() | {e[4] for e in tr.allocator_events})
 
 
 def build_reference(rec, tr, source, sibling, device_total):
@@ -2306,29 +2498,58 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
         lines.append(f"# fatal_oom_event: {tr.fatal_oom_seq}")
     if rec.num_inferred_empty_cache:
         lines.append(f"# inferred_empty_cache: {rec.num_inferred_empty_cache}")
-    if not (frames and tr.row_frame):
+    rows = tr.rows
+    if not (frames and rows.num_framed()):
         lines.append(TRACE_COLUMNS)
-        for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
-            lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return _render_rows(lines, rows, client, None)
+    # the frames in order of first use, each numbered once (header_text once per frame)
     number = {}
-    raw_number = {}     # a frame as recorded -> its number (header_text once per frame)
-    for seq in sorted(tr.row_frame):
-        raw = tr.row_frame[seq]
-        if raw in raw_number:
+    fnum = [""] * len(rows.frames)      # a row's frame (its number in rows.frames) -> column
+    for fi in dict.fromkeys(rows.frame):
+        if fi == 0:
             continue
         # header_text: a frame is free text; control characters (a line break) become \xNN.
-        f = header_text(raw)
+        f = header_text(rows.frames[fi])
         if f not in number:
             number[f] = len(number) + 1
             lines.append(f"# frame {number[f]}: {f}")
-        raw_number[raw] = number[f]
+        fnum[fi] = number[f]
     lines.append(TRACE_COLUMNS_FRAMES)
-    for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
-        f = tr.row_frame.get(seq)
-        n = raw_number[f] if f is not None else ""
-        lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size},{n}")
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    return _render_rows(lines, rows, client, fnum)
+
+
+_RENDER_BATCH = 1 << 16     # rows rendered, encoded and written at a time
+
+
+def _render_rows(lines, rows, client, fnum):
+    """The header (encoded now: its errors come before anything is written) and then an
+    iterator of the rows' text in batches: the trace is written as it is rendered, never held
+    whole (issue 15 item 4)."""
+    head = ("\n".join(lines) + "\n").encode("utf-8")
+
+    def body():
+        yield head
+        tail = "," if fnum is not None else ""      # their frame column: empty
+        for seq, (t, op, dev, stream, ident, size) in enumerate(rows.prefix):
+            yield f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}{tail}\n".encode()
+        seq = len(rows.prefix)
+        ops = _OPS
+        n = len(rows.op)
+        for a in range(0, n, _RENDER_BATCH):
+            b = min(n, a + _RENDER_BATCH)
+            cols = (rows.t[a:b], rows.op[a:b], rows.dev[a:b], rows.stream[a:b], rows.id[a:b],
+                    rows.size[a:b])
+            if fnum is None:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size}"
+                       for s, t, op, dev, stream, ident, size in zip(range(seq + a, seq + b),
+                                                                     *cols)]
+            else:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size},{fnum[f]}"
+                       for s, t, op, dev, stream, ident, size, f in zip(
+                           range(seq + a, seq + b), *cols, rows.frame[a:b])]
+            out.append("")
+            yield "\n".join(out).encode()
+    return body()
 
 
 def write_whole(path, data):
@@ -2359,6 +2580,45 @@ def write_whole(path, data):
                 pass
 
 
+def write_chunks(path, chunks):
+    """write_whole for a trace rendered in chunks (render_trace), gzip-compressed as it is
+    written when path ends in .gz: the same bytes as maybe_gzip of the whole (one deflate stream
+    fed piece by piece gives what one call gives), without the whole text or its compressed
+    copy in memory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                                   suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            if path.endswith(".gz"):
+                comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+                crc = n = 0
+                f.write(_GZIP_HEADER)
+                for c in chunks:
+                    crc = zlib.crc32(c, crc)
+                    n += len(c)
+                    f.write(comp.compress(c))
+                f.write(comp.flush())
+                f.write(struct.pack("<LL", crc, n & 0xFFFFFFFF))
+            else:
+                for c in chunks:
+                    f.write(c)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def maybe_gzip(path, data):
     # mtime=0 and no file name in the header: the same trace always gives the same bytes. The
     # header's OS byte (offset 9) is 255 up to Python 3.10 and from 3.13, 3 in 3.11 and 3.12: it is
@@ -2367,6 +2627,9 @@ def maybe_gzip(path, data):
         return data
     out = gzip.compress(data, compresslevel=9, mtime=0)
     return out[:9] + b"\x03" + out[10:]
+
+
+_GZIP_HEADER = maybe_gzip(".gz", b"")[:10]      # what maybe_gzip writes before the deflate data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2559,6 +2822,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
     infer_all_empty_cache(rec, args, sibling, label)
     merge_devices(rec)
     tr = build_trace(rec, label)
+    rec.events = rec.per_device = None      # (their memory, before the trace is written)
     outcome = sibling.get("outcome") if sibling else None
     if tr.fatal_oom_seq is not None and outcome == "ok":
         # The log ends with a failed request, but the run went on (it caught the error, then
@@ -2583,11 +2847,12 @@ def convert(args, progress_stream=None, progress_enabled=False):
 
     source = os.path.basename(args.input)
     binary = args.output.endswith(".gsbin")
-    if binary and tr.row_frame:
+    framed = tr.rows.num_framed()
+    if binary and framed:
         warn(source, f"the binary format does not carry frames: the top user frames of "
-                     f"{len(tr.row_frame)} allocation(s) are left out (write text to keep them)")
-    trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals,
-                               frames=not binary)
+                     f"{framed} allocation(s) are left out (write text to keep them)")
+    trace_chunks = render_trace(rec, tr, source, device_total, args.client, totals,
+                                frames=not binary)
     ref = None
     if args.reference:
         ref = build_reference(rec, tr, source, sibling, device_total)
@@ -2602,8 +2867,9 @@ def convert(args, progress_stream=None, progress_enabled=False):
         spec = importlib.util.spec_from_file_location("gsbin", path)
         gsbin = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(gsbin)
-        trace_bytes = gsbin.encode_text(trace_bytes)
-    write_whole(args.output, maybe_gzip(args.output, trace_bytes))
+        write_whole(args.output, maybe_gzip(args.output, gsbin.encode_text(b"".join(trace_chunks))))
+    else:
+        write_chunks(args.output, trace_chunks)
     if ref is not None:
         text = json.dumps(ref, indent=1, sort_keys=True, default=str) + "\n"
         write_whole(args.reference, text.encode("utf-8"))
