@@ -191,14 +191,17 @@ Event = collections.namedtuple(
 
 
 def _where(ev):
-    w = ev.where
-    return w if w.__class__ is str else f"device {ev.device} event {w}"
+    return _said(ev.device, ev.where)
+
+
+def _said(device, where):
+    return where if where.__class__ is str else f"device {device} event {where}"
 
 
 _ACTIONS = ("alloc", "free", "free_done", "segment_alloc", "segment_free", "segment_map",
             "segment_unmap", "oom", "empty_cache") + ("pool_begin", "pool_end", "pool_release")
 _ACTION_CODE = {a: k for k, a in enumerate(_ACTIONS)}
-_A_ALLOC, _A_FREE, _A_FREE_DONE = 0, 1, 2
+_A_ALLOC, _A_FREE, _A_FREE_DONE, _A_OOM, _A_EMPTY_CACHE, _A_POOL_BEGIN = 0, 1, 2, 7, 8, 9
 _BIG = -(1 << 63)       # EventColumns: the value is in big (see there)
 
 
@@ -608,8 +611,9 @@ def read_snapshot(f, progress=None):
 #
 # Speed (BENCHMARKS.md, "Converting a large snapshot"): the opcode loop costs about 1 us an
 # opcode, 30 an entry. An entry written as PyTorch's pickler writes it (its keys memo
-# references, its values plain) is matched whole by one regex (_ENTRY, or _entry_of for the
-# last entry's number of pairs) and built by _entry without the loop, with the same dict and
+# references, its values plain) is matched whole by one regex (_ENTRY, then by its layout's:
+# the same keys as literals, tried first for the next entry) and built by _values without the
+# loop, with the same dict and
 # the same memo slots; what each frame reference is (a user's frame, a library's) is found
 # once (_frame_top). Anything else goes through the loop, so both read the same objects.
 # ---------------------------------------------------------------------------------------------
@@ -635,6 +639,13 @@ class _Frames:
     def __init__(self, top):
         self.top = top
 
+    # These stand-ins can end up inside data the reference writes (a malformed snapshot whose
+    # allocator_settings refers to an entry's frames, a global, a MARK): json's default=str
+    # then writes their repr, which must not be the object's address, different in every run
+    # (found by tests/fuzz/diff_convert.py: main against itself differed).
+    def __repr__(self):
+        return "<frames read>"
+
 
 class _Global:
     __slots__ = ("make",)
@@ -642,9 +653,13 @@ class _Global:
     def __init__(self, make):
         self.make = make
 
+    def __repr__(self):
+        return f"<global {self.make.__name__}>"
+
 
 class _Mark:
-    pass
+    def __repr__(self):
+        return "<mark>"
 
 
 _MARK = _Mark()
@@ -672,13 +687,6 @@ for _ in range(16):
     _E_PAIRS = b"(?:(" + _E_REF + b")(" + _E_VALUE + b")" + _E_PAIRS + b")?"
 # (compiled when a snapshot is read, not at import: 30 ms that an RMM log need not pay)
 _ENTRY = rb"\}\x94\(" + _E_PAIRS + rb"u"
-
-
-def _entry_of(n):
-    """_ENTRY for exactly n pairs, without optional groups: about twice as fast to match
-    (SnapshotWalker tries the one of the last entry's count first)."""
-    return re.compile(rb"\}\x94\(" + (b"(" + _E_REF + b")(" + _E_VALUE + b")") * n + rb"u",
-                      re.S)
 
 
 _LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
@@ -712,6 +720,8 @@ class SnapshotWalker:
         # values: a PUT over a slot, or a slot read by _frame_top becoming _Gone or _Frames,
         # empties them (_forget).
         self.names = {}             # key opcodes of an entry -> the key strings
+        self.layouts = {}           # key opcodes of an entry -> (its layout's match, names)
+        self.layout = None          # the last entry's layout, tried first
         self.tops = {}              # a frame's memo reference -> what it is (_frame_top)
         self.top_slots = set()      # memo slots that the tops were read from
         self.frames_by_top = {}     # top user frame -> its _Frames (one object for each)
@@ -867,6 +877,8 @@ class SnapshotWalker:
         self._set(len(self.memo) + len(self.extra), v)
 
     def _forget(self):
+        self.layouts.clear()
+        self.layout = None
         self.names.clear()
         self.tops.clear()
         self.stacks.clear()
@@ -933,6 +945,12 @@ class SnapshotWalker:
             return None
         g = m.groups()
         keys = g[0::2]
+        lay = self.layouts.get(keys)
+        if lay is not None:
+            e = self._values(lay[1], g[1::2])
+            if e is not None:
+                self.layout = lay
+            return e
         names = self.names.get(keys)
         if names is None:
             names = []
@@ -947,11 +965,27 @@ class SnapshotWalker:
             names = tuple(names)
             if len(self.names) < 4096:
                 self.names[keys] = names
+        e = self._values(names, g[1::2])
+        if e is not None and len(self.layouts) < 64:
+            # the entries after it are likely laid out the same: matched by a pattern with its
+            # keys as literals (half the groups, no tuple of keys to hash), tried first
+            ks = [k for k in keys if k is not None]
+            self.layouts[keys] = self.layout = (re.compile(
+                rb"\}\x94\(" + b"".join(re.escape(k) + b"(" + _E_VALUE + b")" for k in ks) +
+                rb"u", re.S).match, names)
+        return e
+
+    def _values(self, names, vals):
+        """The entry (a dict) of these key strings and value opcodes (the groups of _ENTRY or
+        of a layout's pattern), or None, with nothing changed (_entry says when)."""
+        memo = self.memo
+        if self.sparse:
+            return None
         slot = len(memo)
         e = {}
         memo.append(e)
         nmemo = len(memo)
-        for k, v in zip(names, g[1::2]):
+        for k, v in zip(names, vals):
             c = v[0]
             # by frequency in a snapshot: memo references (past the first 256 slots, long
             # ones), addresses and times (LONG1), small ints, strings
@@ -1058,8 +1092,7 @@ class SnapshotWalker:
         consume = self._consume
         get = self._get
         entry, entry_match = self._entry, re.compile(_ENTRY, re.S).match
-        self.same_count = {}        # n -> _entry_of(n).match, compiled as met
-        same_match = entry_match    # the one for the last entry's number of pairs
+        values = self._values
         dict_, list_, str_ = dict, list, str
         buf, pos = self.buf, self.pos
         # buf and pos live in locals here; self.buf and self.pos are brought up to date before
@@ -1076,32 +1109,31 @@ class SnapshotWalker:
             # The opcodes of a snapshot first: an entry's first (the fast path takes the whole
             # entry), then the rest by frequency.
             if op == 0x7D:                                  # EMPTY_DICT
-                # An entry (or any dict) as PyTorch writes it: built at once (_entry)
-                m = same_match(buf, pos - 1)
-                if m is None:
-                    m = entry_match(buf, pos - 1)
-                    if m is not None:
-                        n = 16 - m.groups()[0::2].count(None)
-                        same = self.same_count.get(n)
-                        if same is None:
-                            same = self.same_count[n] = _entry_of(n).match
-                        same_match = same
+                # An entry (or any dict) as PyTorch writes it: built at once (_values), matched
+                # by the last entry's layout, else by _ENTRY (_entry, which finds its layout)
+                lay = self.layout
+                m = lay[0](buf, pos - 1) if lay is not None else None
                 if m is not None:
-                    e = entry(m)
-                    if e is not None:
+                    e = values(lay[1], m.groups())
+                else:
+                    m = entry_match(buf, pos - 1)
+                    e = entry(m) if m is not None else None
+                if e is not None:
+                    push(e)
+                    pos = m.end()
+                    # the entries that follow, while buf holds them (see the loop's top)
+                    lay = self.layout
+                    while (lay is not None and buf[pos:pos + 1] == b"}" and
+                           len(buf) - pos >= 65536):
+                        m = lay[0](buf, pos)
+                        if m is None:
+                            break
+                        e = values(lay[1], m.groups())
+                        if e is None:
+                            break
                         push(e)
                         pos = m.end()
-                        # the entries that follow, while buf holds them (see the loop's top)
-                        while buf[pos:pos + 1] == b"}" and len(buf) - pos >= 65536:
-                            m = same_match(buf, pos)
-                            if m is None:
-                                break
-                            e = entry(m)
-                            if e is None:
-                                break
-                            push(e)
-                            pos = m.end()
-                        continue
+                    continue
                 push({})
             elif op == 0x68:                                # BINGET
                 v = buf[pos]
@@ -2082,20 +2114,6 @@ READERS = {
 # Address -> id resolution (shared by all readers)
 # ---------------------------------------------------------------------------------------------
 
-class Block:
-    __slots__ = ("id", "size", "stream", "device", "where", "frame")
-
-    def __init__(self, size, stream, device, where, frame=None):
-        self.id = None          # its number among the log's allocs (build_trace says more)
-        self.size, self.stream, self.device, self.where = size, stream, device, where
-        self.frame = frame      # its alloc's top user frame, or None
-
-    def said(self):
-        """Where it was allocated, for a message (an Event's where, as _where says it)."""
-        w = self.where
-        return w if w.__class__ is str else f"device {self.device} event {w}"
-
-
 _OPS = ("alloc", "free", "free_done", "oom", "empty_cache", "mark") + POOL_ACTIONS
 _OP_CODE = {o: k for k, o in enumerate(_OPS)}
 _O_ALLOC, _O_FREE, _O_FREE_DONE, _O_OOM, _O_EMPTY = 0, 1, 2, 3, 4
@@ -2184,9 +2202,10 @@ def build_trace(rec, label):
     log's allocs; the synthesized allocs, known only at the end, come first with ids 1..S, and
     the others' ids are then moved up by S. An error of the events' order is raised as it is
     met, one of the time span after the pass (as when the rows were made in a second pass)."""
-    live = {}        # (device, addr) -> Block, allocated and not yet freed
-    pending = {}     # (device, addr) -> Block, freed but completion deferred (free_done later)
-    synthesized = []  # Blocks freed without a recorded alloc (the log started mid-run)
+    # a block: (id, size, stream, device, where) of an allocation (where as an Event's)
+    live = {}        # (device, addr) -> block, allocated and not yet freed
+    pending = {}     # (device, addr) -> block, freed but completion deferred (free_done later)
+    synthesized = []  # blocks freed without a recorded alloc (the log started mid-run)
     alloc_events = []  # [action, addr, size, number of rows (after the prefix) before it, device]
     dropped_done = 0
     size_mismatch = 0
@@ -2194,76 +2213,98 @@ def build_trace(rec, label):
     unseen_segment = False
     tr = Trace()
     rows = tr.rows
-    add = rows.add
     base = None        # the first row's time
     last_t = 0
     clamped = 0
     too_long = None    # the first time past the time column's reach (raised after the pass)
     nalloc = 0
 
-    for ev in rec.events:
-        action = ev.action
-        key = (ev.device, ev.addr)
-        if action == "alloc":
+    events = rec.events
+    if isinstance(events, EventColumns) and not events.big:
+        # the columns as they are (no Event made): action codes, frames as their numbers
+        ftab, fno = events.frames, events.frame_no
+        src = zip(events.action, events.device, events.stream, events.addr, events.size,
+                  events.time, events.deferred, events.where, events.frame)
+    else:
+        ftab = [None]
+        fno = {None: 0}
+
+        def number(f):
+            k = fno.get(f)
+            if k is None:
+                k = fno[f] = len(ftab)
+                ftab.append(f)
+            return k
+        src = ((_ACTION_CODE[e.action], e.device, e.stream, e.addr, e.size, e.time_us,
+                e.deferred, e.where, number(e.frame)) for e in events)
+    # the rows' frames are the events' (numbers in ftab); the rows' columns appended at once
+    rows.frames, rows.frame_no = ftab, fno
+    add_t, add_op, add_dev, add_stream, add_id, add_size, add_frame = (
+        rows.t.append, rows.op.append, rows.dev.append, rows.stream.append, rows.id.append,
+        rows.size.append, rows.frame.append)
+    for action, dev, stream, addr, size, t, deferred, where, frame in src:
+        key = (dev, addr)
+        if action == _A_ALLOC:
             if key in live or key in pending:
                 other = live.get(key) or pending.get(key)
                 state = "still allocated" if key in live else "freed but not yet completed"
-                raise ConvertError(f"{_where(ev)}: alloc at address {ev.addr:#x} which is "
-                                   f"{state} (allocated at {other.said()})")
-            blk = Block(ev.size, ev.stream, ev.device, ev.where, ev.frame)
+                raise ConvertError(f"{_said(dev, where)}: alloc at address {addr:#x} which is "
+                                   f"{state} (allocated at {_said(other[3], other[4])})")
             nalloc += 1
-            blk.id = nalloc
-            live[key] = blk
-            op, ident, size, frame = _O_ALLOC, nalloc, blk.size, ev.frame
-        elif action == "free":
+            live[key] = (nalloc, size, stream, dev, where)
+            op, ident = _O_ALLOC, nalloc
+        elif action == _A_FREE:
             blk = live.pop(key, None)
             if blk is None:
                 if key in pending:
-                    raise ConvertError(f"{_where(ev)}: address {ev.addr:#x} freed twice "
-                                       f"(allocated at {pending[key].said()})")
+                    other = pending[key]
+                    raise ConvertError(f"{_said(dev, where)}: address {addr:#x} freed twice "
+                                       f"(allocated at {_said(other[3], other[4])})")
                 # Freed but never allocated in the log: it was allocated before the log began.
-                blk = Block(ev.size, ev.stream, ev.device, _where(ev) + " (synthesized)")
+                # Its id: -blk[0] (see the fix below).
+                blk = (-len(synthesized) - 1, size, stream, dev,
+                       _said(dev, where) + " (synthesized)")
                 synthesized.append(blk)
-                blk.id = -len(synthesized)          # its id: -blk.id (see the fix below)
-            elif ev.size != blk.size:
+            elif size != blk[1]:
                 size_mismatch += 1
-            if ev.deferred:
+            if deferred:
                 pending[key] = blk
-            op, ident, size, frame = _O_FREE, blk.id, blk.size, None
-        elif action == "free_done":
+            op, ident, size, frame = _O_FREE, blk[0], blk[1], 0
+        elif action == _A_FREE_DONE:
             blk = pending.pop(key, None)
             if blk is None:
                 if key in live:
-                    raise ConvertError(f"{_where(ev)}: free_completed at address {ev.addr:#x} "
-                                       f"which was never freed (allocated at "
-                                       f"{live[key].said()})")
+                    other = live[key]
+                    raise ConvertError(f"{_said(dev, where)}: free_completed at address "
+                                       f"{addr:#x} which was never freed (allocated at "
+                                       f"{_said(other[3], other[4])})")
                 # Its free_requested was before the log began: nothing to complete.
                 dropped_done += 1
                 continue
             tr.num_deferred_frees += 1
-            op, ident, size, frame = _O_FREE_DONE, blk.id, blk.size, None
-        elif action == "empty_cache":
-            op, ident, size, frame = _O_EMPTY, 0, 0, None
-        elif action in POOL_ACTIONS:
+            op, ident, size, frame = _O_FREE_DONE, blk[0], blk[1], 0
+        elif action == _A_EMPTY_CACHE:
+            op, ident, size, frame = _O_EMPTY, 0, 0, 0
+        elif action >= _A_POOL_BEGIN:
             tr.num_pool_rows += 1
-            op, ident, size, frame = _OP_CODE[action], ev.addr, ev.size, None
-        elif action == "oom":
+            op, ident, frame = _OP_CODE[_ACTIONS[action]], addr, 0
+        elif action == _A_OOM:
             # The request the program made, at its place: a row of its own ('oom', version 2 of
             # the format), and the allocator's record of it in the reference.
-            alloc_events.append([action, ev.addr, ev.size, len(rows.op), ev.device])
+            alloc_events.append(["oom", addr, size, len(rows.op), dev])
             tr.num_ooms += 1
-            op, ident, size, frame = _O_OOM, 0, ev.size, ev.frame
+            op, ident = _O_OOM, 0
         else:
-            if action == "segment_alloc":
+            name = _ACTIONS[action]
+            if name == "segment_alloc":
                 segments.add(key)
-            elif action == "segment_free":
+            elif name == "segment_free":
                 if key in segments:
                     segments.discard(key)
                 else:
                     unseen_segment = True    # made before the log began
-            alloc_events.append([action, ev.addr, ev.size, len(rows.op), ev.device])
+            alloc_events.append([name, addr, size, len(rows.op), dev])
             continue
-        t = ev.time_us
         if base is None:
             base = t
         rel = int(round(t - base))
@@ -2277,7 +2318,13 @@ def build_trace(rec, label):
             clamped += 1
             rel = last_t
         last_t = rel
-        add(rel, op, ev.device, ev.stream, ident, size, frame)
+        add_t(rel)
+        add_op(op)
+        add_dev(dev)
+        add_stream(stream)
+        add_id(ident)
+        add_size(size)
+        add_frame(frame)
     if too_long is not None:
         raise ConvertError(f"time_us spans {too_long} microseconds, more than the trace's time "
                            f"column holds (2^64)")
@@ -2289,7 +2336,7 @@ def build_trace(rec, label):
     if rec.final_blocks is not None:
         for dev, addr, size, stream in rec.final_blocks:
             if (dev, addr) not in live and (dev, addr) not in pending:
-                held_before.append(Block(size, stream, dev, f"segments block {addr:#x}"))
+                held_before.append((None, size, stream, dev, f"segments block {addr:#x}"))
     if rec.final_segments is not None and rec.final_segments - segments:
         unseen_segment = True                # a segment held at the end, never seen made
 
@@ -2297,7 +2344,7 @@ def build_trace(rec, label):
     # frees), then blocks held from before the log to its end (by device and address).
     synthesized = synthesized + held_before
     for k, blk in enumerate(synthesized, 1):
-        rows.prefix.append((0, "alloc", blk.device, blk.stream, k, blk.size))
+        rows.prefix.append((0, "alloc", blk[3], blk[2], k, blk[1]))
     tr.num_synthesized = offset = len(synthesized)
     if offset:
         # the log's allocs after them: ids 1.. become offset + 1..; a synthesized one's -k is k
