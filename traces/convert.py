@@ -543,7 +543,13 @@ def read_snapshot(f, progress=None):
             d = streamed[dev] = DeviceEvents(dev, rec)
         d.feed(i, e)
 
-    snap = SnapshotWalker(f, on_entry, progress).load()
+    def feeder(dev):
+        d = streamed.get(dev)
+        if d is None:
+            d = streamed[dev] = DeviceEvents(dev, rec)
+        return d.feed
+
+    snap = SnapshotWalker(f, on_entry, progress, feeder).load()
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -706,9 +712,12 @@ class _BadPickle(Exception):
 
 
 class SnapshotWalker:
-    def __init__(self, f, on_entry, progress=None):
+    def __init__(self, f, on_entry, progress=None, feeder=None):
         self.f = f                  # a binary file (already gunzipped)
         self.on_entry = on_entry    # on_entry(dev, index, entry dict)
+        # or, when given, feeder(dev): a function (index, entry dict) for device dev's entries,
+        # asked once a batch (one call an entry fewer)
+        self.feeder = feeder
         self.progress = progress    # progress(entries consumed), called every 4096 entries
         self.buf = b""
         self.pos = 0
@@ -768,27 +777,37 @@ class SnapshotWalker:
 
     def _consume(self, lst, items):
         dev = lst.dev
-        on_entry = self.on_entry
         if len({id(e) for e in items}) != len(items):
             # a reference to an entry of the same batch (the memo catches later ones)
             raise ConvertError("the snapshot refers to an event it already holds a second "
                                "time (a shared reference in the pickle); a PyTorch snapshot "
                                "never repeats an event or an event list")
+        if self.feeder is not None:
+            feed = self.feeder(dev)
+        else:
+            on_entry = self.on_entry
+
+            def feed(i, e):
+                on_entry(dev, i, e)
+        memo, pop, top_slots = self.memo, self.memo_of.pop, self.top_slots
         for e in items:
-            on_entry(dev, lst.count, e)
+            feed(lst.count, e)
             lst.count += 1
             # the entry's memo slot, if it has one, now refuses a second reference
-            idx = self.memo_of.pop(id(e), None)
+            idx = pop(id(e), None)
             if idx is not None:
-                self._set(idx, _GONE_EVENT)
-                if idx in self.top_slots:
+                if idx < len(memo):
+                    memo[idx] = _GONE_EVENT
+                else:
+                    self._set(idx, _GONE_EVENT)
+                if idx in top_slots:
                     self._forget()
-            fr = e.get("frames") if isinstance(e, dict) else None
-            if isinstance(fr, list):
-                idx = self.memo_of.pop(id(fr), None)
+            fr = e.get("frames") if e.__class__ is dict or isinstance(e, dict) else None
+            if fr.__class__ is not _Frames and isinstance(fr, list):
+                idx = pop(id(fr), None)
                 if idx is not None:
                     self._set(idx, _Frames(top_user_frame(fr)))
-                    if idx in self.top_slots:
+                    if idx in top_slots:
                         self._forget()
         self.entries += len(items)
         if self.progress is not None and self.entries >> 12 != (self.entries - len(items)) >> 12:
