@@ -426,6 +426,33 @@ class TestHostileInput(ConverterTestCase):
             self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"),
                                        "allocator_conf")
 
+    def test_shared_settings_are_refused_not_expanded(self):
+        """allocator_settings whose lists are shared references, 40 deep (2^40 values in 425
+        bytes): json.dumps of the reference ran until the kernel killed it at 24 GB (the
+        unexplained kill of diff_convert's run); now one line and exit 2, within seconds. The
+        trace alone does not read them, and still converts."""
+        x = 1
+        for _ in range(40):
+            x = [x, x]
+        snap = snapshot(BASIC_EVENTS)
+        snap["allocator_settings"]["x"] = x
+        src = self.write_snapshot("dag.pickle", snap)
+        r = self.run_convert(src, "-o", "o.gstrace", "--reference", "r.json")
+        self.assert_one_line_error(r, "allocator_settings", "100,000 values")
+        self.assertFalse(os.path.exists(self.path("r.json")))
+        self.convert_ok(src, "-o", "o2.gstrace")
+
+    def test_shared_segments_are_refused(self):
+        """A segment, or a block, named many times: 10^4 x 10^4 blocks from a small pickle."""
+        block = {"address": 0x1000, "size": 512, "requested_size": 512,
+                 "state": "active_allocated"}
+        seg = {"device": 0, "address": 0x1000, "total_size": 2 << 20, "stream": 0,
+               "segment_type": "small", "is_expandable": False, "blocks": [block, block]}
+        for segments in ([seg, seg], [dict(seg, blocks=[block, block])]):
+            src = self.write_snapshot("seg.pickle", snapshot(BASIC_EVENTS, segments=segments))
+            self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "segments",
+                                       "second time")
+
     def test_newline_in_file_name_is_escaped(self):
         src = self.write_snapshot("a\n# device_total_bytes: 1\rb.pickle", snapshot(BASIC_EVENTS))
         self.convert_ok(src, "-o", "o.gstrace")

@@ -569,6 +569,7 @@ def read_snapshot(f, progress=None):
 
     per_device = []
     check_shared_references(traces)
+    check_shared_segments(snap.get("segments"))
     for dev, evs in enumerate(traces):
         if isinstance(evs, _DevList):
             # streamed as it was read: its entries are in streamed[dev]
@@ -1439,6 +1440,52 @@ def check_shared_references(traces):
                     raise ConvertError(f"device {dev} event {i} is the same object as device "
                                        f"{other[0]} event {other[1]} (a shared reference in "
                                        f"the pickle); a PyTorch snapshot never repeats an event")
+
+
+def check_shared_segments(segments):
+    """Refuse a 'segments' list whose segments, block lists or blocks are one object referred to
+    many times: as with the event lists (check_shared_references), a few bytes of a pickle
+    could name 10^4 times a segment of 10^4 blocks, 10^8 blocks to read; PyTorch writes each
+    once."""
+    if not isinstance(segments, list):
+        return
+    seen = set()
+    for seg in segments:
+        objs = [seg]
+        if isinstance(seg, dict) and isinstance(seg.get("blocks"), list):
+            objs.append(seg["blocks"])
+            objs.extend(b for b in seg["blocks"] if isinstance(b, (dict, list)))
+        for o in objs:
+            if isinstance(o, (dict, list)):
+                if id(o) in seen:
+                    raise ConvertError("snapshot 'segments' refers to a segment, a block list or "
+                                       "a block it already holds a second time (a shared "
+                                       "reference in the pickle); a PyTorch snapshot never "
+                                       "repeats one")
+                seen.add(id(o))
+
+
+_MAX_SETTINGS_VALUES = 100_000
+
+
+def check_settings_size(settings):
+    """Refuse allocator_settings that would write more than _MAX_SETTINGS_VALUES values to the
+    reference: its containers may be shared references (a list of a list of ... twice over, 40
+    deep, is 2^40 values from 425 bytes of pickle, which json.dumps wrote until the kernel
+    killed it at 24 GB: tests/fuzz/diff_convert.py's run). PyTorch's is a dozen settings."""
+    todo, n = [settings], 0
+    while todo:
+        x = todo.pop()
+        n += 1
+        if n > _MAX_SETTINGS_VALUES:
+            raise ConvertError(f"snapshot 'allocator_settings' holds more than "
+                               f"{_MAX_SETTINGS_VALUES:,} values (shared or circular references "
+                               f"in the pickle?); PyTorch's holds a dozen settings")
+        if isinstance(x, dict):
+            todo.extend(x.keys())
+            todo.extend(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo.extend(x)
 
 
 def merge_devices(rec):
@@ -2476,6 +2523,8 @@ def trace_devices(tr):
 
 
 def build_reference(rec, tr, source, sibling, device_total):
+    if rec.allocator_settings is not None:
+        check_settings_size(rec.allocator_settings)
     total_bytes = sibling.get("total_bytes") if sibling else None
     cap_gib = sibling.get("cap_gib") if sibling else None
     cap_bytes = None
