@@ -1443,28 +1443,32 @@ def check_shared_references(traces):
 
 
 def check_shared_segments(segments):
-    """Refuse a 'segments' list whose segments, block lists or blocks are one object referred to
-    many times: as with the event lists (check_shared_references), a few bytes of a pickle
-    could name 10^4 times a segment of 10^4 blocks, 10^8 blocks to read; PyTorch writes each
-    once."""
+    """Refuse a 'segments' list whose segments or block lists are shared references that
+    expand to more than _MAX_SHARED_BLOCKS blocks: as with the event lists
+    (check_shared_references), a few bytes of a pickle could name 10^4 times a segment of 10^4
+    blocks, 10^8 blocks to read; PyTorch writes each once. A small repeat (a mutated snapshot
+    of the fuzz corpus) converts as before."""
     if not isinstance(segments, list):
         return
     seen = set()
+    shared = False
+    total = 0
     for seg in segments:
-        objs = [seg]
-        if isinstance(seg, dict) and isinstance(seg.get("blocks"), list):
-            objs.append(seg["blocks"])
-            objs.extend(b for b in seg["blocks"] if isinstance(b, (dict, list)))
-        for o in objs:
+        blocks = seg.get("blocks") if isinstance(seg, dict) else None
+        for o in (seg, blocks):
             if isinstance(o, (dict, list)):
-                if id(o) in seen:
-                    raise ConvertError("snapshot 'segments' refers to a segment, a block list or "
-                                       "a block it already holds a second time (a shared "
-                                       "reference in the pickle); a PyTorch snapshot never "
-                                       "repeats one")
+                shared = shared or id(o) in seen
                 seen.add(id(o))
+        if isinstance(blocks, list):
+            total += len(blocks)
+            if shared and total > _MAX_SHARED_BLOCKS:
+                raise ConvertError("snapshot 'segments' refers to segments or block lists it "
+                                   "already holds again and again (shared references in the "
+                                   f"pickle), more than {_MAX_SHARED_BLOCKS:,} blocks; a "
+                                   "PyTorch snapshot never repeats one")
 
 
+_MAX_SHARED_BLOCKS = 1_000_000
 _MAX_SETTINGS_VALUES = 100_000
 
 
