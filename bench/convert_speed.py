@@ -12,8 +12,9 @@ reports them). Prints every run, then per converter the median with its range. T
 the two are compared (cmp) on the first run: a difference is an error (exit 1). CPU time, not
 wall time, is the figure: on a shared machine wall time moves several-fold between identical
 runs. --stages instead converts once in this process with this tree's converter and prints
-the CPU time of each stage (reading the snapshot, empty_cache inference, merging devices,
-building the trace, rendering it, gzip). Standard library only.
+the CPU time of each stage (reading the snapshot, pool and empty_cache inference, merging
+devices, building the trace, writing it: rendering and gzip, done together as the file is
+written) and the peak RSS after each. Standard library only.
 """
 import argparse
 import os
@@ -47,7 +48,9 @@ def stages(snapshot):
         "convert", os.path.join(ROOT, "traces", "convert.py"))
     conv = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(conv)
+    import resource
     spent = {}
+    peak = {}
 
     def timed(name):
         f = getattr(conv, name)
@@ -58,17 +61,20 @@ def stages(snapshot):
                 return f(*a, **k)
             finally:
                 spent[name] = spent.get(name, 0.0) + time.process_time() - t
+                peak[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         setattr(conv, name, g)
-    for name in ("read_snapshot", "infer_all_empty_cache", "merge_devices", "build_trace",
-                 "render_trace", "maybe_gzip"):
-        timed(name)
+    for name in ("read_snapshot", "infer_all_pools", "infer_all_empty_cache", "merge_devices",
+                 "build_trace", "render_trace", "write_chunks", "maybe_gzip"):
+        if hasattr(conv, name):
+            timed(name)
     out = os.path.join(tempfile.mkdtemp(prefix="convert-speed-"), "out.gstrace.gz")
     t = time.process_time()
     with contextlib.redirect_stderr(io.StringIO()):
         if conv.main([snapshot, "-o", out, "--quiet"]) != 0:
             sys.exit("convert_speed.py: the conversion failed")
     total = time.process_time() - t
-    print(" ".join(f"{k} {v:.2f} s" for k, v in spent.items()) + f"; total {total:.2f} s CPU")
+    print(" ".join(f"{k} {v:.2f} s (peak RSS {peak[k]:.0f} MiB)" for k, v in spent.items()) +
+          f"; total {total:.2f} s CPU")
 
 
 def main():

@@ -121,6 +121,7 @@ Standard library only (Python 3.10+).
 """
 
 import argparse
+import array
 import codecs
 import bisect
 import collections
@@ -180,8 +181,119 @@ def warn(label, message):
 # build_trace() then resolves addresses to ids. Adding an input format means adding a reader.
 # ---------------------------------------------------------------------------------------------
 
+_tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
 Event = collections.namedtuple(
     "Event", "action device stream addr size time_us deferred where frame", defaults=(None,))
+
+# An Event's where: a string ("line 12" of an RMM log), or, for a snapshot's, the entry's index
+# in its device's list (said "device D event I" by _where: the string only when a message needs
+# it, not 70 bytes and an f-string an entry).
+
+
+def _where(ev):
+    return _said(ev.device, ev.where)
+
+
+def _said(device, where):
+    return where if where.__class__ is str else f"device {device} event {where}"
+
+
+_ACTIONS = ("alloc", "free", "free_done", "segment_alloc", "segment_free", "segment_map",
+            "segment_unmap", "oom", "empty_cache") + ("pool_begin", "pool_end", "pool_release")
+_ACTION_CODE = {a: k for k, a in enumerate(_ACTIONS)}
+_A_ALLOC, _A_FREE, _A_FREE_DONE, _A_OOM, _A_EMPTY_CACHE, _A_POOL_BEGIN = 0, 1, 2, 7, 8, 9
+_BIG = -(1 << 63)       # EventColumns: the value is in big (see there)
+
+
+class EventColumns:
+    """A snapshot's events as parallel arrays (about 60 bytes an event, where an Event tuple and
+    its objects took about 300: issue 15 item 4, a 5-million-entry snapshot in bounded memory).
+    Indexing and iteration give the same Events as a list of them would. addr and time_us
+    are 64-bit signed; a value that is not (a float time, an address past 2^63) is kept in
+    big, keyed by (column, index), with _BIG in the array; frames are numbers in frames."""
+
+    __slots__ = ("action", "device", "stream", "addr", "size", "time", "deferred", "where",
+                 "frame", "big", "frames", "frame_no")
+
+    def __init__(self):
+        self.action = array.array("B")
+        self.deferred = array.array("B")
+        self.device = array.array("Q")
+        self.stream = array.array("Q")
+        self.addr = array.array("q")
+        self.size = array.array("Q")
+        self.time = array.array("q")
+        self.where = array.array("Q")
+        self.frame = array.array("I")
+        self.big = {}
+        self.frames = [None]            # frame number -> top user frame (0: none)
+        self.frame_no = {None: 0}
+
+    def add(self, action, device, stream, addr, size, t, deferred, where, frame):
+        """action: its code (_ACTION_CODE); the rest as an Event's fields."""
+        k = len(self.action)
+        try:
+            self.addr.append(addr)
+        except (OverflowError, TypeError):
+            self.addr.append(_BIG)
+            self.big["a", k] = addr
+        try:
+            self.time.append(t)
+        except (OverflowError, TypeError):
+            self.time.append(_BIG)
+            self.big["t", k] = t
+        self.action.append(action)
+        self.deferred.append(deferred)
+        self.device.append(device)
+        self.stream.append(stream)
+        self.size.append(size)
+        self.where.append(where)
+        f = self.frame_no.get(frame)
+        if f is None:
+            f = self.frame_no[frame] = len(self.frames)
+            self.frames.append(frame)
+        self.frame.append(f)
+
+    def append(self, ev):
+        self.add(_ACTION_CODE[ev.action], ev.device, ev.stream, ev.addr, ev.size, ev.time_us,
+                 ev.deferred, ev.where, ev.frame)
+
+    def __len__(self):
+        return len(self.action)
+
+    def __getitem__(self, k):
+        if k < 0:
+            k += len(self.action)
+        addr, t = self.addr[k], self.time[k]
+        if addr == _BIG:
+            addr = self.big.get(("a", k), addr)
+        if t == _BIG:
+            t = self.big.get(("t", k), t)
+        return _tuple_new(Event, (_ACTIONS[self.action[k]], self.device[k], self.stream[k], addr,
+                                  self.size[k], t, self.deferred[k] == 1, self.where[k],
+                                  self.frames[self.frame[k]]))
+
+    def __iter__(self):
+        if self.big:
+            return (self[k] for k in range(len(self.action)))
+        return self._iter()
+
+    def _iter(self):
+        names, frames, new = _ACTIONS, self.frames, _tuple_new
+        for a, dev, stream, addr, size, t, d, w, f in zip(
+                self.action, self.device, self.stream, self.addr, self.size, self.time,
+                self.deferred, self.where, self.frame):
+            yield new(Event, (names[a], dev, stream, addr, size, t, d == 1, w, frames[f]))
+
+    def has(self, actions):
+        """Whether an event's action is one of actions (names)."""
+        return any(self.action.count(_ACTION_CODE[a]) for a in actions)
+
+
+def _has_action(events, actions):
+    if isinstance(events, EventColumns):
+        return events.has(actions)
+    return any(e.action in actions for e in events)
 
 
 class Recording:
@@ -431,7 +543,13 @@ def read_snapshot(f, progress=None):
             d = streamed[dev] = DeviceEvents(dev, rec)
         d.feed(i, e)
 
-    snap = SnapshotWalker(f, on_entry, progress).load()
+    def feeder(dev):
+        d = streamed.get(dev)
+        if d is None:
+            d = streamed[dev] = DeviceEvents(dev, rec)
+        return d.feed
+
+    snap = SnapshotWalker(f, on_entry, progress, feeder).load()
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -451,6 +569,7 @@ def read_snapshot(f, progress=None):
 
     per_device = []
     check_shared_references(traces)
+    check_shared_segments(snap.get("segments"))
     for dev, evs in enumerate(traces):
         if isinstance(evs, _DevList):
             # streamed as it was read: its entries are in streamed[dev]
@@ -499,8 +618,9 @@ def read_snapshot(f, progress=None):
 #
 # Speed (BENCHMARKS.md, "Converting a large snapshot"): the opcode loop costs about 1 us an
 # opcode, 30 an entry. An entry written as PyTorch's pickler writes it (its keys memo
-# references, its values plain) is matched whole by one regex (_ENTRY, or _entry_of for the
-# last entry's number of pairs) and built by _entry without the loop, with the same dict and
+# references, its values plain) is matched whole by one regex (_ENTRY, then by its layout's:
+# the same keys as literals, tried first for the next entry) and built by _values without the
+# loop, with the same dict and
 # the same memo slots; what each frame reference is (a user's frame, a library's) is found
 # once (_frame_top). Anything else goes through the loop, so both read the same objects.
 # ---------------------------------------------------------------------------------------------
@@ -526,6 +646,13 @@ class _Frames:
     def __init__(self, top):
         self.top = top
 
+    # These stand-ins can end up inside data the reference writes (a malformed snapshot whose
+    # allocator_settings refers to an entry's frames, a global, a MARK): json's default=str
+    # then writes their repr, which must not be the object's address, different in every run
+    # (found by tests/fuzz/diff_convert.py: main against itself differed).
+    def __repr__(self):
+        return "<frames read>"
+
 
 class _Global:
     __slots__ = ("make",)
@@ -533,9 +660,13 @@ class _Global:
     def __init__(self, make):
         self.make = make
 
+    def __repr__(self):
+        return f"<global {self.make.__name__}>"
+
 
 class _Mark:
-    pass
+    def __repr__(self):
+        return "<mark>"
 
 
 _MARK = _Mark()
@@ -565,13 +696,6 @@ for _ in range(16):
 _ENTRY = rb"\}\x94\(" + _E_PAIRS + rb"u"
 
 
-def _entry_of(n):
-    """_ENTRY for exactly n pairs, without optional groups: about twice as fast to match
-    (SnapshotWalker tries the one of the last entry's count first)."""
-    return re.compile(rb"\}\x94\(" + (b"(" + _E_REF + b")(" + _E_VALUE + b")") * n + rb"u",
-                      re.S)
-
-
 _LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
 # The memo's value for an entry consumed (one object for all of them: see _Gone).
 _GONE_EVENT = _Gone("an event")
@@ -589,9 +713,12 @@ class _BadPickle(Exception):
 
 
 class SnapshotWalker:
-    def __init__(self, f, on_entry, progress=None):
+    def __init__(self, f, on_entry, progress=None, feeder=None):
         self.f = f                  # a binary file (already gunzipped)
         self.on_entry = on_entry    # on_entry(dev, index, entry dict)
+        # or, when given, feeder(dev): a function (index, entry dict) for device dev's entries,
+        # asked once a batch (one call an entry fewer)
+        self.feeder = feeder
         self.progress = progress    # progress(entries consumed), called every 4096 entries
         self.buf = b""
         self.pos = 0
@@ -603,6 +730,8 @@ class SnapshotWalker:
         # values: a PUT over a slot, or a slot read by _frame_top becoming _Gone or _Frames,
         # empties them (_forget).
         self.names = {}             # key opcodes of an entry -> the key strings
+        self.layouts = {}           # key opcodes of an entry -> (its layout's match, names)
+        self.layout = None          # the last entry's layout, tried first
         self.tops = {}              # a frame's memo reference -> what it is (_frame_top)
         self.top_slots = set()      # memo slots that the tops were read from
         self.frames_by_top = {}     # top user frame -> its _Frames (one object for each)
@@ -649,27 +778,37 @@ class SnapshotWalker:
 
     def _consume(self, lst, items):
         dev = lst.dev
-        on_entry = self.on_entry
         if len({id(e) for e in items}) != len(items):
             # a reference to an entry of the same batch (the memo catches later ones)
             raise ConvertError("the snapshot refers to an event it already holds a second "
                                "time (a shared reference in the pickle); a PyTorch snapshot "
                                "never repeats an event or an event list")
+        if self.feeder is not None:
+            feed = self.feeder(dev)
+        else:
+            on_entry = self.on_entry
+
+            def feed(i, e):
+                on_entry(dev, i, e)
+        memo, pop, top_slots = self.memo, self.memo_of.pop, self.top_slots
         for e in items:
-            on_entry(dev, lst.count, e)
+            feed(lst.count, e)
             lst.count += 1
             # the entry's memo slot, if it has one, now refuses a second reference
-            idx = self.memo_of.pop(id(e), None)
+            idx = pop(id(e), None)
             if idx is not None:
-                self.memo[idx] = _GONE_EVENT
-                if idx in self.top_slots:
+                if idx < len(memo):
+                    memo[idx] = _GONE_EVENT
+                else:
+                    self._set(idx, _GONE_EVENT)
+                if idx in top_slots:
                     self._forget()
-            fr = e.get("frames") if isinstance(e, dict) else None
-            if isinstance(fr, list):
-                idx = self.memo_of.pop(id(fr), None)
+            fr = e.get("frames") if e.__class__ is dict or isinstance(e, dict) else None
+            if fr.__class__ is not _Frames and isinstance(fr, list):
+                idx = pop(id(fr), None)
                 if idx is not None:
-                    self.memo[idx] = _Frames(top_user_frame(fr))
-                    if idx in self.top_slots:
+                    self._set(idx, _Frames(top_user_frame(fr)))
+                    if idx in top_slots:
                         self._forget()
         self.entries += len(items)
         if self.progress is not None and self.entries >> 12 != (self.entries - len(items)) >> 12:
@@ -712,10 +851,14 @@ class SnapshotWalker:
         return None
 
     def _get(self, idx):
-        try:
-            v = self.memo[idx]
-        except KeyError:
-            raise _BadPickle(f"memo key {idx} not found") from None
+        memo = self.memo
+        if 0 <= idx < len(memo):
+            v = memo[idx]
+        else:
+            try:
+                v = self.extra[idx]
+            except KeyError:
+                raise _BadPickle(f"memo key {idx} not found") from None
         if isinstance(v, _Gone):
             raise ConvertError(f"the snapshot refers to {v.what} it already holds a second "
                                f"time (a shared reference in the pickle); a PyTorch snapshot "
@@ -729,13 +872,33 @@ class SnapshotWalker:
     def _put(self, idx, v):
         if isinstance(v, (dict, list)):
             self.memo_of[id(v)] = idx
-        if idx in self.memo:
+        if 0 <= idx < len(self.memo) or idx in self.extra:
             self._forget()
-        elif idx != len(self.memo):
+        elif idx != len(self.memo) + len(self.extra):
             self.sparse = True      # MEMOIZE may now overwrite: the fast path stops (_entry)
-        self.memo[idx] = v
+        self._set(idx, v)
+
+    # The memo is a list (slot i at index i: what MEMOIZE makes, 8 bytes a slot, where a dict
+    # took about 80 with its int key: a third of the converter's memory at 1M entries) and a
+    # dict, extra, of the slots a PUT made past its end. Its keys are the list's indices and
+    # extra's, as the pickle module's dict would hold them: once extra has one, the list grows
+    # no more, and MEMOIZE's slot (the count of keys) goes to extra too.
+    def _set(self, idx, v):
+        memo = self.memo
+        if 0 <= idx < len(memo):
+            memo[idx] = v
+        elif idx == len(memo) and not self.extra:
+            memo.append(v)
+        else:
+            self.extra[idx] = v
+
+    def _memoize(self, v):
+        """MEMOIZE: v in the next slot (the count of keys)."""
+        self._set(len(self.memo) + len(self.extra), v)
 
     def _forget(self):
+        self.layouts.clear()
+        self.layout = None
         self.names.clear()
         self.tops.clear()
         self.stacks.clear()
@@ -802,37 +965,67 @@ class SnapshotWalker:
             return None
         g = m.groups()
         keys = g[0::2]
+        lay = self.layouts.get(keys)
+        if lay is not None:
+            e = self._values(lay[1], g[1::2])
+            if e is not None:
+                self.layout = lay
+            return e
         names = self.names.get(keys)
         if names is None:
             names = []
             for k in keys:
                 if k is None:
                     break
-                v = memo.get(k[1] if k[0] == 0x68 else int.from_bytes(k[1:], "little"))
+                v = k[1] if k[0] == 0x68 else int.from_bytes(k[1:], "little")
+                v = memo[v] if v < len(memo) else None
                 if v.__class__ is not str:
                     return None
                 names.append(v)
             names = tuple(names)
             if len(self.names) < 4096:
                 self.names[keys] = names
+        e = self._values(names, g[1::2])
+        if e is not None and len(self.layouts) < 64:
+            # the entries after it are likely laid out the same: matched by a pattern with its
+            # keys as literals (half the groups, no tuple of keys to hash), tried first
+            ks = [k for k in keys if k is not None]
+            self.layouts[keys] = self.layout = (re.compile(
+                rb"\}\x94\(" + b"".join(re.escape(k) + b"(" + _E_VALUE + b")" for k in ks) +
+                rb"u", re.S).match, names)
+        return e
+
+    def _values(self, names, vals):
+        """The entry (a dict) of these key strings and value opcodes (the groups of _ENTRY or
+        of a layout's pattern), or None, with nothing changed (_entry says when)."""
+        memo = self.memo
+        if self.sparse:
+            return None
         slot = len(memo)
         e = {}
-        memo[slot] = e
-        for k, v in zip(names, g[1::2]):
+        memo.append(e)
+        nmemo = len(memo)
+        for k, v in zip(names, vals):
             c = v[0]
             # by frequency in a snapshot: memo references (past the first 256 slots, long
             # ones), addresses and times (LONG1), small ints, strings
             if c == 0x6A:                                   # LONG_BINGET
-                x = memo.get(int.from_bytes(v[1:], "little"), memo)
-                if x is memo or x.__class__ in _SPECIAL:
+                x = int.from_bytes(v[1:], "little")
+                if x >= nmemo:
+                    break
+                x = memo[x]
+                if x.__class__ in _SPECIAL:
                     break
             elif c == 0x8A:                                 # LONG1
                 x = int.from_bytes(v[2:], "little", signed=True)
             elif c == 0x4B:                                 # BININT1
                 x = v[1]
             elif c == 0x68:                                 # BINGET
-                x = memo.get(v[1], memo)
-                if x is memo or x.__class__ in _SPECIAL:
+                x = v[1]
+                if x >= nmemo:
+                    break
+                x = memo[x]
+                if x.__class__ in _SPECIAL:
                     break
             elif c == 0x8C:                                 # SHORT_BINUNICODE, MEMOIZE
                 x = self.strs.get(v)
@@ -840,7 +1033,8 @@ class SnapshotWalker:
                     x = str(v[2:-1], "utf-8", "surrogatepass")
                     if len(self.strs) < 4096:
                         self.strs[v] = x
-                memo[len(memo)] = x
+                memo.append(x)
+                nmemo += 1
             elif c == 0x4A:                                 # BININT
                 x = int.from_bytes(v[1:], "little", signed=True)
             elif c == 0x4D:                                 # BININT2
@@ -854,13 +1048,16 @@ class SnapshotWalker:
                 elif v[2] == 0x28:                          # MARK refs APPENDS
                     x = self._frame_top(v[3:-1])
                 else:                                       # one ref, APPEND
-                    x = memo.get(v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little"),
-                                 memo)
-                    if x is memo or x.__class__ in _SPECIAL:
+                    x = v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little")
+                    if x >= nmemo:
+                        break
+                    x = memo[x]
+                    if x.__class__ in _SPECIAL:
                         break
                     x = [x]
                     self.memo_of[id(x)] = len(memo)
-                memo[len(memo)] = x
+                memo.append(x)
+                nmemo += 1
             elif c == 0x4E:
                 x = None
             elif c == 0x88:
@@ -874,9 +1071,9 @@ class SnapshotWalker:
             self.memo_of[id(e)] = slot
             return e
         # the general loop takes it: undo what was done
-        for idx in range(slot, len(memo)):
-            x = memo.pop(idx)
+        for x in memo[slot:]:
             self.memo_of.pop(id(x), None)
+        del memo[slot:]
         return None
 
     def _pop_mark(self, stack):
@@ -906,7 +1103,8 @@ class SnapshotWalker:
             raise ConvertError(f"not a valid pickle ({name}: {detail})") from None
 
     def _load(self):
-        self.memo = memo = {}
+        self.memo = memo = []      # see _set
+        self.extra = {}
         self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
         stack = []
         push = stack.append
@@ -914,8 +1112,7 @@ class SnapshotWalker:
         consume = self._consume
         get = self._get
         entry, entry_match = self._entry, re.compile(_ENTRY, re.S).match
-        self.same_count = {}        # n -> _entry_of(n).match, compiled as met
-        same_match = entry_match    # the one for the last entry's number of pairs
+        values = self._values
         dict_, list_, str_ = dict, list, str
         buf, pos = self.buf, self.pos
         # buf and pos live in locals here; self.buf and self.pos are brought up to date before
@@ -932,35 +1129,35 @@ class SnapshotWalker:
             # The opcodes of a snapshot first: an entry's first (the fast path takes the whole
             # entry), then the rest by frequency.
             if op == 0x7D:                                  # EMPTY_DICT
-                # An entry (or any dict) as PyTorch writes it: built at once (_entry)
-                m = same_match(buf, pos - 1)
-                if m is None:
-                    m = entry_match(buf, pos - 1)
-                    if m is not None:
-                        n = 16 - m.groups()[0::2].count(None)
-                        same = self.same_count.get(n)
-                        if same is None:
-                            same = self.same_count[n] = _entry_of(n).match
-                        same_match = same
+                # An entry (or any dict) as PyTorch writes it: built at once (_values), matched
+                # by the last entry's layout, else by _ENTRY (_entry, which finds its layout)
+                lay = self.layout
+                m = lay[0](buf, pos - 1) if lay is not None else None
                 if m is not None:
-                    e = entry(m)
-                    if e is not None:
+                    e = values(lay[1], m.groups())
+                else:
+                    m = entry_match(buf, pos - 1)
+                    e = entry(m) if m is not None else None
+                if e is not None:
+                    push(e)
+                    pos = m.end()
+                    # the entries that follow, while buf holds them (see the loop's top)
+                    lay = self.layout
+                    while (lay is not None and buf[pos:pos + 1] == b"}" and
+                           len(buf) - pos >= 65536):
+                        m = lay[0](buf, pos)
+                        if m is None:
+                            break
+                        e = values(lay[1], m.groups())
+                        if e is None:
+                            break
                         push(e)
                         pos = m.end()
-                        # the entries that follow, while buf holds them (see the loop's top)
-                        while buf[pos:pos + 1] == b"}" and len(buf) - pos >= 65536:
-                            m = same_match(buf, pos)
-                            if m is None:
-                                break
-                            e = entry(m)
-                            if e is None:
-                                break
-                            push(e)
-                            pos = m.end()
-                        continue
+                    continue
                 push({})
             elif op == 0x68:                                # BINGET
-                v = memo.get(buf[pos], memo)
+                v = buf[pos]
+                v = memo[v] if v < len(memo) else memo
                 if v is memo or v.__class__ in _SPECIAL:
                     v = get(buf[pos])
                 push(v)
@@ -968,7 +1165,11 @@ class SnapshotWalker:
             elif op == 0x94:                                # MEMOIZE
                 v = stack[-1]
                 idx = len(memo)
-                memo[idx] = v
+                if self.sparse:
+                    idx += len(self.extra)
+                    self._set(idx, v)
+                else:
+                    memo.append(v)
                 if v.__class__ is dict_ or v.__class__ is list_:
                     memo_of[id(v)] = idx
             elif op == 0x8C:                                # SHORT_BINUNICODE
@@ -977,7 +1178,7 @@ class SnapshotWalker:
                 pos += 1 + n
             elif op == 0x6A:                                # LONG_BINGET
                 k = unpack_from("<I", buf, pos)[0]
-                v = memo.get(k, memo)
+                v = memo[k] if k < len(memo) else memo
                 if v is memo or v.__class__ in _SPECIAL:
                     v = get(k)
                 push(v)
@@ -1011,7 +1212,7 @@ class SnapshotWalker:
                     m = _FRAME_REFS.match(buf, pos + 2)
                     if m is not None:
                         fr = self._frame_top(buf[pos + 2:m.end() - 1])
-                        memo[len(memo)] = fr
+                        self._memoize(fr)
                         push(fr)
                         pos = m.end()
                         continue
@@ -1241,12 +1442,69 @@ def check_shared_references(traces):
                                        f"the pickle); a PyTorch snapshot never repeats an event")
 
 
+def check_shared_segments(segments):
+    """Refuse a 'segments' list whose segments or block lists are shared references that
+    expand to more than _MAX_SHARED_BLOCKS blocks: as with the event lists
+    (check_shared_references), a few bytes of a pickle could name 10^4 times a segment of 10^4
+    blocks, 10^8 blocks to read; PyTorch writes each once. A small repeat (a mutated snapshot
+    of the fuzz corpus) converts as before."""
+    if not isinstance(segments, list):
+        return
+    seen = set()
+    shared = False
+    total = 0
+    for seg in segments:
+        blocks = seg.get("blocks") if isinstance(seg, dict) else None
+        for o in (seg, blocks):
+            if isinstance(o, (dict, list)):
+                shared = shared or id(o) in seen
+                seen.add(id(o))
+        if isinstance(blocks, list):
+            total += len(blocks)
+            if shared and total > _MAX_SHARED_BLOCKS:
+                raise ConvertError("snapshot 'segments' refers to segments or block lists it "
+                                   "already holds again and again (shared references in the "
+                                   f"pickle), more than {_MAX_SHARED_BLOCKS:,} blocks; a "
+                                   "PyTorch snapshot never repeats one")
+
+
+_MAX_SHARED_BLOCKS = 1_000_000
+_MAX_SETTINGS_VALUES = 100_000
+
+
+def check_settings_size(settings):
+    """Refuse allocator_settings that would write more than _MAX_SETTINGS_VALUES values to the
+    reference: its containers may be shared references (a list of a list of ... twice over, 40
+    deep, is 2^40 values from 425 bytes of pickle, which json.dumps wrote until the kernel
+    killed it at 24 GB: tests/fuzz/diff_convert.py's run). PyTorch's is a dozen settings."""
+    todo, n = [settings], 0
+    while todo:
+        x = todo.pop()
+        n += 1
+        if n > _MAX_SETTINGS_VALUES:
+            raise ConvertError(f"snapshot 'allocator_settings' holds more than "
+                               f"{_MAX_SETTINGS_VALUES:,} values (shared or circular references "
+                               f"in the pickle?); PyTorch's holds a dozen settings")
+        if isinstance(x, dict):
+            todo.extend(x.keys())
+            todo.extend(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            todo.extend(x)
+
+
 def merge_devices(rec):
     """Merge the devices' events by time. heapq.merge keeps each input's own order (even where
     its clock went backwards) and, on equal times, takes the lower device first: a stable
     merge."""
-    if rec.per_device is not None:
-        rec.events = list(heapq.merge(*rec.per_device, key=lambda e: e.time_us))
+    if rec.per_device is None:
+        return
+    if len(rec.per_device) == 1:
+        rec.events = rec.per_device[0]      # (what the merge of one gives, in its order)
+        return
+    out = EventColumns()
+    for e in heapq.merge(*rec.per_device, key=lambda e: e.time_us):
+        out.append(e)
+    rec.events = out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1480,8 +1738,13 @@ def infer_pools(events, final_pool_segments, next_id):
     """One device's events with pool_begin/pool_end/pool_release Events (addr: the pool's
     number, size: the flag) where the snapshot shows a private pool (the rule above). Returns
     (events, {pool id tuple or None: number}, next_id)."""
-    if not any(e.action in GROWTHS for e in events):
+    if not _has_action(events, GROWTHS):
         return events, {}, next_id
+    if not final_pool_segments and not _has_action(events, RELEASES):
+        # no pool can be named (the final segments name none, and no run of releases can be
+        # a pool's): what the walk below would find, without it
+        return events, {}, next_id
+    given, events = events, list(events)
     st = _PoolState(events)
     label = {}            # segment key -> pool number
     numbers = {}          # pool id tuple (or ('released', k)) -> number
@@ -1541,7 +1804,7 @@ def infer_pools(events, final_pool_segments, next_id):
                 st.apply(events[k])
         i = j
     if not label:
-        return events, {}, next_id
+        return given, {}, next_id
     # 3. each pool's routes, from its allocations
     pool_of = {i: label.get(k) for i, k in alloc_key.items()}
     order = list(alloc_key)     # the allocations' event indices, ascending (the walk's order)
@@ -1609,6 +1872,9 @@ def infer_all_pools(rec, label):
 def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False):
     """One device's events with an 'empty_cache' Event before every run of releases that no
     allocation explains (the rule above). Returns (events, number inferred)."""
+    if not _has_action(events, RELEASES):
+        return events, 0        # (what the walk below gives: the events as they are)
+    given, events = events, list(events)
     if peak is None:
         peak = _running_peak(events)
     bound = limit if limit is not None else peak - (20 * MiB if expandable else 0)
@@ -1648,7 +1914,7 @@ def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandabl
                 reserved -= events[k].size
             out.append(events[k])
         i = j
-    return out, n
+    return (out, n) if n else (given, 0)
 
 
 def _snapshot_final_blocks(segments):
@@ -1720,15 +1986,15 @@ def _snapshot_final_pool_segments(segments):
 # DeviceEvents.feed's common case: the program's own actions (the allocator's are few, and
 # whatever they come to carry goes through the checks one by one)
 _FAST_ACTIONS = frozenset(PROGRAM_ACTIONS)
-_tuple_new = tuple.__new__     # an Event made at once (Event(...) is a Python-level __new__)
 
 
 class DeviceEvents:
-    """One device's snapshot entries turned into Events as they come, pairing immediate frees."""
+    """One device's snapshot entries turned into Events as they come, pairing immediate frees;
+    kept as EventColumns, each Event's where the entry's index."""
 
     def __init__(self, dev, rec):
         self.dev, self.rec = dev, rec
-        self.out = []
+        self.out = EventColumns()
         self.count = 0                # entries fed
         self.prev_action = None       # the previous entry's action and address (for immediacy)
         self.prev_addr = None
@@ -1737,7 +2003,6 @@ class DeviceEvents:
     def feed(self, i, e):
         dev, out = self.dev, self.out
         self.count += 1
-        where = f"device {dev} event {i}"
         # The common entry first (alloc, free_requested or free_completed; addr, size, stream
         # and time_us plain ints in range): the same Events as below, without its checks one
         # by one. What feed reads from an entry or puts in an Event must be the same here.
@@ -1752,26 +2017,22 @@ class DeviceEvents:
                     frames = e.get("frames")
                     frame = (frames.top if frames.__class__ is _Frames else
                              top_user_frame(frames) if isinstance(frames, list) else None)
-                    out.append(_tuple_new(Event, ("alloc", dev, stream, addr, size, t, False,
-                                                  where, frame)))
+                    out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
                 elif action == "free_requested":
                     this_free_index = len(out)
-                    out.append(_tuple_new(Event, ("free", dev, stream, addr, size, t, True,
-                                                  where, None)))
+                    out.add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
                 elif action == "free_completed":
                     if (self.prev_action == "free_requested" and self.prev_addr == addr
                             and self.prev_free_index is not None):
-                        k = self.prev_free_index
-                        o = out[k]
-                        out[k] = _tuple_new(Event, o[:6] + (False,) + o[7:])   # deferred
+                        out.deferred[self.prev_free_index] = 0      # immediate
                     else:
-                        out.append(_tuple_new(Event, ("free_done", dev, stream, addr, size, t,
-                                                      False, where, None)))
+                        out.add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
                 self.rec.devices.add(dev)
                 self.rec.streams.add(stream)
                 self.prev_action, self.prev_addr, self.prev_free_index = (action, addr,
                                                                           this_free_index)
                 return
+        where = f"device {dev} event {i}"
         if not isinstance(e, dict):
             raise ConvertError(f"{where}: not a dict")
         action = e.get("action")
@@ -1801,27 +2062,26 @@ class DeviceEvents:
             frames = e.get("frames")
             frame = (frames.top if isinstance(frames, _Frames) else
                      top_user_frame(frames) if isinstance(frames, list) else None)
-            out.append(Event("alloc", dev, stream, addr, size, t, False, where, frame))
+            out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
         elif action == "free_requested":
             # Deferred until shown otherwise: if the very next event is its own free_completed,
             # that branch below turns this into an immediate free.
             this_free_index = len(out)
-            out.append(Event("free", dev, stream, addr, size, t, True, where))
+            out.add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
         elif action == "free_completed":
             if (self.prev_action == "free_requested" and self.prev_addr == addr
                     and self.prev_free_index is not None):
                 # The very next event after its own free_requested: the free was immediate.
-                k = self.prev_free_index
-                out[k] = out[k]._replace(deferred=False)
+                out.deferred[self.prev_free_index] = 0
             else:
-                out.append(Event("free_done", dev, stream, addr, size, t, False, where))
+                out.add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
         else:
             frame = None
             if action == "oom":   # PyTorch records the failed request's stack too
                 frames = e.get("frames")
                 frame = (frames.top if isinstance(frames, _Frames) else
                          top_user_frame(frames) if isinstance(frames, list) else None)
-            out.append(Event(action, dev, stream, addr, size, t, False, where, frame))
+            out.add(_ACTION_CODE[action], dev, stream, addr, size, t, 0, i, frame)
         if action in PROGRAM_ACTIONS:
             self.rec.devices.add(dev)
             self.rec.streams.add(stream)
@@ -1924,20 +2184,78 @@ READERS = {
 # Address -> id resolution (shared by all readers)
 # ---------------------------------------------------------------------------------------------
 
-class Block:
-    __slots__ = ("id", "size", "stream", "device", "where", "frame")
+_OPS = ("alloc", "free", "free_done", "oom", "empty_cache", "mark") + POOL_ACTIONS
+_OP_CODE = {o: k for k, o in enumerate(_OPS)}
+_O_ALLOC, _O_FREE, _O_FREE_DONE, _O_OOM, _O_EMPTY = 0, 1, 2, 3, 4
 
-    def __init__(self, size, stream, device, where, frame=None):
-        self.id = None          # assigned in trace order once we know the synthesized prefix
-        self.size, self.stream, self.device, self.where = size, stream, device, where
-        self.frame = frame      # its alloc's top user frame, or None
+
+class TraceRows:
+    """The trace's rows, (time_us, op, device, stream, id, size) as a sequence: the
+    synthesized allocs first (prefix, tuples), then the rest as parallel arrays (about 50 bytes
+    a row, where a tuple and its ints took about 140), each row's frame a number in frames
+    (0: none)."""
+
+    def __init__(self):
+        self.prefix = []
+        self.t = array.array("Q")
+        self.op = array.array("B")
+        self.dev = array.array("Q")
+        self.stream = array.array("Q")
+        self.id = array.array("q")
+        self.size = array.array("Q")
+        self.frame = array.array("I")
+        self.frames = [None]
+        self.frame_no = {None: 0}
+
+    def add(self, t, op, dev, stream, ident, size, frame=None):
+        """A row after the prefix; op its code (_OP_CODE)."""
+        self.t.append(t)
+        self.op.append(op)
+        self.dev.append(dev)
+        self.stream.append(stream)
+        self.id.append(ident)
+        self.size.append(size)
+        f = self.frame_no.get(frame)
+        if f is None:
+            f = self.frame_no[frame] = len(self.frames)
+            self.frames.append(frame)
+        self.frame.append(f)
+
+    def append(self, row):
+        self.add(row[0], _OP_CODE[row[1]], *row[2:])
+
+    def __len__(self):
+        return len(self.prefix) + len(self.op)
+
+    def __getitem__(self, k):
+        if k < 0:
+            k += len(self)
+        if k < len(self.prefix):
+            return self.prefix[k]
+        k -= len(self.prefix)
+        return (self.t[k], _OPS[self.op[k]], self.dev[k], self.stream[k], self.id[k],
+                self.size[k])
+
+    def __iter__(self):
+        yield from self.prefix
+        ops = _OPS
+        for t, op, dev, stream, ident, size in zip(self.t, self.op, self.dev, self.stream,
+                                                   self.id, self.size):
+            yield t, ops[op], dev, stream, ident, size
+
+    def devices(self):
+        return {r[2] for r in self.prefix} | set(self.dev)
+
+    def num_framed(self):
+        """Rows that have a frame."""
+        return len(self.frame) - self.frame.count(0)
 
 
 class Trace:
     """The converted trace: rows to write, plus what the reference file needs."""
 
     def __init__(self):
-        self.rows = []               # (time_us, op, device, stream, id, size)
+        self.rows = TraceRows()      # (time_us, op, device, stream, id, size)
         self.allocator_events = []   # [action, addr, size, seq]
         self.num_allocs = 0
         self.num_synthesized = 0
@@ -1946,74 +2264,140 @@ class Trace:
         self.num_pool_rows = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
         self.started_mid_run = False # evidence besides synthesized allocs (segments)
-        self.row_frame = {}          # seq -> top user frame of an alloc or oom row that has one
 
 
 def build_trace(rec, label):
-    live = {}        # (device, addr) -> Block, allocated and not yet freed
-    pending = {}     # (device, addr) -> Block, freed but completion deferred (free_done later)
-    synthesized = []  # Blocks freed without a recorded alloc (the log started mid-run)
-    body = []        # (time, op, device, stream, Block) of real events, in order
-    alloc_events = []  # [action, addr, size, number of body events before it, device]
+    """The trace of rec.events, in one pass: each row is made as its event comes (its time
+    relative to the first row's, held non-decreasing), an alloc's id being its number among the
+    log's allocs; the synthesized allocs, known only at the end, come first with ids 1..S, and
+    the others' ids are then moved up by S. An error of the events' order is raised as it is
+    met, one of the time span after the pass (as when the rows were made in a second pass)."""
+    # a block: (id, size, stream, device, where) of an allocation (where as an Event's)
+    live = {}        # (device, addr) -> block, allocated and not yet freed
+    pending = {}     # (device, addr) -> block, freed but completion deferred (free_done later)
+    synthesized = []  # blocks freed without a recorded alloc (the log started mid-run)
+    alloc_events = []  # [action, addr, size, number of rows (after the prefix) before it, device]
     dropped_done = 0
     size_mismatch = 0
     segments = set()   # (device, addr) of the segments the log saw made and not yet freed
     unseen_segment = False
+    tr = Trace()
+    rows = tr.rows
+    base = None        # the first row's time
+    last_t = 0
+    clamped = 0
+    too_long = None    # the first time past the time column's reach (raised after the pass)
+    nalloc = 0
 
-    for ev in rec.events:
-        key = (ev.device, ev.addr)
-        if ev.action == "alloc":
+    events = rec.events
+    if isinstance(events, EventColumns) and not events.big:
+        # the columns as they are (no Event made): action codes, frames as their numbers
+        ftab, fno = events.frames, events.frame_no
+        src = zip(events.action, events.device, events.stream, events.addr, events.size,
+                  events.time, events.deferred, events.where, events.frame)
+    else:
+        ftab = [None]
+        fno = {None: 0}
+
+        def number(f):
+            k = fno.get(f)
+            if k is None:
+                k = fno[f] = len(ftab)
+                ftab.append(f)
+            return k
+        src = ((_ACTION_CODE[e.action], e.device, e.stream, e.addr, e.size, e.time_us,
+                e.deferred, e.where, number(e.frame)) for e in events)
+    # the rows' frames are the events' (numbers in ftab); the rows' columns appended at once
+    rows.frames, rows.frame_no = ftab, fno
+    add_t, add_op, add_dev, add_stream, add_id, add_size, add_frame = (
+        rows.t.append, rows.op.append, rows.dev.append, rows.stream.append, rows.id.append,
+        rows.size.append, rows.frame.append)
+    for action, dev, stream, addr, size, t, deferred, where, frame in src:
+        key = (dev, addr)
+        if action == _A_ALLOC:
             if key in live or key in pending:
                 other = live.get(key) or pending.get(key)
                 state = "still allocated" if key in live else "freed but not yet completed"
-                raise ConvertError(f"{ev.where}: alloc at address {ev.addr:#x} which is {state} "
-                                   f"(allocated at {other.where})")
-            blk = Block(ev.size, ev.stream, ev.device, ev.where, ev.frame)
-            live[key] = blk
-            body.append((ev.time_us, "alloc", ev.device, ev.stream, blk))
-        elif ev.action == "free":
+                raise ConvertError(f"{_said(dev, where)}: alloc at address {addr:#x} which is "
+                                   f"{state} (allocated at {_said(other[3], other[4])})")
+            nalloc += 1
+            live[key] = (nalloc, size, stream, dev, where)
+            op, ident = _O_ALLOC, nalloc
+        elif action == _A_FREE:
             blk = live.pop(key, None)
             if blk is None:
                 if key in pending:
-                    raise ConvertError(f"{ev.where}: address {ev.addr:#x} freed twice "
-                                       f"(allocated at {pending[key].where})")
+                    other = pending[key]
+                    raise ConvertError(f"{_said(dev, where)}: address {addr:#x} freed twice "
+                                       f"(allocated at {_said(other[3], other[4])})")
                 # Freed but never allocated in the log: it was allocated before the log began.
-                blk = Block(ev.size, ev.stream, ev.device, ev.where + " (synthesized)")
+                # Its id: -blk[0] (see the fix below).
+                blk = (-len(synthesized) - 1, size, stream, dev,
+                       _said(dev, where) + " (synthesized)")
                 synthesized.append(blk)
-            elif ev.size != blk.size:
+            elif size != blk[1]:
                 size_mismatch += 1
-            body.append((ev.time_us, "free", ev.device, ev.stream, blk))
-            if ev.deferred:
+            if deferred:
                 pending[key] = blk
-        elif ev.action == "free_done":
+            op, ident, size, frame = _O_FREE, blk[0], blk[1], 0
+        elif action == _A_FREE_DONE:
             blk = pending.pop(key, None)
             if blk is None:
                 if key in live:
-                    raise ConvertError(f"{ev.where}: free_completed at address {ev.addr:#x} "
-                                       f"which was never freed (allocated at {live[key].where})")
+                    other = live[key]
+                    raise ConvertError(f"{_said(dev, where)}: free_completed at address "
+                                       f"{addr:#x} which was never freed (allocated at "
+                                       f"{_said(other[3], other[4])})")
                 # Its free_requested was before the log began: nothing to complete.
                 dropped_done += 1
                 continue
-            body.append((ev.time_us, "free_done", ev.device, ev.stream, blk))
-        elif ev.action == "empty_cache":
-            body.append((ev.time_us, "empty_cache", ev.device, ev.stream, None))
-        elif ev.action in POOL_ACTIONS:
-            body.append((ev.time_us, ev.action, ev.device, ev.stream, (ev.addr, ev.size)))
+            tr.num_deferred_frees += 1
+            op, ident, size, frame = _O_FREE_DONE, blk[0], blk[1], 0
+        elif action == _A_EMPTY_CACHE:
+            op, ident, size, frame = _O_EMPTY, 0, 0, 0
+        elif action >= _A_POOL_BEGIN:
+            tr.num_pool_rows += 1
+            op, ident, frame = _OP_CODE[_ACTIONS[action]], addr, 0
+        elif action == _A_OOM:
+            # The request the program made, at its place: a row of its own ('oom', version 2 of
+            # the format), and the allocator's record of it in the reference.
+            alloc_events.append(["oom", addr, size, len(rows.op), dev])
+            tr.num_ooms += 1
+            op, ident = _O_OOM, 0
         else:
-            if ev.action == "oom":
-                # The request the program made, at its place: a row of its own ('oom', version
-                # 2 of the format), and the allocator's record of it in the reference.
-                alloc_events.append([ev.action, ev.addr, ev.size, len(body), ev.device])
-                body.append((ev.time_us, "oom", ev.device, ev.stream, (ev.size, ev.frame)))
-                continue
-            if ev.action == "segment_alloc":
+            name = _ACTIONS[action]
+            if name == "segment_alloc":
                 segments.add(key)
-            elif ev.action == "segment_free":
+            elif name == "segment_free":
                 if key in segments:
                     segments.discard(key)
                 else:
                     unseen_segment = True    # made before the log began
-            alloc_events.append([ev.action, ev.addr, ev.size, len(body), ev.device])
+            alloc_events.append([name, addr, size, len(rows.op), dev])
+            continue
+        if base is None:
+            base = t
+        rel = int(round(t - base))
+        if rel >= U64_LIMIT:
+            if too_long is None:
+                too_long = rel
+            rel = last_t
+        if rel < last_t:
+            # The recorded clock went backwards (TSC-derived and approximate): keep time
+            # non-decreasing, because the event order is what replay follows.
+            clamped += 1
+            rel = last_t
+        last_t = rel
+        add_t(rel)
+        add_op(op)
+        add_dev(dev)
+        add_stream(stream)
+        add_id(ident)
+        add_size(size)
+        add_frame(frame)
+    if too_long is not None:
+        raise ConvertError(f"time_us spans {too_long} microseconds, more than the trace's time "
+                           f"column holds (2^64)")
 
     # Blocks still allocated when the log ended but never seen allocated in it were allocated
     # before the log began and held throughout: synthesize them too, so the replay carries that
@@ -2022,67 +2406,32 @@ def build_trace(rec, label):
     if rec.final_blocks is not None:
         for dev, addr, size, stream in rec.final_blocks:
             if (dev, addr) not in live and (dev, addr) not in pending:
-                held_before.append(Block(size, stream, dev, f"segments block {addr:#x}"))
+                held_before.append((None, size, stream, dev, f"segments block {addr:#x}"))
     if rec.final_segments is not None and rec.final_segments - segments:
         unseen_segment = True                # a segment held at the end, never seen made
 
-    tr = Trace()
-    next_id = 1
     # Synthesized allocs come first, at time 0: blocks freed in the log (in the order of their
     # frees), then blocks held from before the log to its end (by device and address).
     synthesized = synthesized + held_before
-    for blk in synthesized:
-        blk.id = next_id
-        next_id += 1
-        tr.rows.append((0, "alloc", blk.device, blk.stream, blk.id, blk.size))
-    tr.num_synthesized = len(synthesized)
+    for k, blk in enumerate(synthesized, 1):
+        rows.prefix.append((0, "alloc", blk[3], blk[2], k, blk[1]))
+    tr.num_synthesized = offset = len(synthesized)
+    if offset:
+        # the log's allocs after them: ids 1.. become offset + 1..; a synthesized one's -k is k
+        ids, ops = rows.id, rows.op
+        for k in range(len(ids)):
+            if ops[k] <= _O_FREE_DONE:
+                v = ids[k]
+                ids[k] = v + offset if v > 0 else -v
+    tr.num_allocs = nalloc
 
-    base = body[0][0] if body else 0
-    last_t = 0
-    clamped = 0
-    for t, op, dev, stream, blk in body:
-        rel = int(round(t - base))
-        if rel >= U64_LIMIT:
-            raise ConvertError(f"time_us spans {rel} microseconds, more than the trace's time "
-                               f"column holds (2^64)")
-        if rel < last_t:
-            # The recorded clock went backwards (TSC-derived and approximate): keep time
-            # non-decreasing, because the event order is what replay follows.
-            clamped += 1
-            rel = last_t
-        last_t = rel
-        if op in POOL_ACTIONS:
-            tr.num_pool_rows += 1
-            tr.rows.append((rel, op, dev, stream, blk[0], blk[1]))
-            continue
-        if op in ("oom", "empty_cache"):
-            # No allocation: id 0; an oom's size is the request (blk holds it), empty_cache's 0.
-            size = 0
-            if op == "oom":
-                size, frame = blk
-                if frame is not None:
-                    tr.row_frame[len(tr.rows)] = frame
-            tr.num_ooms += op == "oom"
-            tr.rows.append((rel, op, dev, stream, 0, size))
-            continue
-        if op == "alloc":
-            blk.id = next_id
-            next_id += 1
-            tr.num_allocs += 1
-            if blk.frame is not None:
-                tr.row_frame[len(tr.rows)] = blk.frame
-        elif op == "free_done":
-            tr.num_deferred_frees += 1
-        tr.rows.append((rel, op, dev, stream, blk.id, blk.size))
-
-    offset = len(synthesized)
     tr.allocator_events = [[a, addr, size, seq + offset, dev]
                            for a, addr, size, seq, dev in alloc_events]
     tr.started_mid_run = bool(synthesized) or unseen_segment
     # An oom that is the log's last event: the program died of it (an OOM observer took the
     # snapshot, or the process ended there). convert() may decide otherwise from the sibling.
-    if tr.rows and tr.rows[-1][1] == "oom":
-        tr.fatal_oom_seq = len(tr.rows) - 1
+    if len(rows) and rows[-1][1] == "oom":
+        tr.fatal_oom_seq = len(rows) - 1
 
     if synthesized:
         n_freed = len(synthesized) - len(held_before)
@@ -2101,7 +2450,7 @@ def build_trace(rec, label):
                     f"the trace uses the alloc's size")
     if clamped:
         warn(label, f"time_us went backwards {clamped} time(s); held it non-decreasing")
-    if not tr.rows:
+    if not len(rows):
         warn(label, "no allocation events: the trace is empty")
     return tr
 
@@ -2174,10 +2523,12 @@ def _by_device(sibling, key, dev):
 
 
 def trace_devices(tr):
-    return sorted({r[2] for r in tr.rows} | {e[4] for e in tr.allocator_events})
+    return sorted(tr.rows.devices() | {e[4] for e in tr.allocator_events})
 
 
 def build_reference(rec, tr, source, sibling, device_total):
+    if rec.allocator_settings is not None:
+        check_settings_size(rec.allocator_settings)
     total_bytes = sibling.get("total_bytes") if sibling else None
     cap_gib = sibling.get("cap_gib") if sibling else None
     cap_bytes = None
@@ -2266,29 +2617,58 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
         lines.append(f"# fatal_oom_event: {tr.fatal_oom_seq}")
     if rec.num_inferred_empty_cache:
         lines.append(f"# inferred_empty_cache: {rec.num_inferred_empty_cache}")
-    if not (frames and tr.row_frame):
+    rows = tr.rows
+    if not (frames and rows.num_framed()):
         lines.append(TRACE_COLUMNS)
-        for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
-            lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}")
-        return ("\n".join(lines) + "\n").encode("utf-8")
+        return _render_rows(lines, rows, client, None)
+    # the frames in order of first use, each numbered once (header_text once per frame)
     number = {}
-    raw_number = {}     # a frame as recorded -> its number (header_text once per frame)
-    for seq in sorted(tr.row_frame):
-        raw = tr.row_frame[seq]
-        if raw in raw_number:
+    fnum = [""] * len(rows.frames)      # a row's frame (its number in rows.frames) -> column
+    for fi in dict.fromkeys(rows.frame):
+        if fi == 0:
             continue
         # header_text: a frame is free text; control characters (a line break) become \xNN.
-        f = header_text(raw)
+        f = header_text(rows.frames[fi])
         if f not in number:
             number[f] = len(number) + 1
             lines.append(f"# frame {number[f]}: {f}")
-        raw_number[raw] = number[f]
+        fnum[fi] = number[f]
     lines.append(TRACE_COLUMNS_FRAMES)
-    for seq, (t, op, dev, stream, ident, size) in enumerate(tr.rows):
-        f = tr.row_frame.get(seq)
-        n = raw_number[f] if f is not None else ""
-        lines.append(f"{seq},{t},{op},{client},{dev},{stream},{ident},{size},{n}")
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    return _render_rows(lines, rows, client, fnum)
+
+
+_RENDER_BATCH = 1 << 16     # rows rendered, encoded and written at a time
+
+
+def _render_rows(lines, rows, client, fnum):
+    """The header (encoded now: its errors come before anything is written) and then an
+    iterator of the rows' text in batches: the trace is written as it is rendered, never held
+    whole (issue 15 item 4)."""
+    head = ("\n".join(lines) + "\n").encode("utf-8")
+
+    def body():
+        yield head
+        tail = "," if fnum is not None else ""      # their frame column: empty
+        for seq, (t, op, dev, stream, ident, size) in enumerate(rows.prefix):
+            yield f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}{tail}\n".encode()
+        seq = len(rows.prefix)
+        ops = _OPS
+        n = len(rows.op)
+        for a in range(0, n, _RENDER_BATCH):
+            b = min(n, a + _RENDER_BATCH)
+            cols = (rows.t[a:b], rows.op[a:b], rows.dev[a:b], rows.stream[a:b], rows.id[a:b],
+                    rows.size[a:b])
+            if fnum is None:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size}"
+                       for s, t, op, dev, stream, ident, size in zip(range(seq + a, seq + b),
+                                                                     *cols)]
+            else:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size},{fnum[f]}"
+                       for s, t, op, dev, stream, ident, size, f in zip(
+                           range(seq + a, seq + b), *cols, rows.frame[a:b])]
+            out.append("")
+            yield "\n".join(out).encode()
+    return body()
 
 
 def write_whole(path, data):
@@ -2319,6 +2699,45 @@ def write_whole(path, data):
                 pass
 
 
+def write_chunks(path, chunks):
+    """write_whole for a trace rendered in chunks (render_trace), gzip-compressed as it is
+    written when path ends in .gz: the same bytes as maybe_gzip of the whole (one deflate stream
+    fed piece by piece gives what one call gives), without the whole text or its compressed
+    copy in memory."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
+                                   suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            if path.endswith(".gz"):
+                comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+                crc = n = 0
+                f.write(_GZIP_HEADER)
+                for c in chunks:
+                    crc = zlib.crc32(c, crc)
+                    n += len(c)
+                    f.write(comp.compress(c))
+                f.write(comp.flush())
+                f.write(struct.pack("<LL", crc, n & 0xFFFFFFFF))
+            else:
+                for c in chunks:
+                    f.write(c)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 def maybe_gzip(path, data):
     # mtime=0 and no file name in the header: the same trace always gives the same bytes. The
     # header's OS byte (offset 9) is 255 up to Python 3.10 and from 3.13, 3 in 3.11 and 3.12: it is
@@ -2327,6 +2746,9 @@ def maybe_gzip(path, data):
         return data
     out = gzip.compress(data, compresslevel=9, mtime=0)
     return out[:9] + b"\x03" + out[10:]
+
+
+_GZIP_HEADER = maybe_gzip(".gz", b"")[:10]      # what maybe_gzip writes before the deflate data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2519,6 +2941,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
     infer_all_empty_cache(rec, args, sibling, label)
     merge_devices(rec)
     tr = build_trace(rec, label)
+    rec.events = rec.per_device = None      # (their memory, before the trace is written)
     outcome = sibling.get("outcome") if sibling else None
     if tr.fatal_oom_seq is not None and outcome == "ok":
         # The log ends with a failed request, but the run went on (it caught the error, then
@@ -2543,11 +2966,12 @@ def convert(args, progress_stream=None, progress_enabled=False):
 
     source = os.path.basename(args.input)
     binary = args.output.endswith(".gsbin")
-    if binary and tr.row_frame:
+    framed = tr.rows.num_framed()
+    if binary and framed:
         warn(source, f"the binary format does not carry frames: the top user frames of "
-                     f"{len(tr.row_frame)} allocation(s) are left out (write text to keep them)")
-    trace_bytes = render_trace(rec, tr, source, device_total, args.client, totals,
-                               frames=not binary)
+                     f"{framed} allocation(s) are left out (write text to keep them)")
+    trace_chunks = render_trace(rec, tr, source, device_total, args.client, totals,
+                                frames=not binary)
     ref = None
     if args.reference:
         ref = build_reference(rec, tr, source, sibling, device_total)
@@ -2562,8 +2986,9 @@ def convert(args, progress_stream=None, progress_enabled=False):
         spec = importlib.util.spec_from_file_location("gsbin", path)
         gsbin = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(gsbin)
-        trace_bytes = gsbin.encode_text(trace_bytes)
-    write_whole(args.output, maybe_gzip(args.output, trace_bytes))
+        write_whole(args.output, maybe_gzip(args.output, gsbin.encode_text(b"".join(trace_chunks))))
+    else:
+        write_chunks(args.output, trace_chunks)
     if ref is not None:
         text = json.dumps(ref, indent=1, sort_keys=True, default=str) + "\n"
         write_whole(args.reference, text.encode("utf-8"))
