@@ -224,7 +224,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     uint64_t pg = p->page;
     /* Plentiful memory (gs_stitch_conf.slack): no donors, so the growth creates all it needs. */
     uint64_t after = h->total_reserved + (size + pg - 1) / pg * pg;
-    uint64_t alloc = (uint64_t)h->st.allocated_bytes[GS_STAT_ALL].current + size;
+    /* "all"'s current is filled in only when the statistics are read (core-int.h): the sum of
+     * the two types' is the live figure */
+    uint64_t alloc = (uint64_t)stat_all(h->st.allocated_bytes) + size;
     uint64_t peak = MAX((uint64_t)h->st.allocated_bytes[GS_STAT_ALL].peak, alloc);
     bool plenty = p->slack > 0 && (double)after <= (double)peak * (1.0 + p->slack) &&
                   (!h->limit || after <= h->limit);

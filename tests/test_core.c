@@ -426,6 +426,79 @@ START_TEST(free_failure_during_flush_keeps_segment_cached)
 }
 END_TEST
 
+/* ---- the free-block index with thousands of blocks in one size class ---- */
+
+/* The best fit for size on stream 0 of pool: the smallest free block of at least size, the
+ * lowest address among equals, found by walking every segment (not the index). */
+static const gs_block *brute_best_fit(const gs_heap *h, unsigned pool, uint64_t size)
+{
+    const gs_block *best = NULL;
+    for (const gs_segment *s = gs_heap_segments(h); s; s = s->next)
+        for (const gs_block *b = s->head; b; b = b->next)
+            if (b->state == GS_BLOCK_FREE && b->pool == pool && b->stream == 0 &&
+                b->size >= size &&
+                (!best || b->size < best->size || (b->size == best->size && b->addr < best->addr)))
+                best = b;
+    return best;
+}
+
+/* Four sizes of one class (128 KiB + 0..1.5 KiB: 2 KiB classes there), 2400 blocks, every
+ * other one freed in a shuffled order: about 1200 free blocks in one class's tree, several
+ * levels deep, built by splits; then random frees (merges take blocks out anywhere in the
+ * tree: merges and evening-out of its nodes) and allocations, each checked against a best fit
+ * found without the index, with the heap check after every operation. */
+START_TEST(index_holds_thousands_of_blocks_in_one_class)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    enum { N = 2400, SMALL = 1 }; /* pytorch's pools: 0 large, 1 small */
+    gs_block **live = g_new0(gs_block *, N);
+    uint64_t rng = 7;
+    for (int i = 0; i < N; i++) {
+        uint64_t size = (UINT64_C(128) << 10) + (uint64_t)(i % 4) * 512;
+        ck_assert_int_eq(gs_heap_malloc(f.heap, size, 0, &live[i]), GS_OK);
+    }
+    check_heap(f.heap);
+    int order[N / 2];
+    for (int i = 0; i < N / 2; i++) order[i] = 2 * i;
+    for (int i = N / 2 - 1; i > 0; i--) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        int j = (int)((rng >> 33) % (uint64_t)(i + 1)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int i = 0; i < N / 2; i++) {
+        gs_heap_free(f.heap, live[order[i]]);
+        live[order[i]] = NULL;
+        if (i % 97 == 0) check_heap(f.heap);
+    }
+    check_heap(f.heap);
+    ck_assert_uint_ge(gs_pool_count(f.heap, SMALL), N / 2 - 200);
+    for (int op = 0; op < 3000; op++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        int i = (int)((rng >> 33) % N);
+        if (live[i] && op % 3) {
+            gs_heap_free(f.heap, live[i]);
+            live[i] = NULL;
+        } else if (!live[i]) {
+            uint64_t size = (UINT64_C(128) << 10) + ((rng >> 20) % 4) * 512;
+            const gs_block *want = brute_best_fit(f.heap, SMALL, size);
+            uint64_t want_addr = want ? want->addr : 0;
+            ck_assert_int_eq(gs_heap_malloc(f.heap, size, 0, &live[i]), GS_OK);
+            if (want) ck_assert_uint_eq(live[i]->addr, want_addr);
+        }
+        if (op % 5 == 0) check_heap(f.heap);
+    }
+    for (int i = 0; i < N; i++)
+        if (live[i]) gs_heap_free(f.heap, live[i]);
+    check_heap(f.heap);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_pool_count(f.heap, SMALL), 0);
+    check_heap(f.heap);
+    g_free(live);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(check_detects_corruption)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -1297,6 +1370,7 @@ static Suite *core_suite(void)
     suite_add_tcase(s, tc);
     TCase *tp = tcase_create("free state at peak");
     tcase_add_test(tp, free_state_at_peak_reserved_equals_a_walk);
+    tcase_add_test(tp, index_holds_thousands_of_blocks_in_one_class);
     tcase_set_timeout(tp, 60); /* a heap check and a walk after each of 3600 operations:
                                 * slow under the sanitizers on a loaded machine */
     suite_add_tcase(s, tp);
