@@ -2676,13 +2676,18 @@ def write_whole(path, data):
 
     A reader never sees a half-written file, and an interrupted run leaves the old one intact.
     """
+    _write_atomic(path, lambda f: f.write(data))
+
+
+def _write_atomic(path, write):
+    """write(f) into a temporary file beside path, then rename it over path (write_whole)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
                                    suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            write(f)
         # mkstemp creates the file 0600; give it the mode a plain open() would have.
         umask = os.umask(0)
         os.umask(umask)
@@ -2704,38 +2709,21 @@ def write_chunks(path, chunks):
     written when path ends in .gz: the same bytes as maybe_gzip of the whole (one deflate stream
     fed piece by piece gives what one call gives), without the whole text or its compressed
     copy in memory."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                                   suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            if path.endswith(".gz"):
-                comp = zlib.compressobj(9, zlib.DEFLATED, -15)
-                crc = n = 0
-                f.write(_GZIP_HEADER)
-                for c in chunks:
-                    crc = zlib.crc32(c, crc)
-                    n += len(c)
-                    f.write(comp.compress(c))
-                f.write(comp.flush())
-                f.write(struct.pack("<LL", crc, n & 0xFFFFFFFF))
-            else:
-                for c in chunks:
-                    f.write(c)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    def write(f):
+        if path.endswith(".gz"):
+            comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+            crc = n = 0
+            f.write(_GZIP_HEADER)
+            for c in chunks:
+                crc = zlib.crc32(c, crc)
+                n += len(c)
+                f.write(comp.compress(c))
+            f.write(comp.flush())
+            f.write(struct.pack("<LL", crc, n & 0xFFFFFFFF))
+        else:
+            for c in chunks:
+                f.write(c)
+    _write_atomic(path, write)
 
 
 def maybe_gzip(path, data):
