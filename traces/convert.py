@@ -205,6 +205,16 @@ _A_ALLOC, _A_FREE, _A_FREE_DONE, _A_OOM, _A_EMPTY_CACHE, _A_POOL_BEGIN = 0, 1, 2
 _BIG = -(1 << 63)       # EventColumns: the value is in big (see there)
 
 
+def _frame_number(frames, frame_no, frame):
+    """frame's number in the table frames (its inverse frame_no), appended when new; 0 is no
+    frame. EventColumns, TraceRows and build_trace number frames alike."""
+    f = frame_no.get(frame)
+    if f is None:
+        f = frame_no[frame] = len(frames)
+        frames.append(frame)
+    return f
+
+
 class EventColumns:
     """A snapshot's events as parallel arrays (about 60 bytes an event, where an Event tuple and
     its objects took about 300: issue 15 item 4, a 5-million-entry snapshot in bounded memory).
@@ -248,6 +258,8 @@ class EventColumns:
         self.stream.append(stream)
         self.size.append(size)
         self.where.append(where)
+        # _frame_number inline: once per snapshot event, where the call cost about 5% of a
+        # conversion
         f = self.frame_no.get(frame)
         if f is None:
             f = self.frame_no[frame] = len(self.frames)
@@ -2215,11 +2227,7 @@ class TraceRows:
         self.stream.append(stream)
         self.id.append(ident)
         self.size.append(size)
-        f = self.frame_no.get(frame)
-        if f is None:
-            f = self.frame_no[frame] = len(self.frames)
-            self.frames.append(frame)
-        self.frame.append(f)
+        self.frame.append(_frame_number(self.frames, self.frame_no, frame))
 
     def append(self, row):
         self.add(row[0], _OP_CODE[row[1]], *row[2:])
@@ -2298,15 +2306,8 @@ def build_trace(rec, label):
     else:
         ftab = [None]
         fno = {None: 0}
-
-        def number(f):
-            k = fno.get(f)
-            if k is None:
-                k = fno[f] = len(ftab)
-                ftab.append(f)
-            return k
         src = ((_ACTION_CODE[e.action], e.device, e.stream, e.addr, e.size, e.time_us,
-                e.deferred, e.where, number(e.frame)) for e in events)
+                e.deferred, e.where, _frame_number(ftab, fno, e.frame)) for e in events)
     # the rows' frames are the events' (numbers in ftab); the rows' columns appended at once
     rows.frames, rows.frame_no = ftab, fno
     add_t, add_op, add_dev, add_stream, add_id, add_size, add_frame = (
