@@ -48,6 +48,20 @@ class Writer:
         self.f.write(b"".join(self.parts))
         self.parts = []
 
+    def begin(self):
+        """The snapshot's start as PyTorch's pickler writes it: the outer dict, an empty
+        'segments', 'device_traces' and one device's list, left open for its entries."""
+        self.w(b"\x80\x04}")
+        self.memoize()
+        self.w(b"(")
+        self.str("segments")
+        self.value([])
+        self.str("device_traces")
+        self.w(b"]")
+        self.memoize()
+        self.w(b"]")
+        self.memoize()
+
     def memoize(self):
         self.w(b"\x94")
         self.n += 1
@@ -180,16 +194,7 @@ def write(path, n, depth, frames, seed):
         (lambda p: open(p, "wb"))
     with opener(path) as f:
         w = Writer(f)
-        w.w(b"\x80\x04}")
-        w.memoize()
-        w.w(b"(")
-        w.str("segments")
-        w.value([])
-        w.str("device_traces")
-        w.w(b"]")
-        w.memoize()
-        w.w(b"]")
-        w.memoize()
+        w.begin()
         frame_memo = {}      # (file, line, name) -> memo index of its dict
         stack_memo = {}      # stack id -> memo index of its frames list (alloc's, for its frees)
         count = 0

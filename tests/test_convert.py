@@ -726,16 +726,7 @@ class TestFastEntries(unittest.TestCase):
         import io
         out = io.BytesIO()
         w = self.big.Writer(out)
-        w.w(b"\x80\x04}")
-        w.memoize()
-        w.w(b"(")
-        w.str("segments")
-        w.value([])
-        w.str("device_traces")
-        w.w(b"]")
-        w.memoize()
-        w.w(b"]")
-        w.memoize()
+        w.begin()
         w.w(b"(")
         slots = {}
 
