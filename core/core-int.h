@@ -79,12 +79,10 @@ typedef struct {
                              * (up to date once the dirty streams are refreshed) */
     uint32_t *dirty;        /* the streams whose largest may be out of date */
     uint32_t ndirty, dirty_cap;
-    size_t count;
 } gs_findex;
 
 typedef struct {
     gs_findex blocks;        /* free blocks by (stream, size, addr) */
-    uint64_t free_bytes;     /* the sizes of the blocks in it, summed */
     gs_tree unmapped;        /* unmapped blocks of expandable segments by (stream, addr) */
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
@@ -461,7 +459,6 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     s->rows_bits |= UINT64_C(1) << fl;
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
-    x->count++;
     if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
 }
 
@@ -474,7 +471,6 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         at->r->bits &= ~(UINT64_C(1) << at->sl);
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
-    x->count--;
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
 }
 
@@ -634,15 +630,12 @@ GS_HOT void pool_insert(gs_heap *h, gs_block *b)
     b->state = GS_BLOCK_FREE;
     if (h->gc_active) b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
-    p->free_bytes += b->size;
     findex_insert(&p->blocks, b);
 }
 
 GS_HOT void pool_remove(gs_heap *h, gs_block *b)
 {
-    gs_pool *p = &h->pools[b->pool];
-    p->free_bytes -= b->size;
-    findex_remove(&p->blocks, b);
+    findex_remove(&h->pools[b->pool].blocks, b);
 }
 
 static inline void unmapped_insert(gs_heap *h, gs_block *b)

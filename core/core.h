@@ -235,7 +235,7 @@ void gs_heap_set_tag(gs_heap *h, uint32_t tag);
 const gs_segment *gs_heap_segments(const gs_heap *h); /* walk with ->next */
 /* The bytes of the cached free blocks of every pool (not pending frees, not unmapped address
  * space), and the size of the largest of them in *largest (0 when there is none; largest may be
- * NULL). Kept as the heap changes: no walk over the free blocks. */
+ * NULL). From running figures: no walk over the free blocks. */
 uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest);
 
 /* Verify every invariant: blocks tile each segment exactly and are linked both ways; no two
@@ -253,7 +253,7 @@ gs_block *gs_pool_first(const gs_heap *h, unsigned pool);
 gs_block *gs_pool_last(const gs_heap *h, unsigned pool);
 gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
-size_t gs_pool_count(const gs_heap *h, unsigned pool);
+size_t gs_pool_count(const gs_heap *h, unsigned pool); /* a walk: for tests and checks */
 /* get_free_block calls made on the pool (counted only while the policy's GC is active); a
  * block's age is this count minus the count when it entered the index (0 while the GC is not
  * active: the heap has no limit or the policy collects no garbage). */

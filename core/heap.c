@@ -253,12 +253,8 @@ GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
     if (G_UNLIKELY(b->expandable) && expandable_size(b) > b->size) b = growable_pass(p, b);
     bool found_at = b == found;
     if (!heap_fits(h, b, size)) return NULL;
-    if (found_at) {
-        p->free_bytes -= b->size;
-        findex_unlink(&p->blocks, &at, b);
-    } else {
-        pool_remove(h, b);
-    }
+    if (found_at) findex_unlink(&p->blocks, &at, b);
+    else pool_remove(h, b);
     return b;
 }
 

@@ -207,20 +207,28 @@ gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b)
 {
     return gs_findex_prev(&h->pools[b->pool].blocks, b);
 }
-size_t gs_pool_count(const gs_heap *h, unsigned pool) { return h->pools[pool].blocks.count; }
+/* No running count is kept (a load and a store at every insert and removal, for tests): a walk. */
+size_t gs_pool_count(const gs_heap *h, unsigned pool)
+{
+    size_t n = 0;
+    for (const gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) n++;
+    return n;
+}
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 {
     return h->gc_active ? h->pools[b->pool].get_free_calls - b->gc_base : 0;
 }
 
+/* Every mapped byte of a segment is in a free, an allocated or a pending block (unmapped
+ * blocks are not reserved), so the free bytes are the reserved ones less the active ones: no
+ * running sum of the index's blocks (a load and a store at every insert and removal).
+ * gs_heap_check holds this to the sum over the free blocks. */
 uint64_t gs_heap_free_bytes(const gs_heap *h, uint64_t *largest)
 {
-    uint64_t total = 0, big = 0;
+    uint64_t big = 0;
     gs_heap *m = (gs_heap *)h; /* logically const: refreshing the largest changes no answer */
-    for (unsigned i = 0; i < h->pool_hi; i++) {
-        total += h->pools[i].free_bytes;
-        big = MAX(big, findex_largest(&m->pools[i].blocks));
-    }
+    for (unsigned i = 0; i < h->pool_hi; i++) big = MAX(big, findex_largest(&m->pools[i].blocks));
     if (largest) *largest = big;
-    return total;
+    return (uint64_t)(stat_all(h->st.reserved_bytes) - stat_all(h->st.allocated_bytes) -
+                      h->pend_bytes[GS_STAT_ALL]);
 }
