@@ -210,7 +210,7 @@ struct gs_heap {
 
 /* "index.c": treaps (a size class's, or the unmapped blocks'), and the size-class index's
  * cold paths */
-G_GNUC_NORETURN void gs_findex_too_large(const gs_block *b);
+G_GNUC_NORETURN void gs_segment_too_large(const gs_segment *s);
 gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream);
 gs_frow *gs_findex_row_new(gs_fstream *s, unsigned fl);
 void gs_findex_mark(gs_findex *x, gs_fstream *s, uint32_t stream);
@@ -450,7 +450,6 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     uint32_t st = b->stream;
     gs_fstream *s = st < x->ns ? x->s[st] : NULL;
     if (G_UNLIKELY(!s)) s = gs_findex_stream_new(x, st); /* refuses st >= GS_MAX_STREAMS */
-    if (G_UNLIKELY(b->size >> GS_KEY_SIZE_BITS)) gs_findex_too_large(b);
     unsigned sl, fl = size_class(b->size, &sl);
     b->fl = (uint8_t)fl;
     b->sl = (uint8_t)sl;

@@ -121,6 +121,9 @@ void gs_segment_unlink(gs_heap *h, gs_segment *s)
 
 void gs_segment_link(gs_heap *h, gs_segment *s)
 {
+    /* Every block lies within its segment, so a segment the index can key bounds every free
+     * block's size: checked here, once, not at each insertion. */
+    if (G_UNLIKELY(s->size >> GS_KEY_SIZE_BITS)) gs_segment_too_large(s);
     s->next = h->segments;
     if (h->segments) h->segments->prev = s;
     h->segments = s;

@@ -17,12 +17,13 @@
  */
 #include "core-int.h"
 
-/* A size the index cannot key: a programmer's error (requests are screened against
- * GS_MAX_REQUEST), so it stops the program as an assertion would. */
-void gs_findex_too_large(const gs_block *b)
+/* A segment whose blocks the index could not key: a programmer's error (requests are screened
+ * against GS_MAX_REQUEST, devices against GS_MAX_DEVICE_BYTES), so it stops the program as an
+ * assertion would. */
+void gs_segment_too_large(const gs_segment *s)
 {
-    g_error("core: a free block of %" G_GUINT64_FORMAT " bytes is beyond the index's 2^48",
-            b->size);
+    g_error("core: a segment of %" G_GUINT64_FORMAT " bytes is beyond the index's 2^48",
+            s->size);
 }
 
 /* ---- the size-class index: cold paths ---- */
