@@ -521,11 +521,15 @@ static inline int64_t stat_all(const gs_stat a[GS_STAT_TYPES])
     return a[GS_STAT_SMALL].current + a[GS_STAT_LARGE].current;
 }
 
-static inline void stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
+/* Returns whether "all" is at its peak now (PyTorch's requested_at_peak_allocated asks that of
+ * allocated_bytes after each allocation: the sum is at hand here). */
+static inline bool stat2_inc(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
 {
     gs_stat_inc(&a[t], v);
     int64_t all = stat_all(a);
+    bool at_peak = all >= a[GS_STAT_ALL].peak;
     if (all > a[GS_STAT_ALL].peak) a[GS_STAT_ALL].peak = all;
+    return at_peak;
 }
 
 /* A decrease moves only current: freed is allocated - current (both start at 0 and change only

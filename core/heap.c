@@ -327,12 +327,11 @@ static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint6
     b->state = GS_BLOCK_ALLOCATED;
     b->requested = orig;
     stat2_inc(h->st.allocation, t, 1);
-    stat2_inc(h->st.allocated_bytes, t, (int64_t)b->size);
+    bool at_peak = stat2_inc(h->st.allocated_bytes, t, (int64_t)b->size);
     stat2_inc(h->st.requested_bytes, t, (int64_t)orig);
     if (G_UNLIKELY(h->pend_n[GS_STAT_ALL])) note_active_peak(h, t);
     if (b->size >= h->oversize) gs_stat_inc(&h->st.oversize_allocations, 1);
-    if (stat_all(h->st.allocated_bytes) == h->st.allocated_bytes[GS_STAT_ALL].peak)
-        h->st.requested_at_peak_allocated = stat_all(h->st.requested_bytes);
+    if (at_peak) h->st.requested_at_peak_allocated = stat_all(h->st.requested_bytes);
     return b;
 }
 
