@@ -628,7 +628,9 @@ def read_snapshot(f, progress=None):
 # the same keys as literals, tried first for the next entry) and built by _values without the
 # loop, with the same dict and
 # the same memo slots; what each frame reference is (a user's frame, a library's) is found
-# once (_frame_top). Anything else goes through the loop, so both read the same objects.
+# once (_frame_top). Anything else goes through the loop, so both read the same objects. An
+# entry that DeviceEvents.feed takes on its fast path is not even made a dict: a _Pending
+# carries its fields to feed_batch, and becomes its dict only where the pickle would see it.
 # ---------------------------------------------------------------------------------------------
 
 class _DevList(list):
