@@ -3,6 +3,7 @@
 
     python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV]
     python3 bench/convert_speed.py SNAPSHOT --stages
+    python3 bench/convert_speed.py TRACE.gstrace.gz --gzip-levels
 
 Converts SNAPSHOT (e.g. one written by bench/big_snapshot.py) with traces/convert.py of this
 tree and with the one of git revision REV (default: main), N times each (default 3), the two
@@ -14,7 +15,9 @@ wall time, is the figure: on a shared machine wall time moves several-fold betwe
 runs. --stages instead converts once in this process with this tree's converter and prints
 the CPU time of each stage (reading the snapshot, pool and empty_cache inference, merging
 devices, building the trace, writing it: rendering and gzip, done together as the file is
-written) and the peak RSS after each. Standard library only.
+written) and the peak RSS after each. --gzip-levels compresses the text of a converted trace
+(gzip) as the converter does (raw deflate, zlib.compressobj) at levels 6 to 9, N times each,
+and prints the median CPU time with its range and the size at each. Standard library only.
 """
 import argparse
 import os
@@ -77,13 +80,36 @@ def stages(snapshot):
           f"; total {total:.2f} s CPU")
 
 
+def gzip_levels(trace, runs):
+    """CPU seconds and compressed size of the trace's text at gzip levels 6-9."""
+    import gzip
+    import time
+    import zlib
+    with gzip.open(trace, "rb") as f:
+        raw = f.read()
+    print(f"{len(raw)} bytes of text")
+    for level in (6, 7, 8, 9):
+        ts = []
+        for _ in range(runs):
+            t = time.process_time()
+            c = zlib.compressobj(level, zlib.DEFLATED, -15)
+            n = len(c.compress(raw)) + len(c.flush())
+            ts.append(time.process_time() - t)
+        print(f"level {level}: CPU median {statistics.median(ts):.2f} s (range {min(ts):.2f} - "
+              f"{max(ts):.2f}), {n} bytes")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("snapshot")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--before", default="main", metavar="REV")
     ap.add_argument("--stages", action="store_true")
+    ap.add_argument("--gzip-levels", action="store_true")
     args = ap.parse_args()
+    if args.gzip_levels:
+        gzip_levels(args.snapshot, args.runs)
+        return
     if args.stages:
         stages(args.snapshot)
         return

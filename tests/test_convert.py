@@ -680,8 +680,8 @@ class TestFastEntries(unittest.TestCase):
         saved, values = conv._ENTRY, conv.SnapshotWalker._values
         built = []
 
-        def counting(walker, names, vals):
-            e = values(walker, names, vals)
+        def counting(walker, names, vals, roles=None):
+            e = values(walker, names, vals, roles)
             built.append(e is not None)
             return e
         try:
@@ -784,6 +784,102 @@ class TestFastEntries(unittest.TestCase):
             tops = [e[8] for e in self.read(data)[0][0] if e[0] == "alloc"]
             self.assertEqual(tops, ["a.py:1:f", "a.py:1:f",
                                     "b.py:1:f" if overwrite else "a.py:1:f"])
+
+    def pending(self, tail):
+        """A snapshot of three entries in one batch, the second and third read by the fast path
+        as _Pendings (the first writes the key strings), then tail(w, slots) (slots: each
+        entry's memo slot) before the batch's APPENDS, unless tail returns False (it ends the
+        batch itself)."""
+        import io
+        out = io.BytesIO()
+        w = self.big.Writer(out)
+        w.begin()
+        w.w(b"(")
+        slots = []
+        for k in range(3):
+            w.w(b"}")
+            slots.append(w.memoize())
+            w.w(b"(")
+            for key, v in (("action", "alloc"), ("addr", 0x1000 * (k + 1)), ("size", 512),
+                           ("stream", 0), ("time_us", k + 1)):
+                w.str(key)
+                w.value(v)
+            w.str("frames")
+            w.w(b"]")
+            w.memoize()
+            w.w(b"u")
+        if tail(w, slots) is not False:
+            w.w(b"e")
+        w.w(b"a")
+        w.str("allocator_settings")
+        w.value({})
+        w.w(b"u.")
+        w.flush()
+        return out.getvalue()
+
+    def outcome(self, data, fast=True):
+        try:
+            return self.read(data, fast)[0]
+        except self.conv.ConvertError as e:
+            return str(e)
+
+    def test_pending_entries_seen_elsewhere(self):
+        """An entry that the fast path leaves as a _Pending is what the loop would read
+        wherever the pickle takes it: changed by a SETITEMS, referred to again, stored by an
+        opcode other than the device list's APPENDS, overwritten in the memo."""
+        def setitems(w, slots):           # the third entry's size changed after it is read
+            w.w(b"(")
+            w.str("size")
+            w.int(4096)
+            w.w(b"u")
+
+        def setitem_second(w, slots):     # the second's, through its memo slot (BINGET)
+            w.get(slots[1])
+            w.str("size")
+            w.int(8192)
+            w.w(b"s0")                    # SETITEM, POP
+
+        def again(w, slots):              # a second reference in the same batch
+            w.get(slots[1])
+
+        def dup(w, slots):                # DUP of the third
+            w.w(b"2")
+
+        def as_tuple(w, slots):           # the batch made a tuple, appended whole
+            w.w(b"ta")
+            return False
+
+        def into_list(w, slots):          # the batch appended to a list of its own
+            w.w(b"e")
+            w.w(b"]")
+            w.memoize()
+            w.w(b"(")
+            w.get(slots[1])
+            w.w(b"e0")
+
+        def put_over(w, slots):           # the second's slot overwritten, then read
+            w.w(b"N")
+            w.w(b"r" + struct.pack("<I", slots[1]) + b"0")
+
+        def memoize_again(w, slots):      # the third entry memoized a second time
+            w.memoize()
+
+        def nested(w, slots):             # the third made the value of a dict
+            w.w(b"}(")
+            w.str("x")
+            w.w(b"2")                     # (the same entry as the value)
+            w.w(b"0u0")
+
+        for tail in (setitems, setitem_second, again, dup, as_tuple, into_list, put_over,
+                     memoize_again, nested):
+            with self.subTest(tail.__name__):
+                data = self.pending(tail)
+                fast, slow = self.outcome(data), self.outcome(data, fast=False)
+                self.assertEqual(fast, slow)
+        evs = self.read(self.pending(setitems))[0][0]
+        self.assertEqual([e[4] for e in evs], [512, 512, 4096])
+        self.assertIn("refers to an event it already holds",
+                      self.outcome(self.pending(again)))
 
 
 class TestReference(ConverterTestCase):

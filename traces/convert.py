@@ -549,19 +549,13 @@ def read_snapshot(f, progress=None):
     rec = Recording("pytorch-snapshot")
     streamed = {}                 # device -> DeviceEvents, for the device lists streamed
 
-    def on_entry(dev, i, e):
-        d = streamed.get(dev)
-        if d is None:
-            d = streamed[dev] = DeviceEvents(dev, rec)
-        d.feed(i, e)
-
     def feeder(dev):
         d = streamed.get(dev)
         if d is None:
             d = streamed[dev] = DeviceEvents(dev, rec)
-        return d.feed
+        return d.feed_batch
 
-    snap = SnapshotWalker(f, on_entry, progress, feeder).load()
+    snap = SnapshotWalker(f, feeder, progress).load()
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -634,7 +628,9 @@ def read_snapshot(f, progress=None):
 # the same keys as literals, tried first for the next entry) and built by _values without the
 # loop, with the same dict and
 # the same memo slots; what each frame reference is (a user's frame, a library's) is found
-# once (_frame_top). Anything else goes through the loop, so both read the same objects.
+# once (_frame_top). Anything else goes through the loop, so both read the same objects. An
+# entry that DeviceEvents.feed takes on its fast path is not even made a dict: a _Pending
+# carries its fields to feed_batch, and becomes its dict only where the pickle would see it.
 # ---------------------------------------------------------------------------------------------
 
 class _DevList(list):
@@ -682,7 +678,25 @@ class _Mark:
 
 
 _MARK = _Mark()
-_SPECIAL = (_Gone, _DevList)
+
+
+class _Pending(tuple):
+    """An entry that the fast path read and that DeviceEvents.feed_batch will take as it is,
+    in place of its dict (which would only be read back): (action, addr, size, stream,
+    time_us, frames, memo slot, key names, values). It lives on the walker's stack and in its
+    memo slot until its batch is consumed; anything else that would see the entry (a memo
+    reference, an opcode that stores or pops it elsewhere) first gets the dict it stands for,
+    the same one each time (SnapshotWalker._settle)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "<entry read>"
+
+
+_SPECIAL = (_Gone, _DevList, _Pending)
+# The opcodes of SnapshotWalker._rare that only push (or read the input): a _Pending on the
+# stack stays one (before any other, the stack's are settled into their dicts).
+_PUSH_ONLY = frozenset(b"\x80\x95NGXCBUTILFVS)cg\x88\x89\x8b\x8d\x8e\x96\x8f")
 # A run of BINGET/LONG_BINGET opcodes closed by APPENDS: a frames list of shared frame dicts.
 _FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)
 # One whole entry as PyTorch's pickler writes it, for the fast path (SnapshotWalker._entry):
@@ -709,6 +723,20 @@ _ENTRY = rb"\}\x94\(" + _E_PAIRS + rb"u"
 
 
 _LIB, _NOT_FRAME = object(), object()     # what a frame reference is (SnapshotWalker.tops)
+
+
+def _roles(names):
+    """Where action, addr, size, stream, time_us and frames (-1: none) are among an entry's
+    key names, for SnapshotWalker._values to make a _Pending; None when it cannot (a key twice:
+    the dict keeps the last)."""
+    if len(set(names)) != len(names):
+        return None
+    try:
+        return (names.index("action"), names.index("addr"), names.index("size"),
+                names.index("stream"), names.index("time_us"),
+                names.index("frames") if "frames" in names else -1)
+    except ValueError:
+        return None
 # The memo's value for an entry consumed (one object for all of them: see _Gone).
 _GONE_EVENT = _Gone("an event")
 _CHUNK = 1 << 20
@@ -725,11 +753,10 @@ class _BadPickle(Exception):
 
 
 class SnapshotWalker:
-    def __init__(self, f, on_entry, progress=None, feeder=None):
+    def __init__(self, f, feeder, progress=None):
         self.f = f                  # a binary file (already gunzipped)
-        self.on_entry = on_entry    # on_entry(dev, index, entry dict)
-        # or, when given, feeder(dev): a function (index, entry dict) for device dev's entries,
-        # asked once a batch (one call an entry fewer)
+        # feeder(dev): a function (index of the first, entries) that takes a batch of device
+        # dev's entries, each a dict or a _Pending (DeviceEvents.feed_batch)
         self.feeder = feeder
         self.progress = progress    # progress(entries consumed), called every 4096 entries
         self.buf = b""
@@ -795,17 +822,25 @@ class SnapshotWalker:
             raise ConvertError("the snapshot refers to an event it already holds a second "
                                "time (a shared reference in the pickle); a PyTorch snapshot "
                                "never repeats an event or an event list")
-        if self.feeder is not None:
-            feed = self.feeder(dev)
-        else:
-            on_entry = self.on_entry
-
-            def feed(i, e):
-                on_entry(dev, i, e)
+        # (the whole batch is fed before the memo slots below change: feed reads no slot)
+        self.feeder(dev)(lst.count, items)
+        lst.count += len(items)
         memo, pop, top_slots = self.memo, self.memo_of.pop, self.top_slots
         for e in items:
-            feed(lst.count, e)
-            lst.count += 1
+            if e.__class__ is _Pending:
+                # its slot (it has no memo_of: nothing but the stack held it), its frames
+                idx = e[6]
+                memo[idx] = _GONE_EVENT
+                if idx in top_slots:
+                    self._forget()
+                fr = e[5]
+                if fr.__class__ is not _Frames and isinstance(fr, list):
+                    idx = pop(id(fr), None)
+                    if idx is not None:
+                        self._set(idx, _Frames(top_user_frame(fr)))
+                        if idx in top_slots:
+                            self._forget()
+                continue
             # the entry's memo slot, if it has one, now refuses a second reference
             idx = pop(id(e), None)
             if idx is not None:
@@ -871,6 +906,8 @@ class SnapshotWalker:
                 v = self.extra[idx]
             except KeyError:
                 raise _BadPickle(f"memo key {idx} not found") from None
+        if v.__class__ is _Pending:
+            return self._dict_of(v)
         if isinstance(v, _Gone):
             raise ConvertError(f"the snapshot refers to {v.what} it already holds a second "
                                f"time (a shared reference in the pickle); a PyTorch snapshot "
@@ -979,7 +1016,7 @@ class SnapshotWalker:
         keys = g[0::2]
         lay = self.layouts.get(keys)
         if lay is not None:
-            e = self._values(lay[1], g[1::2])
+            e = self._values(lay[1], g[1::2], lay[2])
             if e is not None:
                 self.layout = lay
             return e
@@ -997,34 +1034,43 @@ class SnapshotWalker:
             names = tuple(names)
             if len(self.names) < 4096:
                 self.names[keys] = names
-        e = self._values(names, g[1::2])
+        roles = _roles(names)
+        e = self._values(names, g[1::2], roles)
         if e is not None and len(self.layouts) < 64:
             # the entries after it are likely laid out the same: matched by a pattern with its
             # keys as literals (half the groups, no tuple of keys to hash), tried first
             ks = [k for k in keys if k is not None]
             self.layouts[keys] = self.layout = (re.compile(
                 rb"\}\x94\(" + b"".join(re.escape(k) + b"(" + _E_VALUE + b")" for k in ks) +
-                rb"u", re.S).match, names)
+                rb"u", re.S).match, names, roles)
         return e
 
-    def _values(self, names, vals):
+    def _values(self, names, vals, roles=None):
         """The entry (a dict) of these key strings and value opcodes (the groups of _ENTRY or
-        of a layout's pattern), or None, with nothing changed (_entry says when)."""
+        of a layout's pattern), or None, with nothing changed (_entry says when). With roles
+        (_roles: where its fields are), an entry that DeviceEvents.feed would take on its
+        fast path comes as a _Pending instead, the dict left unmade (it would only be read
+        back: about a fifth of the reading)."""
         memo = self.memo
         if self.sparse:
             return None
         slot = len(memo)
-        e = {}
+        e = {}          # in its slot while the values are read, as the loop has it
         memo.append(e)
         nmemo = len(memo)
+        xs = []
+        add = xs.append
+        own = False     # a value is the entry itself (a reference to its own slot)
         for k, v in zip(names, vals):
             c = v[0]
             # by frequency in a snapshot: memo references (past the first 256 slots, long
             # ones), addresses and times (LONG1), small ints, strings
             if c == 0x6A:                                   # LONG_BINGET
                 x = int.from_bytes(v[1:], "little")
-                if x >= nmemo:
-                    break
+                if x >= slot:
+                    if x >= nmemo:
+                        break
+                    own = own or x == slot
                 x = memo[x]
                 if x.__class__ in _SPECIAL:
                     break
@@ -1034,8 +1080,10 @@ class SnapshotWalker:
                 x = v[1]
             elif c == 0x68:                                 # BINGET
                 x = v[1]
-                if x >= nmemo:
-                    break
+                if x >= slot:
+                    if x >= nmemo:
+                        break
+                    own = own or x == slot
                 x = memo[x]
                 if x.__class__ in _SPECIAL:
                     break
@@ -1058,11 +1106,17 @@ class SnapshotWalker:
                     x = []
                     self.memo_of[id(x)] = len(memo)
                 elif v[2] == 0x28:                          # MARK refs APPENDS
+                    if "filename" in names:
+                        # _frame_top may read the entry (a reference to its own slot) as a
+                        # frame dict: with the values before this one, as the loop had it
+                        e.update(zip(names, xs))
                     x = self._frame_top(v[3:-1])
                 else:                                       # one ref, APPEND
                     x = v[3] if v[2] == 0x68 else int.from_bytes(v[3:-1], "little")
-                    if x >= nmemo:
-                        break
+                    if x >= slot:
+                        if x >= nmemo:
+                            break
+                        own = own or x == slot
                     x = memo[x]
                     if x.__class__ in _SPECIAL:
                         break
@@ -1078,8 +1132,21 @@ class SnapshotWalker:
                 x = False
             else:                                           # BINFLOAT
                 x = struct.unpack(">d", v[1:])[0]
-            e[k] = x
+            add(x)
         else:
+            if roles is not None and not own:
+                ia, iaddr, isize, istream, it, ifr = roles
+                action, addr, size, stream, t = xs[ia], xs[iaddr], xs[isize], xs[istream], xs[it]
+                # DeviceEvents.feed's condition for its fast path
+                if (action.__class__ is str and action in _FAST_ACTIONS and
+                        addr.__class__ is int and size.__class__ is int and
+                        stream.__class__ is int and t.__class__ is int and
+                        0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT):
+                    x = memo[slot] = _tuple_new(_Pending, (
+                        action, addr, size, stream, t, xs[ifr] if ifr >= 0 else None, slot,
+                        names, xs))
+                    return x
+            e.update(zip(names, xs))
             self.memo_of[id(e)] = slot
             return e
         # the general loop takes it: undo what was done
@@ -1087,6 +1154,29 @@ class SnapshotWalker:
             self.memo_of.pop(id(x), None)
         del memo[slot:]
         return None
+
+    def _dict_of(self, p, scan=True):
+        """The dict that the _Pending p stands for, made now and put where p was (its memo
+        slot, and the stack when scan): what _values would have made."""
+        e = dict(zip(p[7], p[8]))
+        slot = p[6]
+        if self.memo[slot] is p:
+            self.memo[slot] = e
+        self.memo_of[id(e)] = slot
+        if scan:
+            stack = self.stack
+            for k in range(len(stack) - 1, -1, -1):
+                if stack[k] is p:
+                    stack[k] = e
+                    break
+        return e
+
+    def _settle(self, seq):
+        """The dicts in place of the _Pendings in seq (the stack, or items popped off it)."""
+        if _Pending in map(type, seq):
+            for k, x in enumerate(seq):
+                if x.__class__ is _Pending:
+                    seq[k] = self._dict_of(x, scan=seq is not self.stack)
 
     def _pop_mark(self, stack):
         for k in range(len(stack) - 1, -1, -1):
@@ -1118,7 +1208,8 @@ class SnapshotWalker:
         self.memo = memo = []      # see _set
         self.extra = {}
         self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
-        stack = []
+        self.stack = stack = []
+        settle = self._settle
         push = stack.append
         unpack_from = struct.unpack_from
         consume = self._consume
@@ -1146,7 +1237,7 @@ class SnapshotWalker:
                 lay = self.layout
                 m = lay[0](buf, pos - 1) if lay is not None else None
                 if m is not None:
-                    e = values(lay[1], m.groups())
+                    e = values(lay[1], m.groups(), lay[2])
                 else:
                     m = entry_match(buf, pos - 1)
                     e = entry(m) if m is not None else None
@@ -1160,7 +1251,7 @@ class SnapshotWalker:
                         m = lay[0](buf, pos)
                         if m is None:
                             break
-                        e = values(lay[1], m.groups())
+                        e = values(lay[1], m.groups(), lay[2])
                         if e is None:
                             break
                         push(e)
@@ -1176,6 +1267,9 @@ class SnapshotWalker:
                 pos += 1
             elif op == 0x94:                                # MEMOIZE
                 v = stack[-1]
+                if v.__class__ is _Pending:
+                    settle(stack)
+                    v = stack[-1]
                 idx = len(memo)
                 if self.sparse:
                     idx += len(self.extra)
@@ -1212,7 +1306,11 @@ class SnapshotWalker:
                 push(_MARK)
             elif op == 0x75:                                # SETITEMS
                 items = self._pop_mark(stack)
+                settle(items)
                 d = stack[-1]
+                if d.__class__ is _Pending:
+                    settle(stack)
+                    d = stack[-1]
                 if len(items) % 2 or d.__class__ is not dict_ and not isinstance(d, dict_):
                     raise _BadPickle("bad SETITEMS")
                 for k in range(0, len(items), 2):
@@ -1235,6 +1333,7 @@ class SnapshotWalker:
                 if isinstance(lst, _DevList):
                     consume(lst, items)
                 elif isinstance(lst, list_):
+                    settle(items)
                     lst.extend(items)
                 else:
                     raise _BadPickle("APPENDS to a non-list")
@@ -1244,11 +1343,15 @@ class SnapshotWalker:
                 if isinstance(lst, _DevList):
                     consume(lst, [v])
                 elif isinstance(lst, list_):
+                    if v.__class__ is _Pending:
+                        v = self._dict_of(v, scan=False)
                     lst.append(v)
                 else:
                     raise _BadPickle("APPEND to a non-list")
             else:
                 self.pos = pos
+                if op not in _PUSH_ONLY:
+                    settle(stack)       # what it pops or stores is the entry's dict
                 if self._rare(op, stack):
                     return stack.pop()
                 buf, pos = self.buf, self.pos
@@ -2011,6 +2114,48 @@ class DeviceEvents:
         self.prev_action = None       # the previous entry's action and address (for immediacy)
         self.prev_addr = None
         self.prev_free_index = None   # index in out of the 'free' made from it, if it was one
+
+    def feed_batch(self, i, items):
+        """feed each of items (the first the entry of index i): a dict, or a _Pending, which
+        is taken as feed's fast path takes its dict (SnapshotWalker._values made it only for
+        an entry that passes its test)."""
+        dev, out = self.dev, self.out
+        add = out.add
+        prev_action, prev_addr, prev_free_index = (self.prev_action, self.prev_addr,
+                                                   self.prev_free_index)
+        last_stream = None
+        for e in items:
+            if e.__class__ is not _Pending:
+                self.prev_action, self.prev_addr, self.prev_free_index = (
+                    prev_action, prev_addr, prev_free_index)
+                self.feed(i, e)
+                prev_action, prev_addr, prev_free_index = (self.prev_action, self.prev_addr,
+                                                           self.prev_free_index)
+                i += 1
+                continue
+            self.count += 1
+            action, addr, size, stream, t, frames = e[:6]
+            this_free_index = None
+            if action == "alloc":
+                frame = (frames.top if frames.__class__ is _Frames else
+                         top_user_frame(frames) if isinstance(frames, list) else None)
+                add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
+            elif action == "free_requested":
+                this_free_index = len(out)
+                add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
+            elif (prev_action == "free_requested" and prev_addr == addr      # free_completed
+                  and prev_free_index is not None):
+                out.deferred[prev_free_index] = 0      # immediate
+            else:
+                add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
+            if stream != last_stream:       # (adding it again would change nothing)
+                self.rec.devices.add(dev)
+                self.rec.streams.add(stream)
+                last_stream = stream
+            prev_action, prev_addr, prev_free_index = action, addr, this_free_index
+            i += 1
+        self.prev_action, self.prev_addr, self.prev_free_index = (prev_action, prev_addr,
+                                                                  prev_free_index)
 
     def feed(self, i, e):
         dev, out = self.dev, self.out
