@@ -74,6 +74,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].slack = base->slack;
     }
     h->pool_hi = h->npools;
+    for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = h->P->addr_order;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;
