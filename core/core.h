@@ -263,6 +263,11 @@ size_t gs_pool_count(const gs_heap *h, unsigned pool);
  * address-ordered first fit (RMM's arenas), in one descent. Only for a policy that sets
  * gs_policy_ops.addr_order (the core then keeps the address order; core/addr_index.c). */
 gs_block *gs_pool_first_fit(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+/* For a pick that takes its block (gs_policy_ops.pick_takes): the smallest free block of stream
+ * (not a later one) in pool with at least size bytes, taken out of the index in the same
+ * descent, or NULL; and a block found otherwise (gs_pool_lower_bound, ...) taken out. */
+gs_block *gs_pool_take_lower_bound(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+void gs_pool_take(gs_heap *h, gs_block *b);
 /* get_free_block calls made on the pool (counted only while the policy's GC is active); a
  * block's age is this count minus the count when it entered the index (0 while the GC is not
  * active: the heap has no limit or the policy collects no garbage). */

@@ -344,7 +344,7 @@ static gs_block *pick_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
     gs_block *b = h->P->pick(h, h->cfg, pool, stream, size);
     if (b) {
         g_assert(b->state == GS_BLOCK_FREE && b->pool == pool && b->size >= size);
-        pool_remove(h, b);
+        if (!h->P->pick_takes) pool_remove(h, b);
     }
     return b;
 }

@@ -163,6 +163,10 @@ typedef struct gs_policy_ops {
      * of a walk over every larger block. Every index update of the policy's pools pays a
      * second tree's update; the other policies pay one predictable branch. */
     bool addr_order;
+    /* Optional. True: pick returns its block already out of the index, taken with
+     * gs_pool_take_lower_bound or gs_pool_take (one descent of the index where a pick the core
+     * takes out costs two: the pick's and the removal's). */
+    bool pick_takes;
 } gs_policy_ops;
 
 struct gs_policy {
