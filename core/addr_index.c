@@ -76,7 +76,8 @@ static gs_block *remove_from(gs_block *n, const gs_block *b)
     if (n == b) return join(b->aleft, b->aright);
     if (b->addr < n->addr) n->aleft = remove_from(n->aleft, b);
     else n->aright = remove_from(n->aright, b);
-    fix(n);
+    /* the largest below n is another block's unless b was it: then the children's are read */
+    if (b->size >= n->amax) fix(n);
     return n;
 }
 
