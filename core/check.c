@@ -202,6 +202,33 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
     }
 }
 
+/* A stream's treap by address (addr_index.c): strictly ascending addresses, the heap property,
+ * each node's amax the largest size below it, only free blocks of that pool and stream.
+ * Returns the node count. */
+static size_t check_addr_tree(check_ctx *c, unsigned pool, uint32_t stream, const gs_block *n,
+                              const gs_block **last)
+{
+    if (!n) return 0;
+    size_t k = check_addr_tree(c, pool, stream, n->aleft, last);
+    INSIST(c, n->state == GS_BLOCK_FREE && n->pool == pool && n->stream == stream,
+           "address order of pool %u stream %u holds block " ADDR " (state %d, pool %u, "
+           "stream %u)", pool, stream, n->addr, n->state, n->pool, n->stream);
+    if (*last) INSIST(c, (*last)->addr < n->addr, "address order of pool %u out of order", pool);
+    uint64_t m = n->size;
+    if (n->aleft) {
+        INSIST(c, prio_of(n->aleft->addr) <= prio_of(n->addr), "address treap heap property");
+        m = MAX(m, n->aleft->amax);
+    }
+    if (n->aright) {
+        INSIST(c, prio_of(n->aright->addr) <= prio_of(n->addr), "address treap heap property");
+        m = MAX(m, n->aright->amax);
+    }
+    INSIST(c, n->amax == m, "block " ADDR ": amax " U64 ", its subtree's largest " U64, n->addr,
+           n->amax, m);
+    *last = n;
+    return k + 1 + check_addr_tree(c, pool, stream, n->aright, last);
+}
+
 /* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
  * in order, with the heap property; the bitmaps mark exactly the classes and rows that
  * hold blocks; the counts, each stream's largest and the tournament agree with what the treaps
@@ -246,6 +273,10 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
         }
         INSIST(c, largest == s->largest, "pool %u stream %u: largest is " U64 ", says " U64, i,
                si, largest, s->largest);
+        const gs_block *alast = NULL;
+        size_t na = check_addr_tree(c, i, si, s->by_addr, &alast);
+        INSIST(c, x->by_addr ? na == n : na == 0,
+               "pool %u stream %u: %zu blocks in address order, %zu by size", i, si, na, n);
         total += n;
     }
     for (uint32_t k = 1; k < x->ns; k++)

@@ -70,6 +70,7 @@ typedef struct {
     uint64_t largest;       /* the largest block's size (0 when empty), unless dirty */
     bool dirty;             /* largest may be out of date: the stream is on its pool's list */
     gs_frow *rows[GS_FL];   /* NULL until the row is first used */
+    gs_block *by_addr;      /* its blocks' treap by address, when the findex is by_addr */
 } gs_fstream;
 
 typedef struct {
@@ -79,6 +80,7 @@ typedef struct {
                              * (up to date once the dirty streams are refreshed) */
     uint32_t *dirty;        /* the streams whose largest may be out of date */
     uint32_t ndirty, dirty_cap;
+    bool by_addr;           /* also kept in address order (gs_policy_ops.addr_order) */
 } gs_findex;
 
 typedef struct {
@@ -219,6 +221,10 @@ gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first o
 gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b);
 gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
 void gs_findex_free(gs_findex *x);
+
+/* "addr_index.c": a findex's address order, for the policies that ask for it */
+void gs_addr_insert(gs_fstream *s, gs_block *b);
+void gs_addr_remove(gs_fstream *s, gs_block *b);
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
@@ -459,6 +465,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
     if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
+    if (G_UNLIKELY(x->by_addr)) gs_addr_insert(s, b);
 }
 
 /* Take out b, found at position at. */
@@ -471,6 +478,7 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
+    if (G_UNLIKELY(x->by_addr)) gs_addr_remove(s, b);
 }
 
 /* Take out b, a block of the index: a descent of its class's treap only. */

@@ -87,6 +87,11 @@ struct gs_block {
     gs_block **owner;       /* while PENDING: cleared to NULL when the core completes the free */
     uint64_t gc_base;       /* pool's get_free_block count when the block entered the index,
                              * while the heap collects garbage (gs_block_age) */
+    /* While FREE in a pool kept in address order too (gs_policy_ops.addr_order; addr_index.c):
+     * the links of its stream's treap by address, and the largest size under this node. In
+     * the second line, which only those policies' index updates touch. */
+    gs_block *aleft, *aright;
+    uint64_t amax;
 };
 
 _Static_assert(offsetof(gs_block, expandable) + 1 <= 64,
@@ -254,6 +259,15 @@ gs_block *gs_pool_last(const gs_heap *h, unsigned pool);
 gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
 size_t gs_pool_count(const gs_heap *h, unsigned pool); /* a walk: for tests and checks */
+/* The lowest-addressed free block of stream in pool with at least size bytes, or NULL: an
+ * address-ordered first fit (RMM's arenas), in one descent. Only for a policy that sets
+ * gs_policy_ops.addr_order (the core then keeps the address order; core/addr_index.c). */
+gs_block *gs_pool_first_fit(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+/* For a pick that takes its block (gs_policy_ops.pick_takes): the smallest free block of stream
+ * (not a later one) in pool with at least size bytes, taken out of the index in the same
+ * descent, or NULL; and a block found otherwise (gs_pool_lower_bound, ...) taken out. */
+gs_block *gs_pool_take_lower_bound(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+void gs_pool_take(gs_heap *h, gs_block *b);
 /* get_free_block calls made on the pool (counted only while the policy's GC is active); a
  * block's age is this count minus the count when it entered the index (0 while the GC is not
  * active: the heap has no limit or the policy collects no garbage). */

@@ -85,6 +85,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].slack = base->slack;
     }
     h->pool_hi = h->npools;
+    for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = h->P->addr_order;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;
@@ -352,7 +353,7 @@ static gs_block *pick_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
     gs_block *b = h->P->pick(h, h->cfg, pool, stream, size);
     if (b) {
         g_assert(b->state == GS_BLOCK_FREE && b->pool == pool && b->size >= size);
-        pool_remove(h, b);
+        if (!h->P->pick_takes) pool_remove(h, b);
     }
     return b;
 }

@@ -156,6 +156,17 @@ typedef struct gs_policy_ops {
      * core applies it without calling them. NULL or false: the core calls the hooks. Asked
      * once, when a heap is made. */
     bool (*fit_rule)(const void *cfg, gs_fit_rule *out);
+
+    /* Optional. True: the core also keeps each stream's free blocks of every pool in address
+     * order, each node with the largest size below it, so that gs_pool_first_fit finds the
+     * lowest-addressed block that holds a request in one descent (core/addr_index.c), instead
+     * of a walk over every larger block. Every index update of the policy's pools pays a
+     * second tree's update; the other policies pay one predictable branch. */
+    bool addr_order;
+    /* Optional. True: pick returns its block already out of the index, taken with
+     * gs_pool_take_lower_bound or gs_pool_take (one descent of the index where a pick the core
+     * takes out costs two: the pick's and the removal's). */
+    bool pick_takes;
 } gs_policy_ops;
 
 struct gs_policy {

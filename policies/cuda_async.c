@@ -146,7 +146,12 @@ static gs_block *async_pick(gs_heap *h, const void *cfgv, unsigned pool, uint32_
                             uint64_t rounded)
 {
     const async_cfg *cfg = cfgv;
-    return gs_family_stream_first(h, pool, stream, rounded, cfg->internal_deps);
+    /* the request's own stream first, taken out in the descent that finds it (pick_takes) */
+    gs_block *b = gs_pool_take_lower_bound(h, pool, stream, rounded);
+    if (b || !cfg->internal_deps) return b;
+    b = gs_family_stream_first(h, pool, stream, rounded, true);
+    if (b) gs_pool_take(h, b);
+    return b;
 }
 
 static gs_status async_grow(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
@@ -195,4 +200,5 @@ const gs_policy_ops gs_policy_cuda_async = {
     .pick = async_pick,
     .grow = async_grow,
     .release_some = async_release_some,
+    .pick_takes = true,
 };

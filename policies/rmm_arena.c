@@ -143,22 +143,14 @@ static bool arena_should_split(const void *cfg, const gs_block *b, uint64_t roun
 static uint64_t arena_oversize(const void *cfg) { return UINT64_MAX; }
 static bool arena_keeps_cache(const void *cfg) { return true; }
 
-/* The lowest-addressed free block of stream that holds size: RMM's first fit over a set of
- * superblocks in address order, then over each one's free blocks in address order. */
-static gs_block *first_fit_on(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
-{
-    gs_block *best = NULL;
-    for (gs_block *b = gs_pool_lower_bound(h, pool, stream, size); b && b->stream == stream;
-         b = gs_pool_next(h, b))
-        if (!best || b->addr < best->addr) best = b;
-    return best;
-}
-
 static gs_block *arena_pick(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
                             uint64_t rounded)
 {
-    /* large superblocks all live on stream 0: the global arena is one, shared by the streams */
-    return first_fit_on(h, pool, gs_pool_kind(pool) == kLarge ? 0 : stream, rounded);
+    /* The lowest-addressed free block of the stream that holds the request: RMM's first fit
+     * over a set of superblocks in address order, then over each one's free blocks in address
+     * order (one descent of the core's address order: addr_order). Large superblocks all live
+     * on stream 0: the global arena is one, shared by the streams. */
+    return gs_pool_first_fit(h, pool, gs_pool_kind(pool) == kLarge ? 0 : stream, rounded);
 }
 
 /* Give back the free blocks of pool that are whole segments (superblocks with nothing in them)
@@ -229,4 +221,5 @@ const gs_policy_ops gs_policy_rmm_arena = {
     .pick = arena_pick,
     .grow = arena_grow,
     .keeps_cache = arena_keeps_cache,
+    .addr_order = true,
 };

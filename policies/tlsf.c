@@ -113,7 +113,8 @@ static uint64_t tlsf_oversize(const void *cfg) { return UINT64_MAX; }
 static gs_block *tlsf_pick(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
                            uint64_t rounded)
 {
-    return gs_family_best_fit0(h, pool, gs_tlsf_search_size(cfg, rounded));
+    /* every block is on stream 0; taken out in the descent that finds it (pick_takes) */
+    return gs_pool_take_lower_bound(h, pool, 0, gs_tlsf_search_size(cfg, rounded));
 }
 
 static gs_status tlsf_grow(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
@@ -144,4 +145,5 @@ const gs_policy_ops gs_policy_tlsf = {
     .oversize = tlsf_oversize,
     .pick = tlsf_pick,
     .grow = tlsf_grow,
+    .pick_takes = true,
 };
