@@ -32,6 +32,13 @@
 #else
 #define GS_HOT static inline
 #endif
+/* For functions the hot path calls only on a rare branch: the compiler keeps the call's set-up
+ * off the common path (a plain call there made it spill registers on every malloc). */
+#if defined(__GNUC__)
+#define GS_COLD __attribute__((cold))
+#else
+#define GS_COLD
+#endif
 
 /* ------------------------------------------------------------------------------------------
  * The free-block index's types (index.c)
@@ -69,6 +76,7 @@ typedef struct {
     uint64_t rows_bits;     /* rows that hold blocks (none: the stream holds none) */
     uint64_t largest;       /* the largest block's size (0 when empty), unless dirty */
     bool dirty;             /* largest may be out of date: the stream is on its pool's list */
+    bool addr_order;        /* its findex's by_addr, copied here: tested with dirty's line */
     gs_frow *rows[GS_FL];   /* NULL until the row is first used */
     gs_block *by_addr;      /* its blocks' treap by address, when the findex is by_addr */
 } gs_fstream;
@@ -223,8 +231,8 @@ gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
 void gs_findex_free(gs_findex *x);
 
 /* "addr_index.c": a findex's address order, for the policies that ask for it */
-void gs_addr_insert(gs_fstream *s, gs_block *b);
-void gs_addr_remove(gs_fstream *s, gs_block *b);
+GS_COLD void gs_addr_insert(gs_fstream *s, gs_block *b);
+GS_COLD void gs_addr_remove(gs_fstream *s, gs_block *b);
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
@@ -465,7 +473,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
     if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
-    if (G_UNLIKELY(x->by_addr)) gs_addr_insert(s, b);
+    if (G_UNLIKELY(s->addr_order)) gs_addr_insert(s, b);
 }
 
 /* Take out b, found at position at. */
@@ -478,7 +486,7 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
-    if (G_UNLIKELY(x->by_addr)) gs_addr_remove(s, b);
+    if (G_UNLIKELY(s->addr_order)) gs_addr_remove(s, b);
 }
 
 /* Take out b, a block of the index: a descent of its class's treap only. */

@@ -51,6 +51,7 @@ gs_fstream *gs_findex_stream_new(gs_findex *x, uint32_t stream)
             x->tmax[i] = MAX(x->tmax[2 * i], x->tmax[2 * i + 1]);
     }
     x->s[stream] = g_new0(gs_fstream, 1);
+    x->s[stream]->addr_order = x->by_addr;
     return x->s[stream];
 }
 
