@@ -14,27 +14,16 @@
 
 /* ---- block structs ---- */
 
-/* The spare stack ran dry: a new slab's blocks go onto it (block_take, core-int.h). Once the
- * heap holds HUGE_SLABS_AFTER slabs (8 MiB of block structs), a slab is a 2 MiB huge page
- * (gs_huge_alloc): with 10^6 live blocks a block's line is otherwise a TLB miss too. Small
- * heaps keep the small slabs (no 2 MiB to fault in for a short trace). */
-#define HUGE_SLABS_AFTER 256
+/* The spare stack ran dry: a new slab's blocks go onto it (block_take, core-int.h). */
 void gs_block_slab_refill(gs_heap *h)
 {
-    bool huge = h->slabs->len >= HUGE_SLABS_AFTER;
-    size_t n = huge ? GS_HUGE_PAGE / sizeof(gs_block) : SLAB_BLOCKS;
-    gs_block *slab;
-    if (huge) {
-        slab = gs_huge_alloc(GS_HUGE_PAGE, false);
-    } else {
-        void *mem = NULL;
-        if (posix_memalign(&mem, _Alignof(gs_block), SLAB_BLOCKS * sizeof(gs_block)) != 0)
-            g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
-        slab = mem;
-    }
+    void *mem = NULL;
+    if (posix_memalign(&mem, _Alignof(gs_block), SLAB_BLOCKS * sizeof(gs_block)) != 0)
+        g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
+    gs_block *slab = mem;
     g_ptr_array_add(h->slabs, slab);
-    while (h->spare_cap - h->nspare < n) gs_block_spare_grow(h);
-    for (size_t i = n; i-- > 0;) h->spare[h->nspare++] = &slab[i];
+    while (h->spare_cap - h->nspare < SLAB_BLOCKS) gs_block_spare_grow(h);
+    for (int i = SLAB_BLOCKS; i-- > 0;) h->spare[h->nspare++] = &slab[i];
 }
 
 /* Room for more spare block pointers. */

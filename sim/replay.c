@@ -1,7 +1,6 @@
 /* replay.c - the replay engine: drive a trace's events through one allocator, and load reference
  * answers (what the real allocator did) for side-by-side comparison.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "clients.h"
@@ -682,8 +681,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         g_free(tally.rows);
         return FALSE;
     }
-    /* read at random places: on huge pages once large (util.h, gs_huge_alloc) */
-    gs_block **slots = gs_huge_alloc((t->n_slots ? t->n_slots : 1) * sizeof(gs_block *), true);
+    gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
     run_passes(h, mc, NULL, be, t, slots, o, r);
 
     r->script_used = gs_sim_script_used(be);
@@ -699,7 +697,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         r->teardown_failures = gs_heap_free_all(h);
     }
     (void)gs_dev_mem_info(be, NULL, &r->dev_free_after, &dev_total);
-    free(slots);
+    g_free(slots);
     if (!o->backend) gs_backend_destroy(be);
     gs_calibration_free(own_cal);
     (void)err;

@@ -2,7 +2,6 @@
  * memory), the latency model, and the fault injector. */
 #include <glib/gstdio.h>
 #include <math.h>
-#include <stdlib.h>
 
 #include "testutil.h"
 
@@ -291,22 +290,6 @@ START_TEST(observer_sees_kind_size_time_and_status)
 }
 END_TEST
 
-START_TEST(huge_alloc_is_aligned_and_zeroed)
-{
-    /* 2 MiB-aligned from one huge page up (util.h), 64-byte aligned below; zeroed when asked */
-    unsigned char *big = gs_huge_alloc(2 * GS_HUGE_PAGE + 64, true);
-    ck_assert_uint_eq((uintptr_t)big % GS_HUGE_PAGE, 0);
-    for (size_t i = 0; i < 2 * GS_HUGE_PAGE + 64; i += 4093) ck_assert_uint_eq(big[i], 0);
-    ck_assert_uint_eq(big[2 * GS_HUGE_PAGE + 63], 0);
-    free(big);
-    unsigned char *small = gs_huge_alloc(100, true);
-    ck_assert_uint_eq((uintptr_t)small % 64, 0);
-    for (size_t i = 0; i < 100; i++) ck_assert_uint_eq(small[i], 0);
-    free(small);
-    free(gs_huge_alloc(0, false));
-}
-END_TEST
-
 START_TEST(median_of_odd_even_and_none)
 {
     double odd[] = {5, 1, 3}, even[] = {4, 1, 3, 2};
@@ -540,7 +523,6 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, faulty_probability_is_seeded);
     tcase_add_test(tc, strerror_names_every_status);
     tcase_add_test(tc, median_of_odd_even_and_none);
-    tcase_add_test(tc, huge_alloc_is_aligned_and_zeroed);
     tcase_add_test(tc, observer_sees_kind_size_time_and_status);
     suite_add_tcase(s, tc);
     TCase *tv = tcase_create("vmm");

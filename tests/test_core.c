@@ -5,31 +5,6 @@
 
 #define DEV (80 * GiB)
 
-/* Past 256 slabs (65536 block structs) the heap takes its block structs from 2 MiB slabs
- * (heap.c, gs_block_slab_refill): a heap that large stays consistent through allocation,
- * scattered frees and reuse. gs_heap_check runs after each phase, not each operation (it walks
- * every block). */
-START_TEST(block_structs_past_the_huge_slab_threshold)
-{
-    fixture f = fx_new("pytorch", DEV, 0);
-    enum { N = 90000 };
-    gs_block **b = g_new(gs_block *, N);
-    for (int i = 0; i < N; i++)
-        ck_assert_int_eq(gs_heap_malloc(f.heap, 512 * (1 + (uint64_t)i % 7), 0, &b[i]), GS_OK);
-    check_heap(f.heap);
-    for (int i = 0; i < N; i += 3) gs_heap_free(f.heap, b[i]);
-    check_heap(f.heap);
-    for (int i = 0; i < N; i += 3)
-        ck_assert_int_eq(gs_heap_malloc(f.heap, 512, 0, &b[i]), GS_OK);
-    check_heap(f.heap);
-    for (int i = 0; i < N; i++) gs_heap_free(f.heap, b[i]);
-    check_heap(f.heap);
-    ck_assert_int_eq(STAT(f.heap, allocated_bytes, ALL).current, 0);
-    g_free(b);
-    fx_free(&f);
-}
-END_TEST
-
 START_TEST(small_request_takes_low_end_of_2mib_segment)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -1367,7 +1342,6 @@ static Suite *core_suite(void)
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("pytorch");
     tcase_add_test(tc, small_request_takes_low_end_of_2mib_segment);
-    tcase_add_test(tc, block_structs_past_the_huge_slab_threshold);
     tcase_add_test(tc, stitch_growth_is_one_handle_of_the_size_needed);
     tcase_add_test(tc, stitch_moves_free_handles_instead_of_creating);
     tcase_add_test(tc, stitch_plentiful_memory_creates_instead_of_moving);

@@ -129,13 +129,6 @@ void gs_json_str(FILE *out, const char *s);
 /* The median of n values (0 for none). Sorts v in place, so percentiles can be read after. */
 double gs_median(double *v, size_t n);
 
-/* ---- large arrays read at random places (hugemem.c) ---- */
-#define GS_HUGE_PAGE ((size_t)2 << 20)
-/* bytes of host memory (zeroed when zero), 2 MiB-aligned and advised to the kernel as
- * transparent huge pages when at least GS_HUGE_PAGE (64-byte aligned otherwise); free with
- * free(). Aborts when the host is out of memory, as g_new does. */
-void *gs_huge_alloc(size_t bytes, bool zero);
-
 G_END_DECLS
 
 #endif
