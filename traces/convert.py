@@ -834,23 +834,17 @@ class SnapshotWalker:
                 if idx in top_slots:
                     self._forget()
                 fr = e[5]
-                if fr.__class__ is not _Frames and isinstance(fr, list):
-                    idx = pop(id(fr), None)
-                    if idx is not None:
-                        self._set(idx, _Frames(top_user_frame(fr)))
-                        if idx in top_slots:
-                            self._forget()
-                continue
-            # the entry's memo slot, if it has one, now refuses a second reference
-            idx = pop(id(e), None)
-            if idx is not None:
-                if idx < len(memo):
-                    memo[idx] = _GONE_EVENT
-                else:
-                    self._set(idx, _GONE_EVENT)
-                if idx in top_slots:
-                    self._forget()
-            fr = e.get("frames") if e.__class__ is dict or isinstance(e, dict) else None
+            else:
+                # the entry's memo slot, if it has one, now refuses a second reference
+                idx = pop(id(e), None)
+                if idx is not None:
+                    if idx < len(memo):
+                        memo[idx] = _GONE_EVENT
+                    else:
+                        self._set(idx, _GONE_EVENT)
+                    if idx in top_slots:
+                        self._forget()
+                fr = e.get("frames") if e.__class__ is dict or isinstance(e, dict) else None
             if fr.__class__ is not _Frames and isinstance(fr, list):
                 idx = pop(id(fr), None)
                 if idx is not None:
