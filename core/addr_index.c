@@ -8,8 +8,9 @@
  * left subtree holds a block large enough, else take the node if it is, else go right. The
  * links live in the blocks' second cache line, which the size-class index does not read; the
  * priorities are the size-class treaps' hash of the address, so a replay stays deterministic.
- * findex_insert and findex_unlink (core-int.h) call in here behind one branch on by_addr: every
- * other policy pays that branch and nothing else.
+ * findex_insert and findex_unlink (core-int.h) call in here behind one branch on the stream's
+ * addr_order (the findex's by_addr, copied into the stream's first line): every other policy
+ * pays that branch and nothing else.
  *
  * Recursive: the depth is that of a treap (about 2 log2 n expected), and these policies are the
  * only callers.

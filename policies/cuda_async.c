@@ -149,7 +149,7 @@ static gs_block *async_pick(gs_heap *h, const void *cfgv, unsigned pool, uint32_
     /* the request's own stream first, taken out in the descent that finds it (pick_takes) */
     gs_block *b = gs_pool_take_lower_bound(h, pool, stream, rounded);
     if (b || !cfg->internal_deps) return b;
-    b = gs_family_stream_first(h, pool, stream, rounded, true);
+    b = gs_family_other_stream_first(h, pool, stream, rounded);
     if (b) gs_pool_take(h, b);
     return b;
 }

@@ -115,9 +115,14 @@ gs_block *gs_family_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uin
 {
     gs_block *b = gs_pool_lower_bound(h, pool, stream, size);
     if (b && b->stream == stream) return b;
-    if (!others) return NULL;
+    return others ? gs_family_other_stream_first(h, pool, stream, size) : NULL;
+}
+
+gs_block *gs_family_other_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+{
     /* The index is ordered by (stream, size, address): one descent per stream that holds a
      * block of at least size, skipping the streams that hold none. */
+    gs_block *b;
     uint32_t t = 0;
     while (t < GS_MAX_STREAMS && (b = gs_pool_lower_bound(h, pool, t, size))) {
         if (b->stream == t) {

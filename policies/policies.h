@@ -63,6 +63,10 @@ gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size);
  * order and takes the first list's best fit). */
 gs_block *gs_family_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
                                  bool others);
+/* Its second half alone: the smallest that fits on the lowest-numbered stream other than
+ * stream that has one (for a pick that has searched stream itself already). */
+gs_block *gs_family_other_stream_first(gs_heap *h, unsigned pool, uint32_t stream,
+                                       uint64_t size);
 
 /* TLSF's mapping_search for the tlsf policy's cfg: the lower edge of the first size class whose
  * every block serves size (exposed for tests). */
