@@ -629,7 +629,7 @@ def read_snapshot(f, progress=None):
 # loop, with the same dict and
 # the same memo slots; what each frame reference is (a user's frame, a library's) is found
 # once (_frame_top). Anything else goes through the loop, so both read the same objects. An
-# entry that DeviceEvents.feed takes on its fast path is not even made a dict: a _Pending
+# entry that DeviceEvents.feed_batch takes on its fast path is not even made a dict: a _Pending
 # carries its fields to feed_batch, and becomes its dict only where the pickle would see it.
 # ---------------------------------------------------------------------------------------------
 
@@ -1042,7 +1042,7 @@ class SnapshotWalker:
     def _values(self, names, vals, roles=None):
         """The entry (a dict) of these key strings and value opcodes (the groups of _ENTRY or
         of a layout's pattern), or None, with nothing changed (_entry says when). With roles
-        (_roles: where its fields are), an entry that DeviceEvents.feed would take on its
+        (_roles: where its fields are), an entry that DeviceEvents.feed_batch would take on its
         fast path comes as a _Pending instead, the dict left unmade (it would only be read
         back: about a fifth of the reading)."""
         memo = self.memo
@@ -1131,7 +1131,7 @@ class SnapshotWalker:
             if roles is not None and not own:
                 ia, iaddr, isize, istream, it, ifr = roles
                 action, addr, size, stream, t = xs[ia], xs[iaddr], xs[isize], xs[istream], xs[it]
-                # DeviceEvents.feed's condition for its fast path
+                # DeviceEvents.feed_batch's condition for its fast path
                 if (action.__class__ is str and action in _FAST_ACTIONS and
                         addr.__class__ is int and size.__class__ is int and
                         stream.__class__ is int and t.__class__ is int and
@@ -2092,7 +2092,7 @@ def _snapshot_final_pool_segments(segments):
     return out
 
 
-# DeviceEvents.feed's common case: the program's own actions (the allocator's are few, and
+# DeviceEvents.feed_batch's fast path: the program's own actions (the allocator's are few, and
 # whatever they come to carry goes through the checks one by one)
 _FAST_ACTIONS = frozenset(PROGRAM_ACTIONS)
 
@@ -2110,25 +2110,41 @@ class DeviceEvents:
         self.prev_free_index = None   # index in out of the 'free' made from it, if it was one
 
     def feed_batch(self, i, items):
-        """feed each of items (the first the entry of index i): a dict, or a _Pending, which
-        is taken as feed's fast path takes its dict (SnapshotWalker._values made it only for
-        an entry that passes its test)."""
+        """Each of items (the first the entry of index i): a _Pending (SnapshotWalker._values
+        made it only for an entry that passes the fast path's test), or a dict, taken on the
+        fast path when it passes that test and by feed, checked field by field, when not."""
         dev, out = self.dev, self.out
         add = out.add
         prev_action, prev_addr, prev_free_index = (self.prev_action, self.prev_addr,
                                                    self.prev_free_index)
         last_stream = None
         for e in items:
-            if e.__class__ is not _Pending:
-                self.prev_action, self.prev_addr, self.prev_free_index = (
-                    prev_action, prev_addr, prev_free_index)
-                self.feed(i, e)
-                prev_action, prev_addr, prev_free_index = (self.prev_action, self.prev_addr,
-                                                           self.prev_free_index)
-                i += 1
-                continue
+            if e.__class__ is _Pending:
+                action, addr, size, stream, t, frames = e[:6]
+            else:
+                # The common entry (alloc, free_requested or free_completed; addr, size, stream
+                # and time_us plain ints in range) as a dict: the same test as _values makes
+                # before it makes a _Pending, and the same Events as feed's checks give.
+                if e.__class__ is dict:
+                    action = e.get("action")
+                    addr, size, stream, t = (e.get("addr"), e.get("size"), e.get("stream"),
+                                             e.get("time_us"))
+                    fast = (action.__class__ is str and action in _FAST_ACTIONS and
+                            addr.__class__ is int and size.__class__ is int and
+                            stream.__class__ is int and t.__class__ is int and
+                            0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT)
+                else:
+                    fast = False
+                if not fast:
+                    self.prev_action, self.prev_addr, self.prev_free_index = (
+                        prev_action, prev_addr, prev_free_index)
+                    self.feed(i, e)
+                    prev_action, prev_addr, prev_free_index = (self.prev_action, self.prev_addr,
+                                                               self.prev_free_index)
+                    i += 1
+                    continue
+                frames = e.get("frames")
             self.count += 1
-            action, addr, size, stream, t, frames = e[:6]
             this_free_index = None
             if action == "alloc":
                 frame = (frames.top if frames.__class__ is _Frames else
@@ -2152,37 +2168,10 @@ class DeviceEvents:
                                                                   prev_free_index)
 
     def feed(self, i, e):
+        """Entry e (of index i), checked field by field: every entry that feed_batch does not
+        take on its fast path (the Events must be the same either way)."""
         dev, out = self.dev, self.out
         self.count += 1
-        # The common entry first (alloc, free_requested or free_completed; addr, size, stream
-        # and time_us plain ints in range): the same Events as below, without its checks one
-        # by one. What feed reads from an entry or puts in an Event must be the same here.
-        if e.__class__ is dict:
-            action = e.get("action")
-            addr, size, stream, t = e.get("addr"), e.get("size"), e.get("stream"), e.get("time_us")
-            if (action.__class__ is str and action in _FAST_ACTIONS and addr.__class__ is int
-                    and size.__class__ is int and stream.__class__ is int and t.__class__ is int
-                    and 0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT):
-                this_free_index = None
-                if action == "alloc":
-                    frames = e.get("frames")
-                    frame = (frames.top if frames.__class__ is _Frames else
-                             top_user_frame(frames) if isinstance(frames, list) else None)
-                    out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
-                elif action == "free_requested":
-                    this_free_index = len(out)
-                    out.add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
-                elif action == "free_completed":
-                    if (self.prev_action == "free_requested" and self.prev_addr == addr
-                            and self.prev_free_index is not None):
-                        out.deferred[self.prev_free_index] = 0      # immediate
-                    else:
-                        out.add(_A_FREE_DONE, dev, stream, addr, size, t, 0, i, None)
-                self.rec.devices.add(dev)
-                self.rec.streams.add(stream)
-                self.prev_action, self.prev_addr, self.prev_free_index = (action, addr,
-                                                                          this_free_index)
-                return
         where = f"device {dev} event {i}"
         if not isinstance(e, dict):
             raise ConvertError(f"{where}: not a dict")
@@ -2242,8 +2231,7 @@ class DeviceEvents:
 def _snapshot_device_events(dev, evs, rec):
     """Turn one device's snapshot events (a list) into Events."""
     d = DeviceEvents(dev, rec)
-    for i, e in enumerate(evs):
-        d.feed(i, e)
+    d.feed_batch(0, evs)
     return d.out
 
 
