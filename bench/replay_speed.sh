@@ -15,7 +15,9 @@
 #                        and traces/references/*/, converted with traces/convert.py into
 #                        OUT/traces) under its run's setting and cap, with --continue-on-oom
 #                        (a run that meets an OOM goes on; one whose last event is the OOM it
-#                        died of still stops there: the line says so); a trace of over 13,000
+#                        died of ends each pass there; a binary from before 2026-11-23's fifth
+#                        session stopped in its first pass, and a replay that stops early is
+#                        marked on its line); a trace of over 13,000
 #                        events is replayed fewer times per run (about 2.6 M events a run)
 #   scaling-new.txt, scaling-old.txt   bench_replay --scaling (10^3 to 10^6 live), 5 runs each
 #   machine.txt          uname, CPU, cores, load
@@ -70,9 +72,9 @@ print(('pytorch:' + d['allocator_conf']) if d.get('allocator_conf') else 'pytorc
     [ "$cap" = 0 ] || args="$args --capacity $cap"
     stops=""
     # shellcheck disable=SC2086
-    "$new" "$t" --runs 1 --repeat 1 --continue-on-oom --policy "$pol" \
+    "$new" "$t" --runs 1 --repeat 2 --continue-on-oom --policy "$pol" \
         $([ "$cap" = 0 ] || echo --capacity "$cap") | grep -q 'stopped after' &&
-        stops=" (stops at its last event, the OOM the recorded run died of: one pass per run, setup included)"
+        stops=" (NEW stops in its first pass: the rates measure mostly setup)"
     echo "# $n ($events events): $args$stops" >>"$out/reference.txt"
     # shellcheck disable=SC2086
     "$here/compare.sh" "$old" "$new" "$rounds" "$t" -- $args | tail -n +2 >>"$out/reference.txt"

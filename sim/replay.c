@@ -443,6 +443,12 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
                 st = GS_OK;
             } else if (st == GS_ERR_OOM) {
                 fatal_oom(mc, md, r, h, t, e, i);
+                if (done_before + n < total) {
+                    /* The death was the pass's last event; a benchmark's repeat (o->repeat)
+                     * starts its next pass from the freed state, as after any pass. */
+                    st = GS_OK;
+                    break;
+                }
                 if (mc) gs_clients_after(mc, e, slots);
                 if (md) gs_devices_after(md);
                 if (!plain && o->observe) o->observe(h, e, done_before + i, o->observe_ud);

@@ -97,7 +97,9 @@ typedef struct {
     gs_backend *backend;          /* optional: run on this backend instead of a new sim device */
     gs_progress_fn progress;      /* optional, called every 2^20 events */
     void *progress_ud;
-    unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1 */
+    unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1;
+                                   * a trace that ends in the OOM its run died of is
+                                   * replayed to that end each time */
     bool touch;                   /* write every allocation once (real memory: --touch) */
     /* Each time reserved memory reaches a new peak, ask the device how much memory it has lost
      * since the start (cudaMemGetInfo, not counted as the allocator's call): the driver's view

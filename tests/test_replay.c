@@ -331,6 +331,29 @@ START_TEST(replay_oom_events)
 }
 END_TEST
 
+/* A benchmark's repeat (o.repeat) of a trace that ends in the OOM its run died of: each pass
+ * ends there and the next starts from the freed state, so every pass is replayed (a run that
+ * stopped after the first measured mostly its setup); the first OOM is the first pass's. */
+START_TEST(replay_repeat_goes_past_the_death)
+{
+    gs_trace *t = oom_trace();
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new("pytorch", &err);
+    gs_replay_opts o = {.capacity = 100 * MiB, .device_total = 80 * GiB, .repeat = 3};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, &err));
+    ck_assert_uint_eq(r.events, 15);
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.first_oom_event, 4);
+    ck_assert_uint_eq(r.caught_ooms, 3);
+    ck_assert_uint_eq(r.stats.num_ooms, 6);
+    ck_assert_int_eq(r.stats.allocation[GS_STAT_ALL].allocated, 6);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
 /* Device 0: 30 MiB, freed, its cache emptied; device 1: 50 MiB, then 40 MiB. */
 static gs_trace *two_device_trace(void)
 {
@@ -692,6 +715,7 @@ static Suite *replay_suite(void)
     tcase_add_test(tc, format_sizes);
     tcase_add_test(tc, reference_files);
     tcase_add_test(tc, replay_oom_events);
+    tcase_add_test(tc, replay_repeat_goes_past_the_death);
     tcase_add_test(tc, replay_several_devices);
     tcase_add_test(tc, report_says_what_the_trace_can_tell);
     tcase_add_test(tc, reference_per_device);
