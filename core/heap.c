@@ -844,23 +844,122 @@ const gs_stats *gs_heap_stats_now(const gs_heap *h)
     return &m->st;
 }
 
-static inline void peak_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
+void gs_stats_sums_init(gs_stats_sums *s)
 {
-    int64_t v = 0;
-    for (size_t k = 0; k < n; k++)
-        v += ((const gs_stat *)(const void *)((const char *)hs[k] + off))->current;
-    if (v > tot->peak) tot->peak = v;
+    memset(s, 0, sizeof *s);
+    s->at = SIZE_MAX;
 }
 
-void gs_stats_peak_sums(gs_stats *total, const gs_stats *const *hs, size_t n)
+static inline int64_t cur_of(const gs_stat a[GS_STAT_TYPES], int t)
 {
-#define PEAK_SUMS(name)                                                                         \
-    for (int t = 0; t < GS_STAT_TYPES; t++)                                                     \
-        peak_sum(&total->name[t], hs, n, offsetof(gs_stats, name) + (size_t)t * sizeof(gs_stat));
-    GS_STAT_ARRAYS(PEAK_SUMS)
-#undef PEAK_SUMS
-    peak_sum(&total->oversize_allocations, hs, n, offsetof(gs_stats, oversize_allocations));
-    peak_sum(&total->oversize_segments, hs, n, offsetof(gs_stats, oversize_segments));
+    return t == GS_STAT_ALL ? stat_all(a) : a[t].current;
+}
+
+/* h's current of stat name[t] as gs_heap_stats_now gives it (stats_fill), from the figures the
+ * hot path keeps, without filling anything in: active and active_bytes are allocation and
+ * allocated_bytes plus the pending frees. (The names' compares are constants.) */
+#define CUR(h, name, t)                                                                         \
+    (offsetof(gs_stats, name) == offsetof(gs_stats, active)                                     \
+         ? cur_of((h)->st.allocation, t) + (h)->pend_n[t]                                       \
+     : offsetof(gs_stats, name) == offsetof(gs_stats, active_bytes)                             \
+         ? cur_of((h)->st.allocated_bytes, t) + (h)->pend_bytes[t]                              \
+         : cur_of((h)->st.name, t))
+
+/* Whether some current of h is above its threshold in thr: one compare a stat, almost never
+ * true (the check after every event). */
+static inline bool stats_above(const gs_heap *h, const gs_stats *thr)
+{
+#define ABOVE(name)                                                                             \
+    if (CUR(h, name, GS_STAT_ALL) > thr->name[GS_STAT_ALL].current ||                           \
+        CUR(h, name, GS_STAT_SMALL) > thr->name[GS_STAT_SMALL].current ||                       \
+        CUR(h, name, GS_STAT_LARGE) > thr->name[GS_STAT_LARGE].current)                         \
+        return true;
+    GS_STAT_ARRAYS(ABOVE)
+#undef ABOVE
+    return h->st.oversize_allocations.current > thr->oversize_allocations.current ||
+           h->st.oversize_segments.current > thr->oversize_segments.current;
+}
+
+/* Some current of heaps[k] is above its threshold, or the thresholds are another heap's (or
+ * none): set them for heaps[k], each peak less the other heaps' currents, then raise each
+ * peak whose threshold heaps[k]'s current passed (to the other heaps' currents plus its), and
+ * at a new peak of allocated or reserved bytes note the state there, over every heap, as a
+ * heap does for its own (stat2_inc's requested_at_peak_allocated, note_peak_reserved). */
+static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, size_t n,
+                                       size_t k)
+{
+    gs_stats *p = &s->peaks, *thr = &s->thr;
+    /* each type written out: a constant t lets CUR lose its branch (a loop cost 2x) */
+#define EACH_TYPE(stmt)                                                                         \
+    do {                                                                                        \
+        enum { t = GS_STAT_ALL };                                                               \
+        stmt;                                                                                   \
+    } while (0);                                                                                \
+    do {                                                                                        \
+        enum { t = GS_STAT_SMALL };                                                             \
+        stmt;                                                                                   \
+    } while (0);                                                                                \
+    do {                                                                                        \
+        enum { t = GS_STAT_LARGE };                                                             \
+        stmt;                                                                                   \
+    } while (0);
+    if (s->at != k) {
+#define FROM_PEAK(name)                                                                         \
+    EACH_TYPE(thr->name[t].current = p->name[t].peak)
+        GS_STAT_ARRAYS(FROM_PEAK)
+#undef FROM_PEAK
+        thr->oversize_allocations.current = p->oversize_allocations.peak;
+        thr->oversize_segments.current = p->oversize_segments.peak;
+        for (size_t j = 0; j < n; j++) {
+            const gs_heap *o = heaps[j];
+            if (j == k) continue;
+#define LESS_OTHER(name) EACH_TYPE(thr->name[t].current -= CUR(o, name, t))
+            GS_STAT_ARRAYS(LESS_OTHER)
+#undef LESS_OTHER
+            thr->oversize_allocations.current -= o->st.oversize_allocations.current;
+            thr->oversize_segments.current -= o->st.oversize_segments.current;
+        }
+        s->at = k;
+    }
+    const gs_heap *h = heaps[k];
+    int64_t old_allocated = p->allocated_bytes[GS_STAT_ALL].peak;
+    int64_t old_reserved = p->reserved_bytes[GS_STAT_ALL].peak;
+#define RAISE(tp, pp, c)                                                                        \
+    do {                                                                                        \
+        int64_t c_ = (c);                                                                       \
+        if (c_ > (tp)->current) {                                                               \
+            (pp)->peak += c_ - (tp)->current;                                                   \
+            (tp)->current = c_;                                                                 \
+        }                                                                                       \
+    } while (0)
+#define RAISE_ARRAY(name) EACH_TYPE(RAISE(&thr->name[t], &p->name[t], CUR(h, name, t)))
+    GS_STAT_ARRAYS(RAISE_ARRAY)
+#undef RAISE_ARRAY
+    RAISE(&thr->oversize_allocations, &p->oversize_allocations, h->st.oversize_allocations.current);
+    RAISE(&thr->oversize_segments, &p->oversize_segments, h->st.oversize_segments.current);
+#undef RAISE
+#undef EACH_TYPE
+    if (p->allocated_bytes[GS_STAT_ALL].peak > old_allocated) {
+        p->requested_at_peak_allocated = 0;
+        for (size_t j = 0; j < n; j++)
+            p->requested_at_peak_allocated += CUR(heaps[j], requested_bytes, GS_STAT_ALL);
+    }
+    if (p->reserved_bytes[GS_STAT_ALL].peak > old_reserved) {
+        uint64_t largest = 0, all = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t big = 0;
+            all += gs_heap_free_bytes(heaps[j], &big);
+            largest = MAX(largest, big);
+        }
+        p->largest_free_at_peak_reserved = largest;
+        p->total_free_at_peak_reserved = all;
+    }
+}
+
+void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
+{
+    if (G_LIKELY(s->at == k) && !stats_above(heaps[k], &s->thr)) return;
+    sums_fold(s, heaps, n, k);
 }
 
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
