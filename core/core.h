@@ -236,6 +236,9 @@ typedef struct {
     gs_stats peaks;  /* each gs_stat's peak and the figures at peaks; the rest stays 0 */
     gs_stats thr;    /* each gs_stat's current: the threshold for heap at */
     size_t at;       /* SIZE_MAX: none (the next call sums every heap) */
+    /* the lower thresholds of allocation and active, of allocated_bytes and active_bytes,
+     * by type: one compare for each pair while no free is pending */
+    int64_t lo_n[GS_STAT_TYPES], lo_bytes[GS_STAT_TYPES];
 } gs_stats_sums;
 
 void gs_stats_sums_init(gs_stats_sums *s);

@@ -865,17 +865,38 @@ static inline int64_t cur_of(const gs_stat a[GS_STAT_TYPES], int t)
          ? cur_of((h)->st.allocated_bytes, t) + (h)->pend_bytes[t]                              \
          : cur_of((h)->st.name, t))
 
-/* Whether some current of h is above its threshold in thr: one compare a stat, almost never
- * true (the check after every event). */
-static inline bool stats_above(const gs_heap *h, const gs_stats *thr)
+/* Whether some current of h is above its threshold: one compare a stat, almost never true (the
+ * check after every event). With no free pending (nearly always), active and active_bytes
+ * equal allocation and allocated_bytes, so each such pair is one compare with the lower of
+ * their thresholds (s->lo_n, s->lo_bytes). */
+static inline bool stats_above(const gs_heap *h, const gs_stats_sums *s)
 {
-#define ABOVE(name)                                                                             \
-    if (CUR(h, name, GS_STAT_ALL) > thr->name[GS_STAT_ALL].current ||                           \
-        CUR(h, name, GS_STAT_SMALL) > thr->name[GS_STAT_SMALL].current ||                       \
-        CUR(h, name, GS_STAT_LARGE) > thr->name[GS_STAT_LARGE].current)                         \
+    const gs_stats *thr = &s->thr;
+#define IS(name, other) (offsetof(gs_stats, name) == offsetof(gs_stats, other))
+#define ABOVE3(name, THR)                                                                       \
+    if (CUR(h, name, GS_STAT_ALL) > THR(name, GS_STAT_ALL) ||                                   \
+        CUR(h, name, GS_STAT_SMALL) > THR(name, GS_STAT_SMALL) ||                               \
+        CUR(h, name, GS_STAT_LARGE) > THR(name, GS_STAT_LARGE))                                 \
         return true;
-    GS_STAT_ARRAYS(ABOVE)
+#define THR(name, t) (thr->name[t].current)
+#define THR_LO(name, t)                                                                         \
+    (IS(name, allocation) ? s->lo_n[t] : IS(name, allocated_bytes) ? s->lo_bytes[t] : THR(name, t))
+#define ABOVE(name) ABOVE3(name, THR)
+#define ABOVE_NO_PENDING(name)                                                                  \
+    if (!IS(name, active) && !IS(name, active_bytes)) {                                         \
+        ABOVE3(name, THR_LO)                                                                    \
+    }
+    if (G_LIKELY(!h->pend_n[GS_STAT_ALL])) {
+        GS_STAT_ARRAYS(ABOVE_NO_PENDING)
+    } else {
+        GS_STAT_ARRAYS(ABOVE)
+    }
+#undef ABOVE_NO_PENDING
 #undef ABOVE
+#undef THR_LO
+#undef THR
+#undef ABOVE3
+#undef IS
     return h->st.oversize_allocations.current > thr->oversize_allocations.current ||
            h->st.oversize_segments.current > thr->oversize_segments.current;
 }
@@ -939,6 +960,10 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
     RAISE(&thr->oversize_segments, &p->oversize_segments, h->st.oversize_segments.current);
 #undef RAISE
 #undef EACH_TYPE
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        s->lo_n[t] = MIN(thr->allocation[t].current, thr->active[t].current);
+        s->lo_bytes[t] = MIN(thr->allocated_bytes[t].current, thr->active_bytes[t].current);
+    }
     if (p->allocated_bytes[GS_STAT_ALL].peak > old_allocated) {
         p->requested_at_peak_allocated = 0;
         for (size_t j = 0; j < n; j++)
@@ -958,7 +983,7 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
 
 void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
 {
-    if (G_LIKELY(s->at == k) && !stats_above(heaps[k], &s->thr)) return;
+    if (G_LIKELY(s->at == k) && !stats_above(heaps[k], s)) return;
     sums_fold(s, heaps, n, k);
 }
 
