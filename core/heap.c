@@ -924,7 +924,12 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
         enum { t = GS_STAT_LARGE };                                                             \
         stmt;                                                                                   \
     } while (0);
-    if (s->at != k) {
+    /* the thresholds for heaps[k]: kept (s->at == k), or each peak less the other heaps'
+     * currents, which for two heaps (the usual case) is one heap's, taken in the raise's pass */
+    const gs_heap *other = NULL;
+    if (s->at != k && n == 2) {
+        other = heaps[1 - k];
+    } else if (s->at != k) {
 #define FROM_PEAK(name)                                                                         \
     EACH_TYPE(thr->name[t].current = p->name[t].peak)
         GS_STAT_ARRAYS(FROM_PEAK)
@@ -940,24 +945,44 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
             thr->oversize_allocations.current -= o->st.oversize_allocations.current;
             thr->oversize_segments.current -= o->st.oversize_segments.current;
         }
-        s->at = k;
     }
+    s->at = k;
     const gs_heap *h = heaps[k];
     int64_t old_allocated = p->allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_reserved = p->reserved_bytes[GS_STAT_ALL].peak;
-#define RAISE(tp, pp, c)                                                                        \
+    /* peak less the other heaps' currents (th), and heaps[k]'s current (c): above, the peak
+     * becomes theirs plus c, and the threshold c */
+#define RAISE(tp, pp, th, c)                                                                    \
     do {                                                                                        \
-        int64_t c_ = (c);                                                                       \
-        if (c_ > (tp)->current) {                                                               \
-            (pp)->peak += c_ - (tp)->current;                                                   \
-            (tp)->current = c_;                                                                 \
+        int64_t th_ = (th), c_ = (c);                                                           \
+        if (c_ > th_) {                                                                         \
+            (pp)->peak += c_ - th_;                                                             \
+            th_ = c_;                                                                           \
         }                                                                                       \
+        (tp)->current = th_;                                                                    \
     } while (0)
-#define RAISE_ARRAY(name) EACH_TYPE(RAISE(&thr->name[t], &p->name[t], CUR(h, name, t)))
-    GS_STAT_ARRAYS(RAISE_ARRAY)
-#undef RAISE_ARRAY
-    RAISE(&thr->oversize_allocations, &p->oversize_allocations, h->st.oversize_allocations.current);
-    RAISE(&thr->oversize_segments, &p->oversize_segments, h->st.oversize_segments.current);
+    if (other) {
+#define RAISE_OTHER(name)                                                                       \
+    EACH_TYPE(RAISE(&thr->name[t], &p->name[t], p->name[t].peak - CUR(other, name, t),          \
+                    CUR(h, name, t)))
+        GS_STAT_ARRAYS(RAISE_OTHER)
+#undef RAISE_OTHER
+        RAISE(&thr->oversize_allocations, &p->oversize_allocations,
+              p->oversize_allocations.peak - other->st.oversize_allocations.current,
+              h->st.oversize_allocations.current);
+        RAISE(&thr->oversize_segments, &p->oversize_segments,
+              p->oversize_segments.peak - other->st.oversize_segments.current,
+              h->st.oversize_segments.current);
+    } else {
+#define RAISE_KEPT(name)                                                                        \
+    EACH_TYPE(RAISE(&thr->name[t], &p->name[t], thr->name[t].current, CUR(h, name, t)))
+        GS_STAT_ARRAYS(RAISE_KEPT)
+#undef RAISE_KEPT
+        RAISE(&thr->oversize_allocations, &p->oversize_allocations,
+              thr->oversize_allocations.current, h->st.oversize_allocations.current);
+        RAISE(&thr->oversize_segments, &p->oversize_segments, thr->oversize_segments.current,
+              h->st.oversize_segments.current);
+    }
 #undef RAISE
 #undef EACH_TYPE
     for (int t = 0; t < GS_STAT_TYPES; t++) {

@@ -754,16 +754,17 @@ static void stat_list(gs_stats *s, gs_stat *out[NSTATS])
 
 /* gs_stats_sums: after each event, each peak is the highest sum over the heaps of that stat's
  * current seen after any event so far, as a brute force over every heap finds it, and the
- * figures at the peaks of allocated and reserved bytes are those of that moment. Three heaps
- * (the thresholds' other heaps are two), events in runs on one heap and switches, deferred
+ * figures at the peaks of allocated and reserved bytes are those of that moment. Two heaps and
+ * three (the other heaps are one, or two), events in runs on one heap and switches, deferred
  * frees (active), oversize blocks, empty_cache, and changes to two heaps at once marked with
  * gs_stats_sums_dirty. */
 START_TEST(stats_sums_follow_the_sums_of_currents)
 {
-    enum { H = 3, SLOTS = 64 };
-    fixture f[H];
-    gs_heap *heaps[H];
-    gs_block *live[H][SLOTS];
+    enum { HMAX = 3, SLOTS = 64 };
+    const int H = 2 + _i; /* two heaps (the thresholds' fast case) and three */
+    fixture f[HMAX];
+    gs_heap *heaps[HMAX];
+    gs_block *live[HMAX][SLOTS];
     memset(live, 0, sizeof live);
     for (int k = 0; k < H; k++) {
         f[k] = fx_new("pytorch:max_split_size_mb:40", 2 * GiB, 0);
@@ -1423,7 +1424,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
-    tcase_add_test(tc, stats_sums_follow_the_sums_of_currents);
+    tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 2);
     tcase_add_test(tc, segment_sizes_follow_pytorch);
     tcase_add_test(tc, best_fit_prefers_smallest_then_lowest_address);
     tcase_add_test(tc, streams_do_not_share_free_blocks);
