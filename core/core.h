@@ -222,16 +222,15 @@ gs_status gs_heap_empty_cache(gs_heap *h);
  * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
 /* The same statistics with only each gs_stat's current and peak brought up to date (and the
- * counters, which always are): allocated and freed may be stale. For callers that read after
- * every event (the peaks of sums over several clients' or devices' heaps), where deriving every
- * figure cost more than the event. */
+ * counters, which always are): allocated and freed may be stale. For callers that read only
+ * those, often (deriving every figure can cost more than an event). */
 const gs_stats *gs_heap_stats_now(const gs_heap *h);
 /* The peaks of the sums over several heaps of every gs_stat's current (a device's over its
  * allocators, a run's over its devices), taken after each event. An event changes one heap, so
  * only that heap is compared, stat by stat, with a threshold: the peak less the other heaps'
  * currents (thr, for heap at). A peak rises exactly when that heap's current passes its
  * threshold, and the other heaps are summed again only when the changed heap is another one
- * (events come in runs: a device's, a client's). Only the peaks of peaks are kept. */
+ * (events come in runs: a device's, a client's). Of the sums, only the peaks are kept. */
 typedef struct {
     gs_stats peaks;  /* each gs_stat's peak and the figures at peaks; the rest stays 0 */
     gs_stats thr;    /* each gs_stat's current: the threshold for heap at */
