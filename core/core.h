@@ -222,14 +222,34 @@ gs_status gs_heap_empty_cache(gs_heap *h);
  * pointer to read later. */
 const gs_stats *gs_heap_stats(const gs_heap *h);
 /* The same statistics with only each gs_stat's current and peak brought up to date (and the
- * counters, which always are): allocated and freed may be stale. For callers that read after
- * every event (the peaks of sums over several clients' or devices' heaps), where deriving every
- * figure cost more than the event. */
+ * counters, which always are): allocated and freed may be stale. For callers that read only
+ * those, often (deriving every figure can cost more than an event). */
 const gs_stats *gs_heap_stats_now(const gs_heap *h);
-/* Raise each peak of total to the sum over hs[0..n) of that stat's current: the peaks of a
- * device's sums over its heaps, or of a run's over its devices, taken after each event. Every
- * gs_stat of gs_stats, read where it is kept (no copies, no lists). */
-void gs_stats_peak_sums(gs_stats *total, const gs_stats *const *hs, size_t n);
+/* The peaks of the sums over several heaps of every gs_stat's current (a device's over its
+ * allocators, a run's over its devices), taken after each event. An event changes one heap, so
+ * only that heap is compared, stat by stat, with a threshold: the peak less the other heaps'
+ * currents (thr, for heap at). A peak rises exactly when that heap's current passes its
+ * threshold, and the other heaps are summed again only when the changed heap is another one
+ * (events come in runs: a device's, a client's). Of the sums, only the peaks are kept. */
+typedef struct {
+    gs_stats peaks;  /* each gs_stat's peak and the figures at peaks; the rest stays 0 */
+    gs_stats thr;    /* each gs_stat's current: the threshold for heap at */
+    size_t at;       /* SIZE_MAX: none (the next call sums every heap) */
+    /* the lower thresholds of allocation and active, of allocated_bytes and active_bytes,
+     * by type: one compare for each pair while no free is pending */
+    int64_t lo_n[GS_STAT_TYPES], lo_bytes[GS_STAT_TYPES];
+} gs_stats_sums;
+
+void gs_stats_sums_init(gs_stats_sums *s);
+/* After an event that changed heaps[k] and no other of heaps[0..n) (or none): raise each peak
+ * to the sum of the heaps' currents (as gs_heap_stats_now gives them); at a new peak of
+ * allocated bytes note the requested bytes, at one of reserved bytes the cached free bytes and
+ * the largest free block, over every heap (requested_at_peak_allocated and the free figures of
+ * gs_stats, which a heap notes for its own peaks). */
+void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k);
+/* Heaps other than the next call's k changed (a heap released its cache for another, live
+ * blocks were freed between passes): the next call sums every heap. */
+static inline void gs_stats_sums_dirty(gs_stats_sums *s) { s->at = SIZE_MAX; }
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);

@@ -844,23 +844,172 @@ const gs_stats *gs_heap_stats_now(const gs_heap *h)
     return &m->st;
 }
 
-static inline void peak_sum(gs_stat *tot, const gs_stats *const *hs, size_t n, size_t off)
+void gs_stats_sums_init(gs_stats_sums *s)
 {
-    int64_t v = 0;
-    for (size_t k = 0; k < n; k++)
-        v += ((const gs_stat *)(const void *)((const char *)hs[k] + off))->current;
-    if (v > tot->peak) tot->peak = v;
+    memset(s, 0, sizeof *s);
+    s->at = SIZE_MAX;
 }
 
-void gs_stats_peak_sums(gs_stats *total, const gs_stats *const *hs, size_t n)
+static inline int64_t cur_of(const gs_stat a[GS_STAT_TYPES], int t)
 {
-#define PEAK_SUMS(name)                                                                         \
-    for (int t = 0; t < GS_STAT_TYPES; t++)                                                     \
-        peak_sum(&total->name[t], hs, n, offsetof(gs_stats, name) + (size_t)t * sizeof(gs_stat));
-    GS_STAT_ARRAYS(PEAK_SUMS)
-#undef PEAK_SUMS
-    peak_sum(&total->oversize_allocations, hs, n, offsetof(gs_stats, oversize_allocations));
-    peak_sum(&total->oversize_segments, hs, n, offsetof(gs_stats, oversize_segments));
+    return t == GS_STAT_ALL ? stat_all(a) : a[t].current;
+}
+
+/* h's current of stat name[t] as gs_heap_stats_now gives it (stats_fill), from the figures the
+ * hot path keeps, without filling anything in: active and active_bytes are allocation and
+ * allocated_bytes plus the pending frees. (The names' compares are constants.) */
+#define CUR(h, name, t)                                                                         \
+    (offsetof(gs_stats, name) == offsetof(gs_stats, active)                                     \
+         ? cur_of((h)->st.allocation, t) + (h)->pend_n[t]                                       \
+     : offsetof(gs_stats, name) == offsetof(gs_stats, active_bytes)                             \
+         ? cur_of((h)->st.allocated_bytes, t) + (h)->pend_bytes[t]                              \
+         : cur_of((h)->st.name, t))
+
+/* Whether some current of h is above its threshold: one compare a stat, almost never true (the
+ * check after every event). With no free pending (nearly always), active and active_bytes
+ * equal allocation and allocated_bytes, so each such pair is one compare with the lower of
+ * their thresholds (s->lo_n, s->lo_bytes). */
+static inline bool stats_above(const gs_heap *h, const gs_stats_sums *s)
+{
+    const gs_stats *thr = &s->thr;
+#define IS(name, other) (offsetof(gs_stats, name) == offsetof(gs_stats, other))
+#define ABOVE3(name, THR)                                                                       \
+    if (CUR(h, name, GS_STAT_ALL) > THR(name, GS_STAT_ALL) ||                                   \
+        CUR(h, name, GS_STAT_SMALL) > THR(name, GS_STAT_SMALL) ||                               \
+        CUR(h, name, GS_STAT_LARGE) > THR(name, GS_STAT_LARGE))                                 \
+        return true;
+#define THR(name, t) (thr->name[t].current)
+#define THR_LO(name, t)                                                                         \
+    (IS(name, allocation) ? s->lo_n[t] : IS(name, allocated_bytes) ? s->lo_bytes[t] : THR(name, t))
+#define ABOVE(name) ABOVE3(name, THR)
+#define ABOVE_NO_PENDING(name)                                                                  \
+    if (!IS(name, active) && !IS(name, active_bytes)) {                                         \
+        ABOVE3(name, THR_LO)                                                                    \
+    }
+    if (G_LIKELY(!h->pend_n[GS_STAT_ALL])) {
+        GS_STAT_ARRAYS(ABOVE_NO_PENDING)
+    } else {
+        GS_STAT_ARRAYS(ABOVE)
+    }
+#undef ABOVE_NO_PENDING
+#undef ABOVE
+#undef THR_LO
+#undef THR
+#undef ABOVE3
+#undef IS
+    return h->st.oversize_allocations.current > thr->oversize_allocations.current ||
+           h->st.oversize_segments.current > thr->oversize_segments.current;
+}
+
+/* Some current of heaps[k] is above its threshold, or the thresholds are another heap's (or
+ * none): set them for heaps[k], each peak less the other heaps' currents, then raise each
+ * peak whose threshold heaps[k]'s current passed (to the other heaps' currents plus its), and
+ * at a new peak of allocated or reserved bytes note the state there, over every heap, as a
+ * heap does for its own (stat2_inc's requested_at_peak_allocated, note_peak_reserved). */
+static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, size_t n,
+                                       size_t k)
+{
+    gs_stats *p = &s->peaks, *thr = &s->thr;
+    /* each type written out: a constant t lets CUR lose its branch (a loop cost 2x) */
+#define EACH_TYPE(stmt)                                                                         \
+    do {                                                                                        \
+        enum { t = GS_STAT_ALL };                                                               \
+        stmt;                                                                                   \
+    } while (0);                                                                                \
+    do {                                                                                        \
+        enum { t = GS_STAT_SMALL };                                                             \
+        stmt;                                                                                   \
+    } while (0);                                                                                \
+    do {                                                                                        \
+        enum { t = GS_STAT_LARGE };                                                             \
+        stmt;                                                                                   \
+    } while (0);
+    /* the thresholds for heaps[k]: kept (s->at == k), or each peak less the other heaps'
+     * currents, which for two heaps (the usual case) is one heap's, taken in the raise's pass */
+    const gs_heap *other = NULL;
+    if (s->at != k && n == 2) {
+        other = heaps[1 - k];
+    } else if (s->at != k) {
+#define FROM_PEAK(name)                                                                         \
+    EACH_TYPE(thr->name[t].current = p->name[t].peak)
+        GS_STAT_ARRAYS(FROM_PEAK)
+#undef FROM_PEAK
+        thr->oversize_allocations.current = p->oversize_allocations.peak;
+        thr->oversize_segments.current = p->oversize_segments.peak;
+        for (size_t j = 0; j < n; j++) {
+            const gs_heap *o = heaps[j];
+            if (j == k) continue;
+#define LESS_OTHER(name) EACH_TYPE(thr->name[t].current -= CUR(o, name, t))
+            GS_STAT_ARRAYS(LESS_OTHER)
+#undef LESS_OTHER
+            thr->oversize_allocations.current -= o->st.oversize_allocations.current;
+            thr->oversize_segments.current -= o->st.oversize_segments.current;
+        }
+    }
+    s->at = k;
+    const gs_heap *h = heaps[k];
+    int64_t old_allocated = p->allocated_bytes[GS_STAT_ALL].peak;
+    int64_t old_reserved = p->reserved_bytes[GS_STAT_ALL].peak;
+    /* peak less the other heaps' currents (th), and heaps[k]'s current (c): above, the peak
+     * becomes theirs plus c, and the threshold c */
+#define RAISE(tp, pp, th, c)                                                                    \
+    do {                                                                                        \
+        int64_t th_ = (th), c_ = (c);                                                           \
+        if (c_ > th_) {                                                                         \
+            (pp)->peak += c_ - th_;                                                             \
+            th_ = c_;                                                                           \
+        }                                                                                       \
+        (tp)->current = th_;                                                                    \
+    } while (0)
+    if (other) {
+#define RAISE_OTHER(name)                                                                       \
+    EACH_TYPE(RAISE(&thr->name[t], &p->name[t], p->name[t].peak - CUR(other, name, t),          \
+                    CUR(h, name, t)))
+        GS_STAT_ARRAYS(RAISE_OTHER)
+#undef RAISE_OTHER
+        RAISE(&thr->oversize_allocations, &p->oversize_allocations,
+              p->oversize_allocations.peak - other->st.oversize_allocations.current,
+              h->st.oversize_allocations.current);
+        RAISE(&thr->oversize_segments, &p->oversize_segments,
+              p->oversize_segments.peak - other->st.oversize_segments.current,
+              h->st.oversize_segments.current);
+    } else {
+#define RAISE_KEPT(name)                                                                        \
+    EACH_TYPE(RAISE(&thr->name[t], &p->name[t], thr->name[t].current, CUR(h, name, t)))
+        GS_STAT_ARRAYS(RAISE_KEPT)
+#undef RAISE_KEPT
+        RAISE(&thr->oversize_allocations, &p->oversize_allocations,
+              thr->oversize_allocations.current, h->st.oversize_allocations.current);
+        RAISE(&thr->oversize_segments, &p->oversize_segments, thr->oversize_segments.current,
+              h->st.oversize_segments.current);
+    }
+#undef RAISE
+#undef EACH_TYPE
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        s->lo_n[t] = MIN(thr->allocation[t].current, thr->active[t].current);
+        s->lo_bytes[t] = MIN(thr->allocated_bytes[t].current, thr->active_bytes[t].current);
+    }
+    if (p->allocated_bytes[GS_STAT_ALL].peak > old_allocated) {
+        p->requested_at_peak_allocated = 0;
+        for (size_t j = 0; j < n; j++)
+            p->requested_at_peak_allocated += CUR(heaps[j], requested_bytes, GS_STAT_ALL);
+    }
+    if (p->reserved_bytes[GS_STAT_ALL].peak > old_reserved) {
+        uint64_t largest = 0, all = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint64_t big = 0;
+            all += gs_heap_free_bytes(heaps[j], &big);
+            largest = MAX(largest, big);
+        }
+        p->largest_free_at_peak_reserved = largest;
+        p->total_free_at_peak_reserved = all;
+    }
+}
+
+void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
+{
+    if (G_LIKELY(s->at == k) && !stats_above(heaps[k], s)) return;
+    sums_fold(s, heaps, n, k);
 }
 
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }

@@ -51,8 +51,7 @@ struct gs_clients {
                               * client and pool type: [2k] large, [2k+1] small */
     counters before;         /* shared: the heap's counters before the current event */
     uint16_t cur;            /* the client of the current event */
-    gs_stats dev;            /* separate, cooperative: the device's peaks (of the sums) */
-    const gs_stats **hs;     /* n: scratch for track_device */
+    gs_stats_sums dev;       /* separate, cooperative: the device's peaks (of the sums) */
     bool have_oom;
 };
 
@@ -108,6 +107,7 @@ static bool reclaim(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
     gs_clients *c = ud;
     bool any = false;
     *st = GS_OK;
+    gs_stats_sums_dirty(&c->dev); /* the other heaps change in h's event */
     for (size_t k = 0; k < c->n; k++) {
         gs_heap *o = c->heap[k];
         if (o == h) continue;
@@ -139,7 +139,7 @@ gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_repla
     c->mode = o->clients;
     c->n = t->clients->len;
     c->heap = g_new0(gs_heap *, c->n);
-    c->hs = g_new0(const gs_stats *, c->n);
+    gs_stats_sums_init(&c->dev);
     c->pol = g_new0(const gs_policy *, c->n);
     c->cr = g_new0(gs_client_result, c->n);
     c->pending_req = g_new0(uint64_t, 2 * c->n);
@@ -214,9 +214,11 @@ static void charge_free(gs_clients *c, uint16_t k, const gs_block *b, gs_op op, 
     }
 }
 
-gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slots)
+/* gs_clients_route's shared arrangement: note the heap's counters, charge a free. Out of
+ * line, so that the other arrangements' routing saves no registers. */
+static G_GNUC_NO_INLINE gs_heap *route_shared(gs_clients *c, const gs_event *e,
+                                              gs_block *const *slots, uint16_t k)
 {
-    uint16_t k = client_of(c, e);
     gs_heap *h = begin_event(c, k);
     const gs_block *b = e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? slots[e->slot] : NULL;
     /* no block: a skipped allocation's free, or a completion the core already did */
@@ -224,36 +226,21 @@ gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slo
     return h;
 }
 
+gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slots)
+{
+    uint16_t k = client_of(c, e);
+    if (c->mode == GS_CLIENTS_SHARED) return route_shared(c, e, slots, k);
+    c->cur = k; /* begin_event's, for the other arrangements */
+    return c->heap[k];
+}
+
 /* The device's peaks, from the sums over the heaps (separate, cooperative). Taken after each
  * event: within one event reserved and allocated bytes only fall (a release) before they
  * rise, so the peaks of the sums are exact. */
 static void track_device(gs_clients *c)
 {
-    /* current and peak suffice here, after every event (gs_heap_stats_now) */
-    for (size_t k = 0; k < c->n; k++) c->hs[k] = gs_heap_stats_now(c->heap[k]);
-    int64_t old_alloc_peak = c->dev.allocated_bytes[GS_STAT_ALL].peak;
-    int64_t old_res_peak = c->dev.reserved_bytes[GS_STAT_ALL].peak;
-    gs_stats_peak_sums(&c->dev, c->hs, c->n);
-    const gs_stat *a = &c->dev.allocated_bytes[GS_STAT_ALL];
-    if (a->peak > old_alloc_peak) {
-        int64_t q = 0;
-        for (size_t k = 0; k < c->n; k++)
-            q += gs_heap_stats_now(c->heap[k])->requested_bytes[GS_STAT_ALL].current;
-        c->dev.requested_at_peak_allocated = q;
-    }
-    uint64_t res = (uint64_t)c->dev.reserved_bytes[GS_STAT_ALL].peak;
-    if ((int64_t)res > old_res_peak) {
-        /* external_frag's state at the device's peak: the cached free blocks of every heap,
-         * from each heap's running totals */
-        uint64_t largest = 0, total = 0;
-        for (size_t k = 0; k < c->n; k++) {
-            uint64_t big;
-            total += gs_heap_free_bytes(c->heap[k], &big);
-            largest = MAX(largest, big);
-        }
-        c->dev.largest_free_at_peak_reserved = largest;
-        c->dev.total_free_at_peak_reserved = total;
-    }
+    /* the event changed its client's heap alone, but for a reclaim (which marks the sums) */
+    gs_stats_sums_after(&c->dev, c->heap, c->n, c->cur);
 }
 
 /* Client c->cur's event ended; b: the block it allocated, if any. */
@@ -297,7 +284,8 @@ static void end_event(gs_clients *c, const gs_block *b)
 
 void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots)
 {
-    end_event(c, e->op == GS_OP_ALLOC ? slots[e->slot] : NULL);
+    if (c->mode != GS_CLIENTS_SHARED) track_device(c); /* end_event's, without its frame */
+    else end_event(c, e->op == GS_OP_ALLOC ? slots[e->slot] : NULL);
 }
 
 /* What client k holds now. */
@@ -365,7 +353,7 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
         } else if (c->n && c->heap[c->n - 1]) {
             /* The device: additive numbers summed, peaks of the sums as tracked. */
             gs_stats *d = &r->stats;
-            *d = c->dev;
+            *d = c->dev.peaks;
             gs_stat *dl[NSTATS];
             stat_list(d, dl);
             memset(&r->calls, 0, sizeof r->calls);
@@ -403,7 +391,6 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
         g_free(c->cr);
     }
     g_free(c->heap);
-    g_free(c->hs);
     g_free(c->pol);
     g_free(c->pending_req);
     g_free(c->slot_client);

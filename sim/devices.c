@@ -40,8 +40,8 @@ struct gs_devices {
     device *dev;
     uint16_t *slot_dev;      /* the device (index into dev) of each allocation */
     size_t last;             /* the index of the last event's device (events come in runs) */
-    gs_stats total;          /* the totals' peaks */
-    const gs_stats **hs;     /* n: scratch for gs_devices_after */
+    gs_heap **heaps;         /* n: each device's */
+    gs_stats_sums total;     /* the totals' peaks */
     gs_calibration *own_cal;
 };
 
@@ -86,7 +86,8 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
     d->n = n;
     d->dev = g_new0(device, n);
     d->slot_dev = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
-    d->hs = g_new0(const gs_stats *, n);
+    d->heaps = g_new0(gs_heap *, n);
+    gs_stats_sums_init(&d->total);
     if (!o->cal) d->own_cal = gs_calibration_builtin();
     for (size_t k = 0; k < n; k++) {
         device *v = &d->dev[k];
@@ -106,7 +107,7 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
         }
         (void)gs_backend_open("sim", &bc, &v->be, NULL); /* the simulated device always opens */
         gs_heap_config hc = {.limit = v->capacity, .device_total = total};
-        v->heap = gs_heap_new(p, v->be, &hc);
+        v->heap = d->heaps[k] = gs_heap_new(p, v->be, &hc);
         v->r.device = v->id;
         v->r.capacity = v->capacity;
         v->r.backend = v->be->ops->name;
@@ -137,28 +138,8 @@ gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
 
 void gs_devices_after(gs_devices *d)
 {
-    /* current and peak suffice here, after every event (gs_heap_stats_now) */
-    for (size_t k = 0; k < d->n; k++) d->hs[k] = gs_heap_stats_now(d->dev[k].heap);
-    int64_t old_alloc_peak = d->total.allocated_bytes[GS_STAT_ALL].peak;
-    int64_t old_res_peak = d->total.reserved_bytes[GS_STAT_ALL].peak;
-    gs_stats_peak_sums(&d->total, d->hs, d->n);
-    if (d->total.allocated_bytes[GS_STAT_ALL].peak > old_alloc_peak) {
-        int64_t q = 0;
-        for (size_t k = 0; k < d->n; k++)
-            q += gs_heap_stats_now(d->dev[k].heap)->requested_bytes[GS_STAT_ALL].current;
-        d->total.requested_at_peak_allocated = q;
-    }
-    if (d->total.reserved_bytes[GS_STAT_ALL].peak > old_res_peak) {
-        /* the core's running totals (gs_heap_free_bytes), not a walk over the free blocks */
-        uint64_t largest = 0, all = 0;
-        for (size_t k = 0; k < d->n; k++) {
-            uint64_t big = 0;
-            all += gs_heap_free_bytes(d->dev[k].heap, &big);
-            largest = MAX(largest, big);
-        }
-        d->total.largest_free_at_peak_reserved = largest;
-        d->total.total_free_at_peak_reserved = all;
-    }
+    /* the event changed its device's heap alone */
+    gs_stats_sums_after(&d->total, d->heaps, d->n, d->last);
 }
 
 void gs_devices_oom(gs_devices *d, const gs_event *e, size_t i, bool caught)
@@ -176,6 +157,7 @@ void gs_devices_oom(gs_devices *d, const gs_event *e, size_t i, bool caught)
 void gs_devices_free_slot(gs_devices *d, uint32_t slot, gs_block *b)
 {
     gs_heap *h = d->dev[d->slot_dev[slot]].heap;
+    gs_stats_sums_dirty(&d->total); /* no gs_devices_after follows each of these */
     if (b->state == GS_BLOCK_PENDING) gs_heap_free_complete(h, b);
     else gs_heap_free(h, b);
 }
@@ -186,7 +168,7 @@ void gs_devices_finish(gs_devices *d, gs_result *r)
         r->n_devices = d->n;
         r->devices = g_new0(gs_result, d->n);
         gs_stats *s = &r->stats;
-        *s = d->total;
+        *s = d->total.peaks;
         gs_stat *sl[NSTATS];
         stat_list(s, sl);
         memset(&r->calls, 0, sizeof r->calls);
@@ -236,6 +218,6 @@ void gs_devices_finish(gs_devices *d, gs_result *r)
     gs_calibration_free(d->own_cal);
     g_free(d->dev);
     g_free(d->slot_dev);
-    g_free(d->hs);
+    g_free(d->heaps);
     g_free(d);
 }

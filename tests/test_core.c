@@ -738,38 +738,113 @@ START_TEST(expandable_handle_table_grows_with_the_pages_mapped)
 }
 END_TEST
 
-/* gs_stats_peak_sums: each peak of the total follows the sum of the heaps' currents up, never
- * down, stat by stat (one of each kind checked: an array's types and the two single stats). */
-START_TEST(stats_peak_sums_follow_the_sums_of_currents)
+/* Every gs_stat of a gs_stats, in no particular order (for the brute force below). */
+#define ONE_ARRAY(name) +GS_STAT_TYPES
+enum { NSTATS = 0 GS_STAT_ARRAYS(ONE_ARRAY) + 2 };
+#undef ONE_ARRAY
+static void stat_list(gs_stats *s, gs_stat *out[NSTATS])
 {
-    gs_stats a, b, total;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    memset(&total, 0, sizeof total);
-    const gs_stats *hs[2] = {&a, &b};
-    a.reserved_bytes[GS_STAT_ALL].current = 30;
-    b.reserved_bytes[GS_STAT_ALL].current = 12;
-    a.allocation[GS_STAT_SMALL].current = 2;
-    b.allocation[GS_STAT_LARGE].current = 5;
-    a.oversize_segments.current = 1;
-    b.oversize_segments.current = 1;
-    b.oversize_allocations.current = 4;
-    a.reserved_bytes[GS_STAT_ALL].peak = 1000; /* a heap's own peak is not summed */
-    gs_stats_peak_sums(&total, hs, 2);
-    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].peak, 42);
-    ck_assert_int_eq(total.allocation[GS_STAT_SMALL].peak, 2);
-    ck_assert_int_eq(total.allocation[GS_STAT_LARGE].peak, 5);
-    ck_assert_int_eq(total.allocation[GS_STAT_ALL].peak, 0);
-    ck_assert_int_eq(total.oversize_segments.peak, 2);
-    ck_assert_int_eq(total.oversize_allocations.peak, 4);
-    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].current, 0); /* only peaks change */
-    a.reserved_bytes[GS_STAT_ALL].current = 5; /* the sum falls: the peak stays */
-    b.oversize_allocations.current = 9;       /* rises: the peak follows */
-    gs_stats_peak_sums(&total, hs, 2);
-    ck_assert_int_eq(total.reserved_bytes[GS_STAT_ALL].peak, 42);
-    ck_assert_int_eq(total.oversize_allocations.peak, 9);
-    gs_stats_peak_sums(&total, hs, 1); /* over a alone */
-    ck_assert_int_eq(total.oversize_segments.peak, 2);
+    size_t n = 0;
+#define LIST(name) for (int t = 0; t < GS_STAT_TYPES; t++) out[n++] = &s->name[t];
+    GS_STAT_ARRAYS(LIST)
+#undef LIST
+    out[n++] = &s->oversize_allocations;
+    out[n++] = &s->oversize_segments;
+}
+
+/* gs_stats_sums: after each event, each peak is the highest sum over the heaps of that stat's
+ * current seen after any event so far, as a brute force over every heap finds it, and the
+ * figures at the peaks of allocated and reserved bytes are those of that moment. Two heaps and
+ * three (the other heaps are one, or two), events in runs on one heap and switches, deferred
+ * frees (active), oversize blocks, empty_cache, and changes to two heaps at once marked with
+ * gs_stats_sums_dirty. */
+START_TEST(stats_sums_follow_the_sums_of_currents)
+{
+    enum { HMAX = 3, SLOTS = 64 };
+    const int H = 2 + _i; /* two heaps (the thresholds' fast case) and three */
+    fixture f[HMAX];
+    gs_heap *heaps[HMAX];
+    gs_block *live[HMAX][SLOTS];
+    memset(live, 0, sizeof live);
+    for (int k = 0; k < H; k++) {
+        f[k] = fx_new("pytorch:max_split_size_mb:40", 2 * GiB, 0);
+        heaps[k] = f[k].heap;
+    }
+    gs_stats_sums sums;
+    gs_stats_sums_init(&sums);
+    gs_stats want;
+    memset(&want, 0, sizeof want);
+    gs_stat *wl[NSTATS], *gl[NSTATS];
+    stat_list(&want, wl);
+    stat_list(&sums.peaks, gl);
+    uint64_t rng = 11;
+    int k = 0, rises = 0;
+    for (int op = 0; op < 6000; op++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        if ((rng >> 60) < 3) k = (int)((rng >> 40) % H); /* mostly runs on one heap */
+        int i = (int)((rng >> 20) % SLOTS);
+        gs_block **b = &live[k][i];
+        if (op % 997 == 996) {
+            ck_assert_int_eq(gs_heap_empty_cache(heaps[k]), GS_OK);
+            ck_assert_int_eq(gs_heap_empty_cache(heaps[(k + 1) % H]), GS_OK);
+            gs_stats_sums_dirty(&sums); /* two heaps changed */
+        } else if (!*b) {
+            uint64_t size = (rng >> 33) % 8 ? (rng >> 33) % (4 * MiB) : (rng >> 33) % (60 * MiB);
+            (void)gs_heap_malloc(heaps[k], size + 1, (uint32_t)((rng >> 50) % 2), b);
+        } else if ((*b)->state == GS_BLOCK_PENDING) {
+            gs_heap_free_complete(heaps[k], *b);
+            *b = NULL;
+        } else if ((rng >> 45) % 4 == 0) {
+            gs_heap_free_request(heaps[k], *b, b);
+        } else {
+            gs_heap_free(heaps[k], *b);
+            *b = NULL;
+        }
+        gs_stats_sums_after(&sums, heaps, H, (size_t)k);
+        int64_t allocated = 0, reserved = 0, requested = 0;
+        uint64_t free_bytes = 0, largest = 0;
+        for (int j = 0; j < H; j++) {
+            const gs_stats *o = gs_heap_stats_now(heaps[j]);
+            allocated += o->allocated_bytes[GS_STAT_ALL].current;
+            reserved += o->reserved_bytes[GS_STAT_ALL].current;
+            requested += o->requested_bytes[GS_STAT_ALL].current;
+            uint64_t big;
+            free_bytes += gs_heap_free_bytes(heaps[j], &big);
+            largest = MAX(largest, big);
+        }
+        if (allocated > want.allocated_bytes[GS_STAT_ALL].peak)
+            want.requested_at_peak_allocated = requested;
+        if (reserved > want.reserved_bytes[GS_STAT_ALL].peak) {
+            want.total_free_at_peak_reserved = free_bytes;
+            want.largest_free_at_peak_reserved = largest;
+        }
+        for (int s = 0; s < NSTATS; s++) {
+            int64_t sum = 0;
+            for (int j = 0; j < H; j++) {
+                gs_stat *hl[NSTATS];
+                stat_list((gs_stats *)gs_heap_stats_now(heaps[j]), hl);
+                sum += hl[s]->current;
+            }
+            if (sum > wl[s]->peak) {
+                wl[s]->peak = sum;
+                rises++;
+            }
+            ck_assert_msg(gl[s]->peak == wl[s]->peak, "op %d stat %d: peak %" G_GINT64_FORMAT
+                          ", by brute force %" G_GINT64_FORMAT, op, s, gl[s]->peak, wl[s]->peak);
+        }
+        ck_assert_int_eq(sums.peaks.requested_at_peak_allocated, want.requested_at_peak_allocated);
+        ck_assert_uint_eq(sums.peaks.total_free_at_peak_reserved, want.total_free_at_peak_reserved);
+        ck_assert_uint_eq(sums.peaks.largest_free_at_peak_reserved,
+                          want.largest_free_at_peak_reserved);
+    }
+    ck_assert_int_gt(rises, 100);
+    ck_assert_uint_gt(want.total_free_at_peak_reserved, want.largest_free_at_peak_reserved);
+    ck_assert_int_gt(want.active[GS_STAT_ALL].peak, want.allocation[GS_STAT_ALL].peak);
+    ck_assert_int_gt(want.oversize_allocations.peak, 0);
+    for (int j = 0; j < H; j++) {
+        check_heap(heaps[j]);
+        fx_free(&f[j]);
+    }
 }
 END_TEST
 
@@ -1349,7 +1424,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
-    tcase_add_test(tc, stats_peak_sums_follow_the_sums_of_currents);
+    tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 2);
     tcase_add_test(tc, segment_sizes_follow_pytorch);
     tcase_add_test(tc, best_fit_prefers_smallest_then_lowest_address);
     tcase_add_test(tc, streams_do_not_share_free_blocks);
