@@ -153,11 +153,21 @@ static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * t
 
 /* ---- the placement model ---- */
 
+/* The first span of a sorted array with lo >= at. */
+static guint span_lower(const GArray *a, uint64_t at)
+{
+    guint lo = 0, hi = a->len;
+    while (lo < hi) {
+        guint mid = (lo + hi) / 2;
+        if (g_array_index(a, span, mid).lo < at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static void span_insert(GArray *a, span x)
 {
-    guint i = 0;
-    while (i < a->len && g_array_index(a, span, i).lo < x.lo) i++;
-    g_array_insert_val(a, i, x);
+    g_array_insert_val(a, span_lower(a, x.lo), x);
 }
 
 static void page_free(gpointer p)
@@ -247,13 +257,16 @@ static uint64_t place(sim_state *s, uint64_t size)
     }
     uint64_t v = MAX(CHUNK, round_up(size, CHUNK)), al = align_for(s, size), base = 0;
     gint best = -1;
-    for (guint i = 0; i < s->holes->len; i++) { /* the highest hole strictly larger than V */
+    /* the highest hole strictly larger than V: holes are sorted and disjoint, so the first that
+     * will do from the top */
+    for (guint i = s->holes->len; i-- > 0;) {
         span h = g_array_index(s->holes, span, i);
         if (h.hi - h.lo < v) continue;
         uint64_t b = (h.hi - v) / al * al;
-        if (b > h.lo && (best < 0 || h.hi > g_array_index(s->holes, span, best).hi)) {
+        if (b > h.lo) {
             best = (gint)i;
             base = b;
+            break;
         }
     }
     if (best >= 0) {
@@ -298,18 +311,19 @@ static void unplace(sim_state *s, uint64_t addr)
     span h = {r->base, r->base + r->size};
     g_ptr_array_add(s->spare, r->used); /* empty */
     g_array_remove_index(s->ranges, lo);
-    for (guint k = 0; k < s->holes->len;) { /* merge with the free neighbours */
-        span o = g_array_index(s->holes, span, k);
-        if (o.hi == h.lo || o.lo == h.hi) {
-            h.lo = MIN(h.lo, o.lo);
-            h.hi = MAX(h.hi, o.hi);
-            g_array_remove_index(s->holes, k);
-        } else {
-            k++;
-        }
+    /* merge with the free neighbours: holes are sorted and never touch (each merged when made),
+     * so those are the hole just above h and the one just below */
+    guint at = span_lower(s->holes, h.lo);
+    if (at < s->holes->len && g_array_index(s->holes, span, at).lo == h.hi) {
+        h.hi = g_array_index(s->holes, span, at).hi;
+        g_array_remove_index(s->holes, at);
+    }
+    if (at > 0 && g_array_index(s->holes, span, at - 1).hi == h.lo) {
+        h.lo = g_array_index(s->holes, span, --at).lo;
+        g_array_remove_index(s->holes, at);
     }
     if (h.lo == s->bottom) s->bottom = h.hi; /* the carved space shrinks */
-    else span_insert(s->holes, h);
+    else g_array_insert_val(s->holes, at, h);
 }
 
 /* A small request (rule 1): its place in a shared page; *new_page when it needs one. */
