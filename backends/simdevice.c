@@ -92,10 +92,6 @@ typedef struct {
     bool released;   /* cuMemRelease'd while mapped: its pages go with the last unmap */
 } phys_handle;
 
-/* Addresses are keys of a hash table as pointer-sized integers (no key allocated each). */
-_Static_assert(sizeof(gpointer) >= sizeof(uint64_t), "an address fits a hash key");
-#define HKEY(h) GSIZE_TO_POINTER((gsize)(h))
-
 typedef struct {
     uint64_t lo, hi; /* [lo, hi) */
 } span;
@@ -114,24 +110,95 @@ typedef struct {
     GArray *live;    /* span (offsets into the page), sorted */
 } small_page;
 
-/* A live cudaMalloc, the value of its address in the table of live ones: what it took, its size
- * rounded (S, or the small request's 512-byte multiple) with two flags in the low bits, so that
- * a cudaMalloc allocates neither a key nor a value. */
+/* A live cudaMalloc: its address, and what it took, its size rounded (S, or the small request's
+ * 512-byte multiple) with two flags in the low bits. */
 #define LIVE_SMALL UINT64_C(1)    /* in a shared page */
 #define LIVE_SCRIPTED UINT64_C(2) /* placed by the script: in no range of the model */
 #define LIVE_FLAGS (LIVE_SMALL | LIVE_SCRIPTED)
 _Static_assert(SMALL_ALIGN > LIVE_FLAGS, "a rounded size leaves the flags' bits clear");
+typedef struct {
+    uint64_t addr;
+    uint64_t v;      /* size | LIVE_* flags; 0: an empty slot (a size is never 0) */
+} live_slot;
+
+/* The live cudaMallocs by address: open addressing, linear probing, a removal shifting back
+ * the slots after it (no tombstones), at most 3/4 full. A GHashTable's insert and remove took
+ * 4% of a replay that makes and frees a segment every few events (resnet50 under
+ * max_split_size_mb:128 at 6.25 GiB); these are a multiplication and a few compares. */
+typedef struct {
+    live_slot *slot;
+    unsigned bits;   /* 2^bits slots */
+    size_t n;
+} live_table;
+
+#define LIVE_MIN_BITS 6
+
+static size_t live_home(const live_table *t, uint64_t addr)
+{
+    return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - t->bits)); /* Fibonacci */
+}
+
+static void live_init(live_table *t, unsigned bits)
+{
+    t->bits = bits;
+    t->slot = g_new0(live_slot, (size_t)1 << bits);
+    t->n = 0;
+}
+
+/* addr's slot, or NULL. */
+static live_slot *live_find(const live_table *t, uint64_t addr)
+{
+    size_t mask = ((size_t)1 << t->bits) - 1;
+    for (size_t i = live_home(t, addr);; i = (i + 1) & mask) {
+        if (!t->slot[i].v) return NULL;
+        if (t->slot[i].addr == addr) return &t->slot[i];
+    }
+}
+
+static void live_put(live_table *t, uint64_t addr, uint64_t v)
+{
+    if ((t->n + 1) * 4 > ((size_t)3 << t->bits)) { /* grow */
+        live_table old = *t;
+        live_init(t, old.bits + 1);
+        for (size_t i = 0; i < (size_t)1 << old.bits; i++)
+            if (old.slot[i].v) live_put(t, old.slot[i].addr, old.slot[i].v);
+        g_free(old.slot);
+    }
+    size_t mask = ((size_t)1 << t->bits) - 1, i = live_home(t, addr);
+    while (t->slot[i].v && t->slot[i].addr != addr) i = (i + 1) & mask;
+    if (!t->slot[i].v) t->n++;
+    t->slot[i] = (live_slot){addr, v};
+}
+
+static void live_remove(live_table *t, live_slot *x)
+{
+    size_t mask = ((size_t)1 << t->bits) - 1, i = (size_t)(x - t->slot);
+    for (size_t j = (i + 1) & mask; t->slot[j].v; j = (j + 1) & mask) {
+        /* the entry at j may move back to i unless its home lies cyclically in (i, j] */
+        size_t home = live_home(t, t->slot[j].addr);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slot[i] = t->slot[j];
+            i = j;
+        }
+    }
+    t->slot[i].v = 0;
+    t->n--;
+}
 
 typedef struct {
     uint64_t total_pages;
     uint64_t used_pages;
     const gs_calibration *cal;
     double clock_us;
-    GHashTable *live;   /* addr (HKEY) -> size | LIVE_* flags */
+    live_table live;
     /* the placement model */
     uint64_t x;         /* X (rule 5) */
     bool align_512m;    /* rule 3, H200 */
     GArray *ranges;     /* va_range, sorted by base */
+    /* at least every range's gap (each gap that grows raises it; a search that finds nothing
+     * sets it to the largest): a request larger than it is placed without a look at the ranges,
+     * as most of the segments of a trace that makes many are */
+    uint64_t gap_bound;
     GPtrArray *spare;   /* the used arrays of ranges gone, emptied: a new range takes one */
     GArray *holes;      /* span: freed VA below the context's range, sorted */
     uint64_t bottom;    /* the lowest carved address */
@@ -180,7 +247,7 @@ static void page_free(gpointer p)
 #define RANGE(s, i) (&g_array_index((s)->ranges, va_range, i))
 
 /* Sets r->gap: the largest gap between its spans (and its ends). */
-static void range_gap(va_range *r)
+static void range_gap(sim_state *s, va_range *r)
 {
     uint64_t cur = r->base, gap = 0;
     for (guint k = 0; k <= r->used->len; k++) {
@@ -189,6 +256,7 @@ static void range_gap(va_range *r)
         if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
     }
     r->gap = gap;
+    if (gap > s->gap_bound) s->gap_bound = gap;
 }
 
 /* A new range, empty (its gap to be set by the caller); valid until ranges next change. */
@@ -216,15 +284,18 @@ static void context_range(sim_state *s)
     span fixed[] = {{x - 2 * GS_MiB, x}, {x + 2 * GS_MiB, x + 74 * GS_MiB},
                     {x + 98 * GS_MiB, x + 100 * GS_MiB}};
     for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_array_append_val(r->used, fixed[i]);
-    range_gap(r);
+    range_gap(s, r);
     s->bottom = x - TOP_BELOW_X;
 }
 
 /* The lowest gap of at least size inside a live range (rule 2); 0 when none. */
 static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
 {
+    if (size > s->gap_bound) return 0;
+    uint64_t largest = 0;
     for (guint i = 0; i < s->ranges->len; i++) {
         va_range *r = RANGE(s, i);
+        if (r->gap > largest) largest = r->gap;
         if (r->gap < size) continue;
         uint64_t cur = r->base;
         for (guint k = 0; k <= r->used->len; k++) {
@@ -236,6 +307,7 @@ static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
             if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
         }
     }
+    s->gap_bound = largest; /* every range seen: the bound is exact again */
     return 0;
 }
 
@@ -252,7 +324,7 @@ static uint64_t place(sim_state *s, uint64_t size)
     if (a) {
         span u = {a, a + size};
         span_insert(r->used, u);
-        range_gap(r);
+        range_gap(s, r);
         return a;
     }
     uint64_t v = MAX(CHUNK, round_up(size, CHUNK)), al = align_for(s, size), base = 0;
@@ -282,7 +354,7 @@ static uint64_t place(sim_state *s, uint64_t size)
     r = range_new(s, base, v, false);
     span u = {base, base + size};
     g_array_append_val(r->used, u);
-    range_gap(r);
+    range_gap(s, r);
     return base;
 }
 
@@ -305,7 +377,7 @@ static void unplace(sim_state *s, uint64_t addr)
             break;
         }
     if (r->used->len || r->permanent) {
-        range_gap(r);
+        range_gap(s, r);
         return;
     }
     span h = {r->base, r->base + r->size};
@@ -383,12 +455,10 @@ static bool unplace_small(sim_state *s, uint64_t addr)
  * model has handed out; then the script is abandoned.) */
 static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
 {
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, s->live);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        uint64_t a = GPOINTER_TO_SIZE(k), n = GPOINTER_TO_SIZE(v) & ~LIVE_FLAGS;
-        if (addr < a + n && a < addr + size) return true;
+    for (size_t i = 0; i < (size_t)1 << s->live.bits; i++) {
+        const live_slot *x = &s->live.slot[i];
+        uint64_t a = x->addr, n = x->v & ~LIVE_FLAGS;
+        if (x->v && addr < a + n && a < addr + size) return true;
     }
     return false;
 }
@@ -421,7 +491,7 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 
     uint64_t took = scripted ? round_up(size, PAGE) : rsize;
     uint64_t flags = scripted ? LIVE_SCRIPTED : small ? LIVE_SMALL : 0;
-    g_hash_table_insert(s->live, HKEY(a), HKEY(took | flags));
+    live_put(&s->live, a, took | flags);
     s->used_pages += scripted ? took / PAGE : pages;
     *addr = a;
     return GS_OK;
@@ -430,9 +500,9 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 static gs_status sim_free(void *st, uint64_t addr)
 {
     sim_state *s = st;
-    uint64_t v = GPOINTER_TO_SIZE(g_hash_table_lookup(s->live, HKEY(addr)));
-    if (!v) return GS_ERR_INVALID; /* a size is never 0 */
-    uint64_t size = v & ~LIVE_FLAGS;
+    live_slot *x = live_find(&s->live, addr);
+    if (!x) return GS_ERR_INVALID;
+    uint64_t v = x->v, size = v & ~LIVE_FLAGS;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
     if (v & LIVE_SCRIPTED) {
         s->used_pages -= size / PAGE;
@@ -442,7 +512,7 @@ static gs_status sim_free(void *st, uint64_t addr)
         unplace(s, addr);
         s->used_pages -= size / PAGE;
     }
-    g_hash_table_remove(s->live, HKEY(addr));
+    live_remove(&s->live, x);
     return GS_OK;
 }
 
@@ -680,7 +750,7 @@ static double sim_now(void *st) { return ((sim_state *)st)->clock_us; }
 static void sim_destroy(void *st)
 {
     sim_state *s = st;
-    g_hash_table_destroy(s->live);
+    g_free(s->live.slot);
     g_array_free(s->holes, TRUE);
     for (guint i = 0; i < s->ranges->len; i++) g_array_free(RANGE(s, i)->used, TRUE);
     g_array_free(s->ranges, TRUE);
@@ -718,7 +788,7 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     uint64_t usable = cfg->total_bytes > cfg->reserved_bytes ? cfg->total_bytes - cfg->reserved_bytes : 0;
     s->total_pages = usable / PAGE;
     s->cal = cfg->cal;
-    s->live = g_hash_table_new(g_direct_hash, g_direct_equal);
+    live_init(&s->live, LIVE_MIN_BITS);
     s->holes = g_array_new(FALSE, FALSE, sizeof(span));
     s->ranges = g_array_new(FALSE, FALSE, sizeof(va_range));
     s->spare = g_ptr_array_new();
