@@ -156,6 +156,9 @@ void gs_backend_destroy(gs_backend *be);
 typedef struct gs_calibration gs_calibration;
 
 gs_calibration *gs_calibration_builtin(void);
+/* The built-in table as CSV text (the format above), as it was measured: every row, those the
+ * model does not use included. */
+const char *gs_calibration_builtin_csv(void);
 /* The longest latency a table may give one call, in microseconds (a thousand seconds): with
  * sizes below 2^64, the model then stays finite for any call, however it extrapolates. */
 #define GS_CALIBRATION_MAX_US 1e9

@@ -63,6 +63,7 @@
 _Static_assert(X_DEFAULT < DEVICE_SPAN && VMM_BASE < X_DEFAULT, "the layout fits in one window");
 _Static_assert((UINT64_MAX >> 47) >= GS_SIM_MAX_DEVICES - 1, "every window is addressable");
 
+/* A mapping, as each of its granules holds it (handle 0: none; no handle is 0). */
 typedef struct {
     uint64_t va, size, handle;
 } mapping;
@@ -71,23 +72,25 @@ typedef struct {
  * pages on most events of some traces, and a table per granule (not a hash of every mapped
  * granule's address, a key allocated each) makes cuMemMap and cuMemUnmap a few stores. The
  * table is in chunks of GRAN_CHUNK granules (1 GiB), made when first mapped into: a reservation
- * spans the device's whole memory, and most of it is never mapped. */
+ * spans the device's whole memory, and most of it is never mapped. A granule holds its mapping
+ * itself, not a pointer to one: a cuMemMap allocates nothing. */
 #define GRAN_CHUNK 512
 typedef struct {
     uint64_t va, size;
     uint64_t mapped_pages;
-    mapping ***chunk; /* size / PAGE / GRAN_CHUNK (rounded up) chunks, NULL until mapped into */
+    mapping **chunk; /* size / PAGE / GRAN_CHUNK (rounded up) chunks, NULL until mapped into */
 } reservation;
 
+/* A handle's physical memory. The live ones are kept in an array in handle order: handles are
+ * numbered upward and never reused, so appending keeps it sorted and a lookup is a binary
+ * search, with neither a hash nor a malloc per handle. A handle that goes leaves a hole (size
+ * 0) until the holes outnumber the live handles; then the array is compacted. */
 typedef struct {
-    uint64_t size;
+    uint64_t handle;
+    uint64_t size;   /* 0: gone */
     uint32_t maps;   /* live mappings of this handle */
     bool released;   /* cuMemRelease'd while mapped: its pages go with the last unmap */
 } phys_handle;
-
-/* Handles are keys of a hash table as pointer-sized integers (no key allocated per handle). */
-_Static_assert(sizeof(gpointer) >= sizeof(uint64_t), "a handle fits a hash key");
-#define HKEY(h) GSIZE_TO_POINTER((gsize)(h))
 
 typedef struct {
     uint64_t lo, hi; /* [lo, hi) */
@@ -96,6 +99,7 @@ typedef struct {
 /* A VA range (rule 2): what lives in it, in address order. */
 typedef struct {
     uint64_t base, size;
+    uint64_t gap;    /* its largest gap: place() looks into no range whose gap is too small */
     bool permanent;  /* the context's own (rule 5): only its gaps are usable, it never goes */
     GArray *used;    /* span, sorted */
 } va_range;
@@ -106,23 +110,96 @@ typedef struct {
     GArray *live;    /* span (offsets into the page), sorted */
 } small_page;
 
-/* A live cudaMalloc: what it took. */
+/* A live cudaMalloc: its address, and what it took, its size rounded (S, or the small request's
+ * 512-byte multiple) with two flags in the low bits. */
+#define LIVE_SMALL UINT64_C(1)    /* in a shared page */
+#define LIVE_SCRIPTED UINT64_C(2) /* placed by the script: in no range of the model */
+#define LIVE_FLAGS (LIVE_SMALL | LIVE_SCRIPTED)
+_Static_assert(SMALL_ALIGN > LIVE_FLAGS, "a rounded size leaves the flags' bits clear");
 typedef struct {
-    uint64_t size;   /* rounded: S, or the small request's 512-byte multiple */
-    bool small;      /* in a shared page */
-    bool scripted;   /* placed by the script: in no range of the model */
-} live_alloc;
+    uint64_t addr;
+    uint64_t v;      /* size | LIVE_* flags; 0: an empty slot (a size is never 0) */
+} live_slot;
+
+/* The live cudaMallocs by address: open addressing, linear probing, a removal shifting back
+ * the slots after it (no tombstones), at most 3/4 full. A GHashTable's insert and remove took
+ * 4% of a replay that makes and frees a segment every few events (resnet50 under
+ * max_split_size_mb:128 at 6.25 GiB); these are a multiplication and a few compares. */
+typedef struct {
+    live_slot *slot;
+    unsigned bits;   /* 2^bits slots */
+    size_t n;
+} live_table;
+
+#define LIVE_MIN_BITS 6
+
+static size_t live_home(const live_table *t, uint64_t addr)
+{
+    return (size_t)((addr * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - t->bits)); /* Fibonacci */
+}
+
+static void live_init(live_table *t, unsigned bits)
+{
+    t->bits = bits;
+    t->slot = g_new0(live_slot, (size_t)1 << bits);
+    t->n = 0;
+}
+
+/* addr's slot, or NULL. */
+static live_slot *live_find(const live_table *t, uint64_t addr)
+{
+    size_t mask = ((size_t)1 << t->bits) - 1;
+    for (size_t i = live_home(t, addr);; i = (i + 1) & mask) {
+        if (!t->slot[i].v) return NULL;
+        if (t->slot[i].addr == addr) return &t->slot[i];
+    }
+}
+
+static void live_put(live_table *t, uint64_t addr, uint64_t v)
+{
+    if ((t->n + 1) * 4 > ((size_t)3 << t->bits)) { /* grow */
+        live_table old = *t;
+        live_init(t, old.bits + 1);
+        for (size_t i = 0; i < (size_t)1 << old.bits; i++)
+            if (old.slot[i].v) live_put(t, old.slot[i].addr, old.slot[i].v);
+        g_free(old.slot);
+    }
+    size_t mask = ((size_t)1 << t->bits) - 1, i = live_home(t, addr);
+    while (t->slot[i].v && t->slot[i].addr != addr) i = (i + 1) & mask;
+    if (!t->slot[i].v) t->n++;
+    t->slot[i] = (live_slot){addr, v};
+}
+
+static void live_remove(live_table *t, live_slot *x)
+{
+    size_t mask = ((size_t)1 << t->bits) - 1, i = (size_t)(x - t->slot);
+    for (size_t j = (i + 1) & mask; t->slot[j].v; j = (j + 1) & mask) {
+        /* the entry at j may move back to i unless its home lies cyclically in (i, j] */
+        size_t home = live_home(t, t->slot[j].addr);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->slot[i] = t->slot[j];
+            i = j;
+        }
+    }
+    t->slot[i].v = 0;
+    t->n--;
+}
 
 typedef struct {
     uint64_t total_pages;
     uint64_t used_pages;
     const gs_calibration *cal;
     double clock_us;
-    GHashTable *live;   /* addr -> live_alloc */
+    live_table live;
     /* the placement model */
     uint64_t x;         /* X (rule 5) */
     bool align_512m;    /* rule 3, H200 */
-    GPtrArray *ranges;  /* va_range*, sorted by base */
+    GArray *ranges;     /* va_range, sorted by base */
+    /* at least every range's gap (each gap that grows raises it; a search that finds nothing
+     * sets it to the largest): a request larger than it is placed without a look at the ranges,
+     * as most of the segments of a trace that makes many are */
+    uint64_t gap_bound;
+    GPtrArray *spare;   /* the used arrays of ranges gone, emptied: a new range takes one */
     GArray *holes;      /* span: freed VA below the context's range, sorted */
     uint64_t bottom;    /* the lowest carved address */
     GPtrArray *pages;   /* small_page*, sorted by addr */
@@ -133,7 +210,8 @@ typedef struct {
     /* virtual memory */
     GPtrArray *reservations;  /* reservation*, in no order (they never overlap; a few) */
     reservation *rlast;       /* the one gran_lookup found last */
-    GHashTable *handles;      /* handle (HKEY) -> phys_handle */
+    GArray *handles;          /* phys_handle, by handle; holes among them */
+    guint handle_holes;
     uint64_t next_handle;
     uint64_t vmm_frontier;
 } sim_state;
@@ -142,18 +220,21 @@ static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * t
 
 /* ---- the placement model ---- */
 
-static void span_insert(GArray *a, span x)
+/* The first span of a sorted array with lo >= at. */
+static guint span_lower(const GArray *a, uint64_t at)
 {
-    guint i = 0;
-    while (i < a->len && g_array_index(a, span, i).lo < x.lo) i++;
-    g_array_insert_val(a, i, x);
+    guint lo = 0, hi = a->len;
+    while (lo < hi) {
+        guint mid = (lo + hi) / 2;
+        if (g_array_index(a, span, mid).lo < at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
-static void range_free(gpointer p)
+static void span_insert(GArray *a, span x)
 {
-    va_range *r = p;
-    g_array_free(r->used, TRUE);
-    g_free(r);
+    g_array_insert_val(a, span_lower(a, x.lo), x);
 }
 
 static void page_free(gpointer p)
@@ -163,17 +244,35 @@ static void page_free(gpointer p)
     g_free(pg);
 }
 
+#define RANGE(s, i) (&g_array_index((s)->ranges, va_range, i))
+
+/* Sets r->gap: the largest gap between its spans (and its ends). */
+static void range_gap(sim_state *s, va_range *r)
+{
+    uint64_t cur = r->base, gap = 0;
+    for (guint k = 0; k <= r->used->len; k++) {
+        uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
+        if (end >= cur && end - cur > gap) gap = end - cur;
+        if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
+    }
+    r->gap = gap;
+    if (gap > s->gap_bound) s->gap_bound = gap;
+}
+
+/* A new range, empty (its gap to be set by the caller); valid until ranges next change. */
 static va_range *range_new(sim_state *s, uint64_t base, uint64_t size, bool permanent)
 {
-    va_range *r = g_new0(va_range, 1);
-    r->base = base;
-    r->size = size;
-    r->permanent = permanent;
-    r->used = g_array_new(FALSE, FALSE, sizeof(span));
-    guint i = 0;
-    while (i < s->ranges->len && ((va_range *)s->ranges->pdata[i])->base < base) i++;
-    g_ptr_array_insert(s->ranges, (gint)i, r);
-    return r;
+    guint i = 0, hi = s->ranges->len; /* i: the first range above base */
+    while (i < hi) {
+        guint mid = (i + hi) / 2;
+        if (RANGE(s, mid)->base < base) i = mid + 1;
+        else hi = mid;
+    }
+    GArray *used = s->spare->len ? g_ptr_array_remove_index_fast(s->spare, s->spare->len - 1)
+                                 : g_array_new(FALSE, FALSE, sizeof(span));
+    va_range r = {.base = base, .size = size, .permanent = permanent, .used = used};
+    g_array_insert_val(s->ranges, i, r);
+    return RANGE(s, i);
 }
 
 /* The context's range (rule 5): [X - 2 MiB, X + 100 MiB), usable only at [X, X + 2 MiB) and
@@ -185,14 +284,19 @@ static void context_range(sim_state *s)
     span fixed[] = {{x - 2 * GS_MiB, x}, {x + 2 * GS_MiB, x + 74 * GS_MiB},
                     {x + 98 * GS_MiB, x + 100 * GS_MiB}};
     for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_array_append_val(r->used, fixed[i]);
+    range_gap(s, r);
     s->bottom = x - TOP_BELOW_X;
 }
 
 /* The lowest gap of at least size inside a live range (rule 2); 0 when none. */
 static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
 {
+    if (size > s->gap_bound) return 0;
+    uint64_t largest = 0;
     for (guint i = 0; i < s->ranges->len; i++) {
-        va_range *r = s->ranges->pdata[i];
+        va_range *r = RANGE(s, i);
+        if (r->gap > largest) largest = r->gap;
+        if (r->gap < size) continue;
         uint64_t cur = r->base;
         for (guint k = 0; k <= r->used->len; k++) {
             uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
@@ -203,6 +307,7 @@ static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
             if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
         }
     }
+    s->gap_bound = largest; /* every range seen: the bound is exact again */
     return 0;
 }
 
@@ -219,17 +324,21 @@ static uint64_t place(sim_state *s, uint64_t size)
     if (a) {
         span u = {a, a + size};
         span_insert(r->used, u);
+        range_gap(s, r);
         return a;
     }
     uint64_t v = MAX(CHUNK, round_up(size, CHUNK)), al = align_for(s, size), base = 0;
     gint best = -1;
-    for (guint i = 0; i < s->holes->len; i++) { /* the highest hole strictly larger than V */
+    /* the highest hole strictly larger than V: holes are sorted and disjoint, so the first that
+     * will do from the top */
+    for (guint i = s->holes->len; i-- > 0;) {
         span h = g_array_index(s->holes, span, i);
         if (h.hi - h.lo < v) continue;
         uint64_t b = (h.hi - v) / al * al;
-        if (b > h.lo && (best < 0 || h.hi > g_array_index(s->holes, span, best).hi)) {
+        if (b > h.lo) {
             best = (gint)i;
             base = b;
+            break;
         }
     }
     if (best >= 0) {
@@ -245,37 +354,48 @@ static uint64_t place(sim_state *s, uint64_t size)
     r = range_new(s, base, v, false);
     span u = {base, base + size};
     g_array_append_val(r->used, u);
+    range_gap(s, r);
     return base;
 }
 
 /* Give back what place() gave at addr (rule 4). */
 static void unplace(sim_state *s, uint64_t addr)
 {
-    for (guint i = 0; i < s->ranges->len; i++) {
-        va_range *r = s->ranges->pdata[i];
-        if (addr < r->base || addr >= r->base + r->size) continue;
-        for (guint k = 0; k < r->used->len; k++)
-            if (g_array_index(r->used, span, k).lo == addr) {
-                g_array_remove_index(r->used, k);
-                break;
-            }
-        if (r->used->len || r->permanent) return;
-        span h = {r->base, r->base + r->size};
-        g_ptr_array_remove_index(s->ranges, i); /* frees r */
-        for (guint k = 0; k < s->holes->len;) { /* merge with the free neighbours */
-            span o = g_array_index(s->holes, span, k);
-            if (o.hi == h.lo || o.lo == h.hi) {
-                h.lo = MIN(h.lo, o.lo);
-                h.hi = MAX(h.hi, o.hi);
-                g_array_remove_index(s->holes, k);
-            } else {
-                k++;
-            }
+    /* the range holding addr: the last with base <= addr (ranges do not overlap) */
+    guint lo = 0, hi = s->ranges->len;
+    while (hi - lo > 1) {
+        guint mid = (lo + hi) / 2;
+        if (RANGE(s, mid)->base <= addr) lo = mid;
+        else hi = mid;
+    }
+    if (!s->ranges->len) return;
+    va_range *r = RANGE(s, lo);
+    if (addr < r->base || addr >= r->base + r->size) return;
+    for (guint k = 0; k < r->used->len; k++)
+        if (g_array_index(r->used, span, k).lo == addr) {
+            g_array_remove_index(r->used, k);
+            break;
         }
-        if (h.lo == s->bottom) s->bottom = h.hi; /* the carved space shrinks */
-        else span_insert(s->holes, h);
+    if (r->used->len || r->permanent) {
+        range_gap(s, r);
         return;
     }
+    span h = {r->base, r->base + r->size};
+    g_ptr_array_add(s->spare, r->used); /* empty */
+    g_array_remove_index(s->ranges, lo);
+    /* merge with the free neighbours: holes are sorted and never touch (each merged when made),
+     * so those are the hole just above h and the one just below */
+    guint at = span_lower(s->holes, h.lo);
+    if (at < s->holes->len && g_array_index(s->holes, span, at).lo == h.hi) {
+        h.hi = g_array_index(s->holes, span, at).hi;
+        g_array_remove_index(s->holes, at);
+    }
+    if (at > 0 && g_array_index(s->holes, span, at - 1).hi == h.lo) {
+        h.lo = g_array_index(s->holes, span, --at).lo;
+        g_array_remove_index(s->holes, at);
+    }
+    if (h.lo == s->bottom) s->bottom = h.hi; /* the carved space shrinks */
+    else g_array_insert_val(s->holes, at, h);
 }
 
 /* A small request (rule 1): its place in a shared page; *new_page when it needs one. */
@@ -335,12 +455,10 @@ static bool unplace_small(sim_state *s, uint64_t addr)
  * model has handed out; then the script is abandoned.) */
 static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
 {
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, s->live);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        uint64_t a = *(uint64_t *)k, n = ((live_alloc *)v)->size;
-        if (addr < a + n && a < addr + size) return true;
+    for (size_t i = 0; i < (size_t)1 << s->live.bits; i++) {
+        const live_slot *x = &s->live.slot[i];
+        uint64_t a = x->addr, n = x->v & ~LIVE_FLAGS;
+        if (x->v && addr < a + n && a < addr + size) return true;
     }
     return false;
 }
@@ -371,13 +489,10 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
     }
     if (!scripted) a = small ? place_small(s, rsize, true, &new_page) : place(s, rsize);
 
-    uint64_t *k = g_new(uint64_t, 1);
-    *k = a;
-    live_alloc *v = g_new(live_alloc, 1);
-    *v = (live_alloc){.size = scripted ? round_up(size, PAGE) : rsize, .small = small && !scripted,
-                      .scripted = scripted};
-    g_hash_table_insert(s->live, k, v);
-    s->used_pages += scripted ? v->size / PAGE : pages;
+    uint64_t took = scripted ? round_up(size, PAGE) : rsize;
+    uint64_t flags = scripted ? LIVE_SCRIPTED : small ? LIVE_SMALL : 0;
+    live_put(&s->live, a, took | flags);
+    s->used_pages += scripted ? took / PAGE : pages;
     *addr = a;
     return GS_OK;
 }
@@ -385,18 +500,19 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 static gs_status sim_free(void *st, uint64_t addr)
 {
     sim_state *s = st;
-    live_alloc *v = g_hash_table_lookup(s->live, &addr);
-    if (!v) return GS_ERR_INVALID;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, v->size);
-    if (v->scripted) {
-        s->used_pages -= v->size / PAGE;
-    } else if (v->small) {
+    live_slot *x = live_find(&s->live, addr);
+    if (!x) return GS_ERR_INVALID;
+    uint64_t v = x->v, size = v & ~LIVE_FLAGS;
+    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
+    if (v & LIVE_SCRIPTED) {
+        s->used_pages -= size / PAGE;
+    } else if (v & LIVE_SMALL) {
         if (unplace_small(s, addr)) s->used_pages--;
     } else {
         unplace(s, addr);
-        s->used_pages -= v->size / PAGE;
+        s->used_pages -= size / PAGE;
     }
-    g_hash_table_remove(s->live, &addr);
+    live_remove(&s->live, x);
     return GS_OK;
 }
 
@@ -426,22 +542,32 @@ static uint64_t gran_chunks(const reservation *r)
 }
 
 /* The mapping over granule i of r, or NULL. */
-static mapping *gran_get(const reservation *r, uint64_t i)
+static const mapping *gran_get(const reservation *r, uint64_t i)
 {
-    mapping **c = r->chunk[i / GRAN_CHUNK];
-    return c ? c[i % GRAN_CHUNK] : NULL;
+    const mapping *c = r->chunk[i / GRAN_CHUNK];
+    return c && c[i % GRAN_CHUNK].handle ? &c[i % GRAN_CHUNK] : NULL;
 }
 
-static void gran_set(reservation *r, uint64_t i, mapping *m)
+/* Granules [i, i + n) of r hold m. */
+static void gran_set(reservation *r, uint64_t i, uint64_t n, mapping m)
 {
-    mapping ***c = &r->chunk[i / GRAN_CHUNK];
-    if (!*c) *c = g_new0(mapping *, GRAN_CHUNK);
-    (*c)[i % GRAN_CHUNK] = m;
+    for (uint64_t g = i; g < i + n;) {
+        mapping **c = &r->chunk[g / GRAN_CHUNK];
+        if (!*c) *c = g_new0(mapping, GRAN_CHUNK);
+        for (uint64_t end = MIN(i + n, (g / GRAN_CHUNK + 1) * GRAN_CHUNK); g < end; g++)
+            (*c)[g % GRAN_CHUNK] = m;
+    }
+}
+
+/* Granules [i, i + n) of r, all mapped, hold nothing. */
+static void gran_clear(reservation *r, uint64_t i, uint64_t n)
+{
+    for (uint64_t g = i; g < i + n; g++) r->chunk[g / GRAN_CHUNK][g % GRAN_CHUNK].handle = 0;
 }
 
 /* The mapping over the granule at a (granularity-aligned), or NULL when none (or when no
  * reservation holds a). */
-static mapping *gran_lookup(sim_state *s, uint64_t a)
+static const mapping *gran_lookup(sim_state *s, uint64_t a)
 {
     reservation *r = s->rlast;
     if (!r || a < r->va || a - r->va >= r->size) {
@@ -452,25 +578,10 @@ static mapping *gran_lookup(sim_state *s, uint64_t a)
     return gran_get(r, (a - r->va) / PAGE);
 }
 
-/* Frees a reservation and the mappings left in it. */
+/* Frees a reservation, the mappings left in it with it. */
 static void reservation_free(gpointer p)
 {
     reservation *r = p;
-    /* In address order, so a mapping is met at its first granule: freed there, and its other
-     * granules (perhaps in the next chunk) are stepped over, not read. */
-    for (uint64_t g = 0, n = r->size / PAGE; g < n;) {
-        if (!r->chunk[g / GRAN_CHUNK]) {
-            g = (g / GRAN_CHUNK + 1) * GRAN_CHUNK;
-            continue;
-        }
-        mapping *m = gran_get(r, g);
-        if (!m) {
-            g++;
-            continue;
-        }
-        g += m->size / PAGE;
-        g_free(m);
-    }
     for (uint64_t c = 0; c < gran_chunks(r); c++) g_free(r->chunk[c]);
     g_free(r->chunk);
     g_free(r);
@@ -487,7 +598,7 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;
-    r->chunk = g_new0(mapping **, gran_chunks(r));
+    r->chunk = g_new0(mapping *, gran_chunks(r));
     s->vmm_frontier += size;
     g_ptr_array_add(s->reservations, r);
     *va = r->va;
@@ -516,27 +627,48 @@ static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
     if (size / PAGE > s->total_pages - s->used_pages) return GS_ERR_OOM;
     s->used_pages += size / PAGE;
-    phys_handle *p = g_new0(phys_handle, 1);
-    p->size = size;
     *handle = ++s->next_handle;
-    g_hash_table_insert(s->handles, HKEY(*handle), p);
+    phys_handle p = {.handle = *handle, .size = size};
+    g_array_append_val(s->handles, p); /* the largest handle yet: the array stays sorted */
     return GS_OK;
 }
 
-static void handle_drop(sim_state *s, uint64_t handle, phys_handle *p)
+/* The live handle h, or NULL; valid until handles next change. */
+static phys_handle *handle_find(sim_state *s, uint64_t h)
+{
+    guint lo = 0, hi = s->handles->len;
+    while (lo < hi) {
+        guint mid = (lo + hi) / 2;
+        phys_handle *p = &g_array_index(s->handles, phys_handle, mid);
+        if (p->handle == h) return p->size ? p : NULL;
+        if (p->handle < h) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+static void handle_drop(sim_state *s, phys_handle *p)
 {
     s->used_pages -= p->size / PAGE;
-    g_hash_table_remove(s->handles, HKEY(handle));
+    p->size = 0;
+    if (++s->handle_holes <= s->handles->len / 2) return;
+    guint n = 0; /* compact: more holes than live handles */
+    for (guint i = 0; i < s->handles->len; i++) {
+        const phys_handle *q = &g_array_index(s->handles, phys_handle, i);
+        if (q->size) g_array_index(s->handles, phys_handle, n++) = *q;
+    }
+    g_array_set_size(s->handles, n);
+    s->handle_holes = 0;
 }
 
 static gs_status sim_page_release(void *st, uint64_t handle)
 {
     sim_state *s = st;
-    phys_handle *p = g_hash_table_lookup(s->handles, HKEY(handle));
+    phys_handle *p = handle_find(s, handle);
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_RELEASE, p ? p->size : PAGE);
     if (!p || p->released) return GS_ERR_INVALID;
     if (p->maps) p->released = true;
-    else handle_drop(s, handle, p);
+    else handle_drop(s, p);
     return GS_OK;
 }
 
@@ -544,26 +676,28 @@ static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
 {
     sim_state *s = st;
     s->clock_us += gs_calibration_us(s->cal, GS_CALL_MAP, size);
-    phys_handle *p = g_hash_table_lookup(s->handles, HKEY(handle));
+    phys_handle *p = handle_find(s, handle);
     reservation *r = reservation_of(s, va, size);
     if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
     uint64_t g = (va - r->va) / PAGE;
     for (uint64_t i = 0; i < size / PAGE; i++)
         if (gran_get(r, g + i)) return GS_ERR_INVALID; /* already mapped */
-    mapping *m = g_new(mapping, 1);
-    *m = (mapping){va, size, handle};
-    for (uint64_t i = 0; i < size / PAGE; i++) gran_set(r, g + i, m);
+    gran_set(r, g, size / PAGE, (mapping){va, size, handle});
     p->maps++;
     r->mapped_pages += size / PAGE;
     return GS_OK;
 }
 
-/* Is every granule of [va, va+size) mapped? */
+/* Is every granule of [va, va+size) mapped? Mapping by mapping: a mapping's granules are all
+ * mapped. */
 static bool range_mapped(sim_state *s, uint64_t va, uint64_t size)
 {
     if (size == 0 || va % PAGE || size % PAGE) return false;
-    for (uint64_t a = va; a < va + size; a += PAGE)
-        if (!gran_lookup(s, a)) return false;
+    for (uint64_t a = va; a < va + size;) {
+        const mapping *m = gran_lookup(s, a);
+        if (!m) return false;
+        a = m->va + m->size;
+    }
     return true;
 }
 
@@ -598,14 +732,13 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
         a += m->size;
     }
     for (uint64_t a = va; a < va + size;) {
-        mapping *m = gran_lookup(s, a);
+        const mapping *m = gran_lookup(s, a);
         uint64_t n = m->size, h = m->handle;
         reservation *r = reservation_of(s, a, n); /* a mapping lies within one */
-        for (uint64_t i = 0; i < n / PAGE; i++) gran_set(r, (a - r->va) / PAGE + i, NULL);
+        gran_clear(r, (a - r->va) / PAGE, n / PAGE);
         r->mapped_pages -= n / PAGE;
-        phys_handle *p = g_hash_table_lookup(s->handles, HKEY(h));
-        if (--p->maps == 0 && p->released) handle_drop(s, h, p);
-        g_free(m);
+        phys_handle *p = handle_find(s, h);
+        if (--p->maps == 0 && p->released) handle_drop(s, p);
         a += n;
     }
     return GS_OK;
@@ -617,11 +750,14 @@ static double sim_now(void *st) { return ((sim_state *)st)->clock_us; }
 static void sim_destroy(void *st)
 {
     sim_state *s = st;
-    g_hash_table_destroy(s->live);
+    g_free(s->live.slot);
     g_array_free(s->holes, TRUE);
-    g_ptr_array_free(s->ranges, TRUE);
+    for (guint i = 0; i < s->ranges->len; i++) g_array_free(RANGE(s, i)->used, TRUE);
+    g_array_free(s->ranges, TRUE);
+    for (guint i = 0; i < s->spare->len; i++) g_array_free(s->spare->pdata[i], TRUE);
+    g_ptr_array_free(s->spare, TRUE);
     g_ptr_array_free(s->pages, TRUE);
-    g_hash_table_destroy(s->handles);
+    g_array_free(s->handles, TRUE);
     g_ptr_array_free(s->reservations, TRUE);
     g_free(s);
 }
@@ -652,15 +788,16 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     uint64_t usable = cfg->total_bytes > cfg->reserved_bytes ? cfg->total_bytes - cfg->reserved_bytes : 0;
     s->total_pages = usable / PAGE;
     s->cal = cfg->cal;
-    s->live = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    live_init(&s->live, LIVE_MIN_BITS);
     s->holes = g_array_new(FALSE, FALSE, sizeof(span));
-    s->ranges = g_ptr_array_new_with_free_func(range_free);
+    s->ranges = g_array_new(FALSE, FALSE, sizeof(va_range));
+    s->spare = g_ptr_array_new();
     s->pages = g_ptr_array_new_with_free_func(page_free);
     s->x = cfg->origin ? cfg->origin : window + X_DEFAULT;
     s->align_512m = cfg->align_512m;
     context_range(s);
     s->reservations = g_ptr_array_new_with_free_func(reservation_free);
-    s->handles = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, g_free);
+    s->handles = g_array_new(FALSE, FALSE, sizeof(phys_handle));
     s->vmm_frontier = window + VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;

@@ -176,6 +176,49 @@ START_TEST(calibration_interpolates_and_extrapolates)
 }
 END_TEST
 
+/* The built-in table is compiled, not parsed: it must model exactly what its CSV text does (the
+ * measurement as written), to the bit, at every size the table names, next to them, between
+ * them and beyond them. */
+START_TEST(calibration_builtin_is_its_csv)
+{
+    char *dir = g_dir_make_tmp("gs-cal-XXXXXX", NULL);
+    char *path = g_build_filename(dir, "builtin.csv", NULL);
+    const char *csv = gs_calibration_builtin_csv();
+    ck_assert(g_file_set_contents(path, csv, -1, NULL));
+    char *msg = NULL;
+    gs_calibration *parsed = gs_calibration_load(path, &msg);
+    ck_assert_msg(parsed != NULL, "%s", msg);
+    gs_calibration *built = gs_calibration_builtin();
+    GArray *sizes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    uint64_t fixed[] = {0, 1, 3 * MiB, 100 * GiB, UINT64_MAX};
+    g_array_append_vals(sizes, fixed, G_N_ELEMENTS(fixed));
+    for (const char *l = csv; (l = strchr(l, '\n')) != NULL;) {
+        l++;
+        const char *f = strchr(l, ',');
+        if (!f) break;
+        uint64_t v = g_ascii_strtoull(f + 1, NULL, 10);
+        uint64_t near[] = {v - 1, v, v + 1, v + v / 3};
+        g_array_append_vals(sizes, near, G_N_ELEMENTS(near));
+    }
+    ck_assert_uint_gt(sizes->len, 300);
+    for (int k = 0; k < GS_CALL_COUNT; k++)
+        for (guint i = 0; i < sizes->len; i++) {
+            uint64_t n = g_array_index(sizes, uint64_t, i);
+            double a = gs_calibration_us(parsed, (gs_call_kind)k, n);
+            double b = gs_calibration_us(built, (gs_call_kind)k, n);
+            ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s of %" G_GUINT64_FORMAT " bytes: %.17g "
+                          "parsed, %.17g compiled", gs_call_name((gs_call_kind)k), n, a, b);
+        }
+    g_array_free(sizes, TRUE);
+    gs_calibration_free(built);
+    gs_calibration_free(parsed);
+    g_unlink(path);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(dir);
+}
+END_TEST
+
 START_TEST(calibration_load_rejects_bad_file)
 {
     char *dir = g_dir_make_tmp("gs-cal-XXXXXX", NULL);
@@ -518,6 +561,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tc, sim_devices_have_disjoint_address_windows);
     tcase_add_test(tc, sim_clock_advances_by_calibrated_latency);
     tcase_add_test(tc, calibration_interpolates_and_extrapolates);
+    tcase_add_test(tc, calibration_builtin_is_its_csv);
     tcase_add_test(tc, calibration_load_rejects_bad_file);
     tcase_add_test(tc, faulty_fails_nth_masked_call_only);
     tcase_add_test(tc, faulty_probability_is_seeded);

@@ -263,9 +263,10 @@ def json_seeds(gpusim):
 
 def calibration_seeds(shared):
     src = open(os.path.join(ROOT, "backends", "calibration.c")).read()
-    m = re.search(r"builtin_h100\[\] =\n(.*?);\n", src, re.S)
-    rows = re.findall(r'^\s*"(.*?)\\n"', m.group(1), re.M)
-    put("calibration", "builtin.csv", "\n".join(rows) + "\n")
+    # the rows of H100_ROWS, R(op, size, median, p10, p90, n), as the CSV text they give
+    rows = re.findall(r"^\s*R\(([^)]*)\)", src, re.M)
+    put("calibration", "builtin.csv", "op,size_bytes,median_us,p10_us,p90_us,n\n"
+        + "".join(r.replace(", ", ",") + "\n" for r in rows))
     if shared and os.path.exists(os.path.join(shared, "calibration", "h100-latency.csv")):
         put("calibration", "shared-h100.csv",
             open(os.path.join(shared, "calibration", "h100-latency.csv"), "rb").read())
