@@ -246,17 +246,30 @@ static void page_free(gpointer p)
 
 #define RANGE(s, i) (&g_array_index((s)->ranges, va_range, i))
 
-/* Sets r->gap: the largest gap between its spans (and its ends). */
-static void range_gap(sim_state *s, va_range *r)
+/* r's gaps (between its spans, and at its ends) in address order: TRUE at the first of at
+ * least size, its start in *at; FALSE when none is, *largest then the largest of them. */
+static bool range_gap_walk(const va_range *r, uint64_t size, uint64_t *at, uint64_t *largest)
 {
     uint64_t cur = r->base, gap = 0;
     for (guint k = 0; k <= r->used->len; k++) {
         uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
+        if (end >= cur && end - cur >= size) {
+            *at = cur;
+            return true;
+        }
         if (end >= cur && end - cur > gap) gap = end - cur;
         if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
     }
-    r->gap = gap;
-    if (gap > s->gap_bound) s->gap_bound = gap;
+    *largest = gap;
+    return false;
+}
+
+/* Sets r->gap: the largest gap between its spans (and its ends). */
+static void range_gap(sim_state *s, va_range *r)
+{
+    uint64_t at;
+    (void)range_gap_walk(r, UINT64_MAX, &at, &r->gap); /* no gap spans 2^64 - 1 bytes */
+    if (r->gap > s->gap_bound) s->gap_bound = r->gap;
 }
 
 /* A new range, empty (its gap to be set by the caller); valid until ranges next change. */
@@ -296,15 +309,10 @@ static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
     for (guint i = 0; i < s->ranges->len; i++) {
         va_range *r = RANGE(s, i);
         if (r->gap > largest) largest = r->gap;
-        if (r->gap < size) continue;
-        uint64_t cur = r->base;
-        for (guint k = 0; k <= r->used->len; k++) {
-            uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
-            if (end >= cur && end - cur >= size) {
-                *in = r;
-                return cur;
-            }
-            if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
+        uint64_t at, gap;
+        if (r->gap >= size && range_gap_walk(r, size, &at, &gap)) {
+            *in = r;
+            return at;
         }
     }
     s->gap_bound = largest; /* every range seen: the bound is exact again */
