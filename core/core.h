@@ -286,7 +286,8 @@ gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
 size_t gs_pool_count(const gs_heap *h, unsigned pool); /* a walk: for tests and checks */
 /* The lowest-addressed free block of stream in pool with at least size bytes, or NULL: an
- * address-ordered first fit (RMM's arenas), in one descent. Only for a policy that sets
+ * address-ordered first fit (RMM's arenas), from the address order (a short list's walk, or a
+ * treap's descent). Only for a policy that sets
  * gs_policy_ops.addr_order (the core then keeps the address order; core/addr_index.c). */
 gs_block *gs_pool_first_fit(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
 /* The free blocks of pool that are whole segments (!gs_block_is_split), of every stream, in the
