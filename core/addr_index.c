@@ -24,7 +24,11 @@
  * A list becomes a treap when it passes GS_ADDR_TREE_AT blocks (built in one pass over it) and
  * a treap a list when it falls below GS_ADDR_LIST_AT: the gap keeps a stream at the border from
  * converting on every event. Either way the first fit is the same block (the lowest address
- * that holds the request), so the form changes the replay's speed, never its result.
+ * that holds the request), so the form changes the replay's speed, never its result. Why 128:
+ * a treap's update (a descent fixing amax, rotations) costs more than a list's walk of a few
+ * dozen blocks; at 64/16 resnet50's rmm-arena replay took 588 instructions an event, at 32/8
+ * 666, at 128/32 (and 256/64) 442 (bench/ir_per_event.sh: no bundled trace's stream passes
+ * 128, the scaling benchmark's do).
  *
  * The pool also keeps its free blocks that are whole segments (gs_findex.whole, each block's
  * segment knowing its place: O(1) removal), so that a policy giving its empty segments back
@@ -68,7 +72,7 @@ static void whole_del(gs_findex *x, gs_block *b)
 
 static inline uint64_t amax_of(const gs_block *n) { return n ? n->amax : 0; }
 
-static inline void fix(gs_block *n)
+GS_HOT void fix(gs_block *n)
 {
     uint64_t m = MAX(amax_of(n->aleft), amax_of(n->aright));
     n->amax = MAX(m, n->size);
