@@ -12,6 +12,7 @@ typedef struct {
     char *first;                        /* the first one, described */
     gs_stats re;                        /* every stat's current value, recounted */
     size_t free_blocks[GS_MAX_POOLS_ALL];   /* free blocks the segments hold, per pool */
+    size_t free_whole[GS_MAX_POOLS_ALL];    /* those that are whole segments */
     uint64_t free_bytes[GS_MAX_POOLS_ALL];  /* and their bytes */
     uint64_t largest_free;              /* the largest free block of any pool */
     size_t unmapped_blocks[GS_MAX_POOLS_ALL];
@@ -132,6 +133,7 @@ static void recount_block(check_ctx *c, const gs_heap *h, const gs_block *b, int
                "unmapped blocks should have coalesced at " ADDR, b->next ? b->next->addr : 0);
     } else if (b->state == GS_BLOCK_FREE) {
         c->free_blocks[b->pool]++;
+        c->free_whole[b->pool] += !gs_block_is_split(b);
         c->free_bytes[b->pool] += b->size;
         c->largest_free = MAX(c->largest_free, b->size);
         INSIST(c, !(b->next && b->next->state == GS_BLOCK_FREE),
@@ -202,18 +204,28 @@ static void check_segment(check_ctx *c, const gs_heap *h, const gs_segment *s)
     }
 }
 
-/* A stream's treap by address (addr_index.c): strictly ascending addresses, the heap property,
- * each node's amax the largest size below it, only free blocks of that pool and stream.
- * Returns the node count. */
-static size_t check_addr_tree(check_ctx *c, unsigned pool, uint32_t stream, const gs_block *n,
-                              const gs_block **last)
+/* A block of stream's address order (addr_index.c): free, of that pool and stream, strictly
+ * above the last one met. */
+static void check_addr_block(check_ctx *c, unsigned pool, uint32_t stream, const gs_block *n,
+                             const gs_block **last)
 {
-    if (!n) return 0;
-    size_t k = check_addr_tree(c, pool, stream, n->aleft, last);
     INSIST(c, n->state == GS_BLOCK_FREE && n->pool == pool && n->stream == stream,
            "address order of pool %u stream %u holds block " ADDR " (state %d, pool %u, "
            "stream %u)", pool, stream, n->addr, n->state, n->pool, n->stream);
     if (*last) INSIST(c, (*last)->addr < n->addr, "address order of pool %u out of order", pool);
+    *last = n;
+}
+
+/* A stream's treap by address: in order, the heap property, the parent links, each node's amax
+ * the largest size below it. Returns the node count. */
+static size_t check_addr_tree(check_ctx *c, unsigned pool, uint32_t stream, const gs_block *n,
+                              const gs_block *parent, const gs_block **last)
+{
+    if (!n) return 0;
+    INSIST(c, n->aparent == parent, "block " ADDR ": wrong parent in the address treap",
+           n->addr);
+    size_t k = check_addr_tree(c, pool, stream, n->aleft, n, last);
+    check_addr_block(c, pool, stream, n, last);
     uint64_t m = n->size;
     if (n->aleft) {
         INSIST(c, prio_of(n->aleft->addr) <= prio_of(n->addr), "address treap heap property");
@@ -225,8 +237,61 @@ static size_t check_addr_tree(check_ctx *c, unsigned pool, uint32_t stream, cons
     }
     INSIST(c, n->amax == m, "block " ADDR ": amax " U64 ", its subtree's largest " U64, n->addr,
            n->amax, m);
-    *last = n;
-    return k + 1 + check_addr_tree(c, pool, stream, n->aright, last);
+    return k + 1 + check_addr_tree(c, pool, stream, n->aright, n, last);
+}
+
+/* A stream's address order, list or treap: its blocks in order, their count, the form the
+ * count allows (a list of at most GS_ADDR_TREE_AT, a treap of at least GS_ADDR_LIST_AT) and,
+ * for a list, the back links and the finger (one of its blocks). Returns the blocks held. */
+static size_t check_addr(check_ctx *c, unsigned pool, uint32_t stream, const gs_fstream *s)
+{
+    const gs_block *last = NULL;
+    size_t n = 0;
+    if (s->atree) {
+        n = check_addr_tree(c, pool, stream, s->by_addr, NULL, &last);
+        INSIST(c, n >= GS_ADDR_LIST_AT, "pool %u stream %u: a treap of %zu blocks", pool, stream,
+               n);
+    } else {
+        bool finger = !s->afinger;
+        for (const gs_block *b = s->by_addr; b && n <= s->naddr; b = b->aright) {
+            INSIST(c, b->aleft == last, "block " ADDR ": wrong back link in the address list",
+                   b->addr);
+            check_addr_block(c, pool, stream, b, &last);
+            finger = finger || b == s->afinger;
+            n++;
+        }
+        INSIST(c, n <= GS_ADDR_TREE_AT, "pool %u stream %u: a list of %zu blocks", pool, stream,
+               n);
+        INSIST(c, finger, "pool %u stream %u: the finger is not in the address list", pool,
+               stream);
+    }
+    INSIST(c, n == s->naddr, "pool %u stream %u: %zu blocks in address order, count says %u",
+           pool, stream, n, s->naddr);
+    return n;
+}
+
+/* The pool's whole blocks (addr_index.c): exactly its free blocks that are whole segments,
+ * each at the place its segment says, and no other segment marked. */
+static void check_whole(check_ctx *c, const gs_heap *h, unsigned pool)
+{
+    const gs_findex *x = &h->pools[pool].blocks;
+    size_t marked = 0;
+    for (const gs_segment *s = h->segments; s; s = s->next) marked += s->pool == pool && s->whole_at;
+    if (!x->by_addr) {
+        INSIST(c, x->nwhole == 0 && marked == 0, "pool %u: whole blocks kept, not by_addr", pool);
+        return;
+    }
+    INSIST(c, marked == x->nwhole, "pool %u: %zu segments marked whole, %u kept", pool, marked,
+           x->nwhole);
+    for (uint32_t i = 0; i < x->nwhole; i++) {
+        const gs_block *b = x->whole[i];
+        INSIST(c, b->state == GS_BLOCK_FREE && b->pool == pool && !gs_block_is_split(b) &&
+                      b->seg->whole_at == i + 1,
+               "pool %u: whole block %u (" ADDR ") is not a free whole segment at its place",
+               pool, i, b->addr);
+    }
+    INSIST(c, x->nwhole == c->free_whole[pool], "pool %u: %u whole blocks kept, segments have %zu",
+           pool, x->nwhole, c->free_whole[pool]);
 }
 
 /* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
@@ -273,8 +338,7 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
         }
         INSIST(c, largest == s->largest, "pool %u stream %u: largest is " U64 ", says " U64, i,
                si, largest, s->largest);
-        const gs_block *alast = NULL;
-        size_t na = check_addr_tree(c, i, si, s->by_addr, &alast);
+        size_t na = x->by_addr ? check_addr(c, i, si, s) : (s->by_addr != NULL);
         INSIST(c, x->by_addr ? na == n : na == 0,
                "pool %u stream %u: %zu blocks in address order, %zu by size", i, si, na, n);
         total += n;
@@ -314,6 +378,7 @@ static void check_indexes(check_ctx *c, const gs_heap *h)
     for (unsigned i = 0; i < h->pool_hi; i++) {
         const gs_pool *p = &h->pools[i];
         size_t n = check_findex(c, h, i);
+        check_whole(c, h, i);
         INSIST(c, n == c->free_blocks[i],
                "index of pool %u holds %zu blocks, segments have %zu free", i, n,
                c->free_blocks[i]);

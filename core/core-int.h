@@ -78,7 +78,12 @@ typedef struct {
     bool dirty;             /* largest may be out of date: the stream is on its pool's list */
     bool addr_order;        /* its findex's by_addr, copied here: tested with dirty's line */
     gs_frow *rows[GS_FL];   /* NULL until the row is first used */
-    gs_block *by_addr;      /* its blocks' treap by address, when the findex is by_addr */
+    /* When the findex is by_addr, its blocks in address order (addr_index.c): */
+    gs_block *by_addr;      /* the list's first block, or the treap's root (atree) */
+    gs_block *afinger;      /* list: a block of the list (NULL: its head), where an insertion
+                             * starts to look for its place: the last removal's neighbour */
+    uint32_t naddr;         /* its blocks */
+    bool atree;             /* a treap, not a list */
 } gs_fstream;
 
 typedef struct {
@@ -89,6 +94,10 @@ typedef struct {
     uint32_t *dirty;        /* the streams whose largest may be out of date */
     uint32_t ndirty, dirty_cap;
     bool by_addr;           /* also kept in address order (gs_policy_ops.addr_order) */
+    /* by_addr: the free blocks that are whole segments, in no order (seg->whole_at - 1 is each
+     * one's place) */
+    gs_block **whole;
+    uint32_t nwhole, whole_cap;
 } gs_findex;
 
 typedef struct {
@@ -231,8 +240,12 @@ gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
 void gs_findex_free(gs_findex *x);
 
 /* "addr_index.c": a findex's address order, for the policies that ask for it */
-GS_COLD void gs_addr_insert(gs_fstream *s, gs_block *b);
-GS_COLD void gs_addr_remove(gs_fstream *s, gs_block *b);
+GS_COLD void gs_addr_insert(gs_findex *x, gs_fstream *s, gs_block *b);
+GS_COLD void gs_addr_remove(gs_findex *x, gs_fstream *s, gs_block *b);
+/* A stream switches from list to treap above GS_ADDR_TREE_AT blocks, and back below
+ * GS_ADDR_LIST_AT. */
+#define GS_ADDR_TREE_AT 128
+#define GS_ADDR_LIST_AT 32
 
 /* "heap.c" */
 void gs_block_slab_refill(gs_heap *h);
@@ -473,7 +486,7 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b)
     r->bits |= UINT64_C(1) << sl;
     treap_insert(&r->cls[sl], b);
     if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
-    if (G_UNLIKELY(s->addr_order)) gs_addr_insert(s, b);
+    if (G_UNLIKELY(s->addr_order)) gs_addr_insert(x, s, b);
 }
 
 /* Take out b, found at position at. */
@@ -486,7 +499,7 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
         if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
     }
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
-    if (G_UNLIKELY(s->addr_order)) gs_addr_remove(s, b);
+    if (G_UNLIKELY(s->addr_order)) gs_addr_remove(x, s, b);
 }
 
 /* Take out b, a block of the index: a descent of its class's treap only. */

@@ -88,9 +88,12 @@ struct gs_block {
     uint64_t gc_base;       /* pool's get_free_block count when the block entered the index,
                              * while the heap collects garbage (gs_block_age) */
     /* While FREE in a pool kept in address order too (gs_policy_ops.addr_order; addr_index.c):
-     * the links of its stream's treap by address, and the largest size under this node. In
-     * the second line, which only those policies' index updates touch. */
+     * its place in its stream's address order. While the stream holds few free blocks, a list
+     * (aleft, aright: the blocks below and above); else a treap (children, parent, and the
+     * largest size under this node). In the second line, which only those policies' index
+     * updates touch. */
     gs_block *aleft, *aright;
+    gs_block *aparent;
     uint64_t amax;
 };
 
@@ -110,6 +113,9 @@ struct gs_segment {
     uint8_t pool;
     bool expandable;
     uint32_t tag;               /* the heap's tag when the segment was made (gs_heap_set_tag) */
+    uint32_t whole_at;          /* addr_order pools: 1 + its free block's place in the pool's
+                                 * whole blocks (gs_pool_whole_blocks), while that block is
+                                 * free and the whole segment; else 0 */
     /* Expandable segments: the reservation is size / page slots of page bytes, each backed by
      * one physical handle while mapped (0 when not). */
     uint64_t page;
@@ -280,9 +286,15 @@ gs_block *gs_pool_next(const gs_heap *h, const gs_block *b);
 gs_block *gs_pool_prev(const gs_heap *h, const gs_block *b);
 size_t gs_pool_count(const gs_heap *h, unsigned pool); /* a walk: for tests and checks */
 /* The lowest-addressed free block of stream in pool with at least size bytes, or NULL: an
- * address-ordered first fit (RMM's arenas), in one descent. Only for a policy that sets
+ * address-ordered first fit (RMM's arenas), from the address order (a short list's walk, or a
+ * treap's descent). Only for a policy that sets
  * gs_policy_ops.addr_order (the core then keeps the address order; core/addr_index.c). */
 gs_block *gs_pool_first_fit(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size);
+/* The free blocks of pool that are whole segments (!gs_block_is_split), of every stream, in the
+ * index's order (stream, size, addr), as a new array of *n entries for the caller to g_free
+ * (NULL when none). Kept as blocks come and go, so asking costs nothing when there are none.
+ * Only for a policy that sets gs_policy_ops.addr_order (core/addr_index.c). */
+gs_block **gs_pool_whole_blocks(const gs_heap *h, unsigned pool, size_t *n);
 /* For a pick that takes its block (gs_policy_ops.pick_takes): the smallest free block of stream
  * (not a later one) in pool with at least size bytes, taken out of the index in the same
  * descent, or NULL; and a block found otherwise (gs_pool_lower_bound, ...) taken out. */

@@ -110,6 +110,7 @@ void gs_findex_free(gs_findex *x)
     g_free(x->s);
     g_free(x->tmax);
     g_free(x->dirty);
+    g_free(x->whole);
     memset(x, 0, sizeof *x);
 }
 

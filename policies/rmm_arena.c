@@ -154,20 +154,20 @@ static gs_block *arena_pick(gs_heap *h, const void *cfg, unsigned pool, uint32_t
 }
 
 /* Give back the free blocks of pool that are whole segments (superblocks with nothing in them)
- * on stream, or on every stream when all; true if any went. */
+ * on stream 0, or on every stream when all; true if any went. In the index's order (stream,
+ * size, address), as a walk of the index would: the core keeps them at hand
+ * (gs_pool_whole_blocks), since this runs at every growth and most find none. */
 static bool give_back_empty(gs_heap *h, unsigned pool, bool all, gs_status *st)
 {
     bool any = false;
-    gs_block *b = gs_pool_lower_bound(h, pool, 0, 0);
-    while (b && (all || b->stream == 0)) {
-        gs_block *next = gs_pool_next(h, b);
-        if (!gs_block_is_split(b)) {
-            *st = gs_heap_release_block(h, b);
-            if (*st != GS_OK) return any;
-            any = true;
-        }
-        b = next;
+    size_t n;
+    gs_block **whole = gs_pool_whole_blocks(h, pool, &n);
+    for (size_t i = 0; i < n && (all || whole[i]->stream == 0); i++) {
+        *st = gs_heap_release_block(h, whole[i]);
+        if (*st != GS_OK) break;
+        any = true;
     }
+    g_free(whole);
     return any;
 }
 

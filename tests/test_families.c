@@ -464,6 +464,104 @@ START_TEST(rmm_arena_stream_superblocks_first_fit)
 }
 END_TEST
 
+/* The lowest-addressed free block of stream in pool with at least size bytes, by a walk of
+ * every free block: what gs_pool_first_fit must answer. */
+static gs_block *first_fit_by_walk(const gs_heap *h, unsigned pool, uint32_t stream,
+                                   uint64_t size)
+{
+    gs_block *best = NULL;
+    for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b))
+        if (b->stream == stream && b->size >= size && (!best || b->addr < best->addr)) best = b;
+    return best;
+}
+
+static size_t free_on(const gs_heap *h, unsigned pool, uint32_t stream)
+{
+    size_t n = 0;
+    for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) n += b->stream == stream;
+    return n;
+}
+
+/* gs_pool_first_fit for every size a free block of stream has, one byte more, and a size none
+ * has, against the walk. */
+static void check_first_fits(const gs_heap *h, unsigned pool, uint32_t stream)
+{
+    for (gs_block *b = gs_pool_first(h, pool); b; b = gs_pool_next(h, b)) {
+        if (b->stream != stream) continue;
+        for (uint64_t size = b->size; size <= b->size + 1; size++)
+            ck_assert_ptr_eq(gs_pool_first_fit(h, pool, stream, size),
+                             first_fit_by_walk(h, pool, stream, size));
+    }
+    ck_assert_ptr_eq(gs_pool_first_fit(h, pool, stream, 1), first_fit_by_walk(h, pool, stream, 1));
+    ck_assert_ptr_null(gs_pool_first_fit(h, pool, stream, 64 * GiB));
+}
+
+/* The core's address order (core/addr_index.c) is a list while a stream holds few free blocks
+ * and a treap above GS_ADDR_TREE_AT; the heap check insists on the form the count allows. Here a
+ * stream goes from a few free blocks to hundreds (list to treap), down to a handful (treap to
+ * list) and up again, the first fit checked against a walk all along, with the pool's whole
+ * blocks (gs_pool_whole_blocks) against theirs. */
+START_TEST(rmm_arena_address_order_list_and_treap)
+{
+    enum { N = 1200 };
+    fixture f = fx_new("rmm-arena", DEV, 1 * GiB);
+    gs_block **v = g_new0(gs_block *, N);
+    gs_block *other = xalloc(f.heap, 4096, 1); /* stream 1 keeps its own order */
+    for (int i = 0; i < N; i++) v[i] = xalloc(f.heap, 256 * (1 + (i * 7) % 13), 0);
+    /* every other one freed: no merges, so stream 0's free blocks climb past the treap's
+     * threshold (the superblocks' tails are free blocks too) */
+    size_t most = 0;
+    for (int i = 0; i < N; i += 2) {
+        xfree(f.heap, v[i]);
+        v[i] = NULL;
+        if (i % 64 == 0) check_first_fits(f.heap, 0, 0);
+        most = MAX(most, free_on(f.heap, 0, 0));
+    }
+    ck_assert_uint_gt(most, 4 * 128);
+    check_first_fits(f.heap, 0, 0);
+    check_first_fits(f.heap, 0, 1);
+    /* the rest freed: merges bring the count down through both thresholds to whole
+     * superblocks */
+    size_t least = most;
+    for (int i = 1; i < N; i += 2) {
+        xfree(f.heap, v[i]);
+        v[i] = NULL;
+        if (i % 16 == 1) check_first_fits(f.heap, 0, 0);
+        least = MIN(least, free_on(f.heap, 0, 0));
+    }
+    ck_assert_uint_lt(least, 8);
+    check_first_fits(f.heap, 0, 0);
+    /* whole superblocks now: the pool's whole blocks are stream 0's and stream 1's none */
+    size_t n = 0, walked = 0;
+    gs_block **whole = gs_pool_whole_blocks(f.heap, 0, &n);
+    for (gs_block *b = gs_pool_first(f.heap, 0); b; b = gs_pool_next(f.heap, b))
+        if (!gs_block_is_split(b)) {
+            ck_assert_uint_lt(walked, n);
+            ck_assert_ptr_eq(whole[walked++], b); /* in the index's order */
+        }
+    ck_assert_uint_eq(walked, n);
+    ck_assert_uint_gt(n, 0);
+    g_free(whole);
+    /* and up again, first fit taking the lowest holes */
+    for (int i = 0; i < N; i++) {
+        uint64_t size = 256 * (1 + (i * 5) % 11);
+        gs_block *want = first_fit_by_walk(f.heap, 0, 0, size);
+        uint64_t want_addr = want ? want->addr : 0; /* the struct keeps the remainder */
+        v[i] = xalloc(f.heap, size, 0);
+        if (want) ck_assert_uint_eq(v[i]->addr, want_addr);
+    }
+    for (int i = 0; i < N; i += 3) xfree(f.heap, v[i]);
+    check_first_fits(f.heap, 0, 0);
+    for (int i = 0; i < N; i++)
+        if (i % 3) xfree(f.heap, v[i]);
+    xfree(f.heap, other);
+    check_first_fits(f.heap, 0, 0);
+    check_first_fits(f.heap, 0, 1);
+    g_free(v);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(rmm_arena_large_from_the_global_arena)
 {
     fixture f = fx_new("rmm-arena:arena_size:64MiB", DEV, 0);
@@ -685,6 +783,7 @@ static Suite *families_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("rmm-arena");
     tcase_add_test(tc, rmm_arena_stream_superblocks_first_fit);
+    tcase_add_test(tc, rmm_arena_address_order_list_and_treap);
     tcase_add_test(tc, rmm_arena_large_from_the_global_arena);
     tcase_add_test(tc, rmm_arena_defragments_then_fails);
     tcase_add_test(tc, rmm_arena_default_size_and_errors);
