@@ -237,7 +237,7 @@ void gs_findex_refresh(gs_findex *x);
 gs_block *gs_findex_first_from(const gs_findex *x, uint32_t stream);  /* first of a stream >= */
 gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b);
 gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b);
-void gs_findex_free(gs_findex *x);
+void gs_findex_free(gs_findex *x); /* frees what x holds; x is left empty, its by_addr kept */
 
 /* "addr_index.c": a findex's address order, for the policies that ask for it */
 GS_COLD void gs_addr_insert(gs_findex *x, gs_fstream *s, gs_block *b);

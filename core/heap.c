@@ -689,7 +689,6 @@ static gs_status release_private(gs_heap *h, unsigned k)
     for (unsigned p = 0; p < h->npools; p++) {
         gs_pool *q = &h->pools[k * GS_MAX_POOLS + p];
         gs_findex_free(&q->blocks);
-        memset(&q->blocks, 0, sizeof q->blocks);
         q->get_free_calls = 0;
     }
     h->priv[k] = (gs_ppool){0};

@@ -111,7 +111,10 @@ void gs_findex_free(gs_findex *x)
     g_free(x->tmax);
     g_free(x->dirty);
     g_free(x->whole);
+    /* empty again, still of its policy's kind: a private pool's slot is freed and reused */
+    bool by_addr = x->by_addr;
     memset(x, 0, sizeof *x);
+    x->by_addr = by_addr;
 }
 
 /* ---- stepping through the order ---- */
