@@ -1,11 +1,12 @@
 #!/bin/sh
 # same_arena.sh OLD NEW [DIR] - two gpusim binaries give byte-identical JSON reports under
-# rmm-arena on every converted reference trace of DIR (NAME.gstrace.gz with NAME.ref.json beside,
-# traces/convert.py's outputs; default /tmp/ref). same_reports.sh covers six policies, none with
-# the core's address order (gs_policy_ops.addr_order); this covers the one that has it.
+# the policies that keep the core's address order (gs_policy_ops.addr_order: rmm-arena and
+# preallocate's fit:first) on every converted reference trace of DIR (NAME.gstrace.gz with
+# NAME.ref.json beside, traces/convert.py's outputs; default /tmp/ref). same_reports.sh covers
+# six policies, none with the address order.
 #
-# Each trace is replayed by both binaries with --continue-on-oom under rmm-arena and
-# rmm-arena:arena_size:25%, each without a cap and at its run's cap (the ref.json's cap_bytes,
+# Each trace is replayed by both binaries with --continue-on-oom under rmm-arena,
+# rmm-arena:arena_size:25% and preallocate:fit:first, each without a cap and at its run's cap (the ref.json's cap_bytes,
 # as --capacity; skipped when the run had none). replay_events_per_s is masked, the exit
 # status and stderr compared. Prints one line per difference and a summary; exit 0 when none
 # differ, 1 when some do, 2 on bad arguments.
@@ -39,7 +40,7 @@ for t in "$dir"/*.gstrace.gz; do
     cap=""
     [ -e "$ref" ] &&
         cap=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("cap_bytes") or "")' "$ref")
-    for p in rmm-arena rmm-arena:arena_size:25%; do
+    for p in rmm-arena rmm-arena:arena_size:25% preallocate:fit:first; do
         for c in "" $cap; do
             report "$old" "$work/old" "$t" -p "$p" ${c:+--capacity "$c"}
             report "$new" "$work/new" "$t" -p "$p" ${c:+--capacity "$c"}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # same_families.sh OLD NEW - two gpusim binaries give the same JSON reports on the bundled traces
-# under every registered policy family (pytorch with five settings, cupy, stitch, preallocate,
+# under every registered policy family (pytorch with five settings, cupy, stitch, preallocate (best and first fit),
 # tlsf, bfc, rmm-pool, rmm-arena, cuda-async), without a cap and at 5.75 GiB, with
 # --continue-on-oom. same_reports.sh covers the reference runs under the six policies of
 # tests/test_outputs.sh; this covers the families that it does not (a change to the core or to
@@ -22,7 +22,7 @@ run() {
     echo "exit $rc"
 }
 for t in "$root"/traces/data/*.gstrace.gz; do
-    for p in pytorch cupy stitch preallocate tlsf bfc rmm-pool rmm-arena cuda-async \
+    for p in pytorch cupy stitch preallocate preallocate:fit:first tlsf bfc rmm-pool rmm-arena cuda-async \
         pytorch:expandable_segments:True pytorch:max_split_size_mb:128 \
         pytorch:max_split_size_mb:256,max_non_split_rounding_mb:64 \
         pytorch:garbage_collection_threshold:0.6 pytorch:roundup_power2_divisions:4; do

@@ -74,7 +74,8 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].slack = base->slack;
     }
     h->pool_hi = h->npools;
-    for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = h->P->addr_order;
+    bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);
+    for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = by_addr;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;

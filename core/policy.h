@@ -158,11 +158,13 @@ typedef struct gs_policy_ops {
     bool (*fit_rule)(const void *cfg, gs_fit_rule *out);
 
     /* Optional. True: the core also keeps each stream's free blocks of every pool in address
-     * order, each node with the largest size below it, so that gs_pool_first_fit finds the
-     * lowest-addressed block that holds a request in one descent (core/addr_index.c), instead
-     * of a walk over every larger block. Every index update of the policy's pools pays a
-     * second tree's update; the other policies pay one predictable branch. */
-    bool addr_order;
+     * order, so that gs_pool_first_fit finds the lowest-addressed block that holds a request
+     * from that order (core/addr_index.c) instead of a walk over every larger block. Every index
+     * update of the policy's pools then pays the second order's update; the other policies pay
+     * one predictable branch. A function of the configuration, as a policy may offer first fit
+     * as one of its settings (preallocate's fit:first). NULL: false. Asked once, when a heap
+     * is made. */
+    bool (*addr_order)(const void *cfg);
     /* Optional. True: pick returns its block already out of the index, taken with
      * gs_pool_take_lower_bound or gs_pool_take (one descent of the index where a pick the core
      * takes out costs two: the pick's and the removal's). */

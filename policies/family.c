@@ -101,15 +101,6 @@ gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size)
     return b && b->stream == 0 ? b : NULL;
 }
 
-gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size)
-{
-    gs_block *best = NULL;
-    for (gs_block *b = gs_family_best_fit0(h, pool, size); b && b->stream == 0;
-         b = gs_pool_next(h, b))
-        if (!best || b->addr < best->addr) best = b;
-    return best;
-}
-
 gs_block *gs_family_stream_first(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
                                  bool others)
 {

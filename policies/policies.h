@@ -54,9 +54,9 @@ void gs_family_rule_any_fit(gs_fit_rule *out, uint64_t min_rest);
 /* fit_rule for fits always true and should_split b->size > rounded (any remainder). */
 bool gs_family_fit_rule_split_any(const void *cfg, gs_fit_rule *out);
 /* Stream-blind families keep every segment on stream 0 and search it alone: the smallest free
- * block of at least size (lowest address among equals), and the lowest-addressed one. */
+ * block of at least size (lowest address among equals). Their first fit, the lowest-addressed
+ * one, is the core's gs_pool_first_fit on stream 0 (with gs_policy_ops.addr_order). */
 gs_block *gs_family_best_fit0(gs_heap *h, unsigned pool, uint64_t size);
-gs_block *gs_family_first_fit0(gs_heap *h, unsigned pool, uint64_t size);
 /* Stream-ordered pools (rmm-pool, cuda-async): the smallest free block of at least size on
  * stream (lowest address among equals); failing that, when others, the smallest that fits on
  * the lowest-numbered other stream that has one (RMM walks its map of per-stream free lists in

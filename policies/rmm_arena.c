@@ -142,6 +142,7 @@ static bool arena_should_split(const void *cfg, const gs_block *b, uint64_t roun
 }
 static uint64_t arena_oversize(const void *cfg) { return UINT64_MAX; }
 static bool arena_keeps_cache(const void *cfg) { return true; }
+static bool arena_addr_order(const void *cfg) { return true; }
 
 static gs_block *arena_pick(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
                             uint64_t rounded)
@@ -221,5 +222,5 @@ const gs_policy_ops gs_policy_rmm_arena = {
     .pick = arena_pick,
     .grow = arena_grow,
     .keeps_cache = arena_keeps_cache,
-    .addr_order = true,
+    .addr_order = arena_addr_order,
 };
