@@ -185,10 +185,18 @@ static void live_remove(live_table *t, live_slot *x)
     t->n--;
 }
 
+/* A call kind's modelled time at the last size asked (call_us). */
+typedef struct {
+    uint64_t size;
+    double us;
+    bool valid;
+} call_memo;
+
 typedef struct {
     uint64_t total_pages;
     uint64_t used_pages;
     const gs_calibration *cal;
+    call_memo memo[GS_CALL_COUNT];
     double clock_us;
     live_table live;
     /* the placement model */
@@ -217,6 +225,21 @@ typedef struct {
 } sim_state;
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+/* The modelled time of a call of kind k on size bytes: the calibration's, remembered for the
+ * last size of each kind. An expandable segment's growth creates, maps and releases pages of
+ * one size by the hundreds, and each lookup walks the kind's points (about 80 instructions); the
+ * calibration never changes under a device, so the remembered time is the same number. */
+static double call_us(sim_state *s, gs_call_kind k, uint64_t size)
+{
+    call_memo *m = &s->memo[k];
+    if (!m->valid || m->size != size) {
+        m->us = gs_calibration_us(s->cal, k, size);
+        m->size = size;
+        m->valid = true;
+    }
+    return m->us;
+}
 
 /* ---- the placement model ---- */
 
@@ -474,7 +497,7 @@ static bool overlaps_live(sim_state *s, uint64_t addr, uint64_t size)
 static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MALLOC, size);
+    s->clock_us += call_us(s, GS_CALL_MALLOC, size);
     bool small = size <= SMALL_MAX, new_page = true;
     uint64_t rsize = small ? round_up(size, SMALL_ALIGN) : round_up(size, PAGE);
     if (small) (void)place_small(s, rsize, false, &new_page);
@@ -511,7 +534,7 @@ static gs_status sim_free(void *st, uint64_t addr)
     live_slot *x = live_find(&s->live, addr);
     if (!x) return GS_ERR_INVALID;
     uint64_t v = x->v, size = v & ~LIVE_FLAGS;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_FREE, size);
+    s->clock_us += call_us(s, GS_CALL_FREE, size);
     if (v & LIVE_SCRIPTED) {
         s->used_pages -= size / PAGE;
     } else if (v & LIVE_SMALL) {
@@ -527,7 +550,7 @@ static gs_status sim_free(void *st, uint64_t addr)
 static gs_status sim_mem_info(void *st, uint64_t *free_b, uint64_t *total)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MEM_INFO, 0);
+    s->clock_us += call_us(s, GS_CALL_MEM_INFO, 0);
     *free_b = (s->total_pages - s->used_pages) * PAGE;
     *total = s->total_pages * PAGE;
     return GS_OK;
@@ -598,7 +621,7 @@ static void reservation_free(gpointer p)
 static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RESERVE, size);
+    s->clock_us += call_us(s, GS_CALL_VA_RESERVE, size);
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
     /* The reservations grow up towards cudaMalloc's space, which grows down: where they would
      * meet, the address space is spent (the driver's CUDA_ERROR_OUT_OF_MEMORY). */
@@ -616,7 +639,7 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
 static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_VA_RELEASE, size);
+    s->clock_us += call_us(s, GS_CALL_VA_RELEASE, size);
     for (guint i = 0; i < s->reservations->len; i++) {
         reservation *r = s->reservations->pdata[i];
         if (r->va != va) continue;
@@ -631,7 +654,7 @@ static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
 static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_CREATE, size);
+    s->clock_us += call_us(s, GS_CALL_PAGE_CREATE, size);
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
     if (size / PAGE > s->total_pages - s->used_pages) return GS_ERR_OOM;
     s->used_pages += size / PAGE;
@@ -673,7 +696,7 @@ static gs_status sim_page_release(void *st, uint64_t handle)
 {
     sim_state *s = st;
     phys_handle *p = handle_find(s, handle);
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_PAGE_RELEASE, p ? p->size : PAGE);
+    s->clock_us += call_us(s, GS_CALL_PAGE_RELEASE, p ? p->size : PAGE);
     if (!p || p->released) return GS_ERR_INVALID;
     if (p->maps) p->released = true;
     else handle_drop(s, p);
@@ -683,7 +706,7 @@ static gs_status sim_page_release(void *st, uint64_t handle)
 static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_MAP, size);
+    s->clock_us += call_us(s, GS_CALL_MAP, size);
     phys_handle *p = handle_find(s, handle);
     reservation *r = reservation_of(s, va, size);
     if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
@@ -717,12 +740,12 @@ static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
     if (!range_mapped(s, va, size)) {
-        s->clock_us += gs_calibration_us(s->cal, GS_CALL_SET_ACCESS, PAGE);
+        s->clock_us += call_us(s, GS_CALL_SET_ACCESS, PAGE);
         return GS_ERR_INVALID;
     }
     for (uint64_t a = va; a < va + size;) {
         const mapping *m = gran_lookup(s, a);
-        s->clock_us += gs_calibration_us(s->cal, GS_CALL_SET_ACCESS, m->size);
+        s->clock_us += call_us(s, GS_CALL_SET_ACCESS, m->size);
         a = m->va + m->size;
     }
     return GS_OK;
@@ -731,7 +754,7 @@ static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
 static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
-    s->clock_us += gs_calibration_us(s->cal, GS_CALL_UNMAP, size);
+    s->clock_us += call_us(s, GS_CALL_UNMAP, size);
     if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
     /* The range must consist of whole mappings: check before changing anything. */
     for (uint64_t a = va; a < va + size;) {
