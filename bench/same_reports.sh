@@ -9,7 +9,9 @@
 # Each snapshot is converted once (traces/convert.py, with its reference) into a temporary
 # folder, or read from $SAME_REPORTS_TRACES when that folder already holds NAME.gstrace.gz and
 # NAME.ref.json (convert.py's outputs). Each trace is then replayed by both binaries under the
-# six policies of tests/test_outputs.sh, at the cap of its run (as --capacity; none when the
+# six policies of tests/test_outputs.sh and the three that keep the core's address order
+# (gs_policy_ops.addr_order: rmm-arena, at its default arena and at 25%, and preallocate's
+# fit:first; core/addr_index.c), at the cap of its run (as --capacity; none when the
 # run had none) and with --continue-on-oom, and once more against its reference (--reference:
 # its run's own policy and cap, the comparison with the real allocator included). The JSON
 # reports must be equal byte for byte once the one host-timed figure, replay_events_per_s, is
@@ -37,7 +39,8 @@ trap 'rm -rf "$work"' EXIT
 conv=${SAME_REPORTS_TRACES:-$work}
 
 policies="pytorch pytorch:max_split_size_mb:128 pytorch:expandable_segments:True
-    pytorch:roundup_power2_divisions:4 pytorch:garbage_collection_threshold:0.6 cupy"
+    pytorch:roundup_power2_divisions:4 pytorch:garbage_collection_threshold:0.6 cupy
+    rmm-arena rmm-arena:arena_size:25% preallocate:fit:first"
 
 # report BIN OUT ARGS...: BIN's JSON report of ARGS, the host rate masked, and its exit status
 report() {
