@@ -60,9 +60,7 @@ for p in "$shared"/*.pickle.gz traces/references/*/*.pickle.gz; do
     t=$out/traces/$n.gstrace.gz
     [ -e "$t" ] || python3 traces/convert.py "$p" -o "$t" --reference "$out/traces/$n.ref.json" 2>/dev/null
     # shellcheck disable=SC2046
-    set -- $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
-print(('pytorch:' + d['allocator_conf']) if d.get('allocator_conf') else 'pytorch', d.get('cap_bytes') or 0)" \
-        "$out/traces/$n.ref.json")
+    set -- $("$here/ref_setting.sh" "$out/traces/$n.ref.json")
     pol=$1 cap=$2
     events=$(gzip -dc "$t" | grep -vc '^#')
     repeat=$((2600000 / events))

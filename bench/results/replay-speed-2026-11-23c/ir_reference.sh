@@ -11,9 +11,7 @@ bin=$1 dir=$2
 for t in "$dir"/*.gstrace.gz; do
     n=$(basename "$t" .gstrace.gz)
     # shellcheck disable=SC2046
-    set -- $(python3 -c "import json, sys; d = json.load(open(sys.argv[1]))
-print(('pytorch:' + d['allocator_conf']) if d.get('allocator_conf') else 'pytorch', d.get('cap_bytes') or 0)" \
-        "$dir/$n.ref.json")
+    set -- $(bench/ref_setting.sh "$dir/$n.ref.json")
     pol=$1 cap=$2
     ev=$(gzip -dc "$t" | grep -vc '^#')
     passes=$((400000 / ev))
