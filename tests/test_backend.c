@@ -461,6 +461,33 @@ START_TEST(vmm_running_out_of_handles)
 }
 END_TEST
 
+START_TEST(vmm_handles_found_across_compactions)
+{
+    /* The simulated device finds a handle by its number from the end of its array; holes and
+     * compactions (more holes than live handles) move the live ones down. Release them in an
+     * order that compacts several times, each exactly once, and a handle it never made not at
+     * all. */
+    enum { N = 300 };
+    gs_backend *be = vmm_device(1 * GiB);
+    uint64_t h[N];
+    for (int i = 0; i < N; i++) ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &h[i]), GS_OK);
+    for (int pass = 0; pass < 3; pass++) /* every third from 0, then from 1, then 2 */
+        for (int i = pass; i < N; i += 3) {
+            ck_assert_int_eq(gs_dev_page_release(be, NULL, h[i], 2 * MiB), GS_OK);
+            ck_assert_int_eq(gs_dev_page_release(be, NULL, h[i], 2 * MiB), GS_ERR_INVALID);
+            if (i + 3 < N) { /* a later one is still there; an earlier released one is not */
+                uint64_t extra;
+                ck_assert_int_eq(gs_dev_page_create(be, NULL, 2 * MiB, &extra), GS_OK);
+                ck_assert_int_eq(gs_dev_page_release(be, NULL, extra, 2 * MiB), GS_OK);
+            }
+        }
+    ck_assert_uint_eq(dev_used_bytes(be), 0);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h[N - 1] + 1000, 2 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, 0, 2 * MiB), GS_ERR_INVALID);
+    gs_backend_destroy(be);
+}
+END_TEST
+
 START_TEST(vmm_release_while_mapped_frees_at_unmap)
 {
     gs_backend *be = vmm_device(1 * GiB);
@@ -574,6 +601,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tv, vmm_map_over_a_mapped_page_is_refused);
     tcase_add_test(tv, vmm_unmap_of_an_unmapped_range_is_refused);
     tcase_add_test(tv, vmm_running_out_of_handles);
+    tcase_add_test(tv, vmm_handles_found_across_compactions);
     tcase_add_test(tv, vmm_release_while_mapped_frees_at_unmap);
     tcase_add_test(tv, vmm_calls_cost_their_calibrated_latency);
     tcase_add_test(tv, vmm_set_access_costs_per_mapping);
