@@ -218,7 +218,9 @@ typedef struct {
     /* virtual memory */
     GPtrArray *reservations;  /* reservation*, in no order (they never overlap; a few) */
     reservation *rlast;       /* the one gran_lookup found last */
-    GArray *handles;          /* phys_handle, by handle; holes among them */
+    phys_handle *handles;     /* by handle; holes among them (a plain array: a GArray's append
+                               * was a call and a check of its size, for every page made) */
+    guint nhandles, handles_cap;
     guint handle_holes;
     uint64_t next_handle;
     uint64_t vmm_frontier;
@@ -660,7 +662,11 @@ static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
     s->used_pages += size / PAGE;
     *handle = ++s->next_handle;
     phys_handle p = {.handle = *handle, .size = size};
-    g_array_append_val(s->handles, p); /* the largest handle yet: the array stays sorted */
+    if (s->nhandles == s->handles_cap) {
+        s->handles_cap = s->handles_cap ? 2 * s->handles_cap : 64;
+        s->handles = g_renew(phys_handle, s->handles, s->handles_cap);
+    }
+    s->handles[s->nhandles++] = p; /* the largest handle yet: the array stays sorted */
     return GS_OK;
 }
 
@@ -671,19 +677,19 @@ static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
  * first, then the search runs from it. */
 static phys_handle *handle_find(sim_state *s, uint64_t h)
 {
-    guint lo = 0, hi = s->handles->len;
+    guint lo = 0, hi = s->nhandles;
     if (!hi) return NULL;
-    uint64_t last = g_array_index(s->handles, phys_handle, hi - 1).handle;
+    uint64_t last = s->handles[hi - 1].handle;
     if (h > last) return NULL;
     if (last - h < hi) {
         lo = hi - 1 - (guint)(last - h);
-        phys_handle *p = &g_array_index(s->handles, phys_handle, lo);
+        phys_handle *p = &s->handles[lo];
         if (p->handle == h) return p->size ? p : NULL;
         if (p->handle > h) return NULL; /* cannot be: h would lie below lo */
     }
     while (lo < hi) {
         guint mid = (lo + hi) / 2;
-        phys_handle *p = &g_array_index(s->handles, phys_handle, mid);
+        phys_handle *p = &s->handles[mid];
         if (p->handle == h) return p->size ? p : NULL;
         if (p->handle < h) lo = mid + 1;
         else hi = mid;
@@ -695,13 +701,13 @@ static void handle_drop(sim_state *s, phys_handle *p)
 {
     s->used_pages -= p->size / PAGE;
     p->size = 0;
-    if (++s->handle_holes <= s->handles->len / 2) return;
+    if (++s->handle_holes <= s->nhandles / 2) return;
     guint n = 0; /* compact: more holes than live handles */
-    for (guint i = 0; i < s->handles->len; i++) {
-        const phys_handle *q = &g_array_index(s->handles, phys_handle, i);
-        if (q->size) g_array_index(s->handles, phys_handle, n++) = *q;
+    for (guint i = 0; i < s->nhandles; i++) {
+        const phys_handle *q = &s->handles[i];
+        if (q->size) s->handles[n++] = *q;
     }
-    g_array_set_size(s->handles, n);
+    s->nhandles = n;
     s->handle_holes = 0;
 }
 
@@ -801,7 +807,7 @@ static void sim_destroy(void *st)
     for (guint i = 0; i < s->spare->len; i++) g_array_free(s->spare->pdata[i], TRUE);
     g_ptr_array_free(s->spare, TRUE);
     g_ptr_array_free(s->pages, TRUE);
-    g_array_free(s->handles, TRUE);
+    g_free(s->handles);
     g_ptr_array_free(s->reservations, TRUE);
     g_free(s);
 }
@@ -841,7 +847,6 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     s->align_512m = cfg->align_512m;
     context_range(s);
     s->reservations = g_ptr_array_new_with_free_func(reservation_free);
-    s->handles = g_array_new(FALSE, FALSE, sizeof(phys_handle));
     s->vmm_frontier = window + VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;
