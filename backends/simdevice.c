@@ -41,6 +41,7 @@
  * cudaMalloc's model places segments, and never reused (the address does not matter to the
  * allocator: an expandable segment's blocks only compare addresses within the segment).
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "backend.h"
@@ -83,8 +84,9 @@ typedef struct {
 
 /* A handle's physical memory. The live ones are kept in an array in handle order: handles are
  * numbered upward and never reused, so appending keeps it sorted and a lookup is the place its
- * number gives (handle_find), else a binary search, with neither a hash nor a malloc per handle. A handle that goes leaves a hole (size
- * 0) until the holes outnumber the live handles; then the array is compacted. */
+ * number gives (handle_find), else a binary search, with neither a hash nor a malloc per
+ * handle. A handle that goes leaves a hole (size 0) until the holes outnumber the live handles;
+ * then the array is compacted. */
 typedef struct {
     uint64_t handle;
     uint64_t size;   /* 0: gone */
@@ -243,18 +245,32 @@ static double call_us(sim_state *s, gs_call_kind k, uint64_t size)
     return m->us;
 }
 
+/* The sorted arrays here (spans by lo, ranges by base, handles by number) each lead their
+ * elements with the key they are sorted by: one binary search serves them all. */
+_Static_assert(offsetof(span, lo) == 0 && offsetof(va_range, base) == 0 &&
+                   offsetof(phys_handle, handle) == 0,
+               "each sorted array's key leads its element");
+
+/* The first of elements [lo, hi) of v (stride bytes each, ascending by their leading uint64_t)
+ * whose key is at least key; hi when none is. */
+static inline guint first_at_least(const void *v, size_t stride, guint lo, guint hi, uint64_t key)
+{
+    while (lo < hi) {
+        guint mid = lo + (hi - lo) / 2;
+        uint64_t k;
+        memcpy(&k, (const char *)v + (size_t)mid * stride, sizeof k);
+        if (k < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* ---- the placement model ---- */
 
 /* The first span of a sorted array with lo >= at. */
 static guint span_lower(const GArray *a, uint64_t at)
 {
-    guint lo = 0, hi = a->len;
-    while (lo < hi) {
-        guint mid = (lo + hi) / 2;
-        if (g_array_index(a, span, mid).lo < at) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    return first_at_least(a->data, sizeof(span), 0, a->len, at);
 }
 
 static void span_insert(GArray *a, span x)
@@ -300,12 +316,7 @@ static void range_gap(sim_state *s, va_range *r)
 /* A new range, empty (its gap to be set by the caller); valid until ranges next change. */
 static va_range *range_new(sim_state *s, uint64_t base, uint64_t size, bool permanent)
 {
-    guint i = 0, hi = s->ranges->len; /* i: the first range above base */
-    while (i < hi) {
-        guint mid = (i + hi) / 2;
-        if (RANGE(s, mid)->base < base) i = mid + 1;
-        else hi = mid;
-    }
+    guint i = first_at_least(s->ranges->data, sizeof(va_range), 0, s->ranges->len, base);
     GArray *used = s->spare->len ? g_ptr_array_remove_index_fast(s->spare, s->spare->len - 1)
                                  : g_array_new(FALSE, FALSE, sizeof(span));
     va_range r = {.base = base, .size = size, .permanent = permanent, .used = used};
@@ -395,13 +406,8 @@ static uint64_t place(sim_state *s, uint64_t size)
 static void unplace(sim_state *s, uint64_t addr)
 {
     /* the range holding addr: the last with base <= addr (ranges do not overlap) */
-    guint lo = 0, hi = s->ranges->len;
-    while (hi - lo > 1) {
-        guint mid = (lo + hi) / 2;
-        if (RANGE(s, mid)->base <= addr) lo = mid;
-        else hi = mid;
-    }
-    if (!s->ranges->len) return;
+    guint lo = first_at_least(s->ranges->data, sizeof(va_range), 0, s->ranges->len, addr + 1);
+    if (lo-- == 0) return;
     va_range *r = RANGE(s, lo);
     if (addr < r->base || addr >= r->base + r->size) return;
     for (guint k = 0; k < r->used->len; k++)
@@ -687,14 +693,9 @@ static phys_handle *handle_find(sim_state *s, uint64_t h)
         if (p->handle == h) return p->size ? p : NULL;
         if (p->handle > h) return NULL; /* cannot be: h would lie below lo */
     }
-    while (lo < hi) {
-        guint mid = (lo + hi) / 2;
-        phys_handle *p = &s->handles[mid];
-        if (p->handle == h) return p->size ? p : NULL;
-        if (p->handle < h) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
+    lo = first_at_least(s->handles, sizeof(phys_handle), lo, hi, h);
+    phys_handle *p = &s->handles[lo];
+    return lo < hi && p->handle == h && p->size ? p : NULL;
 }
 
 static void handle_drop(sim_state *s, phys_handle *p)
