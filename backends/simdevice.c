@@ -220,6 +220,11 @@ typedef struct {
     /* virtual memory */
     GPtrArray *reservations;  /* reservation*, in no order (they never overlap; a few) */
     reservation *rlast;       /* the one gran_lookup found last */
+    /* granule chunks of reservations released, every handle 0 (a reservation is released only
+     * once nothing is mapped in it), so a new one takes them as they are: a replay's every pass
+     * reserves again, and zeroing a chunk's 12 KiB each time was 4-12% of an expandable
+     * segments trace that maps across a GiB */
+    GPtrArray *spare_chunks;
     phys_handle *handles;     /* by handle; holes among them (a plain array: a GArray's append
                                * was a call and a check of its size, for every page made) */
     guint nhandles, handles_cap;
@@ -587,12 +592,19 @@ static const mapping *gran_get(const reservation *r, uint64_t i)
     return c && c[i % GRAN_CHUNK].handle ? &c[i % GRAN_CHUNK] : NULL;
 }
 
+/* A granule chunk with no mapping: a spare one, else a new one. */
+static mapping *chunk_new(sim_state *s)
+{
+    if (s->spare_chunks->len) return g_ptr_array_steal_index(s->spare_chunks, s->spare_chunks->len - 1);
+    return g_new0(mapping, GRAN_CHUNK);
+}
+
 /* Granules [i, i + n) of r hold m. */
-static void gran_set(reservation *r, uint64_t i, uint64_t n, mapping m)
+static void gran_set(sim_state *s, reservation *r, uint64_t i, uint64_t n, mapping m)
 {
     for (uint64_t g = i; g < i + n;) {
         mapping **c = &r->chunk[g / GRAN_CHUNK];
-        if (!*c) *c = g_new0(mapping, GRAN_CHUNK);
+        if (!*c) *c = chunk_new(s);
         for (uint64_t end = MIN(i + n, (g / GRAN_CHUNK + 1) * GRAN_CHUNK); g < end; g++)
             (*c)[g % GRAN_CHUNK] = m;
     }
@@ -617,11 +629,20 @@ static const mapping *gran_lookup(sim_state *s, uint64_t a)
     return gran_get(r, (a - r->va) / PAGE);
 }
 
-/* Frees a reservation, the mappings left in it with it. */
+/* Frees a reservation, the mappings left in it with it (sim_destroy). */
 static void reservation_free(gpointer p)
 {
     reservation *r = p;
     for (uint64_t c = 0; c < gran_chunks(r); c++) g_free(r->chunk[c]);
+    g_free(r->chunk);
+    g_free(r);
+}
+
+/* Frees a reservation with nothing mapped in it; its chunks become spares (chunk_new). */
+static void reservation_release(sim_state *s, reservation *r)
+{
+    for (uint64_t c = 0; c < gran_chunks(r); c++)
+        if (r->chunk[c]) g_ptr_array_add(s->spare_chunks, r->chunk[c]);
     g_free(r->chunk);
     g_free(r);
 }
@@ -653,7 +674,7 @@ static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
         if (r->va != va) continue;
         if (r->size != size || r->mapped_pages) return GS_ERR_INVALID;
         if (s->rlast == r) s->rlast = NULL;
-        g_ptr_array_remove_index_fast(s->reservations, i); /* frees r */
+        reservation_release(s, g_ptr_array_steal_index_fast(s->reservations, i));
         return GS_OK;
     }
     return GS_ERR_INVALID;
@@ -733,7 +754,7 @@ static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
     uint64_t g = (va - r->va) / PAGE;
     for (uint64_t i = 0; i < size / PAGE; i++)
         if (gran_get(r, g + i)) return GS_ERR_INVALID; /* already mapped */
-    gran_set(r, g, size / PAGE, (mapping){va, size, handle});
+    gran_set(s, r, g, size / PAGE, (mapping){va, size, handle});
     p->maps++;
     r->mapped_pages += size / PAGE;
     return GS_OK;
@@ -810,6 +831,7 @@ static void sim_destroy(void *st)
     g_ptr_array_free(s->pages, TRUE);
     g_free(s->handles);
     g_ptr_array_free(s->reservations, TRUE);
+    g_ptr_array_free(s->spare_chunks, TRUE);
     g_free(s);
 }
 
@@ -848,6 +870,7 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     s->align_512m = cfg->align_512m;
     context_range(s);
     s->reservations = g_ptr_array_new_with_free_func(reservation_free);
+    s->spare_chunks = g_ptr_array_new_with_free_func(g_free);
     s->vmm_frontier = window + VMM_BASE;
     s->script_addrs = cfg->script_addrs;
     s->script_sizes = cfg->script_sizes;
