@@ -127,6 +127,39 @@ gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t
     VMM_CALL(UNMAP, size, 1, unmap, va, size);
 }
 
+/* One call of a batch through its wrapper. */
+static gs_status dev_call(gs_backend *be, gs_devcalls *calls, const gs_dev_call *c)
+{
+    switch (c->kind) {
+    case GS_CALL_PAGE_CREATE: return gs_dev_page_create(be, calls, c->size, c->handle);
+    case GS_CALL_PAGE_RELEASE: return gs_dev_page_release(be, calls, *c->handle, c->size);
+    case GS_CALL_MAP: return gs_dev_map(be, calls, c->va, c->size, *c->handle);
+    case GS_CALL_UNMAP: return gs_dev_unmap(be, calls, c->va, c->size);
+    default: return GS_ERR_INVALID;
+    }
+}
+
+gs_status gs_dev_batch(gs_backend *be, gs_devcalls *calls, const gs_dev_call *c, size_t n,
+                       size_t *made)
+{
+    const unsigned kinds = 1u << GS_CALL_PAGE_CREATE | 1u << GS_CALL_PAGE_RELEASE |
+                           1u << GS_CALL_MAP | 1u << GS_CALL_UNMAP;
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= (unsigned)c[i].kind >= GS_CALL_COUNT || !(kinds >> c[i].kind & 1);
+    g_return_val_if_fail(!bad, GS_ERR_INVALID);
+    gs_status st = GS_OK;
+    if (!be->ops->batch || !calls || be->observe) {
+        size_t i = 0;
+        while (i < n && st == GS_OK) st = dev_call(be, calls, &c[i++]);
+        *made = i;
+        return st;
+    }
+    st = be->ops->batch(be->state, c, n, made, calls->time_us);
+    for (size_t i = 0; i < *made; i++) calls->n[c[i].kind]++;
+    if (st != GS_OK) calls->failed[c[*made - 1].kind]++;
+    return st;
+}
+
 gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size)
 {
     return be->ops->touch ? be->ops->touch(be->state, addr, size) : GS_OK;

@@ -79,6 +79,15 @@ typedef struct {
 double gs_devcalls_total_us(const gs_devcalls *c);
 void gs_devcalls_add(gs_devcalls *into, const gs_devcalls *c);
 
+/* One driver call of a batch (gs_dev_batch): a cuMemCreate, cuMemRelease, cuMemMap or cuMemUnmap,
+ * with its op's arguments. */
+typedef struct {
+    gs_call_kind kind; /* GS_CALL_PAGE_CREATE, _PAGE_RELEASE, _MAP or _UNMAP */
+    uint64_t va;       /* map, unmap: the range's start */
+    uint64_t size;     /* map, unmap: the range's size; create, release: the page's */
+    uint64_t *handle;  /* create: where its handle goes; release, map: the handle */
+} gs_dev_call;
+
 typedef struct gs_backend_ops {
     int version;      /* GS_BACKEND_VERSION */
     const char *name; /* "sim", "cuda", "faulty" */
@@ -109,6 +118,13 @@ typedef struct gs_backend_ops {
     gs_status (*touch)(void *st, uint64_t addr, uint64_t size);
     /* Optional. What the last GS_ERR_DEVICE/GS_ERR_INVALID was: call, size, the driver's words. */
     const char *(*last_error)(void *st);
+    /* Optional. Makes calls c[0..n) in order, each as its own op above would, and stops after
+     * the first that fails (returning its status); *made: the calls made, that one included.
+     * Each call's time, the clock after it less the clock before, is added to time_us[its
+     * kind] as it is made, so the sums are a single call's to the last bit. An expandable
+     * segment maps and unmaps pages by the hundreds, and a simulated call is a few stores: the
+     * wrappers' indirect calls and clock reads cost more than the call. */
+    gs_status (*batch)(void *st, const gs_dev_call *c, size_t n, size_t *made, double *time_us);
     /* Returns everything still allocated, mapped or reserved. */
     void (*destroy)(void *st);
 } gs_backend_ops;
@@ -142,6 +158,12 @@ gs_status gs_dev_map(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t s
 gs_status gs_dev_set_access(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size,
                             uint64_t page);
 gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t size);
+/* Calls c[0..n) in order, stopping after the first that fails: its status (GS_OK if none did)
+ * and, in *made, the calls made. Timed and counted as the wrappers above would, to the bit:
+ * through the backend's batch op where it has one, else (or while an observer listens, or
+ * calls is NULL) one wrapper call at a time. Only the four kinds gs_dev_call names. */
+gs_status gs_dev_batch(gs_backend *be, gs_devcalls *calls, const gs_dev_call *c, size_t n,
+                       size_t *made);
 bool gs_dev_has_vmm(const gs_backend *be);
 /* Not counted as device calls: touching is the program's work, not the allocator's. */
 gs_status gs_dev_touch(gs_backend *be, uint64_t addr, uint64_t size);

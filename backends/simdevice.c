@@ -229,6 +229,7 @@ typedef struct {
                                * was a call and a check of its size, for every page made) */
     guint nhandles, handles_cap;
     guint handle_holes;
+    guint first_hole;         /* the lowest hole's place, while there are holes */
     uint64_t next_handle;
     uint64_t vmm_frontier;
 } sim_state;
@@ -723,9 +724,14 @@ static void handle_drop(sim_state *s, phys_handle *p)
 {
     s->used_pages -= p->size / PAGE;
     p->size = 0;
+    guint at = (guint)(p - s->handles);
+    if (!s->handle_holes || at < s->first_hole) s->first_hole = at;
     if (++s->handle_holes <= s->nhandles / 2) return;
-    guint n = 0; /* compact: more holes than live handles */
-    for (guint i = 0; i < s->nhandles; i++) {
+    /* compact: more holes than live handles. From the lowest hole: the handles below it stay
+     * (pages made and given back by the hundreds, as an expandable segment that meets the cap
+     * does, leave their holes above the long-lived ones). */
+    guint n = s->first_hole;
+    for (guint i = n; i < s->nhandles; i++) {
         const phys_handle *q = &s->handles[i];
         if (q->size) s->handles[n++] = *q;
     }
@@ -816,6 +822,91 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
     return GS_OK;
 }
 
+/* Calls c[i..n) while they are cuMemCreates of one valid size that find memory (at most
+ * `room`): each as sim_page_create makes it, timed as sim_batch times it, without a check per
+ * page. Returns how many were made. */
+static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, double *time_us)
+{
+    uint64_t size = c[i].size, pages = size / PAGE;
+    uint64_t fit = (s->total_pages - s->used_pages) / pages;
+    size_t m = i;
+    while (m < n && m - i < fit && c[m].kind == GS_CALL_PAGE_CREATE && c[m].size == size) m++;
+    if (s->nhandles + (m - i) > s->handles_cap) {
+        s->handles_cap = MAX(s->nhandles + (guint)(m - i), 2 * s->handles_cap);
+        s->handles = g_renew(phys_handle, s->handles, s->handles_cap);
+    }
+    double us = call_us(s, GS_CALL_PAGE_CREATE, size);
+    for (size_t j = i; j < m; j++) {
+        double t0 = s->clock_us;
+        s->clock_us += us;
+        time_us[GS_CALL_PAGE_CREATE] += s->clock_us - t0;
+        *c[j].handle = ++s->next_handle;
+        s->handles[s->nhandles++] = (phys_handle){.handle = s->next_handle, .size = size};
+    }
+    s->used_pages += (m - i) * pages;
+    return m - i;
+}
+
+/* Calls c[i..n) while they are cuMemReleases of live handles: each as sim_page_release makes
+ * it, timed as sim_batch times it. A batch releases pages made one after another, which lie
+ * one after another in the handle array: each is looked for first where the last one was.
+ * Returns how many were made; the first that would fail is left to sim_page_release. */
+static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, double *time_us)
+{
+    phys_handle *p = NULL;
+    size_t j = i;
+    for (; j < n && c[j].kind == GS_CALL_PAGE_RELEASE; j++) {
+        uint64_t h = *c[j].handle;
+        if (!p || p >= s->handles + s->nhandles || p->handle != h) p = handle_find(s, h);
+        if (!p || !p->size || p->released) break;
+        double t0 = s->clock_us;
+        s->clock_us += call_us(s, GS_CALL_PAGE_RELEASE, p->size);
+        time_us[GS_CALL_PAGE_RELEASE] += s->clock_us - t0;
+        if (p->maps) {
+            p->released = true;
+            p++;
+            continue;
+        }
+        guint before = s->nhandles;
+        handle_drop(s, p);
+        p = s->nhandles == before ? p + 1 : NULL; /* NULL: compacted, p is gone */
+    }
+    return j - i;
+}
+
+/* The calls one after another, each timed as account() in backend.c times a single one. */
+static gs_status sim_batch(void *st, const gs_dev_call *c, size_t n, size_t *made, double *time_us)
+{
+    sim_state *s = st;
+    gs_status r = GS_OK;
+    size_t i = 0;
+    while (i < n && r == GS_OK) {
+        /* a run of cuMemCreates at once; the one that finds no memory is made as itself */
+        if (c[i].kind == GS_CALL_PAGE_CREATE && c[i].size && c[i].size % PAGE == 0) {
+            size_t k = create_run(s, c, i, n, time_us);
+            i += k;
+            if (k) continue;
+        }
+        if (c[i].kind == GS_CALL_PAGE_RELEASE) {
+            size_t k = release_run(s, c, i, n, time_us);
+            i += k;
+            if (k) continue;
+        }
+        const gs_dev_call *x = &c[i++];
+        double t0 = s->clock_us;
+        switch (x->kind) {
+        case GS_CALL_PAGE_CREATE: r = sim_page_create(s, x->size, x->handle); break;
+        case GS_CALL_PAGE_RELEASE: r = sim_page_release(s, *x->handle); break;
+        case GS_CALL_MAP: r = sim_map(s, x->va, x->size, *x->handle); break;
+        case GS_CALL_UNMAP: r = sim_unmap(s, x->va, x->size); break;
+        default: r = GS_ERR_INVALID; break; /* gs_dev_batch lets none through */
+        }
+        time_us[x->kind] += s->clock_us - t0;
+    }
+    *made = i;
+    return r;
+}
+
 static uint64_t sim_granularity(void *st) { return PAGE; }
 static double sim_now(void *st) { return ((sim_state *)st)->clock_us; }
 
@@ -847,6 +938,7 @@ static const gs_backend_ops sim_ops = {
     .map = sim_map,
     .set_access = sim_set_access,
     .unmap = sim_unmap,
+    .batch = sim_batch,
     .granularity = sim_granularity,
     .mem_info = sim_mem_info,
     .now_us = sim_now,

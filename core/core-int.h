@@ -220,6 +220,10 @@ struct gs_heap {
     /* Pages of expandable segments already unmapped whose cuMemRelease failed: pairs (handle,
      * size), released again at teardown (NULL until one fails). */
     GArray *orphans;
+    /* The driver calls of one batch (gs_dev_batch): an expandable segment's pages are created,
+     * mapped, unmapped and released in batches, built here. */
+    gs_dev_call *dcalls;
+    size_t dcalls_cap;
     uint64_t policy_state[GS_POLICY_STATE_WORDS]; /* gs_heap_policy_state */
 };
 

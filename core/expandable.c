@@ -72,14 +72,17 @@ static gs_status find_expandable_block(gs_heap *h, unsigned pool, uint32_t strea
 /* Release an unmapped page's handle. One the device does not take back is kept, and released
  * again at teardown (gs_expandable_release_orphans), where a second failure is counted: a page
  * is never forgotten while it holds device memory. */
+static void keep_orphan(gs_heap *h, uint64_t handle, uint64_t size)
+{
+    if (!h->orphans) h->orphans = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    uint64_t o[2] = {handle, size};
+    g_array_append_vals(h->orphans, o, 2);
+}
+
 gs_status gs_expandable_release_page(gs_heap *h, uint64_t handle, uint64_t size)
 {
     gs_status st = gs_dev_page_release(h->be, &h->calls, handle, size);
-    if (st != GS_OK) {
-        if (!h->orphans) h->orphans = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-        uint64_t o[2] = {handle, size};
-        g_array_append_vals(h->orphans, o, 2);
-    }
+    if (st != GS_OK) keep_orphan(h, handle, size);
     return st;
 }
 
@@ -94,6 +97,46 @@ size_t gs_expandable_release_orphans(gs_heap *h)
     return failed;
 }
 
+/* Room for n calls in the heap's batch. */
+static gs_dev_call *batch_room(gs_heap *h, size_t n)
+{
+    if (n > h->dcalls_cap) {
+        h->dcalls_cap = MAX(n, 2 * h->dcalls_cap);
+        h->dcalls = g_renew(gs_dev_call, h->dcalls, h->dcalls_cap);
+    }
+    return h->dcalls;
+}
+
+/* A call of kind k for each page of slots [from, to) of s, in order, as one batch: the status
+ * of the first that fails (GS_OK if none), and in *made the calls made (gs_dev_batch). The
+ * slots' handles are read, or written by a cuMemCreate, in place: the table must hold them. */
+static gs_status page_calls(gs_heap *h, gs_segment *s, gs_call_kind k, uint64_t from,
+                            uint64_t to, size_t *made)
+{
+    gs_dev_call *c = batch_room(h, to - from);
+    for (uint64_t i = from; i < to; i++)
+        c[i - from] = (gs_dev_call){k, s->addr + i * s->page, s->page, &s->handles[i]};
+    return gs_dev_batch(h->be, &h->calls, c, to - from, made);
+}
+
+/* Release the handles of slots [from, to) and clear them. Every call is made whatever the
+ * others return (a handle the device keeps becomes an orphan: gs_expandable_release_page);
+ * the first failure's status is returned. */
+static gs_status release_pages(gs_heap *h, gs_segment *s, uint64_t from, uint64_t to)
+{
+    gs_status first = GS_OK;
+    for (uint64_t i = from; i < to;) {
+        size_t made;
+        gs_status u = page_calls(h, s, GS_CALL_PAGE_RELEASE, i, to, &made);
+        i += made;
+        if (u == GS_OK) continue;
+        keep_orphan(h, s->handles[i - 1], s->page);
+        if (first == GS_OK) first = u;
+    }
+    if (to > from) memset(&s->handles[from], 0, (to - from) * sizeof *s->handles);
+    return first;
+}
+
 /* Give back the handles of slots [from, to) after the map's call failed with st: unmap those of
  * [from, mapped_to) first. Every call is made whatever the others return; the status is st,
  * unless st was an OOM and one of these calls failed: the device failing is then what gets
@@ -103,15 +146,16 @@ static gs_status unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t m
                             uint64_t to, gs_status st)
 {
     gs_status first = GS_OK;
-    for (uint64_t i = from; i < mapped_to; i++) {
-        gs_status u = gs_dev_unmap(h->be, &h->calls, s->addr + i * s->page, s->page);
+    for (uint64_t i = from; i < mapped_to;) {
+        size_t made;
+        gs_status u = page_calls(h, s, GS_CALL_UNMAP, i, mapped_to, &made);
         if (first == GS_OK) first = u;
+        i += made;
     }
-    for (uint64_t i = from; i < to && seg_handle(s, i); i++) {
-        gs_status u = gs_expandable_release_page(h, s->handles[i], s->page);
-        if (first == GS_OK) first = u;
-        s->handles[i] = 0;
-    }
+    uint64_t held = from; /* the handles made: [from, held) */
+    while (held < to && seg_handle(s, held)) held++;
+    gs_status u = release_pages(h, s, from, held);
+    if (first == GS_OK) first = u;
     return st == GS_ERR_OOM && first != GS_OK ? first : st;
 }
 
@@ -122,22 +166,18 @@ static gs_status unwind_map(gs_heap *h, gs_segment *s, uint64_t from, uint64_t m
 static gs_status map_pages(gs_heap *h, gs_segment *s, uint64_t begin, uint64_t end)
 {
     uint64_t pg = s->page;
-    gs_status st = GS_OK;
-    for (uint64_t i = begin; i < end && st == GS_OK; i++) {
-        st = gs_dev_page_create(h->be, &h->calls, pg, seg_handle_at(s, i));
-        if (st != GS_OK) {
-            s->handles[i] = 0;
-            st = unwind_map(h, s, begin, begin, i, st);
-        }
+    size_t made;
+    (void)seg_handle_at(s, end - 1); /* the table holds every slot the batches write */
+    gs_status st = page_calls(h, s, GS_CALL_PAGE_CREATE, begin, end, &made);
+    if (st != GS_OK) {
+        uint64_t failed = begin + made - 1;
+        s->handles[failed] = 0;
+        return unwind_map(h, s, begin, begin, failed, st);
     }
-    for (uint64_t i = begin; i < end && st == GS_OK; i++) {
-        st = gs_dev_map(h->be, &h->calls, s->addr + i * pg, pg, s->handles[i]);
-        if (st != GS_OK) st = unwind_map(h, s, begin, i, end, st);
-    }
-    if (st == GS_OK) {
-        st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
-        if (st != GS_OK) st = unwind_map(h, s, begin, end, end, st);
-    }
+    st = page_calls(h, s, GS_CALL_MAP, begin, end, &made);
+    if (st != GS_OK) return unwind_map(h, s, begin, begin + made - 1, end, st);
+    st = gs_dev_set_access(h->be, &h->calls, s->addr + begin * pg, (end - begin) * pg, pg);
+    if (st != GS_OK) st = unwind_map(h, s, begin, end, end, st);
     return st;
 }
 
@@ -214,19 +254,22 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
     uint64_t pg = s->page;
     uint64_t begin = (b->addr - s->addr + pg - 1) / pg, end = (b->addr + b->size - s->addr) / pg;
     if (begin >= end) return GS_OK;
-    gs_status st = GS_OK;
-    uint64_t i = begin;
-    while (i < end) {
-        st = gs_dev_unmap(h->be, &h->calls, s->addr + i * pg, pg);
-        if (st != GS_OK) break;
-        st = gs_expandable_release_page(h, seg_handle(s, i), s->page);
-        *seg_handle_at(s, i) = 0;
-        s->mapped_pages--;
-        i++;
-        if (st != GS_OK) break;
+    /* Page by page, a cuMemUnmap then a cuMemRelease (PyTorch's unmapHandles), one batch,
+     * stopping at the first failure: a page whose release failed is unmapped all the same (its
+     * handle kept as an orphan), one whose unmap failed is left as it was. */
+    gs_dev_call *c = batch_room(h, 2 * (end - begin));
+    for (uint64_t i = begin; i < end; i++) {
+        c[2 * (i - begin)] = (gs_dev_call){GS_CALL_UNMAP, s->addr + i * pg, pg, &s->handles[i]};
+        c[2 * (i - begin) + 1] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &s->handles[i]};
     }
-    if (i == begin) return st;
-    end = i;
+    size_t made;
+    gs_status st = gs_dev_batch(h->be, &h->calls, c, 2 * (end - begin), &made);
+    uint64_t done = made / 2; /* pages unmapped: both calls made, or the release failed */
+    if (st != GS_OK && made % 2 == 0) keep_orphan(h, s->handles[begin + done - 1], pg);
+    if (done == 0) return st;
+    end = begin + done;
+    memset(&s->handles[begin], 0, done * sizeof *s->handles);
+    s->mapped_pages -= done;
 
     uint64_t ua = s->addr + begin * pg, un = (end - begin) * pg;
     pool_remove(h, b);

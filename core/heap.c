@@ -107,6 +107,7 @@ size_t gs_heap_free_all(gs_heap *h)
     failed += gs_expandable_release_orphans(h);
     g_ptr_array_free(h->slabs, TRUE);
     g_free(h->spare);
+    g_free(h->dcalls);
     g_free(h);
     return failed;
 }

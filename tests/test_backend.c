@@ -488,6 +488,128 @@ START_TEST(vmm_handles_found_across_compactions)
 }
 END_TEST
 
+/* The reference for a batch: its calls one wrapper call at a time, stopping after the first that
+ * fails, as gs_dev_batch promises to behave. */
+static gs_status batch_by_singles(gs_backend *be, gs_devcalls *calls, const gs_dev_call *c,
+                                  size_t n, size_t *made)
+{
+    gs_status st = GS_OK;
+    size_t i = 0;
+    while (i < n && st == GS_OK) {
+        const gs_dev_call *x = &c[i++];
+        switch (x->kind) {
+        case GS_CALL_PAGE_CREATE: st = gs_dev_page_create(be, calls, x->size, x->handle); break;
+        case GS_CALL_PAGE_RELEASE: st = gs_dev_page_release(be, calls, *x->handle, x->size); break;
+        case GS_CALL_MAP: st = gs_dev_map(be, calls, x->va, x->size, *x->handle); break;
+        case GS_CALL_UNMAP: st = gs_dev_unmap(be, calls, x->va, x->size); break;
+        default: ck_abort();
+        }
+    }
+    *made = i;
+    return st;
+}
+
+/* Device b's handles are device a's (both fresh, numbered alike); c's handle pointers point into
+ * ha, and are moved to hb for b. */
+static void batch_both(gs_backend *a, gs_devcalls *ca, gs_backend *b, gs_devcalls *cb,
+                       gs_dev_call *c, size_t n, uint64_t *ha, uint64_t *hb, gs_status want,
+                       size_t want_made)
+{
+    gs_dev_call cb_calls[64];
+    ck_assert_uint_le(n, 64);
+    for (size_t i = 0; i < n; i++) {
+        cb_calls[i] = c[i];
+        cb_calls[i].handle = hb + (c[i].handle - ha);
+    }
+    size_t ma = 0, mb = 0;
+    ck_assert_int_eq(gs_dev_batch(a, ca, c, n, &ma), want);
+    ck_assert_int_eq(batch_by_singles(b, cb, cb_calls, n, &mb), want);
+    ck_assert_uint_eq(ma, want_made);
+    ck_assert_uint_eq(mb, want_made);
+    for (int i = 0; i < 32; i++) ck_assert_uint_eq(ha[i], hb[i]);
+    for (int k = 0; k < GS_CALL_COUNT; k++) {
+        ck_assert_uint_eq(ca->n[k], cb->n[k]);
+        ck_assert_uint_eq(ca->failed[k], cb->failed[k]);
+        ck_assert(ca->time_us[k] == cb->time_us[k]); /* to the bit */
+    }
+    ck_assert(a->ops->now_us(a->state) == b->ops->now_us(b->state));
+    ck_assert_uint_eq(dev_used_bytes(a), dev_used_bytes(b));
+}
+
+/* A batch (the simulated device's own op) makes the calls, the statuses, the handles, the counts
+ * and the times, to the bit, that the same calls made one at a time make: a run of cuMemCreates
+ * up to the one that finds no memory, maps, releases across a compaction, unmaps and releases
+ * interleaved, and a call that fails in the middle of a batch. */
+START_TEST(vmm_batch_matches_single_calls)
+{
+    gs_calibration *cal = gs_calibration_builtin();
+    gs_sim_config sc = {.total_bytes = 100 * MiB, .cal = cal}; /* 12 pages of 8 MiB */
+    gs_backend *a = gs_sim_backend_new(&sc), *b = gs_sim_backend_new(&sc);
+    gs_devcalls ca = {0}, cb = {0};
+    uint64_t ha[32] = {0}, hb[32] = {0}, va, vb;
+    ck_assert_int_eq(gs_dev_va_reserve(a, &ca, 1 * GiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_va_reserve(b, &cb, 1 * GiB, &vb), GS_OK);
+    ck_assert_uint_eq(va, vb);
+    const uint64_t pg = 8 * MiB;
+    gs_dev_call c[64];
+    size_t n = 0;
+    /* 20 creates: 12 find memory, the 13th does not */
+    for (int i = 0; i < 20; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, pg, &ha[i]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_ERR_OOM, 13);
+    ha[12] = hb[12] = 0;
+    /* map 0..7; then the first four released while mapped (kept until unmapped), 8..11 released
+     * outright, and a release of 8 again fails */
+    n = 0;
+    for (int i = 0; i < 8; i++) c[n++] = (gs_dev_call){GS_CALL_MAP, va + i * pg, pg, &ha[i]};
+    for (int i = 0; i < 4; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    for (int i = 8; i < 12; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[8]};
+    c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[9]}; /* not made */
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_ERR_INVALID, n - 1);
+    /* creates again (the four released outright), then unmap and release interleaved: the
+     * released-while-mapped ones go with their unmap; an unmap of a page not mapped fails */
+    n = 0;
+    for (int i = 12; i < 18; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, pg, &ha[i]};
+    for (int i = 0; i < 4; i++) c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + i * pg, pg, &ha[i]};
+    for (int i = 4; i < 8; i++) {
+        c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + i * pg, pg, &ha[i]};
+        c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    }
+    c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + 20 * pg, pg, &ha[0]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_ERR_OOM, 5);
+    /* the same without the creates that no longer fit: 12..15 made, 16 fails ... */
+    n = 0;
+    for (int i = 0; i < 4; i++) c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + i * pg, pg, &ha[i]};
+    for (int i = 4; i < 8; i++) {
+        c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + i * pg, pg, &ha[i]};
+        c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    }
+    c[n++] = (gs_dev_call){GS_CALL_UNMAP, va + 20 * pg, pg, &ha[0]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_ERR_INVALID, n);
+    /* every page made back: the rest of the handles, then a batch of nothing */
+    n = 0;
+    for (int i = 12; i < 16; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_OK, n);
+    batch_both(a, &ca, b, &cb, c, 0, ha, hb, GS_OK, 0);
+    ck_assert_uint_eq(dev_used_bytes(a), 0);
+    ck_assert_uint_gt(ca.n[GS_CALL_PAGE_CREATE], 0);
+    /* An observer hears every call of a batch, one at a time. */
+    seen_calls seen = {0};
+    a->observe = record_call;
+    a->observe_ud = &seen;
+    n = 0;
+    for (int i = 0; i < 3; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, pg, &ha[i]};
+    size_t made;
+    ck_assert_int_eq(gs_dev_batch(a, &ca, c, n, &made), GS_OK);
+    ck_assert_uint_eq(made, 3);
+    ck_assert_int_eq(seen.n, 3);
+    ck_assert_int_eq(seen.kind[2], GS_CALL_PAGE_CREATE);
+    gs_backend_destroy(a);
+    gs_backend_destroy(b);
+    gs_calibration_free(cal);
+}
+END_TEST
+
 START_TEST(vmm_release_while_mapped_frees_at_unmap)
 {
     gs_backend *be = vmm_device(1 * GiB);
@@ -602,6 +724,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tv, vmm_unmap_of_an_unmapped_range_is_refused);
     tcase_add_test(tv, vmm_running_out_of_handles);
     tcase_add_test(tv, vmm_handles_found_across_compactions);
+    tcase_add_test(tv, vmm_batch_matches_single_calls);
     tcase_add_test(tv, vmm_release_while_mapped_frees_at_unmap);
     tcase_add_test(tv, vmm_calls_cost_their_calibrated_latency);
     tcase_add_test(tv, vmm_set_access_costs_per_mapping);
