@@ -600,21 +600,48 @@ static mapping *chunk_new(sim_state *s)
     return g_new0(mapping, GRAN_CHUNK);
 }
 
+/* Granules [i, i + n) lie in chunks i / GRAN_CHUNK on: each chunk's share, [*j, *j + *len) of
+ * chunk *k, one at a time (a mapping's granules are walked as a run within its chunk, not each
+ * found by a division). Returns false when none is left; g is where the next share starts. */
+static bool gran_span(uint64_t *g, uint64_t end, uint64_t *k, uint64_t *j, uint64_t *len)
+{
+    if (*g >= end) return false;
+    *k = *g / GRAN_CHUNK;
+    *j = *g % GRAN_CHUNK;
+    *len = MIN(end - *g, GRAN_CHUNK - *j);
+    *g += *len;
+    return true;
+}
+
+/* Whether any granule of [i, i + n) of r is mapped. */
+static bool gran_any(const reservation *r, uint64_t i, uint64_t n)
+{
+    for (uint64_t g = i, k, j, len; gran_span(&g, i + n, &k, &j, &len);) {
+        const mapping *c = r->chunk[k];
+        if (!c) continue;
+        for (uint64_t x = j; x < j + len; x++)
+            if (c[x].handle) return true;
+    }
+    return false;
+}
+
 /* Granules [i, i + n) of r hold m. */
 static void gran_set(sim_state *s, reservation *r, uint64_t i, uint64_t n, mapping m)
 {
-    for (uint64_t g = i; g < i + n;) {
-        mapping **c = &r->chunk[g / GRAN_CHUNK];
-        if (!*c) *c = chunk_new(s);
-        for (uint64_t end = MIN(i + n, (g / GRAN_CHUNK + 1) * GRAN_CHUNK); g < end; g++)
-            (*c)[g % GRAN_CHUNK] = m;
+    for (uint64_t g = i, k, j, len; gran_span(&g, i + n, &k, &j, &len);) {
+        if (!r->chunk[k]) r->chunk[k] = chunk_new(s);
+        mapping *c = r->chunk[k];
+        for (uint64_t x = j; x < j + len; x++) c[x] = m;
     }
 }
 
 /* Granules [i, i + n) of r, all mapped, hold nothing. */
 static void gran_clear(reservation *r, uint64_t i, uint64_t n)
 {
-    for (uint64_t g = i; g < i + n; g++) r->chunk[g / GRAN_CHUNK][g % GRAN_CHUNK].handle = 0;
+    for (uint64_t g = i, k, j, len; gran_span(&g, i + n, &k, &j, &len);) {
+        mapping *c = r->chunk[k];
+        for (uint64_t x = j; x < j + len; x++) c[x].handle = 0;
+    }
 }
 
 /* The mapping over the granule at a (granularity-aligned), or NULL when none (or when no
@@ -758,8 +785,7 @@ static gs_status sim_map(void *st, uint64_t va, uint64_t size, uint64_t handle)
     reservation *r = reservation_of(s, va, size);
     if (!p || p->released || p->size != size || va % PAGE || !r) return GS_ERR_INVALID;
     uint64_t g = (va - r->va) / PAGE;
-    for (uint64_t i = 0; i < size / PAGE; i++)
-        if (gran_get(r, g + i)) return GS_ERR_INVALID; /* already mapped */
+    if (gran_any(r, g, size / PAGE)) return GS_ERR_INVALID; /* already mapped */
     gran_set(s, r, g, size / PAGE, (mapping){va, size, handle});
     p->maps++;
     r->mapped_pages += size / PAGE;
@@ -802,6 +828,16 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
     s->clock_us += call_us(s, GS_CALL_UNMAP, size);
+    /* one whole mapping, as an expandable segment unmaps page by page: found once */
+    const mapping *one = gran_lookup(s, va);
+    if (one && one->va == va && one->size == size) {
+        reservation *r = s->rlast; /* gran_lookup's, which holds va */
+        phys_handle *p = handle_find(s, one->handle);
+        gran_clear(r, (va - r->va) / PAGE, size / PAGE);
+        r->mapped_pages -= size / PAGE;
+        if (--p->maps == 0 && p->released) handle_drop(s, p);
+        return GS_OK;
+    }
     if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
     /* The range must consist of whole mappings: check before changing anything. */
     for (uint64_t a = va; a < va + size;) {

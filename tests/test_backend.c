@@ -421,6 +421,44 @@ START_TEST(vmm_map_over_a_mapped_page_is_refused)
 }
 END_TEST
 
+START_TEST(vmm_mappings_across_a_granule_chunk)
+{
+    /* The device keeps each 2 MiB granule's mapping in tables of 1 GiB: a mapping across the
+     * boundary is seen from both sides, unmapped whole from either table, and a second
+     * reservation has tables of its own (taken from those of a reservation released). */
+    gs_backend *be = vmm_device(4 * GiB);
+    uint64_t va, vb, h1, h2, h3;
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 2 * GiB, &va), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h1), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h2), GS_OK);
+    /* mapped above the boundary: a mapping from below it that reaches it is refused */
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 1 * GiB, 20 * MiB, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, va + 1 * GiB - 10 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, va + 1 * GiB, 20 * MiB), GS_OK);
+    uint64_t at = va + 1 * GiB - 10 * MiB; /* half below the boundary, half above */
+    ck_assert_int_eq(gs_dev_map(be, NULL, at, 20 * MiB, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, at + 18 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_map(be, NULL, at - 18 * MiB, 20 * MiB, h2), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_map(be, NULL, at + 20 * MiB, 20 * MiB, h2), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, at + 10 * MiB, 20 * MiB), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, at, 40 * MiB), GS_OK); /* both, in one call */
+    ck_assert_int_eq(gs_dev_map(be, NULL, at + 10 * MiB, 20 * MiB, h1), GS_OK);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, at + 10 * MiB, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 2 * GiB), GS_OK);
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 2 * GiB, &vb), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h3), GS_OK);
+    ck_assert_int_eq(gs_dev_set_access(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, 20 * MiB),
+                     GS_ERR_INVALID); /* nothing mapped there in the new one */
+    ck_assert_int_eq(gs_dev_map(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, h3), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, h1), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h1, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h2, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h3, 20 * MiB), GS_OK);
+    ck_assert_uint_eq(dev_used_bytes(be), 0);
+    gs_backend_destroy(be);
+}
+END_TEST
 START_TEST(vmm_unmap_of_an_unmapped_range_is_refused)
 {
     gs_backend *be = vmm_device(1 * GiB);
@@ -722,6 +760,7 @@ static Suite *backend_suite(void)
     tcase_add_test(tv, vmm_reserve_create_map_access_unmap_release);
     tcase_add_test(tv, vmm_map_over_a_mapped_page_is_refused);
     tcase_add_test(tv, vmm_unmap_of_an_unmapped_range_is_refused);
+    tcase_add_test(tv, vmm_mappings_across_a_granule_chunk);
     tcase_add_test(tv, vmm_running_out_of_handles);
     tcase_add_test(tv, vmm_handles_found_across_compactions);
     tcase_add_test(tv, vmm_batch_matches_single_calls);
