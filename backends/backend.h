@@ -120,11 +120,14 @@ typedef struct gs_backend_ops {
     const char *(*last_error)(void *st);
     /* Optional. Makes calls c[0..n) in order, each as its own op above would, and stops after
      * the first that fails (returning its status); *made: the calls made, that one included.
-     * Each call's time, the clock after it less the clock before, is added to time_us[its
-     * kind] as it is made, so the sums are a single call's to the last bit. An expandable
-     * segment maps and unmaps pages by the hundreds, and a simulated call is a few stores: the
-     * wrappers' indirect calls and clock reads cost more than the call. */
-    gs_status (*batch)(void *st, const gs_dev_call *c, size_t n, size_t *made, double *time_us);
+     * Each call is counted into calls as the wrappers count it (n, failed) and its time, the
+     * clock after it less the clock before, added to time_us[its kind] as it is made, so the
+     * sums are those of single calls to the last bit. A call of a kind gs_dev_call does not
+     * name fails with GS_ERR_INVALID, neither counted nor timed. An expandable segment maps
+     * and unmaps pages by the hundreds, and a simulated call is a few stores: the wrappers'
+     * indirect calls and clock reads cost more than the call. */
+    gs_status (*batch)(void *st, const gs_dev_call *c, size_t n, size_t *made,
+                       gs_devcalls *calls);
     /* Returns everything still allocated, mapped or reserved. */
     void (*destroy)(void *st);
 } gs_backend_ops;
@@ -161,7 +164,8 @@ gs_status gs_dev_unmap(gs_backend *be, gs_devcalls *calls, uint64_t va, uint64_t
 /* Calls c[0..n) in order, stopping after the first that fails: its status (GS_OK if none did)
  * and, in *made, the calls made. Timed and counted as the wrappers above would, to the bit:
  * through the backend's batch op where it has one, else (or while an observer listens, or
- * calls is NULL) one wrapper call at a time. Only the four kinds gs_dev_call names. */
+ * calls is NULL) one wrapper call at a time. A call of a kind gs_dev_call does not name
+ * fails with GS_ERR_INVALID, neither counted nor timed. */
 gs_status gs_dev_batch(gs_backend *be, gs_devcalls *calls, const gs_dev_call *c, size_t n,
                        size_t *made);
 bool gs_dev_has_vmm(const gs_backend *be);

@@ -747,7 +747,7 @@ static phys_handle *handle_find(sim_state *s, uint64_t h)
     return lo < hi && p->handle == h && p->size ? p : NULL;
 }
 
-static void handle_drop(sim_state *s, phys_handle *p)
+static inline void handle_drop(sim_state *s, phys_handle *p)
 {
     s->used_pages -= p->size / PAGE;
     p->size = 0;
@@ -861,7 +861,7 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
 /* Calls c[i..n) while they are cuMemCreates of one valid size that find memory (at most
  * `room`): each as sim_page_create makes it, timed as sim_batch times it, without a check per
  * page. Returns how many were made. */
-static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, double *time_us)
+static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, gs_devcalls *calls)
 {
     uint64_t size = c[i].size, pages = size / PAGE;
     uint64_t fit = (s->total_pages - s->used_pages) / pages;
@@ -875,11 +875,12 @@ static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
     for (size_t j = i; j < m; j++) {
         double t0 = s->clock_us;
         s->clock_us += us;
-        time_us[GS_CALL_PAGE_CREATE] += s->clock_us - t0;
+        calls->time_us[GS_CALL_PAGE_CREATE] += s->clock_us - t0;
         *c[j].handle = ++s->next_handle;
         s->handles[s->nhandles++] = (phys_handle){.handle = s->next_handle, .size = size};
     }
     s->used_pages += (m - i) * pages;
+    calls->n[GS_CALL_PAGE_CREATE] += m - i;
     return m - i;
 }
 
@@ -887,7 +888,8 @@ static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
  * it, timed as sim_batch times it. A batch releases pages made one after another, which lie
  * one after another in the handle array: each is looked for first where the last one was.
  * Returns how many were made; the first that would fail is left to sim_page_release. */
-static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, double *time_us)
+static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
+                          gs_devcalls *calls)
 {
     phys_handle *p = NULL;
     size_t j = i;
@@ -897,7 +899,8 @@ static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n
         if (!p || !p->size || p->released) break;
         double t0 = s->clock_us;
         s->clock_us += call_us(s, GS_CALL_PAGE_RELEASE, p->size);
-        time_us[GS_CALL_PAGE_RELEASE] += s->clock_us - t0;
+        calls->time_us[GS_CALL_PAGE_RELEASE] += s->clock_us - t0;
+        calls->n[GS_CALL_PAGE_RELEASE]++;
         if (p->maps) {
             p->released = true;
             p++;
@@ -910,8 +913,10 @@ static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n
     return j - i;
 }
 
-/* The calls one after another, each timed as account() in backend.c times a single one. */
-static gs_status sim_batch(void *st, const gs_dev_call *c, size_t n, size_t *made, double *time_us)
+/* The calls one after another, each counted and timed as account() in backend.c does a single
+ * one. */
+static gs_status sim_batch(void *st, const gs_dev_call *c, size_t n, size_t *made,
+                           gs_devcalls *calls)
 {
     sim_state *s = st;
     gs_status r = GS_OK;
@@ -919,12 +924,12 @@ static gs_status sim_batch(void *st, const gs_dev_call *c, size_t n, size_t *mad
     while (i < n && r == GS_OK) {
         /* a run of cuMemCreates at once; the one that finds no memory is made as itself */
         if (c[i].kind == GS_CALL_PAGE_CREATE && c[i].size && c[i].size % PAGE == 0) {
-            size_t k = create_run(s, c, i, n, time_us);
+            size_t k = create_run(s, c, i, n, calls);
             i += k;
             if (k) continue;
         }
         if (c[i].kind == GS_CALL_PAGE_RELEASE) {
-            size_t k = release_run(s, c, i, n, time_us);
+            size_t k = release_run(s, c, i, n, calls);
             i += k;
             if (k) continue;
         }
@@ -935,9 +940,11 @@ static gs_status sim_batch(void *st, const gs_dev_call *c, size_t n, size_t *mad
         case GS_CALL_PAGE_RELEASE: r = sim_page_release(s, *x->handle); break;
         case GS_CALL_MAP: r = sim_map(s, x->va, x->size, *x->handle); break;
         case GS_CALL_UNMAP: r = sim_unmap(s, x->va, x->size); break;
-        default: r = GS_ERR_INVALID; break; /* gs_dev_batch lets none through */
+        default: *made = i; return GS_ERR_INVALID; /* not a batch's: neither counted nor timed */
         }
-        time_us[x->kind] += s->clock_us - t0;
+        calls->n[x->kind]++;
+        calls->failed[x->kind] += r != GS_OK;
+        calls->time_us[x->kind] += s->clock_us - t0;
     }
     *made = i;
     return r;
