@@ -858,9 +858,9 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
     return GS_OK;
 }
 
-/* Calls c[i..n) while they are cuMemCreates of one valid size that find memory (at most
- * `room`): each as sim_page_create makes it, timed as sim_batch times it, without a check per
- * page. Returns how many were made. */
+/* Calls c[i..n) while they are cuMemCreates of one valid size that find memory: each as
+ * sim_page_create makes it, counted and timed as sim_batch does, with one check for the memory
+ * they need, not one per page. Returns how many were made. */
 static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n, gs_devcalls *calls)
 {
     uint64_t size = c[i].size, pages = size / PAGE;

@@ -425,9 +425,10 @@ START_TEST(vmm_mappings_across_a_granule_chunk)
 {
     /* The device keeps each 2 MiB granule's mapping in tables of 1 GiB: a mapping across the
      * boundary is seen from both sides, unmapped whole from either table, and a second
-     * reservation has tables of its own (taken from those of a reservation released). */
+     * reservation has tables of its own, clean (taken from those of a reservation released):
+     * one mapping over the whole of it, across three tables, is taken. */
     gs_backend *be = vmm_device(4 * GiB);
-    uint64_t va, vb, h1, h2, h3;
+    uint64_t va, vb, h1, h2, h3, h4;
     ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 2 * GiB, &va), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h1), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h2), GS_OK);
@@ -445,13 +446,19 @@ START_TEST(vmm_mappings_across_a_granule_chunk)
     ck_assert_int_eq(gs_dev_map(be, NULL, at + 10 * MiB, 20 * MiB, h1), GS_OK);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, at + 10 * MiB, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_va_release(be, NULL, va, 2 * GiB), GS_OK);
-    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 2 * GiB, &vb), GS_OK);
+    ck_assert_int_eq(gs_dev_va_reserve(be, NULL, 3 * GiB, &vb), GS_OK);
     ck_assert_int_eq(gs_dev_page_create(be, NULL, 20 * MiB, &h3), GS_OK);
     ck_assert_int_eq(gs_dev_set_access(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, 20 * MiB),
                      GS_ERR_INVALID); /* nothing mapped there in the new one */
     ck_assert_int_eq(gs_dev_map(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, h3), GS_OK);
     ck_assert_int_eq(gs_dev_map(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB, h1), GS_ERR_INVALID);
     ck_assert_int_eq(gs_dev_unmap(be, NULL, vb + 1 * GiB - 10 * MiB, 20 * MiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_create(be, NULL, 3 * GiB, &h4), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, vb, 3 * GiB, h4), GS_OK);
+    ck_assert_int_eq(gs_dev_set_access(be, NULL, vb, 3 * GiB, 3 * GiB), GS_OK);
+    ck_assert_int_eq(gs_dev_map(be, NULL, vb + 2 * GiB + 4 * MiB, 20 * MiB, h3), GS_ERR_INVALID);
+    ck_assert_int_eq(gs_dev_unmap(be, NULL, vb, 3 * GiB), GS_OK);
+    ck_assert_int_eq(gs_dev_page_release(be, NULL, h4, 3 * GiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, NULL, h1, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, NULL, h2, 20 * MiB), GS_OK);
     ck_assert_int_eq(gs_dev_page_release(be, NULL, h3, 20 * MiB), GS_OK);
@@ -644,6 +651,32 @@ START_TEST(vmm_batch_matches_single_calls)
     n = 0;
     c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[20]};
     batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_OK, 1);
+    /* a run of creates whose size changes partway; creates of no size and of a size not a
+     * whole number of granules; releases of handle 0, of one never made, and of one released
+     * while mapped, again */
+    n = 0;
+    for (int i = 23; i < 27; i++)
+        c[n++] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, i == 25 ? 2 * pg : pg, &ha[i]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_OK, n);
+    c[0] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, 0, &ha[27]};
+    batch_both(a, &ca, b, &cb, c, 1, ha, hb, GS_ERR_INVALID, 1);
+    c[0] = (gs_dev_call){GS_CALL_PAGE_CREATE, 0, 3 * MiB, &ha[27]};
+    batch_both(a, &ca, b, &cb, c, 1, ha, hb, GS_ERR_INVALID, 1);
+    c[0] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[27]}; /* handle 0 */
+    batch_both(a, &ca, b, &cb, c, 1, ha, hb, GS_ERR_INVALID, 1);
+    ha[28] = hb[28] = 999999;
+    c[0] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[28]};
+    batch_both(a, &ca, b, &cb, c, 1, ha, hb, GS_ERR_INVALID, 1);
+    ha[28] = hb[28] = 0;
+    n = 0;
+    c[n++] = (gs_dev_call){GS_CALL_MAP, va, pg, &ha[23]};
+    c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[23]};
+    c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[23]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_ERR_INVALID, 3);
+    n = 0;
+    c[n++] = (gs_dev_call){GS_CALL_UNMAP, va, pg, &ha[23]};
+    for (int i = 24; i < 27; i++) c[n++] = (gs_dev_call){GS_CALL_PAGE_RELEASE, 0, pg, &ha[i]};
+    batch_both(a, &ca, b, &cb, c, n, ha, hb, GS_OK, n);
     ck_assert_uint_gt(ca.n[GS_CALL_PAGE_CREATE], 0);
     /* An observer hears every call of a batch, one at a time. */
     seen_calls seen = {0};
