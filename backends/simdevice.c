@@ -708,6 +708,14 @@ static gs_status sim_va_release(void *st, uint64_t va, uint64_t size)
     return GS_ERR_INVALID;
 }
 
+/* Room for n more handles at the end of the array. */
+static void handles_room(sim_state *s, guint n)
+{
+    if (s->nhandles + n <= s->handles_cap) return;
+    s->handles_cap = MAX(s->nhandles + n, s->handles_cap ? 2 * s->handles_cap : 64);
+    s->handles = g_renew(phys_handle, s->handles, s->handles_cap);
+}
+
 static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
 {
     sim_state *s = st;
@@ -717,10 +725,7 @@ static gs_status sim_page_create(void *st, uint64_t size, uint64_t *handle)
     s->used_pages += size / PAGE;
     *handle = ++s->next_handle;
     phys_handle p = {.handle = *handle, .size = size};
-    if (s->nhandles == s->handles_cap) {
-        s->handles_cap = s->handles_cap ? 2 * s->handles_cap : 64;
-        s->handles = g_renew(phys_handle, s->handles, s->handles_cap);
-    }
+    handles_room(s, 1);
     s->handles[s->nhandles++] = p; /* the largest handle yet: the array stays sorted */
     return GS_OK;
 }
@@ -824,6 +829,20 @@ static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
     return GS_OK;
 }
 
+/* Unmaps m, a mapping gran_lookup has just found (so s->rlast holds it): its granules
+ * cleared, and its handle's memory freed if the handle was released while mapped. Returns its
+ * size. */
+static uint64_t unmap_found(sim_state *s, const mapping *m)
+{
+    reservation *r = s->rlast;
+    uint64_t n = m->size;
+    phys_handle *p = handle_find(s, m->handle);
+    gran_clear(r, (m->va - r->va) / PAGE, n / PAGE);
+    r->mapped_pages -= n / PAGE;
+    if (--p->maps == 0 && p->released) handle_drop(s, p);
+    return n;
+}
+
 static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
 {
     sim_state *s = st;
@@ -831,11 +850,7 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
     /* one whole mapping, as an expandable segment unmaps page by page: found once */
     const mapping *one = gran_lookup(s, va);
     if (one && one->va == va && one->size == size) {
-        reservation *r = s->rlast; /* gran_lookup's, which holds va */
-        phys_handle *p = handle_find(s, one->handle);
-        gran_clear(r, (va - r->va) / PAGE, size / PAGE);
-        r->mapped_pages -= size / PAGE;
-        if (--p->maps == 0 && p->released) handle_drop(s, p);
+        unmap_found(s, one);
         return GS_OK;
     }
     if (!range_mapped(s, va, size)) return GS_ERR_INVALID;
@@ -845,16 +860,7 @@ static gs_status sim_unmap(void *st, uint64_t va, uint64_t size)
         if (m->va != a || m->size > va + size - a) return GS_ERR_INVALID;
         a += m->size;
     }
-    for (uint64_t a = va; a < va + size;) {
-        const mapping *m = gran_lookup(s, a);
-        uint64_t n = m->size, h = m->handle;
-        reservation *r = reservation_of(s, a, n); /* a mapping lies within one */
-        gran_clear(r, (a - r->va) / PAGE, n / PAGE);
-        r->mapped_pages -= n / PAGE;
-        phys_handle *p = handle_find(s, h);
-        if (--p->maps == 0 && p->released) handle_drop(s, p);
-        a += n;
-    }
+    for (uint64_t a = va; a < va + size;) a += unmap_found(s, gran_lookup(s, a));
     return GS_OK;
 }
 
@@ -867,10 +873,7 @@ static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
     uint64_t fit = (s->total_pages - s->used_pages) / pages;
     size_t m = i;
     while (m < n && m - i < fit && c[m].kind == GS_CALL_PAGE_CREATE && c[m].size == size) m++;
-    if (s->nhandles + (m - i) > s->handles_cap) {
-        s->handles_cap = MAX(s->nhandles + (guint)(m - i), 2 * s->handles_cap);
-        s->handles = g_renew(phys_handle, s->handles, s->handles_cap);
-    }
+    handles_room(s, (guint)(m - i));
     double us = call_us(s, GS_CALL_PAGE_CREATE, size);
     for (size_t j = i; j < m; j++) {
         double t0 = s->clock_us;
@@ -885,7 +888,7 @@ static size_t create_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
 }
 
 /* Calls c[i..n) while they are cuMemReleases of live handles: each as sim_page_release makes
- * it, timed as sim_batch times it. A batch releases pages made one after another, which lie
+ * it, counted and timed as sim_batch does. A batch releases pages made one after another, which lie
  * one after another in the handle array: each is looked for first where the last one was.
  * Returns how many were made; the first that would fail is left to sim_page_release. */
 static size_t release_run(sim_state *s, const gs_dev_call *c, size_t i, size_t n,
