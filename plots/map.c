@@ -383,9 +383,11 @@ static void oom_script(GString *g, GString *dat, const map_layout *m, const char
                                (double)bars[i].bytes / bu, i + 1);
         g_free(bars[i].label);
     }
+    /* gnuplot numbers only the index blocks that hold data: the largest block's is one only
+     * when the pool has a free block */
     g_string_append_printf(g, "plot %s index %d using 2:1:(0):2:($1-0.34):($1+0.34):4 with boxxyerror "
                               "lc rgb variable\n",
-                           dat_lit, n_blocks + 1);
+                           dat_lit, n_blocks + (row ? 1 : 0));
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
     g_free(ptitle);

@@ -74,6 +74,7 @@ typedef struct {
 
 struct gs_plot_series {
     size_t width;             /* events per timeline bucket */
+    size_t n_events;          /* the trace's (0: a series read back from JSON) */
     GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
     GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most series.c's MAX_MARKERS) */
     uint64_t n_retries, n_ooms;

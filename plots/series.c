@@ -34,6 +34,7 @@ gs_plot_series *gs_plot_series_new(size_t n_events)
 {
     gs_plot_series *s = g_new0(gs_plot_series, 1);
     s->width = n_events > GS_PLOT_POINTS ? (n_events + GS_PLOT_POINTS - 1) / GS_PLOT_POINTS : 1;
+    s->n_events = n_events;
     s->points = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
     s->retries = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
     s->ooms = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
@@ -133,8 +134,11 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
     if (st->num_ooms != s->n_ooms) {
         s->n_ooms = st->num_ooms;
         if (s->ooms->len < MAX_MARKERS) g_array_append_val(s->ooms, p);
-        /* The first OOM: once per replay, so it costs one walk of the heap. */
-        if (!s->oom.have && e->op == GS_OP_ALLOC) {
+        /* The first OOM the replay could not serve (its result's first OOM report): an
+         * allocation's, or a recorded oom event that ends the trace (the run died of it; an
+         * earlier one the program caught). Once per replay, so it costs one walk of the heap. */
+        bool fatal = e->op == GS_OP_ALLOC || (e->op == GS_OP_OOM && index + 1 == s->n_events);
+        if (!s->oom.have && fatal) {
             snapshot(&s->oom, h, &p);
             oom_request(&s->oom_req, h, e);
         }

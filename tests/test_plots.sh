@@ -317,6 +317,26 @@ grep -q "a request of 120.45 MiB in the large pool failed" "$tmp/wi/batch-altern
 check_plot "$tmp/wi2" batch-alternate-whatif 1280 504
 ls "$tmp/wi2" | grep -q oom-map && fail "whatif --plot: an OOM map for a setting that completes"
 
+# --- a recorded run that died of an OOM (a snapshot dumped at OOM: an oom event ends it) ---
+# The map is of the OOM the run died of, not of the one the program caught before it.
+printf '%s\n' '# gpusim-trace 2' 'seq,time_us,op,client,device,stream,id,size' \
+    '0,0,alloc,torch,0,0,1,1048576000' '1,1,oom,torch,0,0,0,4294967296' \
+    '2,2,alloc,torch,0,0,2,104857600' '3,3,oom,torch,0,0,0,2147483648' >"$tmp/died.gstrace"
+"$gpusim" replay "$tmp/died.gstrace" --capacity 2GiB --format json -o "$tmp/died.json" \
+    --plot "$tmp/dd" 2>"$tmp/err" || fail "replay --plot, a run that died: exit $?: $(cat "$tmp/err")"
+check_plot "$tmp/dd" died-oom-map-1-pytorch 1280 960
+grep -q "address space at the first OOM (event 3): a request of 2.000 GiB" "$tmp/dd/died-oom-map-1-pytorch.gp" ||
+    fail "oom map of a run that died: not the OOM it died of"
+python3 - "$tmp/died.json" <<'PY' || fail "oom map of a run that died: JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]["results"][0]
+assert r["outcome"] == "oom" and r["caught_ooms"] == 1, (r["outcome"], r["caught_ooms"])
+assert r["oom_map"]["event"] == r["first_oom"]["event"] == 3, (r["oom_map"]["event"], r["first_oom"])
+PY
+"$gpusim" whatif "$tmp/died.gstrace" --capacity 2GiB -q --plot "$tmp/dw" >/dev/null 2>"$tmp/err" ||
+    fail "whatif --plot, a run that died: $(cat "$tmp/err")"
+ls "$tmp/dw" | grep -q 'died-oom-map-.*-pytorch\.png' || fail "whatif --plot: no OOM map for a run that died: $(ls "$tmp/dw")"
+
 # --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
 # gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file
 # name holds backquotes, $(...), both quotes and a line break; then saved JSON and CSV whose
