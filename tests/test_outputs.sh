@@ -120,6 +120,32 @@ plots plots-pools replay tests/pools.gstrace --capacity 40MiB -q -p pytorch
 plots plots-sweep sweep "$data/gpt2.gstrace.gz" -j 2 -p 'pytorch:max_split_size_mb:{64,256}'
 cases="$cases continue-on-oom several-traces sweep validate-table validate-json plots-replay plots-pools plots-sweep"
 
+# README's examples shown with what they print ("    $ build/gpusim ARGS", then its output, indented
+# the same, up to the first line that is not): each prints that today, from the repository root.
+# Words are split as the shell would, with no quoting (the examples need none) and no globbing.
+mkdir "$tmp/readme"
+awk -v dir="$tmp/readme" '
+    function flush() { if (n) printf "%s", body > (dir "/out" n); body = ""; blanks = "" }
+    /^    \$ build\/gpusim / { flush(); n++; print substr($0, 20) > (dir "/cmd" n); inb = 1; next }
+    inb && /^$/ { blanks = blanks "\n"; next }
+    inb && /^    / { body = body blanks substr($0, 5) "\n"; blanks = ""; next }
+    { inb = 0 }
+    END { flush() }' "$src/README.md"
+for c in "$tmp"/readme/cmd*; do
+    [ -e "$c" ] || fail "README.md: no example with its output found"
+    [ -e "$c" ] || break
+    k=${c##*/cmd}
+    args=$(cat "$c")
+    set -f
+    # shellcheck disable=SC2086
+    (cd "$src" && "$gpusim" $args) >"$tmp/readme/now$k" 2>&1
+    set +f
+    cmp -s "$tmp/readme/out$k" "$tmp/readme/now$k" || {
+        fail "README.md: 'build/gpusim $args' prints otherwise now:"
+        diff "$tmp/readme/out$k" "$tmp/readme/now$k" | head -20
+    }
+done
+
 for name in $cases; do
     if [ "$update" = --update ]; then
         cp "$tmp/$name" "$golden/$name.out"
