@@ -64,6 +64,12 @@ char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
         }
         g_free(m);
         g_free(head);
+        if (best_ok->search.fails_above) { /* the minimum is no promise for more memory */
+            char *f = gs_format_size(best_ok->search.fails_above), *o = out;
+            out = g_strdup_printf("%s It fails at %s, though, above that minimum (!).", o, f);
+            g_free(o);
+            g_free(f);
+        }
     }
     g_free(cap);
     return out;

@@ -34,9 +34,15 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
             if (probe(mid * step, ud)) hi_k = mid;
             else lo_k = mid;
         }
-        /* The grid below the answer: a success there means the bisection stopped at a later
-         * boundary (hi_k - 1 fails, yet less memory completes): search again below it. */
+        /* The steps just below the answer, then a grid further down: a success there means
+         * the bisection stopped at a later boundary (hi_k - 1 fails, yet less memory
+         * completes): search again below it. (A window where an allocator fails is often a
+         * few steps wide, next to its boundary: the grid alone passed over them.) */
         uint64_t below = 0;
+        for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > floor_k + d; d++) {
+            out->probes++;
+            if (probe((hi_k - d) * step, ud)) below = hi_k - d;
+        }
         for (unsigned g = 1; g < GS_WHATIF_GRID && !below; g++) {
             uint64_t k = floor_k + (hi_k - 1 - floor_k) * g / GS_WHATIF_GRID;
             if (k <= floor_k || k >= hi_k - 1) continue;
@@ -51,8 +57,14 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
     out->found = true;
     out->min_capacity = hi_k * step;
     out->below_fails = true; /* lo_k = hi_k - 1 failed, or is the known-failing bound */
-    /* The grid above the answer: does more memory ever fail? (The largest failing one is kept.) */
+    /* The steps just above the answer, then a grid up to hi: does more memory ever fail? (The
+     * largest failing one is kept.) */
     uint64_t top = hi / step;
+    for (uint64_t d = 1; d <= GS_WHATIF_NEAR && hi_k + d <= top; d++) {
+        uint64_t k = hi_k + d;
+        out->probes++;
+        if (!probe(k * step, ud) && k * step > out->fails_above) out->fails_above = k * step;
+    }
     for (unsigned g = 1; g <= GS_WHATIF_GRID; g++) {
         uint64_t k = hi_k + (top - hi_k) * g / GS_WHATIF_GRID;
         if (k <= hi_k || k * step == out->fails_above) continue;

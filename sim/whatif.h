@@ -4,9 +4,11 @@
  * calls and time), and the minimum capacity at which the whole trace completes with no OOM,
  * found by bisection in steps of GS_WHATIF_STEP. A bisection assumes that more memory never
  * hurts; gpusim does not take that on trust: the answer and one step below are both replayed;
- * a coarse grid below the answer is replayed, and a success there restarts the search below it;
- * a grid above the answer is replayed too; and any failure at a capacity above the answer is
- * reported (the setting survives at some capacity and fails at a larger one).
+ * the GS_WHATIF_NEAR steps below that and a coarse grid further down are replayed, and a success
+ * there restarts the search below it; the steps just above the answer and a grid up to the
+ * largest capacity are replayed too; and any failure at a capacity above the answer is reported
+ * (the setting survives at some capacity and fails at a larger one). A failure between the
+ * points replayed can still go unseen: only a replay at every step would rule it out.
  */
 #ifndef GS_WHATIF_H
 #define GS_WHATIF_H
@@ -19,6 +21,7 @@ G_BEGIN_DECLS
 
 #define GS_WHATIF_STEP (2 * GS_MiB)  /* the resolution of a minimum capacity: one device page */
 #define GS_WHATIF_GRID 8             /* grid points replayed below and above the answer */
+#define GS_WHATIF_NEAR 8             /* and steps replayed next to it, on either side */
 
 /* ---- the search, apart from replays (so it can be tested on any predicate) ---- */
 

@@ -318,6 +318,9 @@ expect_error "whatif missing snapshot" "no such file" "$gpusim" whatif "$tmp/non
 grep -q "^pytorch (recorded) " "$tmp/w.txt" || fail "whatif: no recorded row: $(cat "$tmp/w.txt")"
 grep -q "^cupy " "$tmp/w.txt" || fail "whatif: the --policy row is missing"
 grep -q "completes at the cap of 5.75 GiB" "$tmp/w.txt" || fail "whatif: no recommendation: $(tail -2 "$tmp/w.txt")"
+# the one it recommends fails two steps above its minimum (5,640 MiB): the words say so too
+grep -q "needs least, 5.508 GiB (106.00 MiB less). It fails at 5.518 GiB, though" "$tmp/w.txt" ||
+    fail "whatif: the recommendation hides a failure above its minimum: $(tail -1 "$tmp/w.txt")"
 "$gpusim" whatif "$trace" --capacity 5.75GiB -p cupy --format json -o "$tmp/w.json" || fail "whatif json: exit $?"
 python3 - "$tmp/w.json" <<'PY' || fail "whatif JSON"
 import json, sys

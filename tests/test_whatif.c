@@ -36,7 +36,8 @@ START_TEST(bisect_finds_a_threshold_exactly)
         ck_assert(s.below_fails);
         ck_assert_uint_eq(s.fails_above, 0);
         ck_assert_uint_eq(s.probes, p.calls);
-        ck_assert_uint_le(s.probes, 1 + 8 + 2 * GS_WHATIF_GRID); /* log2(200) + 1, grids below and above */
+        /* log2(200) + 1, grids and steps near the answer below and above */
+        ck_assert_uint_le(s.probes, 1 + 8 + 2 * GS_WHATIF_GRID + 2 * GS_WHATIF_NEAR);
     }
 }
 END_TEST
@@ -52,6 +53,34 @@ START_TEST(bisect_says_when_more_memory_fails)
     ck_assert_uint_eq(s.min_capacity, 40);
     ck_assert_uint_ge(s.fails_above, 100);
     ck_assert_uint_lt(s.fails_above, 130);
+}
+END_TEST
+
+/* A window of failure two steps wide, five steps above the answer: between the grid's points,
+ * seen by the steps next to the answer (as resnet50 under expandable segments, which completes
+ * from 5,640 MiB but fails at 5,650). */
+START_TEST(bisect_sees_a_narrow_failure_above)
+{
+    pred p = {.ok_from = 40, .hole_lo = 45, .hole_hi = 47};
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    ck_assert(s.found);
+    ck_assert_uint_eq(s.min_capacity, 40);
+    ck_assert_uint_eq(s.fails_above, 46);
+    ck_assert_uint_eq(s.probes, p.calls);
+}
+END_TEST
+
+/* The bisection stops at the upper edge of a narrow window of failure ([46, 48): it answers 48),
+ * and only the steps below it show that 44 and 45 complete: the answer is 44. */
+START_TEST(bisect_sees_a_narrow_success_below)
+{
+    pred p = {.ok_from = 44, .hole_lo = 46, .hole_hi = 48};
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    ck_assert(s.found);
+    ck_assert_uint_eq(s.min_capacity, 44);
+    ck_assert_uint_eq(s.fails_above, 47);
 }
 END_TEST
 
@@ -160,6 +189,8 @@ static Suite *whatif_suite(void)
     TCase *tc = tcase_create("search");
     tcase_add_test(tc, bisect_finds_a_threshold_exactly);
     tcase_add_test(tc, bisect_says_when_more_memory_fails);
+    tcase_add_test(tc, bisect_sees_a_narrow_failure_above);
+    tcase_add_test(tc, bisect_sees_a_narrow_success_below);
     tcase_add_test(tc, bisect_fails_at_top_but_completes_below);
     tcase_add_test(tc, bisect_never_completes);
     tcase_add_test(tc, candidates_recorded_standard_and_given);
