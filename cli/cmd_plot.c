@@ -1,4 +1,6 @@
 /* cmd_plot.c - gpusim plot: the plots of a saved report, drawn again (plots/). */
+#include <string.h>
+
 #include "cli.h"
 
 static const char plot_description[] =
@@ -34,16 +36,25 @@ int gs_cmd_plot(int argc, char **argv)
     gs_cli_parse(&c, &argc, &argv, 1, "RESULT");
     GError *err = NULL;
     int rc = GS_EXIT_OK;
-    for (int a = 1; a < argc && rc == GS_EXIT_OK; a++) {
+    /* a plotter per directory (the RESULTs' with no -o), so that two RESULTs of traces of one
+     * name plotted into one directory get names of their own (gs_plotter_stem) */
+    GPtrArray *plotters = g_ptr_array_new_with_free_func((GDestroyNotify)gs_plotter_free);
+    for (int a = 1; a < argc; a++) {
         char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
-        gs_plotter *p = gs_plotter_new(d, &err);
+        gs_plotter *p = NULL;
+        for (guint i = 0; i < plotters->len && !p; i++)
+            if (strcmp(gs_plotter_dir(plotters->pdata[i]), d) == 0) p = plotters->pdata[i];
+        if (!p && (p = gs_plotter_new(d, &err))) {
+            for (int k = 1; k < argc; k++) gs_plotter_keep(p, argv[k]);
+            g_ptr_array_add(plotters, p);
+        }
         g_free(d);
-        for (int k = 1; p && k < argc; k++) gs_plotter_keep(p, argv[k]);
-        gboolean ok = p && gs_plot_saved(p, argv[a], &err);
-        if (ok && !gs_cli_render_plots(p)) rc = GS_EXIT_PLOT;
-        gs_plotter_free(p);
-        if (!ok) gs_cli_usage_error("%s", err->message);
+        if (!p || !gs_plot_saved(p, argv[a], &err)) break; /* the RESULTs before are drawn */
     }
+    for (guint i = 0; i < plotters->len; i++)
+        if (!gs_cli_render_plots(plotters->pdata[i])) rc = GS_EXIT_PLOT;
+    g_ptr_array_free(plotters, TRUE);
+    if (err) gs_cli_usage_error("%s", err->message);
     g_free(dir);
     gs_cli_clear(&c);
     return rc;

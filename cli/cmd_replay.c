@@ -173,6 +173,7 @@ typedef struct {
     gs_plotter *plotter;      /* NULL: no plots */
     unsigned columns;         /* CSV column groups some trace needs (GS_REPORT_*) */
     const char *export_dir;   /* --export-snapshot: NULL when not asked */
+    GHashTable *export_stems; /* the snapshots' name stems taken (gs_plot_stem_claim) */
 } replay_ctx;
 
 /* Both observers of a replay with --plot and --export-snapshot. */
@@ -189,9 +190,10 @@ static void observe_both(const gs_heap *h, const gs_event *e, size_t index, void
 
 /* DIR/STEM-snapshot-K-SPEC.pickle: named as the plots' maps are (gs_plot_file_part), so every
  * name stays inside DIR and means nothing to a shell. */
-static char *snapshot_path(const char *dir, const char *trace, size_t k, const char *policy)
+static char *snapshot_path(const replay_ctx *x, const char *trace, size_t k, const char *policy)
 {
-    char *stem = gs_plot_stem(trace), *pol = gs_plot_file_part(policy);
+    const char *dir = x->export_dir;
+    char *stem = gs_plot_stem_claim(x->export_stems, trace), *pol = gs_plot_file_part(policy);
     char *name = g_strdup_printf("%s-snapshot-%zu-%s.pickle", stem, k, pol);
     char *path = g_build_filename(dir, name, NULL);
     g_free(stem);
@@ -288,7 +290,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             gs_cli_usage_error("%s: %s", path, err->message);
         gs_cli_warn_teardown(label, &rs[i]);
         if (rec) {
-            char *sp = snapshot_path(x->export_dir, path, i + 1, pol->spec);
+            char *sp = snapshot_path(x, path, i + 1, pol->spec);
             if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity, &err))
                 gs_cli_usage_error("--export-snapshot: %s", err->message);
             g_free(sp);
@@ -417,7 +419,8 @@ int gs_cmd_replay(int argc, char **argv)
         g_ptr_array_add(traces, t);
     }
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
-    if (plot_dir && !(x.plotter = gs_plotter_new(plot_dir, &err)))
+    /* the traces are read: the directory is made now, so -o may name a file in it */
+    if (plot_dir && !((x.plotter = gs_plotter_new(plot_dir, &err)) && gs_plotter_make(x.plotter, &err)))
         gs_cli_usage_error("--plot: %s", err->message);
     for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
     if (x.plotter) gs_plotter_keep(x.plotter, reference);
@@ -426,6 +429,7 @@ int gs_cmd_replay(int argc, char **argv)
         if (g_mkdir_with_parents(export_dir, 0777) != 0)
             gs_cli_usage_error("--export-snapshot: %s: %s", export_dir, g_strerror(errno));
         x.export_dir = export_dir;
+        x.export_stems = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     }
 
     /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
@@ -451,6 +455,7 @@ int gs_cmd_replay(int argc, char **argv)
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
 
     gs_plotter_free(x.plotter);
+    if (x.export_stems) g_hash_table_destroy(x.export_stems);
     g_ptr_array_free(traces, TRUE);
     policy_args_clear(&pa);
     g_array_free(modes, TRUE);

@@ -182,9 +182,10 @@ int gs_cmd_sweep(int argc, char **argv)
     if (shard) gs_sweep_shard(sw, shard_k, shard_n);
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
-    if (plot_dir) { /* a directory that cannot be made fails now, before the cells run */
+    if (plot_dir) { /* a directory that cannot be made fails now, before the cells run; made
+                     * now, so that -o may name a file in it */
         gs_plotter *probe = gs_plotter_new(plot_dir, &err);
-        if (!probe) gs_cli_usage_error("--plot: %s", err->message);
+        if (!probe || !gs_plotter_make(probe, &err)) gs_cli_usage_error("--plot: %s", err->message);
         gs_plotter_free(probe);
     }
 

@@ -24,17 +24,52 @@ const char *gs_plot_colour(size_t i) { return palette[i % G_N_ELEMENTS(palette)]
 
 /* ---- the plotter: a directory and the scripts written to it ---- */
 
+/* Whether dir could be made: it is a directory, or the nearest of its ancestors that exists is
+ * one we may write in. (The directory itself is made at the first file written: a run that
+ * fails first leaves no empty directory behind.) */
+static gboolean dir_can_be_made(const char *dir, GError **err)
+{
+    char *d = g_strdup(dir);
+    gboolean ok = TRUE;
+    for (;;) {
+        GStatBuf st;
+        if (g_stat(d, &st) == 0) {
+            if (!S_ISDIR(st.st_mode)) {
+                g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s is not a directory",
+                            dir, d);
+                ok = FALSE;
+            } else if (strcmp(d, dir) != 0 && g_access(d, W_OK | X_OK) != 0) {
+                int e = errno;
+                g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s: %s", dir, d,
+                            g_strerror(e));
+                ok = FALSE;
+            }
+            break;
+        }
+        if (errno != ENOENT) {
+            int e = errno;
+            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s", dir, g_strerror(e));
+            ok = FALSE;
+            break;
+        }
+        char *up = g_path_get_dirname(d);
+        bool top = strcmp(up, d) == 0;
+        g_free(d);
+        d = up;
+        if (top) break; /* "." or "/" that does not exist: let the first write say why */
+    }
+    g_free(d);
+    return ok;
+}
+
 gs_plotter *gs_plotter_new(const char *dir, GError **err)
 {
-    if (g_mkdir_with_parents(dir, 0777) != 0) {
-        int e = errno;
-        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s", dir, g_strerror(e));
-        return NULL;
-    }
+    if (!dir_can_be_made(dir, err)) return NULL;
     gs_plotter *p = g_new0(gs_plotter, 1);
     p->dir = g_strdup(dir);
     p->scripts = g_ptr_array_new_with_free_func(g_free);
     p->kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    p->stems = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     return p;
 }
 
@@ -44,6 +79,7 @@ void gs_plotter_free(gs_plotter *p)
     g_free(p->dir);
     g_ptr_array_free(p->scripts, TRUE);
     g_array_free(p->kept, TRUE);
+    g_hash_table_destroy(p->stems);
     g_free(p);
 }
 
@@ -71,9 +107,22 @@ gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **
 
 const char *gs_plotter_dir(const gs_plotter *p) { return p->dir; }
 
+gboolean gs_plotter_make(gs_plotter *p, GError **err)
+{
+    if (p->made) return TRUE;
+    if (g_mkdir_with_parents(p->dir, 0777) != 0) {
+        int e = errno;
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot create: %s", p->dir, g_strerror(e));
+        return FALSE;
+    }
+    p->made = true;
+    return TRUE;
+}
+
 /* g_file_set_contents writes a temporary file beside the target and renames it: whole. */
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
 {
+    if (!gs_plotter_make(p, err)) return FALSE;
     char *path = g_build_filename(p->dir, name, NULL);
     if (!gs_plotter_may_replace(p, path, err)) {
         g_free(path);
@@ -147,6 +196,25 @@ char *gs_plot_stem(const char *trace)
     g_free(base);
     return stem;
 }
+
+char *gs_plot_stem_claim(GHashTable *claims, const char *trace)
+{
+    char *stem = gs_plot_stem(trace);
+    for (unsigned k = 2;; k++) {
+        const char *owner = g_hash_table_lookup(claims, stem);
+        if (!owner) {
+            g_hash_table_insert(claims, g_strdup(stem), g_strdup(trace));
+            return stem;
+        }
+        if (strcmp(owner, trace) == 0) return stem;
+        char *base = gs_plot_stem(trace);
+        g_free(stem);
+        stem = g_strdup_printf("%s-%u", base, k);
+        g_free(base);
+    }
+}
+
+char *gs_plotter_stem(gs_plotter *p, const char *trace) { return gs_plot_stem_claim(p->stems, trace); }
 
 /* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
 char *gs_plot_cap_words(uint64_t cap)
@@ -257,9 +325,10 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
 /* ---- a trace's plots ---- */
 
 /* STEM-KIND-K-SPEC: a map's name. */
-static char *map_stem(const char *trace, const char *kind, size_t k, const char *policy)
+static char *map_stem(gs_plotter *p, const char *trace, const char *kind, size_t k,
+                      const char *policy)
 {
-    char *stem = gs_plot_stem(trace), *pol = file_part(policy);
+    char *stem = gs_plotter_stem(p, trace), *pol = file_part(policy);
     char *s = g_strdup_printf("%s-%s-%zu-%s", stem, kind, k, pol);
     g_free(pol);
     g_free(stem);
@@ -270,7 +339,7 @@ gboolean gs_plot_oom_map(gs_plotter *p, const char *trace, size_t k, const gs_pl
                          GError **err)
 {
     if (!r->series || !r->series->oom.have) return TRUE;
-    char *ms = map_stem(trace, "oom-map", k, r->policy);
+    char *ms = map_stem(p, trace, "oom-map", k, r->policy);
     gboolean ok = gs_plot_map(p, trace, ms, r, true, err);
     g_free(ms);
     return ok;
@@ -279,12 +348,12 @@ gboolean gs_plot_oom_map(gs_plotter *p, const char *trace, size_t k, const gs_pl
 gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
                        GError **err)
 {
-    char *stem = gs_plot_stem(trace);
+    char *stem = gs_plotter_stem(p, trace);
     char *ts = g_strdup_printf("%s-timeline", stem), *bs = g_strdup_printf("%s-bars", stem);
     gboolean ok = gs_plot_timeline(p, trace, ts, runs, n, err) && gs_plot_bars(p, trace, bs, runs, n, err);
     for (size_t i = 0; ok && i < n; i++) {
         if (!runs[i].series || !runs[i].series->peak.have) continue;
-        char *ms = map_stem(trace, "map", i + 1, runs[i].policy);
+        char *ms = map_stem(p, trace, "map", i + 1, runs[i].policy);
         ok = gs_plot_map(p, trace, ms, &runs[i], false, err) &&
              gs_plot_oom_map(p, trace, i + 1, &runs[i], err);
         g_free(ms);

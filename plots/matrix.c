@@ -69,7 +69,7 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
     }
     qsort(cols->data, cols->len, sizeof(matrix_col), col_cmp);
 
-    char *stem0 = gs_plot_stem(trace);
+    char *stem0 = gs_plotter_stem(p, trace);
     char *stem = g_strdup_printf("%s-matrix", stem0), *datname = g_strdup_printf("%s.dat", stem);
     char *dat_lit = gs_gp_lit(datname);
     GString *dat = g_string_new(NULL), *g = g_string_new(NULL);

@@ -99,6 +99,8 @@ struct gs_plotter {
     char *dir;
     GPtrArray *scripts; /* char*: stems of the scripts written, in order */
     GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
+    GHashTable *stems;  /* char* -> char*: each plot name stem taken, and the trace that took it */
+    bool made;          /* dir made (at the first file written) */
 };
 
 /* FALSE and GS_PLOT_ERROR_IO when path is a file gs_plotter_keep named. */

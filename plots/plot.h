@@ -79,8 +79,12 @@ void gs_plot_run_clear(gs_plot_run *pr);
 /* ---- writing plots ---- */
 typedef struct gs_plotter gs_plotter;
 
-/* Plots go to dir (created if missing). Nothing is written until a gs_plot_* call. */
+/* Plots go to dir, made with its parents at the first file written (a run that fails before
+ * leaves no empty directory). Refused now (GS_PLOT_ERROR_IO) when dir could not be made: it or
+ * its nearest existing ancestor is not a directory we may write in. */
 gs_plotter *gs_plotter_new(const char *dir, GError **err);
+/* Make p's directory now (a command whose -o may name a file in it, once its inputs are read). */
+gboolean gs_plotter_make(gs_plotter *p, GError **err);
 void gs_plotter_free(gs_plotter *p);
 /* Never replace the file at path (an input of the run: a trace, a saved report): a plot whose
  * name it has is GS_PLOT_ERROR_IO instead. A path that does not exist is ignored. */
@@ -137,6 +141,13 @@ gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
 /* ---- names ---- */
 /* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */
 char *gs_plot_stem(const char *trace);
+/* trace's stem among the names in claims (stem -> the trace that took it; both g_strdup'd: a
+ * GHashTable with g_free for both): gs_plot_stem's, or with "-2", "-3", ... after it when another
+ * trace took it (d1/run.gstrace and d2/run.gstrace in one command: the second's plots are
+ * run-2-*, not written over the first's). The same trace gets the same stem again. */
+char *gs_plot_stem_claim(GHashTable *claims, const char *trace);
+/* gs_plot_stem_claim among the stems of p's plots: every plot of p names its trace so. */
+char *gs_plotter_stem(gs_plotter *p, const char *trace);
 /* s as a part of a file name, as the plots name theirs: every byte but letters, digits, "_.-+"
  * and UTF-8 made '-', at most 80 bytes (so no '/', no quote, nothing a shell acts on).
  * gpusim replay --export-snapshot names its pickles so. g_free it. */

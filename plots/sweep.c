@@ -467,7 +467,7 @@ gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *para
     if (n_cells == 0) return TRUE;
     sweep_axes ax;
     axes_init(&ax, params, n_params, values, cells, n_cells);
-    char *stem0 = gs_plot_stem(trace);
+    char *stem0 = gs_plotter_stem(p, trace);
     char *stem = g_strdup_printf("%s-sweep", stem0), *datname = g_strdup_printf("%s.dat", stem);
     GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
     double lo[N_PANELS], hi[N_PANELS];

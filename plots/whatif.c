@@ -128,7 +128,7 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t
                         const gs_plot_whatif_row *rows, size_t n, GError **err)
 {
     if (n == 0) return TRUE;
-    char *stem0 = gs_plot_stem(trace);
+    char *stem0 = gs_plotter_stem(p, trace);
     char *stem = g_strdup_printf("%s-whatif", stem0), *datname = g_strdup_printf("%s.dat", stem);
     char *dat_lit = gs_gp_lit(datname);
     GString *dat = g_string_new(NULL), *g = g_string_new(NULL);

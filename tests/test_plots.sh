@@ -72,6 +72,13 @@ expect_error "plot unterminated quote" "open.csv:4: a quoted field that never en
 expect_error "plot a row too wide" "wide.csv:3: " "$gpusim" plot "$tmp/wide.csv"
 printf '{"trace": 1}' >"$tmp/junk.json"
 expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
+# a run that fails before its first plot leaves no directory behind
+expect_error "plot a bad report into a new directory" "junk.json" "$gpusim" plot "$tmp/junk.json" -o "$tmp/never"
+printf 'garbage\n' >"$tmp/garbage.gstrace"
+expect_error "whatif --plot a bad trace" "garbage.gstrace:1" "$gpusim" whatif "$tmp/garbage.gstrace" --plot "$tmp/never"
+[ -e "$tmp/never" ] && fail "a failed run left its plot directory behind"
+: >"$tmp/afile"
+expect_error "--plot under a file" "cannot create" "$gpusim" replay "$alt" --plot "$tmp/afile/sub"
 
 # --- the sweep's CSV: one row per cell, in grid order, whatever -j ---
 "$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128,256,512}' --capacity '{5.75,6.25}GiB' \
@@ -336,6 +343,24 @@ PY
 "$gpusim" whatif "$tmp/died.gstrace" --capacity 2GiB -q --plot "$tmp/dw" >/dev/null 2>"$tmp/err" ||
     fail "whatif --plot, a run that died: $(cat "$tmp/err")"
 ls "$tmp/dw" | grep -q 'died-oom-map-.*-pytorch\.png' || fail "whatif --plot: no OOM map for a run that died: $(ls "$tmp/dw")"
+
+# --- two traces of one name in one command: plots and snapshots of their own, none written over ---
+mkdir -p "$tmp/d1" "$tmp/d2"
+cp "$alt" "$tmp/d1/run.gstrace.gz"
+cp "$src/traces/data/resnet50.gstrace.gz" "$tmp/d2/run.gstrace.gz"
+(cd "$tmp" && "$gpusim" replay -q d1/run.gstrace.gz d2/run.gstrace.gz --plot same --export-snapshot snaps \
+    --format json -o same.json) 2>"$tmp/err" || fail "two traces of one name: exit $?: $(cat "$tmp/err")"
+check_plot "$tmp/same" run-timeline 1280 640
+check_plot "$tmp/same" run-2-timeline 1280 640
+cmp -s "$tmp/same/run-timeline.dat" "$tmp/same/run-2-timeline.dat" &&
+    fail "two traces of one name: the second's timeline is the first's"
+[ -s "$tmp/snaps/run-snapshot-1-pytorch.pickle" ] && [ -s "$tmp/snaps/run-2-snapshot-1-pytorch.pickle" ] ||
+    fail "two traces of one name: want a snapshot each: $(ls "$tmp/snaps")"
+# and again from the saved report: the same names
+"$gpusim" plot "$tmp/same.json" -o "$tmp/same-again" 2>"$tmp/err" || fail "plot same.json: $(cat "$tmp/err")"
+for f in "$tmp"/same/*.dat "$tmp"/same/*.gp; do
+    cmp -s "$f" "$tmp/same-again/$(basename "$f")" || fail "plot same.json: $(basename "$f") differs"
+done
 
 # --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
 # gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file
