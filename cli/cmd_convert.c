@@ -9,9 +9,10 @@
 #include "cli.h"
 
 static const char convert_description[] =
-    "The form of OUT is chosen by its name: NAME.gsbin is the binary format (loads at memory\n"
-    "speed: a read and one checking pass), NAME.gstrace.gz gzip-compressed text, any other\n"
-    "name plain text. The input's form is recognised by its first bytes, whatever its name.\n"
+    "The form of OUT (-o, required: a file, never stdout) is chosen by its name: NAME.gsbin is\n"
+    "the binary format (loads at memory speed: a read and one checking pass), NAME.gstrace.gz\n"
+    "gzip-compressed text, any other name plain text. The input's form is recognised by its\n"
+    "first bytes, whatever its name.\n"
     "Both readers are equally strict; --lenient applies to a text input only (a binary trace\n"
     "is always checked strictly: the writer only writes valid traces). A trace with top user\n"
     "frames ('# frame N:' lines) stays text: the binary format does not carry them, and\n"

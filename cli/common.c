@@ -170,6 +170,14 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
     GError *err = NULL;
     if (!g_option_context_parse(c->ctx, argc, argv, &err))
         gs_cli_usage_error("%s (try 'gpusim %s --help')", err->message, c->cmd);
+    /* "--" ends the options (replay -- -odd-name.gstrace): GLib leaves it among the arguments
+     * when one after it starts with '-' */
+    for (int i = 1; i < *argc; i++)
+        if (strcmp((*argv)[i], "--") == 0) {
+            memmove(&(*argv)[i], &(*argv)[i + 1], (size_t)(*argc - i) * sizeof **argv);
+            (*argc)--;
+            break;
+        }
     if (*argc - 1 < min_args)
         gs_cli_usage_error("%s: no %s given (try 'gpusim %s --help')", c->cmd, what, c->cmd);
     if (c->format) {

@@ -4,6 +4,7 @@
 # and traces with several clients (--clients, NAME=SPEC policies, per-client reports).
 set -u
 gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac   # some runs cd
 src=$2
 . "$src/tests/clitest.sh"
 
@@ -17,6 +18,15 @@ for word in --policy --capacity --format --continue-on-oom --reference max_split
     grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
 done
 "$gpusim" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command: want exit 2"
+
+# --- "--" ends the options: a trace whose name starts with '-' ---
+cp "$trace" "$tmp/-dash.gstrace.gz"
+(cd "$tmp" && "$gpusim" replay -q -p cupy -- -dash.gstrace.gz) >"$tmp/dash" 2>"$tmp/err" ||
+    fail "replay -- -dash.gstrace.gz: exit $?: $(cat "$tmp/err")"
+grep -q "^trace -dash.gstrace.gz: 8533 events" "$tmp/dash" && grep -q "^cupy " "$tmp/dash" ||
+    fail "replay -- -dash.gstrace.gz: $(head -3 "$tmp/dash")"
+(cd "$tmp" && "$gpusim" convert -o dash.gsbin -- -dash.gstrace.gz) 2>"$tmp/err" && [ -s "$tmp/dash.gsbin" ] ||
+    fail "convert -o OUT -- -dash.gstrace.gz: $(cat "$tmp/err")"
 
 # --- errors ---
 expect_error "unknown command" "unknown command 'replya'" "$gpusim" replya
