@@ -177,6 +177,14 @@ struct gs_policy {
     char *spec; /* as given: NAME or NAME:CONF */
 };
 
+/* A request's size as p rounds it, for a report of a request that failed: a request above
+ * GS_MAX_REQUEST fails before any rounding (gs_heap_malloc), and a rounding of it could overflow
+ * (pytorch's roundup_power2_divisions gave 0 for 2^64 - 616), so it is reported as it was. */
+static inline uint64_t gs_policy_rounded(const gs_policy *p, uint64_t size)
+{
+    return size <= GS_MAX_REQUEST ? p->ops->round_size(p->cfg, size) : size;
+}
+
 #define GS_POLICY_ERROR (gs_policy_error_quark())
 GQuark gs_policy_error_quark(void);
 typedef enum { GS_POLICY_ERROR_UNKNOWN, GS_POLICY_ERROR_CONFIG } gs_policy_error_code;

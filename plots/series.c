@@ -89,8 +89,7 @@ static void oom_request(gs_plot_oom_req *q, const gs_heap *h, const gs_event *e)
     const gs_policy *p = gs_heap_policy(h);
     memset(q, 0, sizeof *q);
     q->request = e->size;
-    /* a request past GS_MAX_REQUEST fails before any rounding (which could overflow) */
-    q->rounded = e->size <= GS_MAX_REQUEST ? p->ops->round_size(p->cfg, e->size) : e->size;
+    q->rounded = gs_policy_rounded(p, e->size);
     q->pool = p->ops->pool_of(p->cfg, q->rounded);
     q->npools = p->ops->npools;
     q->pool_small = p->ops->pools && q->pool < q->npools && p->ops->pools[q->pool].is_small;

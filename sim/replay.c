@@ -192,7 +192,7 @@ static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_e
     const gs_policy *p = gs_heap_policy(h);
     const gs_stats *s = gs_heap_stats(h);
     o->request = e->size;
-    o->rounded = p->ops->round_size(p->cfg, e->size);
+    o->rounded = gs_policy_rounded(p, e->size);
     o->pool = p->ops->pool_of(p->cfg, o->rounded);
     /* the heap's pool the request went to: within its private pool when a route took it */
     unsigned route = gs_heap_route_of(h, e->stream);

@@ -28,6 +28,18 @@ grep -q "^trace -dash.gstrace.gz: 8533 events" "$tmp/dash" && grep -q "^cupy " "
 (cd "$tmp" && "$gpusim" convert -o dash.gsbin -- -dash.gstrace.gz) 2>"$tmp/err" && [ -s "$tmp/dash.gsbin" ] ||
     fail "convert -o OUT -- -dash.gstrace.gz: $(cat "$tmp/err")"
 
+# --- a request past every device (2^64 - 616 bytes): its report gives it unrounded under every
+# rounding (roundup_power2_divisions overflowed to 0) ---
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,18446744073709551000\n' \
+    >"$tmp/huge.gstrace"
+"$gpusim" replay "$tmp/huge.gstrace" -p pytorch -p pytorch:roundup_power2_divisions:4 -p cupy \
+    --format json >"$tmp/huge.json" || fail "replay huge: exit $?"
+python3 - "$tmp/huge.json" <<'PY' || fail "replay huge: rounded_size"
+import json, sys
+for r in json.load(open(sys.argv[1]))[0]["results"]:
+    assert r["outcome"] == "oom" and r["first_oom"]["rounded_size"] == 18446744073709551000, r["policy"]
+PY
+
 # --- errors ---
 expect_error "unknown command" "unknown command 'replya'" "$gpusim" replya
 expect_error "missing trace" "no TRACE" "$gpusim" replay
