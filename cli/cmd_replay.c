@@ -397,12 +397,16 @@ int gs_cmd_replay(int argc, char **argv)
     GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
     replay_ctx x = {.c = &c, .pa = &pa, .modes = modes, .ref = ref, .ref_addresses = !no_ref_addrs,
                     .touch = touch};
+    /* each device named by --capacity or --device-total DEV=SIZE: whether some trace has it */
+    bool *dev_seen = g_new0(bool, c.n_dev + 1);
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_cli_load_trace(&c, argv[a]);
         check_assigned(&pa, t, argv[a]);
         x.columns |= gs_report_columns(t);
         uint32_t *ids = NULL;
         size_t nd = gs_trace_devices(t, &ids);
+        for (size_t k = 0; k < c.n_dev; k++)
+            for (size_t i = 0; i < nd; i++) dev_seen[k] |= ids[i] == c.dev[k].device;
         g_free(ids);
         if (nd > 1 && t->clients->len > 1)
             gs_cli_usage_error("%s: a trace with several devices and several clients is not "
@@ -418,6 +422,12 @@ int gs_cmd_replay(int argc, char **argv)
                                "several %s", argv[a], nd > 1 ? "devices" : "clients");
         g_ptr_array_add(traces, t);
     }
+    /* a size for a device no trace has would be ignored: a typo, most likely */
+    for (size_t k = 0; k < c.n_dev; k++)
+        if (!dev_seen[k])
+            gs_cli_usage_error("%s: device %" G_GUINT32_FORMAT " is in no trace given",
+                               c.dev[k].capacity ? "--capacity" : "--device-total", c.dev[k].device);
+    g_free(dev_seen);
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
     /* the traces are read: the directory is made now, so -o may name a file in it */
     if (plot_dir && !((x.plotter = gs_plotter_new(plot_dir, &err)) && gs_plotter_make(x.plotter, &err)))

@@ -565,6 +565,9 @@ refs=$src/traces/references
 expect_error "bad per-device size" "--capacity: bad size" "$gpusim" replay "$trace" --capacity 0=lots
 expect_error "bad device number" "DEVICE a number" "$gpusim" replay "$trace" --capacity x=1GiB
 expect_error "device twice" "device 0 named twice" "$gpusim" replay "$trace" --capacity 0=1GiB,0=2GiB
+expect_error "a device no trace has" "--capacity: device 1 is in no trace given" "$gpusim" replay "$trace" --capacity 1=1GiB
+expect_error "a device total for no trace's device" "--device-total: device 3 is in no trace given" \
+    "$gpusim" replay "$trace" --device-total 0=80GiB,3=80GiB
 expect_error "per-device elsewhere" "apply to gpusim replay only" \
     "$gpusim" validate "$trace" --backend sim --capacity 0=1GiB
 if command -v python3 >/dev/null 2>&1 && [ -d "$refs" ]; then
