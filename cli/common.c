@@ -17,11 +17,13 @@
 
 #include "cli.h"
 
+/* One line whatever the message quotes (a file name may hold a line break): gs_printable. */
 static G_GNUC_NORETURN void vfail(int rc, const char *fmt, va_list ap)
 {
-    fputs("gpusim: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char *m = g_strdup_vprintf(fmt, ap), *line = gs_printable(m);
+    fprintf(stderr, "gpusim: %s\n", line);
+    g_free(line);
+    g_free(m);
     exit(rc);
 }
 

@@ -454,7 +454,9 @@ static void table_row(FILE *out, int w, const char *label, const gs_result *r)
 static void report_table(FILE *out, const char *name, const gs_trace *t, const gs_result *rs,
                          size_t n, const gs_reference *const *refs)
 {
-    fprintf(out, "trace %s: %zu events, %zu allocations\n", name, t->n, t->n_slots);
+    char *shown = gs_printable(name); /* a name with a line break keeps the table's lines */
+    fprintf(out, "trace %s: %zu events, %zu allocations\n", shown, t->n, t->n_slots);
+    g_free(shown);
     gs_report_caveats(out, t);
     if (n) gs_report_bound(out, &rs[0]);
     char **labels = g_new0(char *, n + 1);

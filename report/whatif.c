@@ -80,7 +80,9 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
 {
     const gs_whatif_row *dflt = gs_whatif_default(rows);
     char *cap = gs_format_capacity(capacity, " ");
-    fprintf(out, "whatif %s: %zu events, at the cap of %s\n", name, t->n, cap);
+    char *shown = gs_printable(name); /* a name with a line break keeps the table's lines */
+    fprintf(out, "whatif %s: %zu events, at the cap of %s\n", shown, t->n, cap);
+    g_free(shown);
     g_free(cap);
     gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
     /* the trace's bound (sim/bound.h): no minimum capacity can be below it */

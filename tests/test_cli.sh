@@ -28,6 +28,16 @@ grep -q "^trace -dash.gstrace.gz: 8533 events" "$tmp/dash" && grep -q "^cupy " "
 (cd "$tmp" && "$gpusim" convert -o dash.gsbin -- -dash.gstrace.gz) 2>"$tmp/err" && [ -s "$tmp/dash.gsbin" ] ||
     fail "convert -o OUT -- -dash.gstrace.gz: $(cat "$tmp/err")"
 
+# --- a name with a line break: the error is one line, the table's header one line ---
+nl='
+'
+"$gpusim" replay "$tmp/nosuch${nl}x" >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q 'nosuch\\x0ax' "$tmp/err" ||
+    fail "a missing trace named with a line break: rc $rc, stderr: $(cat "$tmp/err")"
+cp "$trace" "$tmp/nl${nl}name.gstrace.gz"
+"$gpusim" replay -q "$tmp/nl${nl}name.gstrace.gz" >"$tmp/out" 2>"$tmp/err" || fail "replay a name with a line break: exit $?"
+grep -q '^trace .*nl\\x0aname.gstrace.gz: 8533 events' "$tmp/out" || fail "table header split: $(head -2 "$tmp/out")"
+
 # --- a request past every device (2^64 - 616 bytes): its report gives it unrounded under every
 # rounding (roundup_power2_divisions overflowed to 0) ---
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,18446744073709551000\n' \
