@@ -440,6 +440,9 @@ char *gs_cli_policies_help(void)
 
 gboolean gs_cli_render_plots(gs_plotter *plotter)
 {
+    const GPtrArray *notes = gs_plotter_notes(plotter);
+    for (guint i = 0; i < notes->len; i++)
+        fprintf(stderr, "gpusim: warning: --plot: %s\n", (const char *)notes->pdata[i]);
     GError *err = NULL;
     size_t n = 0;
     if (gs_plotter_render(plotter, &n, &err)) return TRUE;

@@ -70,8 +70,13 @@ gs_plotter *gs_plotter_new(const char *dir, GError **err)
     p->scripts = g_ptr_array_new_with_free_func(g_free);
     p->kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     p->stems = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    p->notes = g_ptr_array_new_with_free_func(g_free);
     return p;
 }
+
+void gs_plotter_note(gs_plotter *p, char *msg) { g_ptr_array_add(p->notes, msg); }
+
+const GPtrArray *gs_plotter_notes(const gs_plotter *p) { return p->notes; }
 
 void gs_plotter_free(gs_plotter *p)
 {
@@ -80,6 +85,7 @@ void gs_plotter_free(gs_plotter *p)
     g_ptr_array_free(p->scripts, TRUE);
     g_array_free(p->kept, TRUE);
     g_hash_table_destroy(p->stems);
+    g_ptr_array_free(p->notes, TRUE);
     g_free(p);
 }
 

@@ -68,6 +68,18 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
         }
     }
     qsort(cols->data, cols->len, sizeof(matrix_col), col_cmp);
+    /* a row of 44 pixels a setting: beyond this the picture is taller than Cairo draws (32,767
+     * pixels), and no reader scrolls through it; the sweep's plot and CSV have every cell */
+    if (rows->len > GS_PLOT_MATRIX_MAX_ROWS) {
+        char *stem0 = gs_plotter_stem(p, trace);
+        gs_plotter_note(p, g_strdup_printf("%s-matrix not drawn: %u settings, more than %d rows "
+                                           "(the sweep plot and its data have every cell)",
+                                           stem0, rows->len, GS_PLOT_MATRIX_MAX_ROWS));
+        g_free(stem0);
+        g_ptr_array_free(rows, TRUE);
+        g_array_free(cols, TRUE);
+        return TRUE;
+    }
 
     char *stem0 = gs_plotter_stem(p, trace);
     char *stem = g_strdup_printf("%s-matrix", stem0), *datname = g_strdup_printf("%s.dat", stem);

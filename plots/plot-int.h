@@ -101,7 +101,11 @@ struct gs_plotter {
     GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
     GHashTable *stems;  /* char* -> char*: each plot name stem taken, and the trace that took it */
     bool made;          /* dir made (at the first file written) */
+    GPtrArray *notes;   /* char*: what was not drawn, and why (gs_plotter_notes) */
 };
+
+/* Say what was not drawn and why (msg g_strdup'd or printf'd: p takes it). */
+void gs_plotter_note(gs_plotter *p, char *msg);
 
 /* FALSE and GS_PLOT_ERROR_IO when path is a file gs_plotter_keep named. */
 gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err);

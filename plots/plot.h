@@ -107,10 +107,13 @@ gboolean gs_plot_sweep(gs_plotter *p, const char *trace, const char *const *para
  * scripts stay). On success, *n_images (may be NULL) is the number of images written. */
 gboolean gs_plotter_render(gs_plotter *p, size_t *n_images, GError **err);
 const char *gs_plotter_dir(const gs_plotter *p);
+/* char*: a sentence for each plot p did not draw, and why (a matrix of too many settings). */
+const GPtrArray *gs_plotter_notes(const gs_plotter *p);
 
 /* The policy x capacity matrix of a sweep with a capacity parameter (NAME-matrix): a row per
  * policy setting, a column per capacity, each cell ok or OOM with its retries written in it.
  * The arguments are gs_plot_sweep's; a sweep without a "capacity" parameter draws nothing. */
+#define GS_PLOT_MATRIX_MAX_ROWS 300 /* more settings: the matrix is not drawn (a note says so) */
 gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,
                         size_t n_params, const char *const *values, const gs_plot_run *cells,
                         size_t n_cells, GError **err);

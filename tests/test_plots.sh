@@ -257,6 +257,14 @@ PY
 grep -q "'6.25GiB' 2" "$tmp/sw/batch-alternate-matrix.gp" || fail "matrix: capacities not the columns"
 # a sweep without a capacity list has no matrix
 [ -e "$tmp/ng2/batch-alternate-matrix.gp" ] && fail "a sweep without capacities drew a matrix"
+# a matrix of more settings than GS_PLOT_MATRIX_MAX_ROWS (300) is not drawn (Cairo refused the
+# picture, 13,000+ pixels high, and the command exited 3): a warning says so, the rest is drawn
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{20..620..2}' -c '{5.75,6}GiB' -q -j 2 \
+    --plot "$tmp/big" -o "$tmp/big.csv" 2>"$tmp/err" || fail "sweep of 301 settings --plot: exit $?: $(cat "$tmp/err")"
+grep -q "warning: --plot: batch-alternate-matrix not drawn: 301 settings, more than 300 rows" "$tmp/err" ||
+    fail "sweep of 301 settings: no note of the matrix: $(cat "$tmp/err")"
+[ -e "$tmp/big/batch-alternate-matrix.gp" ] && fail "sweep of 301 settings: a matrix drawn"
+check_plot "$tmp/big" batch-alternate-sweep 1280 800
 
 # --- the sweep plot of a mixed grid: several templates, a capacity list ---
 # x is the capacity (every cell has it), to scale; a line per setting, in a legend panel of its
