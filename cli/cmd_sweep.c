@@ -154,7 +154,9 @@ int gs_cmd_sweep(int argc, char **argv)
                 GS_CLI_DEVICE_TOTAL | GS_CLI_OUTPUT | GS_CLI_CONTINUE | GS_CLI_LENIENT |
                     GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS | GS_CLI_FAIL_ON_OOM,
                 own, NULL);
-    gs_cli_parse(&c, &argc, &argv, 1, merge ? "SHARD.csv" : "TRACE");
+    gs_cli_parse(&c, &argc, &argv, 0, NULL); /* what is missing depends on --merge */
+    if (argc < 2) gs_cli_usage_error("sweep: no %s given (try 'gpusim sweep --help')",
+                                     merge ? "SHARD.csv" : "TRACE");
     if (merge && (shard || plot_dir))
         gs_cli_usage_error("--merge takes the shards' CSVs only (no --%s; 'gpusim plot' draws "
                            "the merged CSV)", shard ? "shard" : "plot");

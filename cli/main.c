@@ -68,7 +68,14 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
-        if (strcmp(cmd, commands[i].name) == 0) return finish(commands[i].run(argc - 1, argv + 1));
+        if (strcmp(cmd, commands[i].name) == 0) {
+            /* the command's argv[0], which GLib's usage line names: "gpusim replay [OPTION...]" */
+            char *prog = g_strdup_printf("gpusim %s", cmd);
+            argv[1] = prog;
+            int rc = commands[i].run(argc - 1, argv + 1);
+            g_free(prog);
+            return finish(rc);
+        }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(main_help, stdout);
         return finish(GS_EXIT_OK);

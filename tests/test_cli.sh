@@ -18,6 +18,8 @@ for word in --policy --capacity --format --continue-on-oom --reference max_split
     grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
 done
 "$gpusim" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command: want exit 2"
+"$gpusim" whatif --help | grep -q "^  gpusim whatif \[OPTION" || fail "whatif --help: the usage line does not name gpusim"
+expect_error "sweep --merge of nothing" "no SHARD.csv given" "$gpusim" sweep --merge
 
 # --- "--" ends the options: a trace whose name starts with '-' ---
 cp "$trace" "$tmp/-dash.gstrace.gz"
