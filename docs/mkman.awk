@@ -230,7 +230,9 @@ function gpusim_command(cmd, file,    b, usage, synopsis, skip, i) {
         synopsis = rep(i ? substr(usage, 1, i - 1) : usage, "[OPTION?]", "[OPTION...]")
     } else
         synopsis = cmd
-    print ".SS \"" esc("gpusim " synopsis) "\""
+    # the usage line names the program ("gpusim replay [OPTION...]"); older builds gave the command alone
+    if (!startswith(synopsis, "gpusim ")) synopsis = "gpusim " synopsis
+    print ".SS \"" esc(synopsis) "\""
     for (b = 1; b <= NB; b++) {
         if (b == skip || L[BS[b]] == "Help Options:") continue
         if (L[BS[b]] == "Application Options:" || L[BS[b]] == "Options:") {
