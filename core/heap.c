@@ -76,6 +76,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->pool_hi = h->npools;
     bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);
     for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = by_addr;
+    h->plain = h->has_rule && !h->gc_active && !h->P->pick && !vmm && !by_addr;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;
@@ -209,16 +210,17 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
 
 /* The policy's fits and should_split: its gs_fit_rule where it gave one (policy.h), else the
  * hooks. */
-static inline bool heap_fits(const gs_heap *h, const gs_block *b, uint64_t size)
+static inline bool heap_fits(const gs_heap *h, const gs_block *b, uint64_t size, const bool plain)
 {
-    if (G_UNLIKELY(!h->has_rule)) return h->P->fits(h->cfg, b, size);
+    if (!plain && G_UNLIKELY(!h->has_rule)) return h->P->fits(h->cfg, b, size);
     const gs_fit_rule *r = &h->rule;
     return size < r->oversize ? b->size < r->oversize : b->size < size + r->oversize_waste;
 }
 
-static inline bool heap_should_split(const gs_heap *h, const gs_block *b, uint64_t size)
+static inline bool heap_should_split(const gs_heap *h, const gs_block *b, uint64_t size,
+                                     const bool plain)
 {
-    if (G_UNLIKELY(!h->has_rule)) return h->P->should_split(h->cfg, b, size);
+    if (!plain && G_UNLIKELY(!h->has_rule)) return h->P->should_split(h->cfg, b, size);
     unsigned k = gs_pool_kind(b->pool);
     return size < h->rule.split[k].below && b->size - size >= h->rule.split[k].min_rest;
 }
@@ -248,18 +250,19 @@ static G_GNUC_NO_INLINE gs_block *growable_pass(gs_pool *p, gs_block *b)
 /* Best fit from the pool's index, subject to the policy. PyTorch's get_free_block. Inlined
  * into gs_heap_malloc (a call there saved and restored six registers: about 14 instructions a
  * malloc); the ladder's calls go through get_free_block. */
-GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)
+GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
+                                 const bool plain)
 {
     gs_pool *p = &h->pools[pool];
-    if (h->gc_active) p->get_free_calls++;
+    if (!plain && h->gc_active) p->get_free_calls++;
     gs_fpos at;
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
     gs_block *found = b;
-    if (G_UNLIKELY(b->expandable) && expandable_size(b) > b->size) b = growable_pass(p, b);
+    if (!plain && G_UNLIKELY(b->expandable) && expandable_size(b) > b->size) b = growable_pass(p, b);
     bool found_at = b == found;
-    if (!heap_fits(h, b, size)) return NULL;
-    if (found_at) findex_unlink(&p->blocks, &at, b);
+    if (!heap_fits(h, b, size, plain)) return NULL;
+    if (found_at) findex_unlink_as(&p->blocks, &at, b, plain);
     else pool_remove(h, b);
     return b;
 }
@@ -267,7 +270,7 @@ GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
 static G_GNUC_NO_INLINE gs_block *get_free_block(gs_heap *h, unsigned pool, uint32_t stream,
                                                  uint64_t size)
 {
-    return find_free_block(h, pool, stream, size);
+    return find_free_block(h, pool, stream, size, false);
 }
 
 /* Record the state that external_frag needs, once per new peak of reserved bytes (after the
@@ -304,18 +307,19 @@ static void pending_count(gs_heap *h, const gs_block *b, int64_t n)
 
 /* Hand out (part of) a block found in the index or fresh from the device.
  * PyTorch's alloc_found_block. */
-static gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig)
+GS_HOT gs_block *alloc_found_block(gs_heap *h, gs_block *b, uint64_t size, uint64_t orig,
+                                   const bool plain)
 {
     int t = b->type;
     bool already_split = gs_block_is_split(b);
-    bool track_split = !b->expandable; /* inactive_split leaves expandable blocks out */
-    if (heap_should_split(h, b, size)) {
+    bool track_split = plain || !b->expandable; /* inactive_split leaves expandable blocks out */
+    if (heap_should_split(h, b, size, plain)) {
         /* The allocation takes the low end; the remainder keeps the high end and goes back. */
         gs_block *rem = b;
         b = block_carve(h, rem, rem->addr, size, rem->prev, rem);
         rem->addr += size;
         rem->size -= size;
-        pool_insert(h, rem);
+        pool_insert_as(h, rem, plain);
         if (!track_split) {
         } else if (already_split) {
             stat2_dec(h->st.inactive_split_bytes, t, (int64_t)size);
@@ -466,9 +470,9 @@ static G_GNUC_NO_INLINE unsigned route_pool(const gs_heap *h, uint32_t stream, u
     return pool;
 }
 
-gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+GS_HOT gs_status malloc_as(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out,
+                          const bool plain)
 {
-    h->nops++;
     if (G_UNLIKELY(orig > GS_MAX_REQUEST)) {
         h->st.num_ooms++;
         return GS_ERR_OOM;
@@ -482,15 +486,22 @@ gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **
     uint64_t size = m->size;
     unsigned pool = m->pool;
     if (G_UNLIKELY(h->nroutes)) pool = route_pool(h, stream, pool);
-    gs_block *b = G_LIKELY(!h->P->pick) ? find_free_block(h, pool, stream, size)
-                                        : pick_free_block(h, pool, stream, size);
+    gs_block *b = plain || G_LIKELY(!h->P->pick) ? find_free_block(h, pool, stream, size, plain)
+                                                 : pick_free_block(h, pool, stream, size);
     if (!b) {
         gs_status st = grow_pool(h, pool, stream, size, &b);
         if (st != GS_OK) return st;
     }
-    *out = alloc_found_block(h, b, size, orig);
+    *out = alloc_found_block(h, b, size, orig, plain);
     if (h->peak_reserved_dirty) note_peak_reserved(h);
     return GS_OK;
+}
+
+gs_status gs_heap_malloc(gs_heap *h, uint64_t orig, uint32_t stream, gs_block **out)
+{
+    h->nops++;
+    if (G_LIKELY(h->plain)) return malloc_as(h, orig, stream, out, true);
+    return malloc_as(h, orig, stream, out, false);
 }
 
 /* ---- merge and free ---- */
@@ -528,17 +539,17 @@ uint64_t gs_block_try_merge(gs_heap *h, gs_block *dst, gs_block *src)
 
 /* Absorb src, b's free neighbour (before or after it), into b: the hot path's
  * gs_block_try_merge for free blocks. */
-GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before)
+GS_HOT void merge_free(gs_heap *h, gs_block *b, gs_block *src, bool before, const bool plain)
 {
     absorb(b, src, before);
-    pool_remove(h, src);
+    pool_remove_as(h, src, plain);
     block_delete(h, src);
 }
 
 /* The completion of a free: merge with free neighbours and return to the index.
  * PyTorch's free_block. Inline, with free_request, so a program's free is one call (they were
  * two calls of gs_heap_free, each saving and restoring registers: about 35 instructions). */
-GS_HOT void free_block(gs_heap *h, gs_block *b)
+GS_HOT void free_block_as(gs_heap *h, gs_block *b, const bool plain)
 {
     uint64_t requested = b->requested;
     int t = b->type;
@@ -547,22 +558,22 @@ GS_HOT void free_block(gs_heap *h, gs_block *b)
     if (prev && prev->state == GS_BLOCK_FREE) {
         split_blocks -= 1;
         split_bytes -= (int64_t)prev->size;
-        merge_free(h, b, prev, true);
+        merge_free(h, b, prev, true, plain);
     }
     if (next && next->state == GS_BLOCK_FREE) {
         split_blocks -= 1;
         split_bytes -= (int64_t)next->size;
-        merge_free(h, b, next, false);
+        merge_free(h, b, next, false, plain);
     }
     b->requested = 0;
-    pool_insert(h, b);
+    pool_insert_as(h, b, plain);
     if (gs_block_is_split(b)) {
         split_blocks += 1;
         split_bytes += (int64_t)b->size;
     }
     /* PyTorch keeps expandable blocks out of inactive_split: their whole pages can always be
      * released. */
-    if (!b->expandable) {
+    if (plain || !b->expandable) {
         if (split_blocks > 0) stat2_inc(h->st.inactive_split, t, split_blocks);
         else if (split_blocks < 0) stat2_dec(h->st.inactive_split, t, -split_blocks);
         if (split_bytes > 0) stat2_inc(h->st.inactive_split_bytes, t, split_bytes);
@@ -581,11 +592,14 @@ GS_HOT void free_request(gs_heap *h, gs_block *b)
     if (b->size >= h->oversize) stat_dec_cur(&h->st.oversize_allocations, 1);
 }
 
+GS_HOT void free_block(gs_heap *h, gs_block *b) { free_block_as(h, b, false); }
+
 void gs_heap_free(gs_heap *h, gs_block *b)
 {
     h->nops++;
     free_request(h, b);
-    free_block(h, b);
+    if (G_LIKELY(h->plain)) free_block_as(h, b, true);
+    else free_block_as(h, b, false);
 }
 
 void gs_heap_free_request(gs_heap *h, gs_block *b, gs_block **owner)
