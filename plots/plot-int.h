@@ -77,7 +77,9 @@ struct gs_plot_series {
     size_t n_events;          /* the trace's (0: a series read back from JSON) */
     GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
     GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most series.c's MAX_MARKERS) */
-    uint64_t n_retries, n_ooms;
+    uint64_t n_retries, n_ooms; /* over every heap of the replay */
+    GArray *seen;             /* series.c's heap_seen: each heap's counts when last observed
+                               * (several clients in separate allocators: one heap each) */
     /* the address map: the heap after the event where reserved bytes reached their maximum */
     int64_t max_reserved;
     gs_plot_heapmap peak;

@@ -30,6 +30,14 @@ static void heapmap_clear(gs_plot_heapmap *m)
     g_array_free(m->blocks, TRUE);
 }
 
+/* A heap's retries and OOMs as the recorder last saw them: an event's new ones are its heap's
+ * counts less these (one heap's count against another's would make a client switch look like an
+ * OOM). */
+typedef struct {
+    const gs_heap *h;
+    uint64_t retries, ooms;
+} heap_seen;
+
 gs_plot_series *gs_plot_series_new(size_t n_events)
 {
     gs_plot_series *s = g_new0(gs_plot_series, 1);
@@ -40,6 +48,7 @@ gs_plot_series *gs_plot_series_new(size_t n_events)
     s->ooms = g_array_new(FALSE, FALSE, sizeof(gs_plot_point));
     heapmap_init(&s->peak);
     heapmap_init(&s->oom);
+    s->seen = g_array_new(FALSE, FALSE, sizeof(heap_seen));
     return s;
 }
 
@@ -49,6 +58,7 @@ void gs_plot_series_free(gs_plot_series *s)
     g_array_free(s->points, TRUE);
     g_array_free(s->retries, TRUE);
     g_array_free(s->ooms, TRUE);
+    g_array_free(s->seen, TRUE);
     heapmap_clear(&s->peak);
     heapmap_clear(&s->oom);
     g_free(s);
@@ -126,12 +136,22 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
         last->allocated = MAX(last->allocated, p.allocated);
         last->reserved = MAX(last->reserved, p.reserved);
     }
-    if (st->num_alloc_retries != s->n_retries) {
-        s->n_retries = st->num_alloc_retries;
+    heap_seen *seen = NULL;
+    for (guint i = 0; i < s->seen->len && !seen; i++)
+        if (g_array_index(s->seen, heap_seen, i).h == h) seen = &g_array_index(s->seen, heap_seen, i);
+    if (!seen) {
+        heap_seen z = {.h = h};
+        g_array_append_val(s->seen, z);
+        seen = &g_array_index(s->seen, heap_seen, s->seen->len - 1);
+    }
+    if (st->num_alloc_retries != seen->retries) {
+        s->n_retries += st->num_alloc_retries - seen->retries;
+        seen->retries = st->num_alloc_retries;
         if (s->retries->len < MAX_MARKERS) g_array_append_val(s->retries, p);
     }
-    if (st->num_ooms != s->n_ooms) {
-        s->n_ooms = st->num_ooms;
+    if (st->num_ooms != seen->ooms) {
+        s->n_ooms += st->num_ooms - seen->ooms;
+        seen->ooms = st->num_ooms;
         if (s->ooms->len < MAX_MARKERS) g_array_append_val(s->ooms, p);
         /* The first OOM the replay could not serve (its result's first OOM report): an
          * allocation's, or a recorded oom event that ends the trace (the run died of it; an

@@ -352,6 +352,20 @@ PY
     fail "whatif --plot, a run that died: $(cat "$tmp/err")"
 ls "$tmp/dw" | grep -q 'died-oom-map-.*-pytorch\.png' || fail "whatif --plot: no OOM map for a run that died: $(ls "$tmp/dw")"
 
+# with a client per allocator, one heap's OOM count is not another's: a switch of client is no
+# OOM (the map was taken at client b's first allocation, event 2, not at a's failure, event 4)
+printf '%s\n' '# gpusim-trace 2' 'seq,time_us,op,client,device,stream,id,size' \
+    '0,0,alloc,a,0,0,1,1048576000' '1,1,oom,a,0,0,0,4294967296' '2,2,alloc,b,0,0,2,104857600' \
+    '3,3,alloc,b,0,0,3,104857600' '4,4,alloc,a,0,0,4,2147483648' '5,5,free,b,0,0,2,0' >"$tmp/mc.gstrace"
+"$gpusim" replay "$tmp/mc.gstrace" --clients separate --capacity 2GiB --continue-on-oom --format json \
+    -o "$tmp/mc.json" --plot "$tmp/mcp" 2>"$tmp/err" || fail "separate clients --plot: exit $?: $(cat "$tmp/err")"
+python3 - "$tmp/mc.json" <<'PY' || fail "separate clients: the OOM map or markers"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]["results"][0]
+assert r["oom_map"]["event"] == r["first_oom"]["event"] == 4, (r["oom_map"]["event"], r["first_oom"]["event"])
+assert [p[0] for p in r["timeline"]["ooms"]] == [1, 4] and r["num_ooms"] == 2, r["timeline"]["ooms"]
+PY
+
 # --- two traces of one name in one command: plots and snapshots of their own, none written over ---
 mkdir -p "$tmp/d1" "$tmp/d2"
 cp "$alt" "$tmp/d1/run.gstrace.gz"
