@@ -79,6 +79,9 @@ void gs_cli_clear(gs_cli *c);
 
 /* One line "gpusim: ..." on stderr, exit 2. */
 G_GNUC_NORETURN void gs_cli_usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+/* "gpusim: MESSAGE" on stderr, made one line (gs_printable): a warning or a note that is no
+ * error ("warning: ..." for warnings). */
+void gs_cli_say(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 /* One line "gpusim: ..." on stderr, exit status rc. */
 G_GNUC_NORETURN void gs_cli_fail(int rc, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
@@ -135,7 +138,7 @@ char *gs_cli_policies_help(void);
 /* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */
 gboolean gs_cli_render_plots(gs_plotter *plotter);
 
-/* The commands (cmd_*.c): argv[0] is the command's name. */
+/* The commands (cmd_*.c): argv[0] is "gpusim COMMAND", which GLib's usage line shows. */
 int gs_cmd_replay(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sweep(int argc, char **argv);

@@ -17,13 +17,27 @@
 
 #include "cli.h"
 
-/* One line whatever the message quotes (a file name may hold a line break): gs_printable. */
-static G_GNUC_NORETURN void vfail(int rc, const char *fmt, va_list ap)
+/* "gpusim: message" on stderr, one line whatever the message quotes (a file name may hold a
+ * line break): gs_printable. Every message of the command line goes through it. */
+static void vsay(const char *fmt, va_list ap)
 {
     char *m = g_strdup_vprintf(fmt, ap), *line = gs_printable(m);
     fprintf(stderr, "gpusim: %s\n", line);
     g_free(line);
     g_free(m);
+}
+
+void gs_cli_say(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsay(fmt, ap);
+    va_end(ap);
+}
+
+static G_GNUC_NORETURN void vfail(int rc, const char *fmt, va_list ap)
+{
+    vsay(fmt, ap);
     exit(rc);
 }
 
@@ -356,9 +370,9 @@ void gs_cli_close_output(gs_cli_out *o)
 void gs_cli_warn_teardown(const char *what, const gs_result *r)
 {
     if (r->teardown_failures)
-        fprintf(stderr, "gpusim: warning: %s: %zu device call%s failed while the allocator gave its "
-                        "memory back at the end (left on the device)\n",
-                what, r->teardown_failures, r->teardown_failures == 1 ? "" : "s");
+        gs_cli_say("warning: %s: %zu device call%s failed while the allocator gave its memory "
+                   "back at the end (left on the device)",
+                   what, r->teardown_failures, r->teardown_failures == 1 ? "" : "s");
 }
 
 void gs_cli_progress(size_t done, size_t total, void *ud)
@@ -370,7 +384,7 @@ void gs_cli_progress(size_t done, size_t total, void *ud)
 
 void gs_cli_warn_lenient(const char *msg, void *ud)
 {
-    fprintf(stderr, "gpusim: warning: %s\n", msg);
+    gs_cli_say("warning: %s", msg);
 }
 
 void gs_cli_warn_policy(const gs_policy *p, bool has_limit)
@@ -379,7 +393,7 @@ void gs_cli_warn_policy(const gs_policy *p, bool has_limit)
     GPtrArray *w = g_ptr_array_new_with_free_func(g_free);
     p->ops->warnings(p->cfg, has_limit, w);
     for (guint i = 0; i < w->len; i++)
-        fprintf(stderr, "gpusim: warning: %s: %s\n", p->spec, (char *)w->pdata[i]);
+        gs_cli_say("warning: %s: %s", p->spec, (char *)w->pdata[i]);
     g_ptr_array_free(w, TRUE);
 }
 
@@ -418,7 +432,7 @@ gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
                                 NULL, &err);
     if (!t) gs_cli_usage_error("%s", err->message);
     if (t->n_warnings)
-        fprintf(stderr, "gpusim: %s: %zu problems skipped (--lenient)\n", path, t->n_warnings);
+        gs_cli_say("%s: %zu problems skipped (--lenient)", path, t->n_warnings);
     return t;
 }
 
@@ -442,11 +456,11 @@ gboolean gs_cli_render_plots(gs_plotter *plotter)
 {
     const GPtrArray *notes = gs_plotter_notes(plotter);
     for (guint i = 0; i < notes->len; i++)
-        fprintf(stderr, "gpusim: warning: --plot: %s\n", (const char *)notes->pdata[i]);
+        gs_cli_say("warning: --plot: %s", (const char *)notes->pdata[i]);
     GError *err = NULL;
     size_t n = 0;
     if (gs_plotter_render(plotter, &n, &err)) return TRUE;
-    fprintf(stderr, "gpusim: %s\n", err->message);
+    gs_cli_say("%s", err->message);
     g_error_free(err);
     return FALSE;
 }

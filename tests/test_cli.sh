@@ -39,6 +39,11 @@ nl='
 cp "$trace" "$tmp/nl${nl}name.gstrace.gz"
 "$gpusim" replay -q "$tmp/nl${nl}name.gstrace.gz" >"$tmp/out" 2>"$tmp/err" || fail "replay a name with a line break: exit $?"
 grep -q '^trace .*nl\\x0aname.gstrace.gz: 8533 events' "$tmp/out" || fail "table header split: $(head -2 "$tmp/out")"
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,512\n1,1,free,torch,0,0,99,0\n' \
+    >"$tmp/len${nl}ient.gstrace"
+"$gpusim" replay -q --lenient "$tmp/len${nl}ient.gstrace" >/dev/null 2>"$tmp/err" || fail "lenient, a line break in the name: exit $?"
+[ "$(wc -l <"$tmp/err")" -eq 2 ] && grep -q 'len\\x0aient.gstrace: 1 problems skipped' "$tmp/err" ||
+    fail "lenient, a line break in the name: not one line a message: $(cat "$tmp/err")"
 
 # --- a request past every device (2^64 - 616 bytes): its report gives it unrounded under every
 # rounding (roundup_power2_divisions overflowed to 0) ---
