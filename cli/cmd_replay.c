@@ -429,7 +429,14 @@ int gs_cmd_replay(int argc, char **argv)
                                c.dev[k].capacity ? "--capacity" : "--device-total", c.dev[k].device);
     g_free(dev_seen);
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
-    /* the traces are read: the directory is made now, so -o may name a file in it */
+    /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
+    GPtrArray *inputs = g_ptr_array_new();
+    for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
+    if (reference) g_ptr_array_add(inputs, reference);
+    g_ptr_array_add(inputs, NULL);
+    gs_cli_refuse_input(&c, (const char *const *)inputs->pdata, c.output, "--output");
+    /* the traces are read and -o is no input: the directory is made now, so -o may name a
+     * file in it */
     if (plot_dir && !((x.plotter = gs_plotter_new(plot_dir, &err)) && gs_plotter_make(x.plotter, &err)))
         gs_cli_usage_error("--plot: %s", err->message);
     for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
@@ -442,11 +449,6 @@ int gs_cmd_replay(int argc, char **argv)
         x.export_stems = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     }
 
-    /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
-    GPtrArray *inputs = g_ptr_array_new();
-    for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
-    if (reference) g_ptr_array_add(inputs, reference);
-    g_ptr_array_add(inputs, NULL);
     gs_cli_out o;
     gs_cli_open_output(&o, &c, (const char *const *)inputs->pdata, c.output);
     g_ptr_array_free(inputs, TRUE);

@@ -184,6 +184,8 @@ int gs_cmd_sweep(int argc, char **argv)
     if (shard) gs_sweep_shard(sw, shard_k, shard_n);
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
+    const char *inputs[] = {argv[1], NULL};
+    gs_cli_refuse_input(&c, inputs, c.output, "--output"); /* before the plot directory is made */
     if (plot_dir) { /* a directory that cannot be made fails now, before the cells run; made
                      * now, so that -o may name a file in it */
         gs_plotter *probe = gs_plotter_new(plot_dir, &err);
@@ -191,7 +193,6 @@ int gs_cmd_sweep(int argc, char **argv)
         gs_plotter_free(probe);
     }
 
-    const char *inputs[] = {argv[1], NULL};
     gs_cli_out out;
     gs_cli_open_output(&out, &c, inputs, c.output); /* refused now, not after the cells */
     size_t n = sw->cells->len;

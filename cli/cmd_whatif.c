@@ -214,13 +214,14 @@ int gs_cmd_whatif(int argc, char **argv)
     const char *ref_file = ref_path ? ref_path : reference;
     if (ref_file && !(ref = gs_reference_load(ref_file, &err))) gs_cli_usage_error("%s", err->message);
     if (tmpdir) remove_dir(tmpdir, trace_path, ref_path);
-    /* the inputs are read: the plot directory is made now, so -o may name a file in it */
-    if (plotter && !gs_plotter_make(plotter, &perr)) gs_cli_usage_error("--plot: %s", perr->message);
 
     const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
                                                   : gs_trace_get_meta(t, "allocator_conf");
     GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
     if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    /* the inputs are read and the settings known: the plot directory is made now, so -o may
+     * name a file in it */
+    if (plotter && !gs_plotter_make(plotter, &perr)) gs_cli_usage_error("--plot: %s", perr->message);
     uint64_t total = c.total ? c.total
                      : t->device_total ? t->device_total
                      : ref && ref->device_total ? ref->device_total
