@@ -3,21 +3,46 @@
 
 #include "whatif.h"
 
-void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
-                      gs_whatif_search *out)
+/* The replays of one search, remembered by step: each is a whole replay, and the steps near the
+ * answer and the grids come back to capacities the bisection already tried (5-11 of 34-47 on a
+ * threshold). At most a few dozen: a list. */
+typedef struct {
+    gs_whatif_probe_fn probe;
+    void *ud;
+    uint64_t step;
+    gs_whatif_search *out;
+    GArray *done; /* probe_done */
+} prober;
+
+typedef struct {
+    uint64_t k;
+    bool ok;
+} probe_done;
+
+/* Does the trace complete at k steps? Replayed once (counted in out->probes), then remembered. */
+static bool ok_at(prober *p, uint64_t k)
 {
-    memset(out, 0, sizeof *out);
+    for (guint i = 0; i < p->done->len; i++) {
+        const probe_done *d = &g_array_index(p->done, probe_done, i);
+        if (d->k == k) return d->ok;
+    }
+    p->out->probes++;
+    probe_done d = {k, p->probe(k * p->step, p->ud)};
+    g_array_append_val(p->done, d);
+    return d.ok;
+}
+
+static void bisect(prober *pr, uint64_t lo, uint64_t hi, uint64_t step, gs_whatif_search *out)
+{
     /* in steps: lo_k fails (known), hi_k is the largest considered */
     uint64_t lo_k = lo / step, hi_k = hi / step;
     if (hi_k <= lo_k) return;
-    out->probes++;
-    if (!probe(hi_k * step, ud)) {
+    if (!ok_at(pr, hi_k)) {
         /* fails at the largest capacity: the grid below still says whether it ever completes */
         for (unsigned g = 1; g < GS_WHATIF_GRID; g++) {
             uint64_t k = lo_k + (hi_k - lo_k) * g / GS_WHATIF_GRID;
             if (k <= lo_k) continue;
-            out->probes++;
-            if (probe(k * step, ud)) {
+            if (ok_at(pr, k)) {
                 out->fails_above = hi_k * step;
                 hi_k = k; /* bisect below this success instead */
                 break;
@@ -30,8 +55,7 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
     for (;;) {
         while (hi_k - lo_k > 1) {
             uint64_t mid = lo_k + (hi_k - lo_k) / 2;
-            out->probes++;
-            if (probe(mid * step, ud)) hi_k = mid;
+            if (ok_at(pr, mid)) hi_k = mid;
             else lo_k = mid;
         }
         /* The steps just below the answer, then a grid further down: a success there means
@@ -39,15 +63,12 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
          * completes): search again below it. (A window where an allocator fails is often a
          * few steps wide, next to its boundary: the grid alone passed over them.) */
         uint64_t below = 0;
-        for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > floor_k + d; d++) {
-            out->probes++;
-            if (probe((hi_k - d) * step, ud)) below = hi_k - d;
-        }
+        for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > floor_k + d; d++)
+            if (ok_at(pr, hi_k - d)) below = hi_k - d;
         for (unsigned g = 1; g < GS_WHATIF_GRID && !below; g++) {
             uint64_t k = floor_k + (hi_k - 1 - floor_k) * g / GS_WHATIF_GRID;
             if (k <= floor_k || k >= hi_k - 1) continue;
-            out->probes++;
-            if (probe(k * step, ud)) below = k;
+            if (ok_at(pr, k)) below = k;
         }
         if (!below) break;
         if ((hi_k - 1) * step > out->fails_above) out->fails_above = (hi_k - 1) * step;
@@ -62,15 +83,22 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
     uint64_t top = hi / step;
     for (uint64_t d = 1; d <= GS_WHATIF_NEAR && hi_k + d <= top; d++) {
         uint64_t k = hi_k + d;
-        out->probes++;
-        if (!probe(k * step, ud) && k * step > out->fails_above) out->fails_above = k * step;
+        if (!ok_at(pr, k) && k * step > out->fails_above) out->fails_above = k * step;
     }
     for (unsigned g = 1; g <= GS_WHATIF_GRID; g++) {
         uint64_t k = hi_k + (top - hi_k) * g / GS_WHATIF_GRID;
-        if (k <= hi_k || k * step == out->fails_above) continue;
-        out->probes++;
-        if (!probe(k * step, ud) && k * step > out->fails_above) out->fails_above = k * step;
+        if (k <= hi_k) continue;
+        if (!ok_at(pr, k) && k * step > out->fails_above) out->fails_above = k * step;
     }
+}
+
+void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
+                      gs_whatif_search *out)
+{
+    memset(out, 0, sizeof *out);
+    prober pr = {probe, ud, step, out, g_array_new(FALSE, FALSE, sizeof(probe_done))};
+    bisect(&pr, lo, hi, step, out);
+    g_array_free(pr.done, TRUE);
 }
 
 /* ---- candidates ---- */

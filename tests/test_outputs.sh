@@ -155,5 +155,5 @@ for name in $cases; do
     fi
 done
 [ "$update" = --update ] && echo "rewrote $(echo $cases | wc -w) golden files"
-[ "$fails" -eq 0 ] || { echo "$fails of $(echo $cases | wc -w) reports differ"; exit 1; }
+[ "$fails" -eq 0 ] || { echo "$fails failures (of $(echo $cases | wc -w) reports and README's examples)"; exit 1; }
 echo "all $(echo $cases | wc -w) reports identical"

@@ -14,11 +14,15 @@ static const char *data_dir;
 typedef struct {
     uint64_t ok_from, hole_lo, hole_hi, ok_below; /* ok_below: also fails at >= this (0: never) */
     unsigned calls;
+    uint64_t asked[256];  /* the capacities asked, in order (each is a whole replay) */
+    bool again;           /* one was asked twice */
 } pred;
 
 static bool pred_probe(uint64_t c, void *ud)
 {
     pred *p = ud;
+    for (unsigned i = 0; i < p->calls && i < G_N_ELEMENTS(p->asked); i++) p->again |= p->asked[i] == c;
+    if (p->calls < G_N_ELEMENTS(p->asked)) p->asked[p->calls] = c;
     p->calls++;
     if (p->ok_below && c >= p->ok_below) return false;
     if (c >= p->hole_lo && c < p->hole_hi) return false;
@@ -36,6 +40,7 @@ START_TEST(bisect_finds_a_threshold_exactly)
         ck_assert(s.below_fails);
         ck_assert_uint_eq(s.fails_above, 0);
         ck_assert_uint_eq(s.probes, p.calls);
+        ck_assert_msg(!p.again, "a capacity replayed twice (threshold %" G_GUINT64_FORMAT ")", thr);
         /* log2(200) + 1, grids and steps near the answer below and above */
         ck_assert_uint_le(s.probes, 1 + 8 + 2 * GS_WHATIF_GRID + 2 * GS_WHATIF_NEAR);
     }
@@ -81,6 +86,7 @@ START_TEST(bisect_sees_a_narrow_success_below)
     ck_assert(s.found);
     ck_assert_uint_eq(s.min_capacity, 44);
     ck_assert_uint_eq(s.fails_above, 47);
+    ck_assert(!p.again);
 }
 END_TEST
 
