@@ -193,7 +193,7 @@ static void observe_both(const gs_heap *h, const gs_event *e, size_t index, void
 static char *snapshot_path(const replay_ctx *x, const char *trace, size_t k, const char *policy)
 {
     const char *dir = x->export_dir;
-    char *stem = gs_plot_stem_claim(x->export_stems, trace), *pol = gs_plot_file_part(policy);
+    char *stem = gs_plot_stem_claim(x->export_stems, trace, NULL), *pol = gs_plot_file_part(policy);
     char *name = g_strdup_printf("%s-snapshot-%zu-%s.pickle", stem, k, pol);
     char *path = g_build_filename(dir, name, NULL);
     g_free(stem);

@@ -70,6 +70,7 @@ gs_plotter *gs_plotter_new(const char *dir, GError **err)
     p->scripts = g_ptr_array_new_with_free_func(g_free);
     p->kept = g_array_new(FALSE, FALSE, sizeof(uint64_t));
     p->stems = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    p->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     p->notes = g_ptr_array_new_with_free_func(g_free);
     return p;
 }
@@ -85,6 +86,9 @@ void gs_plotter_free(gs_plotter *p)
     g_ptr_array_free(p->scripts, TRUE);
     g_array_free(p->kept, TRUE);
     g_hash_table_destroy(p->stems);
+    g_hash_table_destroy(p->written);
+    g_free(p->result);
+    g_free(p->owner);
     g_ptr_array_free(p->notes, TRUE);
     g_free(p);
 }
@@ -129,6 +133,18 @@ gboolean gs_plotter_make(gs_plotter *p, GError **err)
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
 {
     if (!gs_plotter_make(p, err)) return FALSE;
+    /* a name another trace's plots have taken in this run would replace them: refused */
+    const char *by = g_hash_table_lookup(p->written, name);
+    if (by && g_strcmp0(by, p->owner) != 0) {
+        char *who = gs_printable(by), *me = gs_printable(p->owner ? p->owner : "");
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO,
+                    "%s: a plot of %s and one of %s would both have this name; rename one of them",
+                    name, who, me);
+        g_free(who);
+        g_free(me);
+        return FALSE;
+    }
+    if (!by) g_hash_table_insert(p->written, g_strdup(name), g_strdup(p->owner ? p->owner : ""));
     char *path = g_build_filename(p->dir, name, NULL);
     if (!gs_plotter_may_replace(p, path, err)) {
         g_free(path);
@@ -203,16 +219,17 @@ char *gs_plot_stem(const char *trace)
     return stem;
 }
 
-char *gs_plot_stem_claim(GHashTable *claims, const char *trace)
+char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owner)
 {
+    if (!owner) owner = trace;
     char *stem = gs_plot_stem(trace);
     for (unsigned k = 2;; k++) {
-        const char *owner = g_hash_table_lookup(claims, stem);
-        if (!owner) {
-            g_hash_table_insert(claims, g_strdup(stem), g_strdup(trace));
+        const char *had = g_hash_table_lookup(claims, stem);
+        if (!had) {
+            g_hash_table_insert(claims, g_strdup(stem), g_strdup(owner));
             return stem;
         }
-        if (strcmp(owner, trace) == 0) return stem;
+        if (strcmp(had, owner) == 0) return stem;
         char *base = gs_plot_stem(trace);
         g_free(stem);
         stem = g_strdup_printf("%s-%u", base, k);
@@ -220,7 +237,20 @@ char *gs_plot_stem_claim(GHashTable *claims, const char *trace)
     }
 }
 
-char *gs_plotter_stem(gs_plotter *p, const char *trace) { return gs_plot_stem_claim(p->stems, trace); }
+char *gs_plotter_stem(gs_plotter *p, const char *trace)
+{
+    /* a saved report's traces are its own: two reports of one trace draw apart */
+    char *owner = p->result ? g_strdup_printf("%s (in %s)", trace, p->result) : g_strdup(trace);
+    g_free(p->owner);
+    p->owner = owner;
+    return gs_plot_stem_claim(p->stems, trace, owner);
+}
+
+void gs_plotter_set_result(gs_plotter *p, const char *path)
+{
+    g_free(p->result);
+    p->result = g_strdup(path);
+}
 
 /* "capacity 5.75 GiB" as a title shows it; "no capacity limit" for 0. */
 char *gs_plot_cap_words(uint64_t cap)

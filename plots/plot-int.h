@@ -101,11 +101,18 @@ struct gs_plotter {
     char *dir;
     GPtrArray *scripts; /* char*: stems of the scripts written, in order */
     GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
-    GHashTable *stems;  /* char* -> char*: each plot name stem taken, and the trace that took it */
+    GHashTable *stems;  /* char* -> char*: each plot name stem taken, and the owner that took it */
+    GHashTable *written; /* char* -> char*: each file written, and its owner (no two owners' plots
+                          * may share a name: "run"'s oom-map is "run-oom"'s map) */
+    char *result;       /* gs_plot_saved: the saved report being drawn (owners are per report) */
+    char *owner;        /* the owner of the files being written: the trace (of result) whose stem
+                         * gs_plotter_stem gave last */
     bool made;          /* dir made (at the first file written) */
     GPtrArray *notes;   /* char*: what was not drawn, and why (gs_plotter_notes) */
 };
 
+/* The plots that follow are of the saved report at path (NULL: of this run's traces). */
+void gs_plotter_set_result(gs_plotter *p, const char *path);
 /* Say what was not drawn and why (msg g_strdup'd or printf'd: p takes it). */
 void gs_plotter_note(gs_plotter *p, char *msg);
 

@@ -144,12 +144,15 @@ gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
 /* ---- names ---- */
 /* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */
 char *gs_plot_stem(const char *trace);
-/* trace's stem among the names in claims (stem -> the trace that took it; both g_strdup'd: a
+/* trace's stem among the names in claims (stem -> the owner that took it; both g_strdup'd: a
  * GHashTable with g_free for both): gs_plot_stem's, or with "-2", "-3", ... after it when another
- * trace took it (d1/run.gstrace and d2/run.gstrace in one command: the second's plots are
- * run-2-*, not written over the first's). The same trace gets the same stem again. */
-char *gs_plot_stem_claim(GHashTable *claims, const char *trace);
-/* gs_plot_stem_claim among the stems of p's plots: every plot of p names its trace so. */
+ * owner took it (d1/run.gstrace and d2/run.gstrace in one command: the second's plots are
+ * run-2-*, not written over the first's). owner: who the files are for (NULL: the trace); the
+ * same owner gets the same stem again. */
+char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owner);
+/* gs_plot_stem_claim among the stems of p's plots: every plot of p names its trace so. A file
+ * name that another owner's plots took in p (trace "run"'s run-oom-map-1-P is trace "run-oom"'s
+ * peak map) is refused when written (GS_PLOT_ERROR_IO), never replaced. */
 char *gs_plotter_stem(gs_plotter *p, const char *trace);
 /* s as a part of a file name, as the plots name theirs: every byte but letters, digits, "_.-+"
  * and UTF-8 made '-', at most 80 bytes (so no '/', no quote, nothing a shell acts on).

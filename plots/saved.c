@@ -309,9 +309,11 @@ gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err)
     }
     const char *c = text;
     while (c < text + len && g_ascii_isspace(*c)) c++;
+    gs_plotter_set_result(p, path);
     gboolean ok = c < text + len && (*c == '{' || *c == '[')
                       ? plot_saved_json(p, path, text, len, err)
                       : plot_saved_csv(p, path, text, len, err);
+    gs_plotter_set_result(p, NULL);
     g_free(text);
     return ok;
 }

@@ -381,6 +381,21 @@ cmp -s "$tmp/same/run-timeline.dat" "$tmp/same/run-2-timeline.dat" &&
     fail "two traces of one name: the second's timeline is the first's"
 [ -s "$tmp/snaps/run-snapshot-1-pytorch.pickle" ] && [ -s "$tmp/snaps/run-2-snapshot-1-pytorch.pickle" ] ||
     fail "two traces of one name: want a snapshot each: $(ls "$tmp/snaps")"
+# a trace whose plot names take another's ("run"'s OOM map is "run-oom"'s map): refused, not replaced
+cp "$tmp/died.gstrace" "$tmp/run.gstrace"
+head -n 5 "$tmp/died.gstrace" >"$tmp/run-oom.gstrace"
+# (found as the plots are written, after the reports: exit 2, the first trace's plots kept)
+"$gpusim" replay -q "$tmp/run.gstrace" "$tmp/run-oom.gstrace" --capacity 2GiB --plot "$tmp/clash" \
+    >/dev/null 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q "run-oom-map-1-pytorch.dat: a plot of .*run.gstrace and one of .*run-oom.gstrace would both have this name" "$tmp/err" ||
+    fail "plot names of two traces collide: rc $rc: $(cat "$tmp/err")"
+grep -q "(event 3)" "$tmp/clash/run-oom-map-1-pytorch.gp" || fail "plot names collide: run's OOM map replaced"
+# two saved reports of one trace, drawn into one directory: a set of plots each
+"$gpusim" replay -q "$alt" -p pytorch --format json -o "$tmp/ra.json" && "$gpusim" replay -q "$alt" -p cupy \
+    --format json -o "$tmp/rb.json" || fail "two reports of one trace: replay"
+"$gpusim" plot "$tmp/ra.json" "$tmp/rb.json" -o "$tmp/twor" 2>"$tmp/err" || fail "plot two reports: $(cat "$tmp/err")"
+grep -q "'pytorch'" "$tmp/twor/batch-alternate-bars.gp" && grep -q "'cupy'" "$tmp/twor/batch-alternate-2-bars.gp" ||
+    fail "two reports of one trace: want batch-alternate-bars (pytorch) and -2-bars (cupy): $(ls "$tmp/twor")"
 # and again from the saved report: the same names
 "$gpusim" plot "$tmp/same.json" -o "$tmp/same-again" 2>"$tmp/err" || fail "plot same.json: $(cat "$tmp/err")"
 for f in "$tmp"/same/*.dat "$tmp"/same/*.gp; do
