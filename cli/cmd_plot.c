@@ -40,7 +40,10 @@ int gs_cmd_plot(int argc, char **argv)
      * name plotted into one directory get names of their own (gs_plotter_stem) */
     GPtrArray *plotters = g_ptr_array_new_with_free_func((GDestroyNotify)gs_plotter_free);
     for (int a = 1; a < argc; a++) {
-        char *d = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
+        /* one directory, however named (a and ./a): canonical, against the working directory */
+        char *given = dir ? g_strdup(dir) : g_path_get_dirname(argv[a]);
+        char *d = g_canonicalize_filename(given, NULL);
+        g_free(given);
         gs_plotter *p = NULL;
         for (guint i = 0; i < plotters->len && !p; i++)
             if (strcmp(gs_plotter_dir(plotters->pdata[i]), d) == 0) p = plotters->pdata[i];

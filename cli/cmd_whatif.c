@@ -73,6 +73,14 @@ static GPtrArray *converter_argv(void)
 
 /* Convert a snapshot into dir: dir/trace.gstrace.gz and dir/reference.json. The converter's
  * warnings (a cut recording, say) go to stderr as they are; its refusal is a usage error. */
+static void remove_dir(const char *dir, const char *trace, const char *ref)
+{
+    if (trace) g_unlink(trace);
+    if (ref) g_unlink(ref);
+    g_rmdir(dir);
+}
+
+/* A failed conversion leaves no temporary directory behind (a refused snapshot exits 2). */
 static void convert_snapshot(const char *input, const char *dir, char **trace, char **ref)
 {
     *trace = g_build_filename(dir, "trace.gstrace.gz", NULL);
@@ -90,10 +98,12 @@ static void convert_snapshot(const char *input, const char *dir, char **trace, c
     /* argv, no shell: a file name is never a command */
     gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
                                 NULL, &err_text, &status, &err);
+    if (!ran) remove_dir(dir, *trace, *ref);
     if (!ran) gs_cli_usage_error("whatif: cannot run the converter %s: %s",
                                  (char *)argv->pdata[argv->len > 2 && strcmp(argv->pdata[0], "python3") == 0],
                                  err->message);
     if (!g_spawn_check_wait_status(status, NULL)) {
+        remove_dir(dir, *trace, *ref);
         g_strchomp(err_text);
         const char *last = strrchr(err_text, '\n');
         gs_cli_usage_error("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
@@ -101,13 +111,6 @@ static void convert_snapshot(const char *input, const char *dir, char **trace, c
     if (err_text && *err_text) fputs(err_text, stderr);
     g_free(err_text);
     g_ptr_array_free(argv, TRUE);
-}
-
-static void remove_dir(const char *dir, const char *trace, const char *ref)
-{
-    if (trace) g_unlink(trace);
-    if (ref) g_unlink(ref);
-    g_rmdir(dir);
 }
 
 static void whatif_progress(size_t done, size_t total, void *ud)

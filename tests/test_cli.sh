@@ -353,6 +353,11 @@ expect_error "whatif without input" "no INPUT" "$gpusim" whatif
 expect_error "whatif two inputs" "one INPUT" "$gpusim" whatif "$trace" "$trace"
 expect_error "whatif bad policy" "max_split_sise_mb" "$gpusim" whatif "$trace" -p pytorch:max_split_sise_mb:1
 expect_error "whatif missing snapshot" "no such file" "$gpusim" whatif "$tmp/none.pickle.gz"
+# a snapshot the converter refuses leaves no temporary directory behind
+mkdir -p "$tmp/tt"
+printf 'junk' >"$tmp/junk.pickle"
+TMPDIR=$tmp/tt "$gpusim" whatif "$tmp/junk.pickle" >/dev/null 2>&1 && fail "whatif of a junk snapshot: exit 0"
+[ -z "$(ls -A "$tmp/tt")" ] || fail "whatif of a junk snapshot left $(ls "$tmp/tt")"
 "$gpusim" whatif "$trace" --capacity 5.75GiB -p cupy >"$tmp/w.txt" 2>"$tmp/err" || fail "whatif table: $(cat "$tmp/err")"
 grep -q "^pytorch (recorded) " "$tmp/w.txt" || fail "whatif: no recorded row: $(cat "$tmp/w.txt")"
 grep -q "^cupy " "$tmp/w.txt" || fail "whatif: the --policy row is missing"
