@@ -29,18 +29,26 @@ static bool pred_probe(uint64_t c, void *ud)
     return c >= p->ok_from;
 }
 
+/* The search over (0, 200] in steps of 1, with what every search must keep: each replay
+ * counted, and no capacity replayed twice (each is a whole replay). */
+static gs_whatif_search search(pred *p)
+{
+    gs_whatif_search s;
+    gs_whatif_bisect(pred_probe, p, 0, 200, 1, &s);
+    ck_assert_uint_eq(s.probes, p->calls);
+    ck_assert_msg(!p->again, "a capacity replayed twice");
+    return s;
+}
+
 START_TEST(bisect_finds_a_threshold_exactly)
 {
     for (uint64_t thr = 1; thr <= 200; thr += 7) {
         pred p = {.ok_from = thr};
-        gs_whatif_search s;
-        gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+        gs_whatif_search s = search(&p);
         ck_assert(s.found);
         ck_assert_uint_eq(s.min_capacity, thr);
         ck_assert(s.below_fails);
         ck_assert_uint_eq(s.fails_above, 0);
-        ck_assert_uint_eq(s.probes, p.calls);
-        ck_assert_msg(!p.again, "a capacity replayed twice (threshold %" G_GUINT64_FORMAT ")", thr);
         /* log2(200) + 1, grids and steps near the answer below and above */
         ck_assert_uint_le(s.probes, 1 + 8 + 2 * GS_WHATIF_GRID + 2 * GS_WHATIF_NEAR);
     }
@@ -52,8 +60,7 @@ END_TEST
 START_TEST(bisect_says_when_more_memory_fails)
 {
     pred p = {.ok_from = 40, .hole_lo = 100, .hole_hi = 130};
-    gs_whatif_search s;
-    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    gs_whatif_search s = search(&p);
     ck_assert(s.found);
     ck_assert_uint_eq(s.min_capacity, 40);
     ck_assert_uint_ge(s.fails_above, 100);
@@ -67,12 +74,10 @@ END_TEST
 START_TEST(bisect_sees_a_narrow_failure_above)
 {
     pred p = {.ok_from = 40, .hole_lo = 45, .hole_hi = 47};
-    gs_whatif_search s;
-    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    gs_whatif_search s = search(&p);
     ck_assert(s.found);
     ck_assert_uint_eq(s.min_capacity, 40);
     ck_assert_uint_eq(s.fails_above, 46);
-    ck_assert_uint_eq(s.probes, p.calls);
 }
 END_TEST
 
@@ -81,12 +86,10 @@ END_TEST
 START_TEST(bisect_sees_a_narrow_success_below)
 {
     pred p = {.ok_from = 44, .hole_lo = 46, .hole_hi = 48};
-    gs_whatif_search s;
-    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    gs_whatif_search s = search(&p);
     ck_assert(s.found);
     ck_assert_uint_eq(s.min_capacity, 44);
     ck_assert_uint_eq(s.fails_above, 47);
-    ck_assert(!p.again);
 }
 END_TEST
 
@@ -94,8 +97,7 @@ END_TEST
 START_TEST(bisect_fails_at_top_but_completes_below)
 {
     pred p = {.ok_from = 30, .ok_below = 180};
-    gs_whatif_search s;
-    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    gs_whatif_search s = search(&p);
     ck_assert(s.found);
     ck_assert_uint_eq(s.min_capacity, 30);
     ck_assert_uint_ge(s.fails_above, 180);
@@ -105,8 +107,7 @@ END_TEST
 START_TEST(bisect_never_completes)
 {
     pred p = {.ok_from = 1000};
-    gs_whatif_search s;
-    gs_whatif_bisect(pred_probe, &p, 0, 200, 1, &s);
+    gs_whatif_search s = search(&p);
     ck_assert(!s.found);
     ck_assert_uint_eq(s.fails_above, 0);
 }
