@@ -55,52 +55,35 @@ START_TEST(bisect_finds_a_threshold_exactly)
 }
 END_TEST
 
-/* Made not monotonic on purpose: completes from 40, but fails again in [100, 130). The search
- * still answers 40 and says that a larger capacity failed. */
-START_TEST(bisect_says_when_more_memory_fails)
-{
-    pred p = {.ok_from = 40, .hole_lo = 100, .hole_hi = 130};
-    gs_whatif_search s = search(&p);
-    ck_assert(s.found);
-    ck_assert_uint_eq(s.min_capacity, 40);
-    ck_assert_uint_ge(s.fails_above, 100);
-    ck_assert_uint_lt(s.fails_above, 130);
-}
-END_TEST
+/* Predicates made not monotonic on purpose, each row one: the answer the search must give, and
+ * the range its failure above the answer must fall in. */
+static const struct {
+    pred p;
+    uint64_t min, fails_lo, fails_hi; /* fails_above in [fails_lo, fails_hi] */
+    const char *why;
+} not_monotonic[] = {
+    {{.ok_from = 40, .hole_lo = 100, .hole_hi = 130}, 40, 100, 129,
+     "completes from 40, fails again in [100, 130): answers 40, says a larger capacity failed"},
+    {{.ok_from = 40, .hole_lo = 45, .hole_hi = 47}, 40, 46, 46,
+     "a window two steps wide, five above the answer, between the grid's points: seen by the "
+     "steps next to it (resnet50 under expandable segments completes from 5,640 MiB, fails at "
+     "5,650)"},
+    {{.ok_from = 44, .hole_lo = 46, .hole_hi = 48}, 44, 47, 47,
+     "the bisection stops at the top of a narrow window ([46, 48): it answers 48), and only the "
+     "steps below show that 44 and 45 complete"},
+    {{.ok_from = 30, .ok_below = 180}, 30, 180, 200,
+     "fails at the largest capacity but completes lower down"},
+};
 
-/* A window of failure two steps wide, five steps above the answer: between the grid's points,
- * seen by the steps next to the answer (as resnet50 under expandable segments, which completes
- * from 5,640 MiB but fails at 5,650). */
-START_TEST(bisect_sees_a_narrow_failure_above)
+START_TEST(bisect_on_predicates_not_monotonic)
 {
-    pred p = {.ok_from = 40, .hole_lo = 45, .hole_hi = 47};
+    pred p = not_monotonic[_i].p;
     gs_whatif_search s = search(&p);
-    ck_assert(s.found);
-    ck_assert_uint_eq(s.min_capacity, 40);
-    ck_assert_uint_eq(s.fails_above, 46);
-}
-END_TEST
-
-/* The bisection stops at the upper edge of a narrow window of failure ([46, 48): it answers 48),
- * and only the steps below it show that 44 and 45 complete: the answer is 44. */
-START_TEST(bisect_sees_a_narrow_success_below)
-{
-    pred p = {.ok_from = 44, .hole_lo = 46, .hole_hi = 48};
-    gs_whatif_search s = search(&p);
-    ck_assert(s.found);
-    ck_assert_uint_eq(s.min_capacity, 44);
-    ck_assert_uint_eq(s.fails_above, 47);
-}
-END_TEST
-
-/* Fails at the largest capacity but completes lower down (more memory hurts at the top). */
-START_TEST(bisect_fails_at_top_but_completes_below)
-{
-    pred p = {.ok_from = 30, .ok_below = 180};
-    gs_whatif_search s = search(&p);
-    ck_assert(s.found);
-    ck_assert_uint_eq(s.min_capacity, 30);
-    ck_assert_uint_ge(s.fails_above, 180);
+    ck_assert_msg(s.found && s.min_capacity == not_monotonic[_i].min &&
+                      s.fails_above >= not_monotonic[_i].fails_lo &&
+                      s.fails_above <= not_monotonic[_i].fails_hi,
+                  "%s: min %" G_GUINT64_FORMAT ", fails above at %" G_GUINT64_FORMAT,
+                  not_monotonic[_i].why, s.min_capacity, s.fails_above);
 }
 END_TEST
 
@@ -195,10 +178,7 @@ static Suite *whatif_suite(void)
     Suite *s = suite_create("whatif");
     TCase *tc = tcase_create("search");
     tcase_add_test(tc, bisect_finds_a_threshold_exactly);
-    tcase_add_test(tc, bisect_says_when_more_memory_fails);
-    tcase_add_test(tc, bisect_sees_a_narrow_failure_above);
-    tcase_add_test(tc, bisect_sees_a_narrow_success_below);
-    tcase_add_test(tc, bisect_fails_at_top_but_completes_below);
+    tcase_add_loop_test(tc, bisect_on_predicates_not_monotonic, 0, G_N_ELEMENTS(not_monotonic));
     tcase_add_test(tc, bisect_never_completes);
     tcase_add_test(tc, candidates_recorded_standard_and_given);
     suite_add_tcase(s, tc);
