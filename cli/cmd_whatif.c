@@ -71,8 +71,6 @@ static GPtrArray *converter_argv(void)
     return argv;
 }
 
-/* Convert a snapshot into dir: dir/trace.gstrace.gz and dir/reference.json. The converter's
- * warnings (a cut recording, say) go to stderr as they are; its refusal is a usage error. */
 static void remove_dir(const char *dir, const char *trace, const char *ref)
 {
     if (trace) g_unlink(trace);
@@ -80,7 +78,9 @@ static void remove_dir(const char *dir, const char *trace, const char *ref)
     g_rmdir(dir);
 }
 
-/* A failed conversion leaves no temporary directory behind (a refused snapshot exits 2). */
+/* Convert a snapshot into dir: dir/trace.gstrace.gz and dir/reference.json. The converter's
+ * warnings (a cut recording, say) go to stderr as they are; its refusal is a usage error, after
+ * dir is removed (a refused snapshot leaves no temporary directory behind). */
 static void convert_snapshot(const char *input, const char *dir, char **trace, char **ref)
 {
     *trace = g_build_filename(dir, "trace.gstrace.gz", NULL);
@@ -98,10 +98,12 @@ static void convert_snapshot(const char *input, const char *dir, char **trace, c
     /* argv, no shell: a file name is never a command */
     gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
                                 NULL, &err_text, &status, &err);
-    if (!ran) remove_dir(dir, *trace, *ref);
-    if (!ran) gs_cli_usage_error("whatif: cannot run the converter %s: %s",
-                                 (char *)argv->pdata[argv->len > 2 && strcmp(argv->pdata[0], "python3") == 0],
-                                 err->message);
+    if (!ran) {
+        remove_dir(dir, *trace, *ref);
+        gs_cli_usage_error("whatif: cannot run the converter %s: %s",
+                           (char *)argv->pdata[argv->len > 2 && strcmp(argv->pdata[0], "python3") == 0],
+                           err->message);
+    }
     if (!g_spawn_check_wait_status(status, NULL)) {
         remove_dir(dir, *trace, *ref);
         g_strchomp(err_text);

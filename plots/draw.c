@@ -222,19 +222,16 @@ char *gs_plot_stem(const char *trace)
 char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owner)
 {
     if (!owner) owner = trace;
-    char *stem = gs_plot_stem(trace);
+    char *base = gs_plot_stem(trace), *stem = g_strdup(base);
     for (unsigned k = 2;; k++) {
         const char *had = g_hash_table_lookup(claims, stem);
-        if (!had) {
-            g_hash_table_insert(claims, g_strdup(stem), g_strdup(owner));
-            return stem;
-        }
-        if (strcmp(had, owner) == 0) return stem;
-        char *base = gs_plot_stem(trace);
+        if (!had) g_hash_table_insert(claims, g_strdup(stem), g_strdup(owner));
+        if (!had || strcmp(had, owner) == 0) break;
         g_free(stem);
         stem = g_strdup_printf("%s-%u", base, k);
-        g_free(base);
     }
+    g_free(base);
+    return stem;
 }
 
 char *gs_plotter_stem(gs_plotter *p, const char *trace)

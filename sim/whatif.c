@@ -32,8 +32,10 @@ static bool ok_at(prober *p, uint64_t k)
     return d.ok;
 }
 
-static void bisect(prober *pr, uint64_t lo, uint64_t hi, uint64_t step, gs_whatif_search *out)
+static void bisect(prober *pr, uint64_t lo, uint64_t hi)
 {
+    const uint64_t step = pr->step;
+    gs_whatif_search *out = pr->out;
     /* in steps: lo_k fails (known), hi_k is the largest considered */
     uint64_t lo_k = lo / step, hi_k = hi / step;
     if (hi_k <= lo_k) return;
@@ -97,7 +99,7 @@ void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t 
 {
     memset(out, 0, sizeof *out);
     prober pr = {probe, ud, step, out, g_array_new(FALSE, FALSE, sizeof(probe_done))};
-    bisect(&pr, lo, hi, step, out);
+    bisect(&pr, lo, hi);
     g_array_free(pr.done, TRUE);
 }
 
