@@ -119,6 +119,10 @@ void gs_cli_check_stdout(void);
 /* One warning line on stderr when r's allocator could not give everything back at the end
  * (gs_result.teardown_failures): what: "TRACE [POLICY]". Nothing otherwise. */
 void gs_cli_warn_teardown(const char *what, const gs_result *r);
+/* The progress line on stderr (a terminal: the caller checks): "LABEL: DONE/TOTAL UNIT (P%)",
+ * over the line before. The label (a trace's file name) is printed through gs_printable, so a
+ * name holding an escape sequence is shown, not acted on. */
+void gs_cli_progress_line(const char *label, size_t done, size_t total, const char *unit);
 /* Progress callbacks (ud: the label). */
 void gs_cli_progress(size_t done, size_t total, void *ud);
 void gs_cli_warn_lenient(const char *msg, void *ud);

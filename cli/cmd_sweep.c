@@ -46,8 +46,7 @@ static const char sweep_description[] =
 
 static void sweep_progress(size_t done, size_t total, void *ud)
 {
-    fprintf(stderr, "\r\033[K%s: %zu/%zu cells", (const char *)ud, done, total);
-    fflush(stderr);
+    gs_cli_progress_line(ud, done, total, "cells");
 }
 
 /* "K/N" of --shard: 0 <= K < N, plain decimal digits. */

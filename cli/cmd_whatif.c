@@ -117,8 +117,7 @@ static void convert_snapshot(const char *input, const char *dir, char **trace, c
 
 static void whatif_progress(size_t done, size_t total, void *ud)
 {
-    fprintf(stderr, "\r\033[K%s: %zu/%zu settings", (const char *)ud, done, total);
-    fflush(stderr);
+    gs_cli_progress_line(ud, done, total, "settings");
 }
 
 /* --plot: the survival chart, and the address map at the recorded setting's first OOM at the

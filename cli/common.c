@@ -375,11 +375,18 @@ void gs_cli_warn_teardown(const char *what, const gs_result *r)
                    what, r->teardown_failures, r->teardown_failures == 1 ? "" : "s");
 }
 
-void gs_cli_progress(size_t done, size_t total, void *ud)
+void gs_cli_progress_line(const char *label, size_t done, size_t total, const char *unit)
 {
-    fprintf(stderr, "\r%s: %zu/%zu events (%.0f%%)", (const char *)ud, done, total,
+    char *p = gs_printable(label); /* once a second or less: the copy costs nothing */
+    fprintf(stderr, "\r\033[K%s: %zu/%zu %s (%.0f%%)", p, done, total, unit,
             100.0 * (double)done / (double)(total ? total : 1));
     fflush(stderr);
+    g_free(p);
+}
+
+void gs_cli_progress(size_t done, size_t total, void *ud)
+{
+    gs_cli_progress_line(ud, done, total, "events");
 }
 
 void gs_cli_warn_lenient(const char *msg, void *ud)

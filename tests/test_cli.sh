@@ -45,6 +45,23 @@ printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc
 [ "$(wc -l <"$tmp/err")" -eq 2 ] && grep -q 'len\\x0aient.gstrace: 1 problems skipped' "$tmp/err" ||
     fail "lenient, a line break in the name: not one line a message: $(cat "$tmp/err")"
 
+# --- a progress line (stderr a terminal: run under script(1)'s pseudo-terminal) names its trace
+# through gs_printable: an escape sequence in the name is shown, not sent to the terminal ---
+esc=$(printf 'esc\033]0;pwned\007x.gstrace.gz')
+cp "$trace" "$tmp/$esc"
+# (the name is made inside prog.sh: script(1) writes its command line into the typescript)
+cat >"$tmp/prog.sh" <<'SH'
+cd "$2" && exec "$1" sweep -p pytorch -p cupy -o sweep.csv "$(printf 'esc\033]0;pwned\007x.gstrace.gz')"
+SH
+if command -v script >/dev/null 2>&1 &&
+    script -qec "sh '$tmp/prog.sh' '$gpusim' '$tmp'" "$tmp/typescript" >/dev/null 2>&1 </dev/null; then
+    grep -q 'esc\\x1b\]0;pwned\\x07x.gstrace.gz: 2/2 cells' "$tmp/typescript" ||
+        fail "progress line: the name not shown escaped: $(od -c "$tmp/typescript" | head -5)"
+    ! grep -q "$(printf '\033]0;')" "$tmp/typescript" || fail "progress line: the name's escape sequence reached the terminal"
+else
+    echo "test_cli: no pseudo-terminal (script(1)): the progress line's check skipped"
+fi
+
 # --- a request past every device (2^64 - 616 bytes): its report gives it unrounded under every
 # rounding (roundup_power2_divisions overflowed to 0) ---
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,18446744073709551000\n' \
