@@ -78,12 +78,14 @@ struct gs_plot_series {
     GArray *points;           /* gs_plot_point: per bucket, the maxima of allocated and reserved */
     GArray *retries, *ooms;   /* gs_plot_point: the moment of each (at most series.c's MAX_MARKERS) */
     uint64_t n_retries, n_ooms; /* over every heap of the replay */
-    GArray *seen;             /* series.c's heap_seen: each heap's counts when last observed
-                               * (several clients in separate allocators: one heap each) */
-    /* the address map: the heap after the event where reserved bytes reached their maximum */
+    GArray *seen;             /* series.c's heap_seen: each heap's counts and bytes when last
+                               * observed (several clients in separate allocators: one heap each) */
+    int64_t allocated, reserved; /* the sums over seen of its heaps' bytes: the device's */
+    /* the address map: every heap after the event where reserved bytes reached their maximum */
     int64_t max_reserved;
     gs_plot_heapmap peak;
-    /* the address map at the first OOM: the heap as the failed request left it, and the request */
+    /* the address map at the first OOM: the heaps as the failed request left them, and the
+     * request */
     gs_plot_heapmap oom;
     gs_plot_oom_req oom_req;
 };

@@ -5,7 +5,9 @@
  * The recorder keeps, per bucket of events, the maxima of allocated and reserved bytes (no peak
  * is lost to downsampling), each retry and OOM, and a copy of the heap's segments and blocks
  * taken whenever reserved bytes reach a new maximum (at the end, the address map at peak) and
- * once more at the first OOM, with the request that failed and its pool's free blocks.
+ * once more at the first OOM, with the request that failed and its pool's free blocks. With
+ * several clients in separate allocators (one heap each, on one device), the bytes are the sums
+ * over the heaps and the maps show every heap's segments: the device's, as the program saw it.
  */
 #include <string.h>
 
@@ -30,12 +32,14 @@ static void heapmap_clear(gs_plot_heapmap *m)
     g_array_free(m->blocks, TRUE);
 }
 
-/* A heap's retries and OOMs as the recorder last saw them: an event's new ones are its heap's
- * counts less these (one heap's count against another's would make a client switch look like an
- * OOM). */
+/* A heap's retries, OOMs and bytes as the recorder last saw them: an event's new retries and
+ * OOMs are its heap's counts less these (one heap's count against another's would make a client
+ * switch look like an OOM), and the device's bytes move by its heap's change. A heap is seen from
+ * its first event: the replay hands the recorder only the heap that served each event. */
 typedef struct {
     const gs_heap *h;
     uint64_t retries, ooms;
+    int64_t allocated, reserved;
 } heap_seen;
 
 gs_plot_series *gs_plot_series_new(size_t n_events)
@@ -64,20 +68,24 @@ void gs_plot_series_free(gs_plot_series *s)
     g_free(s);
 }
 
-static void snapshot(gs_plot_heapmap *m, const gs_heap *h, const gs_plot_point *at)
+/* The segments and blocks of every heap seen, in the order first seen. */
+static void snapshot(gs_plot_heapmap *m, const gs_plot_series *s, const gs_plot_point *at)
 {
     g_array_set_size(m->segs, 0);
     g_array_set_size(m->blocks, 0);
-    for (const gs_segment *g = gs_heap_segments(h); g; g = g->next) {
-        gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = m->blocks->len,
-                          .pool = g->pool, .expandable = g->expandable,
-                          .pool_id = gs_heap_pool_id(h, gs_pool_private(g->pool))};
-        for (const gs_block *b = g->head; b; b = b->next) {
-            gs_plot_block mb = {.off = b->addr - g->addr, .size = b->size, .state = b->state};
-            g_array_append_val(m->blocks, mb);
-            ms.n++;
+    for (guint i = 0; i < s->seen->len; i++) {
+        const gs_heap *h = g_array_index(s->seen, heap_seen, i).h;
+        for (const gs_segment *g = gs_heap_segments(h); g; g = g->next) {
+            gs_plot_seg ms = {.addr = g->addr, .size = g->size, .first = m->blocks->len,
+                              .pool = g->pool, .expandable = g->expandable,
+                              .pool_id = gs_heap_pool_id(h, gs_pool_private(g->pool))};
+            for (const gs_block *b = g->head; b; b = b->next) {
+                gs_plot_block mb = {.off = b->addr - g->addr, .size = b->size, .state = b->state};
+                g_array_append_val(m->blocks, mb);
+                ms.n++;
+            }
+            g_array_append_val(m->segs, ms);
         }
-        g_array_append_val(m->segs, ms);
     }
     m->at = *at;
     m->have = true;
@@ -126,16 +134,6 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
 {
     gs_plot_series *s = ud;
     const gs_stats *st = gs_heap_stats(h);
-    gs_plot_point p = {.event = index, .time_us = e->time_us,
-               .allocated = st->allocated_bytes[GS_STAT_ALL].current,
-               .reserved = st->reserved_bytes[GS_STAT_ALL].current};
-    if (index / s->width >= s->points->len) {
-        g_array_append_val(s->points, p);
-    } else {
-        gs_plot_point *last = &g_array_index(s->points, gs_plot_point, s->points->len - 1);
-        last->allocated = MAX(last->allocated, p.allocated);
-        last->reserved = MAX(last->reserved, p.reserved);
-    }
     heap_seen *seen = NULL;
     for (guint i = 0; i < s->seen->len && !seen; i++)
         if (g_array_index(s->seen, heap_seen, i).h == h) seen = &g_array_index(s->seen, heap_seen, i);
@@ -143,6 +141,21 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
         heap_seen z = {.h = h};
         g_array_append_val(s->seen, z);
         seen = &g_array_index(s->seen, heap_seen, s->seen->len - 1);
+    }
+    int64_t allocated = st->allocated_bytes[GS_STAT_ALL].current;
+    int64_t reserved = st->reserved_bytes[GS_STAT_ALL].current;
+    s->allocated += allocated - seen->allocated;
+    s->reserved += reserved - seen->reserved;
+    seen->allocated = allocated;
+    seen->reserved = reserved;
+    gs_plot_point p = {.event = index, .time_us = e->time_us, .allocated = s->allocated,
+                       .reserved = s->reserved};
+    if (index / s->width >= s->points->len) {
+        g_array_append_val(s->points, p);
+    } else {
+        gs_plot_point *last = &g_array_index(s->points, gs_plot_point, s->points->len - 1);
+        last->allocated = MAX(last->allocated, p.allocated);
+        last->reserved = MAX(last->reserved, p.reserved);
     }
     if (st->num_alloc_retries != seen->retries) {
         s->n_retries += st->num_alloc_retries - seen->retries;
@@ -158,7 +171,7 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
          * earlier one the program caught). Once per replay, so it costs one walk of the heap. */
         bool fatal = e->op == GS_OP_ALLOC || (e->op == GS_OP_OOM && index + 1 == s->n_events);
         if (!s->oom.have && fatal) {
-            snapshot(&s->oom, h, &p);
+            snapshot(&s->oom, s, &p);
             oom_request(&s->oom_req, h, e);
         }
     }
@@ -166,7 +179,7 @@ void gs_plot_observe(const gs_heap *h, const gs_event *e, size_t index, void *ud
      * cudaMalloc or mapping, not once per event. */
     if (p.reserved > s->max_reserved) {
         s->max_reserved = p.reserved;
-        snapshot(&s->peak, h, &p);
+        snapshot(&s->peak, s, &p);
     }
 }
 

@@ -367,6 +367,13 @@ import json, sys
 r = json.load(open(sys.argv[1]))[0]["results"][0]
 assert r["oom_map"]["event"] == r["first_oom"]["event"] == 4, (r["oom_map"]["event"], r["first_oom"]["event"])
 assert [p[0] for p in r["timeline"]["ooms"]] == [1, 4] and r["num_ooms"] == 2, r["timeline"]["ooms"]
+# the timeline and the maps are the device's: both heaps' bytes summed, both heaps' segments
+# (a's 1000 MiB, b's two of 100 MiB; the old timeline showed b's 200 MiB at event 3)
+a, b = 1048576000, 104857600
+assert r["timeline"]["points"][3] == [3, 3, a + 2 * b, a + 2 * b], r["timeline"]["points"]
+assert r["timeline"]["points"][5] == [5, 5, a + b, a + 2 * b], r["timeline"]["points"]
+assert len(r["address_map"]["segments"]) == 3 and r["address_map"]["reserved_bytes"] == a + 2 * b, r["address_map"]
+assert len(r["oom_map"]["segments"]) == 3, r["oom_map"]
 PY
 
 # --- two traces of one name in one command: plots and snapshots of their own, none written over ---
