@@ -106,6 +106,11 @@ typedef struct {
  * through any link: the traces in inputs, NULL-terminated, and --calibration), and stdout
  * redirected to one of them. */
 void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path);
+/* gs_cli_open_output's checks of path, made before --plot's directory plot_dir (NULL: none) is
+ * made: a command refused for its -o leaves no directory behind. path's directory may be
+ * plot_dir. */
+void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char *path,
+                         const char *plot_dir);
 /* Write it: checks every write (a full disk, a closed pipe: one line, exit 2, the target left as
  * it was). */
 void gs_cli_close_output(gs_cli_out *o);

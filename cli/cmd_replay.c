@@ -434,8 +434,8 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
     if (reference) g_ptr_array_add(inputs, reference);
     g_ptr_array_add(inputs, NULL);
-    gs_cli_refuse_input(&c, (const char *const *)inputs->pdata, c.output, "--output");
-    /* the traces are read and -o is no input: the directory is made now, so -o may name a
+    gs_cli_check_output(&c, (const char *const *)inputs->pdata, c.output, plot_dir);
+    /* the traces are read and -o can be written: the directory is made now, so -o may name a
      * file in it */
     if (plot_dir && !((x.plotter = gs_plotter_new(plot_dir, &err)) && gs_plotter_make(x.plotter, &err)))
         gs_cli_usage_error("--plot: %s", err->message);

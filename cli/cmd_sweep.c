@@ -184,7 +184,7 @@ int gs_cmd_sweep(int argc, char **argv)
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
     const char *inputs[] = {argv[1], NULL};
-    gs_cli_refuse_input(&c, inputs, c.output, "--output"); /* before the plot directory is made */
+    gs_cli_check_output(&c, inputs, c.output, plot_dir); /* before the plot directory is made */
     if (plot_dir) { /* a directory that cannot be made fails now, before the cells run; made
                      * now, so that -o may name a file in it */
         gs_plotter *probe = gs_plotter_new(plot_dir, &err);

@@ -194,7 +194,7 @@ int gs_cmd_whatif(int argc, char **argv)
     if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
     const char *input = argv[1];
     const char *const inputs[] = {input, reference, NULL};
-    gs_cli_refuse_input(&c, inputs, c.output, "-o");
+    gs_cli_check_output(&c, inputs, c.output, plot_dir);
     gs_plotter *plotter = NULL;
     GError *perr = NULL;
     /* a directory that cannot be made fails now, before the replays */

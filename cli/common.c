@@ -285,6 +285,34 @@ void gs_cli_check_stdout(void)
     }
 }
 
+/* 0 when path can be written as gs_cli_open_output writes it (in place when it exists and is not
+ * a regular file, else whole through its directory), or the errno that says why not. plot_dir
+ * (NULL: none) is --plot's directory, not made yet: path's directory may be it. */
+static int output_error(const char *path, const char *plot_dir)
+{
+    GStatBuf st;
+    if (g_lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
+    char *dir = g_path_get_dirname(path);
+    int e = access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+    if (e == ENOENT && plot_dir) {
+        char *a = g_canonicalize_filename(dir, NULL), *b = g_canonicalize_filename(plot_dir, NULL);
+        if (strcmp(a, b) == 0) e = 0;
+        g_free(a);
+        g_free(b);
+    }
+    g_free(dir);
+    return e;
+}
+
+void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char *path,
+                         const char *plot_dir)
+{
+    if (!path || strcmp(path, "-") == 0) return;
+    gs_cli_refuse_input(c, inputs, path, "--output");
+    int e = output_error(path, plot_dir);
+    if (e) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(e));
+}
+
 void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path)
 {
     memset(o, 0, sizeof *o);
@@ -305,9 +333,7 @@ void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *input
         o->in_place = true;
         return;
     }
-    char *dir = g_path_get_dirname(path);
-    int e = access(dir, W_OK | X_OK) == 0 ? 0 : errno; /* fail now, not after the run */
-    g_free(dir);
+    int e = output_error(path, NULL); /* fail now, not after the run */
     if (e) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(e));
     if (!(o->f = open_memstream(&o->buf, &o->len)))
         gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));

@@ -79,6 +79,11 @@ expect_error "whatif --plot a bad trace" "garbage.gstrace:1" "$gpusim" whatif "$
 expect_error "replay --plot -o an input" "an input of this run" "$gpusim" replay "$alt" --plot "$tmp/never" -o "$alt"
 expect_error "sweep --plot -o an input" "an input of this run" "$gpusim" sweep "$alt" --plot "$tmp/never" -o "$alt"
 expect_error "whatif --plot a bad policy" "unknown policy 'nosuch'" "$gpusim" whatif "$alt" --policy nosuch --plot "$tmp/never"
+# -o in a directory that is missing (not --plot's): refused before either directory is made
+for cmd in "replay --export-snapshot $tmp/never/snaps" sweep whatif; do
+    expect_error "$cmd --plot -o in a missing directory" "missing/x.json: cannot write" \
+        "$gpusim" $cmd "$alt" --plot "$tmp/never" -o "$tmp/missing/x.json"
+done
 [ -e "$tmp/never" ] && fail "a failed run left its plot directory behind"
 : >"$tmp/afile"
 expect_error "--plot under a file" "cannot create" "$gpusim" replay "$alt" --plot "$tmp/afile/sub"
