@@ -15,7 +15,8 @@
 # (ignored, as build*/ is), made on the development VM as:
 #   bench/build_pgo.sh build-pgo
 #   mkdir -p build-dev/lib build-dev/shared/traces
-#   cp build/bench/bench_replay build-dev/ && cp build-pgo/bench/bench_replay build-dev/bench_replay_pgo
+#   cp build/bench/bench_replay build/bench/bench_clock_probe build-dev/
+#   cp build-pgo/bench/bench_replay build-dev/bench_replay_pgo
 #   for l in libglib-2.0.so.0 libpcre2-8.so.0 libz.so.1; do cp -L /lib/x86_64-linux-gnu/$l build-dev/lib/; done
 #   cp -r ../shared/traces/pytorch-2.11-h100 build-dev/shared/traces/
 set -eu
@@ -24,7 +25,8 @@ mkdir -p "$out"
 here=$(dirname "$0")
 export LD_LIBRARY_PATH="$PWD/build-dev/lib"
 old=build-dev/bench_replay new=build-dev/bench_replay_pgo
-{ uname -a; grep -m1 'model name' /proc/cpuinfo; nproc; uptime; } >"$out/machine.txt"
+{ uname -a; grep -m1 'model name' /proc/cpuinfo; nproc; uptime
+  if [ -x build-dev/bench_clock_probe ]; then build-dev/bench_clock_probe 9; fi; } >"$out/machine.txt"
 families="--policy pytorch --policy pytorch:max_split_size_mb:128
     --policy pytorch:expandable_segments:True --policy pytorch:roundup_power2_divisions:4
     --policy pytorch:garbage_collection_threshold:0.6 --policy cupy --policy tlsf

@@ -20,7 +20,7 @@
 #                        marked on its line); a trace of over 13,000
 #                        events is replayed fewer times per run (about 2.6 M events a run)
 #   scaling-new.txt, scaling-old.txt   bench_replay --scaling (10^3 to 10^6 live), 5 runs each
-#   machine.txt          uname, CPU, cores, load
+#   machine.txt          uname, CPU, cores, load, and the clock (bench_clock_probe beside NEW)
 # REPLAY_SPEED_PARTS (default "bundled reference scaling") picks the parts to run: bundled makes
 # both bundled files; machine.txt is always written.
 # Run from the repository root, with nothing else of yours running: the figures are CPU time,
@@ -38,7 +38,9 @@ policies="--policy pytorch --policy pytorch:max_split_size_mb:128
 parts=${REPLAY_SPEED_PARTS:-bundled reference scaling}
 part() { case " $parts " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
-{ uname -a; grep -m1 'model name' /proc/cpuinfo; nproc; uptime; } >"$out/machine.txt"
+probe=$(dirname "$new")/bench_clock_probe # the clock this process gets now (clock_probe.c)
+{ uname -a; grep -m1 'model name' /proc/cpuinfo; nproc; uptime
+  if [ -x "$probe" ]; then "$probe" 9; fi; } >"$out/machine.txt"
 
 if part bundled; then
 # shellcheck disable=SC2086
