@@ -439,12 +439,16 @@ int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n)
 }
 
 /* A PyTorch memory snapshot (torch.cuda.memory._dump_snapshot): a pickle, maybe gzipped. By
- * its name, or by its first bytes (pickle protocol 2+ starts 0x80 0x02..0x05). */
+ * its name, or by the first bytes of a regular file (pickle protocol 2+ starts 0x80
+ * 0x02..0x05). A pipe is known by its name only: bytes read from it here would be lost to the
+ * reader after. */
 bool gs_cli_is_snapshot(const char *path)
 {
     if (g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
         g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz"))
         return true;
+    GStatBuf st;
+    if (g_stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
     unsigned char head[2] = {0};
     FILE *f = fopen(path, "rb");
     if (!f) return false;

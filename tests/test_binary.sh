@@ -75,6 +75,27 @@ open(sys.argv[2], "wb").write(d)
 PY
 expect_error "free with another size" "with size 12345, allocated with size" "$gpusim" replay "$tmp/size.gsbin"
 
+# Traces read from a pipe (/dev/stdin): nothing lost to the snapshot check's look at the first
+# bytes, the same report as from the file; and a header whose counts no file size checks asks
+# for memory only as the bytes arrive (it asked GLib for 2 TiB and aborted): exit 2, truncated.
+for form in gstrace gsbin; do
+    sed -e 's/"replay_events_per_s": [0-9]*//' "$tmp/resnet50.$form.json" >"$tmp/file.cmp"
+    cat "$tmp/resnet50.$form" | "$gpusim" replay /dev/stdin -p pytorch -p pytorch:expandable_segments:True \
+        --continue-on-oom --format json 2>"$tmp/err" |
+        sed -e 's/"replay_events_per_s": [0-9]*//' -e "s|/dev/stdin|$tmp/resnet50.$form|" >"$tmp/pipe.cmp"
+    cmp -s "$tmp/file.cmp" "$tmp/pipe.cmp" || fail "$form from a pipe: another report: $(cat "$tmp/err")"
+done
+python3 -c "import struct, sys
+sys.stdout.buffer.write(b'\x89GSBIN\r\n' + struct.pack('<IIQQIIIIQQ', 1, 64, 1 << 36, 0, 0, 0, 0, 32, 0, 0))" >"$tmp/huge.gsbin"
+expect_error "2^36 events, from a pipe" "byte 64: truncated binary trace: the file ends in the events" \
+    sh -c 'cat "$1" | "$2" replay /dev/stdin' sh "$tmp/huge.gsbin" "$gpusim"
+python3 -c "import struct, sys
+sys.stdout.buffer.write(b'\x89GSBIN\r\n' + struct.pack('<IIQQIIIIQQ', 1, 64, 0, 0, 1, 0, 0, 32, 1 << 40, 0)
+    + struct.pack('<I', 1 << 31))" >"$tmp/hugestr.gsbin"
+expect_error "a 2 GiB string, from a pipe" "byte 68: truncated binary trace: the file ends in the strings section" \
+    sh -c 'cat "$1" | "$2" replay /dev/stdin' sh "$tmp/hugestr.gsbin" "$gpusim"
+expect_error "the same from the file" "the header's counts make" "$gpusim" replay "$tmp/hugestr.gsbin"
+
 # The stored bound is taken only where it is this planner's and possible: a figure below the
 # lower bound, or another planner's, is planned again (the same report as the plain text); a
 # malformed list is an error naming the header.

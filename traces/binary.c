@@ -297,6 +297,8 @@ typedef struct {
     size_t len, pos;
     uint64_t off; /* bytes consumed */
     const char *map; /* buf, when it is the whole file mapped (munmap'd with the trace) */
+    bool sized;      /* the input's size is known and the header's counts were checked against
+                      * it; not for a pipe (read_alloc) */
 } src;
 
 static void bin_fail(src *in, uint64_t off, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
@@ -353,6 +355,38 @@ static gboolean src_read(src *in, void *dst, size_t n, const char *what)
     return TRUE;
 }
 
+/* n bytes of the input in a new buffer of n + extra bytes (g_free it), or NULL after bin_fail.
+ * Where the input's size is unknown (a pipe), nothing has checked the header's counts: the
+ * buffer then grows as the bytes arrive (doubling from GROW_FIRST), so a damaged count costs
+ * no more memory than the input holds and ends as a truncated trace, not as an allocation of
+ * terabytes. n + extra fits a size_t (read_binary bounds every count). */
+#define GROW_FIRST (UINT64_C(1) << 20)
+static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
+{
+    if (in->sized || n <= GROW_FIRST) {
+        char *b = g_malloc(MAX((size_t)n + extra, 1));
+        if (!src_read(in, b, (size_t)n, what)) {
+            g_free(b);
+            return NULL;
+        }
+        return b;
+    }
+    uint64_t cap = GROW_FIRST, got = 0;
+    char *b = g_malloc((size_t)cap);
+    while (got < n) {
+        if (got == cap) {
+            cap = MIN(n, 2 * cap);
+            b = g_realloc(b, (size_t)cap);
+        }
+        if (!src_read(in, b + got, (size_t)(cap - got), what)) {
+            g_free(b);
+            return NULL;
+        }
+        got = cap;
+    }
+    return g_realloc(b, MAX((size_t)n + extra, 1));
+}
+
 /* Nothing may follow the events. */
 static gboolean src_at_end(src *in)
 {
@@ -387,11 +421,8 @@ static char *read_string(src *in, uint64_t *left, const char *what)
         bin_fail(in, in->off - 4, "%s of %" PRIu64 " bytes past the strings section", what, len);
         return NULL;
     }
-    char *s = g_malloc(len + 1);
-    if (!src_read(in, s, len, "strings section")) {
-        g_free(s);
-        return NULL;
-    }
+    char *s = read_alloc(in, len, 1, "strings section");
+    if (!s) return NULL;
     s[len] = '\0';
     *left -= len;
     if (memchr(s, '\0', len)) {
@@ -431,6 +462,7 @@ static gboolean add_meta(src *in, gs_trace *t, char *key, char *value, uint64_t 
 
 static gs_trace *read_binary(src *in, uint64_t file_size)
 {
+    in->sized = file_size != UINT64_MAX;
     unsigned char h[HEADER_BYTES];
     if (!src_read(in, h, sizeof h, "header")) return NULL;
     if (!gs_trace_is_binary((const char *)h, sizeof h)) { /* (the caller has checked it) */
@@ -493,8 +525,10 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         ok = src_read(in, t->streams->data, 8 * n_streams, "stream table");
     }
     t->n_slots = n_slots;
-    t->slot_id = g_new(uint64_t, n_slots ? n_slots : 1);
-    ok = ok && src_read(in, t->slot_id, 8 * n_slots, "id table");
+    if (ok) {
+        t->slot_id = read_alloc(in, 8 * n_slots, 0, "id table");
+        ok = t->slot_id != NULL;
+    }
 #if G_BYTE_ORDER == G_BIG_ENDIAN
     if (ok) {
         swap_u64s((uint64_t *)(void *)t->streams->data, t->streams->len);
@@ -544,9 +578,9 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         in->pos += GS_TRACE_BINARY_RECORD * n_events;
         in->off += GS_TRACE_BINARY_RECORD * n_events;
     } else if (ok) {
-        t->n = t->cap = n_events;
-        t->ev = g_new(gs_event, n_events ? n_events : 1);
-        ok = src_read(in, t->ev, GS_TRACE_BINARY_RECORD * n_events, "events");
+        t->ev = read_alloc(in, GS_TRACE_BINARY_RECORD * n_events, 0, "events");
+        ok = t->ev != NULL;
+        if (ok) t->n = t->cap = n_events;
 #if G_BYTE_ORDER == G_BIG_ENDIAN
         if (ok) swap_events(t->ev, n_events);
 #endif
