@@ -1011,7 +1011,8 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
             fputc('\n', out);
             for (size_t k = 0; pool_columns && k < rs[i].n_pools; k++)
                 csv_pool_row(out, name, &rs[i], &rs[i].pools[k], pool_skip);
-            for (size_t k = 0; client_columns && k < rs[i].n_clients; k++) {
+            size_t n_client_rows = columns & GS_REPORT_NO_CLIENT_ROWS ? 0 : rs[i].n_clients;
+            for (size_t k = 0; client_columns && k < n_client_rows; k++) {
                 gs_result cr = client_as_result(&rs[i], &rs[i].clients[k]);
                 csv_field(out, name);
                 fputc(',', out);
@@ -1043,41 +1044,54 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
 
 /* ---- a sweep: a row per cell ---- */
 
+/* The replay's CSV of n results (0 or 1) of t, with its header line or without: a string to
+ * g_free. */
+static char *replay_csv(const char *trace_name, const gs_trace *t, const gs_result *r, size_t n,
+                        bool header, unsigned columns)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    gs_report_ex(mem, GS_FMT_CSV, trace_name, t, r, n, NULL, header, columns);
+    fclose(mem);
+    char *s = g_strdup(buf); /* open_memstream's is free()'s, the callers g_free */
+    free(buf);
+    return s;
+}
+
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
                   const gs_result *results)
 {
     /* The replay's own CSV rows (report.c), each prefixed with its cell and parameters: one
-     * source for the columns, so a sweep's CSV and a replay's never drift apart. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
+     * source for the columns, so a sweep's CSV and a replay's never drift apart. Each cell's
+     * row is made alone and kept whole: a row is one record, but a quoted field (a trace name)
+     * may hold a line break, so the rows of several cells are not split at line ends. */
     unsigned columns =
-        gs_report_columns(t) & ~(unsigned)(GS_REPORT_DEVICE_COLUMNS | GS_REPORT_POOL_COLUMNS);
-    /* one line per cell: a trace of several devices gives its totals here, one of private
-     * pools its allocator's (no pool rows); a shard with no
-     * cell still gets the header, so every shard's file has the same first line */
-    if (s->cells->len == 0) gs_report_ex(mem, GS_FMT_CSV, trace_name, t, results, 0, NULL, true, columns);
-    for (guint i = 0; i < s->cells->len; i++)
-        gs_report_ex(mem, GS_FMT_CSV, trace_name, t, &results[i], 1, NULL, i == 0, columns);
-    fclose(mem);
-    char **lines = g_strsplit(buf, "\n", -1);
+        (gs_report_columns(t) & ~(unsigned)(GS_REPORT_DEVICE_COLUMNS | GS_REPORT_POOL_COLUMNS)) |
+        GS_REPORT_NO_CLIENT_ROWS;
+    /* one record per cell: a trace of several devices gives its totals here, one of several
+     * clients the whole run's (the rows per client are replay's), one of private pools its
+     * allocator's (no pool rows); a shard with no cell still gets the header, so every shard's
+     * file has the same first line (the header's names hold no line break) */
+    char *head = replay_csv(trace_name, t, results, 0, true, columns);
     GString *o = g_string_new("cell");
     for (guint k = 0; k < s->params->len; k++) {
         g_string_append_c(o, ',');
         gs_csv_field(o, s->params->pdata[k]);
     }
-    g_string_append_printf(o, ",%s\n", lines[0]);
-    for (guint i = 0; i < s->cells->len && lines[i + 1]; i++) {
+    g_string_append_printf(o, ",%s", head);
+    g_free(head);
+    for (guint i = 0; i < s->cells->len; i++) {
         const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
+        char *row = replay_csv(trace_name, t, &results[i], 1, false, columns);
         g_string_append_printf(o, "%zu", c->index); /* the whole grid's, in a shard too */
         for (guint k = 0; k < s->params->len; k++) {
             g_string_append_c(o, ',');
             gs_csv_field(o, c->values[k]);
         }
-        g_string_append_printf(o, ",%s\n", lines[i + 1]);
+        g_string_append_printf(o, ",%s", row);
+        g_free(row);
     }
     fwrite(o->str, 1, o->len, out);
     g_string_free(o, TRUE);
-    g_strfreev(lines);
-    free(buf);
 }

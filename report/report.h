@@ -30,6 +30,9 @@ enum {
     /* the pool columns (pool, pool_reserved_at_peak_bytes, ...), and a row per pool after each
      * result's (a trace with private pools; docs/cli.md) */
     GS_REPORT_POOL_COLUMNS = 1u << 3,
+    /* with GS_REPORT_CLIENT_COLUMNS: the columns, without the rows per client (a sweep's cell
+     * is one row: the whole run's) */
+    GS_REPORT_NO_CLIENT_ROWS = 1u << 4,
 };
 /* The column groups t needs. */
 unsigned gs_report_columns(const gs_trace *t);

@@ -114,6 +114,36 @@ for x, y in zip(a, b):   # parallel cells: the same numbers, the same order
     x.pop("replay_events_per_s"); y.pop("replay_events_per_s")
     assert x == y, (x, y)
 PY
+# a trace of several clients: a row per cell, the whole run's, as replay gives it at that cell
+# (the rows per client once shifted every later cell: cell 1 was cell 0's torch row)
+mcdf=$src/traces/data/dataframe-then-torch.gstrace.gz
+"$gpusim" sweep "$mcdf" -q -p 'pytorch:max_split_size_mb:{64,128}' --capacity '{60,80}GiB' -o "$tmp/mcs.csv" ||
+    fail "sweep of several clients: exit"
+for cell in "64 60GiB" "64 80GiB" "128 60GiB" "128 80GiB"; do
+    set -- $cell
+    "$gpusim" replay "$mcdf" -q -p "pytorch:max_split_size_mb:$1" --capacity "$2" --format csv >>"$tmp/mcr.csv" ||
+        fail "replay at $cell: exit"
+done
+python3 - "$tmp/mcs.csv" "$tmp/mcr.csv" <<'PY' || fail "sweep of several clients: not a row per cell"
+import csv, sys
+cells = list(csv.DictReader(open(sys.argv[1], newline="")))
+runs = [r for r in csv.DictReader(open(sys.argv[2], newline="")) if r["trace"] != "trace" and not r["client"]]
+assert len(cells) == len(runs) == 4, (len(cells), len(runs))
+for c, r in zip(cells, runs):
+    for k in ("policy", "capacity_bytes", "outcome", "peak_reserved_bytes", "num_ooms", "client"):
+        assert c[k] == r[k], (c["cell"], k, c[k], r[k])
+PY
+# a trace whose name holds a line break, a quote and a comma: one record per cell all the same
+nlname="$tmp/we\"ird,na
+me.gstrace.gz"
+cp "$alt" "$nlname"
+"$gpusim" sweep "$nlname" -q -p 'pytorch:max_split_size_mb:{64,128}' -o "$tmp/nls.csv" || fail "sweep of a name with a line break: exit"
+python3 - "$tmp/nls.csv" "$nlname" <<'PY' || fail "sweep of a name with a line break: the records"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+assert [(r["cell"], r["max_split_size_mb"], r["trace"]) for r in rows] == [("0", "64", sys.argv[2]), ("1", "128", sys.argv[2])], rows
+PY
+"$gpusim" plot "$tmp/nls.csv" -o "$tmp/nlp" 2>"$tmp/err" || fail "plot of that sweep: $(cat "$tmp/err")"
 # the sweep with a single cell and no lists is a replay's row with a cell number
 "$gpusim" sweep "$alt" >"$tmp/one.csv" || fail "sweep one cell: exit"
 [ "$(wc -l <"$tmp/one.csv")" -eq 2 ] || fail "sweep one cell: want header + 1 row"
