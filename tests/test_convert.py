@@ -979,6 +979,40 @@ class TestReference(ConverterTestCase):
         self.assertEqual(ref["device_total_bytes"], H100_TOTAL)
 
 
+    def test_pkl_names_have_siblings(self):
+        # NAME.pkl.gz and NAME.pkl read NAME.json too (whatif takes them as snapshots): the
+        # cap, the outcome and the device come from it, as for NAME.pickle.gz
+        for name in ("run.pkl.gz", "run2.pkl"):
+            src = self.write_snapshot(name, snapshot(self.EVENTS), gz=name.endswith(".gz"))
+            with open(self.path(name.split(".")[0] + ".json"), "w") as f:
+                json.dump({"total_bytes": H100_TOTAL, "cap_gib": 6.25, "outcome": "ok",
+                           "memory_stats": {}}, f)
+            self.convert_ok(src, "-o", "o.gstrace", "--reference", "r.json")
+            with open(self.path("r.json")) as f:
+                ref = json.load(f)
+            self.assertEqual((ref["cap_bytes"], ref["device_total_bytes"]), (6710886399, H100_TOTAL))
+
+    def test_outputs_never_inputs(self):
+        # -o or --reference naming the snapshot, its NAME.json (even through a link), or each
+        # other: refused before anything is read or written, the files as they were
+        src = self.make()
+        sib = self.path("run__default__6.25.json")
+        os.symlink(src, self.path("link.pickle.gz"))
+        before = {p: open(p, "rb").read() for p in (src, sib)}
+        for args, frag in (
+                (["-o", src], "that is"),
+                (["-o", "link.pickle.gz"], "that is"),
+                (["-o", "t.gstrace", "--reference", sib], "that is"),
+                (["-o", sib], "that is"),
+                (["-o", "same.out", "--reference", "./same.out"], "name one file")):
+            r = self.run_convert(src, *args)
+            self.assert_one_line_error(r, frag, "not overwritten" if frag == "that is" else "")
+        for p, data in before.items():
+            self.assertEqual(open(p, "rb").read(), data, p)
+        self.assertFalse(os.path.exists(self.path("same.out")))
+        self.assertFalse(os.path.exists(self.path("t.gstrace")))
+
+
 class TestRmmLog(ConverterTestCase):
     def test_basic(self):
         log = ("Thread,Time,Action,Pointer,Size,Stream\n"

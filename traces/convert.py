@@ -105,7 +105,8 @@ Reference file (--reference OUT.json): what the recorded allocator did, as JSON:
   before trace event number seq; with several devices a fifth field says which). For 'oom',
   addr holds the event's device_free (what cudaMemGetInfo reported free).
 
-Sibling JSON: for INPUT named NAME.pickle.gz or NAME.pickle, a NAME.json beside it (the layout
+Sibling JSON: for INPUT named NAME.pickle.gz, NAME.pickle, NAME.pkl.gz or NAME.pkl, a NAME.json
+beside it (the layout
 of shared/traces/pytorch-2.11-h100/) supplies total_bytes, cap_gib, outcome and memory_stats.
 cap_bytes is the limit PyTorch really enforced: set_per_process_memory_fraction() truncates
 fraction * total to an integer, and the runs set fraction = cap_gib * 2**30 / total, so
@@ -2588,7 +2589,8 @@ def build_trace(rec, label):
 # ---------------------------------------------------------------------------------------------
 
 def sibling_json_path(input_path):
-    for suffix in (".pickle.gz", ".pickle"):
+    # the names gpusim whatif takes for a snapshot (cli/common.c gs_cli_is_snapshot)
+    for suffix in (".pickle.gz", ".pickle", ".pkl.gz", ".pkl"):
         if input_path.endswith(suffix):
             candidate = input_path[: -len(suffix)] + ".json"
             if os.path.isfile(candidate):
@@ -3028,7 +3030,36 @@ def infer_all_empty_cache(rec, args, sibling, label):
                     f"releases that no allocation explains (see --help)")
 
 
+def _same_file(a, b):
+    """Whether paths a and b name one file: by device and inode when both exist (through any
+    link), else by their absolute, normalised names."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def refuse_overwrite(args):
+    """Nothing this run writes (OUTPUT, --reference) is one of what it reads (INPUT, the NAME.json
+    beside it), nor are the two outputs one file: checked before anything is read, as gpusim's
+    -o is (a snapshot overwritten by its own trace cannot be converted again)."""
+    inputs = [args.input]
+    sib = sibling_json_path(args.input)
+    if sib:
+        inputs.append(sib)
+    outputs = [("-o", args.output)] + ([("--reference", args.reference)] if args.reference else [])
+    for flag, out in outputs:
+        for inp in inputs:
+            if _same_file(out, inp):
+                raise ConvertError(f"{flag} {out}: that is {inp}, an input of this run; not "
+                                   f"overwritten")
+    if args.reference and _same_file(args.output, args.reference):
+        raise ConvertError(f"-o and --reference name one file ({args.output}): the trace would be "
+                           f"lost")
+
+
 def convert(args, progress_stream=None, progress_enabled=False):
+    refuse_overwrite(args)
     label = args.input
     inp = Input(args.input)
     progress = Progress(progress_stream, header_text(args.input), inp, progress_enabled)
