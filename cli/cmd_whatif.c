@@ -2,6 +2,8 @@
  * it, how much memory would it need, and what does it cost", in one command (sim/whatif.c finds
  * the minimum capacities, report/whatif.c writes the verdict).
  */
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,7 +13,7 @@
 #include "whatif.h"
 
 static const char whatif_description[] =
-    "INPUT is a PyTorch memory snapshot (NAME.pickle or NAME.pickle.gz, from\n"
+    "INPUT is a PyTorch memory snapshot (NAME.pickle, NAME.pkl, either .gz, from\n"
     "torch.cuda.memory._dump_snapshot; converted on the fly with traces/convert.py, which reads a\n"
     "NAME.json beside it when there is one) or a gpusim trace.\n"
     "\n"
@@ -71,47 +73,83 @@ static GPtrArray *converter_argv(void)
     return argv;
 }
 
-static void remove_dir(const char *dir, const char *trace, const char *ref)
+/* The signals that end a run from the terminal or a scheduler. */
+static void stop_signals(sigset_t *set)
 {
-    if (trace) g_unlink(trace);
-    if (ref) g_unlink(ref);
-    g_rmdir(dir);
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
 }
 
-/* Convert a snapshot into dir: dir/trace.gstrace.gz and dir/reference.json. The converter's
- * warnings (a cut recording, say) go to stderr as they are; its refusal is a usage error, after
- * dir is removed (a refused snapshot leaves no temporary directory behind). */
-static void convert_snapshot(const char *input, const char *dir, char **trace, char **ref)
+/* In the converter, before its exec: the signals whatif holds back are the converter's to take
+ * (a Ctrl-C ends it at once). */
+static void child_unblock(gpointer unused)
 {
-    *trace = g_build_filename(dir, "trace.gstrace.gz", NULL);
-    *ref = g_build_filename(dir, "reference.json", NULL);
-    GPtrArray *argv = converter_argv();
-    g_ptr_array_add(argv, g_strdup(input));
-    g_ptr_array_add(argv, g_strdup("-o"));
-    g_ptr_array_add(argv, g_strdup(*trace));
-    g_ptr_array_add(argv, g_strdup("--reference"));
-    g_ptr_array_add(argv, g_strdup(*ref));
-    g_ptr_array_add(argv, NULL);
-    char *err_text = NULL;
-    gint status = 0;
+    (void)unused;
+    sigset_t stop;
+    stop_signals(&stop);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+}
+
+/* Convert the snapshot input in a temporary directory and load what the converter wrote: the
+ * trace into *t, the reference into *ref. The directory is removed before this returns and on
+ * every failure, which is one line naming input (a refusal is the converter's own line). The
+ * stop signals are held back meanwhile (the converter takes them itself): one that came is
+ * acted on after the removal, so neither an interrupt nor a failure leaves the directory, and
+ * no converter is left running behind a gpusim that was stopped. */
+static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_reference **ref)
+{
+    sigset_t stop, before;
+    stop_signals(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, &before);
     GError *err = NULL;
+    char *dir = g_dir_make_tmp("gpusim-whatif-XXXXXX", &err);
+    if (!dir) gs_cli_usage_error("whatif: %s", err->message);
+    char *trace = g_build_filename(dir, "trace.gstrace.gz", NULL);
+    char *refp = g_build_filename(dir, "reference.json", NULL);
+    GPtrArray *argv = converter_argv();
+    g_ptr_array_add(argv, g_strdup("-o"));
+    g_ptr_array_add(argv, g_strdup(trace));
+    g_ptr_array_add(argv, g_strdup("--reference"));
+    g_ptr_array_add(argv, g_strdup(refp));
+    g_ptr_array_add(argv, g_strdup("--")); /* the input's name is never an option */
+    g_ptr_array_add(argv, g_strdup(input));
+    g_ptr_array_add(argv, NULL);
+    char *err_text = NULL, *why = NULL;
+    gint status = 0;
     /* argv, no shell: a file name is never a command */
-    gboolean ran = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL,
-                                NULL, &err_text, &status, &err);
-    if (!ran) {
-        remove_dir(dir, *trace, *ref);
-        gs_cli_usage_error("whatif: cannot run the converter %s: %s",
-                           (char *)argv->pdata[argv->len > 2 && strcmp(argv->pdata[0], "python3") == 0],
-                           err->message);
-    }
-    if (!g_spawn_check_wait_status(status, NULL)) {
-        remove_dir(dir, *trace, *ref);
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, child_unblock, NULL,
+                      NULL, &err_text, &status, &err)) {
+        why = g_strdup_printf("whatif: cannot run the converter %s: %s",
+                              (char *)argv->pdata[strcmp(argv->pdata[0], "python3") == 0],
+                              err->message);
+    } else if (!g_spawn_check_wait_status(status, NULL)) {
         g_strchomp(err_text);
         const char *last = strrchr(err_text, '\n');
-        gs_cli_usage_error("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
+        why = g_strdup_printf("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
+    } else {
+        if (err_text && *err_text) fputs(err_text, stderr); /* its warnings, as they are */
+        *t = gs_trace_load(trace, c->lenient ? GS_TRACE_LENIENT : 0, gs_cli_warn_lenient, NULL, &err);
+        if (*t && !(*ref = gs_reference_load(refp, &err))) {
+            gs_trace_free(*t);
+            *t = NULL;
+        }
+        if (!*t) why = g_strdup_printf("whatif: %s: what the converter wrote: %s", input, err->message);
     }
-    if (err_text && *err_text) fputs(err_text, stderr);
+    g_unlink(trace);
+    g_unlink(refp);
+    g_rmdir(dir);
+    /* a signal held back ends the run here, as it would have (a Ctrl-C also stops the
+     * converter, which is then no failure to report) */
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    if (why) gs_cli_usage_error("%s", why);
+    if ((*t)->n_warnings) gs_cli_say("%s: %zu problems skipped (--lenient)", input, (*t)->n_warnings);
     g_free(err_text);
+    g_free(trace);
+    g_free(refp);
+    g_free(dir);
     g_ptr_array_free(argv, TRUE);
 }
 
@@ -202,22 +240,18 @@ int gs_cmd_whatif(int argc, char **argv)
         gs_cli_usage_error("--plot: %s", perr->message);
     for (const char *const *in = inputs; plotter && *in; in++) gs_plotter_keep(plotter, *in);
     if (plotter) gs_plotter_keep(plotter, c.calibration);
-    char *tmpdir = NULL, *trace_path = NULL, *ref_path = NULL;
+    gs_trace *t = NULL;
+    gs_reference *ref = NULL;
+    GError *err = NULL;
     if (gs_cli_is_snapshot(input)) {
         if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
         if (!g_file_test(input, G_FILE_TEST_IS_REGULAR))
             gs_cli_usage_error("%s: no such file", input);
-        GError *err = NULL;
-        if (!(tmpdir = g_dir_make_tmp("gpusim-whatif-XXXXXX", &err)))
-            gs_cli_usage_error("whatif: %s", err->message);
-        convert_snapshot(input, tmpdir, &trace_path, &ref_path);
+        load_snapshot(&c, input, &t, &ref);
+    } else {
+        t = gs_cli_load_trace(&c, input);
+        if (reference && !(ref = gs_reference_load(reference, &err))) gs_cli_usage_error("%s", err->message);
     }
-    gs_trace *t = gs_cli_load_trace(&c, trace_path ? trace_path : input);
-    GError *err = NULL;
-    gs_reference *ref = NULL;
-    const char *ref_file = ref_path ? ref_path : reference;
-    if (ref_file && !(ref = gs_reference_load(ref_file, &err))) gs_cli_usage_error("%s", err->message);
-    if (tmpdir) remove_dir(tmpdir, trace_path, ref_path);
 
     const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
                                                   : gs_trace_get_meta(t, "allocator_conf");
@@ -257,9 +291,6 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_whatif_rows_free(rows);
     gs_reference_free(ref);
     gs_trace_free(t);
-    g_free(trace_path);
-    g_free(ref_path);
-    g_free(tmpdir);
     g_strfreev(policies);
     g_free(reference);
     g_free(plot_dir);

@@ -403,6 +403,27 @@ snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 head -1 "$tmp/w.csv" | grep -q "^trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes" ||
     fail "whatif csv header: $(head -1 "$tmp/w.csv")"
 grep -Eq ",pytorch,1,161061273[56]," "$tmp/w.csv" || fail "whatif snapshot: recorded cap not taken: $(cat "$tmp/w.csv")"
+# a snapshot named like an option goes to the converter as a name (it was read as -o); one named
+# NAME.pkl.gz reads its NAME.json as NAME.pickle.gz does (the cap of 1.5 GiB)
+cp "$snap" "$tmp/-o.pkl.gz"
+cp "${snap%.pickle.gz}.json" "$tmp/-o.json"
+(cd "$tmp" && "$gpusim" whatif --format csv -- -o.pkl.gz) >"$tmp/w2.csv" 2>"$tmp/err" ||
+    fail "whatif -- -o.pkl.gz: $(cat "$tmp/err")"
+grep -Eq ",pytorch,1,161061273[56]," "$tmp/w2.csv" || fail "whatif -o.pkl.gz: recorded cap not taken: $(cat "$tmp/w2.csv")"
+# a converter that writes nothing, one stopped by a signal (SIGTERM to gpusim alone: it waits for
+# the converter, removes its directory, then ends by the signal): no temporary directory left
+GPUSIM_CONVERT=/bin/true TMPDIR=$tmp/tt "$gpusim" whatif "$snap" >/dev/null 2>"$tmp/err" && fail "whatif, no trace converted: exit 0"
+grep -q "oomdie__default__1.5.pickle.gz: what the converter wrote: " "$tmp/err" || fail "whatif, no trace converted: $(cat "$tmp/err")"
+printf '#!/bin/sh\nsleep 2\nexec true\n' >"$tmp/slowconv.sh"
+chmod +x "$tmp/slowconv.sh"
+GPUSIM_CONVERT=$tmp/slowconv.sh TMPDIR=$tmp/tt "$gpusim" whatif "$snap" >/dev/null 2>&1 &
+wpid=$!
+sleep 1
+kill -TERM "$wpid"
+wait "$wpid"
+rc=$?
+[ "$rc" -eq 143 ] || fail "whatif stopped by SIGTERM during conversion: exit $rc, want 143"
+[ -z "$(ls -A "$tmp/tt")" ] || fail "whatif: a temporary directory left: $(ls "$tmp/tt")"
 # --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
 # nothing beside -o (issue 14) ---
 cp "$trace" "$tmp/in.gstrace.gz"
