@@ -106,11 +106,15 @@ typedef struct {
  * through any link: the traces in inputs, NULL-terminated, and --calibration), and stdout
  * redirected to one of them. */
 void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path);
-/* gs_cli_open_output's checks of path, made before --plot's directory plot_dir (NULL: none) is
- * made: a command refused for its -o leaves no directory behind. path's directory may be
- * plot_dir. */
+/* gs_cli_open_output's checks of path (what flag names: "--output", or another file the
+ * command writes), made before anything runs and before --plot's directory plot_dir (NULL:
+ * none) is made: a command refused for them leaves no directory behind and wastes no run.
+ * path's directory may be plot_dir. */
 void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char *path,
-                         const char *plot_dir);
+                         const char *flag, const char *plot_dir);
+/* Whether a and b name one file: by device and inode when both exist, else by their canonical
+ * names (what a command is about to write). */
+bool gs_cli_same_file(const char *a, const char *b);
 /* Write it: checks every write (a full disk, a closed pipe: one line, exit 2, the target left as
  * it was). */
 void gs_cli_close_output(gs_cli_out *o);

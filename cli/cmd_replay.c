@@ -173,6 +173,7 @@ typedef struct {
     gs_plotter *plotter;      /* NULL: no plots */
     unsigned columns;         /* CSV column groups some trace needs (GS_REPORT_*) */
     const char *export_dir;   /* --export-snapshot: NULL when not asked */
+    const char *const *inputs; /* the traces and --reference, NULL-terminated: no snapshot's name */
     GHashTable *export_stems; /* the snapshots' name stems taken (gs_plot_stem_claim) */
 } replay_ctx;
 
@@ -291,6 +292,11 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
         gs_cli_warn_teardown(label, &rs[i]);
         if (rec) {
             char *sp = snapshot_path(x, path, i + 1, pol->spec);
+            /* never an input (a calibration named like a snapshot), nor the report being made */
+            gs_cli_refuse_input(c, x->inputs, sp, "--export-snapshot");
+            if (c->output && strcmp(c->output, "-") != 0 && gs_cli_same_file(sp, c->output))
+                gs_cli_usage_error("--export-snapshot %s: that is the report (-o) of this run; "
+                                   "not overwritten", sp);
             if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity, &err))
                 gs_cli_usage_error("--export-snapshot: %s", err->message);
             g_free(sp);
@@ -434,7 +440,7 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; a < argc; a++) g_ptr_array_add(inputs, argv[a]);
     if (reference) g_ptr_array_add(inputs, reference);
     g_ptr_array_add(inputs, NULL);
-    gs_cli_check_output(&c, (const char *const *)inputs->pdata, c.output, plot_dir);
+    gs_cli_check_output(&c, (const char *const *)inputs->pdata, c.output, "--output", plot_dir);
     /* the traces are read and -o can be written: the directory is made now, so -o may name a
      * file in it */
     if (plot_dir && !((x.plotter = gs_plotter_new(plot_dir, &err)) && gs_plotter_make(x.plotter, &err)))
@@ -442,6 +448,7 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; x.plotter && a < argc; a++) gs_plotter_keep(x.plotter, argv[a]);
     if (x.plotter) gs_plotter_keep(x.plotter, reference);
     if (x.plotter) gs_plotter_keep(x.plotter, c.calibration);
+    if (x.plotter) gs_plotter_keep_report(x.plotter, c.output);
     if (export_dir) {
         if (g_mkdir_with_parents(export_dir, 0777) != 0)
             gs_cli_usage_error("--export-snapshot: %s: %s", export_dir, g_strerror(errno));
@@ -451,7 +458,7 @@ int gs_cmd_replay(int argc, char **argv)
 
     gs_cli_out o;
     gs_cli_open_output(&o, &c, (const char *const *)inputs->pdata, c.output);
-    g_ptr_array_free(inputs, TRUE);
+    x.inputs = (const char *const *)inputs->pdata;
     FILE *out = o.f;
     int rc = GS_EXIT_OK;
     /* JSON is an array of one object per trace, however many traces: one shape, so a script
@@ -467,6 +474,7 @@ int gs_cmd_replay(int argc, char **argv)
     if (x.plotter && !gs_cli_render_plots(x.plotter)) rc = GS_EXIT_PLOT;
 
     gs_plotter_free(x.plotter);
+    g_ptr_array_free(inputs, TRUE);
     if (x.export_stems) g_hash_table_destroy(x.export_stems);
     g_ptr_array_free(traces, TRUE);
     policy_args_clear(&pa);

@@ -97,12 +97,14 @@ static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
 
 /* The sweep's plot: each cell's bars-style numbers against its parameters; with a capacity
  * list, the policy x capacity matrix too. */
-static int plot_sweep(const char *dir, const char *path, const gs_sweep *sw, const gs_result *rs)
+static int plot_sweep(const char *dir, const char *path, const char *report, const gs_sweep *sw,
+                      const gs_result *rs)
 {
     GError *err = NULL;
     gs_plotter *plotter = gs_plotter_new(dir, &err);
     if (!plotter) gs_cli_usage_error("--plot: %s", err->message);
     gs_plotter_keep(plotter, path);
+    gs_plotter_keep_report(plotter, report);
     size_t n = sw->cells->len;
     gs_plot_run *runs = g_new0(gs_plot_run, n);
     const char **values = g_new0(const char *, n * sw->params->len + 1);
@@ -184,7 +186,7 @@ int gs_cmd_sweep(int argc, char **argv)
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
     const char *inputs[] = {argv[1], NULL};
-    gs_cli_check_output(&c, inputs, c.output, plot_dir); /* before the plot directory is made */
+    gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir); /* before the plot directory is made */
     if (plot_dir) { /* a directory that cannot be made fails now, before the cells run; made
                      * now, so that -o may name a file in it */
         gs_plotter *probe = gs_plotter_new(plot_dir, &err);
@@ -216,7 +218,7 @@ int gs_cmd_sweep(int argc, char **argv)
     rc = gs_cli_oom_status(&c, rc, rs, n);
     gs_sweep_csv(out.f, sw, argv[1], t, rs);
     gs_cli_close_output(&out);
-    if (plot_dir && plot_sweep(plot_dir, argv[1], sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
+    if (plot_dir && plot_sweep(plot_dir, argv[1], c.output, sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
 
     for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
     g_free(rs);

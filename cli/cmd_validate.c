@@ -105,7 +105,11 @@ int gs_cmd_validate(int argc, char **argv)
     gs_backend *dev = checked_device(backend, traces->pdata[0], &stand_in_cal);
 
     GArray *samples = save_cal ? gs_call_samples_new() : NULL;
-    gs_cli_refuse_input(&c, (const char *const *)argv + 1, save_cal, "--save-calibration");
+    /* --save-calibration is written after every run: checked now, not after them */
+    gs_cli_check_output(&c, (const char *const *)argv + 1, save_cal, "--save-calibration", NULL);
+    if (save_cal && c.output && strcmp(c.output, "-") != 0 && gs_cli_same_file(save_cal, c.output))
+        gs_cli_usage_error("--save-calibration and -o name one file (%s): the report would be lost",
+                           save_cal);
     gs_cli_out output;
     gs_cli_open_output(&output, &c, (const char *const *)argv + 1, c.output);
     FILE *out = output.f;

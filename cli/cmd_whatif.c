@@ -232,7 +232,7 @@ int gs_cmd_whatif(int argc, char **argv)
     if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
     const char *input = argv[1];
     const char *const inputs[] = {input, reference, NULL};
-    gs_cli_check_output(&c, inputs, c.output, plot_dir);
+    gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir);
     gs_plotter *plotter = NULL;
     GError *perr = NULL;
     /* a directory that cannot be made fails now, before the replays */
@@ -283,7 +283,7 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_cli_close_output(&out);
     int rc = GS_EXIT_OK;
     if (plotter) {
-        gs_plotter_keep(plotter, c.output); /* the verdict just written is never a plot's name */
+        gs_plotter_keep_report(plotter, c.output); /* the verdict just written is no plot */
         rc = plot_whatif(plotter, input, t, rows, &o);
         gs_plotter_free(plotter);
     }

@@ -305,12 +305,24 @@ static int output_error(const char *path, const char *plot_dir)
 }
 
 void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char *path,
-                         const char *plot_dir)
+                         const char *flag, const char *plot_dir)
 {
     if (!path || strcmp(path, "-") == 0) return;
-    gs_cli_refuse_input(c, inputs, path, "--output");
+    gs_cli_refuse_input(c, inputs, path, flag);
     int e = output_error(path, plot_dir);
-    if (e) gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(e));
+    if (e) gs_cli_usage_error("%s %s: cannot write: %s", flag, path, g_strerror(e));
+}
+
+bool gs_cli_same_file(const char *a, const char *b)
+{
+    GStatBuf sa, sb;
+    if (g_stat(a, &sa) == 0 && g_stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = g_canonicalize_filename(a, NULL), *cb = g_canonicalize_filename(b, NULL);
+    bool same = strcmp(ca, cb) == 0;
+    g_free(ca);
+    g_free(cb);
+    return same;
 }
 
 void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path)

@@ -85,6 +85,7 @@ void gs_plotter_free(gs_plotter *p)
     g_free(p->dir);
     g_ptr_array_free(p->scripts, TRUE);
     g_array_free(p->kept, TRUE);
+    g_free(p->report);
     g_hash_table_destroy(p->stems);
     g_hash_table_destroy(p->written);
     g_free(p->result);
@@ -101,8 +102,26 @@ void gs_plotter_keep(gs_plotter *p, const char *path)
     g_array_append_vals(p->kept, id, 2);
 }
 
+void gs_plotter_keep_report(gs_plotter *p, const char *path)
+{
+    if (!path || strcmp(path, "-") == 0) return;
+    g_free(p->report);
+    p->report = g_canonicalize_filename(path, NULL);
+    gs_plotter_keep(p, path); /* and by inode: a link to it */
+}
+
 gboolean gs_plotter_may_replace(const gs_plotter *p, const char *path, GError **err)
 {
+    if (p->report) {
+        char *c = g_canonicalize_filename(path, NULL);
+        gboolean same = strcmp(c, p->report) == 0;
+        g_free(c);
+        if (same) {
+            g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO,
+                        "%s: that is the report (-o) of this run; not overwritten", path);
+            return FALSE;
+        }
+    }
     GStatBuf st;
     if (g_stat(path, &st) != 0) return TRUE;
     for (guint i = 0; i + 1 < p->kept->len; i += 2)

@@ -103,6 +103,7 @@ struct gs_plotter {
     char *dir;
     GPtrArray *scripts; /* char*: stems of the scripts written, in order */
     GArray *kept;       /* uint64_t pairs (device, inode): files never replaced */
+    char *report;       /* the report's path (-o), canonical: never a plot's name (NULL: none) */
     GHashTable *stems;  /* char* -> char*: each plot name stem taken, and the owner that took it */
     GHashTable *written; /* char* -> char*: each file written, and its owner (no two owners' plots
                           * may share a name: "run"'s oom-map is "run-oom"'s map) */

@@ -89,6 +89,9 @@ void gs_plotter_free(gs_plotter *p);
 /* Never replace the file at path (an input of the run: a trace, a saved report): a plot whose
  * name it has is GS_PLOT_ERROR_IO instead. A path that does not exist is ignored. */
 void gs_plotter_keep(gs_plotter *p, const char *path);
+/* Never write a plot at path, the command's report (-o; NULL or "-": none), whether or not it
+ * exists yet: the plot is GS_PLOT_ERROR_IO instead, naming it. */
+void gs_plotter_keep_report(gs_plotter *p, const char *path);
 /* The timeline (runs with a series), the bars, and an address map per run with a series (and
  * one at the first OOM of each run that met one). trace: as given on the command line; the
  * plots' file names start with its base name. */

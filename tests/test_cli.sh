@@ -444,6 +444,22 @@ expect_error "validate -o is the input" "an input of this run" \
 expect_error "validate --save-calibration is the input" "--save-calibration" \
     "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --save-calibration "$tmp/in.gstrace.gz"
 cmp -s "$trace" "$tmp/in.gstrace.gz" && [ -L "$tmp/in-link.gz" ] || fail "-o is the input: the input changed"
+# validate's --save-calibration is checked before the run: its directory, and -o's name
+expect_error "validate --save-calibration in a missing directory" "--save-calibration $tmp/sub/cal.csv: cannot write" \
+    "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --runs 1 --save-calibration "$tmp/sub/cal.csv"
+expect_error "validate --save-calibration is -o" "name one file" \
+    "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --runs 1 --save-calibration "$tmp/same.txt" -o "$tmp/./same.txt"
+[ -e "$tmp/same.txt" ] && fail "validate --save-calibration is -o: a file written"
+# --export-snapshot never writes over an input (a calibration named like a snapshot) or -o
+mkdir -p "$tmp/ex"
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,a,0,0,1,1048576\n1,1,free,a,0,0,1,0\n' >"$tmp/ex/b.gstrace"
+printf 'op,size_bytes,median_us\ncudaMalloc,512,48\ncudaFree,512,20\n' >"$tmp/ex/b-snapshot-1-pytorch.pickle"
+cp "$tmp/ex/b-snapshot-1-pytorch.pickle" "$tmp/ex/cal.keep"
+expect_error "--export-snapshot over the calibration" "an input of this run; not overwritten" \
+    "$gpusim" replay "$tmp/ex/b.gstrace" --calibration "$tmp/ex/b-snapshot-1-pytorch.pickle" --export-snapshot "$tmp/ex"
+cmp -s "$tmp/ex/cal.keep" "$tmp/ex/b-snapshot-1-pytorch.pickle" || fail "--export-snapshot: the calibration changed"
+expect_error "--export-snapshot over -o" "that is the report (-o)" \
+    "$gpusim" replay "$tmp/ex/b.gstrace" --export-snapshot "$tmp/ex" -p cupy -o "$tmp/ex/b-snapshot-1-cupy.pickle"
 if [ -w /dev/full ]; then
     for cmd in "replay $trace" "replay $trace --format json" "sweep $trace" help; do
         # shellcheck disable=SC2086

@@ -85,6 +85,13 @@ for cmd in "replay --export-snapshot $tmp/never/snaps" sweep whatif; do
         "$gpusim" $cmd "$alt" --plot "$tmp/never" -o "$tmp/missing/x.json"
 done
 [ -e "$tmp/never" ] && fail "a failed run left its plot directory behind"
+# -o named as one of the plots' files: the plot is refused, the report never written over
+for cmd in "replay:bars" "sweep:sweep" "whatif:whatif"; do
+    expect_error "${cmd%%:*} --plot -o a plot's name" "that is the report (-o) of this run" \
+        "$gpusim" "${cmd%%:*}" "$alt" -q --plot "$tmp/po" -o "$tmp/po/batch-alternate-${cmd#*:}.dat"
+    f=$tmp/po/batch-alternate-${cmd#*:}.dat # the report, or nothing: never a plot's data ("# ...")
+    [ -e "$f" ] && head -1 "$f" | grep -q '^#' && fail "${cmd%%:*}: -o holds a plot's data"
+done
 : >"$tmp/afile"
 expect_error "--plot under a file" "cannot create" "$gpusim" replay "$alt" --plot "$tmp/afile/sub"
 
