@@ -1013,6 +1013,20 @@ class TestReference(ConverterTestCase):
         self.assertFalse(os.path.exists(self.path("t.gstrace")))
 
 
+    def test_private_pools_are_not_written_binary(self):
+        # a recording with private pools (CUDA graphs) gives trace version 3, which the binary
+        # format does not carry: refused in one line, as gpusim convert refuses it (it ended
+        # in "internal error ... ValueError: line 1: not a gpusim trace")
+        snaps = glob.glob(os.path.join(ROOT, "traces", "references", "*", "graphpool__default__*.pickle.gz"))
+        self.assertTrue(snaps, "the graphpool reference is in the repository")
+        r = self.run_convert(snaps[0], "-o", "gp.gsbin")
+        self.assert_one_line_error(r, "private pool event", "not carried by the binary format")
+        self.assertNotIn("internal error", r.stderr)
+        self.assertFalse(os.path.exists(self.path("gp.gsbin")))
+        self.convert_ok(snaps[0], "-o", "gp.gstrace.gz")
+        self.assertEqual(self.trace_lines(self.path("gp.gstrace.gz"))[0], "# gpusim-trace 3")
+
+
 class TestRmmLog(ConverterTestCase):
     def test_basic(self):
         log = ("Thread,Time,Action,Pointer,Size,Stream\n"

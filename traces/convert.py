@@ -3113,6 +3113,10 @@ def convert(args, progress_stream=None, progress_enabled=False):
 
     source = os.path.basename(args.input)
     binary = args.output.endswith(".gsbin")
+    if binary and tr.num_pool_rows:
+        # as gpusim convert refuses it (traces/binary.c): binary version 1 has no pool events
+        raise ConvertError(f"{tr.num_pool_rows} private pool event(s) (trace version 3) are not "
+                           f"carried by the binary format: write text (-o NAME.gstrace.gz)")
     framed = tr.rows.num_framed()
     if binary and framed:
         warn(source, f"the binary format does not carry frames: the top user frames of "
