@@ -193,18 +193,30 @@ gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GErr
 #define FILE_PART 80
 
 /* A name as a file-name part: letters, digits, '_', '.', '-' and '+' as they are (and, in a
- * name that is UTF-8, every non-ASCII character), anything else '-' (a policy spec:
+ * name that is UTF-8, every non-ASCII character but those gs_unichar_hidden names), anything
+ * else '-' (a policy spec:
  * pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128). A trace's or a saved
  * report's name can hold anything (a quote, a backquote, '$', a line break): none of it reaches
  * a file name, so the plots land in their directory under names that a shell and gnuplot take
  * literally (issue 14). */
 static char *file_part(const char *s)
 {
-    char *f = g_strdup(s);
-    bool utf8 = g_utf8_validate(f, -1, NULL);
-    for (char *c = f; *c; c++)
-        if (!g_ascii_isalnum(*c) && !strchr("_.-+", *c) && !(utf8 && (unsigned char)*c >= 0x80))
-            *c = '-';
+    bool utf8 = g_utf8_validate(s, -1, NULL);
+    GString *g = g_string_sized_new(strlen(s));
+    for (const char *c = s; *c;) {
+        if (g_ascii_isalnum(*c) || strchr("_.-+", *c)) {
+            g_string_append_c(g, *c++);
+        } else if (!utf8 || (unsigned char)*c < 0x80) {
+            g_string_append_c(g, '-');
+            c++;
+        } else { /* a character: kept, unless a terminal or a bidi reorder acts on it */
+            const char *next = g_utf8_next_char(c);
+            if (gs_unichar_hidden(g_utf8_get_char(c))) g_string_append_c(g, '-');
+            else g_string_append_len(g, c, next - c);
+            c = next;
+        }
+    }
+    char *f = g_string_free(g, FALSE);
     /* At most FILE_PART bytes (a whole character): a plot's name holds two parts and a few
      * words, and a file system refuses a name above 255 bytes (a saved report's trace name
      * of 300 characters made `gpusim plot` fail on its own output). */

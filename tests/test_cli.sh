@@ -62,6 +62,35 @@ else
     echo "test_cli: no pseudo-terminal (script(1)): the progress line's check skipped"
 fi
 
+# --- C1 controls (CSI, U+009B, as UTF-8 and as a raw byte), a right-to-left override and a stray
+# byte after a character: escaped in the table and on stderr, never raw; JSON escapes what a
+# terminal acts on and keeps the character before a stray byte; no plot file name holds them ---
+mkdir -p "$tmp/c1"
+for n in "$(printf 'x\302\2332Jy')" "$(printf 'x\2332Jz')" "$(printf 'r\342\200\256tl')" "$(printf 'e\342\202\254\200s')"; do
+    cp "$src/traces/data/resnet50.gstrace.gz" "$tmp/c1/$n.gstrace.gz"
+done
+(cd "$tmp/c1" && for f in x*y.gstrace.gz x*z.gstrace.gz r*tl.gstrace.gz e*s.gstrace.gz; do
+    "$gpusim" replay -q -p cupy "$f" --plot plots; done) >"$tmp/c1.out" 2>"$tmp/err" || fail "C1 names: exit: $(cat "$tmp/err")"
+grep -q '^trace x\\x9b2Jy.gstrace.gz: ' "$tmp/c1.out" && grep -q '^trace x\\x9b2Jz.gstrace.gz: ' "$tmp/c1.out" &&
+    grep -q '^trace r\\u202etl.gstrace.gz: ' "$tmp/c1.out" || fail "C1 names: the table: $(grep '^trace' "$tmp/c1.out")"
+python3 - "$tmp/c1.out" "$tmp/err" <<'PY' || fail "C1 names: a raw control byte in the output"
+import sys
+for p in sys.argv[1:]:
+    raw = open(p, "rb").read()
+    assert b"\x9b" not in raw and b"\xe2\x80\xae" not in raw, (p, raw[:300])
+    assert b"e\xe2\x82\xac\\x80s" in raw or p.endswith("err"), raw[:300]  # the stray byte alone escaped
+PY
+ls "$tmp/c1/plots" | LC_ALL=C grep -q "$(printf '[\233]\|\342\200\256')" && fail "C1 names: in a plot's file name: $(ls "$tmp/c1/plots")"
+(cd "$tmp/c1" && "$gpusim" replay -q -p cupy x*y.gstrace.gz e*s.gstrace.gz --format json) >"$tmp/c1.json" ||
+    fail "C1 names: json: exit"
+python3 - "$tmp/c1.json" <<'PY' || fail "C1 names: JSON"
+import json, sys
+raw = open(sys.argv[1], "rb").read()
+assert b"\\u009b" in raw and b"\xc2\x9b" not in raw, raw[:200]
+names = [t["trace"] for t in json.loads(raw)]
+assert names == ["x\u009b2Jy.gstrace.gz", "e\u20ac\ufffds.gstrace.gz"], names
+PY
+
 # --- a request past every device (2^64 - 616 bytes): its report gives it unrounded under every
 # rounding (roundup_power2_divisions overflowed to 0) ---
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,18446744073709551000\n' \

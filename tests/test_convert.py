@@ -465,6 +465,14 @@ class TestHostileInput(ConverterTestCase):
                                    "\\x0db.pickle")
         self.assertEqual(lines[2:4], ["# allocator_conf: ", HEADER_COLS])
 
+    def test_c1_and_bidi_in_file_name_are_escaped(self):
+        # CSI (U+009B) and a right-to-left override (U+202E) are shown escaped, as gpusim shows
+        # them, never written raw into a header a terminal may print
+        src = self.write_snapshot("a\u009b2J\u202eb.pickle", snapshot(BASIC_EVENTS))
+        self.convert_ok(src, "-o", "o.gstrace")
+        self.assertEqual(self.trace_lines(self.path("o.gstrace"))[1],
+                         "# source: pytorch-snapshot a\\x9b2J\\u202eb.pickle")
+
     def test_sizes_out_of_range(self):
         for size, what in ((1 << 64, "64 bits"), ((1 << 64) + 5, "64 bits"),
                            (10 ** 40, "64 bits"), (-1, "negative")):

@@ -525,12 +525,21 @@ def device_total_ok(v):
 # Free text (the source's file name) is written with its control characters escaped as \xNN;
 # a value gpusim reads as a setting (allocator_conf) is refused instead, since an altered
 # setting would be replayed as if it were the recorded one.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# The C1 controls (0x9b is a terminal's CSI), the bidirectional marks, embeddings and isolates,
+# and the line and paragraph separators count as control characters too, as gpusim's
+# gs_unichar_hidden counts them: a terminal acts on them, or they reorder what it shows.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escaped(m):
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def header_text(value):
-    """Free text for a header line: control characters as \\xNN (backslashes stay as they are)."""
-    value = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    """Free text for a header line: control characters as \\xNN or \\uNNNN (backslashes stay
+    as they are)."""
+    value = _CONTROL.sub(_escaped, value)
     # A file name that is not UTF-8 comes as surrogate escapes, which UTF-8 cannot encode.
     return re.sub("[\ud800-\udfff]", lambda m: f"\\x{ord(m.group()) & 0xff:02x}", value)
 

@@ -120,16 +120,19 @@ void gs_json_escape(GString *out, const char *s)
     while (s < end) {
         unsigned char ch = (unsigned char)*s;
         if (ch >= 0x80) {
-            /* A whole UTF-8 sequence as it is; a byte that starts none becomes U+FFFD. */
-            const char *next = g_utf8_find_next_char(s, end);
-            size_t n = (size_t)((next ? next : end) - s);
-            if (g_utf8_validate(s, (gssize)n, NULL)) {
-                g_string_append_len(out, s, (gssize)n);
-            } else {
+            /* A whole UTF-8 sequence as it is (one a terminal would act on as \uNNNN, as
+             * gs_printable shows it); a byte that starts none becomes U+FFFD alone, so a stray
+             * byte after a character does not take the character with it. */
+            gunichar c = g_utf8_get_char_validated(s, end - s);
+            if (c == (gunichar)-1 || c == (gunichar)-2) {
                 g_string_append(out, "\\ufffd");
-                n = 1;
+                s++;
+            } else {
+                const char *next = g_utf8_next_char(s);
+                if (gs_unichar_hidden(c)) g_string_append_printf(out, "\\u%04x", (unsigned)c);
+                else g_string_append_len(out, s, next - s);
+                s = next;
             }
-            s += n;
             continue;
         }
         if (ch == '"' || ch == '\\') g_string_append_printf(out, "\\%c", ch);

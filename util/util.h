@@ -42,10 +42,15 @@ char *gs_format_capacity(uint64_t bytes, const char *sep);
 char *gs_located_vprintf(const char *name, size_t line, const char *fmt, va_list ap)
     G_GNUC_PRINTF(3, 0);
 char *gs_located_printf(const char *name, size_t line, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-/* s with every control byte (below 0x20, and 0x7f) written as \xNN: input quoted in a message
- * (a line of a file, a setting) leaves the message one line that a terminal only prints, not
- * acts on (an escape sequence, a carriage return). gs_located_*printf apply it to the whole
- * message. g_free the result. */
+/* Whether a terminal acts on c, or c reorders or breaks the text around it: the C0 and C1
+ * controls, DEL, the bidirectional marks, embeddings and isolates, the line and paragraph
+ * separators. Never shown raw, nor put in a file name. */
+bool gs_unichar_hidden(gunichar c);
+/* s with every such character written as \xNN (below 0x100) or \uNNNN, and every byte of no
+ * valid UTF-8 sequence as \xNN: input quoted in a message (a line of a file, a setting, a file
+ * name) leaves the message one line that a terminal only prints, not acts on (an escape
+ * sequence, CSI 0x9b, a carriage return, a right-to-left override). gs_located_*printf apply
+ * it to the whole message. g_free the result. */
 char *gs_printable(const char *s);
 
 /* ---- CSV (csv.c) ---- */
