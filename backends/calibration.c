@@ -314,9 +314,10 @@ const char *gs_calibration_builtin_csv(void) { return builtin_csv; }
 gs_calibration *gs_calibration_load(const char *path, char **errmsg)
 {
     char *text = NULL;
+    size_t len = 0;
     GError *e = NULL;
-    if (!g_file_get_contents(path, &text, NULL, &e)) {
-        *errmsg = g_strdup_printf("%s: %s", path, e->message);
+    if (!gs_read_text(path, &text, &len, &e)) { /* "PATH: strerror", or a NUL byte refused */
+        *errmsg = g_strdup(e->message);
         g_error_free(e);
         return NULL;
     }

@@ -74,8 +74,8 @@ static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
     size_t *lens = g_new0(size_t, n);
     for (size_t i = 0; i < n; i++) {
         GError *err = NULL;
-        gsize len = 0;
-        if (!g_file_get_contents(argv[i + 1], &texts[i], &len, &err)) {
+        size_t len = 0;
+        if (!gs_read_text(argv[i + 1], &texts[i], &len, &err)) {
             g_strfreev(texts);
             g_free(lens);
             gs_cli_usage_error("%s", err->message);

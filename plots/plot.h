@@ -141,7 +141,8 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t
 /* ---- saved results: `gpusim plot RESULT` ---- */
 /* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is
  * told by its content. JSON from a replay with --plot carries the series and gives every plot;
- * otherwise the bars (and, for a sweep's CSV, the sweep plot). */
+ * otherwise the bars (and, for a sweep's CSV, the sweep plot). p NULL: read and check it only,
+ * drawing nothing (gpusim plot checks every RESULT before it draws the first). */
 gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
 
 /* ---- names ---- */

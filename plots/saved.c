@@ -91,7 +91,7 @@ static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *tex
         }
         gs_plot_run *runs = g_new0(gs_plot_run, rs->n);
         for (size_t i = 0; ok && i < rs->n; i++) ok = run_from_json(&runs[i], rs->items[i], path, err);
-        if (ok) ok = gs_plot_trace(p, tr->str, runs, rs->n, err);
+        if (ok && p) ok = gs_plot_trace(p, tr->str, runs, rs->n, err);
         runs_free(runs, rs->n);
     }
     gs_json_free(root);
@@ -283,12 +283,14 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
         }
         for (size_t k = 0; k < n_params; k++) values[i * n_params + k] = r[1 + k];
     }
-    if (ok && sweep)
+    if (!ok || !p) {
+        /* read and checked only (gs_plot_saved with no plotter) */
+    } else if (sweep)
         ok = gs_plot_sweep(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
                            n_params, values, runs, n, err) &&
              gs_plot_matrix(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
                             n_params, values, runs, n, err);
-    else if (ok)
+    else
         ok = plot_csv_traces(p, rows, col[C_TRACE], runs, n, err);
     g_free(values);
     runs_free(runs, n);
@@ -300,20 +302,20 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
 gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err)
 {
     char *text = NULL;
-    gsize len = 0;
+    size_t len = 0;
     GError *e = NULL;
-    if (!g_file_get_contents(path, &text, &len, &e)) {
+    if (!gs_read_text(path, &text, &len, &e)) {
         g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, "%s", e->message);
         g_error_free(e);
         return FALSE;
     }
     const char *c = text;
     while (c < text + len && g_ascii_isspace(*c)) c++;
-    gs_plotter_set_result(p, path);
+    if (p) gs_plotter_set_result(p, path);
     gboolean ok = c < text + len && (*c == '{' || *c == '[')
                       ? plot_saved_json(p, path, text, len, err)
                       : plot_saved_csv(p, path, text, len, err);
-    gs_plotter_set_result(p, NULL);
+    if (p) gs_plotter_set_result(p, NULL);
     g_free(text);
     return ok;
 }

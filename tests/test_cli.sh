@@ -115,6 +115,10 @@ expect_error "unknown policy" "unknown policy 'tcmalloc'" "$gpusim" replay "$tra
 expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
 printf 'op,size_bytes,median_us\ncudaMalloc,1024,nan\n' >"$tmp/nan.csv"
 expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
+# a NUL byte cut the table short without a word (the rows after it were dropped)
+printf 'op,size_bytes,median_us\ncudaMalloc,512,48\n\000cudaMalloc,512,99\ngarbage line\n' >"$tmp/nul.csv"
+expect_error "calibration with a NUL byte" "nul.csv: byte 42: a NUL byte" "$gpusim" replay "$trace" --calibration "$tmp/nul.csv"
+expect_error "calibration missing" "nothere.csv: No such file or directory" "$gpusim" replay "$trace" --calibration "$tmp/nothere.csv"
 expect_error "touch on sim" "--touch needs --backend cuda" "$gpusim" replay "$trace" --touch
 # --backend cuda where there is no GPU (CI): one line saying so, non-zero, nothing on stdout.
 # (Skipped where a GPU is present: tests/test_cuda.c covers that.)

@@ -73,6 +73,12 @@ expect_error "plot a row too wide" "wide.csv:3: " "$gpusim" plot "$tmp/wide.csv"
 printf '{"trace": 1}' >"$tmp/junk.json"
 expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
 # a run that fails before its first plot leaves no directory behind
+"$gpusim" replay "$alt" -q --format json -o "$tmp/good.json" || fail "replay json: exit"
+expect_error "plot a good report, then a missing one" "nothere.json: No such file or directory" \
+    "$gpusim" plot "$tmp/good.json" "$tmp/nothere.json" -o "$tmp/never"
+printf 'trace,policy,capacity_bytes\nx\000,pytorch,0\n' >"$tmp/nul.csv"
+expect_error "plot a report with a NUL byte" "nul.csv: byte 29: a NUL byte" \
+    "$gpusim" plot "$tmp/good.json" "$tmp/nul.csv" -o "$tmp/never"
 expect_error "plot a bad report into a new directory" "junk.json" "$gpusim" plot "$tmp/junk.json" -o "$tmp/never"
 printf 'garbage\n' >"$tmp/garbage.gstrace"
 expect_error "whatif --plot a bad trace" "garbage.gstrace:1" "$gpusim" whatif "$tmp/garbage.gstrace" --plot "$tmp/never"

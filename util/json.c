@@ -374,33 +374,17 @@ gs_json *gs_json_parse(const char *name, const char *text, size_t len, GError **
 gs_json *gs_json_load(const char *path, GError **err)
 {
     g_return_val_if_fail(path != NULL, NULL);
-    /* open/read rather than g_file_get_contents, to report "FILE: strerror". */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    GString *g = g_string_new(NULL);
-    if (fd < 0)
-        goto fail;
-    for (;;) {
-        char buf[65536];
-        ssize_t r = read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            goto fail;
-        if (r == 0)
-            break;
-        g_string_append_len(g, buf, r);
+    char *text = NULL;
+    size_t len = 0;
+    GError *e = NULL;
+    if (!gs_read_text(path, &text, &len, &e)) {
+        g_set_error_literal(err, GS_JSON_ERROR, GS_JSON_ERROR_IO, e->message);
+        g_error_free(e);
+        return NULL;
     }
-    close(fd);
-    gs_json *j = gs_json_parse(path, g->str, g->len, err);
-    g_string_free(g, TRUE);
+    gs_json *j = gs_json_parse(path, text, len, err);
+    g_free(text);
     return j;
-fail:;
-    int e = errno;
-    if (fd >= 0)
-        close(fd);
-    g_string_free(g, TRUE);
-    g_set_error(err, GS_JSON_ERROR, GS_JSON_ERROR_IO, "%s: %s", path, g_strerror(e));
-    return NULL;
 }
 
 const gs_json *gs_json_get(const gs_json *obj, const char *key)

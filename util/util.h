@@ -60,6 +60,18 @@ char *gs_csv_quote(const char *s);
 /* The same, appended to out. */
 void gs_csv_field(GString *out, const char *s);
 
+/* ---- files (file.c) ---- */
+#define GS_TEXT_ERROR (gs_text_error_quark())
+GQuark gs_text_error_quark(void);
+typedef enum {
+    GS_TEXT_ERROR_IO,  /* cannot open or read it: "PATH: strerror" */
+    GS_TEXT_ERROR_NUL, /* it holds a NUL byte: "PATH: byte N: ..." */
+} gs_text_error_code;
+/* The whole of path (a file or a pipe) in *text, NUL-terminated (g_free it), its length in *len;
+ * FALSE and err (GS_TEXT_ERROR) when it cannot be read, or holds a NUL byte (no text file does,
+ * and a reader of C strings would stop there without a word). */
+gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err);
+
 /* ---- JSON (json.c) ----
  * A small strict reader, for reference files written by traces/convert.py (--reference) and for
  * saved gpusim results. Numbers keep their text so 64-bit integers survive exactly
