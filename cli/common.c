@@ -363,7 +363,11 @@ static gboolean write_whole(const char *path, const char *buf, size_t len)
     sigaddset(&stop, SIGHUP);
     sigaddset(&stop, SIGQUIT);
     pthread_sigmask(SIG_BLOCK, &stop, &before);
-    char *tmp = g_strdup_printf("%s.XXXXXX", path);
+    /* a short name beside path, not path with a suffix: a name of 250 bytes is a valid -o, and
+     * one 7 bytes longer is not */
+    char *dir = g_path_get_dirname(path);
+    char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
+    g_free(dir);
     int fd = g_mkstemp(tmp), e = 0;
     if (fd < 0) {
         e = errno;

@@ -170,7 +170,11 @@ PY
 "$gpusim" replay "$trace" --format csv -o "$tmp/o.csv" >"$tmp/out" || fail "--output: exit"
 [ ! -s "$tmp/out" ] || fail "--output: also wrote stdout"
 [ "$(wc -l <"$tmp/o.csv")" -eq 2 ] || fail "--output: file content"
-ls "$tmp" | grep -q 'o.csv.' && fail "--output: left a temporary file"
+ls -A "$tmp" | grep -q '^\.gpusim-' && fail "--output: left a temporary file"
+# a name of 250 bytes is a valid -o: its temporary file's name is short (it was the name plus 7)
+long=$(printf 'r%.0s' $(seq 250)).csv
+"$gpusim" replay "$trace" --format csv -o "$tmp/$long" || fail "-o of a 254-byte name: exit $?"
+[ -s "$tmp/$long" ] || fail "-o of a 254-byte name: not written"
 
 # --- -o never replaces what is not a regular file; "-" is stdout ---
 "$gpusim" replay "$trace" --format csv -o - >"$tmp/dash.csv" || fail "-o -: exit"
@@ -519,7 +523,7 @@ sleep 1.5
 # (SIGTERM: a background job of a non-interactive shell ignores SIGINT)
 if kill -TERM $pid 2>/dev/null; then
     wait $pid
-    ls -A "$tmp/killed" | grep -q 'r.json.' && fail "a killed replay left $(ls -A "$tmp/killed")"
+    ls -A "$tmp/killed" | grep -q '^\.gpusim-' && fail "a killed replay left $(ls -A "$tmp/killed")"
     [ ! -e "$tmp/killed/r.json" ] || python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
         "$tmp/killed/r.json" || fail "a killed replay left a partial report"
 fi

@@ -183,6 +183,14 @@ class TestTraceOutput(ConverterTestCase):
                          ["a.gstrace", "b.gstrace.gz", "basic.data", "basic.pickle",
                           "c.gstrace.gz"])
 
+    def test_long_output_name(self):
+        # a 251-byte name is a valid OUTPUT: the temporary file beside it has a short name of its
+        # own (the output's name with a suffix passed NAME_MAX and failed)
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        name = "t" * 240 + ".gstrace.gz"
+        self.convert_ok(src, "-o", name)
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted(["basic.pickle", name]))
+
     def test_client_name(self):
         src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
         self.convert_ok(src, "-o", "out.gstrace", "--client", "worker1")

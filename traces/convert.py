@@ -2823,8 +2823,8 @@ def _write_atomic(path, write):
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".",
-                                   suffix=".tmp")
+        # a short name: the output's own name with a suffix could pass NAME_MAX (255 bytes)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".convert-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             write(f)
         # mkstemp creates the file 0600; give it the mode a plain open() would have.
