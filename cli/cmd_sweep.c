@@ -85,14 +85,14 @@ static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
     gs_cli_out out;
     gs_cli_open_output(&out, c, (const char *const *)argv + 1, c->output);
     GError *err = NULL;
+    bool any_oom = false;
     gboolean ok = gs_sweep_csv_merge(out.f, (const char *const *)argv + 1,
-                                     (const char *const *)texts, lens, n,
-                                     grid ? grid->cells->len : 0, &err);
+                                     (const char *const *)texts, lens, n, grid, &any_oom, &err);
     g_strfreev(texts); /* before exiting on a refusal too: the leak checker sees no stack then */
     g_free(lens);
     if (!ok) gs_cli_usage_error("%s", err->message);
     gs_cli_close_output(&out);
-    return GS_EXIT_OK;
+    return c->fail_on_oom && any_oom ? GS_EXIT_OOM : GS_EXIT_OK;
 }
 
 /* The sweep's plot: each cell's bars-style numbers against its parameters; with a capacity
@@ -161,6 +161,12 @@ int gs_cmd_sweep(int argc, char **argv)
     if (merge && (shard || plot_dir))
         gs_cli_usage_error("--merge takes the shards' CSVs only (no --%s; 'gpusim plot' draws "
                            "the merged CSV)", shard ? "shard" : "plot");
+    /* what acts on the replays ran with the shards: given to --merge, it would do nothing */
+    const char *unused = c.device_total ? "--device-total" : c.calibration ? "--calibration"
+                         : c.continue_on_oom ? "--continue-on-oom" : c.lenient ? "--lenient"
+                         : c.jobs ? "--jobs" : NULL;
+    if (merge && unused)
+        gs_cli_usage_error("--merge replays nothing: %s belongs to each 'sweep --shard K/N'", unused);
     if (!merge && argc > 2) gs_cli_usage_error("sweep: one TRACE at a time (got %d)", argc - 1);
     if (shard && plot_dir)
         gs_cli_usage_error("--plot draws the whole grid: plot the merged CSV with 'gpusim plot'");
@@ -168,7 +174,7 @@ int gs_cmd_sweep(int argc, char **argv)
     if (shard) parse_shard(shard, &shard_k, &shard_n);
     GError *err = NULL;
     gs_sweep *sw = NULL;
-    if (merge) { /* the grid, when given, only for its size */
+    if (merge) { /* the grid, when given, to check the rows against */
         if (policies || capacity) {
             sw = gs_sweep_new((const char *const *)policies, capacity, &err);
             if (!sw) gs_cli_usage_error("%s", err->message);

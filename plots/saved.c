@@ -98,70 +98,6 @@ static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *tex
     return ok;
 }
 
-/* RFC 4180 records: a GPtrArray of NULL-terminated string vectors, and in lines the line each
- * record starts on (a quoted field may hold line breaks). NULL, and err "FILE:LINE: message",
- * when a quoted field never ends: it would swallow the rest of the file. */
-static GPtrArray *csv_parse(const char *path, const char *s, size_t len, GArray *lines,
-                            GError **err)
-{
-    GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-    GPtrArray *row = g_ptr_array_new_with_free_func(g_free);
-    GString *f = g_string_new(NULL);
-    const char *end = s + len;
-    bool quoted = false, field_started = false;
-    size_t line = 1, row_line = 1, quote_line = 0;
-    for (const char *c = s; c <= end; c++) {
-        char ch = c < end ? *c : '\n';
-        if (quoted) {
-            if (c == end) break; /* the file ends inside quotes */
-            if (ch == '"' && c + 1 < end && c[1] == '"') {
-                g_string_append_c(f, '"');
-                c++;
-            } else if (ch == '"') {
-                quoted = false;
-            } else {
-                if (ch == '\n') line++;
-                g_string_append_c(f, ch);
-            }
-            continue;
-        }
-        if (ch == '"') {
-            quoted = field_started = true;
-            quote_line = line;
-        } else if (ch == ',') {
-            g_ptr_array_add(row, g_strdup(f->str));
-            g_string_truncate(f, 0);
-            field_started = true;
-        } else if (ch == '\n') {
-            if (field_started || f->len) {
-                g_ptr_array_add(row, g_strdup(f->str));
-                g_ptr_array_add(row, NULL);
-                g_ptr_array_set_free_func(row, NULL); /* the strings go to the record */
-                g_ptr_array_add(rows, g_ptr_array_free(row, FALSE));
-                g_array_append_val(lines, row_line);
-                row = g_ptr_array_new_with_free_func(g_free);
-            }
-            g_string_truncate(f, 0);
-            field_started = false;
-            row_line = ++line;
-        } else if (ch != '\r') {
-            g_string_append_c(f, ch);
-            field_started = true;
-        }
-    }
-    g_ptr_array_free(row, TRUE);
-    g_string_free(f, TRUE);
-    if (quoted) {
-        char *m = gs_located_printf(path, quote_line, "a quoted field that never ends (no closing "
-                                                      "'\"')");
-        g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, m);
-        g_free(m);
-        g_ptr_array_free(rows, TRUE);
-        return NULL;
-    }
-    return rows;
-}
-
 static int col_of(char **header, const char *name)
 {
     for (int i = 0; header[i]; i++)
@@ -234,7 +170,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
                                GError **err)
 {
     GArray *lines = g_array_new(FALSE, FALSE, sizeof(size_t));
-    GPtrArray *rows = csv_parse(path, text, len, lines, err);
+    GPtrArray *rows = gs_csv_parse(path, text, len, lines, err);
     if (!rows) {
         g_array_free(lines, TRUE);
         return FALSE;

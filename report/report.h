@@ -49,11 +49,14 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
 /* gpusim sweep --merge (sweep_merge.c): the CSVs of a sweep's shards (texts[i], lens[i] bytes,
  * read from paths[i]) as the single-machine CSV: one header (every file's must be the same),
  * then every cell's row, copied byte for byte, in cell order. Each cell must be in exactly one
- * file and the cells must run from 0 without a gap; expect_cells (0: unknown) is the grid's
- * size, which also catches the last cells missing. FALSE with "FILE:LINE: message" (or, for a
- * missing cell, a message naming it), nothing written. */
+ * file and the cells must run from 0 without a gap; every row has the header's fields and the
+ * first row's trace; grid (NULL: not given) is the sweep's, whose parameters and cells' values
+ * the rows must have, and whose size also catches the last cells missing. *any_oom: some row's
+ * outcome is oom. FALSE with "FILE:LINE: message" (or, for a missing cell, a message naming
+ * it), nothing written. */
 gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *const *texts,
-                            const size_t *lens, size_t n, size_t expect_cells, GError **err);
+                            const size_t *lens, size_t n, const gs_sweep *grid, bool *any_oom,
+                            GError **err);
 
 /* ---- gpusim replay --export-snapshot (snapshot.c) ----
  * A simulated run as torch.cuda.memory._snapshot() writes it, for pytorch.org/memory_viz:

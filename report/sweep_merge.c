@@ -44,12 +44,75 @@ static gboolean merge_bad(GError **err, const char *path, size_t line, const cha
     return FALSE;
 }
 
+/* The fields of the one record s[0, len) of file path (at line): NULL after merge_bad. */
+static char **record_fields(const char *path, size_t line, const char *s, size_t len,
+                            GError **err)
+{
+    GArray *lines = g_array_new(FALSE, FALSE, sizeof(size_t));
+    GPtrArray *rows = gs_csv_parse(path, s, len, lines, NULL);
+    char **f = rows && rows->len == 1 ? g_strdupv(rows->pdata[0]) : NULL;
+    if (rows) g_ptr_array_free(rows, TRUE);
+    g_array_free(lines, TRUE);
+    if (!f) merge_bad(err, path, line, "not one CSV record");
+    return f;
+}
+
+static int field_of(char **h, const char *name)
+{
+    for (int i = 0; h[i]; i++)
+        if (strcmp(h[i], name) == 0) return i;
+    return -1;
+}
+
+/* Record r (fields f, at path:line) against the first row's trace's file name (*trace, taken
+ * from it when NULL) and, when given, the grid's cell of its number: the rows of shards of one sweep. */
+static gboolean row_fits(char **f, char **h, const char *path, size_t line, size_t cell,
+                         const gs_sweep *grid, char **trace, bool *any_oom, GError **err)
+{
+    guint n = g_strv_length(f), width = g_strv_length(h);
+    if (n != width)
+        return merge_bad(err, path, line, "%u fields, where the header has %u", n, width);
+    int tc = field_of(h, "trace"), oc = field_of(h, "outcome");
+    if (tc < 0 || oc < 0)
+        return merge_bad(err, path, 1, "no column 'trace' and 'outcome': not a sweep's CSV");
+    /* by its file name: each machine of a job array may have read its own copy */
+    char *base = g_path_get_basename(f[tc]);
+    gboolean other = *trace && strcmp(*trace, base) != 0;
+    if (other)
+        merge_bad(err, path, line, "trace '%.60s', where the first row's is '%.60s' (the shards "
+                  "of one sweep replay one trace)", base, *trace);
+    if (!*trace) *trace = base;
+    else g_free(base);
+    if (other) return FALSE;
+    if (strcmp(f[oc], "oom") == 0) *any_oom = true;
+    if (!grid) return TRUE;
+    /* the grid given: its parameters are the columns after "cell", its cells the rows' values */
+    guint np = grid->params->len;
+    if ((guint)tc != np + 1)
+        return merge_bad(err, path, 1, "%d parameter columns, where the grid given has %u", tc - 1, np);
+    for (guint k = 0; k < np; k++)
+        if (strcmp(h[1 + k], grid->params->pdata[k]) != 0)
+            return merge_bad(err, path, 1, "parameter column '%.60s', where the grid given has "
+                             "'%.60s'", h[1 + k], (const char *)grid->params->pdata[k]);
+    if (cell >= grid->cells->len) return TRUE; /* (said below: the grid is smaller) */
+    const gs_sweep_cell *c = &g_array_index(grid->cells, gs_sweep_cell, cell);
+    for (guint k = 0; k < np; k++)
+        if (strcmp(f[1 + k], c->values[k]) != 0)
+            return merge_bad(err, path, line, "cell %zu has %s '%.60s', where the grid given has "
+                             "'%.60s' (another sweep's shard?)", cell, h[1 + k], f[1 + k],
+                             c->values[k]);
+    return TRUE;
+}
+
 gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *const *texts,
-                            const size_t *lens, size_t n, size_t expect_cells, GError **err)
+                            const size_t *lens, size_t n, const gs_sweep *grid, bool *any_oom,
+                            GError **err)
 {
     GArray *rows = g_array_new(FALSE, TRUE, sizeof(merge_row)); /* by cell */
     const char *header = NULL;
-    size_t header_len = 0;
+    size_t header_len = 0, expect_cells = grid ? grid->cells->len : 0;
+    char **h = NULL, *trace = NULL;
+    *any_oom = false;
     gboolean ok = TRUE;
     for (size_t f = 0; ok && f < n; f++) {
         const char *s = texts[f];
@@ -67,9 +130,15 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
             ok = merge_bad(err, paths[f], 1, "the header has no line end (a cut file?)");
             break;
         }
+        if (end >= 2 && s[end - 2] == '\r') {
+            ok = merge_bad(err, paths[f], 1, "CRLF line ends (rewritten on another system?): "
+                           "gpusim writes LF; convert it back, with dos2unix say");
+            break;
+        }
         if (!header) {
             header = s;
             header_len = end;
+            if (!(h = record_fields(paths[f], 1, s, end, err))) ok = FALSE;
         } else if (end != header_len || memcmp(s, header, end) != 0) {
             ok = merge_bad(err, paths[f], 1,
                            "its columns differ from %s's (the shards of one sweep, of one trace, "
@@ -94,6 +163,10 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
                 g_free(field);
                 break;
             }
+            char **fields = record_fields(paths[f], line, s + i, end - i, err);
+            ok = fields && row_fits(fields, h, paths[f], line, cell, grid, &trace, any_oom, err);
+            g_strfreev(fields);
+            if (!ok) break;
             if (cell >= rows->len) g_array_set_size(rows, cell + 1);
             merge_row *r = &g_array_index(rows, merge_row, cell);
             if (r->text) {
@@ -127,5 +200,7 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
         }
     }
     g_array_free(rows, TRUE);
+    g_strfreev(h);
+    g_free(trace);
     return ok;
 }

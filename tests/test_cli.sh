@@ -665,6 +665,27 @@ expect_error "--merge -o an input" "an input of this run" \
     "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/merged.csv" -o "$tmp/merged.csv"
 expect_error "--merge a missing file" "nope.csv" "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/nope.csv"
 expect_error "--merge with --plot" "--merge takes" "$gpusim" sweep --merge "$tmp/shard-0.csv" --plot "$tmp/mp"
+# rows checked, not only cell numbers (each of these merged with exit 0): a shard of another grid
+# of the same columns, against the grid given; a shard of another trace; a row cut short; CRLF
+# line ends said as such; options that act on replays; and --fail-on-oom is the merged CSV's
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,512,256}' --capacity '{5.75,6.25}GiB' --shard 2/4 \
+    -o "$tmp/grid2.csv" || fail "another grid's shard"
+# shellcheck disable=SC2086
+expect_error "--merge another grid's shard" "grid2.csv:2: cell 2 has max_split_size_mb '512', where the grid given has '128'" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/shard-1.csv" "$tmp/grid2.csv" "$tmp/shard-3.csv" $grid
+# shellcheck disable=SC2086
+"$gpusim" sweep "$trace" $grid --shard 1/4 -o "$tmp/r50.csv" || fail "another trace's shard"
+expect_error "--merge another trace's shard" "trace 'resnet50.gstrace.gz', where the first row's is 'batch-alternate.gstrace.gz'" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/r50.csv" "$tmp/shard-2.csv" "$tmp/shard-3.csv"
+{ head -1 "$tmp/shard-1.csv"; echo "1,128"; } >"$tmp/short.csv"
+expect_error "--merge a row cut short" "short.csv:2: 2 fields, where the header has" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/short.csv"
+sed 's/$/\r/' "$tmp/shard-1.csv" >"$tmp/crlf.csv"
+expect_error "--merge CRLF" "crlf.csv:1: CRLF line ends" "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/crlf.csv"
+expect_error "--merge -j" "--jobs belongs to each" "$gpusim" sweep --merge "$tmp"/shard-*.csv -j 3
+expect_error "--merge --continue-on-oom" "--continue-on-oom belongs" "$gpusim" sweep --merge "$tmp"/shard-*.csv --continue-on-oom
+"$gpusim" sweep --merge "$tmp"/shard-*.csv --fail-on-oom -o "$tmp/m4.csv"
+[ $? -eq 4 ] && [ -s "$tmp/m4.csv" ] || fail "--merge --fail-on-oom: want exit 4 (5.75 GiB cells meet OOMs), the CSV written"
 # settings that do nothing, or misbehave together, are said (and the replay goes on)
 "$gpusim" replay "$trace" -q -p pytorch:garbage_collection_threshold:0.6 >/dev/null 2>"$tmp/err" ||
     fail "gc without a cap: exit $?"

@@ -59,6 +59,11 @@ char *gs_printable(const char *s);
 char *gs_csv_quote(const char *s);
 /* The same, appended to out. */
 void gs_csv_field(GString *out, const char *s);
+/* RFC 4180 records of s (len bytes, named path in messages): a GPtrArray of NULL-terminated
+ * string vectors (blank lines skipped, a CR before a line end dropped), and in lines (a GArray
+ * of size_t) the line each record starts on, as a quoted field may hold line breaks. NULL and
+ * err "PATH:LINE: message" (GS_TEXT_ERROR_FORMAT) when a quoted field never ends. */
+GPtrArray *gs_csv_parse(const char *path, const char *s, size_t len, GArray *lines, GError **err);
 
 /* ---- files (file.c) ---- */
 #define GS_TEXT_ERROR (gs_text_error_quark())
@@ -66,6 +71,7 @@ GQuark gs_text_error_quark(void);
 typedef enum {
     GS_TEXT_ERROR_IO,  /* cannot open or read it: "PATH: strerror" */
     GS_TEXT_ERROR_NUL, /* it holds a NUL byte: "PATH: byte N: ..." */
+    GS_TEXT_ERROR_FORMAT, /* its records are malformed: "PATH:LINE: ..." (gs_csv_parse) */
 } gs_text_error_code;
 /* The whole of path (a file or a pipe) in *text, NUL-terminated (g_free it), its length in *len;
  * FALSE and err (GS_TEXT_ERROR) when it cannot be read, or holds a NUL byte (no text file does,
