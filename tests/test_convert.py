@@ -16,6 +16,7 @@ import json
 import os
 import pickle
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -409,6 +410,60 @@ class TestErrors(ConverterTestCase):
                                                "stream": 0, "time_us": 2}]
         src = self.write_snapshot("m.pickle", snapshot(events))
         self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "'addr'")
+
+    def test_usage_errors_are_one_line(self):
+        # argparse's usage block was 3-4 lines; now "convert.py: message (try ...)", exit 2
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        for args, frag in (([src], "-o/--output"), ([src, "-o", "o", "--bogus"], "--bogus"),
+                           ([src, "-o", "o", "--cap", "0"], "must be positive"),
+                           ([src, "-o", "o", "--client", "a b"], "client name")):
+            r = self.run_convert(*args)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertTrue(r.stderr.startswith("convert.py: ") and frag in r.stderr, r.stderr)
+
+    def test_sibling_numbers_are_checked(self):
+        # a cap of NaN, infinity, 1e300, -1 or a string, or a device of 0 bytes: refused in one
+        # line (NaN and 1e300 were internal errors; -1 became a cap of -1073741823 bytes)
+        src = self.write_snapshot("run.pickle", snapshot(BASIC_EVENTS))
+        for key, value in (("cap_gib", "NaN"), ("cap_gib", "Infinity"), ("cap_gib", "1e300"),
+                           ("cap_gib", "-1"), ("cap_gib", '"1.5"'), ("total_bytes", "0")):
+            with open(self.path("run.json"), "w") as f:
+                f.write('{"total_bytes": %s, "cap_gib": %s}' % (
+                    value if key == "total_bytes" else H100_TOTAL, value if key == "cap_gib" else 1.5))
+            r = self.run_convert(src, "-o", "o.gstrace", "--reference", "r.json")
+            self.assert_one_line_error(r, "sibling", key)
+            self.assertNotIn("internal error", r.stderr)
+
+    def test_output_to_stdout(self):
+        # -o - is standard output, as gpusim's -o -; it wrote a file named '-'
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        r = self.convert_ok(src, "-o", "-")
+        out = r.stdout.splitlines()
+        self.assertEqual(out[out.index(HEADER_COLS):], BASIC_EXPECTED[BASIC_EXPECTED.index(HEADER_COLS):])
+        self.assertFalse(os.path.exists(self.path("-")))
+
+    def test_interrupt_is_one_line(self):
+        # Ctrl-C in the middle of a conversion: one line, exit 130, no traceback, no temporary
+        # file (a KeyboardInterrupt traceback before)
+        snaps = sorted(glob.glob(os.path.join(ROOT, "traces", "references", "*",
+                                              "llmgen__default__nocap.pickle.gz")))
+        if not snaps:
+            self.skipTest("no llmgen reference")
+        p = subprocess.Popen([sys.executable, CONVERT, snaps[0], "-o", "l.gstrace", "--progress"],
+                             cwd=self.tmp, stderr=subprocess.PIPE)
+        first = p.stderr.read(1)  # the first progress output: the conversion is under way
+        if p.poll() is None and first:
+            p.send_signal(signal.SIGINT)
+        err = (first + p.stderr.read()).decode()
+        p.stderr.close()
+        p.wait()
+        if p.returncode == 0:
+            self.skipTest("the conversion ended before the interrupt")
+        self.assertEqual(p.returncode, 130, err)
+        self.assertNotIn("Traceback", err)
+        self.assertTrue(err.rstrip().endswith("interrupted"), err)
+        self.assertEqual(os.listdir(self.tmp), [])
 
     def test_unwritable_output(self):
         src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))

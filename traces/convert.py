@@ -132,6 +132,7 @@ import gzip
 import heapq
 import io
 import json
+import math
 import os
 import pickle
 import re
@@ -2617,6 +2618,21 @@ def read_sibling(path):
         raise ConvertError(f"sibling {path} is not valid JSON ({e})") from None
     if not isinstance(doc, dict):
         raise ConvertError(f"sibling {path} is not a JSON object")
+    # The numbers it gives the trace and the reference: a cap of NaN, infinity, 1e300, -1 or
+    # "1.5" (a string) is refused here, not carried into a cap of -1073741823 bytes or ignored.
+    def cap_ok(v):
+        return v is None or (_is_num(v) and math.isfinite(v) and 0 < v <= MAX_DEVICE_BYTES / 2**30)
+
+    def total_ok(v):
+        return v is None or device_total_ok(v)
+
+    for key, ok, what in (("cap_gib", cap_ok, "a positive number of GiB up to 16384, or null"),
+                          ("total_bytes", total_ok, "a whole number of bytes from 1 to 2^44, or null")):
+        if key in doc and not ok(doc[key]):
+            raise ConvertError(f"sibling {path}: {key} {doc[key]!r} is not {what}")
+        by = doc.get(key + "_by_device")
+        if by is not None and not (isinstance(by, dict) and all(ok(v) for v in by.values())):
+            raise ConvertError(f"sibling {path}: {key}_by_device is not an object of {what}")
     return doc
 
 
@@ -2819,7 +2835,15 @@ def write_whole(path, data):
 
 
 def _write_atomic(path, write):
-    """write(f) into a temporary file beside path, then rename it over path (write_whole)."""
+    """write(f) into a temporary file beside path, then rename it over path (write_whole); path
+    "-" is standard output, as for gpusim's -o."""
+    if path == "-":
+        try:
+            write(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        except OSError as e:
+            raise ConvertError(f"cannot write standard output: {e.strerror or e}") from None
+        return
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
@@ -2959,8 +2983,16 @@ def client_name(text):
     return text
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as every other error: one line on stderr, exit 2 (not argparse's usage
+    block)."""
+
+    def error(self, message):
+        self.exit(EXIT_ERROR, f"{PROG}: {one_line(message)} (try 'convert.py --help')\n")
+
+
 def parse_args(argv):
-    p = argparse.ArgumentParser(
+    p = _OneLineParser(
         prog="convert.py",
         description="Convert a PyTorch memory snapshot (or an RMM log CSV) into a gpusim trace "
                     "(text format 1, or 2 when the log has requests that failed: 'oom' rows), "
@@ -2975,7 +3007,8 @@ def parse_args(argv):
     p.add_argument("input", metavar="INPUT",
                    help="snapshot pickle (.pickle, .pickle.gz) or RMM log CSV")
     p.add_argument("-o", "--output", metavar="OUTPUT", required=True,
-                   help="trace to write; gzip-compressed when it ends in .gz")
+                   help="trace to write ('-': standard output); gzip-compressed when it ends in "
+                        ".gz, binary when it ends in .gsbin")
     p.add_argument("--reference", metavar="REF.json",
                    help="also write the recorded allocator's own events and statistics here")
     p.add_argument("--device-total", metavar="BYTES", type=positive_int,
@@ -3185,6 +3218,11 @@ def main(argv=None):
     except MemoryError:
         print(f"{PROG}: {label}: out of memory while converting", file=sys.stderr)
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        # Ctrl-C: one line and 130, as a shell reports SIGINT; the output is untouched (it is
+        # written whole, through a temporary file that _write_atomic removes)
+        print(f"{PROG}: {label}: interrupted", file=sys.stderr)
+        return 130
     except RecursionError:
         print(f"{PROG}: {label}: the input nests too deeply to convert", file=sys.stderr)
         return EXIT_ERROR
