@@ -149,11 +149,30 @@ void gs_whatif_rows_free(GPtrArray *rows)
     if (rows) g_ptr_array_free(rows, TRUE);
 }
 
+/* Whether a PYTORCH_CUDA_ALLOC_CONF picks the cudaMallocAsync backend: PyTorch then allocates
+ * through the driver's stream-ordered pool, not its caching allocator, and ignores that
+ * allocator's settings; gpusim's model of that pool is the cuda-async policy. */
+static bool conf_is_async(const char *conf)
+{
+    char **items = g_strsplit(conf, ",", -1);
+    bool async = false;
+    for (char **i = items; *i; i++) {
+        char **kv = g_strsplit(*i, ":", 2);
+        if (kv[0] && kv[1] && strcmp(g_strstrip(kv[0]), "backend") == 0 &&
+            strcmp(g_strstrip(kv[1]), "cudaMallocAsync") == 0)
+            async = true;
+        g_strfreev(kv);
+    }
+    g_strfreev(items);
+    return async;
+}
+
 GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *extra, GError **err)
 {
     GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)row_free);
-    char *rec = recorded_conf && *recorded_conf ? g_strdup_printf("pytorch:%s", recorded_conf)
-                                                : g_strdup("pytorch");
+    char *rec = !recorded_conf || !*recorded_conf ? g_strdup("pytorch")
+                : conf_is_async(recorded_conf)   ? g_strdup("cuda-async")
+                                                 : g_strdup_printf("pytorch:%s", recorded_conf);
     gs_whatif_row *r = add_row(rows, rec, err);
     g_free(rec);
     if (!r) { /* a recorded setting gpusim cannot parse: say so, with the trace's words */

@@ -434,6 +434,12 @@ for r in v["results"]:
     assert (r["outcome"] == "ok") == (r["min_capacity_bytes"] <= v["capacity_bytes"]), r
 assert sum(r["recorded"] for r in v["results"]) == 1
 PY
+# a run recorded under backend:cudaMallocAsync: its recorded setting is the cuda-async policy,
+# beside the others (the whole run was refused: "backend: 'cudaMallocAsync' is not simulated")
+{ echo '# gpusim-trace 1'; echo '# allocator_conf: backend:cudaMallocAsync'; gzip -dc "$trace" | grep -v '^# gpusim-trace\|^# allocator_conf'; } >"$tmp/async.gstrace"
+"$gpusim" whatif "$tmp/async.gstrace" -q -c 6GiB >"$tmp/wa.txt" 2>"$tmp/err" || fail "whatif of a cudaMallocAsync run: $(cat "$tmp/err")"
+grep -q '^cuda-async (recorded) ' "$tmp/wa.txt" && grep -q '^pytorch ' "$tmp/wa.txt" ||
+    fail "whatif of a cudaMallocAsync run: rows $(cut -c1-40 "$tmp/wa.txt")"
 # a snapshot converted on the fly: the recorded cap comes from its sibling JSON (1.5 GiB)
 snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 "$gpusim" whatif "$snap" --format csv >"$tmp/w.csv" 2>"$tmp/err" || fail "whatif snapshot: $(cat "$tmp/err")"
