@@ -87,17 +87,22 @@ class TestBatchAlternate(unittest.TestCase):
             self.assertEqual(f.readline().strip(), "# gpusim-trace 1")
 
     def test_bad_arguments_exit_2_with_a_message(self):
-        for args in (["--layers", "0"], ["--batch", "x"], ["--min-kib", "9", "--max-kib", "8"]):
+        # one line each; a device past 2^44 bytes or sizes past 2^64 - 1 are refused, not written
+        # into a trace gpusim refuses (both were exit 0)
+        for args in (["--layers", "0"], ["--batch", "x"], ["--min-kib", "9", "--max-kib", "8"],
+                     ["--device-total", "99999999999999999999"],
+                     ["--min-kib", "99999999999999990", "--max-kib", "99999999999999999"]):
             r = run("batch-alternate", *args, "-o", self.path("x"))
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(b"synth.py", r.stderr)
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
             self.assertFalse(os.path.exists(self.path("x")))
         r = run("no-such-scenario", "-o", self.path("x"))
         self.assertEqual(r.returncode, 2)
 
     def test_unwritable_output_is_reported(self):
         r = run("batch-alternate", "-o", os.path.join(self.tmp.name, "missing", "x.gstrace"))
-        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.returncode, 2)  # as every error of synth.py and convert.py
         self.assertIn(b"cannot write", r.stderr)
 
     def test_help_names_the_scenarios(self):

@@ -2988,7 +2988,8 @@ class _OneLineParser(argparse.ArgumentParser):
     block)."""
 
     def error(self, message):
-        self.exit(EXIT_ERROR, f"{PROG}: {one_line(message)} (try 'convert.py --help')\n")
+        prog = self.prog.split()[0]  # a subcommand's parser is "synth.py batch-alternate"
+        self.exit(EXIT_ERROR, f"{prog}: {one_line(message)} (try '{self.prog} --help')\n")
 
 
 def parse_args(argv):

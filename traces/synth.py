@@ -34,7 +34,9 @@ Scenarios:
 
 Every trace is deterministic for its options (--seed drives the random layer widths), and is
 written whole (temporary file, then rename); gzip-compressed when OUTPUT ends in ".gz", with a
-zero timestamp so the same options always give the same bytes. OUTPUT "-" is stdout.
+zero timestamp so the same options always give the same bytes. OUTPUT "-" is stdout. Exit 0
+when the trace is written, 2 on any error (bad usage, a size past what a trace holds, a device
+past 2^44 bytes, an output that cannot be written), with one line on stderr.
 
 Examples:
   python3 traces/synth.py batch-alternate -o /tmp/alt.gstrace
@@ -64,7 +66,8 @@ if (not os.path.exists(os.path.join(_HERE, "convert.py"))
         importlib.util.spec_from_loader("convert", _loader))
     _loader.exec_module(sys.modules["convert"])
 sys.path.insert(0, _HERE)
-from convert import ConvertError, maybe_gzip, write_whole  # noqa: E402  (the project's writer)
+from convert import (ConvertError, EXIT_ERROR, MAX_DEVICE_BYTES, U64_LIMIT,  # noqa: E402
+                     _OneLineParser, maybe_gzip, write_whole)  # (the project's writer and limits)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -90,6 +93,9 @@ class Writer:
         self.seq += 1
 
     def alloc(self, size, client="torch", stream=0):
+        if size >= U64_LIMIT:  # the trace's size column is 64 bits: gpusim would refuse the file
+            raise ConvertError(f"a request of {size} bytes: more than a trace can hold (2^64 - 1); "
+                               f"choose smaller sizes")
         ident = self.next_id
         self.next_id += 1
         self._emit("alloc", ident, size, client, stream)
@@ -213,8 +219,15 @@ def positive(text):
     return v
 
 
+def device_bytes(text):
+    v = positive(text)
+    if v > MAX_DEVICE_BYTES:
+        raise argparse.ArgumentTypeError(f"'{text}' is more than gpusim simulates (2^44 bytes)")
+    return v
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(
+    p = _OneLineParser(
         prog="synth.py",
         description="Write a synthetic gpusim trace.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -230,7 +243,7 @@ def main(argv=None):
     a.add_argument("--max-kib", type=positive, default=4096,
                    help="largest per-sample narrow activation, KiB (default 4096)")
     a.add_argument("--seed", type=int, default=1, help="seed of the layer widths (default 1)")
-    a.add_argument("--device-total", type=positive, default=80 * GiB,
+    a.add_argument("--device-total", type=device_bytes, default=80 * GiB,
                    help="device_total_bytes header (default 80 GiB)")
     d = sub.add_parser("dataframe-then-torch",
                        help="a data-frame library caches ~55 GiB, then PyTorch asks for 40 GiB")
@@ -243,7 +256,7 @@ def main(argv=None):
                    help="PyTorch's one large request, GiB (default 40)")
     d.add_argument("--steps", type=positive, default=3, help="training steps (default 3)")
     d.add_argument("--seed", type=int, default=1, help="seed of the sizes (default 1)")
-    d.add_argument("--device-total", type=positive, default=80 * GiB,
+    d.add_argument("--device-total", type=device_bytes, default=80 * GiB,
                    help="device_total_bytes header (default 80 GiB)")
     c = sub.add_parser("producer-consumer",
                        help="two libraries interleaved: a producer's batches, a consumer's activations")
@@ -253,7 +266,7 @@ def main(argv=None):
     c.add_argument("--max-batch-mib", type=positive, default=4096,
                    help="largest batch, MiB (default 4096)")
     c.add_argument("--seed", type=int, default=1, help="seed of the sizes (default 1)")
-    c.add_argument("--device-total", type=positive, default=15 * GiB,
+    c.add_argument("--device-total", type=device_bytes, default=15 * GiB,
                    help="device_total_bytes header (default 15 GiB)")
     for sp in (a, d, c):
         sp.add_argument("-o", "--output", required=True, help="output file (.gz: compressed; -: stdout)")
@@ -263,17 +276,13 @@ def main(argv=None):
     if args.scenario == "producer-consumer" and args.min_batch_mib > args.max_batch_mib:
         p.error("--min-batch-mib must not exceed --max-batch-mib")
 
-    w = {"batch-alternate": batch_alternate, "dataframe-then-torch": dataframe_then_torch,
-         "producer-consumer": producer_consumer}[args.scenario](args)
-    data = maybe_gzip(args.output, w.text())
-    if args.output == "-":
-        sys.stdout.buffer.write(data)
-    else:
-        try:
-            write_whole(args.output, data)
-        except ConvertError as e:
-            print(f"synth.py: {e}", file=sys.stderr)
-            return 1
+    try:
+        w = {"batch-alternate": batch_alternate, "dataframe-then-torch": dataframe_then_torch,
+             "producer-consumer": producer_consumer}[args.scenario](args)
+        write_whole(args.output, maybe_gzip(args.output, w.text()))  # "-": stdout
+    except ConvertError as e:
+        print(f"synth.py: {e}", file=sys.stderr)
+        return EXIT_ERROR
     return 0
 
 
