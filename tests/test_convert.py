@@ -1069,7 +1069,10 @@ class TestReference(ConverterTestCase):
         src = self.make()
         sib = self.path("run__default__6.25.json")
         os.symlink(src, self.path("link.pickle.gz"))
-        before = {p: open(p, "rb").read() for p in (src, sib)}
+        def content(p):
+            with open(p, "rb") as f:
+                return f.read()
+        before = {p: content(p) for p in (src, sib)}
         for args, frag in (
                 (["-o", src], "that is"),
                 (["-o", "link.pickle.gz"], "that is"),
@@ -1079,7 +1082,7 @@ class TestReference(ConverterTestCase):
             r = self.run_convert(src, *args)
             self.assert_one_line_error(r, frag, "not overwritten" if frag == "that is" else "")
         for p, data in before.items():
-            self.assertEqual(open(p, "rb").read(), data, p)
+            self.assertEqual(content(p), data, p)
         self.assertFalse(os.path.exists(self.path("same.out")))
         self.assertFalse(os.path.exists(self.path("t.gstrace")))
 

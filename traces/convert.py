@@ -2629,10 +2629,11 @@ def read_sibling(path):
     for key, ok, what in (("cap_gib", cap_ok, "a positive number of GiB up to 16384, or null"),
                           ("total_bytes", total_ok, "a whole number of bytes from 1 to 2^44, or null")):
         if key in doc and not ok(doc[key]):
-            raise ConvertError(f"sibling {path}: {key} {doc[key]!r} is not {what}")
+            raise ConvertError(f"sibling {path}: {key} {doc[key]!r} is out of range ({what})")
         by = doc.get(key + "_by_device")
         if by is not None and not (isinstance(by, dict) and all(ok(v) for v in by.values())):
-            raise ConvertError(f"sibling {path}: {key}_by_device is not an object of {what}")
+            raise ConvertError(f"sibling {path}: {key}_by_device is out of range (an object of "
+                               f"{what})")
     return doc
 
 
