@@ -75,6 +75,15 @@ open(sys.argv[2], "wb").write(d)
 PY
 expect_error "free with another size" "with size 12345, allocated with size" "$gpusim" replay "$tmp/size.gsbin"
 
+# -o NAME.gsbin.gz is refused by both writers (it was gzip-compressed text under a binary name);
+# a valid name of 251 bytes is written (its temporary file's name is short)
+expect_error "convert to .gsbin.gz" "never compressed" "$gpusim" convert "$b" -o "$tmp/x.gsbin.gz"
+expect_error "convert.py to .gsbin.gz" "never compressed" python3 "$src/traces/convert.py" \
+    "$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz" -o "$tmp/x.gsbin.gz"
+[ -e "$tmp/x.gsbin.gz" ] && fail ".gsbin.gz written"
+long=$(printf 'c%.0s' $(seq 245)).gsbin
+"$gpusim" convert "$b" -o "$tmp/$long" && cmp -s "$b" "$tmp/$long" || fail "convert -o a 251-byte name"
+
 # Traces read from a pipe (/dev/stdin): nothing lost to the snapshot check's look at the first
 # bytes, the same report as from the file; and a header whose counts no file size checks asks
 # for memory only as the bytes arrive (it asked GLib for 2 TiB and aborted): exit 2, truncated.

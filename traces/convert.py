@@ -3104,6 +3104,9 @@ def refuse_overwrite(args):
 
 def convert(args, progress_stream=None, progress_enabled=False):
     refuse_overwrite(args)
+    if args.output.endswith(".gsbin.gz"):  # as gpusim convert refuses it (traces/write.c)
+        raise ConvertError(f"{args.output}: the binary format is read where it lies, never "
+                           f"compressed: write NAME.gsbin, or NAME.gstrace.gz for compressed text")
     label = args.input
     inp = Input(args.input)
     progress = Progress(progress_stream, header_text(args.input), inp, progress_enabled)

@@ -217,6 +217,13 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
 {
     g_return_val_if_fail(t != NULL && path != NULL, FALSE);
     gboolean binary = g_str_has_suffix(path, GS_TRACE_BINARY_SUFFIX);
+    if (g_str_has_suffix(path, GS_TRACE_BINARY_SUFFIX ".gz")) {
+        /* it was written as gzip-compressed text, whatever the name said */
+        g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_FORMAT,
+                    "%s: the binary format is read where it lies, never compressed: write "
+                    "NAME" GS_TRACE_BINARY_SUFFIX ", or NAME.gstrace.gz for compressed text", path);
+        return FALSE;
+    }
     if (!check_writable(t, path, err))
         return FALSE;
     if (binary) {
@@ -230,7 +237,10 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         }
     }
 
-    char *tmp = g_strconcat(path, ".XXXXXX", NULL);
+    /* a short name beside path (the name with a suffix could pass NAME_MAX) */
+    char *dir = g_path_get_dirname(path);
+    char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
+    g_free(dir);
     int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0) {
         int e = errno;
