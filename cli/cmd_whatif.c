@@ -161,7 +161,7 @@ static void whatif_progress(size_t done, size_t total, void *ud)
 /* --plot: the survival chart, and the address map at the recorded setting's first OOM at the
  * cap (one more replay of it, recorded). Returns GS_EXIT_PLOT when gnuplot could not draw. */
 static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, const GPtrArray *rows,
-                       const gs_whatif_opts *o)
+                       const gs_whatif_opts *o, const char *cap_words)
 {
     const gs_whatif_row *dflt = gs_whatif_default(rows), *rec = NULL;
     double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
@@ -186,7 +186,7 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
         }
     }
     GError *err = NULL;
-    if (!gs_plot_whatif(pl, input, o->capacity, o->device_total, pr, rows->len, &err))
+    if (!gs_plot_whatif(pl, input, o->capacity, cap_words, o->device_total, pr, rows->len, &err))
         gs_cli_usage_error("--plot: %s", err->message);
     g_free(pr);
     if (rec && rec->at_cap.oom) {
@@ -265,6 +265,19 @@ int gs_cmd_whatif(int argc, char **argv)
                      : ref && ref->device_total ? ref->device_total
                                                 : GS_DEFAULT_DEVICE_TOTAL;
     uint64_t cap = c.capacity ? c.cap : ref && ref->cap_bytes ? ref->cap_bytes : total;
+    /* what the cap is, in the plot's words */
+    const char *cap_words = c.capacity                ? "cap given"
+                            : ref && ref->cap_bytes ? "recorded cap"
+                                                    : "device memory";
+    if (cap > total) { /* the device limits every replay: headroom against more is no headroom */
+        char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
+        gs_cli_say("warning: --capacity %s is more than the device's %s: the cap is the device's "
+                   "memory", cw, tw);
+        g_free(cw);
+        g_free(tw);
+        cap = total;
+        cap_words = "device memory";
+    }
     gs_whatif_opts o = {
         .capacity = cap,
         .device_total = total,
@@ -284,7 +297,7 @@ int gs_cmd_whatif(int argc, char **argv)
     int rc = GS_EXIT_OK;
     if (plotter) {
         gs_plotter_keep_report(plotter, c.output); /* the verdict just written is no plot */
-        rc = plot_whatif(plotter, input, t, rows, &o);
+        rc = plot_whatif(plotter, input, t, rows, &o, cap_words);
         gs_plotter_free(plotter);
     }
 

@@ -1,5 +1,5 @@
 /* whatif.c - NAME-whatif (gpusim whatif --plot): the survival chart. A row per candidate
- * setting, in the verdict's order: its minimum capacity as a bar against the recorded cap (a
+ * setting, in the verdict's order: its minimum capacity as a bar against the cap (a
  * dashed line), coloured by its outcome at the cap (completes, fails; a setting with no minimum
  * up to the device's memory hatched across), and beside it, on an axis of its own, the modelled
  * device time of its replay at the cap.
@@ -124,8 +124,9 @@ static void row_tics(GString *g, const gs_plot_whatif_row *rows, size_t n)
     g_string_append(g, ") nomirror scale 0\n");
 }
 
-gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t device_total,
-                        const gs_plot_whatif_row *rows, size_t n, GError **err)
+gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const char *cap_words,
+                        uint64_t device_total, const gs_plot_whatif_row *rows, size_t n,
+                        GError **err)
 {
     if (n == 0) return TRUE;
     char *stem0 = gs_plotter_stem(p, trace);
@@ -170,7 +171,7 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t
     char *base = g_path_get_basename(trace);
     char *cw = gs_format_capacity(cap, " ");
     char *title = g_strdup_printf("%s: the least memory each setting completes the trace with, "
-                                  "against the recorded cap of %s", base, cw);
+                                  "against the %s of %s", base, cap_words, cw);
     gs_gp_begin(g, stem, "the minimum capacity per setting (gpusim whatif)", 1280, h);
     g_string_append(g, "set multiplot title ");
     gs_gp_str(g, title);
@@ -191,7 +192,7 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, uint64_t
         g_string_append(g, ", \\\n     NaN with boxes lc rgb '#555555' fs pattern 4 border title "
                            "'no minimum up to the device memory'");
     g_string_append(g, ", \\\n     NaN with lines dt 2 lw 2 lc rgb '#000000' title ");
-    char *capt = g_strdup_printf("recorded cap %s", cw);
+    char *capt = g_strdup_printf("%s %s", cap_words, cw);
     gs_gp_str(g, capt);
     g_free(capt);
     g_string_append(g, "\n");

@@ -434,6 +434,11 @@ for r in v["results"]:
     assert (r["outcome"] == "ok") == (r["min_capacity_bytes"] <= v["capacity_bytes"]), r
 assert sum(r["recorded"] for r in v["results"]) == 1
 PY
+# a cap above the device's memory is the device's memory, said in one warning (the verdict gave
+# 102,393 GiB of headroom on an 80 GiB device)
+"$gpusim" whatif "$trace" -q -c 100TiB >"$tmp/wb.txt" 2>"$tmp/err" || fail "whatif -c 100TiB: exit"
+grep -q "warning: --capacity 102400 GiB is more than the device's 81079 MiB" "$tmp/err" &&
+    grep -q "at the cap of 81079 MiB" "$tmp/wb.txt" || fail "whatif -c 100TiB: $(cat "$tmp/err"; head -1 "$tmp/wb.txt")"
 # a run recorded under backend:cudaMallocAsync: its recorded setting is the cuda-async policy,
 # beside the others (the whole run was refused: "backend: 'cudaMallocAsync' is not simulated")
 { echo '# gpusim-trace 1'; echo '# allocator_conf: backend:cudaMallocAsync'; gzip -dc "$trace" | grep -v '^# gpusim-trace\|^# allocator_conf'; } >"$tmp/async.gstrace"

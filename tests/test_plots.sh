@@ -373,8 +373,13 @@ for i, (r, d) in enumerate(zip(rs, rows)):   # the verdict's order, its numbers
     assert d[3] == ("0x0072B2" if r["outcome"] == "ok" else "0xD55E00")
 PY
 g=$tmp/wi/batch-alternate-whatif.gp
-grep -q "'recorded cap 5.875 GiB'" "$g" || fail "whatif chart: the cap is not drawn and named"
+grep -q "'cap given 5.875 GiB'" "$g" || fail "whatif chart: the cap is not drawn and named (it was given: no recorded cap)"
 grep -q "'pytorch (recorded)' 5" "$g" || fail "whatif chart: the recorded setting is not named"
+# a snapshot's cap is the recorded one (its NAME.json: 1.5 GiB), and the chart says so
+"$gpusim" whatif "$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz" -q \
+    --plot "$tmp/wr" >/dev/null 2>"$tmp/err" || fail "whatif --plot of a snapshot: $(cat "$tmp/err")"
+grep -q "'recorded cap 1.5 GiB'" "$tmp/wr/oomdie__default__1.5-whatif.gp" ||
+    fail "whatif chart of a snapshot: the recorded cap is not named so"
 grep -q "'7.42 ms (+0%), to its failure'" "$g" || fail "whatif chart: device time not beside the bars"
 grep -q "a request of 120.45 MiB in the large pool failed" "$tmp/wi/batch-alternate-oom-map-5-pytorch.gp" ||
     fail "whatif oom map: not the recorded setting's first OOM"
