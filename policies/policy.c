@@ -88,9 +88,16 @@ gs_policy *gs_policy_new(const char *given, GError **err)
     return NULL;
 }
 
-/* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets). */
-static GPtrArray *split_conf(const char *conf)
+/* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets), its
+ * white space dropped: PyTorch's tokenizer (ConfigTokenizer, c10/core/AllocatorConfig.h) skips
+ * every isspace() character, so "max_split_size_mb: 64" and "[256 : 1, >:2]" are settings it
+ * takes. */
+static GPtrArray *split_conf(const char *given)
 {
+    char *conf = g_strdup(given), *w = conf;
+    for (const char *r = given; *r; r++)
+        if (!g_ascii_isspace(*r)) *w++ = *r;
+    *w = '\0';
     GPtrArray *items = g_ptr_array_new_with_free_func(g_free);
     int depth = 0;
     const char *start = conf;
@@ -105,6 +112,7 @@ static GPtrArray *split_conf(const char *conf)
             start = p + 1;
         }
     }
+    g_free(conf);
     return items;
 }
 

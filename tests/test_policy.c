@@ -78,6 +78,14 @@ START_TEST(config_parses_pytorch_syntax)
     gs_policy_free(p);
     p = policy("pytorch:max_split_size_mb:20"); /* PyTorch 2.9+: >= 20 */
     gs_policy_free(p);
+    /* white space anywhere is dropped, as PyTorch's ConfigTokenizer drops it ("key: 64" was
+     * refused as "' 64' is not a whole number of MB") */
+    p = policy("pytorch:max_split_size_mb: 6 4 ,\tgarbage_collection_threshold :0.6");
+    ck_assert_uint_eq(p->ops->oversize(p->cfg), 64 * MiB);
+    gs_policy_free(p);
+    p = policy("pytorch:roundup_power2_divisions:[ 256 : 1 , > : 8 ]");
+    ck_assert_uint_eq(gs_pytorch_divisions(p->cfg, 40 * GiB), 8);
+    gs_policy_free(p);
 }
 END_TEST
 
