@@ -70,6 +70,11 @@ static void parse_shard(const char *s, unsigned *k, unsigned *n)
 static int merge_shards(gs_cli *c, int argc, char **argv, const gs_sweep *grid)
 {
     size_t n = (size_t)argc - 1;
+    for (size_t i = 1; i < n; i++) /* (else: "cell 0 again (it is also at the same file)") */
+        for (size_t j = 0; j < i; j++)
+            if (gs_cli_same_file(argv[i + 1], argv[j + 1]))
+                gs_cli_usage_error("sweep --merge: %s is given twice (as %s too)", argv[i + 1],
+                                   argv[j + 1]);
     char **texts = g_new0(char *, n + 1);
     size_t *lens = g_new0(size_t, n);
     for (size_t i = 0; i < n; i++) {

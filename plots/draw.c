@@ -247,6 +247,14 @@ char *gs_plot_stem(const char *trace)
     }
     char *stem = file_part(base);
     g_free(base);
+    /* a name of nothing, or one that starts with '.' ("", ".", ".."), would make hidden files
+     * (".-bars.png"): such a stem starts with '-' instead, or is "trace" */
+    if (!*stem) {
+        g_free(stem);
+        stem = g_strdup("trace");
+    } else if (*stem == '.') {
+        *stem = '-';
+    }
     return stem;
 }
 

@@ -85,8 +85,12 @@ static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *tex
     gboolean ok = n_docs > 0 || saved_bad(err, path, "no results");
     for (size_t d = 0; ok && d < n_docs; d++) {
         const gs_json *tr = gs_json_get(docs[d], "trace"), *rs = gs_json_get(docs[d], "results");
-        if (!tr || tr->type != GS_JSON_STRING || !rs || rs->type != GS_JSON_ARRAY || rs->n == 0) {
+        if (!tr || tr->type != GS_JSON_STRING || !rs || rs->type != GS_JSON_ARRAY) {
             ok = saved_bad(err, path, "no \"trace\" and \"results\"");
+            break;
+        }
+        if (rs->n == 0) {
+            ok = saved_bad(err, path, "trace '%s' has no results to plot", tr->str);
             break;
         }
         gs_plot_run *runs = g_new0(gs_plot_run, rs->n);

@@ -650,8 +650,12 @@ expect_error "--shard -1/2" "is not K/N" "$gpusim" sweep "$alt" --shard -1/2
 expect_error "--shard with --plot" "gpusim plot" "$gpusim" sweep "$alt" --shard 0/2 --plot "$tmp/sp"
 expect_error "--merge a missing shard" "1 of 6 cells are in none of the files, the first cell 2" \
     "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/shard-1.csv" "$tmp/shard-3.csv"
-expect_error "--merge a shard twice" "shard-1.csv:2: cell 1 again (it is also at $tmp/shard-1.csv:2)" \
+expect_error "--merge a shard twice" "shard-1.csv is given twice" \
     "$gpusim" sweep --merge "$tmp"/shard-*.csv "$tmp/shard-1.csv"
+cp "$tmp/shard-1.csv" "$tmp/shard-1-copy.csv"
+expect_error "--merge two copies of a shard" "shard-1-copy.csv:2: cell 1 again (it is also at $tmp/shard-1.csv:2)" \
+    "$gpusim" sweep --merge "$tmp"/shard-[0-3].csv "$tmp/shard-1-copy.csv"
+rm "$tmp/shard-1-copy.csv"
 # the last cells missing are seen only against the grid: 6 shards of one cell, the last left out
 for k in 0 1 2 3 4; do
     # shellcheck disable=SC2086

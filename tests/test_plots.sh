@@ -72,6 +72,18 @@ expect_error "plot unterminated quote" "open.csv:4: a quoted field that never en
 expect_error "plot a row too wide" "wide.csv:3: " "$gpusim" plot "$tmp/wide.csv"
 printf '{"trace": 1}' >"$tmp/junk.json"
 expect_error "plot bad JSON report" "no \"trace\" and \"results\"" "$gpusim" plot "$tmp/junk.json"
+printf '[{"trace": "x", "results": []}]' >"$tmp/noresults.json"
+expect_error "plot a report of no results" "trace 'x' has no results to plot" "$gpusim" plot "$tmp/noresults.json"
+expect_error "plot a trace" "gzip-compressed: not a text file (a trace?)" "$gpusim" plot "$alt"
+# a report's trace named "", ".", ".." or ".x": no hidden plot file (".-bars.png")
+"$gpusim" replay "$alt" -q -p cupy --format json -o "$tmp/named.json" || fail "replay json"
+for n in "" . .. .x; do
+    python3 -c "import json, sys; d = json.load(open(sys.argv[1])); d[0]['trace'] = sys.argv[2]
+json.dump(d, open(sys.argv[3], 'w'))" "$tmp/named.json" "$n" "$tmp/dot.json"
+    rm -rf "$tmp/dot"
+    "$gpusim" plot "$tmp/dot.json" -o "$tmp/dot" 2>"$tmp/err" || fail "plot a trace named '$n': $(cat "$tmp/err")"
+    [ -z "$(ls -A "$tmp/dot" | grep '^\.')" ] || fail "plot a trace named '$n': hidden files $(ls -A "$tmp/dot")"
+done
 # a run that fails before its first plot leaves no directory behind
 "$gpusim" replay "$alt" -q --format json -o "$tmp/good.json" || fail "replay json: exit"
 expect_error "plot a good report, then a missing one" "nothere.json: No such file or directory" \

@@ -931,7 +931,7 @@ START_TEST(test_binary_errors)
         /* slot 1's id made slot 0's, while slot 0 is live */
         {ids + 8, 1, "event 1: alloc of live id 1 (slot 0)"},
         {ev + 26, GS_OP_COUNT, "event 0: unknown op 9"},
-        {ev + 26, GS_OP_POOL_END, "event 0: event 0 is pool_end: private pool events"},
+        {ev + 26, GS_OP_POOL_END, "event 0: pool_end: private pool events"},
         {ev + 2 * 32 + 27, 0, "event 3: free_done of id 1 without a pending free"},
         {ev + 4 * 32 + 27, 1, "deferred free of id 2 never completed"},
         {ev + 24, 1, "event 0: client 1 before client 0"},

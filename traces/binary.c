@@ -183,9 +183,8 @@ static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_ta
         /* Private pool events (text version 3) are not in binary version 1: refused, so a
          * binary file never reads as another trace. */
         if (op >= GS_OP_POOL_BEGIN) {
-            why = g_strdup_printf("event %zu is %s: private pool events (trace version 3) are "
-                                  "not carried by the binary format: keep it as text", i,
-                                  gs_op_name(op));
+            why = g_strdup_printf("%s: private pool events (trace version 3) are not carried "
+                                  "by the binary format: keep it as text", gs_op_name(op));
             break;
         }
         /* Clients and streams are numbered in order of first appearance, as the text reader

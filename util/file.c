@@ -36,8 +36,12 @@ gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err)
     const char *nul = memchr(g->str, '\0', g->len);
     if (nul) {
         char *shown = gs_printable(path);
-        g_set_error(err, GS_TEXT_ERROR, GS_TEXT_ERROR_NUL, "%s: byte %zu: a NUL byte: not a text file",
-                    shown, (size_t)(nul - g->str));
+        if (g->len >= 2 && (unsigned char)g->str[0] == 0x1f && (unsigned char)g->str[1] == 0x8b)
+            g_set_error(err, GS_TEXT_ERROR, GS_TEXT_ERROR_NUL,
+                        "%s: gzip-compressed: not a text file (a trace?)", shown);
+        else
+            g_set_error(err, GS_TEXT_ERROR, GS_TEXT_ERROR_NUL,
+                        "%s: byte %zu: a NUL byte: not a text file", shown, (size_t)(nul - g->str));
         g_free(shown);
         g_string_free(g, TRUE);
         return FALSE;
