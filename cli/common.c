@@ -454,23 +454,15 @@ int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n)
     return rc;
 }
 
-/* A PyTorch memory snapshot (torch.cuda.memory._dump_snapshot): a pickle, maybe gzipped. By
- * its name, or by the first bytes of a regular file (pickle protocol 2+ starts 0x80
- * 0x02..0x05). A pipe is known by its name only: bytes read from it here would be lost to the
- * reader after. */
+/* A PyTorch memory snapshot (torch.cuda.memory._dump_snapshot): a pickle, maybe gzipped. A
+ * regular file by what it holds (gs_trace_sniff: a trace named x.pickle.gz is a trace, a
+ * snapshot named oom.snapshot.gz a snapshot); a pipe, or a file that is neither, by its name. */
 bool gs_cli_is_snapshot(const char *path)
 {
-    if (g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
-        g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz"))
-        return true;
-    GStatBuf st;
-    if (g_stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
-    unsigned char head[2] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    size_t n = fread(head, 1, 2, f);
-    fclose(f);
-    return n == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    gs_trace_sniffed s = gs_trace_sniff(path);
+    if (s != GS_SNIFF_UNKNOWN) return s == GS_SNIFF_PICKLE;
+    return g_str_has_suffix(path, ".pickle") || g_str_has_suffix(path, ".pickle.gz") ||
+           g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz");
 }
 
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)

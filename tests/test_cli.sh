@@ -451,6 +451,15 @@ snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 head -1 "$tmp/w.csv" | grep -q "^trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes" ||
     fail "whatif csv header: $(head -1 "$tmp/w.csv")"
 grep -Eq ",pytorch,1,161061273[56]," "$tmp/w.csv" || fail "whatif snapshot: recorded cap not taken: $(cat "$tmp/w.csv")"
+# a regular file is what it holds, whatever its name: a gzip-compressed snapshot named
+# run.snapshot.gz is converted (it was read as a trace: "not a gpusim trace"), a trace named
+# t.pickle.gz is a trace (it was refused as a snapshot)
+cp "$snap" "$tmp/run.snapshot.gz"
+"$gpusim" whatif "$tmp/run.snapshot.gz" -q >"$tmp/w3.txt" 2>"$tmp/err" || fail "whatif run.snapshot.gz: $(cat "$tmp/err")"
+grep -q "^whatif .*run.snapshot.gz: 1277 events" "$tmp/w3.txt" || fail "whatif run.snapshot.gz: $(head -1 "$tmp/w3.txt")"
+cp "$trace" "$tmp/t.pickle.gz"
+"$gpusim" replay -q "$tmp/t.pickle.gz" >"$tmp/out" 2>"$tmp/err" && grep -q "8533 events" "$tmp/out" ||
+    fail "replay t.pickle.gz (a trace): $(cat "$tmp/err")"
 # a snapshot named like an option goes to the converter as a name (it was read as -o); one named
 # NAME.pkl.gz reads its NAME.json as NAME.pickle.gz does (the cap of 1.5 GiB)
 cp "$snap" "$tmp/-o.pkl.gz"

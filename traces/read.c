@@ -1402,3 +1402,31 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
     g_free(c.buf);
     return parser_done(&p, ok);
 }
+
+gs_trace_sniffed gs_trace_sniff(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return GS_SNIFF_UNKNOWN;
+    unsigned char raw[512], head[32];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, raw, sizeof raw) : -1;
+    close(fd);
+    if (n < 2) return GS_SNIFF_UNKNOWN;
+    size_t have = 0;
+    if (is_gzip((const char *)raw, (size_t)n)) { /* the first bytes of what it holds */
+        z_stream z = {.next_in = raw, .avail_in = (uInt)n, .next_out = head,
+                      .avail_out = sizeof head};
+        if (inflateInit2(&z, MAX_WBITS + 16) != Z_OK) return GS_SNIFF_UNKNOWN;
+        (void)inflate(&z, Z_SYNC_FLUSH);
+        have = sizeof head - z.avail_out;
+        inflateEnd(&z);
+    } else {
+        have = MIN((size_t)n, sizeof head);
+        memcpy(head, raw, have);
+    }
+    if (have >= strlen("# gpusim-trace") && memcmp(head, "# gpusim-trace", strlen("# gpusim-trace")) == 0)
+        return GS_SNIFF_TRACE;
+    if (gs_trace_is_binary((const char *)head, have)) return GS_SNIFF_TRACE;
+    if (have >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return GS_SNIFF_PICKLE;
+    return GS_SNIFF_UNKNOWN;
+}

@@ -205,6 +205,13 @@ typedef void (*gs_trace_warn_fn)(const char *msg, void *ud);
 gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn, void *ud,
                         GError **err);
 
+/* What the file at path holds, by its first bytes (gzip looked into): a gpusim trace (text or
+ * binary), a pickle (a PyTorch memory snapshot: protocol 2 and above), or neither (unknown: not
+ * a regular file, unreadable, or something else). A pipe is never read here (its bytes would be
+ * lost to the reader after). */
+typedef enum { GS_SNIFF_UNKNOWN, GS_SNIFF_TRACE, GS_SNIFF_PICKLE } gs_trace_sniffed;
+gs_trace_sniffed gs_trace_sniff(const char *path);
+
 /* Parse from memory (already decompressed or not; gzip is detected). name is used in messages. */
 gs_trace *gs_trace_parse(const char *name, const char *data, size_t len, unsigned flags,
                          gs_trace_warn_fn warn, void *ud, GError **err);
