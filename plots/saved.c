@@ -174,8 +174,11 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
                                GError **err)
 {
     GArray *lines = g_array_new(FALSE, FALSE, sizeof(size_t));
-    GPtrArray *rows = gs_csv_parse(path, text, len, lines, err);
-    if (!rows) {
+    GError *e = NULL;
+    GPtrArray *rows = gs_csv_parse(path, text, len, lines, &e);
+    if (!rows) { /* in this module's domain, as every error gs_plot_saved gives */
+        g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, e->message);
+        g_error_free(e);
         g_array_free(lines, TRUE);
         return FALSE;
     }
