@@ -36,9 +36,16 @@ int gs_cmd_plot(int argc, char **argv)
     gs_cli_parse(&c, &argc, &argv, 1, "RESULT");
     GError *err = NULL;
     int rc = GS_EXIT_OK;
-    /* every RESULT read and checked first: a bad one later on leaves no directory and no plot */
-    for (int a = 1; a < argc; a++)
-        if (!gs_plot_saved(NULL, argv[a], &err)) gs_cli_usage_error("%s", err->message);
+    /* every RESULT read (once: it may be a pipe) and checked first: a bad one later on leaves no
+     * directory and no plot */
+    char **texts = g_new0(char *, (size_t)argc);
+    size_t *lens = g_new0(size_t, (size_t)argc);
+    for (int a = 1; a < argc; a++) {
+        GError *e = NULL;
+        if (!gs_read_text(argv[a], &texts[a], &lens[a], &e)) gs_cli_usage_error("%s", e->message);
+        if (!gs_plot_saved_text(NULL, argv[a], texts[a], lens[a], &err))
+            gs_cli_usage_error("%s", err->message);
+    }
     /* a plotter per directory (the RESULTs' with no -o), so that two RESULTs of traces of one
      * name plotted into one directory get names of their own (gs_plotter_stem) */
     GPtrArray *plotters = g_ptr_array_new_with_free_func((GDestroyNotify)gs_plotter_free);
@@ -55,8 +62,12 @@ int gs_cmd_plot(int argc, char **argv)
             g_ptr_array_add(plotters, p);
         }
         g_free(d);
-        if (!p || !gs_plot_saved(p, argv[a], &err)) break; /* a plot refused: the rest too */
+        if (!p || !gs_plot_saved_text(p, argv[a], texts[a], lens[a], &err))
+            break; /* a plot refused: the rest too */
     }
+    for (int a = 1; a < argc; a++) g_free(texts[a]);
+    g_free(texts);
+    g_free(lens);
     for (guint i = 0; i < plotters->len; i++)
         if (!gs_cli_render_plots(plotters->pdata[i])) rc = GS_EXIT_PLOT;
     g_ptr_array_free(plotters, TRUE);

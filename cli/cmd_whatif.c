@@ -83,14 +83,12 @@ static void stop_signals(sigset_t *set)
     sigaddset(set, SIGQUIT);
 }
 
-/* In the converter, before its exec: the signals whatif holds back are the converter's to take
- * (a Ctrl-C ends it at once). */
-static void child_unblock(gpointer unused)
+/* In the converter, before its exec: the mask gpusim started with (before, the user data), so
+ * the signals whatif holds back are the converter's to take (a Ctrl-C ends it at once).
+ * sigprocmask: the child of a fork may call only async-signal-safe functions. */
+static void child_unblock(gpointer before)
 {
-    (void)unused;
-    sigset_t stop;
-    stop_signals(&stop);
-    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
+    sigprocmask(SIG_SETMASK, before, NULL);
 }
 
 /* Convert the snapshot input in a temporary directory and load what the converter wrote: the
@@ -120,8 +118,8 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     char *err_text = NULL, *why = NULL;
     gint status = 0;
     /* argv, no shell: a file name is never a command */
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, child_unblock, NULL,
-                      NULL, &err_text, &status, &err)) {
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, child_unblock,
+                      &before, NULL, &err_text, &status, &err)) {
         why = g_strdup_printf("whatif: cannot run the converter %s: %s",
                               (char *)argv->pdata[strcmp(argv->pdata[0], "python3") == 0],
                               err->message);
@@ -131,12 +129,19 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
         why = g_strdup_printf("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
     } else {
         if (err_text && *err_text) fputs(err_text, stderr); /* its warnings, as they are */
-        *t = gs_trace_load(trace, c->lenient ? GS_TRACE_LENIENT : 0, gs_cli_warn_lenient, NULL, &err);
-        if (*t && !(*ref = gs_reference_load(refp, &err))) {
-            gs_trace_free(*t);
-            *t = NULL;
+        if (!g_file_test(trace, G_FILE_TEST_EXISTS) || !g_file_test(refp, G_FILE_TEST_EXISTS)) {
+            why = g_strdup_printf("whatif: %s: the converter wrote no %s", input,
+                                  g_file_test(trace, G_FILE_TEST_EXISTS) ? "reference" : "trace");
+        } else {
+            *t = gs_trace_load(trace, c->lenient ? GS_TRACE_LENIENT : 0, gs_cli_warn_lenient,
+                               NULL, &err);
+            if (*t && !(*ref = gs_reference_load(refp, &err))) {
+                gs_trace_free(*t);
+                *t = NULL;
+            }
+            if (!*t)
+                why = g_strdup_printf("whatif: %s: what the converter wrote: %s", input, err->message);
         }
-        if (!*t) why = g_strdup_printf("whatif: %s: what the converter wrote: %s", input, err->message);
     }
     g_unlink(trace);
     g_unlink(refp);
@@ -245,8 +250,11 @@ int gs_cmd_whatif(int argc, char **argv)
     GError *err = NULL;
     if (gs_cli_is_snapshot(input)) {
         if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
-        if (!g_file_test(input, G_FILE_TEST_IS_REGULAR))
+        if (!g_file_test(input, G_FILE_TEST_EXISTS))
             gs_cli_usage_error("%s: no such file", input);
+        if (!g_file_test(input, G_FILE_TEST_IS_REGULAR)) /* (the converter reads it in passes) */
+            gs_cli_usage_error("%s: a snapshot to convert must be a file, not a pipe: save it "
+                               "first, or convert it with gpusim-convert", input);
         load_snapshot(&c, input, &t, &ref);
     } else {
         t = gs_cli_load_trace(&c, input);
@@ -271,8 +279,8 @@ int gs_cmd_whatif(int argc, char **argv)
                                                     : "device memory";
     if (cap > total) { /* the device limits every replay: headroom against more is no headroom */
         char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
-        gs_cli_say("warning: --capacity %s is more than the device's %s: the cap is the device's "
-                   "memory", cw, tw);
+        gs_cli_say("warning: %s %s is more than the device's %s: the cap is the device's memory",
+                   c.capacity ? "--capacity" : "the recorded cap", cw, tw);
         g_free(cw);
         g_free(tw);
         cap = total;

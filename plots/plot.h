@@ -146,6 +146,10 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
  * otherwise the bars (and, for a sweep's CSV, the sweep plot). p NULL: read and check it only,
  * drawing nothing (gpusim plot checks every RESULT before it draws the first). */
 gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err);
+/* The same of a report already read (path names it in messages): gpusim plot reads each RESULT
+ * once, so one on a pipe is checked and drawn from the same bytes. */
+gboolean gs_plot_saved_text(gs_plotter *p, const char *path, const char *text, size_t len,
+                            GError **err);
 
 /* ---- names ---- */
 /* "resnet50" for "traces/data/resnet50.gstrace.gz": the plots' file-name stem. */

@@ -242,6 +242,19 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     return ok;
 }
 
+gboolean gs_plot_saved_text(gs_plotter *p, const char *path, const char *text, size_t len,
+                            GError **err)
+{
+    const char *c = text;
+    while (c < text + len && g_ascii_isspace(*c)) c++;
+    if (p) gs_plotter_set_result(p, path);
+    gboolean ok = c < text + len && (*c == '{' || *c == '[')
+                      ? plot_saved_json(p, path, text, len, err)
+                      : plot_saved_csv(p, path, text, len, err);
+    if (p) gs_plotter_set_result(p, NULL);
+    return ok;
+}
+
 gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err)
 {
     char *text = NULL;
@@ -252,13 +265,7 @@ gboolean gs_plot_saved(gs_plotter *p, const char *path, GError **err)
         g_error_free(e);
         return FALSE;
     }
-    const char *c = text;
-    while (c < text + len && g_ascii_isspace(*c)) c++;
-    if (p) gs_plotter_set_result(p, path);
-    gboolean ok = c < text + len && (*c == '{' || *c == '[')
-                      ? plot_saved_json(p, path, text, len, err)
-                      : plot_saved_csv(p, path, text, len, err);
-    if (p) gs_plotter_set_result(p, NULL);
+    gboolean ok = gs_plot_saved_text(p, path, text, len, err);
     g_free(text);
     return ok;
 }

@@ -153,6 +153,11 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
                 ok = merge_bad(err, paths[f], line, "the last row has no line end (a cut file?)");
                 break;
             }
+            if (end - i >= 2 && s[end - 2] == '\r') { /* every row's, not the header's alone */
+                ok = merge_bad(err, paths[f], line, "a CRLF line end (rewritten on another "
+                               "system?): gpusim writes LF; convert it back, with dos2unix say");
+                break;
+            }
             size_t cell = 0, k = i;
             while (k < end && s[k] >= '0' && s[k] <= '9' && cell <= GS_SWEEP_MAX_CELLS)
                 cell = cell * 10 + (size_t)(s[k++] - '0');

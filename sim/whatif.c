@@ -116,11 +116,24 @@ static const char *const standard[] = {
     "pytorch:garbage_collection_threshold:0.8",
 };
 
+/* Whether two specs name one setting: equal but for white space, which the policies' parser
+ * drops as PyTorch does (a recorded "max_split_size_mb: 128" is the candidate
+ * "max_split_size_mb:128", replayed once). */
+static bool same_spec(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        while (g_ascii_isspace(*a)) a++;
+        while (g_ascii_isspace(*b)) b++;
+        if (*a != *b) return false;
+        if (!*a) return true;
+    }
+}
+
 static gs_whatif_row *find_row(GPtrArray *rows, const char *spec)
 {
     for (guint i = 0; i < rows->len; i++) {
         gs_whatif_row *r = rows->pdata[i];
-        if (strcmp(r->pol->spec, spec) == 0) return r;
+        if (same_spec(r->pol->spec, spec)) return r;
     }
     return NULL;
 }

@@ -445,6 +445,12 @@ grep -q "warning: --capacity 102400 GiB is more than the device's 81079 MiB" "$t
 "$gpusim" whatif "$tmp/async.gstrace" -q -c 6GiB >"$tmp/wa.txt" 2>"$tmp/err" || fail "whatif of a cudaMallocAsync run: $(cat "$tmp/err")"
 grep -q '^cuda-async (recorded) ' "$tmp/wa.txt" && grep -q '^pytorch ' "$tmp/wa.txt" ||
     fail "whatif of a cudaMallocAsync run: rows $(cut -c1-40 "$tmp/wa.txt")"
+# a recorded setting written with spaces is the candidate of the same setting: one row, replayed
+# once (it was listed twice, as "max_split_size_mb: 128 (recorded)" and "max_split_size_mb:128")
+{ echo '# gpusim-trace 1'; echo '# allocator_conf: max_split_size_mb: 128'; gzip -dc "$trace" | grep -v '^# gpusim-trace\|^# allocator_conf'; } >"$tmp/spaced.gstrace"
+"$gpusim" whatif "$tmp/spaced.gstrace" -q -c 6GiB >"$tmp/ws.txt" 2>"$tmp/err" || fail "whatif of a spaced setting: $(cat "$tmp/err")"
+[ "$(grep -c '^pytorch:max_split_size_mb: *128 ' "$tmp/ws.txt")" -eq 1 ] ||
+    fail "whatif of a spaced setting: rows $(grep '^pytorch:max_split' "$tmp/ws.txt")"
 # a snapshot converted on the fly: the recorded cap comes from its sibling JSON (1.5 GiB)
 snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 "$gpusim" whatif "$snap" --format csv >"$tmp/w.csv" 2>"$tmp/err" || fail "whatif snapshot: $(cat "$tmp/err")"
@@ -455,8 +461,18 @@ grep -Eq ",pytorch,1,161061273[56]," "$tmp/w.csv" || fail "whatif snapshot: reco
 # run.snapshot.gz is converted (it was read as a trace: "not a gpusim trace"), a trace named
 # t.pickle.gz is a trace (it was refused as a snapshot)
 cp "$snap" "$tmp/run.snapshot.gz"
+cp "${snap%.pickle.gz}.json" "$tmp/run.json" # its NAME.json comes with it: the cap of 1.5 GiB
 "$gpusim" whatif "$tmp/run.snapshot.gz" -q >"$tmp/w3.txt" 2>"$tmp/err" || fail "whatif run.snapshot.gz: $(cat "$tmp/err")"
-grep -q "^whatif .*run.snapshot.gz: 1277 events" "$tmp/w3.txt" || fail "whatif run.snapshot.gz: $(head -1 "$tmp/w3.txt")"
+grep -q "^whatif .*run.snapshot.gz: 1277 events, at the cap of 1.5 GiB" "$tmp/w3.txt" ||
+    fail "whatif run.snapshot.gz: $(head -1 "$tmp/w3.txt")"
+# a FIFO: a trace read from one is the file's (nothing lost to a look at its first bytes, which
+# took the writer's connection and could hang), a snapshot on one is refused in one line
+mkfifo "$tmp/fifo.gstrace" "$tmp/fifo.pickle.gz"
+gzip -dc "$trace" >"$tmp/fifo.gstrace" &
+"$gpusim" replay -q "$tmp/fifo.gstrace" >"$tmp/out" 2>"$tmp/err" && grep -q "8533 events" "$tmp/out" ||
+    fail "replay a FIFO: $(cat "$tmp/err")"
+wait
+expect_error "whatif a snapshot on a FIFO" "must be a file, not a pipe" "$gpusim" whatif "$tmp/fifo.pickle.gz"
 cp "$trace" "$tmp/t.pickle.gz"
 "$gpusim" replay -q "$tmp/t.pickle.gz" >"$tmp/out" 2>"$tmp/err" && grep -q "8533 events" "$tmp/out" ||
     fail "replay t.pickle.gz (a trace): $(cat "$tmp/err")"
@@ -470,12 +486,14 @@ grep -Eq ",pytorch,1,161061273[56]," "$tmp/w2.csv" || fail "whatif -o.pkl.gz: re
 # a converter that writes nothing, one stopped by a signal (SIGTERM to gpusim alone: it waits for
 # the converter, removes its directory, then ends by the signal): no temporary directory left
 GPUSIM_CONVERT=/bin/true TMPDIR=$tmp/tt "$gpusim" whatif "$snap" >/dev/null 2>"$tmp/err" && fail "whatif, no trace converted: exit 0"
-grep -q "oomdie__default__1.5.pickle.gz: what the converter wrote: " "$tmp/err" || fail "whatif, no trace converted: $(cat "$tmp/err")"
-printf '#!/bin/sh\nsleep 2\nexec true\n' >"$tmp/slowconv.sh"
+grep -q "oomdie__default__1.5.pickle.gz: the converter wrote no trace" "$tmp/err" || fail "whatif, no trace converted: $(cat "$tmp/err")"
+# (the signal is sent once the converter runs: it leaves a mark first)
+printf '#!/bin/sh\n: >"%s"\nsleep 3\nexec true\n' "$tmp/conv-started" >"$tmp/slowconv.sh"
 chmod +x "$tmp/slowconv.sh"
 GPUSIM_CONVERT=$tmp/slowconv.sh TMPDIR=$tmp/tt "$gpusim" whatif "$snap" >/dev/null 2>&1 &
 wpid=$!
-sleep 1
+for i in $(seq 100); do [ -e "$tmp/conv-started" ] && break; sleep 0.1; done
+[ -e "$tmp/conv-started" ] || fail "whatif: the slow converter never started"
 kill -TERM "$wpid"
 wait "$wpid"
 rc=$?
@@ -706,6 +724,9 @@ expect_error "--merge a row cut short" "short.csv:2: 2 fields, where the header 
     "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/short.csv"
 sed 's/$/\r/' "$tmp/shard-1.csv" >"$tmp/crlf.csv"
 expect_error "--merge CRLF" "crlf.csv:1: CRLF line ends" "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/crlf.csv"
+{ head -1 "$tmp/shard-1.csv"; tail -n +2 "$tmp/shard-1.csv" | sed 's/$/\r/'; } >"$tmp/crlf-rows.csv"
+expect_error "--merge CRLF rows under an LF header" "crlf-rows.csv:2: a CRLF line end" \
+    "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/crlf-rows.csv"
 expect_error "--merge -j" "--jobs belongs to each" "$gpusim" sweep --merge "$tmp"/shard-*.csv -j 3
 expect_error "--merge --continue-on-oom" "--continue-on-oom belongs" "$gpusim" sweep --merge "$tmp"/shard-*.csv --continue-on-oom
 "$gpusim" sweep --merge "$tmp"/shard-*.csv --fail-on-oom -o "$tmp/m4.csv"

@@ -86,6 +86,9 @@ json.dump(d, open(sys.argv[3], 'w'))" "$tmp/named.json" "$n" "$tmp/dot.json"
 done
 # a run that fails before its first plot leaves no directory behind
 "$gpusim" replay "$alt" -q --format json -o "$tmp/good.json" || fail "replay json: exit"
+# a RESULT on a pipe is read once, checked and drawn (it was read twice: "no header and rows")
+cat "$tmp/good.json" | "$gpusim" plot /dev/stdin -o "$tmp/fromstdin" 2>"$tmp/err" || fail "plot from a pipe: $(cat "$tmp/err")"
+ls "$tmp/fromstdin" | grep -q -- '-bars.png' || fail "plot from a pipe: no bars: $(ls "$tmp/fromstdin")"
 expect_error "plot a good report, then a missing one" "nothere.json: No such file or directory" \
     "$gpusim" plot "$tmp/good.json" "$tmp/nothere.json" -o "$tmp/never"
 printf 'trace,policy,capacity_bytes\nx\000,pytorch,0\n' >"$tmp/nul.csv"

@@ -11,6 +11,8 @@ ones the README tells users to regenerate.
 
 import gzip
 import os
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -104,6 +106,33 @@ class TestBatchAlternate(unittest.TestCase):
         r = run("batch-alternate", "-o", os.path.join(self.tmp.name, "missing", "x.gstrace"))
         self.assertEqual(r.returncode, 2)  # as every error of synth.py and convert.py
         self.assertIn(b"cannot write", r.stderr)
+
+    def test_special_outputs_are_written_in_place(self):
+        # a link is written through, in place, and stays a link (as gpusim's -o): the writer
+        # renamed a temporary file over it, which as root made /dev/full a regular file
+        real, link = self.path("real.gstrace"), self.path("out.gstrace")
+        open(real, "wb").close()
+        os.symlink(real, link)
+        r = run("batch-alternate", "-o", link)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.islink(link), "the link was replaced")
+        with open(real, "rb") as f:
+            self.assertTrue(f.read().startswith(b"# gpusim-trace 1"))
+        if os.access("/dev/full", os.W_OK):
+            r = run("batch-alternate", "-o", "/dev/full")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(b"No space left on device", r.stderr)
+
+    def test_short_write_to_stdout_is_an_error(self):
+        # stdout at a file-size limit: the write was cut at the limit and exit 0 said nothing
+        def limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (10000, 10000))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        with open(self.path("cut.gstrace"), "wb") as out:
+            r = subprocess.run([sys.executable, SYNTH, "batch-alternate", "-o", "-"], stdout=out,
+                               stderr=subprocess.PIPE, preexec_fn=limit)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(b"cannot write standard output", r.stderr)
 
     def test_help_names_the_scenarios(self):
         r = run("--help")

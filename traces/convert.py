@@ -105,8 +105,8 @@ Reference file (--reference OUT.json): what the recorded allocator did, as JSON:
   before trace event number seq; with several devices a fifth field says which). For 'oom',
   addr holds the event's device_free (what cudaMemGetInfo reported free).
 
-Sibling JSON: for INPUT named NAME.pickle.gz, NAME.pickle, NAME.pkl.gz or NAME.pkl, a NAME.json
-beside it (the layout
+Sibling JSON: for INPUT named NAME.EXT or NAME.EXT.gz (NAME.pickle.gz, NAME.pkl, ...), a
+NAME.json beside it (the layout
 of shared/traces/pytorch-2.11-h100/) supplies total_bytes, cap_gib, outcome and memory_stats.
 cap_bytes is the limit PyTorch really enforced: set_per_process_memory_fraction() truncates
 fraction * total to an integer, and the runs set fraction = cap_gib * 2**30 / total, so
@@ -2599,13 +2599,15 @@ def build_trace(rec, label):
 # ---------------------------------------------------------------------------------------------
 
 def sibling_json_path(input_path):
-    # the names gpusim whatif takes for a snapshot (cli/common.c gs_cli_is_snapshot)
-    for suffix in (".pickle.gz", ".pickle", ".pkl.gz", ".pkl"):
-        if input_path.endswith(suffix):
-            candidate = input_path[: -len(suffix)] + ".json"
-            if os.path.isfile(candidate):
-                return candidate
-    return None
+    """NAME.json beside NAME.EXT or NAME.EXT.gz (NAME.pickle.gz, NAME.pkl, run.snapshot.gz...):
+    gpusim whatif takes a snapshot by what it holds, whatever its name, and its NAME.json must
+    come with it (without, a run that died at its cap was judged at the device's memory)."""
+    base = input_path[:-3] if input_path.endswith(".gz") else input_path
+    root, ext = os.path.splitext(base)
+    if not ext or not os.path.basename(root):
+        return None
+    candidate = root + ".json"
+    return candidate if candidate != input_path and os.path.isfile(candidate) else None
 
 
 def read_sibling(path):
@@ -2835,15 +2837,48 @@ def write_whole(path, data):
     _write_atomic(path, lambda f: f.write(data))
 
 
+class _CheckedWriter:
+    """A file object over a descriptor whose every write is whole: os.write until each byte is
+    written, an error raised (a short write to a pipe, or to a file at its size limit, was
+    taken as done)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, data):
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            if n <= 0:
+                raise OSError(0, "nothing written")
+            view = view[n:]
+        return len(data)
+
+
+def _write_in_place(path, write):
+    what = "standard output" if path == "-" else path
+    try:
+        if path == "-":
+            sys.stdout.flush()
+            write(_CheckedWriter(sys.stdout.fileno()))
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+            try:
+                write(_CheckedWriter(fd))
+            finally:
+                os.close(fd)
+    except OSError as e:
+        raise ConvertError(f"cannot write {what}: {e.strerror or e}") from None
+
+
 def _write_atomic(path, write):
     """write(f) into a temporary file beside path, then rename it over path (write_whole); path
     "-" is standard output, as for gpusim's -o."""
-    if path == "-":
-        try:
-            write(sys.stdout.buffer)
-            sys.stdout.buffer.flush()
-        except OSError as e:
-            raise ConvertError(f"cannot write standard output: {e.strerror or e}") from None
+    if path == "-" or (os.path.lexists(path) and not os.path.isfile(path)) or os.path.islink(path):
+        # standard output, or an existing target that is not a regular file (a device, a FIFO, a
+        # link such as /dev/stdout): written in place, as gpusim's -o writes it, never replaced
+        # by a rename (as root that turned /dev/full into a regular file)
+        _write_in_place(path, write)
         return
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None

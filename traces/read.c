@@ -1405,8 +1405,11 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
 
 gs_trace_sniffed gs_trace_sniff(const char *path)
 {
+    /* stat before open: opening a FIFO would take its writer's connection (and block with
+     * none), and the reader's open after would wait for a writer that has gone */
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return GS_SNIFF_UNKNOWN;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return GS_SNIFF_UNKNOWN;
     unsigned char raw[512], head[32];
     ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, raw, sizeof raw) : -1;

@@ -60,7 +60,7 @@ char *gs_csv_quote(const char *s);
 /* The same, appended to out. */
 void gs_csv_field(GString *out, const char *s);
 /* RFC 4180 records of s (len bytes, named path in messages): a GPtrArray of NULL-terminated
- * string vectors (blank lines skipped, a CR before a line end dropped), and in lines (a GArray
+ * string vectors (blank lines skipped, a CR outside quotes dropped), and in lines (a GArray
  * of size_t) the line each record starts on, as a quoted field may hold line breaks. NULL and
  * err "PATH:LINE: message" (GS_TEXT_ERROR_FORMAT) when a quoted field never ends. */
 GPtrArray *gs_csv_parse(const char *path, const char *s, size_t len, GArray *lines, GError **err);
