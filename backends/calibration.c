@@ -394,7 +394,7 @@ bool gs_calibration_save(const char *path, gs_call_sample *x, size_t n, const gs
         }
     }
     GError *e = NULL;
-    bool ok = g_file_set_contents(path, s->str, (gssize)s->len, &e); /* temp file + rename */
+    bool ok = gs_write_whole(path, s->str, s->len, &e); /* temp file + rename */
     if (!ok) {
         *errmsg = g_strdup(e->message);
         g_error_free(e);

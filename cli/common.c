@@ -5,8 +5,6 @@
  * command that takes it.
  */
 #include <errno.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,45 +349,6 @@ void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *input
         gs_cli_usage_error("%s: cannot write: %s", path, g_strerror(errno));
 }
 
-/* buf, whole, into path: a temporary file beside it (mode as open() would give), then a rename.
- * The signals that stop a run are held back meanwhile, so an interrupt cannot leave the
- * temporary file behind; on failure it is removed and FALSE returned with errno set. */
-static gboolean write_whole(const char *path, const char *buf, size_t len)
-{
-    sigset_t stop, before;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGHUP);
-    sigaddset(&stop, SIGQUIT);
-    pthread_sigmask(SIG_BLOCK, &stop, &before);
-    /* a short name beside path, not path with a suffix: a name of 250 bytes is a valid -o, and
-     * one 7 bytes longer is not */
-    char *dir = g_path_get_dirname(path);
-    char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
-    g_free(dir);
-    int fd = g_mkstemp(tmp), e = 0;
-    if (fd < 0) {
-        e = errno;
-    } else {
-        mode_t mask = umask(0);
-        umask(mask);
-        if (fchmod(fd, 0666 & ~mask) != 0) e = errno; /* as if created by open(), not 0600 */
-        for (size_t done = 0; !e && done < len;) {
-            ssize_t n = write(fd, buf + done, len - done);
-            if (n < 0 && errno != EINTR) e = errno;
-            if (n > 0) done += (size_t)n;
-        }
-        if (close(fd) != 0 && !e) e = errno;
-        if (!e && rename(tmp, path) != 0) e = errno;
-        if (e) unlink(tmp);
-    }
-    g_free(tmp);
-    pthread_sigmask(SIG_SETMASK, &before, NULL);
-    errno = e;
-    return e == 0;
-}
-
 void gs_cli_close_output(gs_cli_out *o)
 {
     if (o->f == stdout) {
@@ -403,8 +362,8 @@ void gs_cli_close_output(gs_cli_out *o)
         return;
     }
     if (fclose(o->f) != 0) gs_cli_usage_error("%s: cannot write: %s", o->path, g_strerror(errno));
-    if (!write_whole(o->path, o->buf, o->len))
-        gs_cli_usage_error("%s: cannot write: %s", o->path, g_strerror(errno));
+    GError *e = NULL;
+    if (!gs_write_whole(o->path, o->buf, o->len, &e)) gs_cli_usage_error("%s", e->message);
     free(o->buf);
     o->buf = NULL;
 }

@@ -148,7 +148,7 @@ gboolean gs_plotter_make(gs_plotter *p, GError **err)
     return TRUE;
 }
 
-/* g_file_set_contents writes a temporary file beside the target and renames it: whole. */
+/* gs_write_whole writes a temporary file beside the target and renames it: whole. */
 gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError **err)
 {
     if (!gs_plotter_make(p, err)) return FALSE;
@@ -170,7 +170,7 @@ gboolean gs_plotter_write(gs_plotter *p, const char *name, GString *text, GError
         return FALSE;
     }
     GError *e = NULL;
-    gboolean ok = g_file_set_contents(path, text->str, (gssize)text->len, &e);
+    gboolean ok = gs_write_whole(path, text->str, text->len, &e);
     if (!ok) {
         g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s", e->message);
         g_error_free(e);

@@ -568,7 +568,7 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
     pk_close_dict(&p);
     g_string_append_c(p.b, '.'); /* STOP */
     g_assert(p.depth == 0);
-    gboolean ok = g_file_set_contents(path, p.b->str, (gssize)p.b->len, err);
+    gboolean ok = gs_write_whole(path, p.b->str, p.b->len, err);
     g_string_free(p.b, TRUE);
     return ok;
 }

@@ -525,6 +525,17 @@ expect_error "validate --save-calibration in a missing directory" "--save-calibr
 expect_error "validate --save-calibration is -o" "name one file" \
     "$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --runs 1 --save-calibration "$tmp/same.txt" -o "$tmp/./same.txt"
 [ -e "$tmp/same.txt" ] && fail "validate --save-calibration is -o: a file written"
+# --save-calibration of a 254-byte name is written (its temporary file's name passed NAME_MAX),
+# and through a link the link stays (it was replaced by a rename: as root, /dev/stdout too)
+longcal=$(printf 'c%.0s' $(seq 250)).csv
+"$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --runs 1 --save-calibration "$tmp/$longcal" >/dev/null ||
+    fail "validate --save-calibration a 254-byte name: exit $?"
+[ -s "$tmp/$longcal" ] || fail "validate --save-calibration a 254-byte name: not written"
+ln -s cal-target.csv "$tmp/cal-link.csv"
+"$gpusim" validate "$tmp/in.gstrace.gz" --backend sim --runs 1 --save-calibration "$tmp/cal-link.csv" >/dev/null ||
+    fail "validate --save-calibration through a link: exit $?"
+[ -L "$tmp/cal-link.csv" ] && head -1 "$tmp/cal-target.csv" | grep -q '^op,size_bytes' ||
+    fail "validate --save-calibration through a link: the link replaced"
 # --export-snapshot never writes over an input (a calibration named like a snapshot) or -o
 mkdir -p "$tmp/ex"
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,a,0,0,1,1048576\n1,1,free,a,0,0,1,0\n' >"$tmp/ex/b.gstrace"

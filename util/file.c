@@ -1,10 +1,14 @@
 /* file.c - a whole file as text: what every reader of a small input (a calibration table, a saved
- * report, a sweep's shard, a reference) starts from. */
+ * report, a sweep's shard, a reference) starts from; and a whole output written so that no
+ * reader ever sees half of it. */
 #include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 G_DEFINE_QUARK(gs-text-error-quark, gs_text_error)
@@ -49,4 +53,66 @@ gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err)
     *len = g->len;
     *text = g_string_free(g, FALSE);
     return TRUE;
+}
+
+/* All of buf into fd; 0 or the errno. */
+static int write_all(int fd, const char *buf, size_t len)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, buf + done, len - done);
+        if (n < 0 && errno != EINTR) return errno;
+        if (n > 0) done += (size_t)n;
+    }
+    return 0;
+}
+
+gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **err)
+{
+    int e = 0;
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a device, a FIFO, a link (/dev/stdout): written in place, never replaced by a rename
+         * (as root that would turn /dev/full into a regular file) */
+        int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) e = errno;
+        else {
+            e = write_all(fd, buf, len);
+            if (close(fd) != 0 && !e) e = errno;
+        }
+    } else {
+        /* The signals that stop a run are held back meanwhile, so an interrupt cannot leave the
+         * temporary file behind. Its name is short, beside path (path with a suffix could pass
+         * NAME_MAX: a name of 250 bytes is a valid output, one 7 bytes longer is not). */
+        sigset_t stop, before;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGHUP);
+        sigaddset(&stop, SIGQUIT);
+        pthread_sigmask(SIG_BLOCK, &stop, &before);
+        char *dir = g_path_get_dirname(path);
+        char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
+        g_free(dir);
+        int fd = g_mkstemp(tmp);
+        if (fd < 0) {
+            e = errno;
+        } else {
+            mode_t mask = umask(0);
+            umask(mask);
+            if (fchmod(fd, 0666 & ~mask) != 0) e = errno; /* as if created by open(), not 0600 */
+            if (!e) e = write_all(fd, buf, len);
+            if (close(fd) != 0 && !e) e = errno;
+            if (!e && rename(tmp, path) != 0) e = errno;
+            if (e) unlink(tmp);
+        }
+        g_free(tmp);
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
+    }
+    if (e) {
+        char *shown = gs_printable(path);
+        g_set_error(err, GS_TEXT_ERROR, GS_TEXT_ERROR_IO, "%s: cannot write: %s", shown,
+                    g_strerror(e));
+        g_free(shown);
+    }
+    return e == 0;
 }

@@ -77,6 +77,12 @@ typedef enum {
  * FALSE and err (GS_TEXT_ERROR) when it cannot be read, or holds a NUL byte (no text file does,
  * and a reader of C strings would stop there without a word). */
 gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err);
+/* buf (len bytes) as the whole of path: through a temporary file beside it (a short name; the
+ * mode open() would give), then a rename, the stop signals held meanwhile, so no reader sees
+ * half of it and an interrupt leaves no temporary file; an existing path that is not a regular
+ * file (a device, a FIFO, a link) is written in place instead. FALSE and err ("PATH: cannot
+ * write: strerror", GS_TEXT_ERROR_IO) on failure, path as it was. */
+gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **err);
 
 /* ---- JSON (json.c) ----
  * A small strict reader, for reference files written by traces/convert.py (--reference) and for
