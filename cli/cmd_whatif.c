@@ -73,16 +73,6 @@ static GPtrArray *converter_argv(void)
     return argv;
 }
 
-/* The signals that end a run from the terminal or a scheduler. */
-static void stop_signals(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-    sigaddset(set, SIGQUIT);
-}
-
 /* In the converter, before its exec: the mask gpusim started with (before, the user data), so
  * the signals whatif holds back are the converter's to take (a Ctrl-C ends it at once).
  * sigprocmask: the child of a fork may call only async-signal-safe functions. */
@@ -100,7 +90,7 @@ static void child_unblock(gpointer before)
 static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_reference **ref)
 {
     sigset_t stop, before;
-    stop_signals(&stop);
+    gs_stop_signals(&stop);
     pthread_sigmask(SIG_BLOCK, &stop, &before);
     GError *err = NULL;
     char *dir = g_dir_make_tmp("gpusim-whatif-XXXXXX", &err);

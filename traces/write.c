@@ -237,10 +237,7 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         }
     }
 
-    /* a short name beside path (the name with a suffix could pass NAME_MAX) */
-    char *dir = g_path_get_dirname(path);
-    char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
-    g_free(dir);
+    char *tmp = gs_temp_beside(path);
     int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
     if (fd < 0) {
         int e = errno;

@@ -66,6 +66,23 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
+void gs_stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGQUIT);
+}
+
+char *gs_temp_beside(const char *path)
+{
+    char *dir = g_path_get_dirname(path);
+    char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
+    g_free(dir);
+    return tmp;
+}
+
 gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **err)
 {
     int e = 0;
@@ -81,18 +98,11 @@ gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **
         }
     } else {
         /* The signals that stop a run are held back meanwhile, so an interrupt cannot leave the
-         * temporary file behind. Its name is short, beside path (path with a suffix could pass
-         * NAME_MAX: a name of 250 bytes is a valid output, one 7 bytes longer is not). */
+         * temporary file behind. */
         sigset_t stop, before;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGINT);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGHUP);
-        sigaddset(&stop, SIGQUIT);
+        gs_stop_signals(&stop);
         pthread_sigmask(SIG_BLOCK, &stop, &before);
-        char *dir = g_path_get_dirname(path);
-        char *tmp = g_build_filename(dir, ".gpusim-XXXXXX", NULL);
-        g_free(dir);
+        char *tmp = gs_temp_beside(path);
         int fd = g_mkstemp(tmp);
         if (fd < 0) {
             e = errno;

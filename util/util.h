@@ -7,6 +7,7 @@
 #define GS_UTIL_H
 
 #include <glib.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -77,6 +78,13 @@ typedef enum {
  * FALSE and err (GS_TEXT_ERROR) when it cannot be read, or holds a NUL byte (no text file does,
  * and a reader of C strings would stop there without a word). */
 gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err);
+/* The signals that stop a run from a terminal or a scheduler (SIGINT, SIGTERM, SIGHUP, SIGQUIT):
+ * held back where an interrupt must not leave a temporary file or directory behind. */
+void gs_stop_signals(sigset_t *set);
+/* A mkstemp template for a temporary file beside path: a short name of its own in path's
+ * directory (path with a suffix could pass NAME_MAX: a name of 250 bytes is a valid output, one
+ * 7 bytes longer is not). g_free it. */
+char *gs_temp_beside(const char *path);
 /* buf (len bytes) as the whole of path: through a temporary file beside it (a short name; the
  * mode open() would give), then a rename, the stop signals held meanwhile, so no reader sees
  * half of it and an interrupt leaves no temporary file; an existing path that is not a regular
