@@ -115,6 +115,8 @@ void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char 
 /* Whether a and b name one file: by device and inode when both exist, else by their canonical
  * names (what a command is about to write). */
 bool gs_cli_same_file(const char *a, const char *b);
+/* Whether path is the file of c's report (-o; "-", stdout, is none). */
+bool gs_cli_is_output(const gs_cli *c, const char *path);
 /* Write it: checks every write (a full disk, a closed pipe: one line, exit 2, the target left as
  * it was). */
 void gs_cli_close_output(gs_cli_out *o);

@@ -294,7 +294,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             char *sp = snapshot_path(x, path, i + 1, pol->spec);
             /* never an input (a calibration named like a snapshot), nor the report being made */
             gs_cli_refuse_input(c, x->inputs, sp, "--export-snapshot");
-            if (c->output && strcmp(c->output, "-") != 0 && gs_cli_same_file(sp, c->output))
+            if (gs_cli_is_output(c, sp))
                 gs_cli_usage_error("--export-snapshot %s: that is the report (-o) of this run; "
                                    "not overwritten", sp);
             if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity, &err))

@@ -107,7 +107,7 @@ int gs_cmd_validate(int argc, char **argv)
     GArray *samples = save_cal ? gs_call_samples_new() : NULL;
     /* --save-calibration is written after every run: checked now, not after them */
     gs_cli_check_output(&c, (const char *const *)argv + 1, save_cal, "--save-calibration", NULL);
-    if (save_cal && c.output && strcmp(c.output, "-") != 0 && gs_cli_same_file(save_cal, c.output))
+    if (save_cal && gs_cli_is_output(&c, save_cal))
         gs_cli_usage_error("--save-calibration and -o name one file (%s): the report would be lost",
                            save_cal);
     gs_cli_out output;

@@ -283,6 +283,23 @@ void gs_cli_check_stdout(void)
     }
 }
 
+bool gs_cli_same_file(const char *a, const char *b)
+{
+    GStatBuf sa, sb;
+    if (g_stat(a, &sa) == 0 && g_stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = g_canonicalize_filename(a, NULL), *cb = g_canonicalize_filename(b, NULL);
+    bool same = strcmp(ca, cb) == 0;
+    g_free(ca);
+    g_free(cb);
+    return same;
+}
+
+bool gs_cli_is_output(const gs_cli *c, const char *path)
+{
+    return c->output && strcmp(c->output, "-") != 0 && gs_cli_same_file(path, c->output);
+}
+
 /* 0 when path can be written as gs_cli_open_output writes it (in place when it exists and is not
  * a regular file, else whole through its directory), or the errno that says why not. plot_dir
  * (NULL: none) is --plot's directory, not made yet: path's directory may be it. */
@@ -292,12 +309,7 @@ static int output_error(const char *path, const char *plot_dir)
     if (g_lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) return 0;
     char *dir = g_path_get_dirname(path);
     int e = access(dir, W_OK | X_OK) == 0 ? 0 : errno;
-    if (e == ENOENT && plot_dir) {
-        char *a = g_canonicalize_filename(dir, NULL), *b = g_canonicalize_filename(plot_dir, NULL);
-        if (strcmp(a, b) == 0) e = 0;
-        g_free(a);
-        g_free(b);
-    }
+    if (e == ENOENT && plot_dir && gs_cli_same_file(dir, plot_dir)) e = 0;
     g_free(dir);
     return e;
 }
@@ -309,18 +321,6 @@ void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char 
     gs_cli_refuse_input(c, inputs, path, flag);
     int e = output_error(path, plot_dir);
     if (e) gs_cli_usage_error("%s %s: cannot write: %s", flag, path, g_strerror(e));
-}
-
-bool gs_cli_same_file(const char *a, const char *b)
-{
-    GStatBuf sa, sb;
-    if (g_stat(a, &sa) == 0 && g_stat(b, &sb) == 0)
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char *ca = g_canonicalize_filename(a, NULL), *cb = g_canonicalize_filename(b, NULL);
-    bool same = strcmp(ca, cb) == 0;
-    g_free(ca);
-    g_free(cb);
-    return same;
 }
 
 void gs_cli_open_output(gs_cli_out *o, const gs_cli *c, const char *const *inputs, const char *path)
