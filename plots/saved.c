@@ -102,13 +102,6 @@ static gboolean plot_saved_json(gs_plotter *p, const char *path, const char *tex
     return ok;
 }
 
-static int col_of(char **header, const char *name)
-{
-    for (int i = 0; header[i]; i++)
-        if (strcmp(header[i], name) == 0) return i;
-    return -1;
-}
-
 /* The columns a CSV report must have, in this order in col[]. */
 static const char *const need[] = {"trace", "policy", "capacity_bytes", "outcome",
                                    "peak_allocated_bytes", "peak_reserved_bytes", "frag_peak",
@@ -190,7 +183,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
     char **h = rows->pdata[0];
     int col[N_NEED];
     for (size_t k = 0; k < N_NEED; k++) {
-        if ((col[k] = col_of(h, need[k])) < 0) {
+        if ((col[k] = gs_csv_column(h, need[k])) < 0) {
             g_ptr_array_free(rows, TRUE);
             g_array_free(lines, TRUE);
             return saved_bad(err, path, "no column '%s'", need[k]);
@@ -216,7 +209,7 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
         }
         const char *bad = run_from_csv(&runs[i], r, col);
         if (bad) {
-            int k = col_of(h, bad);
+            int k = gs_csv_column(h, bad);
             char *m = gs_located_printf(path, g_array_index(lines, size_t, i + 1),
                                         "bad number in column '%s': '%s'", bad, r[k]);
             g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, m);

@@ -57,26 +57,49 @@ static char **record_fields(const char *path, size_t line, const char *s, size_t
     return f;
 }
 
-static int field_of(char **h, const char *name)
+/* The shards' header: its fields, and where the trace and outcome are (checked once, at the
+ * first row, with the grid's parameters when given). */
+typedef struct {
+    char **h;
+    int tc, oc;
+    bool checked;
+} merge_header;
+
+static gboolean header_fits(merge_header *hd, const char *path, const gs_sweep *grid,
+                            GError **err)
 {
-    for (int i = 0; h[i]; i++)
-        if (strcmp(h[i], name) == 0) return i;
-    return -1;
+    char **h = hd->h;
+    hd->tc = gs_csv_column(h, "trace");
+    hd->oc = gs_csv_column(h, "outcome");
+    if (hd->tc < 0 || hd->oc < 0)
+        return merge_bad(err, path, 1, "no column 'trace' and 'outcome': not a sweep's CSV");
+    if (grid) { /* the grid given: its parameters are the columns after "cell" */
+        guint np = grid->params->len;
+        if ((guint)hd->tc != np + 1)
+            return merge_bad(err, path, 1, "%d parameter columns, where the grid given has %u",
+                             hd->tc - 1, np);
+        for (guint k = 0; k < np; k++)
+            if (strcmp(h[1 + k], grid->params->pdata[k]) != 0)
+                return merge_bad(err, path, 1, "parameter column '%.60s', where the grid given "
+                                 "has '%.60s'", h[1 + k], (const char *)grid->params->pdata[k]);
+    }
+    hd->checked = true;
+    return TRUE;
 }
 
-/* Record r (fields f, at path:line) against the first row's trace's file name (*trace, taken
- * from it when NULL) and, when given, the grid's cell of its number: the rows of shards of one sweep. */
-static gboolean row_fits(char **f, char **h, const char *path, size_t line, size_t cell,
+/* Record r (fields f, at path:line) against the header, the first row's trace's file name
+ * (*trace, taken from it when NULL) and, when given, the grid's cell of its number: the rows
+ * of shards of one sweep. */
+static gboolean row_fits(char **f, merge_header *hd, const char *path, size_t line, size_t cell,
                          const gs_sweep *grid, char **trace, bool *any_oom, GError **err)
 {
+    char **h = hd->h;
     guint n = g_strv_length(f), width = g_strv_length(h);
     if (n != width)
         return merge_bad(err, path, line, "%u fields, where the header has %u", n, width);
-    int tc = field_of(h, "trace"), oc = field_of(h, "outcome");
-    if (tc < 0 || oc < 0)
-        return merge_bad(err, path, 1, "no column 'trace' and 'outcome': not a sweep's CSV");
+    if (!hd->checked && !header_fits(hd, path, grid, err)) return FALSE;
     /* by its file name: each machine of a job array may have read its own copy */
-    char *base = g_path_get_basename(f[tc]);
+    char *base = g_path_get_basename(f[hd->tc]);
     gboolean other = *trace && strcmp(*trace, base) != 0;
     if (other)
         merge_bad(err, path, line, "trace '%.60s', where the first row's is '%.60s' (the shards "
@@ -84,16 +107,9 @@ static gboolean row_fits(char **f, char **h, const char *path, size_t line, size
     if (!*trace) *trace = base;
     else g_free(base);
     if (other) return FALSE;
-    if (strcmp(f[oc], "oom") == 0) *any_oom = true;
+    if (strcmp(f[hd->oc], "oom") == 0) *any_oom = true;
     if (!grid) return TRUE;
-    /* the grid given: its parameters are the columns after "cell", its cells the rows' values */
     guint np = grid->params->len;
-    if ((guint)tc != np + 1)
-        return merge_bad(err, path, 1, "%d parameter columns, where the grid given has %u", tc - 1, np);
-    for (guint k = 0; k < np; k++)
-        if (strcmp(h[1 + k], grid->params->pdata[k]) != 0)
-            return merge_bad(err, path, 1, "parameter column '%.60s', where the grid given has "
-                             "'%.60s'", h[1 + k], (const char *)grid->params->pdata[k]);
     if (cell >= grid->cells->len) return TRUE; /* (said below: the grid is smaller) */
     const gs_sweep_cell *c = &g_array_index(grid->cells, gs_sweep_cell, cell);
     for (guint k = 0; k < np; k++)
@@ -111,7 +127,8 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
     GArray *rows = g_array_new(FALSE, TRUE, sizeof(merge_row)); /* by cell */
     const char *header = NULL;
     size_t header_len = 0, expect_cells = grid ? grid->cells->len : 0;
-    char **h = NULL, *trace = NULL;
+    merge_header hd = {0};
+    char *trace = NULL;
     *any_oom = false;
     gboolean ok = TRUE;
     for (size_t f = 0; ok && f < n; f++) {
@@ -138,7 +155,7 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
         if (!header) {
             header = s;
             header_len = end;
-            if (!(h = record_fields(paths[f], 1, s, end, err))) ok = FALSE;
+            if (!(hd.h = record_fields(paths[f], 1, s, end, err))) ok = FALSE;
         } else if (end != header_len || memcmp(s, header, end) != 0) {
             ok = merge_bad(err, paths[f], 1,
                            "its columns differ from %s's (the shards of one sweep, of one trace, "
@@ -169,7 +186,7 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
                 break;
             }
             char **fields = record_fields(paths[f], line, s + i, end - i, err);
-            ok = fields && row_fits(fields, h, paths[f], line, cell, grid, &trace, any_oom, err);
+            ok = fields && row_fits(fields, &hd, paths[f], line, cell, grid, &trace, any_oom, err);
             g_strfreev(fields);
             if (!ok) break;
             if (cell >= rows->len) g_array_set_size(rows, cell + 1);
@@ -205,7 +222,7 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
         }
     }
     g_array_free(rows, TRUE);
-    g_strfreev(h);
+    g_strfreev(hd.h);
     g_free(trace);
     return ok;
 }

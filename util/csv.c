@@ -84,3 +84,10 @@ GPtrArray *gs_csv_parse(const char *path, const char *s, size_t len, GArray *lin
     }
     return rows;
 }
+
+int gs_csv_column(char **header, const char *name)
+{
+    for (int i = 0; header[i]; i++)
+        if (strcmp(header[i], name) == 0) return i;
+    return -1;
+}

@@ -65,6 +65,8 @@ void gs_csv_field(GString *out, const char *s);
  * of size_t) the line each record starts on, as a quoted field may hold line breaks. NULL and
  * err "PATH:LINE: message" (GS_TEXT_ERROR_FORMAT) when a quoted field never ends. */
 GPtrArray *gs_csv_parse(const char *path, const char *s, size_t len, GArray *lines, GError **err);
+/* The place of column name in a record of header names (NULL-terminated), or -1. */
+int gs_csv_column(char **header, const char *name);
 
 /* ---- files (file.c) ---- */
 #define GS_TEXT_ERROR (gs_text_error_quark())
