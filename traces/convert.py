@@ -136,6 +136,7 @@ import math
 import os
 import pickle
 import re
+import stat
 import struct
 import sys
 import tempfile
@@ -2855,6 +2856,15 @@ class _CheckedWriter:
         return len(data)
 
 
+def _exists_not_regular(path):
+    """path exists and is not a regular file itself (a device, a FIFO, a link), as gpusim's
+    output writer (util/file.c) tells it by lstat."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _write_in_place(path, write):
     what = "standard output" if path == "-" else path
     try:
@@ -2862,7 +2872,7 @@ def _write_in_place(path, write):
             sys.stdout.flush()
             write(_CheckedWriter(sys.stdout.fileno()))
         else:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
                 write(_CheckedWriter(fd))
             finally:
@@ -2874,7 +2884,7 @@ def _write_in_place(path, write):
 def _write_atomic(path, write):
     """write(f) into a temporary file beside path, then rename it over path (write_whole); path
     "-" is standard output, as for gpusim's -o."""
-    if path == "-" or (os.path.lexists(path) and not os.path.isfile(path)) or os.path.islink(path):
+    if path == "-" or _exists_not_regular(path):
         # standard output, or an existing target that is not a regular file (a device, a FIFO, a
         # link such as /dev/stdout): written in place, as gpusim's -o writes it, never replaced
         # by a rename (as root that turned /dev/full into a regular file)
