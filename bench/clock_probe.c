@@ -1,8 +1,9 @@
 /* clock_probe.c - the clock this process gets: a chain of dependent additions, one a cycle on
  * any current core, timed by CPU time. On a shared VM the figure moves with the host's load and
- * frequency (this project's 2-core VM gave 1.4-2.6 G a second within one minute), so a replay
- * rate is only comparable with the clock measured beside it: BENCHMARKS.md quotes both, and
- * replay_speed.sh writes this probe's line into its machine.txt.
+ * frequency (this project's 2-core VM gave 1.5-3.2 G a second within minutes:
+ * bench/results/clock-2026-11-24/vm.txt), so a replay rate is only comparable with the clock
+ * measured beside it: BENCHMARKS.md quotes both, and replay_speed.sh writes this probe's line
+ * into its machine.txt.
  *
  *   bench_clock_probe [RUNS]   prints "clock: G cycles/s of CPU time, median (min-max) of RUNS"
  */
