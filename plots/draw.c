@@ -1,6 +1,5 @@
 /* draw.c - the plotter (a directory and the scripts written to it), the names and labels the
- * plots share, the pieces every gnuplot script is made of, and gs_plot_trace, which writes a
- * trace's timeline, bars and address maps (timeline.c, bars.c, map.c).
+ * plots share, and the pieces every gnuplot script is made of (trace.c chooses a trace's plots).
  *
  * Everything an image shows is in the .dat files beside its .gp script, in the units of its axes
  * (GiB, MiB, ms), so a user can re-plot or restyle them; the scripts name their data by relative
@@ -392,46 +391,4 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
     }
     if (extra) g_string_append(g, extra);
     g_string_append_c(g, '\n');
-}
-
-/* ---- a trace's plots ---- */
-
-/* STEM-KIND-K-SPEC: a map's name. */
-static char *map_stem(gs_plotter *p, const char *trace, const char *kind, size_t k,
-                      const char *policy)
-{
-    char *stem = gs_plotter_stem(p, trace), *pol = file_part(policy);
-    char *s = g_strdup_printf("%s-%s-%zu-%s", stem, kind, k, pol);
-    g_free(pol);
-    g_free(stem);
-    return s;
-}
-
-gboolean gs_plot_oom_map(gs_plotter *p, const char *trace, size_t k, const gs_plot_run *r,
-                         GError **err)
-{
-    if (!r->series || !r->series->oom.have) return TRUE;
-    char *ms = map_stem(p, trace, "oom-map", k, r->policy);
-    gboolean ok = gs_plot_map(p, trace, ms, r, true, err);
-    g_free(ms);
-    return ok;
-}
-
-gboolean gs_plot_trace(gs_plotter *p, const char *trace, const gs_plot_run *runs, size_t n,
-                       GError **err)
-{
-    char *stem = gs_plotter_stem(p, trace);
-    char *ts = g_strdup_printf("%s-timeline", stem), *bs = g_strdup_printf("%s-bars", stem);
-    gboolean ok = gs_plot_timeline(p, trace, ts, runs, n, err) && gs_plot_bars(p, trace, bs, runs, n, err);
-    for (size_t i = 0; ok && i < n; i++) {
-        if (!runs[i].series || !runs[i].series->peak.have) continue;
-        char *ms = map_stem(p, trace, "map", i + 1, runs[i].policy);
-        ok = gs_plot_map(p, trace, ms, &runs[i], false, err) &&
-             gs_plot_oom_map(p, trace, i + 1, &runs[i], err);
-        g_free(ms);
-    }
-    g_free(ts);
-    g_free(bs);
-    g_free(stem);
-    return ok;
 }

@@ -10,6 +10,7 @@
 
 #include "replay.h"
 #include "sweep.h"
+#include "validate.h"
 #include "whatif.h"
 
 G_BEGIN_DECLS
@@ -93,6 +94,13 @@ void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace
                       const GPtrArray *rows, uint64_t capacity, uint64_t device_total);
 /* The one-line recommendation in words. g_free it. */
 char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity);
+
+/* gpusim validate's report (validate.c). Every judged check within its tolerance, every timed
+ * run alike, no device failure. */
+bool gs_validation_ok(const gs_trace *t, const gs_validation *v);
+/* Table, or JSON (one object per validation; first: no separating comma). CSV is not offered. */
+void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
+                          const gs_validation *v, bool first);
 
 G_END_DECLS
 

@@ -1,5 +1,5 @@
-/* replay.c - the replay engine: drive a trace's events through one allocator, and load reference
- * answers (what the real allocator did) for side-by-side comparison.
+/* replay.c - the replay engine: drive a trace's events through one allocator (the reference
+ * file's reader is traces/reference.c, the result's ownership and metrics sim/result.c).
  */
 #include <string.h>
 
@@ -12,175 +12,7 @@ G_DEFINE_QUARK(gs-replay-error-quark, gs_replay_error)
 /* The trace reader's limits are the core's input limits: a trace that loads always replays. */
 G_STATIC_ASSERT(GS_TRACE_MAX_STREAMS <= GS_MAX_STREAMS);
 
-/* ---- reference files ---- */
-
-static gboolean ref_bad(GError **err, const char *path, const char *what)
-{
-    g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_REFERENCE,
-                "%s: not a gpusim reference file (%s); make one with traces/convert.py --reference",
-                path, what);
-    return FALSE;
-}
-
-/* A reference from its JSON object (the file's top level, or one of its "devices"). NULL (and
- * *why) when device_events is bad or missing or its device larger than gpusim simulates. */
-static gs_reference *ref_from_json(const char *path, const gs_json *j, const char **why)
-{
-    gs_reference *r = g_new0(gs_reference, 1);
-    r->path = g_strdup(path);
-    r->seg_addrs = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    r->seg_sizes = g_array_new(FALSE, FALSE, sizeof(uint64_t));
-    const gs_json *v;
-    if ((v = gs_json_get(j, "allocator_conf")) && v->type == GS_JSON_STRING)
-        r->allocator_conf = g_strdup(v->str);
-    if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING) r->outcome = g_strdup(v->str);
-    if ((v = gs_json_get(j, "device_total_bytes"))) gs_json_uint(v, &r->device_total);
-    if ((v = gs_json_get(j, "cap_bytes"))) gs_json_uint(v, &r->cap_bytes);
-    uint64_t ev;
-    if ((v = gs_json_get(j, "outcome_event")) && gs_json_uint(v, &ev)) {
-        r->has_outcome_event = true;
-        r->outcome_event = (size_t)ev;
-    }
-
-    const gs_json *evs = gs_json_get(j, "device_events");
-    gboolean ok = evs && evs->type == GS_JSON_ARRAY;
-    uint64_t reserved = 0;
-    for (size_t i = 0; ok && i < evs->n; i++) {
-        const gs_json *e = evs->items[i];
-        uint64_t addr, size;
-        ok = e->type == GS_JSON_ARRAY && e->n >= 3 && e->items[0]->type == GS_JSON_STRING &&
-             gs_json_uint(e->items[1], &addr) && gs_json_uint(e->items[2], &size);
-        if (!ok) break;
-        const char *a = e->items[0]->str;
-        if (strcmp(a, "segment_alloc") == 0) {
-            g_array_append_val(r->seg_addrs, addr);
-            g_array_append_val(r->seg_sizes, size);
-            r->n_segment_alloc++;
-        }
-        if (strcmp(a, "segment_alloc") == 0 || strcmp(a, "segment_map") == 0) reserved += size;
-        else if (strcmp(a, "segment_free") == 0 || strcmp(a, "segment_unmap") == 0) {
-            reserved -= size;
-            r->n_device_free++;
-        }
-        if (reserved > r->peak_reserved) r->peak_reserved = reserved;
-    }
-    if (ok && r->device_total > GS_MAX_DEVICE_BYTES) {
-        *why = "\"device_total_bytes\" more than gpusim simulates (16 TiB)";
-        gs_reference_free(r);
-        return NULL;
-    }
-    if (!ok) {
-        *why = "bad or missing \"device_events\"";
-        gs_reference_free(r);
-        return NULL;
-    }
-    const gs_json *ms = gs_json_get(j, "memory_stats");
-    if (ms && ms->type == GS_JSON_OBJECT) {
-        r->stats = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-        for (size_t i = 0; i < ms->n; i++) {
-            int64_t x;
-            if (!gs_json_int(ms->items[i], &x)) continue;
-            g_hash_table_insert(r->stats, g_strdup(ms->keys[i]), g_memdup2(&x, sizeof x));
-        }
-    }
-    return r;
-}
-
-gs_reference *gs_reference_load(const char *path, GError **err)
-{
-    gs_json *j = gs_json_load(path, err);
-    if (!j) return NULL;
-    const gs_json *fmt = gs_json_get(j, "format");
-    if (!fmt || fmt->type != GS_JSON_STRING || strcmp(fmt->str, "gpusim-reference 1") != 0) {
-        ref_bad(err, path, "no \"format\": \"gpusim-reference 1\"");
-        gs_json_free(j);
-        return NULL;
-    }
-    const char *why = NULL;
-    gs_reference *r = ref_from_json(path, j, &why);
-    /* Several devices: "devices": {"0": {...}, "1": {...}}, each a reference of its own. */
-    const gs_json *devs = r ? gs_json_get(j, "devices") : NULL;
-    if (devs && devs->type == GS_JSON_OBJECT && devs->n) {
-        r->n_devices = devs->n;
-        r->device_ids = g_new0(uint32_t, devs->n);
-        r->devices = g_new0(gs_reference *, devs->n);
-        for (size_t i = 0; r && i < devs->n; i++) {
-            uint64_t id;
-            if (!g_ascii_string_to_unsigned(devs->keys[i], 10, 0, UINT32_MAX, &id, NULL) || (i && id <= r->device_ids[i - 1])) {
-                why = "\"devices\" keys must be device numbers, ascending";
-            } else {
-                r->device_ids[i] = (uint32_t)id;
-                r->devices[i] = ref_from_json(path, devs->items[i], &why);
-            }
-            if (!r->devices[i]) {
-                gs_reference_free(r);
-                r = NULL;
-            }
-        }
-    }
-    if (!r) ref_bad(err, path, why);
-    gs_json_free(j);
-    return r;
-}
-
-void gs_reference_free(gs_reference *r)
-{
-    if (!r) return;
-    for (size_t i = 0; i < r->n_devices; i++) gs_reference_free(r->devices[i]);
-    g_free(r->devices);
-    g_free(r->device_ids);
-    g_free(r->path);
-    g_free(r->allocator_conf);
-    g_free(r->outcome);
-    g_array_free(r->seg_addrs, TRUE);
-    g_array_free(r->seg_sizes, TRUE);
-    if (r->stats) g_hash_table_destroy(r->stats);
-    g_free(r);
-}
-
-const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device)
-{
-    for (size_t i = 0; r && i < r->n_devices; i++)
-        if (r->device_ids[i] == device) return r->devices[i];
-    return NULL;
-}
-
-gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
-{
-    if (!r || !r->stats) return FALSE;
-    const int64_t *v = g_hash_table_lookup(r->stats, key);
-    if (!v) return FALSE;
-    *out = *v;
-    return TRUE;
-}
-
 /* ---- the replay ---- */
-
-void gs_result_move(gs_result *dst, gs_result *src)
-{
-    if (dst == src) return;
-    gs_result_clear(dst);
-    *dst = *src;
-    memset(src, 0, sizeof *src);
-}
-
-void gs_result_clear(gs_result *r)
-{
-    for (size_t k = 0; k < r->n_devices; k++) gs_result_clear(&r->devices[k]);
-    g_free(r->devices);
-    g_free(r->policy);
-    g_free(r->error_msg);
-    for (size_t k = 0; k < r->n_clients; k++) {
-        g_free(r->clients[k].name);
-        g_free(r->clients[k].policy);
-    }
-    g_free(r->clients);
-    g_free(r->json_extra);
-    if (r->first_oom_report) g_free(r->first_oom_report->frame);
-    g_free(r->first_oom_report);
-    g_free(r->pools);
-    memset(r, 0, sizeof *r);
-}
 
 /* The heap as the first OOM left it (gs_oom_report). A walk over the free blocks, once: the
  * ordinary pools' and every private pool's. */
@@ -218,28 +50,6 @@ static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_e
         }
     }
     return o;
-}
-
-size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids)
-{
-    *ids = NULL;
-    if (!gs_trace_has_pools(t)) return 0; /* most traces: no pass over their events */
-    GArray *a = NULL;
-    /* a stand-in trace (libgpusim_torch.so's report without a recording) counts events it
-     * does not hold: ev NULL */
-    for (size_t i = 0; t->ev && i < t->n; i++) {
-        const gs_event *e = &t->ev[i];
-        if (!gs_event_is_pool(e)) continue;
-        if (!a) a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-        uint32_t id = gs_event_pool(e);
-        bool seen = false;
-        for (guint k = 0; k < a->len && !seen; k++) seen = g_array_index(a, uint32_t, k) == id;
-        if (!seen) g_array_append_val(a, id);
-    }
-    if (!a) return 0;
-    size_t n = a->len;
-    *ids = (uint32_t *)(void *)g_array_free(a, FALSE);
-    return n;
 }
 
 /* ---- per-pool results (gs_pool_result) ----
@@ -713,25 +523,4 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
     gs_calibration_free(own_cal);
     (void)err;
     return TRUE;
-}
-
-/* ---- metrics ---- */
-
-double gs_result_frag_peak(const gs_result *r)
-{
-    int64_t res = r->stats.reserved_bytes[GS_STAT_ALL].peak;
-    return res > 0 ? 1.0 - (double)r->stats.allocated_bytes[GS_STAT_ALL].peak / (double)res : 0.0;
-}
-
-double gs_result_internal_frag(const gs_result *r)
-{
-    int64_t q = r->stats.requested_at_peak_allocated;
-    int64_t a = r->stats.allocated_bytes[GS_STAT_ALL].peak;
-    return q > 0 ? (double)(a - q) / (double)q : 0.0;
-}
-
-double gs_result_external_frag(const gs_result *r)
-{
-    uint64_t tot = r->stats.total_free_at_peak_reserved;
-    return tot > 0 ? 1.0 - (double)r->stats.largest_free_at_peak_reserved / (double)tot : 0.0;
 }

@@ -1,5 +1,5 @@
 /* validate.h - gpusim validate: the simulator's prediction beside the same replay on the real
- * device, check by check, and the report of the comparison.
+ * device, check by check (report/validate.c reports the comparison).
  */
 #ifndef GS_VALIDATE_H
 #define GS_VALIDATE_H
@@ -40,11 +40,6 @@ typedef struct {
 gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
                          gs_validation *v, GError **err);
 void gs_validation_clear(gs_validation *v);
-/* Every judged check within its tolerance, every timed run alike, no device failure. */
-bool gs_validation_ok(const gs_trace *t, const gs_validation *v);
-/* Table, or JSON (one object per validation; first: no separating comma). CSV is not offered. */
-void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
-                          const gs_validation *v, bool first);
 /* An empty array of gs_call_sample for gs_validate_opts.samples (gs_calibration_save). */
 GArray *gs_call_samples_new(void);
 

@@ -571,3 +571,25 @@ void gs_trace_add_op(gs_trace *t, gs_op op, uint64_t size)
     e->client = c;
     e->stream = s;
 }
+
+size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids)
+{
+    *ids = NULL;
+    if (!gs_trace_has_pools(t)) return 0; /* most traces: no pass over their events */
+    GArray *a = NULL;
+    /* a stand-in trace (libgpusim_torch.so's report without a recording) counts events it
+     * does not hold: ev NULL */
+    for (size_t i = 0; t->ev && i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        if (!gs_event_is_pool(e)) continue;
+        if (!a) a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+        uint32_t id = gs_event_pool(e);
+        bool seen = false;
+        for (guint k = 0; k < a->len && !seen; k++) seen = g_array_index(a, uint32_t, k) == id;
+        if (!seen) g_array_append_val(a, id);
+    }
+    if (!a) return 0;
+    size_t n = a->len;
+    *ids = (uint32_t *)(void *)g_array_free(a, FALSE);
+    return n;
+}

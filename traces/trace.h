@@ -285,6 +285,10 @@ bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t de
                              uint64_t *out);
 
 
+/* The private pool ids a trace's pool events name, in the order of their first appearance
+ * (*ids: g_free it; NULL when none). 0 for a trace without private pools. */
+size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids);
+
 G_END_DECLS
 
 #endif

@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     GError *e = NULL;
     gs_reference *ref = gs_reference_load(path, &e);
     if (!ref) {
-        gs_fuzz_check_error(e, e && e->domain == GS_JSON_ERROR ? GS_JSON_ERROR : GS_REPLAY_ERROR,
+        gs_fuzz_check_error(e, e && e->domain == GS_JSON_ERROR ? GS_JSON_ERROR : GS_TRACE_ERROR,
                             path);
         g_error_free(e);
         return 0;

@@ -1,0 +1,53 @@
+/* result.c - a replay's result (result.h): its ownership (clear, move) and the metrics drawn
+ * from it (docs/metrics.md).
+ */
+#include <string.h>
+
+#include "result.h"
+
+void gs_result_move(gs_result *dst, gs_result *src)
+{
+    if (dst == src) return;
+    gs_result_clear(dst);
+    *dst = *src;
+    memset(src, 0, sizeof *src);
+}
+
+void gs_result_clear(gs_result *r)
+{
+    for (size_t k = 0; k < r->n_devices; k++) gs_result_clear(&r->devices[k]);
+    g_free(r->devices);
+    g_free(r->policy);
+    g_free(r->error_msg);
+    for (size_t k = 0; k < r->n_clients; k++) {
+        g_free(r->clients[k].name);
+        g_free(r->clients[k].policy);
+    }
+    g_free(r->clients);
+    g_free(r->json_extra);
+    if (r->first_oom_report) g_free(r->first_oom_report->frame);
+    g_free(r->first_oom_report);
+    g_free(r->pools);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- metrics ---- */
+
+double gs_result_frag_peak(const gs_result *r)
+{
+    int64_t res = r->stats.reserved_bytes[GS_STAT_ALL].peak;
+    return res > 0 ? 1.0 - (double)r->stats.allocated_bytes[GS_STAT_ALL].peak / (double)res : 0.0;
+}
+
+double gs_result_internal_frag(const gs_result *r)
+{
+    int64_t q = r->stats.requested_at_peak_allocated;
+    int64_t a = r->stats.allocated_bytes[GS_STAT_ALL].peak;
+    return q > 0 ? (double)(a - q) / (double)q : 0.0;
+}
+
+double gs_result_external_frag(const gs_result *r)
+{
+    uint64_t tot = r->stats.total_free_at_peak_reserved;
+    return tot > 0 ? 1.0 - (double)r->stats.largest_free_at_peak_reserved / (double)tot : 0.0;
+}
