@@ -7,7 +7,7 @@
  *
  * Rows marked (v) are the project's own measurements, not that measurement's: the calls as
  * gpusim's allocator makes them while replaying GPT-2 under expandable segments on the same H100
- * (gpusim validate --save-calibration; bench/results/h100-2026-11-22-validate/). The H100
+ * (gpusim validate --save-calibration; lab/results/h100-2026-11-22-validate/). The H100
  * table timed each VMM call in an isolated reserve-create-map-access-unmap-release cycle;
  * in a replay, cuMemCreate of a 20 MiB page was 15% cheaper and cuMemRelease 40% cheaper, and
  * the 95 GiB reservation of an expandable segment (9/8 of the device) costs 16 us where the

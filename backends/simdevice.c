@@ -2,7 +2,7 @@
  * without real memory, and a virtual clock advanced by a calibrated cost model.
  *
  * cudaMalloc and cudaFree follow the CUDA driver as measured on an H100 and an H200 (driver
- * 580; bench/results/h100-2026-11-22-driver/, whose README shows each rule in the recorded
+ * 580; tests/data/driver-h100-2026-11-22/, whose README shows each rule in the recorded
  * calls; the README's "The simulated driver" states them, and tests/test_driver.c replays
  * every recorded call through this file and checks each address and each change of
  * cudaMemGetInfo). In short, with X the address a fresh context gives its first 2 MiB:
@@ -812,7 +812,7 @@ static bool range_mapped(sim_state *s, uint64_t va, uint64_t size)
 
 /* cuMemSetAccess costs per mapping in its range, not per byte: on the H100 a range of n 20 MiB
  * handles took n times what one took (27 us each; 2.2 ms for 78 of them), while one handle of
- * 1 GiB took 88 us (bench/results/h100-2026-11-22-validate/). So each mapping is charged what the
+ * 1 GiB took 88 us (lab/results/h100-2026-11-22-validate/). So each mapping is charged what the
  * table says for one mapping of its size. */
 static gs_status sim_set_access(void *st, uint64_t va, uint64_t size)
 {

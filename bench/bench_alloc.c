@@ -11,7 +11,7 @@
  * For each size and method: ROUNDS rounds of PAIRS pairs, each round timed as a whole on the
  * monotonic clock; printed are the median, 10th and 90th percentile of the per-pair time over
  * the rounds, in nanoseconds, as CSV on stdout. A benchmark, not a test: run it on the device
- * (bench/device_validate.sh) and record what it prints in BENCHMARKS.md.
+ * (lab/device_validate.sh) and record what it prints in BENCHMARKS.md.
  *
  *   bench_alloc [PATH/TO/libgpusim_torch.so]
  */

@@ -5,13 +5,13 @@
  * cudaMemPoolTrimTo(pool, 0)).
  *
  * The driver's pool is closed source: this is a model, with its parameters stated and checked
- * against the real pool on the device (bench/device_pools.sh; the fit is in BENCHMARKS.md):
+ * against the real pool on the device (lab/device_pools.sh; the fit is in BENCHMARKS.md):
  *   - requests round up to align:N bytes (default 512);
  *   - the pool reserves physical memory in chunks: a request no free block serves reserves
  *     one chunk of the request rounded up to granularity:BYTES, at least chunk:BYTES, on the
  *     requesting stream (both 32 MiB by default: on an H100 with driver 580, every growth of
  *     the real pool's ReservedMemCurrent over five traces was a multiple of 32 MiB, and the
- *     smallest was 32 MiB: bench/results/h100-2026-11-23-pools);
+ *     smallest was 32 MiB: lab/results/h100-2026-11-23-pools);
  *   - a request takes the smallest free block that fits on its own stream (memory freed on a
  *     stream is reusable by later work on that stream at once); failing that, when
  *     cudaMemPoolReuseAllowInternalDependencies is on (the driver's default), the smallest on

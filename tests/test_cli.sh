@@ -789,7 +789,7 @@ r = d["results"][0]
 assert r["outcome"] == "ok" and r["caught_ooms"] == 0 and r["events"] == 1277, r
 PY
     # a run that caught its OOMs: each failed request is met and gone past (with the real
-    # run's segment addresses, all 5 fail here too; bench/fidelity-known.tsv says why the
+    # run's segment addresses, all 5 fail here too; tests/data/fidelity-known.tsv says why the
     # placement model alone serves 2 of them)
     python3 "$src/traces/convert.py" "$refs/pytorch-2.11-h100/oomcatch__default__2.pickle.gz" \
         -o "$tmp/catch.gstrace.gz" --reference "$tmp/catch.ref.json" 2>/dev/null ||

@@ -1,5 +1,5 @@
 /* test_driver.c - the simulated device's cudaMalloc against the real driver's: every call that
- * bench/measure_driver.py recorded on an H100 and an H200 (bench/results/h100-2026-11-22-driver and h200-..., a CSV per
+ * lab/measure_driver.py recorded on an H100 and an H200 (tests/data/driver-h100-2026-11-22 and h200-..., a CSV per
  * experiment and process) is made again on a fresh simulated device, which must put every
  * allocation at the recorded address (offsets from X, the address of a fresh context's first
  * 2 MiB, which the simulated device is told), change its free memory as cudaMemGetInfo did

@@ -11,7 +11,7 @@
  * must be equal too, and with the model too for expandable-segment runs, whose blocks only
  * compare addresses within one reservation.
  *
- * bench/fidelity-known.tsv lists the runs that do not meet all of it and why; those must
+ * tests/data/fidelity-known.tsv lists the runs that do not meet all of it and why; those must
  * still keep the outcome, and must really differ (a listed run that became exact fails, so
  * the list stays true). For a run listed as differing only with the model, the test prints the
  * evidence: the first of the real run's segments that the driver rules, fed the real run's own
@@ -41,7 +41,7 @@ typedef struct {
 static GArray *runs;   /* run, sorted by name */
 static GArray *knowns; /* known */
 
-/* Is run listed in bench/fidelity-known.tsv as what? *why: its reason. */
+/* Is run listed in tests/data/fidelity-known.tsv as what? *why: its reason. */
 static bool is_known(const char *name, const char *what, const char **why)
 {
     for (guint i = 0; i < knowns->len; i++) {
@@ -259,7 +259,7 @@ static void check_run(const run *run_, bool reference_addresses)
     if (scope) {
         /* another issue's: it converts and replays, that is all */
     } else if (expect_differ) {
-        ck_assert_msg(differs, "%s (%s) is exact now: take it off bench/fidelity-known.tsv", name,
+        ck_assert_msg(differs, "%s (%s) is exact now: take it off tests/data/fidelity-known.tsv", name,
                       mode);
         /* still: the outcome, and where a fatal OOM came */
         ck_assert_msg(!strstr(differs, "outcome") && !strstr(differs, "died at"), "%s (%s): %s",
@@ -286,7 +286,7 @@ static void check_run(const run *run_, bool reference_addresses)
         char *kwhy = NULL;
         memory_stats_equal(name, t, &r, ref, &kwhy);
         ck_assert_msg(kwhy, "%s: every memory_stats key is equal now: take its 'stats' line off "
-                            "bench/fidelity-known.tsv", name);
+                            "tests/data/fidelity-known.tsv", name);
         printf("%-40s %-20s memory_stats differ as listed: %s\n", name, mode, kwhy);
         g_free(kwhy);
     }

@@ -40,10 +40,10 @@ Experiments (--list prints them):
             after a synchronize; 512 MiB; free the top 1 GiB; 1 GiB after 0.5 s. Twice.
 
 Example:
-  python3 bench/measure_driver.py --out bench/results/h100-2026-11-22-driver
-  python3 bench/measure_driver.py --analyze bench/results/h100-2026-11-22-driver \\
-      bench/results/h200-2026-11-22-driver        # offsets, and H100 vs H200 (no GPU needed)
-  python3 bench/measure_driver.py --only seq --only sizes --out /tmp/d
+  python3 lab/measure_driver.py --out tests/data/driver-h100-2026-11-22
+  python3 lab/measure_driver.py --analyze tests/data/driver-h100-2026-11-22 \\
+      tests/data/driver-h200-2026-11-22        # offsets, and H100 vs H200 (no GPU needed)
+  python3 lab/measure_driver.py --only seq --only sizes --out /tmp/d
 Needs CuPy built for the machine's CUDA (cupy-cuda13x) and a GPU.
 """
 

@@ -5,10 +5,10 @@ and under gpusim's pluggable allocator (the cap in GPUSIM_CAPACITY), to show tha
 libgpusim_torch.so reaches the program as torch.OutOfMemoryError, that torch.cuda.empty_cache()
 releases gpusim's cache, and that the program ends with the same results as under PyTorch.
 
-    python3 bench/oom_catch.py --allocator native --cap 4200MiB -o native.json
-    GPUSIM_CAPACITY=4200MiB python3 bench/oom_catch.py --allocator gpusim \\
+    python3 lab/oom_catch.py --allocator native --cap 4200MiB -o native.json
+    GPUSIM_CAPACITY=4200MiB python3 lab/oom_catch.py --allocator gpusim \\
         --lib build/torch/libgpusim_torch.so -o gpusim.json
-    python3 bench/oom_catch.py --compare native.json gpusim.json
+    python3 lab/oom_catch.py --compare native.json gpusim.json
 
 The steps, each catching torch.OutOfMemoryError where the cap is met:
   1. fill: 256 MiB tensors, each filled with its own value, until an OOM;

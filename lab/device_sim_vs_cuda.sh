@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/device_sim_vs_cuda.sh OUTDIR - run on the device machine (the project's `device` tool,
+# lab/device_sim_vs_cuda.sh OUTDIR - run on the device machine (the project's `device` tool,
 # from the repository root): the CUDA backend's tests, then gpt2 and resnet50 replayed under
 # pytorch and pytorch:expandable_segments:True on real memory (--backend cuda) and on the
 # simulator, JSON reports into OUTDIR, to compare their segments and driver-call counts.

@@ -51,11 +51,11 @@ Scenarios (--list prints them):
               8 steps, caps 2.5 GiB on cuda:0 and 2 GiB on cuda:1 (needs 2 GPUs; not in --all).
 
 Examples:
-  python3 bench/record_pytorch.py --list
-  python3 bench/record_pytorch.py --all --out refs            # every single-GPU scenario
-  python3 bench/record_pytorch.py --scenario oomdie --scenario cut --policy default --out refs
-  python3 bench/record_pytorch.py --scenario twogpu --out refs   # on a machine with 2 GPUs
-  python3 bench/record_pytorch.py --all --dry-run               # print the plan, run nothing
+  python3 lab/record_pytorch.py --list
+  python3 lab/record_pytorch.py --all --out refs            # every single-GPU scenario
+  python3 lab/record_pytorch.py --scenario oomdie --scenario cut --policy default --out refs
+  python3 lab/record_pytorch.py --scenario twogpu --out refs   # on a machine with 2 GPUs
+  python3 lab/record_pytorch.py --all --dry-run               # print the plan, run nothing
   python3 traces/convert.py refs/cut__default__nocap.pickle.gz -o /tmp/cut.gstrace.gz \\
       --reference /tmp/cut.ref.json                              # then convert one
 

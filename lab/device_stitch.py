@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """One workload on the GPU under PyTorch's own allocator or gpusim's pluggable allocator
 (build/libgpusim_torch.so), written as JSON: its outputs (every step's loss, or every generated
-token's hash), every step's time, and native PyTorch's peak reserved memory. bench/device_stitch.sh
+token's hash), every step's time, and native PyTorch's peak reserved memory. lab/device_stitch.sh
 runs each workload three ways (native, native with expandable_segments:True, gpusim's stitch) and
-bench/device_stitch_summary.py compares them.
+lab/device_stitch_summary.py compares them.
 
-    python3 bench/device_stitch.py --workload resnet50 --allocator native -o native.json
+    python3 lab/device_stitch.py --workload resnet50 --allocator native -o native.json
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \\
-        python3 bench/device_stitch.py --workload gpt2 --allocator native -o expandable.json
+        python3 lab/device_stitch.py --workload gpt2 --allocator native -o expandable.json
     GPUSIM_POLICY=stitch GPUSIM_STATS=stats.json \\
-        python3 bench/device_stitch.py --workload llmgen --allocator gpusim -o stitch.json
+        python3 lab/device_stitch.py --workload llmgen --allocator gpusim -o stitch.json
 
 Workloads (all seeded; fp32, TF32 off, deterministic algorithms, so the outputs of the three
 allocators can be compared bit for bit):
-  resnet50  ResNet-50 training (bench/train_resnet50.py's model and data: batch 64 of random
+  resnet50  ResNet-50 training (lab/train_resnet50.py's model and data: batch 64 of random
             224x224 images, SGD lr 0.1 momentum 0.9); a step is one forward+backward+update.
   gpt2      GPT-2 small training (Hugging Face GPT2LMHeadModel, random init, 124M parameters),
             batch 8 of 512 random tokens, AdamW lr 1e-4; attention through PyTorch's math kernel

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/device_replay_speed.sh OUTDIR - issue 15's replay-speed table on the device machine's
+# lab/device_replay_speed.sh OUTDIR - issue 15's replay-speed table on the device machine's
 # CPU (the project's `device` tool, from the repository root): a host with cores of its own,
 # where the development VM's are shared with other sessions (BENCHMARKS.md, "Replay
 # throughput"). Nothing here uses the GPU.
@@ -33,14 +33,14 @@ families="--policy pytorch --policy pytorch:max_split_size_mb:128
     --policy cuda-async --policy rmm-arena --policy rmm-pool --policy bfc --policy preallocate
     --policy stitch"
 # shellcheck disable=SC2086
-"$here/compare.sh" "$old" "$new" 3 traces/data/gpt2.gstrace.gz traces/data/resnet50.gstrace.gz \
+"$here/../bench/compare.sh" "$old" "$new" 3 traces/data/gpt2.gstrace.gz traces/data/resnet50.gstrace.gz \
     traces/data/batch-alternate.gstrace.gz -- --runs 3 $families >"$out/bundled.txt"
 # shellcheck disable=SC2086
-"$here/compare.sh" "$old" "$new" 3 traces/data/dataframe-then-torch.gstrace.gz \
+"$here/../bench/compare.sh" "$old" "$new" 3 traces/data/dataframe-then-torch.gstrace.gz \
     traces/data/producer-consumer.gstrace.gz -- --runs 3 --continue-on-oom $families \
     >"$out/bundled-clients.txt"
 GPUSIM_SHARED=build-dev/shared REPLAY_SPEED_PARTS=reference \
-    "$here/replay_speed.sh" "$old" "$new" "$out/ref" 3
+    "$here/../bench/replay_speed.sh" "$old" "$new" "$out/ref" 3
 mv "$out/ref/reference.txt" "$out/reference.txt"
 rm -rf "$out/ref"
 cat "$out/machine.txt"

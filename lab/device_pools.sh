@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/device_pools.sh device OUTDIR | compare OUTDIR - the real pools behind the cupy and
+# lab/device_pools.sh device OUTDIR | compare OUTDIR - the real pools behind the cupy and
 # cuda-async policies, driven with the requests of real traces (issue 16, item 1).
 #
 #   device   on the GPU machine (the project's `device` tool; CuPy 14 there, no build needed):
@@ -11,7 +11,7 @@
 # The traces: the bundled single-client ones (traces/data; the two-client ones need two pools
 # on one device and are left out) and two reference recordings of traces/references
 # (llmgen, cut; default settings) converted with traces/convert.py into OUTDIR/ref-*.gstrace.gz,
-# where compare finds them. bench/device_pools.py does the work.
+# where compare finds them. lab/device_pools.py does the work.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 mode=${1:?usage: device_pools.sh device|compare OUTDIR}
@@ -27,14 +27,14 @@ device)
         python3 "$root/traces/convert.py" -q -o "$out/ref-$r.gstrace.gz" \
             "$root/traces/references/pytorch-2.11-h100/${r}__default__nocap.pickle.gz"
     done
-    python3 "$root/bench/device_pools.py" device "$out" \
+    python3 "$root/lab/device_pools.py" device "$out" \
         "$root/traces/data/resnet50.gstrace.gz" "$root/traces/data/gpt2.gstrace.gz" \
         "$root/traces/data/batch-alternate.gstrace.gz" "$out"/ref-*.gstrace.gz
     ;;
 compare)
     gpusim=$root/build/gpusim
     [ -x "$gpusim" ] || { echo "device_pools.sh: build first: meson setup build && meson compile -C build" >&2; exit 2; }
-    python3 "$root/bench/device_pools.py" compare "$out" "$gpusim"
+    python3 "$root/lab/device_pools.py" compare "$out" "$gpusim"
     ;;
 *) echo "device_pools.sh: mode '$mode': device or compare" >&2; exit 2 ;;
 esac

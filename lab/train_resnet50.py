@@ -3,9 +3,9 @@
 under gpusim's pluggable allocator (build/libgpusim_torch.so), and write what happened as JSON:
 the loss of every step, every step's time, and the peak reserved memory.
 
-    python3 bench/train_resnet50.py --allocator native -o native.json
+    python3 lab/train_resnet50.py --allocator native -o native.json
     GPUSIM_POLICY=pytorch GPUSIM_STATS=stats.json \\
-        python3 bench/train_resnet50.py --allocator gpusim -o gpusim.json
+        python3 lab/train_resnet50.py --allocator gpusim -o gpusim.json
 
 Under gpusim the peak reserved memory is in the GPUSIM_STATS file (peak_reserved_bytes), written
 when the process exits: PyTorch's memory_stats() does not see into a pluggable allocator.

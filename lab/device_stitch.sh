@@ -1,7 +1,7 @@
 #!/bin/sh
-# bench/device_stitch.sh OUTDIR - issue 16 item 5 on a machine with an NVIDIA GPU and PyTorch (the
+# lab/device_stitch.sh OUTDIR - issue 16 item 5 on a machine with an NVIDIA GPU and PyTorch (the
 # project's `device` tool): ResNet-50 training, GPT-2 small training and an LLM generation loop
-# (bench/device_stitch.py), each run three ways in turn, ROUNDS times (so drift in the machine hits
+# (lab/device_stitch.py), each run three ways in turn, ROUNDS times (so drift in the machine hits
 # all three alike):
 #   native      PyTorch's own caching allocator (PYTORCH_CUDA_ALLOC_CONF unset)
 #   expandable  PyTorch's own, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -9,7 +9,7 @@
 #               stitch; GPUSIM_STATS gives its peak reserved)
 # then, if time is left before DEADLINE (seconds since the start, default 300), each workload once
 # more under gpusim with GPUSIM_TRACE, untimed: its requests as a gpusim trace, for replays here.
-# bench/device_stitch_summary.py OUTDIR makes the table (and checks that the outputs are equal).
+# lab/device_stitch_summary.py OUTDIR makes the table (and checks that the outputs are equal).
 #
 # Environment: ROUNDS (default 2), WORKLOADS (default "resnet50 gpt2 llmgen"), POLICY (gpusim's,
 # default stitch), DEADLINE. Needs a built tree (build/libgpusim_torch.so, with the CUDA Toolkit
@@ -47,7 +47,7 @@ run() { # NAME ENV... -- ARGS...: one process, its log appended to OUTDIR/run.lo
 r=1
 while [ "$r" -le "$rounds" ]; do
     for w in $workloads; do
-        py="python3 bench/device_stitch.py --workload $w"
+        py="python3 lab/device_stitch.py --workload $w"
         # shellcheck disable=SC2086
         run "$w-native-$r" PYTORCH_CUDA_ALLOC_CONF= $py --allocator native -o "$out/$w-native-$r.json"
         # shellcheck disable=SC2086
@@ -69,6 +69,6 @@ for w in $workloads; do
     # shellcheck disable=SC2086
     run "$w-trace" PYTORCH_CUDA_ALLOC_CONF= GPUSIM_POLICY="$policy" \
         GPUSIM_STATS="$out/$w-trace-stats.json" GPUSIM_TRACE="$out/$w-stitch.gstrace.gz" \
-        python3 bench/device_stitch.py --workload "$w" --allocator gpusim -o "$out/$w-trace.json"
+        python3 lab/device_stitch.py --workload "$w" --allocator gpusim -o "$out/$w-trace.json"
 done
 echo "elapsed $(($(date +%s) - start)) s" | tee -a "$out/run.log"

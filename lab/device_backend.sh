@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/device_backend.sh OUTDIR - run on a machine with an NVIDIA GPU (the project's `device`
+# lab/device_backend.sh OUTDIR - run on a machine with an NVIDIA GPU (the project's `device`
 # tool): the CUDA backend's tests, then the example traces replayed on real memory under the
 # three PyTorch settings, with and without --touch. Everything it prints goes to OUTDIR.
 #

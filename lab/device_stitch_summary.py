@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarise bench/device_stitch.sh OUTDIR: one row per workload and allocator, as a Markdown table.
+"""Summarise lab/device_stitch.sh OUTDIR: one row per workload and allocator, as a Markdown table.
 
-    python3 bench/device_stitch_summary.py bench/results/h100-2026-11-23-stitch
+    python3 lab/device_stitch_summary.py lab/results/h100-2026-11-23-stitch
 
 Per workload and allocator (native, expandable, stitch):
   outputs     'same' when every round of every allocator gave the same outputs as native's first

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/fidelity.sh [DIR...] - real PyTorch vs gpusim, run by run, device by device.
+# lab/fidelity.sh [DIR...] - real PyTorch vs gpusim, run by run, device by device.
 #
 # For every reference run in each DIR (default: ../shared/traces/pytorch-2.11-h100 when it is
 # there, and every folder of traces/references/: real PyTorch 2.11 snapshots, NAME.pickle.gz,
@@ -9,14 +9,14 @@
 # addresses and once with the driver placement model alone, and print real/simulated pairs:
 # outcome (with the event of a fatal OOM), peak reserved, device allocs and frees, retries,
 # OOMs. 'exact' means all of them, and the segments, are equal on every device; a run that is
-# not says why (bench/fidelity-known.tsv). Needs a built tree (meson setup build && meson
+# not says why (tests/data/fidelity-known.tsv). Needs a built tree (meson setup build && meson
 # compile -C build).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 gpusim=$root/build/gpusim
 [ -x "$gpusim" ] || gpusim=$root/build/cli/gpusim
 [ -x "$gpusim" ] || { echo "fidelity.sh: build first: meson setup build && meson compile -C build" >&2; exit 2; }
-known=$root/bench/fidelity-known.tsv
+known=$root/tests/data/fidelity-known.tsv
 if [ $# -eq 0 ]; then
     [ -d "$root/../shared/traces/pytorch-2.11-h100" ] && set -- "$root/../shared/traces/pytorch-2.11-h100"
     for d in "$root"/traces/references/*/; do set -- "$@" "${d%/}"; done
@@ -24,7 +24,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# why RUN MODE: the line of bench/fidelity-known.tsv that explains RUN in MODE (model: 'model'
+# why RUN MODE: the line of tests/data/fidelity-known.tsv that explains RUN in MODE (model: 'model'
 # or 'both'; reference: 'both'), else nothing. Scope entries explain both.
 why() {
     awk -F'\t' -v run="$1" -v mode="$2" '

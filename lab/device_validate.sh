@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/device_validate.sh OUTDIR - issue 5's real-GPU evidence in one run, on a machine with an
+# lab/device_validate.sh OUTDIR - issue 5's real-GPU evidence in one run, on a machine with an
 # NVIDIA GPU and PyTorch (the project's `device` tool):
 #   1. the CUDA and pluggable-allocator tests;
 #   2. gpusim validate on both example traces under the three PyTorch settings (--touch, 5 timed
@@ -52,7 +52,7 @@ echo "== bench_alloc" >&2
 build/bench/bench_alloc build/libgpusim_torch.so >"$out/bench_alloc.csv" 2>&1
 
 echo "== training" >&2
-train=bench/train_resnet50.py
+train=lab/train_resnet50.py
 for round in 1 2 3; do
     python3 $train --allocator native -o "$out/train-native-$round.json" >>"$out/train.log" 2>&1
     if [ "$round" = 1 ]; then
