@@ -148,6 +148,20 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     g_ptr_array_free(argv, TRUE);
 }
 
+/* The simulated device of a run whose device's size nothing says. Its size is no promise (the
+ * verdict says "with no cap" or names the cap's source, never this size), but the cost model
+ * charges an expandable segment's address reservation by the device's size: the usual 80 GiB
+ * (GS_DEFAULT_DEVICE_TOTAL) when it has room for the cap and twice the trace's live peak, else
+ * as large as gpusim simulates, so that no search is cut short by a guess. */
+static uint64_t unknown_device_total(const gs_trace *t, uint64_t cap, const gs_reference *ref)
+{
+    uint64_t live = 0;
+    if (!gs_trace_read_peak_live(t, &live)) return GS_MAX_DEVICE_BYTES;
+    uint64_t need = MAX(cap, gs_reference_limit(ref, NULL));
+    need = MAX(need, 2 * live);
+    return need <= GS_DEFAULT_DEVICE_TOTAL ? GS_DEFAULT_DEVICE_TOTAL : GS_MAX_DEVICE_BYTES;
+}
+
 static void whatif_progress(size_t done, size_t total, void *ud)
 {
     gs_cli_progress_line(ud, done, total, "settings");
@@ -161,6 +175,9 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
     const gs_whatif_row *dflt = gs_whatif_default(rows), *rec = NULL;
     double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
     gs_plot_whatif_row *pr = g_new0(gs_plot_whatif_row, rows->len);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    bool lower_bound = cv.fatal_oom; /* minima of a dying trace: to get that far */
     size_t rec_k = 0;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
@@ -168,8 +185,9 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
         pr[i] = (gs_plot_whatif_row){
             .policy = r->pol->spec,
             .recorded = r->recorded,
-            .outcome = r->at_cap.error != GS_OK ? "error" : r->at_cap.oom ? "oom" : "ok",
+            .outcome = gs_whatif_outcome(r),
             .found = r->search.found,
+            .lower_bound = lower_bound,
             .min_capacity = r->search.min_capacity,
             .fails_above = r->search.fails_above,
             .device_us = us,
@@ -258,16 +276,39 @@ int gs_cmd_whatif(int argc, char **argv)
     /* the inputs are read and the settings known: the plot directory is made now, so -o may
      * name a file in it */
     if (plotter && !gs_plotter_make(plotter, &perr)) gs_cli_usage_error("--plot: %s", perr->message);
-    uint64_t total = c.total ? c.total
-                     : t->device_total ? t->device_total
-                     : ref && ref->device_total ? ref->device_total
-                                                : GS_DEFAULT_DEVICE_TOTAL;
-    uint64_t cap = c.capacity ? c.cap : ref && ref->cap_bytes ? ref->cap_bytes : total;
-    /* what the cap is, in the plot's words */
-    const char *cap_words = c.capacity                ? "cap given"
-                            : ref && ref->cap_bytes ? "recorded cap"
-                                                    : "device memory";
-    if (cap > total) { /* the device limits every replay: headroom against more is no headroom */
+    /* The device's memory when something says it; else none is guessed: the replays run on a
+     * simulated device as large as gpusim simulates, and no search goes above what a setting
+     * reserves with no cap (sim/whatif.h). */
+    uint64_t known_total = c.total ? c.total
+                           : t->device_total ? t->device_total
+                           : ref && ref->device_total ? ref->device_total
+                                                      : 0;
+    uint64_t total = known_total ? known_total : unknown_device_total(t, c.capacity ? c.cap : 0, ref);
+    /* The cap, and where it comes from (docs/cli.md, "whatif": the limit a run met): --capacity;
+     * the run's cap (its NAME.json); the limit it met where it died, from the snapshot (the
+     * device was full); else none. A run that died with none of these is refused: its verdict
+     * would be drawn at a limit it never had. */
+    const char *limit_source = NULL;
+    uint64_t limit = gs_reference_limit(ref, &limit_source);
+    uint64_t cap = c.capacity ? c.cap : limit;
+    const char *cap_words = c.capacity ? "cap given" : limit ? limit_source : NULL;
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (!cap && cv.fatal_oom) {
+        char *range = NULL;
+        if (ref && ref->limit_max) {
+            char *lo = gs_format_size(ref->limit_min), *hi = gs_format_size(ref->limit_max);
+            range = g_strdup_printf(" (the snapshot puts it between %s and %s)", lo, hi);
+            g_free(lo);
+            g_free(hi);
+        }
+        gs_cli_usage_error("whatif: %s: the recorded run died of an OOM at event %zu, but nothing "
+                           "says what limit it met: no NAME.json beside it with its cap, and the "
+                           "device had room for the request then (a memory fraction, or a limit "
+                           "of its own?); give it with --capacity%s",
+                           input, cv.fatal_oom_event, range ? range : "");
+    }
+    if (cap && cap > total) { /* the device limits every replay: headroom against more is none */
         char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
         gs_cli_say("warning: %s %s is more than the device's %s: the cap is the device's memory",
                    c.capacity ? "--capacity" : "the recorded cap", cw, tw);
@@ -279,6 +320,8 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_whatif_opts o = {
         .capacity = cap,
         .device_total = total,
+        /* the recorded run at its own limit replays with its own segment addresses */
+        .ref = !c.capacity && ref && ref->seg_addrs->len ? ref : NULL,
         .cal = c.cal,
         .jobs = (unsigned)c.jobs,
         .progress = c.progress ? whatif_progress : NULL,
@@ -290,12 +333,13 @@ int gs_cmd_whatif(int argc, char **argv)
 
     gs_cli_out out;
     gs_cli_open_output(&out, &c, inputs, c.output);
-    gs_whatif_report(out.f, c.fmt, input, t, rows, cap, total);
+    gs_whatif_cap wc = {.capacity = cap, .device_total = known_total, .source = cap_words};
+    gs_whatif_report(out.f, c.fmt, input, t, rows, &wc);
     gs_cli_close_output(&out);
     int rc = GS_EXIT_OK;
     if (plotter) {
         gs_plotter_keep_report(plotter, c.output); /* the verdict just written is no plot */
-        rc = plot_whatif(plotter, input, t, rows, &o, cap_words);
+        rc = plot_whatif(plotter, input, t, rows, &o, cap_words ? cap_words : "no cap");
         gs_plotter_free(plotter);
     }
 

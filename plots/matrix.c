@@ -35,7 +35,7 @@ static guint index_of_str(GPtrArray *a, const char *s)
 /* A cell's outcome as the matrix says it (one word: the .dat's column), and its colour. */
 static const char *cell_word(const gs_plot_run *c)
 {
-    if (strcmp(c->outcome, "ok") == 0) return "ok";
+    if (gs_plot_outcome_through(c->outcome)) return c->outcome; /* ok, survived */
     if (strcmp(c->outcome, "oom") == 0) return "OOM";
     return "error";
 }
@@ -43,7 +43,7 @@ static const char *cell_word(const gs_plot_run *c)
 static const char *cell_colour(const gs_plot_run *c)
 {
     const char *w = cell_word(c);
-    return strcmp(w, "ok") == 0 ? ok_colour : strcmp(w, "OOM") == 0 ? oom_colour : error_colour;
+    return gs_plot_outcome_through(w) ? ok_colour : strcmp(w, "OOM") == 0 ? oom_colour : error_colour;
 }
 
 gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,

@@ -22,6 +22,8 @@
 #error "plot-int.h is private to plots/: include plot.h instead"
 #endif
 
+#include <string.h>
+
 #include "plot.h"
 
 /* GiB as the plots' axes show them. */
@@ -167,5 +169,12 @@ gboolean gs_plot_map(gs_plotter *p, const char *trace, const char *stem, const g
 /* bars.c: metric m of a run in its panel's unit (the sweep's panels use it too): 0 peak
  * reserved (GiB), 1 waste (GiB), 2 fragmentation (%), 3 retries, 4 OOMs, 5 device time (ms). */
 double gs_plot_bar_value(const gs_plot_run *r, int m);
+
+/* An outcome the plots draw as getting through: "ok", or "survived" (the replay got past the
+ * point where a trace's recorded run died; sim/result.h). */
+static inline bool gs_plot_outcome_through(const char *outcome)
+{
+    return strcmp(outcome, "ok") == 0 || strcmp(outcome, "survived") == 0;
+}
 
 #endif

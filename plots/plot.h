@@ -125,17 +125,20 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
 typedef struct {
     const char *policy;
     bool recorded;              /* the setting the recorded run had */
-    const char *outcome;        /* at the cap: "ok", "oom", "error" */
+    const char *outcome;        /* at the cap: "ok", "survived", "oom", "error" */
     bool found;                 /* a minimum capacity was found (up to the device's memory) */
     uint64_t min_capacity;      /* when found */
     uint64_t fails_above;       /* a larger capacity at which it fails (0: none seen) */
     double device_us;           /* modelled device time of the replay at the cap */
     double vs_default;          /* device_us against the default setting's (0: no default) */
+    bool lower_bound;           /* the minimum is a lower bound: the trace ends where its
+                                 * recorded run died (drawn ">= X") */
 } gs_plot_whatif_row;
 
 /* Bars of the rows' minimum capacities (in the order given: the verdict's) against the cap, and
  * beside them the device time at the cap. cap_words: what the cap is ("recorded cap", "cap
- * given", "device memory"), in the title and the key. */
+ * given", "device full at the OOM", "device memory"), in the title and the key; cap 0: no cap
+ * (no line is drawn). */
 gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const char *cap_words,
                         uint64_t device_total, const gs_plot_whatif_row *rows, size_t n,
                         GError **err);

@@ -478,7 +478,7 @@ void gs_plot_run_from_result(gs_plot_run *pr, const gs_result *r, gs_plot_series
     memset(pr, 0, sizeof *pr);
     pr->policy = g_strdup(r->policy);
     pr->capacity = r->capacity;
-    pr->outcome = g_strdup(r->error != GS_OK ? "error" : r->oom ? "oom" : "ok");
+    pr->outcome = g_strdup(gs_result_outcome(r));
     pr->peak_allocated = r->stats.allocated_bytes[GS_STAT_ALL].peak;
     pr->peak_reserved = r->stats.reserved_bytes[GS_STAT_ALL].peak;
     pr->frag_peak = as_printed("%.6f", gs_result_frag_peak(r));

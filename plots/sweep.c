@@ -271,7 +271,7 @@ static void dat_row(GString *row, double x, size_t c, const gs_plot_run *cell, d
         hi[m] = MAX(hi[m], v);
         g_string_append_printf(row, " %.6f", v);
     }
-    g_string_append_printf(row, " %d\n", strcmp(cell->outcome, "ok") != 0);
+    g_string_append_printf(row, " %d\n", !gs_plot_outcome_through(cell->outcome));
 }
 
 /* NAME-sweep.dat: a block per line, its cells in x order so lines run left to right (a line
@@ -300,7 +300,7 @@ static bool sweep_dat(GString *dat, const char *trace, const sweep_axes *ax,
                 for (int end = 0; end < 2; end++) {
                     dat_row(row, end ? ax->xhi : ax->xlo, c, &cells[c], lo, hi);
                     g_string_append(dat, row->str);
-                    if (strcmp(cells[c].outcome, "ok") != 0) g_string_append(oom, row->str);
+                    if (!gs_plot_outcome_through(cells[c].outcome)) g_string_append(oom, row->str);
                 }
                 break; /* one cell per line without x */
             }
@@ -321,7 +321,7 @@ static bool sweep_dat(GString *dat, const char *trace, const sweep_axes *ax,
                 size_t c = g_array_index(order, size_t, a);
                 dat_row(row, cell_x(ax, ax->xi[c]), c, &cells[c], lo, hi);
                 g_string_append(dat, row->str);
-                if (strcmp(cells[c].outcome, "ok") != 0) g_string_append(oom, row->str);
+                if (!gs_plot_outcome_through(cells[c].outcome)) g_string_append(oom, row->str);
             }
             g_array_free(order, TRUE);
         }

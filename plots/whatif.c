@@ -16,7 +16,7 @@
  * device error (grey). */
 static const char *row_colour(const gs_plot_whatif_row *r)
 {
-    if (strcmp(r->outcome, "ok") == 0) return "#0072B2";
+    if (gs_plot_outcome_through(r->outcome)) return "#0072B2";
     if (strcmp(r->outcome, "oom") == 0) return "#D55E00";
     return "#8C8C8C";
 }
@@ -37,12 +37,13 @@ static double nice_step(double span)
 static void cap_range(const gs_plot_whatif_row *rows, size_t n, uint64_t cap, double *lo, double *hi,
                       double *step)
 {
-    double a = gib((int64_t)cap), b = a;
+    double a = cap ? gib((int64_t)cap) : INFINITY, b = cap ? a : 0;
     for (size_t i = 0; i < n; i++) {
         if (!rows[i].found) continue;
         a = MIN(a, gib((int64_t)rows[i].min_capacity));
         b = MAX(b, gib((int64_t)rows[i].min_capacity));
     }
+    if (!isfinite(a)) a = b = 0; /* no cap and no minimum: an axis from 0 */
     double span = b - a > 1e-6 ? b - a : MAX(b * 0.05, 0.01);
     *lo = MAX(0.0, a - 0.6 * span);
     *hi = b + 0.45 * span; /* room for the labels at the bars' ends */
@@ -60,7 +61,8 @@ static char *cap_label(const gs_plot_whatif_row *r, uint64_t device_total)
         return l;
     }
     char *m = gs_format_size(r->min_capacity);
-    char *l = r->fails_above ? g_strdup_printf("%s  (!)", m) : g_strdup(m);
+    const char *ge = r->lower_bound ? ">= " : "";
+    char *l = r->fails_above ? g_strdup_printf("%s%s  (!)", ge, m) : g_strdup_printf("%s%s", ge, m);
     g_free(m);
     return l;
 }
@@ -70,7 +72,7 @@ static char *time_label(const gs_plot_whatif_row *r)
     GString *l = g_string_new(NULL);
     g_string_append_printf(l, "%.2f ms", r->device_us / 1000.0);
     if (r->vs_default > 0) g_string_append_printf(l, " (%+.0f%%)", 100.0 * (r->vs_default - 1.0));
-    if (strcmp(r->outcome, "ok") != 0) g_string_append(l, ", to its failure");
+    if (!gs_plot_outcome_through(r->outcome)) g_string_append(l, ", to its failure");
     return g_string_free(l, FALSE);
 }
 
@@ -136,13 +138,15 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     whatif_dat(dat, trace, cap, rows, n);
 
     bool any_fail = false, any_oom = false, any_error = false, any_none = false, any_nonmono = false;
+    bool dies = false; /* the trace ends where its recorded run died: minima are lower bounds */
     double tmax = 0;
     for (size_t i = 0; i < n; i++) {
-        any_fail |= strcmp(rows[i].outcome, "ok") != 0;
+        any_fail |= !gs_plot_outcome_through(rows[i].outcome);
         any_oom |= strcmp(rows[i].outcome, "oom") == 0;
-        any_error |= strcmp(rows[i].outcome, "ok") != 0 && strcmp(rows[i].outcome, "oom") != 0;
+        any_error |= !gs_plot_outcome_through(rows[i].outcome) && strcmp(rows[i].outcome, "oom") != 0;
         any_none |= !rows[i].found;
         any_nonmono |= rows[i].fails_above != 0;
+        dies |= rows[i].lower_bound || strcmp(rows[i].outcome, "survived") == 0;
         tmax = MAX(tmax, rows[i].device_us / 1000.0);
     }
     /* the notes under the axes, a line each: what (!) and "to its failure" mean */
@@ -161,6 +165,9 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     if (any_fail)
         g_ptr_array_add(notes, g_strdup("A setting that fails at the cap stopped at its first OOM "
                                         "(or device error): its device time is up to there."));
+    if (dies)
+        g_ptr_array_add(notes, g_strdup("The trace ends where the recorded run died: each minimum "
+                                        "(>=) is the memory to get that far, a lower bound."));
     /* pixels: the title and key above, a row per setting, the axes and notes below */
     int top_px = 92, row_px = 40, bottom_px = 72 + 20 * (int)notes->len;
     int h = top_px + row_px * (int)n + bottom_px;
@@ -170,8 +177,13 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
 
     char *base = g_path_get_basename(trace);
     char *cw = gs_format_capacity(cap, " ");
-    char *title = g_strdup_printf("%s: the least memory each setting completes the trace with, "
-                                  "against the %s of %s", base, cap_words, cw);
+    char *title = !cap ? g_strdup_printf("%s: the least memory each setting %s, with no cap",
+                                         base, dies ? "gets past the recorded death with"
+                                                    : "completes the trace with")
+                       : g_strdup_printf("%s: the least memory each setting %s, against the %s "
+                                         "of %s", base, dies ? "gets past the recorded death with"
+                                                             : "completes the trace with",
+                                         cap_words, cw);
     gs_gp_begin(g, stem, "the minimum capacity per setting (gpusim whatif)", 1280, h);
     g_string_append(g, "set multiplot title ");
     gs_gp_str(g, title);
@@ -183,18 +195,21 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
         "set bmargin at screen %.4f\nunset border\nunset tics\nset xrange [0:1]\nset yrange [0:1]\n"
         "set key at screen 0.64,%.4f center center horizontal Left reverse samplen 3 width 1 maxrows 2\n"
         "set style fill solid 0.9 noborder\n"
-        "plot NaN with boxes lc rgb '#0072B2' title 'completes at the cap'",
-        T, T - 0.001, 1.0 - 62.0 / h);
+        "plot NaN with boxes lc rgb '#0072B2' title '%s'",
+        T, T - 0.001, 1.0 - 62.0 / h,
+        dies ? "gets past the recorded death at the cap" : cap ? "completes at the cap" : "completes");
     if (any_oom) g_string_append(g, ", \\\n     NaN with boxes lc rgb '#D55E00' title 'fails at the cap'");
     if (any_error)
         g_string_append(g, ", \\\n     NaN with boxes lc rgb '#8C8C8C' title 'a device error at the cap'");
     if (any_none)
         g_string_append(g, ", \\\n     NaN with boxes lc rgb '#555555' fs pattern 4 border title "
                            "'no minimum up to the device memory'");
-    g_string_append(g, ", \\\n     NaN with lines dt 2 lw 2 lc rgb '#000000' title ");
-    char *capt = g_strdup_printf("%s %s", cap_words, cw);
-    gs_gp_str(g, capt);
-    g_free(capt);
+    if (cap) {
+        g_string_append(g, ", \\\n     NaN with lines dt 2 lw 2 lc rgb '#000000' title ");
+        char *capt = g_strdup_printf("%s %s", cap_words, cw);
+        gs_gp_str(g, capt);
+        g_free(capt);
+    }
     g_string_append(g, "\n");
 
     /* left: the minimum capacities */
@@ -205,15 +220,16 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
         "set yrange [%zu.5:0.5]\nset xlabel 'minimum capacity (GiB)'\n",
         T, B, lo, step, lo, hi, n);
     row_tics(g, rows, n);
-    g_string_append_printf(g, "set arrow 1 from %.6f,graph 0 to %.6f,graph 1 nohead dt 2 lw 2 "
-                              "lc rgb '#000000' front\n",
-                           gib((int64_t)cap), gib((int64_t)cap));
+    if (cap)
+        g_string_append_printf(g, "set arrow 1 from %.6f,graph 0 to %.6f,graph 1 nohead dt 2 lw 2 "
+                                  "lc rgb '#000000' front\n",
+                               gib((int64_t)cap), gib((int64_t)cap));
     for (size_t i = 0; i < n; i++) {
         char *l = cap_label(&rows[i], device_total);
         double x = rows[i].found ? gib((int64_t)rows[i].min_capacity) : lo;
         /* a label the cap's line would cross starts right of the line instead */
         double c = gib((int64_t)cap);
-        if (rows[i].found && x <= c && c < x + 0.16 * (hi - lo)) x = c;
+        if (cap && rows[i].found && x <= c && c < x + 0.16 * (hi - lo)) x = c;
         g_string_append_printf(g, "set label %zu ", i + 10);
         gs_gp_str(g, l);
         g_string_append_printf(g, " at %.6f,%zu left offset %d,0 font 'Sans,10' front boxed\n", x,

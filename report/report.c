@@ -9,11 +9,7 @@
 
 #include "report.h"
 
-static const char *outcome(const gs_result *r)
-{
-    if (r->error != GS_OK) return "error";
-    return r->oom ? "oom" : "ok";
-}
+static const char *outcome(const gs_result *r) { return gs_result_outcome(r); }
 
 static double events_per_s(const gs_result *r)
 {
@@ -385,8 +381,9 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     if (cv.fatal_oom)
-        fprintf(out, "  the recorded run died at event %zu (an OOM); \"ok\" means it survives that "
-                     "far\n", cv.fatal_oom_event);
+        fprintf(out, "  the recorded run died at event %zu (an OOM); \"survived\" means a run gets "
+                     "that far: the rest of the program is not in the trace\n",
+                cv.fatal_oom_event);
     if (cv.started_mid_run)
         fprintf(out, "  recording started mid-run: %" G_GUINT64_FORMAT " allocation%s synthesized, "
                      "results below that point are approximate\n",
@@ -831,10 +828,12 @@ static void json_trace(FILE *out, const char *name, const gs_trace *t, const gs_
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     if (cv.fatal_oom) {
-        /* what the trace can tell: the recorded run died here, so "ok" means "survives that far" */
+        /* what the trace can tell: the recorded run died here, so a run that gets past it has
+         * "survived" that far, and nothing is known of the rest of the program */
         jw_u(&w, "recorded_fatal_oom_event", cv.fatal_oom_event);
-        jw_s(&w, "recorded_fatal_oom_note", "the recorded run died at this event; \"ok\" means "
-                                            "it survives that far");
+        jw_s(&w, "recorded_fatal_oom_note", "the recorded run died at this event; \"survived\" "
+                                            "means it gets that far: the rest of the program is "
+                                            "not in the trace");
     }
     if (cv.started_mid_run) {
         jw_u(&w, "synthesized_allocs", cv.synthesized);

@@ -88,12 +88,24 @@ void gs_report_caveats(FILE *out, const gs_trace *t);
 void gs_report_bound(FILE *out, const gs_result *r);
 
 /* ---- gpusim whatif (whatif.c) ---- */
+/* The cap a verdict is drawn at, and where it comes from (every format names it). */
+typedef struct {
+    uint64_t capacity;      /* 0: no cap (a run that completed, its device's size unknown) */
+    uint64_t device_total;  /* the device's memory; 0: not known */
+    const char *source;     /* "cap given" (--capacity), "recorded cap" (the run's NAME.json),
+                             * "device full at the OOM" (the snapshot), "device memory"; NULL
+                             * with no cap */
+} gs_whatif_cap;
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
- * recommendation; table, CSV or JSON. */
+ * recommendation; table, CSV or JSON. Of a trace that ends where its recorded run died, a
+ * row that gets past that point "survived" and its minimum capacity is a lower bound (">="):
+ * the rest of the program is not in the trace. */
 void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
-                      const GPtrArray *rows, uint64_t capacity, uint64_t device_total);
-/* The one-line recommendation in words. g_free it. */
-char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity);
+                      const GPtrArray *rows, const gs_whatif_cap *cap);
+/* The recommendation in words, with what to do next. g_free it. */
+char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap);
+/* A row's outcome at the cap in the verdict's words: "ok", "survived", "oom", "error". */
+const char *gs_whatif_outcome(const gs_whatif_row *r);
 
 /* gpusim validate's report (validate.c). Every judged check within its tolerance, every timed
  * run alike, no device failure. */

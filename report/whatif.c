@@ -5,12 +5,13 @@
 
 #include "report.h"
 
-static uint64_t device_frees(const gs_result *r)
-{
-    return r->calls.n[GS_CALL_FREE] + r->calls.n[GS_CALL_UNMAP];
-}
+/* The device frees as gpusim replay counts them (num_device_free: cudaFree calls and page
+ * unmaps that succeeded), so the two commands give one number for one run. */
+static uint64_t device_frees(const gs_result *r) { return r->stats.num_device_free; }
 
 static bool ok_at_cap(const gs_whatif_row *r) { return !r->at_cap.oom && r->at_cap.error == GS_OK; }
+
+const char *gs_whatif_outcome(const gs_whatif_row *r) { return gs_result_outcome(&r->at_cap); }
 
 /* Device time against the default's: 1.0 is the same; 0 when there is no default to compare. */
 static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
@@ -19,9 +20,86 @@ static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
     return d > 0 ? gs_devcalls_total_us(&r->at_cap.calls) / d : 0;
 }
 
-char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
+/* The cost against the default as time first, then the ratio ("+1.76 ms (+13%)"): a ratio of
+ * two small times alone reads as a large cost. */
+static void vs_default_text(char *buf, size_t n, const gs_whatif_row *r, const gs_whatif_row *dflt)
+{
+    double v = vs_default(r, dflt);
+    if (v <= 0) {
+        g_strlcpy(buf, "-", n);
+        return;
+    }
+    double ms = (gs_devcalls_total_us(&r->at_cap.calls) - gs_devcalls_total_us(&dflt->at_cap.calls)) /
+                1000.0;
+    g_snprintf(buf, n, "%+.2f ms (%+.0f%%)", ms, 100.0 * (v - 1.0));
+}
+
+/* "at the cap of 5.75 GiB (recorded cap)", or "with no cap". g_free it. */
+static char *cap_phrase(const gs_whatif_cap *cap)
+{
+    if (!cap->capacity) return g_strdup("with no cap");
+    char *c = gs_format_capacity(cap->capacity, " ");
+    char *out = cap->source ? g_strdup_printf("at the cap of %s (%s)", c, cap->source)
+                            : g_strdup_printf("at the cap of %s", c);
+    g_free(c);
+    return out;
+}
+
+static const char next_steps[] =
+    " The trace ends where the recorded run died, so every minimum capacity here is a lower "
+    "bound: the rest of the program may need more. To know, record the whole program (with no "
+    "cap or on a larger device, or under gpusim's library with GPUSIM_TRACE) and ask again, or "
+    "run it under a setting with gpusim verify.";
+
+/* Of a trace that ends where its run died: what the replays say about getting past that point
+ * (never that a setting "completes": the rest of the program is unknown). */
+static char *dying_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap,
+                                  const gs_whatif_row *rec, const gs_whatif_row *best_ok,
+                                  const gs_whatif_row *least)
+{
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    char *where = cap_phrase(cap);
+    GString *g = g_string_new(NULL);
+    if (rec && !ok_at_cap(rec) && rec->at_cap.oom) {
+        if (rec->at_cap.first_oom_event == cv.fatal_oom_event)
+            g_string_append_printf(g, "The recorded setting (%s) fails %s at event %zu, as the "
+                                      "recorded run did.", rec->pol->spec, where, cv.fatal_oom_event);
+        else
+            g_string_append_printf(g, "The recorded setting (%s) fails %s at event %zu (the "
+                                      "recorded run died at event %zu).", rec->pol->spec, where,
+                                   rec->at_cap.first_oom_event, cv.fatal_oom_event);
+    } else if (rec && ok_at_cap(rec)) {
+        g_string_append_printf(g, "The recorded setting (%s) gets past event %zu %s, where the "
+                                  "recorded run died: this replay does not reproduce the death "
+                                  "(is the cap the run's?).", rec->pol->spec, cv.fatal_oom_event,
+                               where);
+    }
+    if (best_ok) {
+        char *m = gs_format_size(best_ok->search.min_capacity);
+        g_string_append_printf(g, "%s%s gets past that point %s, and needs at least %s to get "
+                                  "there.", g->len ? " " : "", best_ok->pol->spec, where, m);
+        g_free(m);
+    } else if (least) {
+        char *m = gs_format_size(least->search.min_capacity);
+        g_string_append_printf(g, "%sNo candidate gets past that point %s; the least memory to "
+                                  "get there is %s's: at least %s.", g->len ? " " : "", where,
+                               least->pol->spec, m);
+        g_free(m);
+    } else {
+        g_string_append_printf(g, "%sNo candidate gets past that point at any capacity up to the "
+                                  "device's memory.", g->len ? " " : "");
+    }
+    g_string_append(g, next_steps);
+    g_free(where);
+    (void)rows;
+    return g_string_free(g, FALSE);
+}
+
+char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap)
 {
     const gs_whatif_row *rec = NULL, *best_ok = NULL, *least = NULL;
+    uint64_t capacity = cap->capacity;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         if (r->recorded) rec = r;
@@ -31,7 +109,10 @@ char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
             (!best_ok || r->search.min_capacity < best_ok->search.min_capacity))
             best_ok = r;
     }
-    char *cap = gs_format_capacity(capacity, " ");
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (cv.fatal_oom) return dying_recommendation(rows, t, cap, rec, best_ok, least);
+    char *where = cap_phrase(cap);
     char *out;
     if (!least) {
         out = g_strdup_printf("No candidate completes this trace at any capacity up to the device's "
@@ -39,28 +120,28 @@ char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
     } else if (!best_ok) {
         char *m = gs_format_size(least->search.min_capacity);
         char *more = gs_format_size(least->search.min_capacity - capacity);
-        out = g_strdup_printf("No candidate completes at the cap of %s. The least memory is %s's: "
-                              "%s, %s more than the cap.", cap, least->pol->spec, m, more);
+        out = g_strdup_printf("No candidate completes %s. The least memory is %s's: "
+                              "%s, %s more than the cap.", where, least->pol->spec, m, more);
         g_free(m);
         g_free(more);
     } else {
         char *m = gs_format_size(best_ok->search.min_capacity);
         char *head = gs_format_size(capacity - MIN(capacity, best_ok->search.min_capacity));
         if (rec && !ok_at_cap(rec))
-            out = g_strdup_printf("The recorded setting (%s) fails at the cap of %s; %s completes "
+            out = g_strdup_printf("The recorded setting (%s) fails %s; %s completes "
                                   "there, needing %s (%s of headroom).",
-                                  rec->pol->spec, cap, best_ok->pol->spec, m, head);
+                                  rec->pol->spec, where, best_ok->pol->spec, m, head);
         else if (rec && best_ok != rec && rec->search.found &&
                  rec->search.min_capacity > best_ok->search.min_capacity) {
             char *saved = gs_format_size(rec->search.min_capacity - best_ok->search.min_capacity);
-            out = g_strdup_printf("The recorded setting (%s) completes at the cap of %s; %s needs "
+            out = g_strdup_printf("The recorded setting (%s) completes %s; %s needs "
                                   "least, %s (%s less).",
-                                  rec->pol->spec, cap, best_ok->pol->spec, m, saved);
+                                  rec->pol->spec, where, best_ok->pol->spec, m, saved);
             g_free(saved);
         } else {
-            out = g_strdup_printf("The recorded setting (%s) completes at the cap of %s and needs "
+            out = g_strdup_printf("The recorded setting (%s) completes %s and needs "
                                   "least: %s.",
-                                  best_ok->pol->spec, cap, m);
+                                  best_ok->pol->spec, where, m);
         }
         g_free(m);
         g_free(head);
@@ -71,36 +152,52 @@ char *gs_whatif_recommendation(const GPtrArray *rows, uint64_t capacity)
             g_free(f);
         }
     }
-    g_free(cap);
+    g_free(where);
+    return out;
+}
+
+/* A row's minimum capacity in the table: "5.611 GiB", ">= 5.611 GiB" of a dying trace. */
+static char *min_text(const gs_whatif_row *r, bool dies)
+{
+    if (!r->search.found) return g_strdup("none");
+    char *m = gs_format_size(r->search.min_capacity);
+    char *out = dies ? g_strdup_printf(">= %s", m) : g_strdup(m);
+    g_free(m);
     return out;
 }
 
 static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
-                  uint64_t capacity, const char *rec_text)
+                  const gs_whatif_cap *cap, const char *rec_text)
 {
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
     const gs_whatif_row *dflt = gs_whatif_default(rows);
-    char *cap = gs_format_capacity(capacity, " ");
+    uint64_t capacity = cap->capacity;
+    char *where = cap_phrase(cap);
     char *shown = gs_printable(name); /* a name with a line break keeps the table's lines */
-    fprintf(out, "whatif %s: %zu events, at the cap of %s\n", shown, t->n, cap);
+    fprintf(out, "whatif %s: %zu events, %s\n", shown, t->n, where);
     g_free(shown);
-    g_free(cap);
+    g_free(where);
     gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
     /* the trace's bound (sim/bound.h): no minimum capacity can be below it */
     if (rows->len) gs_report_bound(out, &((const gs_whatif_row *)rows->pdata[0])->at_cap);
-    int w = 7;
+    int w = 7, wm = 12;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         w = MAX(w, (int)strlen(r->pol->spec) + (r->recorded ? 11 : 0));
+        char *m = min_text(r, cv.fatal_oom);
+        wm = MAX(wm, (int)strlen(m));
+        g_free(m);
     }
-    fprintf(out, "%-*s %-7s %12s %13s %7s %9s %9s %8s\n", w, "setting", "at cap", "min capacity",
-            "headroom", "retries", "dev frees", "device ms", "vs dflt");
+    fprintf(out, "%-*s %-8s %*s %13s %7s %9s %9s %18s\n", w, "setting", "at cap", wm + 1,
+            "min capacity", "headroom", "retries", "dev frees", "device ms", "vs dflt");
     bool any_nonmono = false;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         char *label = g_strdup_printf("%s%s", r->pol->spec, r->recorded ? " (recorded)" : "");
-        char *minc = r->search.found ? gs_format_size(r->search.min_capacity) : g_strdup("none");
+        char *minc = min_text(r, cv.fatal_oom);
         char *head;
-        if (!r->search.found) head = g_strdup("-");
+        if (!r->search.found || !capacity) head = g_strdup("-");
         else if (r->search.min_capacity <= capacity) {
             char *h = gs_format_size(capacity - r->search.min_capacity);
             head = g_strdup_printf("%s", h);
@@ -110,12 +207,12 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
             head = g_strdup_printf("-%s", h);
             g_free(h);
         }
-        double v = vs_default(r, dflt);
-        char vs[16] = "-";
-        if (v > 0) g_snprintf(vs, sizeof vs, "%+.0f%%", 100.0 * (v - 1.0));
-        fprintf(out, "%-*s %-7s %11s%s %13s %7" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT
-                     " %9.2f %8s\n",
-                w, label, ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "OOM", minc,
+        char vs[48];
+        vs_default_text(vs, sizeof vs, r, dflt);
+        const char *oc = gs_whatif_outcome(r);
+        fprintf(out, "%-*s %-8s %*s%s %13s %7" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT
+                     " %9.2f %18s\n",
+                w, label, strcmp(oc, "oom") == 0 ? "OOM" : oc, wm, minc,
                 r->search.fails_above ? "!" : " ", head, r->at_cap.stats.num_alloc_retries,
                 device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls) / 1000.0, vs);
         any_nonmono |= r->search.fails_above != 0;
@@ -133,47 +230,61 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
             g_free(f);
         }
     }
-    fputs("(at cap, retries, dev frees (cudaFree + cuMemUnmap), device ms: the replay at the cap; "
-          "vs dflt: its device time against the default setting's)\n", out);
+    fprintf(out, "(at cap, retries, dev frees (cudaFree and page unmaps, as gpusim replay counts "
+                 "them), device ms: the replay at the cap; vs dflt: its modelled device time "
+                 "against the default setting's%s)\n",
+            cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
+                           ">= : the memory to get that far, a lower bound"
+                         : "");
     fprintf(out, "\n%s\n", rec_text);
 }
 
-static void csv(FILE *out, const char *name, const GPtrArray *rows, uint64_t capacity)
-{
-    const gs_whatif_row *dflt = gs_whatif_default(rows);
-    fputs("trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes,fails_above_bytes,"
-          "headroom_bytes,num_alloc_retries,num_ooms,device_frees,device_time_us,"
-          "device_time_vs_default,peak_reserved_bytes,replays,lower_bound_bytes,offline_bytes\n", out);
-    char *tq = gs_csv_quote(name);
-    for (guint i = 0; i < rows->len; i++) {
-        const gs_whatif_row *r = rows->pdata[i];
-        char *pq = gs_csv_quote(r->pol->spec);
-        fprintf(out, "%s,%s,%d,%" G_GUINT64_FORMAT ",%s,", tq, pq, r->recorded, capacity,
-                ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "oom");
-        if (r->search.found) fprintf(out, "%" G_GUINT64_FORMAT, r->search.min_capacity);
-        fputc(',', out);
-        if (r->search.fails_above) fprintf(out, "%" G_GUINT64_FORMAT, r->search.fails_above);
-        fputc(',', out);
-        if (r->search.found)
-            fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
-        fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
-                     ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT
-                     ",%" G_GUINT64_FORMAT "\n",
-                r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
-                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
-                vs_default(r, dflt), r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
-                r->search.probes + 1, r->at_cap.lower_bound_bytes, r->at_cap.offline_bytes);
-        g_free(pq);
-    }
-    g_free(tq);
-}
-
-static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
-                 uint64_t capacity, uint64_t device_total, const char *rec_text)
+static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
+                const gs_whatif_cap *cap)
 {
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     const gs_whatif_row *dflt = gs_whatif_default(rows);
+    uint64_t capacity = cap->capacity;
+    fputs("trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes,fails_above_bytes,"
+          "headroom_bytes,num_alloc_retries,num_ooms,device_frees,device_time_us,"
+          "device_time_vs_default,peak_reserved_bytes,replays,lower_bound_bytes,offline_bytes,"
+          "min_capacity_is_lower_bound,capacity_source\n", out);
+    char *tq = gs_csv_quote(name);
+    char *sq = gs_csv_quote(cap->source ? cap->source : "");
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        char *pq = gs_csv_quote(r->pol->spec);
+        fprintf(out, "%s,%s,%d,", tq, pq, r->recorded);
+        if (capacity) fprintf(out, "%" G_GUINT64_FORMAT, capacity);
+        fprintf(out, ",%s,", gs_whatif_outcome(r));
+        if (r->search.found) fprintf(out, "%" G_GUINT64_FORMAT, r->search.min_capacity);
+        fputc(',', out);
+        if (r->search.fails_above) fprintf(out, "%" G_GUINT64_FORMAT, r->search.fails_above);
+        fputc(',', out);
+        if (r->search.found && capacity)
+            fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
+        fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
+                     ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT
+                     ",%" G_GUINT64_FORMAT ",%d,%s\n",
+                r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
+                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
+                vs_default(r, dflt), r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
+                r->search.probes + r->replays, r->at_cap.lower_bound_bytes, r->at_cap.offline_bytes,
+                cv.fatal_oom && r->search.found, sq);
+        g_free(pq);
+    }
+    g_free(sq);
+    g_free(tq);
+}
+
+static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray *rows,
+                 const gs_whatif_cap *cap, const char *rec_text)
+{
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    const gs_whatif_row *dflt = gs_whatif_default(rows);
+    uint64_t capacity = cap->capacity;
     GString *g = g_string_new(NULL);
     gs_jw w;
     gs_jw_init(&w, g);
@@ -181,9 +292,14 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
     gs_jw_key(&w, "trace");
     gs_jw_str(&w, name);
     gs_jw_key(&w, "capacity_bytes");
-    gs_jw_uint(&w, capacity);
+    if (capacity) gs_jw_uint(&w, capacity);
+    else gs_jw_null(&w);
+    gs_jw_key(&w, "capacity_source");
+    if (cap->source) gs_jw_str(&w, cap->source);
+    else gs_jw_null(&w);
     gs_jw_key(&w, "device_total_bytes");
-    gs_jw_uint(&w, device_total);
+    if (cap->device_total) gs_jw_uint(&w, cap->device_total);
+    else gs_jw_null(&w);
     gs_jw_key(&w, "step_bytes");
     gs_jw_uint(&w, GS_WHATIF_STEP);
     gs_jw_key(&w, "recommendation");
@@ -207,20 +323,26 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_key(&w, "recorded");
         gs_jw_bool(&w, r->recorded);
         gs_jw_key(&w, "outcome");
-        gs_jw_str(&w, ok_at_cap(r) ? "ok" : r->at_cap.error != GS_OK ? "error" : "oom");
+        gs_jw_str(&w, gs_whatif_outcome(r));
         gs_jw_key(&w, "min_capacity_bytes");
         if (r->search.found) gs_jw_uint(&w, r->search.min_capacity);
         else gs_jw_null(&w);
+        gs_jw_key(&w, "min_capacity_is_lower_bound");
+        gs_jw_bool(&w, cv.fatal_oom && r->search.found);
         gs_jw_key(&w, "fails_above_bytes");
         if (r->search.fails_above) gs_jw_uint(&w, r->search.fails_above);
         else gs_jw_null(&w);
         gs_jw_key(&w, "headroom_bytes");
-        if (r->search.found) gs_jw_int(&w, (int64_t)capacity - (int64_t)r->search.min_capacity);
+        if (r->search.found && capacity)
+            gs_jw_int(&w, (int64_t)capacity - (int64_t)r->search.min_capacity);
         else gs_jw_null(&w);
         gs_jw_key(&w, "retries");
         gs_jw_uint(&w, r->at_cap.stats.num_alloc_retries);
         gs_jw_key(&w, "num_ooms");
         gs_jw_uint(&w, r->at_cap.stats.num_ooms);
+        gs_jw_key(&w, "first_oom_event");
+        if (r->at_cap.oom) gs_jw_uint(&w, r->at_cap.first_oom_event);
+        else gs_jw_null(&w);
         gs_jw_key(&w, "device_frees");
         gs_jw_uint(&w, device_frees(&r->at_cap));
         gs_jw_key(&w, "device_time_us");
@@ -232,7 +354,7 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_key(&w, "peak_reserved_bytes");
         gs_jw_int(&w, r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
         gs_jw_key(&w, "replays");
-        gs_jw_uint(&w, r->search.probes + 1);
+        gs_jw_uint(&w, r->search.probes + r->replays);
         gs_jw_key(&w, "lower_bound_bytes");
         gs_jw_uint(&w, r->at_cap.lower_bound_bytes);
         gs_jw_key(&w, "offline_bytes");
@@ -248,11 +370,11 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
 }
 
 void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,
-                      const GPtrArray *rows, uint64_t capacity, uint64_t device_total)
+                      const GPtrArray *rows, const gs_whatif_cap *cap)
 {
-    char *rec = gs_whatif_recommendation(rows, capacity);
-    if (fmt == GS_FMT_JSON) json(out, name, t, rows, capacity, device_total, rec);
-    else if (fmt == GS_FMT_CSV) csv(out, name, rows, capacity);
-    else table(out, name, t, rows, capacity, rec);
+    char *rec = gs_whatif_recommendation(rows, t, cap);
+    if (fmt == GS_FMT_JSON) json(out, name, t, rows, cap, rec);
+    else if (fmt == GS_FMT_CSV) csv(out, name, t, rows, cap);
+    else table(out, name, t, rows, cap, rec);
     g_free(rec);
 }

@@ -443,6 +443,9 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
 {
     if (!replay_run(t, p, o, r, err)) return FALSE;
     set_bound(t, o, r);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    r->survived = cv.fatal_oom && !r->oom && r->error == GS_OK;
     return TRUE;
 }
 

@@ -31,6 +31,12 @@ void gs_result_clear(gs_result *r)
     memset(r, 0, sizeof *r);
 }
 
+const char *gs_result_outcome(const gs_result *r)
+{
+    if (r->error != GS_OK) return "error";
+    return r->oom ? "oom" : r->survived ? "survived" : "ok";
+}
+
 /* ---- metrics ---- */
 
 double gs_result_frag_peak(const gs_result *r)

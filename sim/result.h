@@ -80,6 +80,10 @@ typedef struct gs_result {
     const char *backend;          /* the device's name: "sim", "cuda" (static string) */
     uint64_t capacity;
     bool oom;                     /* at least one OOM the program could not recover from */
+    /* The trace ends at the OOM its recorded run died of, and this replay got past it: it
+     * survives as far as the recording goes, which says nothing of the rest of the program
+     * (reported as "survived", never "ok"). */
+    bool survived;
     size_t first_oom_event;       /* event index (seq) of the first OOM */
     uint64_t first_oom_size;      /* its requested size */
     gs_status error;              /* GS_OK, or a device failure that stopped the replay */
@@ -138,6 +142,9 @@ void gs_result_clear(gs_result *r);
  * is left zeroed (so clearing both frees each thing once). A gs_result is never copied by
  * assignment: its pointers would then have two owners. */
 void gs_result_move(gs_result *dst, gs_result *src);
+
+/* "error", "oom", "survived" (the trace's recorded death got past: result.h) or "ok". */
+const char *gs_result_outcome(const gs_result *r);
 
 /* ---- metrics (docs/metrics.md) ---- */
 double gs_result_frag_peak(const gs_result *r);

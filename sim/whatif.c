@@ -265,13 +265,33 @@ static void run_row(gpointer data, gpointer user)
     run_ctx *x = user;
     gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
     gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
+    if (r->recorded) ro.ref = x->o->ref; /* the recorded run at its limit, placed as it was */
     (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
+    /* The search's ceiling: what the setting reserves with no cap. At that capacity or more no
+     * request meets the limit, so the replay is the uncapped one and completes; above it
+     * nothing is left to learn (and no guess at the device's size is searched). */
+    uint64_t hi = x->o->device_total;
+    gs_result uncapped;
+    const gs_result *u = &r->at_cap;
+    r->replays = 1;
+    if (x->o->capacity || ro.ref) {
+        gs_replay_opts uo = replay_opts(x->o, 0, x->bound);
+        (void)gs_replay_run(x->t, r->pol, &uo, &uncapped, NULL);
+        u = &uncapped;
+        r->replays++;
+    }
+    if (!u->oom && u->error == GS_OK) {
+        uint64_t need = (uint64_t)u->stats.reserved_bytes[GS_STAT_ALL].peak;
+        need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
+        hi = MIN(hi, need);
+    }
     /* No allocator completes below the trace's peak allocated bytes under this setting's
      * rounding (reserved >= allocated at every moment), so the bisection starts there. */
-    int64_t peak = r->at_cap.oom ? 0 : r->at_cap.stats.allocated_bytes[GS_STAT_ALL].peak;
+    int64_t peak = u->oom ? 0 : u->stats.allocated_bytes[GS_STAT_ALL].peak;
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
+    if (u == &uncapped) gs_result_clear(&uncapped);
     probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};
-    gs_whatif_bisect(completes, &p, lo, x->o->device_total, GS_WHATIF_STEP, &r->search);
+    gs_whatif_bisect(completes, &p, lo, hi, GS_WHATIF_STEP, &r->search);
     g_mutex_lock(&x->lock);
     x->done++;
     if (x->o->progress) x->o->progress(x->done, x->rows->len, x->o->progress_ud);

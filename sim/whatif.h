@@ -50,12 +50,17 @@ typedef struct {
     bool recorded;          /* the setting the recorded run had */
     bool given;             /* asked for with --policy */
     gs_result at_cap;       /* the replay at the cap */
+    unsigned replays;       /* replays besides the search's: at the cap, and uncapped */
     gs_whatif_search search;
 } gs_whatif_row;
 
 typedef struct {
-    uint64_t capacity;      /* the recorded run's cap; the device total when it had none */
-    uint64_t device_total;  /* the simulated device's memory (the largest capacity searched) */
+    uint64_t capacity;      /* the cap the replays at the cap have; 0: none (the run had the
+                             * whole device) */
+    uint64_t device_total;  /* the simulated device's memory; no search goes above it */
+    /* Optional: the recorded run's segment addresses, for the recorded setting's replay at the
+     * cap (the recorded run at its own limit, placed as it was placed) */
+    const gs_reference *ref;
     const gs_calibration *cal;
     unsigned jobs;          /* settings replayed at once; 0: one per processor */
     void (*progress)(size_t done, size_t total, void *ud); /* settings finished; serialised */
@@ -70,7 +75,9 @@ typedef struct {
 GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *extra, GError **err);
 void gs_whatif_rows_free(GPtrArray *rows);
 
-/* Replay every row at the cap and search its minimum capacity, rows in parallel. */
+/* Replay every row at the cap and search its minimum capacity, rows in parallel. A search goes
+ * no higher than the row's peak reserved without a cap (rounded up to a step), where a replay
+ * is the uncapped one and completes; that replay is one more per row when there is a cap. */
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o);
 
 /* The row of PyTorch's default setting, or NULL. */

@@ -1118,11 +1118,35 @@ class TestRmmLog(ConverterTestCase):
             "2,20,free,rmm,0,0,1,1024",      # across midnight
         ])
 
-    def test_failure_is_error(self):
+    def test_failure_at_the_end_is_the_death(self):
+        """A log that ends in RMM's own allocation failure (or only frees after it) is the log of
+        a job that died there: an oom row, and the header says so."""
+        for tail in ("", "141,10:00:00.000003,free,0x7f0000000000,1024,0x0\n"):
+            log = ("Thread,Time,Action,Pointer,Size,Stream\n"
+                   "140,10:00:00.000001,allocate,0x7f0000000000,1024,0x0\n"
+                   "140,10:00:00.000002,allocate failure,0x0,4096,0x0\n" + tail)
+            src = self.write_bytes("rmm.csv", log.encode())
+            self.convert_ok(src, "-o", "o.gstrace", "--client", "rmm", "--reference", "ref.json")
+            lines = self.trace_lines(self.path("o.gstrace"))
+            self.assertIn("# fatal_oom_event: 1", lines)
+            self.assertEqual(self.event_lines(self.path("o.gstrace")),
+                             ["0,0,alloc,rmm,0,0,1,1024", "1,1,oom,rmm,0,0,0,4096"])
+            with open(self.path("ref.json")) as f:
+                ref = json.load(f)
+            self.assertEqual(ref["outcome"], "oom")
+            # RMM logs no free device memory: the limit is not known, only bounded
+            self.assertIsNone(ref["limit_bytes"])
+
+    def test_failure_then_requests_is_caught(self):
         log = ("Thread,Time,Action,Pointer,Size,Stream\n"
-               "140,10:00:00.000001,allocate failure,0x0,1024,0x0\n")
+               "140,10:00:00.000001,allocate failure,0x0,4096,0x0\n"
+               "140,10:00:00.000002,allocate,0x7f0000000000,1024,0x0\n")
         src = self.write_bytes("rmm.csv", log.encode())
-        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace"), "line 2")
+        self.convert_ok(src, "-o", "o.gstrace", "--client", "rmm")
+        lines = self.trace_lines(self.path("o.gstrace"))
+        self.assertFalse(any(l.startswith("# fatal_oom_event") for l in lines))
+        self.assertEqual(self.event_lines(self.path("o.gstrace")),
+                         ["0,0,oom,rmm,0,0,0,4096", "1,1,alloc,rmm,0,0,1,1024"])
 
 
 class TestFailedRequests(ConverterTestCase):
@@ -1179,6 +1203,90 @@ class TestFailedRequests(ConverterTestCase):
                          ["1,1,oom,torch,0,0,0,41943040", "2,1,mark,torch,0,0,0,0"])
         self.assertFalse(any(l.startswith("# fatal_oom_event")
                              for l in self.trace_lines(self.path("out.gstrace"))))
+
+    # A dump after `except torch.OutOfMemoryError`: the unwinding frees what the failed step
+    # held, an empty_cache() gives the segments back, then the snapshot is taken.
+    UNWOUND = CAUGHT[:3] + [
+        ev("free_requested", 0x1_0000_0000, 12 * MiB, 13),
+        ev("free_completed", 0x1_0000_0000, 12 * MiB, 13),
+        ev("segment_free", 0x1_0000_0000, 20 * MiB, 14),
+    ]
+
+    def test_only_frees_after_the_oom_is_the_death(self):
+        src = self.write_snapshot("caught.pickle", snapshot(self.UNWOUND))
+        r = self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        self.assertIn("the run died there", r.stderr)
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertIn("# fatal_oom_event: 1", lines)
+        self.assertFalse(any(l.startswith("# inferred_empty_cache") for l in lines))
+        self.assertEqual(self.event_lines(self.path("out.gstrace")),
+                         ["0,0,alloc,torch,0,0,1,12582912", "1,1,oom,torch,0,0,0,41943040"])
+        with open(self.path("ref.json")) as f:
+            ref = json.load(f)
+        self.assertEqual((ref["outcome"], ref["outcome_event"], ref["unwound_rows"]), ("oom", 1, 2))
+        # the unwinding's segment release is no device call of the run up to its death
+        self.assertEqual([e[0] for e in ref["device_events"]], ["segment_alloc", "oom"])
+
+    def test_json_ok_keeps_what_follows(self):
+        """The .json says the run went on: the frees stay, the oom is one it caught."""
+        src = self.write_snapshot("caught__default__2.pickle", snapshot(self.UNWOUND))
+        with open(self.path("caught__default__2.json"), "w") as f:
+            json.dump({"total_bytes": H100_TOTAL, "cap_gib": 2, "outcome": "ok"}, f)
+        self.convert_ok(src, "-o", "out.gstrace")
+        lines = self.trace_lines(self.path("out.gstrace"))
+        self.assertFalse(any(l.startswith("# fatal_oom_event") for l in lines))
+        self.assertEqual(self.event_lines(self.path("out.gstrace"))[2], "2,2,free,torch,0,0,1,12582912")
+
+    def _limit(self, events, segments=None, conf=""):
+        src = self.write_snapshot("die.pickle", snapshot(events, conf=conf, segments=segments))
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        with open(self.path("ref.json")) as f:
+            return json.load(f)
+
+    def test_limit_of_a_full_device(self):
+        """The device had less free than the request's growth (another process held it): the
+        limit is what the allocator held then plus what the device had free."""
+        ref = self._limit(self.CAUGHT[:3])            # device_free 4096 < a 40 MiB segment
+        self.assertEqual(ref["limit_bytes"], 20 * MiB + 4096)
+        self.assertEqual(ref["limit_source"], "device full at the OOM")
+        self.assertEqual((ref["limit_held_bytes"], ref["limit_device_free_bytes"],
+                          ref["limit_growth_bytes"]), (20 * MiB, 4096, 40 * MiB))
+
+    def test_limit_below_a_device_with_room(self):
+        """The device had room (a memory fraction refused the growth): no limit, only its
+        bounds: at least the peak the allocator had, less than what it held plus the growth."""
+        events = [ev("segment_alloc", 0x1_0000_0000, 20 * MiB, 10),
+                  ev("segment_alloc", 0x2_0000_0000, 30 * MiB, 11),
+                  ev("segment_free", 0x2_0000_0000, 30 * MiB, 12),
+                  ev("alloc", 0x1_0000_0000, 12 * MiB, 13),
+                  ev("oom", 60 * GiB, 40 * MiB, 14)]
+        ref = self._limit(events)
+        self.assertIsNone(ref["limit_bytes"])
+        self.assertEqual((ref["limit_min_bytes"], ref["limit_max_bytes"]),
+                         (50 * MiB, 20 * MiB + 40 * MiB - 1))
+        # expandable segments grow by pages: the growth is the request's pages
+        ref = self._limit(events, conf="expandable_segments:True")
+        self.assertEqual(ref["limit_growth_bytes"], 40 * MiB)
+        ref = self._limit(events[:3] + [ev("alloc", 0x1_0000_0000, 1024, 13),
+                                        ev("oom", 60 * GiB, 512, 14)])
+        self.assertEqual(ref["limit_growth_bytes"], 2 * MiB)   # the small pool's segment
+
+    def test_limit_counts_segments_from_before_the_log(self):
+        """Recording began mid-run: the snapshot's final segments hold what the log never saw
+        made, and the allocator held it at the OOM too."""
+        segs = [{"device": 0, "address": 0x9_0000_0000, "total_size": 100 * MiB, "stream": 0,
+                 "segment_type": "large", "allocated_size": 0, "active_size": 0,
+                 "requested_size": 0, "blocks": [{"size": 100 * MiB, "state": "inactive",
+                                                  "requested_size": 0}]},
+                {"device": 0, "address": 0x1_0000_0000, "total_size": 20 * MiB, "stream": 0,
+                 "segment_type": "large", "allocated_size": 12 * MiB, "active_size": 12 * MiB,
+                 "requested_size": 12 * MiB, "blocks": [{"size": 12 * MiB, "state": "active_allocated",
+                                                         "requested_size": 12 * MiB},
+                                                        {"size": 8 * MiB, "state": "inactive",
+                                                         "requested_size": 0}]}]
+        ref = self._limit(self.CAUGHT[:3], segments=segs)
+        self.assertEqual(ref["limit_held_bytes"], 120 * MiB)
+        self.assertEqual(ref["limit_bytes"], 120 * MiB + 4096)
 
     def test_no_oom_stays_version_1(self):
         src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))

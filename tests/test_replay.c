@@ -319,12 +319,21 @@ START_TEST(replay_oom_events)
     ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].current, 70 * MiB);
     ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].peak, 270 * MiB);
     ck_assert_uint_eq(r.events, 5);
+    /* past the recorded death: survived, never ok (the rest of the program is not in it) */
+    ck_assert(r.survived);
+    ck_assert_str_eq(gs_result_outcome(&r), "survived");
+    gs_result_clear(&r);
+    r = replay(t, "pytorch", 100 * MiB, false);
+    ck_assert(!r.survived);
+    ck_assert_str_eq(gs_result_outcome(&r), "oom");
     gs_result_clear(&r);
     /* an oom that is not last is caught whatever the header says about another */
     gs_trace_add_op(t, GS_OP_MARK, 0);
     gs_trace_set_meta(t, "fatal_oom_event", "");
     r = replay(t, "pytorch", 100 * MiB, false);
     ck_assert(!r.oom);
+    ck_assert(!r.survived); /* a trace that completed: ok */
+    ck_assert_str_eq(gs_result_outcome(&r), "ok");
     ck_assert_uint_eq(r.caught_ooms, 2);
     gs_result_clear(&r);
     gs_trace_free(t);
@@ -474,8 +483,8 @@ START_TEST(report_says_what_the_trace_can_tell)
     FILE *f = open_memstream(&buf, &len);
     gs_report(f, GS_FMT_TABLE, "t", t, &r, 1, NULL, true);
     fclose(f);
-    ck_assert_ptr_nonnull(strstr(buf, "the recorded run died at event 4 (an OOM); \"ok\" means it "
-                                      "survives that far"));
+    ck_assert_ptr_nonnull(strstr(buf, "the recorded run died at event 4 (an OOM); \"survived\" "
+                                      "means a run gets that far"));
     ck_assert_ptr_nonnull(strstr(buf, "recording started mid-run: 1 allocation synthesized, "
                                       "results below that point are approximate"));
     ck_assert_ptr_nonnull(strstr(buf, "1 OOM caught and gone past"));

@@ -417,12 +417,12 @@ static void render_if_gnuplot(gs_plotter *p, size_t want_images)
 START_TEST(whatif_chart_holds_every_case)
 {
     const gs_plot_whatif_row rows[] = {
-        {"pytorch:expandable_segments:True", false, "ok", true, 5 * GiB, 0, 12000, 1.6},
-        {"pytorch", true, "ok", true, 5 * GiB + 512 * MiB, 0, 7500, 1.0},
-        {"made-up:non-monotonic", false, "ok", true, 5 * GiB + 600 * MiB, 7 * GiB, 9000, 1.2},
-        {"pytorch:roundup_power2_divisions:4", false, "oom", true, 6 * GiB + 256 * MiB, 0, 4000, 0.53},
-        {"made-up:never", false, "oom", false, 0, 0, 3000, 0.4},
-        {"made-up:device-error", false, "error", false, 0, 0, 100, 0},
+        {"pytorch:expandable_segments:True", false, "ok", true, 5 * GiB, 0, 12000, 1.6, false},
+        {"pytorch", true, "ok", true, 5 * GiB + 512 * MiB, 0, 7500, 1.0, false},
+        {"made-up:non-monotonic", false, "ok", true, 5 * GiB + 600 * MiB, 7 * GiB, 9000, 1.2, false},
+        {"pytorch:roundup_power2_divisions:4", false, "oom", true, 6 * GiB + 256 * MiB, 0, 4000, 0.53, false},
+        {"made-up:never", false, "oom", false, 0, 0, 3000, 0.4, false},
+        {"made-up:device-error", false, "error", false, 0, 0, 100, 0, false},
     };
     size_t n = G_N_ELEMENTS(rows);
     char *d = plot_dir();

@@ -338,6 +338,10 @@ class Recording:
         # {device: [(address, total_size, expandable, pool id tuple)]}; None when not known.
         self.final_pool_segments = None
         self.num_private_pools = 0
+        # Bytes of the segments the allocator held when the log ended, per device ({device:
+        # bytes}; a snapshot's 'segments'), or None: what was reserved before the log began
+        # follows from it (limit_at_death).
+        self.final_reserved = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -610,6 +614,7 @@ def read_snapshot(f, progress=None):
     rec.final_blocks = _snapshot_final_blocks(snap.get("segments"))
     rec.final_segments = _snapshot_final_segments(snap.get("segments"))
     rec.final_pool_segments = _snapshot_final_pool_segments(snap.get("segments"))
+    rec.final_reserved = _snapshot_final_reserved(snap.get("segments"))
     rec.per_device = per_device
     return rec
 
@@ -2085,6 +2090,21 @@ def _snapshot_final_segments(segments):
     return out
 
 
+def _snapshot_final_reserved(segments):
+    """{device: bytes} of the snapshot's 'segments' (an expandable one's mapped size), or None."""
+    if not isinstance(segments, list):
+        return None
+    out = {}
+    for seg in segments:
+        if not isinstance(seg, dict):
+            return None
+        dev, size = seg.get("device"), seg.get("total_size")
+        if not _is_int(dev) or not _is_int(size) or size < 0:
+            return None
+        out[dev] = out.get(dev, 0) + size
+    return out
+
+
 def _snapshot_final_pool_segments(segments):
     """{device: [(address, total_size, expandable, pool id)]} of the snapshot's segments that
     belong to a private pool (segment_pool_id other than (0, 0)), or None."""
@@ -2305,19 +2325,19 @@ def read_rmm_log(data):
         last_tod = tod
         t = day * 86_400_000_000 + tod
         rec.num_raw_events += 1
-        if action == "allocate failure":
-            raise ConvertError(f"{where}: the log records a failed allocation of {size.strip()} "
-                               f"bytes; the recorded run ran out of memory, and a trace cannot "
-                               f"say what the program did next")
-        if action not in ("allocate", "free"):
+        if action not in ("allocate", "free", "allocate failure"):
             raise ConvertError(f"{where}: unknown action {action!r} "
                                f"(expected allocate, free, allocate failure)")
         addr = _rmm_int(ptr, where, "pointer")
         nbytes = _rmm_int(size, where, "size")
         strm = stream_u64(_rmm_int(stream, where, "stream"), where)
         check_size(nbytes, where)
-        op = "alloc" if action == "allocate" else "free"
-        rec.events.append(Event(op, 0, strm, addr, nbytes, t, False, where))
+        # A failed allocation is the request the program made (an oom row): where the log goes
+        # on with new requests the program caught it; where it ends there, or only frees
+        # follow, the program died of it (build_trace, trim_after_death). RMM logs no free
+        # device memory with it (0).
+        op = {"allocate": "alloc", "free": "free"}.get(action, "oom")
+        rec.events.append(Event(op, 0, strm, 0 if op == "oom" else addr, nbytes, t, False, where))
         rec.devices.add(0)
         rec.streams.add(strm)
     if not header_seen:
@@ -2410,6 +2430,9 @@ class Trace:
         self.num_ooms = 0
         self.num_pool_rows = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
+        self.death_seq = None        # the seq of the last request, when it is an oom
+        self.unwound_rows = 0        # rows after it that trim_after_death took off
+        self.limit = None            # limit_at_death's answer (a dict), or None
         self.started_mid_run = False # evidence besides synthesized allocs (segments)
 
 
@@ -2572,6 +2595,17 @@ def build_trace(rec, label):
     # snapshot, or the process ended there). convert() may decide otherwise from the sibling.
     if len(rows) and rows[-1][1] == "oom":
         tr.fatal_oom_seq = len(rows) - 1
+    # An oom after which the program made no new request: only frees, their completions, cache
+    # releases and pool ends follow (the exception unwinding: a snapshot dumped after `except
+    # torch.OutOfMemoryError`). That is the death of the run too; convert() trims what follows
+    # it unless the sibling says the run ended 'ok'.
+    ops = rows.op
+    for k in range(len(ops) - 1, -1, -1):
+        if ops[k] == _O_ALLOC:
+            break
+        if ops[k] == _O_OOM:
+            tr.death_seq = len(rows.prefix) + k
+            break
 
     if synthesized:
         n_freed = len(synthesized) - len(held_before)
@@ -2593,6 +2627,84 @@ def build_trace(rec, label):
     if not len(rows):
         warn(label, "no allocation events: the trace is empty")
     return tr
+
+
+# ---------------------------------------------------------------------------------------------
+# The death of a run: where it died, and the limit it met there
+# ---------------------------------------------------------------------------------------------
+
+def trim_after_death(tr):
+    """Take off the rows after tr.death_seq (frees and cache releases only: the exception
+    unwinding) and the allocator's events they caused, so the trace ends at the OOM the run
+    died of; returns how many rows went."""
+    k = tr.death_seq + 1 - len(tr.rows.prefix)
+    rows = tr.rows
+    n = len(rows.op) - k
+    for col in (rows.t, rows.op, rows.dev, rows.stream, rows.id, rows.size, rows.frame):
+        del col[k:]
+    # an allocator event's seq is the row it came before: those after the oom row go with the
+    # rows (the unwinding's releases); the oom's own and the releases that led to it stay
+    tr.allocator_events = [e for e in tr.allocator_events if e[3] <= tr.death_seq]
+    tr.fatal_oom_seq = tr.death_seq
+    tr.unwound_rows = n
+    return n
+
+
+def growth_needed(size, settings):
+    """The least the allocator must get from the device to serve a request of size bytes (its
+    rounded size, as the oom entry records it), by PyTorch's get_allocation_size: a 2 MiB
+    segment up to 1 MiB, 20 MiB below 10 MiB, else the size in 2 MiB; with expandable segments
+    the request's pages (2 MiB each), at least one."""
+    if isinstance(settings, dict) and settings.get("expandable_segments") is True:
+        return max(1, -(-size // (2 * MiB))) * 2 * MiB
+    if size <= MiB:
+        return 2 * MiB
+    if size < 10 * MiB:
+        return 20 * MiB
+    return -(-size // (2 * MiB)) * 2 * MiB
+
+
+def limit_at_death(rec, tr, events_before_trim):
+    """The memory the allocator of the device that died could have had, from the snapshot
+    itself (docs/trace-format.md, "The limit a run met"): what it held at the failing request
+    (R: its segments after the releases that came first) plus the free bytes the device
+    reported then (F, the oom entry's device_free). When F is smaller than the least growth the
+    request needed, the device was full (another process, another library): the limit was
+    R + F. Otherwise the device had room and something below it refused the growth (a memory
+    fraction): the limit is unknown, between the peak the allocator had reached (it was
+    allowed) and R plus that growth (it was not). None when the run did not die."""
+    seq = tr.fatal_oom_seq
+    if seq is None:
+        return None
+    _t, _op, dev, _stream, _id, size = tr.rows[seq]
+    oom = next((e for e in events_before_trim if e[0] == "oom" and e[3] == seq), None)
+    running = peak = 0
+    for e in events_before_trim:
+        if e[4] != dev or e[0] == "oom":
+            continue
+        if e[3] > seq:
+            break
+        running += e[2] if e[0] in GROWTHS else -e[2] if e[0] in RELEASES else 0
+        peak = max(peak, running)
+    # segments made before the log began: what the snapshot's final segments hold beyond what
+    # the log's events add up to (0 for a log recorded from the first allocation)
+    before = 0
+    if rec.final_reserved is not None and dev in rec.final_reserved:
+        total = sum((e[2] if e[0] in GROWTHS else -e[2] if e[0] in RELEASES else 0)
+                    for e in events_before_trim if e[4] == dev)
+        before = max(0, rec.final_reserved[dev] - total)
+    held = before + running
+    need = growth_needed(size, rec.allocator_settings)
+    out = {"device": dev, "held_bytes": held, "request_bytes": size, "growth_bytes": need,
+           "device_free_bytes": oom[1] if oom is not None and rec.kind == "pytorch-snapshot"
+           else None}
+    free = out["device_free_bytes"]
+    if free is not None and free < need:
+        out.update(bytes=held + free, source="device full at the OOM")
+    else:
+        out.update(bytes=None, source=None, min_bytes=before + peak,
+                   max_bytes=held + need - 1)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2726,6 +2838,15 @@ def build_reference(rec, tr, source, sibling, device_total):
     }
     if tr.fatal_oom_seq is not None:
         ref["outcome_event"] = tr.fatal_oom_seq
+    if tr.unwound_rows:
+        ref["unwound_rows"] = tr.unwound_rows
+    if tr.limit is not None:
+        # the limit the run met at its death, from the snapshot (limit_at_death); a cap_bytes
+        # (the sibling's) wins over it
+        for key in ("bytes", "source", "min_bytes", "max_bytes", "device", "held_bytes",
+                    "device_free_bytes", "growth_bytes"):
+            if key in tr.limit:
+                ref["limit_" + key] = tr.limit[key]
     if several:
         # Each device as a reference of its own (gpusim compares device by device).
         ref["devices"] = {}
@@ -3182,6 +3303,18 @@ def convert(args, progress_stream=None, progress_enabled=False):
     tr = build_trace(rec, label)
     rec.events = rec.per_device = None      # (their memory, before the trace is written)
     outcome = sibling.get("outcome") if sibling else None
+    events_before_trim = tr.allocator_events
+    if tr.death_seq is not None and tr.fatal_oom_seq is None and outcome != "ok":
+        empties = tr.rows.op[tr.death_seq + 1 - len(tr.rows.prefix):].count(_O_EMPTY)
+        n = trim_after_death(tr)
+        # (the header's count of inferred empty_cache calls is of the rows that stay)
+        rec.num_inferred_empty_cache = max(0, rec.num_inferred_empty_cache - empties)
+        warn(label, f"the program made no request after the OOM at event {tr.death_seq}, only "
+                    f"{n} free(s) and cache releases (the exception unwinding): the run died "
+                    f"there, and the trace ends at it (a .json beside it with \"outcome\": "
+                    f"\"ok\" would say otherwise)")
+    if outcome != "ok":
+        tr.limit = limit_at_death(rec, tr, events_before_trim)
     if tr.fatal_oom_seq is not None and outcome == "ok":
         # The log ends with a failed request, but the run went on (it caught the error, then
         # the snapshot was taken): a mark after it says the program did not die there.

@@ -29,6 +29,13 @@ static gs_reference *ref_from_json(const char *path, const gs_json *j, const cha
     if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING) r->outcome = g_strdup(v->str);
     if ((v = gs_json_get(j, "device_total_bytes"))) gs_json_uint(v, &r->device_total);
     if ((v = gs_json_get(j, "cap_bytes"))) gs_json_uint(v, &r->cap_bytes);
+    if ((v = gs_json_get(j, "limit_bytes"))) gs_json_uint(v, &r->limit_bytes);
+    if ((v = gs_json_get(j, "limit_source")) && v->type == GS_JSON_STRING)
+        r->limit_source = g_strdup(v->str);
+    if ((v = gs_json_get(j, "limit_min_bytes"))) gs_json_uint(v, &r->limit_min);
+    if ((v = gs_json_get(j, "limit_max_bytes"))) gs_json_uint(v, &r->limit_max);
+    if (r->limit_max < r->limit_min) r->limit_min = r->limit_max = 0; /* no range, then */
+    if (r->limit_bytes > GS_MAX_DEVICE_BYTES) r->limit_bytes = 0;
     uint64_t ev;
     if ((v = gs_json_get(j, "outcome_event")) && gs_json_uint(v, &ev)) {
         r->has_outcome_event = true;
@@ -125,10 +132,26 @@ void gs_reference_free(gs_reference *r)
     g_free(r->path);
     g_free(r->allocator_conf);
     g_free(r->outcome);
+    g_free(r->limit_source);
     g_array_free(r->seg_addrs, TRUE);
     g_array_free(r->seg_sizes, TRUE);
     if (r->stats) g_hash_table_destroy(r->stats);
     g_free(r);
+}
+
+uint64_t gs_reference_limit(const gs_reference *r, const char **source)
+{
+    const char *why = NULL;
+    uint64_t limit = 0;
+    if (r && r->cap_bytes) {
+        limit = r->cap_bytes;
+        why = "recorded cap";
+    } else if (r && r->limit_bytes) {
+        limit = r->limit_bytes;
+        why = r->limit_source ? r->limit_source : "the limit the run met";
+    }
+    if (source) *source = why;
+    return limit;
 }
 
 const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device)

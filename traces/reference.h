@@ -28,6 +28,13 @@ typedef struct gs_reference {
     uint64_t peak_reserved;  /* from the segment events */
     uint64_t n_segment_alloc;
     uint64_t n_device_free;  /* segment_free and segment_unmap events */
+    /* The limit the run met where it died, from the snapshot (convert.py's limit_at_death):
+     * limit_bytes when the device was full then (what the allocator held plus the device's
+     * free bytes), with limit_source in words; else 0, and when the run died, limit_min and
+     * limit_max bound what stopped it (a memory fraction: the device had room). */
+    uint64_t limit_bytes;
+    char *limit_source;
+    uint64_t limit_min, limit_max; /* 0, 0: no range known */
     bool has_outcome_event;  /* the run died: at trace event outcome_event */
     size_t outcome_event;
     size_t n_devices;        /* 0: a one-device run */
@@ -39,6 +46,10 @@ gs_reference *gs_reference_load(const char *path, GError **err);
 void gs_reference_free(gs_reference *r);
 /* A memory_stats value; FALSE if the reference has no such key. */
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out);
+/* The limit the recorded run's allocator had: the run's cap (cap_bytes, its NAME.json's), else
+ * the limit it met where it died (limit_bytes); 0 when neither is known. *source (optional):
+ * where it comes from, in words ("recorded cap", "device full at the OOM"), else NULL. */
+uint64_t gs_reference_limit(const gs_reference *r, const char **source);
 /* The reference of one device of a several-device run; NULL if it has none. */
 const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device);
 
