@@ -153,6 +153,48 @@ char *gs_cli_policies_help(void);
 /* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */
 gboolean gs_cli_render_plots(gs_plotter *plotter);
 
+/* ---- gpusim verify (verify.c): a setting tried on the real GPU with the user's program ---- */
+typedef struct {
+    char *spec;                 /* the setting */
+    char outcome[16];           /* "ok", "oom" (died of torch.OutOfMemoryError), "error" */
+    char *died_of;              /* the uncaught exception's type, or NULL */
+    bool reported;              /* the start-up hook wrote its report (a Python program) */
+    bool has_stats;             /* with the allocator's statistics (CUDA was used) */
+    int exit_status;            /* the program's (128 + N: killed by signal N) */
+    double wall_s;              /* as gpusim measured it, start to exit */
+    double program_s;           /* as the hook measured it, Python's start-up to exit */
+    uint64_t limit;             /* the limit PyTorch enforced (the fraction's bytes); 0: none */
+    uint64_t peak_reserved, peak_allocated, retries, ooms, device_allocs, device_frees;
+} gs_verify_run;
+
+/* What a whatif verdict (or a replay of the trace) predicted for one setting. */
+typedef struct {
+    bool have;
+    char outcome[16];           /* "ok", "survived", "oom", "error" */
+    bool has_retries;
+    uint64_t retries;
+    uint64_t peak_reserved;
+    bool lower_bound;           /* the prediction's trace ends where its run died */
+} gs_verify_prediction;
+
+/* The PYTORCH_CUDA_ALLOC_CONF of a setting PyTorch itself runs ("pytorch", "pytorch:KEYS",
+ * "cuda-async"); false for gpusim's models of other allocators. *conf: g_free it. */
+bool gs_verify_conf(const char *spec, char **conf);
+/* Run cmd (argv, NULL-terminated) once under spec at cap (0: none), its output on stderr; false
+ * (err) only when it cannot be started or spec is no PyTorch setting. */
+bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_run *r,
+                   GError **err);
+void gs_verify_run_clear(gs_verify_run *r);
+/* The verdict in words: "agrees", "agrees (as far as the trace goes)", "differs: ...", or "-"
+ * without a prediction. */
+const char *gs_verify_judge(const gs_verify_run *r, const gs_verify_prediction *p);
+/* Run every spec (preds: one each, entries may have have false; may be NULL) and write the
+ * table, CSV or JSON to out; the exit status: GS_EXIT_OK, GS_EXIT_DIFFERS when a verdict
+ * differs, GS_EXIT_USAGE when a run could not start. (cmd_verify.c) */
+int gs_verify_settings(const gs_cli *c, FILE *out, uint64_t cap, const char *cap_words,
+                       const char *const *specs, const gs_verify_prediction *preds, size_t n,
+                       char *const *cmd);
+
 /* The commands (cmd_*.c): argv[0] is "gpusim COMMAND", which GLib's usage line shows. */
 int gs_cmd_replay(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
@@ -160,6 +202,7 @@ int gs_cmd_sweep(int argc, char **argv);
 int gs_cmd_plot(int argc, char **argv);
 int gs_cmd_whatif(int argc, char **argv);
 int gs_cmd_convert(int argc, char **argv);
+int gs_cmd_verify(int argc, char **argv);
 
 G_END_DECLS
 

@@ -218,9 +218,45 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
     return gs_cli_render_plots(pl) ? GS_EXIT_OK : GS_EXIT_PLOT;
 }
 
+/* --verify: the recorded setting and the two best others that get through at the cap (in the
+ * verdict's order), run for real, each beside its row; the table on stdout after the verdict. */
+static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char *const *cmd)
+{
+    const char *specs[3];
+    gs_verify_prediction preds[3];
+    size_t n = 0;
+    for (int pass = 0; pass < 3 && n < 3; pass++)
+        for (guint i = 0; i < rows->len && n < 3; i++) {
+            const gs_whatif_row *r = rows->pdata[i];
+            char *conf = NULL;
+            bool torch = gs_verify_conf(r->pol->spec, &conf);
+            g_free(conf);
+            bool through = strcmp(gs_whatif_outcome(r), "ok") == 0 ||
+                           strcmp(gs_whatif_outcome(r), "survived") == 0;
+            /* pass 0: the recorded setting; 1: the best that get through; 2: the rest */
+            bool take = torch && (pass == 0 ? r->recorded : !r->recorded && (pass == 2 || through));
+            for (size_t k = 0; take && k < n; k++) take = strcmp(specs[k], r->pol->spec) != 0;
+            if (!take) continue;
+            specs[n] = r->pol->spec;
+            gs_verify_prediction *p = &preds[n++];
+            memset(p, 0, sizeof *p);
+            p->have = true;
+            g_strlcpy(p->outcome, gs_whatif_outcome(r), sizeof p->outcome);
+            p->peak_reserved = (uint64_t)r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak;
+            p->lower_bound = strcmp(p->outcome, "survived") == 0 || r->at_cap.survived;
+            p->has_retries = !p->lower_bound && !r->at_cap.oom;
+            p->retries = r->at_cap.stats.num_alloc_retries;
+        }
+    fputc('\n', stdout);
+    gs_cli table = *c; /* the verdict may be JSON in a file: the runs are a table on stdout */
+    table.fmt = GS_FMT_TABLE;
+    return gs_verify_settings(&table, stdout, cap, "(the verdict's)", specs, preds, n, cmd);
+}
+
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL;
+    gboolean verify = FALSE;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
@@ -230,6 +266,9 @@ int gs_cmd_whatif(int argc, char **argv)
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also draw the verdict into DIR with gnuplot (the minimum capacity per setting; the "
          "address map at the recorded setting's first OOM)", "DIR"},
+        {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
+         "Then run the program given after -- on the real GPU under the recorded setting and the "
+         "two best others, at the cap, beside the verdict (gpusim verify)", NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -242,7 +281,9 @@ int gs_cmd_whatif(int argc, char **argv)
                     GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
-    if (argc > 2) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
+    if (argc > 2 && !verify) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
+    if (verify && argc < 3)
+        gs_cli_usage_error("whatif: --verify runs your program: gpusim whatif INPUT --verify -- CMD [ARGS...]");
     const char *input = argv[1];
     const char *const inputs[] = {input, reference, NULL};
     gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir);
@@ -337,9 +378,11 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_whatif_report(out.f, c.fmt, input, t, rows, &wc);
     gs_cli_close_output(&out);
     int rc = GS_EXIT_OK;
+    if (verify) rc = verify_top(&c, rows, cap, argv + 2);
     if (plotter) {
         gs_plotter_keep_report(plotter, c.output); /* the verdict just written is no plot */
-        rc = plot_whatif(plotter, input, t, rows, &o, cap_words ? cap_words : "no cap");
+        int prc = plot_whatif(plotter, input, t, rows, &o, cap_words ? cap_words : "no cap");
+        if (rc == GS_EXIT_OK) rc = prc;
         gs_plotter_free(plotter);
     }
 

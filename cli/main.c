@@ -25,6 +25,7 @@ static const struct {
     {"plot", gs_cmd_plot},
     {"whatif", gs_cmd_whatif},
     {"convert", gs_cmd_convert},
+    {"verify", gs_cmd_verify},
 };
 
 static const char main_help[] =
@@ -43,6 +44,8 @@ static const char main_help[] =
     "                    what cost: minimum capacity, retries, device time per setting\n"
     "  convert TRACE     a trace into another form: text, gzip text, or binary (-o NAME.gsbin),\n"
     "                    which loads at memory speed\n"
+    "  verify -- CMD     run your program on the real GPU under each setting, beside gpusim's\n"
+    "                    prediction for it (PyTorch's own allocator, unmodified program)\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
@@ -84,6 +87,6 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return finish(GS_EXIT_OK);
     }
-    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, "
+    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, "
                        "convert, help, version)", cmd);
 }

@@ -1,0 +1,189 @@
+/* verify.c - a verdict checked on the real GPU with the user's own program (gpusim verify,
+ * whatif --verify): the program run once per setting under PyTorch's own allocator, unmodified,
+ * through a start-up hook (torch/verify/sitecustomize.py) that applies the cap as a memory
+ * fraction and reports the allocator's statistics at exit; each run beside its prediction.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+#include "cli.h"
+
+/* The hook's folder: $GPUSIM_VERIFY_HOOK, else the installed one (DATADIR/gpusim/verify beside
+ * the bin/ gpusim is in), else the source tree's. */
+static char *hook_dir(void)
+{
+    const char *env = g_getenv("GPUSIM_VERIFY_HOOK");
+    if (env && *env) return g_strdup(env);
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    char *dir = exe ? g_path_get_dirname(exe) : NULL;
+    char *installed = dir ? g_build_filename(dir, "..", "share", "gpusim", "verify", NULL) : NULL;
+    g_free(exe);
+    g_free(dir);
+    char *probe = installed ? g_build_filename(installed, "sitecustomize.py", NULL) : NULL;
+    bool there = probe && g_file_test(probe, G_FILE_TEST_IS_REGULAR);
+    g_free(probe);
+    if (there) return installed;
+    g_free(installed);
+    return g_build_filename(GS_SOURCE_ROOT, "torch", "verify", NULL);
+}
+
+bool gs_verify_conf(const char *spec, char **conf)
+{
+    if (strcmp(spec, "pytorch") == 0) {
+        *conf = g_strdup("");
+        return true;
+    }
+    if (g_str_has_prefix(spec, "pytorch:")) {
+        *conf = g_strdup(spec + strlen("pytorch:"));
+        return true;
+    }
+    if (strcmp(spec, "cuda-async") == 0) { /* PyTorch's own cudaMallocAsync backend */
+        *conf = g_strdup("backend:cudaMallocAsync");
+        return true;
+    }
+    return false;
+}
+
+/* In the child, before its exec: the program's standard output goes to gpusim's standard
+ * error, so gpusim's own output stays the report. */
+static void child_setup(gpointer ud)
+{
+    (void)ud;
+    dup2(STDERR_FILENO, STDOUT_FILENO);
+}
+
+/* The largest of a device statistic over the devices of the hook's report. */
+static bool stat_of(const gs_json *devs, const char *key, uint64_t *out)
+{
+    bool any = false;
+    *out = 0;
+    for (size_t i = 0; devs && devs->type == GS_JSON_OBJECT && i < devs->n; i++) {
+        uint64_t v;
+        if (gs_json_uint(gs_json_get(devs->items[i], key), &v)) {
+            *out = MAX(*out, v);
+            any = true;
+        }
+    }
+    return any;
+}
+
+static void read_report(const char *path, gs_verify_run *r)
+{
+    GError *err = NULL;
+    gs_json *j = gs_json_load(path, &err);
+    if (!j) {
+        g_clear_error(&err);
+        return;
+    }
+    const gs_json *v = gs_json_get(j, "format");
+    if (!v || v->type != GS_JSON_STRING || strcmp(v->str, "gpusim-verify 1") != 0) {
+        gs_json_free(j);
+        return;
+    }
+    r->reported = true;
+    if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING)
+        g_strlcpy(r->outcome, v->str, sizeof r->outcome);
+    if ((v = gs_json_get(j, "died_of")) && v->type == GS_JSON_STRING)
+        r->died_of = g_strdup(v->str);
+    gs_json_double(gs_json_get(j, "wall_s"), &r->program_s);
+    gs_json_uint(gs_json_get(j, "limit_bytes"), &r->limit);
+    const gs_json *devs = gs_json_get(j, "devices");
+    r->has_stats = stat_of(devs, "reserved_bytes.all.peak", &r->peak_reserved);
+    stat_of(devs, "allocated_bytes.all.peak", &r->peak_allocated);
+    stat_of(devs, "num_alloc_retries", &r->retries);
+    stat_of(devs, "num_ooms", &r->ooms);
+    stat_of(devs, "num_device_alloc", &r->device_allocs);
+    stat_of(devs, "num_device_free", &r->device_frees);
+    gs_json_free(j);
+}
+
+bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_run *r,
+                   GError **err)
+{
+    memset(r, 0, sizeof *r);
+    r->spec = g_strdup(spec);
+    char *conf = NULL;
+    if (!gs_verify_conf(spec, &conf)) {
+        g_set_error(err, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                    "%s: verify runs PyTorch's own allocator, under a PYTORCH_CUDA_ALLOC_CONF "
+                    "(settings pytorch, pytorch:KEY:VALUE,..., cuda-async); this is gpusim's "
+                    "model of another allocator",
+                    spec);
+        return false;
+    }
+    char *dir = g_dir_make_tmp("gpusim-verify-XXXXXX", err);
+    if (!dir) {
+        g_free(conf);
+        return false;
+    }
+    char *out = g_build_filename(dir, "run.json", NULL);
+    char *hook = hook_dir();
+    char **env = g_get_environ();
+    const char *pp = g_environ_getenv(env, "PYTHONPATH");
+    char *path = pp && *pp ? g_strdup_printf("%s:%s", hook, pp) : g_strdup(hook);
+    env = g_environ_setenv(env, "PYTHONPATH", path, TRUE);
+    env = g_environ_setenv(env, "PYTORCH_CUDA_ALLOC_CONF", conf, TRUE);
+    env = g_environ_setenv(env, "GPUSIM_VERIFY_OUT", out, TRUE);
+    if (cap) {
+        char capb[32];
+        g_snprintf(capb, sizeof capb, "%" G_GUINT64_FORMAT, cap);
+        env = g_environ_setenv(env, "GPUSIM_VERIFY_CAP", capb, TRUE);
+    } else {
+        env = g_environ_unsetenv(env, "GPUSIM_VERIFY_CAP");
+    }
+    gint64 t0 = g_get_monotonic_time();
+    gint status = 0;
+    GError *spawn_err = NULL;
+    /* argv, no shell: the user's command is run as given */
+    bool ran = g_spawn_sync(NULL, (char **)cmd, env, G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
+                            child_setup, NULL, NULL, NULL, &status, &spawn_err);
+    r->wall_s = (double)(g_get_monotonic_time() - t0) / 1e6;
+    bool ok = true;
+    if (!ran) {
+        g_propagate_prefixed_error(err, spawn_err, "cannot run %s: ", cmd[0]);
+        ok = false;
+    } else {
+        r->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        read_report(out, r);
+        if (!r->reported) g_strlcpy(r->outcome, "error", sizeof r->outcome);
+    }
+    g_unlink(out);
+    char *tmp = g_strdup_printf("%s.tmp", out);
+    g_unlink(tmp);
+    g_free(tmp);
+    g_rmdir(dir);
+    g_strfreev(env);
+    g_free(path);
+    g_free(hook);
+    g_free(out);
+    g_free(dir);
+    g_free(conf);
+    return ok;
+}
+
+void gs_verify_run_clear(gs_verify_run *r)
+{
+    g_free(r->spec);
+    g_free(r->died_of);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the prediction ---- */
+
+const char *gs_verify_judge(const gs_verify_run *r, const gs_verify_prediction *p)
+{
+    if (!p || !p->have) return "-";
+    bool real_oom = strcmp(r->outcome, "oom") == 0, real_ok = strcmp(r->outcome, "ok") == 0;
+    if (!real_oom && !real_ok) return "differs (the run failed otherwise)";
+    if (strcmp(p->outcome, "survived") == 0)
+        return real_ok ? "agrees (as far as the trace goes)"
+                       : "differs: died after the recorded death";
+    if (strcmp(p->outcome, "oom") == 0) return real_oom ? "agrees" : "differs: completed";
+    if (real_oom) return "differs: died";
+    if (p->has_retries && r->has_stats && p->retries != r->retries) return "differs: retries";
+    return "agrees";
+}

@@ -1,0 +1,109 @@
+#!/bin/sh
+# test_verify.sh GPUSIM SRCDIR - gpusim verify's plumbing without a GPU: a stand-in `torch`
+# package (tests/data/faketorch: the few calls the start-up hook makes, and an allocator that
+# fails above the memory fraction) under an unmodified program of ours. Checked: the setting
+# reaches the program as PYTORCH_CUDA_ALLOC_CONF and the cap as a memory fraction; its outcome
+# and statistics come back; each verdict against a whatif prediction (agrees, differs, a dying
+# trace's "survived"); the program's own children and sitecustomize; usage errors. The real
+# check, on a GPU with real PyTorch, is lab/device_verify.sh (BENCHMARKS.md).
+set -u
+gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac
+src=$2
+. "$src/tests/clitest.sh"
+
+fake=$src/tests/data/faketorch
+# the program: asks for 10 GiB under the default, 8 GiB under expandable segments (as a run
+# whose fragmentation expandable segments save); its child must not see the hook's variables
+cat >"$tmp/prog.py" <<'PY'
+import os, subprocess, sys
+import torch
+conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+need = 8 << 30 if "expandable_segments:True" in conf else 10 << 30
+print("program: conf", repr(conf))
+child = subprocess.run([sys.executable, "-c",
+                        "import os; print(os.environ.get('GPUSIM_VERIFY_OUT'))"],
+                       capture_output=True, text=True).stdout.strip()
+assert child == "None", child
+torch.cuda.fake_alloc(need)
+PY
+PY_PATH=$fake
+export PYTHONPATH=$PY_PATH
+
+# no prediction: the runs alone, the program's output on stderr
+"$gpusim" verify --capacity 9GiB -p pytorch -p pytorch:expandable_segments:True -- \
+    python3 "$tmp/prog.py" >"$tmp/out" 2>"$tmp/err" || fail "verify: exit $?: $(cat "$tmp/err")"
+grep -q "^pytorch  *oom " "$tmp/out" || fail "verify: the default dies at 9 GiB: $(cat "$tmp/out")"
+grep -q "^pytorch:expandable_segments:True  *ok " "$tmp/out" || fail "verify: expandable completes: $(cat "$tmp/out")"
+grep -q "program: conf 'expandable_segments:True'" "$tmp/err" || fail "verify: the program's output: $(cat "$tmp/err")"
+grep -q "died of OutOfMemoryError" "$tmp/out" || fail "verify: says what it died of: $(cat "$tmp/out")"
+
+# a prediction that holds (exit 0) and one that does not (exit 3), as JSON
+cat >"$tmp/pred.json" <<'JSON'
+{"trace": "t", "capacity_bytes": 9663676416, "results": [
+ {"policy": "pytorch:expandable_segments:True", "outcome": "ok", "retries": 0, "peak_reserved_bytes": 8589934592, "min_capacity_is_lower_bound": false},
+ {"policy": "pytorch", "outcome": "oom", "retries": 2, "peak_reserved_bytes": 9000000000, "min_capacity_is_lower_bound": false},
+ {"policy": "cupy", "outcome": "ok", "retries": 0, "peak_reserved_bytes": 1, "min_capacity_is_lower_bound": false}]}
+JSON
+"$gpusim" verify --prediction "$tmp/pred.json" --format json -o "$tmp/v.json" -- python3 "$tmp/prog.py" 2>/dev/null ||
+    fail "verify --prediction: exit $?"
+python3 - "$tmp/v.json" <<'PY' || fail "verify --prediction: the verdicts"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["capacity_bytes"] == 9663676416, v            # the prediction's cap
+runs = {r["policy"]: r for r in v["runs"]}
+assert set(runs) == {"pytorch", "pytorch:expandable_segments:True"}, runs   # cupy is no PyTorch
+e = runs["pytorch:expandable_segments:True"]
+assert e["outcome"] == "ok" and e["verdict"] == "agrees" and e["peak_reserved_bytes"] == 8 << 30, e
+assert e["limit_bytes"] == 9663676416, e          # the fraction PyTorch enforces: the cap itself
+d = runs["pytorch"]
+assert d["outcome"] == "oom" and d["verdict"] == "agrees" and d["num_ooms"] == 1, d
+PY
+sed 's/"pytorch", "outcome": "oom"/"pytorch", "outcome": "ok"/' "$tmp/pred.json" >"$tmp/wrong.json"
+"$gpusim" verify --prediction "$tmp/wrong.json" -p pytorch -- python3 "$tmp/prog.py" >"$tmp/out" 2>/dev/null
+[ $? -eq 3 ] || fail "verify: a wrong prediction is exit 3"
+grep -q "differs: died" "$tmp/out" || fail "verify: says how it differs: $(cat "$tmp/out")"
+# a dying trace's prediction: survived, then the program dies later (more memory after the
+# recorded death): shown as such
+sed 's/"pytorch", "outcome": "oom", "retries": 2, "peak_reserved_bytes": 9000000000, "min_capacity_is_lower_bound": false/"pytorch", "outcome": "survived", "retries": 2, "peak_reserved_bytes": 9000000000, "min_capacity_is_lower_bound": true/' \
+    "$tmp/pred.json" >"$tmp/dying.json"
+"$gpusim" verify --prediction "$tmp/dying.json" -- python3 "$tmp/prog.py" >"$tmp/out" 2>/dev/null
+[ $? -eq 3 ] || fail "verify: a dying prediction that the program outlives is exit 3"
+grep -q "^pytorch .*differs: died after the recorded death" "$tmp/out" || fail "verify, dying: $(cat "$tmp/out")"
+grep -q "^pytorch:expandable_segments:True .*| agrees$" "$tmp/out" || fail "verify, dying: $(cat "$tmp/out")"
+
+# whatif --verify: the verdict, then the recorded setting and the two best others run for real
+# at its cap (here the program needs more than the verdict's trace: every verdict differs)
+"$gpusim" whatif "$src/traces/data/resnet50.gstrace.gz" --capacity 5.75GiB --verify -- \
+    python3 "$tmp/prog.py" >"$tmp/out" 2>/dev/null
+[ $? -eq 3 ] || fail "whatif --verify: exit 3 when a run differs"
+grep -q "^The recorded setting (pytorch) completes" "$tmp/out" || fail "whatif --verify: the verdict first: $(cat "$tmp/out")"
+grep -q "^verify python3 .*: 3 settings, at the cap of 5.75 GiB (the verdict's)" "$tmp/out" ||
+    fail "whatif --verify: the runs: $(cat "$tmp/out")"
+grep -q "^pytorch  *oom .*| ok  .*| differs: died" "$tmp/out" || fail "whatif --verify: $(cat "$tmp/out")"
+grep -q "^pytorch:expandable_segments:True  *oom " "$tmp/out" || fail "whatif --verify: the best other: $(cat "$tmp/out")"
+expect_error "whatif --verify without a program" "--verify runs your program" \
+    "$gpusim" whatif "$src/traces/data/resnet50.gstrace.gz" --verify
+
+# a sitecustomize of the program's own still runs
+mkdir -p "$tmp/own"
+echo 'import os; os.environ["OWN_SITE"] = "1"' >"$tmp/own/sitecustomize.py"
+cat >"$tmp/own.py" <<'PY'
+import os
+assert os.environ.get("OWN_SITE") == "1", "the user's sitecustomize did not run"
+PY
+PYTHONPATH=$fake:$tmp/own "$gpusim" verify -- python3 "$tmp/own.py" >"$tmp/out" 2>"$tmp/err" ||
+    fail "verify: the user's sitecustomize: $(cat "$tmp/err")"
+grep -q "^pytorch  *ok " "$tmp/out" || fail "verify: the user's sitecustomize: $(cat "$tmp/out")"
+
+# a program that is no Python program: no report, said so
+"$gpusim" verify -- true >"$tmp/out" 2>&1 || fail "verify true: exit $?"
+grep -q "no report from the program (exit 0)" "$tmp/out" || fail "verify true: $(cat "$tmp/out")"
+
+expect_error "verify, no command" "no -- CMD given" "$gpusim" verify
+expect_error "verify, no PyTorch setting" "verify runs PyTorch's own allocator" \
+    "$gpusim" verify -p cupy -- true
+expect_error "verify, a missing program" "cannot run" "$gpusim" verify -- "$tmp/not-there"
+
+[ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
+echo "verify: all passed"

@@ -1,0 +1,107 @@
+"""sitecustomize.py - gpusim verify's start-up hook, run inside the user's own Python.
+
+`gpusim verify` puts this file's folder first on the child's PYTHONPATH, so Python imports it
+before the user's program, which stays unmodified. This is the one place besides the recorders of
+lab/ where gpusim's Python imports the user's PyTorch (it is their process; the project's own
+scripts use the standard library only).
+
+What it does, only in the first Python process that sees GPUSIM_VERIFY_OUT (it takes the variables
+out of the environment, so the program's own children, data-loader workers among them, run
+untouched):
+- GPUSIM_VERIFY_CAP=BYTES: torch.cuda.set_per_process_memory_fraction(BYTES / total) on every
+  visible device before the program's first CUDA allocation; PyTorch then enforces
+  (size_t)(fraction * total), which the report gives as limit_bytes;
+- the allocator setting itself comes from PYTORCH_CUDA_ALLOC_CONF, which gpusim sets;
+- at exit: GPUSIM_VERIFY_OUT gets one JSON object: the outcome ("oom" when the program died of
+  torch.OutOfMemoryError, "error" for another uncaught exception, else "ok"), the allocator's
+  memory_stats() of each device (peak reserved, retries, OOMs, device calls), the wall time from
+  start-up, and the versions.
+
+A sitecustomize.py of the user's own, if any, is still run: after its work this one imports the
+next one on sys.path.
+"""
+import atexit
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+
+_START = time.monotonic()
+_OUT = os.environ.pop("GPUSIM_VERIFY_OUT", None)
+_CAP = os.environ.pop("GPUSIM_VERIFY_CAP", None)
+_state = {"died_of": None}
+
+
+def _chain_user_sitecustomize():
+    """Import the next sitecustomize on sys.path (the user's), this folder left out."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    for entry in path:
+        candidate = os.path.join(entry or ".", "sitecustomize.py")
+        if os.path.isfile(candidate):
+            spec = importlib.util.spec_from_file_location("_user_sitecustomize", candidate)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            return
+
+
+def _excepthook(kind, value, tb):
+    _state["died_of"] = kind.__name__
+    _previous_hook(kind, value, tb)
+
+
+def _stats(torch):
+    devices = {}
+    for d in range(torch.cuda.device_count()):
+        s = torch.cuda.memory_stats(d)
+        devices[str(d)] = {k: s.get(k) for k in (
+            "reserved_bytes.all.peak", "allocated_bytes.all.peak", "num_alloc_retries",
+            "num_ooms", "num_device_alloc", "num_device_free", "segment.all.peak")}
+    return devices
+
+
+def _write():
+    torch = sys.modules.get("torch")
+    doc = {"format": "gpusim-verify 1", "wall_s": time.monotonic() - _START,
+           "died_of": _state["died_of"],
+           "python": sys.version.split()[0],
+           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
+    died = _state["died_of"]
+    doc["outcome"] = ("oom" if died in ("OutOfMemoryError",) else "error" if died else "ok")
+    if torch is not None:
+        doc["torch"] = getattr(torch, "__version__", None)
+        try:
+            if torch.cuda.is_initialized():
+                doc["devices"] = _stats(torch)
+        except Exception as e:  # noqa: BLE001 - the report says what it could not read
+            doc["stats_error"] = f"{type(e).__name__}: {e}"
+    doc["limit_bytes"] = _state.get("limit_bytes")
+    tmp = _OUT + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    os.replace(tmp, _OUT)
+
+
+if _OUT:
+    _previous_hook = sys.excepthook
+    sys.excepthook = _excepthook
+    atexit.register(_write)
+    if _CAP:
+        import torch  # the user's own
+
+        cap = int(_CAP)
+        limits = []
+        for d in range(torch.cuda.device_count()):
+            total = torch.cuda.get_device_properties(d).total_memory
+            # PyTorch enforces (size_t)(fraction * total): the least fraction that gives the cap
+            # itself (cap / total alone can give a byte less, and a last 2 MiB page may hang on it)
+            frac = min(1.0, cap / total)
+            while frac < 1.0 and int(frac * total) < cap:
+                frac = math.nextafter(frac, 2.0)
+            torch.cuda.set_per_process_memory_fraction(frac, d)
+            limits.append(int(frac * total))
+        _state["limit_bytes"] = min(limits) if limits else None
+
+_chain_user_sitecustomize()
