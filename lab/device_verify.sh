@@ -24,7 +24,7 @@ mkdir -p "$out"
 export GPUSIM_CONVERT="$root/traces/convert.py" GPUSIM_VERIFY_HOOK="$root/torch/verify"
 export PYTHONUNBUFFERED=1
 prog="$root/lab/verify_prog.py"
-settings="-p pytorch -p pytorch:expandable_segments:True -p pytorch:max_split_size_mb:128 -p pytorch:max_split_size_mb:512 -p pytorch:garbage_collection_threshold:0.8"
+settings="-p pytorch -p pytorch:expandable_segments:True -p pytorch:max_split_size_mb:64 -p pytorch:max_split_size_mb:128 -p pytorch:garbage_collection_threshold:0.8"
 res=$out/results.txt
 {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -45,8 +45,8 @@ d, e = m["pytorch"], m["pytorch:expandable_segments:True"]
 mib = 1 << 20
 # C: midway between the least minimum of the settings verified and the default's, where one
 # saves the run; else just below the default's
-mine = ("pytorch:expandable_segments:True", "pytorch:max_split_size_mb:128",
-        "pytorch:max_split_size_mb:512", "pytorch:garbage_collection_threshold:0.8")
+mine = ("pytorch:expandable_segments:True", "pytorch:max_split_size_mb:64",
+        "pytorch:max_split_size_mb:128", "pytorch:garbage_collection_threshold:0.8")
 best = min(m[p] for p in mine)
 c = (best + d) // 2 // mib * mib if best < d - 8 * mib else d - 64 * mib
 print(f"C={c} F={int(d * 0.95) // mib * mib} DMIN={d} EMIN={e} BEST={best}")
