@@ -170,7 +170,7 @@ static void whatif_progress(size_t done, size_t total, void *ud)
 /* --plot: the survival chart, and the address map at the recorded setting's first OOM at the
  * cap (one more replay of it, recorded). Returns GS_EXIT_PLOT when gnuplot could not draw. */
 static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, const GPtrArray *rows,
-                       const gs_whatif_opts *o, const char *cap_words)
+                       const gs_whatif_opts *o, const char *cap_words, const char *assumption)
 {
     const gs_whatif_row *dflt = gs_whatif_default(rows), *rec = NULL;
     double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
@@ -199,7 +199,8 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
         }
     }
     GError *err = NULL;
-    if (!gs_plot_whatif(pl, input, o->capacity, cap_words, o->device_total, pr, rows->len, &err))
+    if (!gs_plot_whatif(pl, input, o->capacity, cap_words, o->device_total, pr, rows->len,
+                        assumption, &err))
         gs_cli_usage_error("--plot: %s", err->message);
     g_free(pr);
     if (rec && rec->at_cap.oom) {
@@ -257,6 +258,7 @@ int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL;
     gboolean verify = FALSE;
+    gint assume = 0;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
@@ -266,6 +268,10 @@ int gs_cmd_whatif(int argc, char **argv)
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also draw the verdict into DIR with gnuplot (the minimum capacity per setting; the "
          "address map at the recorded setting's first OOM)", "DIR"},
+        {"assume-repeat", 0, 0, G_OPTION_ARG_INT, &assume,
+         "For a run that died: assume the program goes on as it went, its last complete period "
+         "of requests (found in the trace) repeated N more times past the death; the verdict is "
+         "labelled with it", "N"},
         {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
          "Then run the program given after -- on the real GPU under the recorded setting and the "
          "two best others, at the cap, beside the verdict (gpusim verify)", NULL},
@@ -349,6 +355,24 @@ int gs_cmd_whatif(int argc, char **argv)
                            "of its own?); give it with --capacity%s",
                            input, cv.fatal_oom_event, range ? range : "");
     }
+    /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */
+    gs_trace_period period = {0};
+    const char *no_period = NULL, *assumption = NULL;
+    bool has_period = cv.fatal_oom && gs_trace_find_period(t, &period, &no_period);
+    if (assume < 0 || assume > 100000)
+        gs_cli_usage_error("--assume-repeat: %d is not a number of repetitions from 1 to 100000", assume);
+    if (assume) {
+        if (!cv.fatal_oom)
+            gs_cli_usage_error("--assume-repeat: %s does not end where its run died: there is "
+                               "nothing to see past", input);
+        if (!has_period) gs_cli_usage_error("--assume-repeat: %s: %s", input, no_period);
+        const char *why = NULL;
+        gs_trace *t2 = gs_trace_assume_repeat(t, &period, (unsigned)assume, &why);
+        if (!t2) gs_cli_usage_error("--assume-repeat: %s: %s", input, why);
+        gs_trace_free(t);
+        t = t2;
+        assumption = gs_trace_get_meta(t, "assumed_repeat");
+    }
     if (cap && cap > total) { /* the device limits every replay: headroom against more is none */
         char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
         gs_cli_say("warning: %s %s is more than the device's %s: the cap is the device's memory",
@@ -362,7 +386,7 @@ int gs_cmd_whatif(int argc, char **argv)
         .capacity = cap,
         .device_total = total,
         /* the recorded run at its own limit replays with its own segment addresses */
-        .ref = !c.capacity && ref && ref->seg_addrs->len ? ref : NULL,
+        .ref = !c.capacity && !assume && ref && ref->seg_addrs->len ? ref : NULL,
         .cal = c.cal,
         .jobs = (unsigned)c.jobs,
         .progress = c.progress ? whatif_progress : NULL,
@@ -374,14 +398,17 @@ int gs_cmd_whatif(int argc, char **argv)
 
     gs_cli_out out;
     gs_cli_open_output(&out, &c, inputs, c.output);
-    gs_whatif_cap wc = {.capacity = cap, .device_total = known_total, .source = cap_words};
+    gs_whatif_cap wc = {.capacity = cap, .device_total = known_total, .source = cap_words,
+                        .assumption = assumption, .period = has_period ? period.period : 0,
+                        .no_period = cv.fatal_oom && !has_period ? no_period : NULL};
     gs_whatif_report(out.f, c.fmt, input, t, rows, &wc);
     gs_cli_close_output(&out);
     int rc = GS_EXIT_OK;
     if (verify) rc = verify_top(&c, rows, cap, argv + 2);
     if (plotter) {
         gs_plotter_keep_report(plotter, c.output); /* the verdict just written is no plot */
-        int prc = plot_whatif(plotter, input, t, rows, &o, cap_words ? cap_words : "no cap");
+        int prc = plot_whatif(plotter, input, t, rows, &o, cap_words ? cap_words : "no cap",
+                              assumption);
         if (rc == GS_EXIT_OK) rc = prc;
         gs_plotter_free(plotter);
     }

@@ -136,12 +136,13 @@ typedef struct {
 } gs_plot_whatif_row;
 
 /* Bars of the rows' minimum capacities (in the order given: the verdict's) against the cap, and
+ * (assumption: NULL, or what the trace was continued by, written under the axes)
  * beside them the device time at the cap. cap_words: what the cap is ("recorded cap", "cap
  * given", "device full at the OOM", "device memory"), in the title and the key; cap 0: no cap
  * (no line is drawn). */
 gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const char *cap_words,
                         uint64_t device_total, const gs_plot_whatif_row *rows, size_t n,
-                        GError **err);
+                        const char *assumption, GError **err);
 
 /* ---- saved results: `gpusim plot RESULT` ---- */
 /* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is

@@ -128,7 +128,7 @@ static void row_tics(GString *g, const gs_plot_whatif_row *rows, size_t n)
 
 gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const char *cap_words,
                         uint64_t device_total, const gs_plot_whatif_row *rows, size_t n,
-                        GError **err)
+                        const char *assumption, GError **err)
 {
     if (n == 0) return TRUE;
     char *stem0 = gs_plotter_stem(p, trace);
@@ -165,6 +165,8 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     if (any_fail)
         g_ptr_array_add(notes, g_strdup("A setting that fails at the cap stopped at its first OOM "
                                         "(or device error): its device time is up to there."));
+    if (assumption)
+        g_ptr_array_add(notes, g_strdup_printf("Assumed, not recorded: %s.", assumption));
     if (dies)
         g_ptr_array_add(notes, g_strdup("The trace ends where the recorded run died: each minimum "
                                         "(>=) is the memory to get that far, a lower bound."));

@@ -93,8 +93,13 @@ typedef struct {
     uint64_t capacity;      /* 0: no cap (a run that completed, its device's size unknown) */
     uint64_t device_total;  /* the device's memory; 0: not known */
     const char *source;     /* "cap given" (--capacity), "recorded cap" (the run's NAME.json),
-                             * "device full at the OOM" (the snapshot), "device memory"; NULL
-                             * with no cap */
+                             * "device memory"; NULL with no cap */
+    /* --assume-repeat: what the trace was continued by (its "assumed_repeat"), else NULL */
+    const char *assumption;
+    /* A trace that ends where its run died: the period of its requests (0: none found) and,
+     * when none, why (for the verdict's next steps) */
+    size_t period;
+    const char *no_period;
 } gs_whatif_cap;
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
  * recommendation; table, CSV or JSON. Of a trace that ends where its recorded run died, a

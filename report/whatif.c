@@ -51,6 +51,17 @@ static const char next_steps[] =
     "cap or on a larger device, or under gpusim's library with GPUSIM_TRACE) and ask again, or "
     "run it under a setting with gpusim verify.";
 
+/* What --assume-repeat could do for a dying trace, in words appended to the verdict. */
+static void period_words(GString *g, const gs_whatif_cap *cap)
+{
+    if (cap->period)
+        g_string_append_printf(g, " Or assume the program goes on as it went: its requests "
+                                  "repeat every %zu events, and --assume-repeat N replays N more "
+                                  "of them past the death.", cap->period);
+    else if (cap->no_period)
+        g_string_append_printf(g, " (--assume-repeat cannot help: %s.)", cap->no_period);
+}
+
 /* Of a trace that ends where its run died: what the replays say about getting past that point
  * (never that a setting "completes": the rest of the program is unknown). */
 static char *dying_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap,
@@ -91,6 +102,7 @@ static char *dying_recommendation(const GPtrArray *rows, const gs_trace *t, cons
                                   "device's memory.", g->len ? " " : "");
     }
     g_string_append(g, next_steps);
+    period_words(g, cap);
     g_free(where);
     (void)rows;
     return g_string_free(g, FALSE);
@@ -153,6 +165,11 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
         }
     }
     g_free(where);
+    if (cap->assumption) { /* a verdict on an assumed continuation says so first */
+        char *o = out;
+        out = g_strdup_printf("Assuming %s: %s", cap->assumption, o);
+        g_free(o);
+    }
     return out;
 }
 
@@ -179,6 +196,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     g_free(shown);
     g_free(where);
     gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
+    if (cap->assumption) fprintf(out, "  assumed, not recorded: %s\n", cap->assumption);
     /* the trace's bound (sim/bound.h): no minimum capacity can be below it */
     if (rows->len) gs_report_bound(out, &((const gs_whatif_row *)rows->pdata[0])->at_cap);
     int w = 7, wm = 12;
@@ -249,9 +267,10 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
     fputs("trace,policy,recorded,capacity_bytes,outcome,min_capacity_bytes,fails_above_bytes,"
           "headroom_bytes,num_alloc_retries,num_ooms,device_frees,device_time_us,"
           "device_time_vs_default,peak_reserved_bytes,replays,lower_bound_bytes,offline_bytes,"
-          "min_capacity_is_lower_bound,capacity_source\n", out);
+          "min_capacity_is_lower_bound,capacity_source,assumption\n", out);
     char *tq = gs_csv_quote(name);
     char *sq = gs_csv_quote(cap->source ? cap->source : "");
+    char *aq = gs_csv_quote(cap->assumption ? cap->assumption : "");
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         char *pq = gs_csv_quote(r->pol->spec);
@@ -266,14 +285,15 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
             fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
         fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
                      ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT
-                     ",%" G_GUINT64_FORMAT ",%d,%s\n",
+                     ",%" G_GUINT64_FORMAT ",%d,%s,%s\n",
                 r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
                 device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
                 vs_default(r, dflt), r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
                 r->search.probes + r->replays, r->at_cap.lower_bound_bytes, r->at_cap.offline_bytes,
-                cv.fatal_oom && r->search.found, sq);
+                cv.fatal_oom && r->search.found, sq, aq);
         g_free(pq);
     }
+    g_free(aq);
     g_free(sq);
     g_free(tq);
 }
@@ -311,6 +331,12 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
     else gs_jw_null(&w);
     gs_jw_key(&w, "synthesized_allocs");
     gs_jw_uint(&w, cv.synthesized);
+    gs_jw_key(&w, "assumption");
+    if (cap->assumption) gs_jw_str(&w, cap->assumption);
+    else gs_jw_null(&w);
+    gs_jw_key(&w, "period_events");
+    if (cap->period) gs_jw_uint(&w, cap->period);
+    else gs_jw_null(&w);
     gs_jw_key(&w, "results");
     gs_jw_array(&w);
     for (guint i = 0; i < rows->len; i++) {

@@ -693,6 +693,54 @@ m = [x for x in v["results"] if x["policy"] == "pytorch:max_split_size_mb:64"][0
 assert m["device_frees"] == r["num_device_free"], (m["device_frees"], r["num_device_free"])
 PY
 
+# --assume-repeat: a loop that died at its 5th step (weights 1 GiB, then 100 and 300 MiB a
+# step). The verdict names the period it could use; with the assumption it is drawn on the
+# continued trace and labelled in every format; without a period, or a death, it is refused.
+for kind in loop grow; do python3 - "$tmp/$kind.gstrace" $kind <<'PY'
+import sys
+MiB = 1 << 20
+rows, nid = [], 1
+rows.append(("alloc", 1, 1024 * MiB))
+for step in range(4):
+    a = 100 * MiB + (step * 4096 if sys.argv[2] == "grow" else 0)   # grow: no two steps alike
+    rows += [("alloc", nid + 1, a), ("alloc", nid + 2, 300 * MiB),
+             ("free", nid + 1, a), ("free", nid + 2, 300 * MiB)]
+    nid += 2
+rows += [("alloc", nid + 1, 100 * MiB), ("oom", 0, 300 * MiB)]
+with open(sys.argv[1], "w") as f:
+    f.write(f"# gpusim-trace 2\n# fatal_oom_event: {len(rows) - 1}\n"
+            "seq,time_us,op,client,device,stream,id,size\n")
+    for i, (op, ident, size) in enumerate(rows):
+        f.write(f"{i},{i},{op},torch,0,0,{ident},{size}\n")
+PY
+done
+"$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --format json -o "$tmp/loop.json" 2>/dev/null ||
+    fail "whatif loop: exit $?"
+"$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat 3 --format json -o "$tmp/rep.json" 2>/dev/null ||
+    fail "whatif --assume-repeat: exit $?"
+"$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat 3 --format csv -o "$tmp/rep.csv" 2>/dev/null ||
+    fail "whatif --assume-repeat csv: exit $?"
+"$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat 3 >"$tmp/rep.txt" 2>/dev/null
+python3 - "$tmp/loop.json" "$tmp/rep.json" "$tmp/rep.csv" "$tmp/rep.txt" <<'PY' || fail "whatif --assume-repeat"
+import csv, json, sys
+v, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert v["period_events"] == 4 and "--assume-repeat" in v["recommendation"], v
+assert v["assumption"] is None and all(x["outcome"] == "survived" for x in v["results"]), v
+assert r["assumption"].startswith("the last complete period (4 events"), r
+assert r["recommendation"].startswith("Assuming the last complete period"), r
+assert r["recorded_fatal_oom_event"] is None, r
+assert all(x["outcome"] == "ok" and not x["min_capacity_is_lower_bound"] for x in r["results"]), r
+rows = list(csv.DictReader(open(sys.argv[3])))
+assert rows and all(x["assumption"] == r["assumption"] for x in rows), rows[0]
+assert "assumed, not recorded: the last complete period" in open(sys.argv[4]).read()
+PY
+expect_error "--assume-repeat, a run that did not die" "nothing to see past" \
+    "$gpusim" whatif "$trace" --assume-repeat 2
+expect_error "--assume-repeat, no period" "do not repeat" \
+    "$gpusim" whatif "$tmp/grow.gstrace" --capacity 1.5GiB --assume-repeat 2
+expect_error "--assume-repeat 0" "is not a number of repetitions" \
+    "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
+
 # --- rough edges (issue 17) ---
 # PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
 for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do

@@ -430,7 +430,7 @@ START_TEST(whatif_chart_holds_every_case)
     gs_plotter *p = gs_plotter_new(d, &err);
     ck_assert_ptr_nonnull(p);
     ck_assert(gs_plot_whatif(p, "dir/made-up.gstrace.gz", 23 * GiB / 4, "recorded cap", 80 * GiB,
-                             rows, n, &err));
+                             rows, n, NULL, &err));
     char *dat = read_text(d, "made-up-whatif.dat"), *gp = read_text(d, "made-up-whatif.gp");
     /* a row per setting in the order given, then the rows with no minimum again */
     char **lines = g_strsplit(dat, "\n", -1);

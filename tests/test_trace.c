@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NAME "t.gstrace"
 #define HDR "# gpusim-trace 1\n" GS_TRACE_COLUMNS "\n"
@@ -1671,6 +1672,104 @@ START_TEST(test_v3_pool_errors)
 }
 END_TEST
 
+/* ---- an assumed continuation (repeat.c) ---- */
+
+/* Weights, then steps of (alloc A, alloc B, free A, free B, a mark), the last one dying at B:
+ * a loop of period 5 whose death is the request it repeats. deferred: A's free is completed
+ * later (a free_done), to check that a shifted copy completes the shifted free. */
+static gs_trace *loop_trace(int steps, bool deferred, bool grow)
+{
+    gs_trace *t = gs_trace_new();
+    (void)gs_trace_add_alloc(t, "torch", 0, 1000);
+    for (int k = 0; k <= steps; k++) {
+        uint64_t a_size = grow ? 100 + (uint64_t)k : 100;
+        uint32_t a = gs_trace_add_alloc(t, "torch", 0, a_size);
+        if (k == steps) {
+            gs_trace_add_oom(t, "torch", 0, 300);
+            break;
+        }
+        uint32_t b = gs_trace_add_alloc(t, "torch", 0, 300);
+        if (deferred) gs_trace_add_free_deferred(t, a);
+        else gs_trace_add_free(t, a);
+        gs_trace_add_free(t, b);
+        if (deferred) gs_trace_add_free_done(t, a);
+        gs_trace_add_op(t, GS_OP_MARK, (uint64_t)k);
+    }
+    char fatal[32];
+    g_snprintf(fatal, sizeof fatal, "%zu", t->n - 1);
+    gs_trace_set_meta(t, "fatal_oom_event", fatal);
+    return t;
+}
+
+START_TEST(test_repeat_finds_the_period_and_continues_it)
+{
+    for (int d = 0; d < 2; d++) {
+        gs_trace *t = loop_trace(4, d, false);
+        gs_trace_period p;
+        const char *why = NULL;
+        ck_assert_msg(gs_trace_find_period(t, &p, &why), "%s", why ? why : "");
+        size_t per = d ? 6 : 5;
+        ck_assert_uint_eq(p.period, per);
+        ck_assert_uint_eq(p.death, t->n - 1);
+        ck_assert_uint_eq(p.start, p.death - per);
+        gs_trace *o = gs_trace_assume_repeat(t, &p, 3, &why);
+        ck_assert_ptr_nonnull(o);
+        /* the events before the death, then the death's request and 3 periods from it */
+        ck_assert_uint_eq(o->n, p.death + 3 * per);
+        gs_trace_caveats cv;
+        gs_trace_get_caveats(o, &cv);
+        ck_assert(!cv.fatal_oom);
+        ck_assert_ptr_nonnull(gs_trace_get_meta(o, "assumed_repeat"));
+        ck_assert_ptr_null(gs_trace_get_meta(o, "fatal_oom_event"));
+        /* the death's request, made as the allocation it was */
+        ck_assert_uint_eq(o->ev[p.death].op, GS_OP_ALLOC);
+        ck_assert_uint_eq(o->ev[p.death].size, 300);
+        /* each generated event is the one a period back, with its own allocations */
+        for (size_t i = p.death; i < o->n; i++) {
+            ck_assert_uint_eq(o->ev[i].op, o->ev[i - per].op);
+            ck_assert_uint_eq(o->ev[i].size, o->ev[i - per].size);
+            ck_assert_uint_eq(o->ev[i].flags, o->ev[i - per].flags);
+        }
+        /* every allocation of the loop is freed (the weights stay): it writes and reads back */
+        char *path = g_build_filename(g_get_tmp_dir(), "gs-repeat-XXXXXX.gstrace", NULL);
+        int fd = g_mkstemp(path);
+        close(fd);
+        GError *err = NULL;
+        ck_assert(gs_trace_save(o, path, &err));
+        gs_trace *back = gs_trace_load(path, 0, NULL, NULL, &err);
+        ck_assert_msg(back != NULL, "%s", err ? err->message : "");
+        ck_assert_uint_eq(back->n, o->n);
+        gs_trace_free(back);
+        g_unlink(path);
+        g_free(path);
+        gs_trace_free(o);
+        gs_trace_free(t);
+    }
+}
+END_TEST
+
+START_TEST(test_repeat_refuses_what_it_cannot_see)
+{
+    const char *why = NULL;
+    gs_trace_period p;
+    /* steps that grow: no period */
+    gs_trace *t = loop_trace(6, false, true);
+    ck_assert(!gs_trace_find_period(t, &p, &why));
+    ck_assert_ptr_nonnull(strstr(why, "do not repeat"));
+    gs_trace_free(t);
+    /* too few steps to see two repetitions */
+    t = loop_trace(1, false, false);
+    ck_assert(!gs_trace_find_period(t, &p, &why));
+    gs_trace_free(t);
+    /* a trace that did not die */
+    t = gs_trace_new();
+    (void)gs_trace_add_alloc(t, "torch", 0, 1);
+    ck_assert(!gs_trace_find_period(t, &p, &why));
+    ck_assert_ptr_nonnull(strstr(why, "does not end where its run died"));
+    gs_trace_free(t);
+}
+END_TEST
+
 static Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
@@ -1765,6 +1864,11 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_err_oom_in_version_1);
     tcase_add_test(tc, test_err_fatal_oom_header);
     tcase_add_test(tc, test_devices_and_totals);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("assumed repeat");
+    tcase_add_test(tc, test_repeat_finds_the_period_and_continues_it);
+    tcase_add_test(tc, test_repeat_refuses_what_it_cannot_see);
     suite_add_tcase(s, tc);
     return s;
 }

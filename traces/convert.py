@@ -2666,7 +2666,7 @@ def growth_needed(size, settings):
 
 def limit_at_death(rec, tr, events_before_trim):
     """The memory the allocator of the device that died could have had, from the snapshot
-    itself (docs/trace-format.md, "The limit a run met"): what it held at the failing request
+    itself (docs/cli.md, "The limit a run met"): what it held at the failing request
     (R: its segments after the releases that came first) plus the free bytes the device
     reported then (F, the oom entry's device_free). When F is smaller than the least growth the
     request needed, the device was full (another process, another library): the limit was

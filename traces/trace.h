@@ -289,6 +289,23 @@ bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t de
  * (*ids: g_free it; NULL when none). 0 for a trace without private pools. */
 size_t gs_trace_pool_ids(const gs_trace *t, uint32_t **ids);
 
+/* ---- An assumed continuation (repeat.c) ----
+ * A trace that ends where its run died says nothing of the rest of the program. Most programs
+ * are loops: gs_trace_find_period finds the period of the recorded requests (P events whose
+ * last two repetitions before the death repeat exactly, the death's request among them), and
+ * gs_trace_assume_repeat continues the trace by it: the events before the death, then the
+ * death's request made as the allocation it was and the loop N more periods, as an explicit
+ * assumption (its "assumed_repeat" header says which). Both refuse, with *why, what they
+ * cannot do: a trace that did not die, several clients or devices, private pools, no period. */
+typedef struct {
+    size_t period;  /* events in one repetition */
+    size_t start;   /* the last complete repetition: events [start, death) */
+    size_t death;   /* the fatal oom's event */
+} gs_trace_period;
+bool gs_trace_find_period(const gs_trace *t, gs_trace_period *out, const char **why);
+gs_trace *gs_trace_assume_repeat(const gs_trace *t, const gs_trace_period *p, unsigned n,
+                                 const char **why);
+
 G_END_DECLS
 
 #endif
