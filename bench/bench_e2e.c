@@ -1,4 +1,4 @@
-/* bench_e2e.c - end to end (issue 15's targets): what a user waits for and what the machine
+/* bench_e2e.c - end to end (the speed targets): what a user waits for and what the machine
  * must hold when gpusim replays a trace file, parsing, setup, replay and the report included.
  *
  *   bench_e2e [--gpusim PATH] [--runs K] [--policy SPEC] TRACE...

@@ -15,7 +15,7 @@
  * events it did replay, and the line says so: such a run measures mostly setup, not throughput.
  * --raw adds one line per run ("raw TRACE POLICY cpu_ev_s wall_ev_s"), for bench/compare.sh.
  *
- * Scaling (issue 15): the cost per event as the number of live allocations grows.
+ * Scaling: the cost per event as the number of live allocations grows.
  *
  *   bench_replay --scaling [--live N]... [--streams S] [--steady M] [--policy SPEC]... [--runs K]
  *   bench_replay --scaling-trace N [--streams S] [--steady M] -o FILE

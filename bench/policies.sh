@@ -1,6 +1,5 @@
 #!/bin/sh
-# bench/policies.sh [OUTDIR] - every policy family on every trace, in one table and one chart
-# (issue 16, item 4).
+# bench/policies.sh [OUTDIR] - every policy family on every trace, in one table and one chart.
 #
 # For each trace (the bundled single-client traces, traces/data/; the default-setting runs of
 # ../shared/traces/pytorch-2.11-h100 and of traces/references/pytorch-2.11-h100, converted with

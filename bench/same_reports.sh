@@ -1,6 +1,6 @@
 #!/bin/sh
 # same_reports.sh OLD NEW [DIR...] - two gpusim binaries give byte-identical JSON reports on
-# every reference trace under every policy (issue 15: a faster replay must change no answer).
+# every reference trace under every policy (a faster replay must change no answer).
 #
 #   OLD, NEW  gpusim binaries (say, one built from main's HEAD in /tmp, and this tree's)
 #   DIR       folders of reference runs, NAME.pickle.gz with NAME.json beside it (default:

@@ -1,7 +1,7 @@
 #!/bin/sh
 # stitch_target.sh [GPUSIM [SPEC]] - does the stitch policy meet its target on every real trace?
 #
-# Issue 16's target for gpusim's own policy (policies/stitch.c): at a capacity of 1.02 x the
+# The stitch target for gpusim's own policy (policies/stitch.c): at a capacity of 1.02 x the
 # trace's peak allocated bytes (the default pytorch policy's, with no limit; rounded up to
 # 2 MiB; per device on a trace of several GPUs) the replay completes with no OOM and no retry,
 # its fragmentation at peak reserved (frag_peak, docs/metrics.md) is at most 1%, and its modelled

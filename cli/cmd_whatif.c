@@ -341,6 +341,14 @@ int gs_cmd_whatif(int argc, char **argv)
     const char *cap_words = c.capacity ? "cap given" : limit ? limit_source : NULL;
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
+    if (!cap && !cv.fatal_oom && ref && ref->limit_max) {
+        char *lo = gs_format_size(ref->limit_min), *hi = gs_format_size(ref->limit_max);
+        gs_cli_say("warning: %s: the run caught OOMs under a limit the snapshot does not tell (a "
+                   "memory fraction?), between %s and %s: the verdict is drawn with no cap; give "
+                   "--capacity for one at the run's limit", input, lo, hi);
+        g_free(lo);
+        g_free(hi);
+    }
     if (!cap && cv.fatal_oom) {
         char *range = NULL;
         if (ref && ref->limit_max) {

@@ -73,7 +73,7 @@ size_t gs_heap_free_all(gs_heap *h)
 {
     if (!h) return 0;
     /* Return every segment to the device, whatever its blocks' state: the program is gone. A
-     * failure is counted for the caller to report, never silently dropped (issue 14). */
+     * failure is counted for the caller to report, never silently dropped. */
     size_t failed = 0;
     while (h->segments) {
         gs_segment *s = h->segments;

@@ -15,7 +15,7 @@
  * remember something between calls (BFC's next region size) keeps it in the heap's few policy
  * words (gs_heap_policy_state).
  *
- * Families that are not PyTorch's (issue 16) use three optional hooks at the end of the
+ * Families that are not PyTorch's use three optional hooks at the end of the
  * table, all NULL by default so the two original families are untouched: pick (a block
  * chosen by the policy: first fit, TLSF's good fit, stream-blind pools), grow (growth chosen by
  * the policy: one arena up front, BFC's doubling regions, pools of a fixed size) and
@@ -126,7 +126,8 @@ typedef struct gs_policy_ops {
                          uint64_t rounded, gs_status *st);
 
     /* ---- Optional: families that choose their own block or grow their own way ----
-     * Added for issue 16 (policies/preallocate.c, tlsf.c, bfc.c). Left NULL/false, the core
+     * Added for the policy-family work (policies/preallocate.c, tlsf.c, bfc.c). Left NULL/false,
+     * the core
      * does exactly what it did before: best fit from its index and one segment of segment_size
      * per growth (the pytorch and cupy policies set none of these; the malloc hot path pays
      * one predictable branch on pick). */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""device_pools.py - drive the real pools that gpusim models with a trace's requests (issue 16).
+"""device_pools.py - drive the real pools that gpusim models with a trace's requests.
 
   device_pools.py device OUTDIR TRACE...   on the GPU machine (CuPy 14 there)
   device_pools.py compare OUTDIR GPUSIM    here: the same traces through gpusim, side by side

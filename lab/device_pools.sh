@@ -1,6 +1,6 @@
 #!/bin/sh
 # lab/device_pools.sh device OUTDIR | compare OUTDIR - the real pools behind the cupy and
-# cuda-async policies, driven with the requests of real traces (issue 16, item 1).
+# cuda-async policies, driven with the requests of real traces.
 #
 #   device   on the GPU machine (the project's `device` tool; CuPy 14 there, no build needed):
 #            every trace below through cupy.cuda.MemoryPool and through the driver's

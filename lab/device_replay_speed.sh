@@ -1,5 +1,5 @@
 #!/bin/sh
-# lab/device_replay_speed.sh OUTDIR - issue 15's replay-speed table on the device machine's
+# lab/device_replay_speed.sh OUTDIR - the speed work's replay-speed table on the device machine's
 # CPU (the project's `device` tool, from the repository root): a host with cores of its own,
 # where the development VM's are shared with other sessions (BENCHMARKS.md, "Replay
 # throughput"). Nothing here uses the GPU.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# lab/device_stitch.sh OUTDIR - issue 16 item 5 on a machine with an NVIDIA GPU and PyTorch (the
+# lab/device_stitch.sh OUTDIR - the policy-family work on a machine with an NVIDIA GPU and PyTorch
+# (the
 # project's `device` tool): ResNet-50 training, GPT-2 small training and an LLM generation loop
 # (lab/device_stitch.py), each run three ways in turn, ROUNDS times (so drift in the machine hits
 # all three alike):

@@ -11,7 +11,7 @@ Per workload and allocator (native, expandable, stitch):
               agrees, else min-max
   step ms     median of the timed steps (after the warm-up) of all rounds together, and in
               brackets each round's median and the 10th-90th percentiles of all timed steps
-  vs native   step median over native's; targets (issue 16 item 5): stitch's peak below native's
+  vs native   step median over native's; targets: stitch's peak below native's
               and expandable's, its step time within 1% of native's
 Standard library only; exit status 2 with one line for a folder without results.
 """

@@ -1,5 +1,6 @@
 #!/bin/sh
-# lab/device_validate.sh OUTDIR - issue 5's real-GPU evidence in one run, on a machine with an
+# lab/device_validate.sh OUTDIR - the real-GPU validation's evidence in one run, on a machine with
+# an
 # NVIDIA GPU and PyTorch (the project's `device` tool):
 #   1. the CUDA and pluggable-allocator tests;
 #   2. gpusim validate on both example traces under the three PyTorch settings (--touch, 5 timed

@@ -197,7 +197,7 @@ gboolean gs_plotter_add_script(gs_plotter *p, const char *stem, GString *g, GErr
  * pytorch:max_split_size_mb:128 -> pytorch-max_split_size_mb-128). A trace's or a saved
  * report's name can hold anything (a quote, a backquote, '$', a line break): none of it reaches
  * a file name, so the plots land in their directory under names that a shell and gnuplot take
- * literally (issue 14). */
+ * literally. */
 static char *file_part(const char *s)
 {
     bool utf8 = g_utf8_validate(s, -1, NULL);

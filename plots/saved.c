@@ -1,7 +1,8 @@
 /* saved.c - gpusim plot RESULT: the plots of a saved report, read back.
  *
  * The format is told by the content: JSON (replay --format json) is an array of documents, each
- * a trace with its results (a lone document, as replay wrote for one trace before issue 17, is
+ * a trace with its results (a lone document, as replay wrote for one trace before the rough-edges
+ * review, is
  * still read, so older saved reports keep plotting), and a result saved with --plot carries its series, so
  * every plot comes back identical; CSV is a replay's (the bars of each trace) or a sweep's (its
  * first column "cell": the sweep plot, and the matrix when it has a capacity list). The CSV parser is RFC 4180's.

@@ -94,7 +94,7 @@ START_TEST(sim_empty_device_places_as_fresh)
 }
 END_TEST
 
-/* Two simulated devices never share an address (issue 14: under the PyTorch library's sim
+/* Two simulated devices never share an address (under the PyTorch library's sim
  * backend two devices' blocks had the same addresses, and a free named the wrong heap): device
  * d's cudaMallocs and reservations lie in [d * 2^47, (d + 1) * 2^47), device 0's where they
  * always were; gs_backend_open names the device. */

@@ -327,7 +327,7 @@ fi
 [ "$(grep -c "^verdict: agrees within tolerance" "$tmp/v.txt")" -eq 2 ] || fail "validate: $(cat "$tmp/v.txt")"
 grep -q "^peak reserved (driver)" "$tmp/v.txt" && grep -q "^cuMemSetAccess calls" "$tmp/v.txt" ||
     fail "validate table lacks rows: $(cat "$tmp/v.txt")"
-# Regression (issue 11): a trace with several clients aborted here (free(): invalid pointer: a
+# Regression: a trace with several clients aborted here (free(): invalid pointer: a
 # result copied by value kept pointers it no longer owned), and the driver's view of peak
 # reserved counted one client's allocator only.
 for t2 in dataframe-then-torch producer-consumer; do
@@ -355,7 +355,7 @@ assert isinstance(v, list) and [x['trace'] for x in v] == sys.argv[2:], v" "$tmp
 head -1 "$tmp/cal.csv" | grep -q "^op,size_bytes,median_us" || fail "--save-calibration: $(head -2 "$tmp/cal.csv")"
 "$gpusim" replay "$trace" --calibration "$tmp/cal.csv" >/dev/null || fail "the saved calibration does not load"
 
-# --- a trace past the trace layer's limits (issue 11: this trace parsed, then the core aborted
+# --- a trace past the trace layer's limits (this trace parsed, then the core aborted
 # on its 16-bit stream index): an alloc and a free on each of 70,000 streams, refused at the
 # first event on a 65,537th stream (line 3 + 2 * 65536), lenient or not ---
 awk 'BEGIN { print "# gpusim-trace 1"; print "seq,time_us,op,client,device,stream,id,size"
@@ -379,7 +379,7 @@ expect_error "huge --device-total" "more than gpusim simulates" \
 "$gpusim" replay "$trace" --device-total 16TiB --policy pytorch:expandable_segments:True >/dev/null \
     || fail "a 16 TiB device with expandable segments: exit $?"
 
-# --- --reference compares only the reference run's own setting and cap (issue 13) ---
+# --- --reference compares only the reference run's own setting and cap ---
 cat >"$tmp/ref.json" <<'JSON'
 {"format": "gpusim-reference 1", "allocator_conf": "", "device_total_bytes": 85017493504,
  "cap_bytes": 0, "outcome": "ok",
@@ -398,7 +398,7 @@ PY
 "$gpusim" replay "$trace" -q --reference "$tmp/ref.json" --no-reference-addresses \
     -p pytorch:expandable_segments:True | grep -q "no real run$" || fail "--reference table: no 'no real run'"
 
-# --- gpusim whatif (issue 13) ---
+# --- gpusim whatif ---
 "$gpusim" whatif --help >"$tmp/h" || fail "whatif --help exits non-zero"
 for word in --capacity --policy --format "minimum capacity" Examples "Exit status"; do
     grep -q -- "$word" "$tmp/h" || fail "whatif --help lacks '$word'"
@@ -500,7 +500,7 @@ rc=$?
 [ "$rc" -eq 143 ] || fail "whatif stopped by SIGTERM during conversion: exit $rc, want 143"
 [ -z "$(ls -A "$tmp/tt")" ] || fail "whatif: a temporary directory left: $(ls "$tmp/tt")"
 # --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
-# nothing beside -o (issue 14) ---
+# nothing beside -o ---
 cp "$trace" "$tmp/in.gstrace.gz"
 ln -s in.gstrace.gz "$tmp/in-link.gz"
 ln "$tmp/in.gstrace.gz" "$tmp/in-hard.gz"
@@ -596,7 +596,7 @@ for p in sys.argv[1:]:
 PY
 
 # --- a trace with a header and no events (an empty recording) replays to a zero report, in
-# every format and with plots (issue 14: it crashed, indexing the policy of a client that is
+# every format and with plots (it crashed, indexing the policy of a client that is
 # not there) ---
 printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n' >"$tmp/empty.gstrace"
 for f in table csv json; do
@@ -610,7 +610,7 @@ GPUSIM_GNUPLOT=true "$gpusim" replay "$tmp/empty.gstrace" --plot "$tmp/empty-plo
 "$gpusim" sweep "$tmp/empty.gstrace" -p 'pytorch:max_split_size_mb:{64,128}' >"$tmp/out" ||
     fail "empty trace, sweep: exit"
 
-# --- whatif on a run that died of OOM (issue 13): the recorded setting fails at the recorded
+# --- whatif on a run that died of OOM: the recorded setting fails at the recorded
 # cap, the trace says where the run died, and every minimum capacity completes while 2 MiB less
 # fails (replayed here, one by one) ---
 python3 "$src/traces/convert.py" "$snap" -o "$tmp/oomdie.gstrace.gz" 2>/dev/null || fail "convert oomdie"
@@ -741,7 +741,7 @@ expect_error "--assume-repeat, no period" "do not repeat" \
 expect_error "--assume-repeat 0" "is not a number of repetitions" \
     "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
 
-# --- rough edges (issue 17) ---
+# --- rough edges ---
 # PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
 for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do
     "$gpusim" replay "$trace" -q -p "$spec" --format csv >"$tmp/bare.csv" 2>"$tmp/err" ||
@@ -856,7 +856,7 @@ grep -q "warning: .*garbage_collection_threshold does nothing without a limit" "
 [ ! -s "$tmp/err" ] || fail "gc with a cap warned: $(cat "$tmp/err")"
 "$gpusim" replay "$trace" -q -p expandable_segments:True,max_split_size_mb:128 >/dev/null 2>"$tmp/err"
 grep -q "warning: .*max_split_size_mb with expandable_segments" "$tmp/err" || fail "no mss+expandable warning: $(cat "$tmp/err")"
-# --- issue 12: a request that failed, what a trace can tell, several devices, on real runs ---
+# --- a request that failed, what a trace can tell, several devices, on real runs ---
 refs=$src/traces/references
 expect_error "bad per-device size" "--capacity: bad size" "$gpusim" replay "$trace" --capacity 0=lots
 expect_error "bad device number" "DEVICE a number" "$gpusim" replay "$trace" --capacity x=1GiB

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)                       # the repository root is the parent of tests/
 CONVERT = os.path.join(ROOT, "traces", "convert.py")
 REAL_TRACES = os.path.join(ROOT, "..", "shared", "traces", "pytorch-2.11-h100")
-# The references recorded for issue 12, kept in the repository itself.
+# The references recorded for the OOM-event work, kept in the repository itself.
 REPO_REFERENCES = sorted(glob.glob(os.path.join(ROOT, "traces", "references", "*")))
 
 MiB = 1 << 20
@@ -288,7 +288,7 @@ class TestTraceOutput(ConverterTestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn("examples:", r.stdout)
         self.assertIn("--reference", r.stdout)
-        # what issue 12 added: the rule, the OOM observer, the version with oom rows
+        # what the OOM-event work added: the rule, the OOM observer, the version with oom rows
         for words in ("empty_cache() inferred", "_cuda_attach_out_of_memory_observer",
                       "fatal_oom_event", "text format 1, or 2", "max_entries"):
             self.assertIn(words, r.stdout)
@@ -472,7 +472,7 @@ class TestErrors(ConverterTestCase):
 
 
 class TestHostileInput(ConverterTestCase):
-    """Issue 14 item 5: input that used to forge header lines, pass unchecked numbers, blow up
+    """input that used to forge header lines, pass unchecked numbers, blow up
     or end in a Python traceback."""
 
     def test_newline_in_allocator_conf_is_refused(self):
@@ -635,7 +635,7 @@ class TestHostileInput(ConverterTestCase):
 
 
 class TestStreaming(ConverterTestCase):
-    """Issue 15 item 4 and issue 17: snapshots are streamed, with a progress line on demand."""
+    """snapshots are streamed, with a progress line on demand."""
 
     def big(self, n):
         events = []
@@ -694,7 +694,7 @@ class TestStreaming(ConverterTestCase):
         self.assertIsNone(conv.top_user_frame([]))
 
     def test_frames_written(self):
-        # Issue 17 item 3: each alloc's and oom's top user frame goes into the trace, as
+        # each alloc's and oom's top user frame goes into the trace, as
         # '# frame N:' lines (numbered in order of first use, each distinct frame once) and a
         # 9th column; rows without one leave it empty.
         lib = {"filename": "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py",
@@ -729,7 +729,7 @@ class TestStreaming(ConverterTestCase):
 
 
 class TestFastEntries(unittest.TestCase):
-    """Issue 15 item 4: SnapshotWalker builds an entry written as PyTorch writes it at once
+    """SnapshotWalker builds an entry written as PyTorch writes it at once
     (_ENTRY, _entry) and remembers what each frame reference is (_frame_top); what it reads
     must be what the opcode loop alone reads, whatever the pickle does to the memo."""
 
@@ -1150,7 +1150,7 @@ class TestRmmLog(ConverterTestCase):
 
 
 class TestFailedRequests(ConverterTestCase):
-    """Item 1 of issue 12: each oom entry becomes the request the program made, at its place."""
+    """each oom entry becomes the request the program made, at its place."""
 
     CAUGHT = [
         ev("segment_alloc", 0x1_0000_0000, 20 * MiB, 10),
@@ -1270,6 +1270,19 @@ class TestFailedRequests(ConverterTestCase):
         ref = self._limit(events[:3] + [ev("alloc", 0x1_0000_0000, 1024, 13),
                                         ev("oom", 60 * GiB, 512, 14)])
         self.assertEqual(ref["limit_growth_bytes"], 2 * MiB)   # the small pool's segment
+
+    def test_limit_of_a_run_that_caught_its_ooms(self):
+        """A run that went on after its OOMs met its limit at each: the last one tells it."""
+        ref = self._limit(self.CAUGHT)
+        self.assertNotIn("outcome_event", ref)
+        self.assertEqual((ref["limit_bytes"], ref["limit_source"]),
+                         (20 * MiB + 4096, "device full at a caught OOM"))
+        roomy = [dict(e) for e in self.CAUGHT]
+        roomy[2]["device_free"] = 60 * GiB
+        ref = self._limit(roomy)
+        self.assertIsNone(ref["limit_bytes"])
+        self.assertEqual((ref["limit_min_bytes"], ref["limit_max_bytes"]),
+                         (20 * MiB, 20 * MiB + 40 * MiB - 1))
 
     def test_limit_counts_segments_from_before_the_log(self):
         """Recording began mid-run: the snapshot's final segments hold what the log never saw
@@ -1493,7 +1506,7 @@ class TestRealTraces(ConverterTestCase):
 
 
 class TestRepoReferences(ConverterTestCase):
-    """The real runs in traces/references/: what the converter makes of each (issue 12)."""
+    """The real runs in traces/references/: what the converter makes of each."""
 
     def convert_all(self):
         out = {}
@@ -1563,7 +1576,7 @@ class TestRepoReferences(ConverterTestCase):
 
 
 class TestPrivatePools(ConverterTestCase):
-    """Private pools inferred from the snapshot alone (issue 18): the markers the recording put
+    """Private pools inferred from the snapshot alone: the markers the recording put
     in user_metadata are the ground truth, never read by the converter."""
 
     def convert_ref(self, name):

@@ -9,6 +9,8 @@
 #   shared/reference/...): a clone from a forge has none of them.
 # - Every relative link in README.md and docs/*.md points to a file that exists, and its #anchor,
 #   if any, to a heading of that file (GitHub's anchor rules).
+# - No source, script or page cites an issue by its number ("issue 15", "Issue 16's"): a clone
+#   cannot open the tracker; the why is named by its note or docs/ section instead.
 #
 # The files scanned for citations are git's (git ls-files; where SRCDIR is no git checkout, the
 # tree less the folders named .* and build*) that end in .c .h .py .sh .awk .build .txt .md .map,
@@ -197,8 +199,10 @@ function word_before(text, start,    i, c) {
 
 function outside(rel,    n, i, lines) {
     n = split(slurp(rel), lines, "\n")
-    for (i = 1; i < n; i++)
+    for (i = 1; i < n; i++) {
         if (lines[i] ~ OUTSIDE) problem(2, rel ":" i ": " strip(lines[i]))
+        if (lines[i] ~ ISSUE) problem(4, rel ":" i ": " strip(lines[i]))
+    }
 }
 
 function links(rel,    t, m, target, i, path, anchor, dest, dir, k, ok) {
@@ -244,6 +248,7 @@ BEGIN {
     OUTSIDE = "DESIGN\\.md|shared/reference|fidelity-notes|pytorch-caching-allocator\\.md|" \
               "peer-allocators\\.md|shared/calibration"
     LINK = "[]][(][^)[:space:]]+[)]"
+    ISSUE = "[Ii]ssue[[:space:]]+[0-9]"
     HI = "\200\201\202\203\204\205\206\207\210\211\212\213\214\215\216\217" \
          "\220\221\222\223\224\225\226\227\230\231\232\233\234\235\236"
     np = split("§ — – ‐ ‑ ’ ‘ “ ” … × ÷ ± · • ° « » © ® ™ → ← ↔ ≤ ≥ ≈ ≠ ∞ √ \302\240", p, " ")
@@ -259,5 +264,6 @@ END {
     report(1, "test_every_cited_page_and_section_exists", NCITE " citations in " NFILES " files")
     report(2, "test_nothing_cites_notes_outside_the_repository", NFILES " files")
     report(3, "test_relative_links_and_anchors_resolve", NLINK " links in " NPAGES " pages")
+    report(4, "test_no_issue_numbers", NFILES " files")
     exit FAILED ? 1 : 0
 }'

@@ -243,7 +243,7 @@ with tempfile.TemporaryDirectory() as tmp:
     replay([odd], out)
     if os.listdir(out) != ["we-ird---x---name--snapshot-1-pytorch.pickle"]:
         fail(f"odd trace name: {os.listdir(out)}")
-    # top user frames (issue 17 item 3): an alloc's frame on its trace entry and, while it
+    # top user frames: an alloc's frame on its trace entry and, while it
     # lives, on its block; the oom entry's its own; entries and blocks without one: []
     out = os.path.join(tmp, "f")
     rep = replay([os.path.join(SRC, "tests", "fuzz", "corpus", "trace", "seed-frames.gstrace"),
@@ -263,7 +263,7 @@ with tempfile.TemporaryDirectory() as tmp:
                         for b in s["blocks"] if b["state"] == "active_allocated")
         if blocks != [(512, []), (20971520, att)]:
             fail(f"frames of the blocks: {blocks}")
-    # private pools (issue 18): a pool's segments carry its segment_pool_id, (id, 0) as PyTorch
+    # private pools: a pool's segments carry its segment_pool_id, (id, 0) as PyTorch
     # writes a graph's pool; the ordinary pools' (0, 0). tests/pools.gstrace ends with pool 1's
     # two segments held, pool 2 released, and the ordinary pools' one segment.
     out = os.path.join(tmp, "p")

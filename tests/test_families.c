@@ -1,4 +1,4 @@
-/* test_families.c - the policy families beyond PyTorch's and CuPy's (issue 16): preallocate,
+/* test_families.c - the policy families beyond PyTorch's and CuPy's: preallocate,
  * tlsf, bfc, rmm-pool, rmm-arena and cuda-async on a heap, with the heap check after every operation (xalloc, xfree): their
  * rounding, the block each picks, how each grows, what each gives back, and their config
  * errors. The three optional hooks they use (pick, grow, keeps_cache) are core/policy.h's. */

@@ -5,7 +5,7 @@
 # host timings, not results: the replay rate (Mev/s, replay_events_per_s) and validate's "host us
 # per alloc/free" row.
 #
-# The golden files were written by the binary before the restructure of issue 11 and must only
+# The golden files were written by the binary before the restructure and must only
 # change in a commit that says why a report changed. --update rewrites them.
 set -u
 gpusim=$1

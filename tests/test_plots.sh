@@ -477,7 +477,7 @@ for f in "$tmp"/same/*.dat "$tmp"/same/*.gp; do
     cmp -s "$f" "$tmp/same-again/$(basename "$f")" || fail "plot same.json: $(basename "$f") differs"
 done
 
-# --- nothing a name or a saved report holds runs a command, or escapes the directory (issue 14) ---
+# --- nothing a name or a saved report holds runs a command, or escapes the directory ---
 # gnuplot runs `backquoted` text in double-quoted strings as a shell command. A trace whose file
 # name holds backquotes, $(...), both quotes and a line break; then saved JSON and CSV whose
 # trace, policy, outcome and sweep parameters hold commands: gpusim draws every plot (gnuplot

@@ -287,7 +287,7 @@ START_TEST(empty_unknown_and_over_capacity_requests)
 }
 END_TEST
 
-/* ---- start-up failures, devices, OOMs, empty_cache (issue 14) ---- */
+/* ---- start-up failures, devices, OOMs, empty_cache ---- */
 
 /* A start-up failure with GPUSIM_STATS or GPUSIM_TRACE set: one line, exit 2, never a hang (the
  * library exited inside its lock, and its exit handler, there to write the statistics, waited on

@@ -107,7 +107,7 @@ START_TEST(config_errors_name_the_key)
 }
 END_TEST
 
-/* The keys table serves both the parser and --help (issue 11): every key --help lists is one the
+/* The keys table serves both the parser and --help: every key --help lists is one the
  * parser takes, the ones it does not list are still accepted, and an unknown key is refused. */
 START_TEST(keys_table_serves_parser_and_help)
 {

@@ -51,7 +51,7 @@ END_TEST
 
 /* Device calls that fail while the allocator gives everything back at the end are counted
  * (gs_result.teardown_failures, for the command line to warn about), not dropped, and leave the
- * run's statistics as they were (issue 14). */
+ * run's statistics as they were. */
 START_TEST(replay_counts_teardown_failures)
 {
     gs_trace *t = gs_trace_new();
@@ -170,7 +170,7 @@ START_TEST(parse_sizes)
 }
 END_TEST
 
-/* The first OOM's report (issue 13): a 20 MiB segment split into five 4 MiB blocks, two of them
+/* The first OOM's report: a 20 MiB segment split into five 4 MiB blocks, two of them
  * freed apart from each other, and a cap of one segment: a 6 MiB request cannot be served, and
  * the report says so in PyTorch's words and shows why (8 MiB free, all in 4 MiB pieces). */
 START_TEST(first_oom_report_fields)

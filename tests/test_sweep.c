@@ -102,7 +102,7 @@ static char *list_of(unsigned n, const char *unit)
     return g_string_free(g, FALSE);
 }
 
-/* GS_SWEEP_MAX_CELLS, checked when the grid is expanded (issue 14: 10^6 cells took 2.5 GB):
+/* GS_SWEEP_MAX_CELLS, checked when the grid is expanded (10^6 cells took 2.5 GB):
  * one template's lists, lists times capacities, and several templates together. */
 START_TEST(grid_past_the_cell_limit_is_an_error)
 {
@@ -474,7 +474,7 @@ START_TEST(stems_and_csv_fields)
 }
 END_TEST
 
-/* Ranges in braces (issue 17): A..B..STEP, step 1 by default, decimals as written, mixed with
+/* Ranges in braces: A..B..STEP, step 1 by default, decimals as written, mixed with
  * plain choices; a range that goes down, has no step above 0 or no numbers is refused. */
 START_TEST(brace_ranges)
 {

@@ -670,7 +670,7 @@ START_TEST(test_lenient)
 END_TEST
 
 /* A dropped event names no client and no stream: a one-client trace with a bad event of
- * another client's stays a one-client trace (issue 14: its client and stream were kept). */
+ * another client's stays a one-client trace (its client and stream were kept). */
 START_TEST(test_lenient_dropped_event_adds_no_client_or_stream)
 {
     const char *text = HDR "0,0,alloc,torch,0,0,1,10\n"
@@ -1411,7 +1411,7 @@ START_TEST(test_max_streams_load)
 }
 END_TEST
 
-/* The regression test of issue 11: 70,000 streams used to load, then abort in the core. The
+/* The regression test of 70,000 streams used to load, then abort in the core. The
  * first event past the limit is refused, with its line, strict or lenient. */
 START_TEST(test_too_many_streams)
 {

@@ -93,7 +93,7 @@ void gpusim_empty_cache(void);
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
  * take it, see a->failed and do nothing: exiting inside the lock hung the program at its exit
- * handler (issue 14). */
+ * handler. */
 G_GNUC_NORETURN static void start_failed(gs_pluggable *a, const char *var, const char *msg)
 {
     a->failed = true;

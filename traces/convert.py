@@ -220,7 +220,7 @@ def _frame_number(frames, frame_no, frame):
 
 class EventColumns:
     """A snapshot's events as parallel arrays (about 60 bytes an event, where an Event tuple and
-    its objects took about 300: issue 15 item 4, a 5-million-entry snapshot in bounded memory).
+    its objects took about 300: the speed work, a 5-million-entry snapshot in bounded memory).
     Indexing and iteration give the same Events as a list of them would. addr and time_us
     are 64-bit signed; a value that is not (a float time, an address past 2^63) is kept in
     big, keyed by (column, index), with _BIG in the array; frames are numbers in frames."""
@@ -620,7 +620,7 @@ def read_snapshot(f, progress=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Streaming a snapshot (issue 15 item 4)
+# Streaming a snapshot
 #
 # pickle.load() builds the whole snapshot before anything else can start: 1-3 KiB of Python
 # objects per entry (each entry a dict, its stack a list of frame dicts), so a 5-million-entry
@@ -2672,10 +2672,15 @@ def limit_at_death(rec, tr, events_before_trim):
     request needed, the device was full (another process, another library): the limit was
     R + F. Otherwise the device had room and something below it refused the growth (a memory
     fraction): the limit is unknown, between the peak the allocator had reached (it was
-    allowed) and R plus that growth (it was not). None when the run did not die."""
-    seq = tr.fatal_oom_seq
+    allowed) and R plus that growth (it was not). A run that did not die but caught OOMs met
+    its limit at each: the last one tells it the same way. None when the run met none."""
+    seq, where = tr.fatal_oom_seq, "the OOM"
     if seq is None:
-        return None
+        ops = tr.rows.op
+        k = next((k for k in range(len(ops) - 1, -1, -1) if ops[k] == _O_OOM), None)
+        if k is None:
+            return None
+        seq, where = len(tr.rows.prefix) + k, "a caught OOM"
     _t, _op, dev, _stream, _id, size = tr.rows[seq]
     oom = next((e for e in events_before_trim if e[0] == "oom" and e[3] == seq), None)
     running = peak = 0
@@ -2700,7 +2705,7 @@ def limit_at_death(rec, tr, events_before_trim):
            else None}
     free = out["device_free_bytes"]
     if free is not None and free < need:
-        out.update(bytes=held + free, source="device full at the OOM")
+        out.update(bytes=held + free, source=f"device full at {where}")
     else:
         out.update(bytes=None, source=None, min_bytes=before + peak,
                    max_bytes=held + need - 1)
@@ -2923,7 +2928,7 @@ _RENDER_BATCH = 1 << 16     # rows rendered, encoded and written at a time
 def _render_rows(lines, rows, client, fnum):
     """The header (encoded now: its errors come before anything is written) and then an
     iterator of the rows' text in batches: the trace is written as it is rendered, never held
-    whole (issue 15 item 4)."""
+    whole."""
     head = ("\n".join(lines) + "\n").encode("utf-8")
 
     def body():
@@ -3313,8 +3318,6 @@ def convert(args, progress_stream=None, progress_enabled=False):
                     f"{n} free(s) and cache releases (the exception unwinding): the run died "
                     f"there, and the trace ends at it (a .json beside it with \"outcome\": "
                     f"\"ok\" would say otherwise)")
-    if outcome != "ok":
-        tr.limit = limit_at_death(rec, tr, events_before_trim)
     if tr.fatal_oom_seq is not None and outcome == "ok":
         # The log ends with a failed request, but the run went on (it caught the error, then
         # the snapshot was taken): a mark after it says the program did not die there.
@@ -3325,6 +3328,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
                     "mark follows it so that a replay goes on past it")
     elif tr.fatal_oom_seq is None and outcome == "oom":
         warn(label, "the .json says the run died of an OOM, but the log does not end with one")
+    tr.limit = limit_at_death(rec, tr, events_before_trim)
 
     totals = None
     devices = trace_devices(tr)

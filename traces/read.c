@@ -882,7 +882,7 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
     if (G_UNLIKELY(r->frame) && !frame_of(p, r))
         return FALSE;
     /* Only an event kept names its client and stream: one dropped in lenient mode must not add
-     * either (a one-client trace reported as several clients, issue 14). */
+     * either (a one-client trace reported as several clients, the robustness review). */
     if (r->client_ix >= 0)
         client = (uint16_t)r->client_ix;
     else if (!intern_client(p, r->client, r->client_len, &client))
