@@ -219,6 +219,89 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
     return gs_cli_render_plots(pl) ? GS_EXIT_OK : GS_EXIT_PLOT;
 }
 
+/* INPUT: a snapshot, converted (its reference with it), or a trace and its --reference. */
+static void load_input(const gs_cli *c, const char *input, const char *reference, gs_trace **t,
+                       gs_reference **ref)
+{
+    GError *err = NULL;
+    if (gs_cli_is_snapshot(input)) {
+        if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
+        if (!g_file_test(input, G_FILE_TEST_EXISTS))
+            gs_cli_usage_error("%s: no such file", input);
+        if (!g_file_test(input, G_FILE_TEST_IS_REGULAR)) /* (the converter reads it in passes) */
+            gs_cli_usage_error("%s: a snapshot to convert must be a file, not a pipe: save it "
+                               "first, or convert it with gpusim-convert", input);
+        load_snapshot(c, input, t, ref);
+    } else {
+        *t = gs_cli_load_trace(c, input);
+        if (reference && !(*ref = gs_reference_load(reference, &err)))
+            gs_cli_usage_error("%s", err->message);
+    }
+}
+
+/* The cap, and where it comes from (docs/cli.md, "The limit a run met"): --capacity; the run's
+ * cap (its NAME.json); the limit it met where it died, from the snapshot (the device was full);
+ * else none (0). A run that died with none of these is refused: its verdict would be drawn at a
+ * limit it never had. */
+static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t,
+                           const gs_reference *ref, uint64_t total, const char **cap_words)
+{
+    const char *limit_source = NULL;
+    uint64_t limit = gs_reference_limit(ref, &limit_source);
+    uint64_t cap = c->capacity ? c->cap : limit;
+    *cap_words = c->capacity ? "cap given" : limit ? limit_source : NULL;
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    char *lo = ref && ref->limit_max ? gs_format_size(ref->limit_min) : NULL;
+    char *hi = lo ? gs_format_size(ref->limit_max) : NULL;
+    if (!cap && !cv.fatal_oom && lo)
+        gs_cli_say("warning: %s: the run caught OOMs under a limit the snapshot does not tell (a "
+                   "memory fraction?), between %s and %s: the verdict is drawn with no cap; give "
+                   "--capacity for one at the run's limit", input, lo, hi);
+    if (!cap && cv.fatal_oom) {
+        char *range = lo ? g_strdup_printf(" (the snapshot puts it between %s and %s)", lo, hi)
+                         : NULL;
+        gs_cli_usage_error("whatif: %s: the recorded run died of an OOM at event %zu, but nothing "
+                           "says what limit it met: no NAME.json beside it with its cap, and the "
+                           "device had room for the request then (a memory fraction, or a limit "
+                           "of its own?); give it with --capacity%s",
+                           input, cv.fatal_oom_event, range ? range : "");
+    }
+    g_free(lo);
+    g_free(hi);
+    if (cap && cap > total) { /* the device limits every replay: headroom against more is none */
+        char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
+        gs_cli_say("warning: %s %s is more than the device's %s: the cap is the device's memory",
+                   c->capacity ? "--capacity" : "the recorded cap", cw, tw);
+        g_free(cw);
+        g_free(tw);
+        cap = total;
+        *cap_words = "device memory";
+    }
+    return cap;
+}
+
+/* --assume-repeat N: t continued by its period (p; NULL when none was found, no_period saying
+ * why), or a refusal in one line. t is freed; *assumption names the continuation. */
+static gs_trace *assume_repeat(const char *input, gs_trace *t, int n, const gs_trace_period *p,
+                               const char *no_period, const char **assumption)
+{
+    if (n < 0 || n > 100000)
+        gs_cli_usage_error("--assume-repeat: %d is not a number of repetitions from 1 to 100000", n);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (!cv.fatal_oom)
+        gs_cli_usage_error("--assume-repeat: %s does not end where its run died: there is nothing "
+                           "to see past", input);
+    if (!p) gs_cli_usage_error("--assume-repeat: %s: %s", input, no_period);
+    const char *why = NULL;
+    gs_trace *t2 = gs_trace_assume_repeat(t, p, (unsigned)n, &why);
+    if (!t2) gs_cli_usage_error("--assume-repeat: %s: %s", input, why);
+    gs_trace_free(t);
+    *assumption = gs_trace_get_meta(t2, "assumed_repeat");
+    return t2;
+}
+
 /* --verify: the recorded setting and the two best others that get through at the cap (in the
  * verdict's order), run for real, each beside its row; the table on stdout after the verdict. */
 static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char *const *cmd)
@@ -303,18 +386,7 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_trace *t = NULL;
     gs_reference *ref = NULL;
     GError *err = NULL;
-    if (gs_cli_is_snapshot(input)) {
-        if (reference) gs_cli_usage_error("--reference: a snapshot carries its own (and its NAME.json)");
-        if (!g_file_test(input, G_FILE_TEST_EXISTS))
-            gs_cli_usage_error("%s: no such file", input);
-        if (!g_file_test(input, G_FILE_TEST_IS_REGULAR)) /* (the converter reads it in passes) */
-            gs_cli_usage_error("%s: a snapshot to convert must be a file, not a pipe: save it "
-                               "first, or convert it with gpusim-convert", input);
-        load_snapshot(&c, input, &t, &ref);
-    } else {
-        t = gs_cli_load_trace(&c, input);
-        if (reference && !(ref = gs_reference_load(reference, &err))) gs_cli_usage_error("%s", err->message);
-    }
+    load_input(&c, input, reference, &t, &ref);
 
     const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
                                                   : gs_trace_get_meta(t, "allocator_conf");
@@ -331,65 +403,15 @@ int gs_cmd_whatif(int argc, char **argv)
                            : ref && ref->device_total ? ref->device_total
                                                       : 0;
     uint64_t total = known_total ? known_total : unknown_device_total(t, c.capacity ? c.cap : 0, ref);
-    /* The cap, and where it comes from (docs/cli.md, "whatif": the limit a run met): --capacity;
-     * the run's cap (its NAME.json); the limit it met where it died, from the snapshot (the
-     * device was full); else none. A run that died with none of these is refused: its verdict
-     * would be drawn at a limit it never had. */
-    const char *limit_source = NULL;
-    uint64_t limit = gs_reference_limit(ref, &limit_source);
-    uint64_t cap = c.capacity ? c.cap : limit;
-    const char *cap_words = c.capacity ? "cap given" : limit ? limit_source : NULL;
+    const char *cap_words = NULL, *no_period = NULL;
+    uint64_t cap = whatif_cap(&c, input, t, ref, total, &cap_words);
+    /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
-    if (!cap && !cv.fatal_oom && ref && ref->limit_max) {
-        char *lo = gs_format_size(ref->limit_min), *hi = gs_format_size(ref->limit_max);
-        gs_cli_say("warning: %s: the run caught OOMs under a limit the snapshot does not tell (a "
-                   "memory fraction?), between %s and %s: the verdict is drawn with no cap; give "
-                   "--capacity for one at the run's limit", input, lo, hi);
-        g_free(lo);
-        g_free(hi);
-    }
-    if (!cap && cv.fatal_oom) {
-        char *range = NULL;
-        if (ref && ref->limit_max) {
-            char *lo = gs_format_size(ref->limit_min), *hi = gs_format_size(ref->limit_max);
-            range = g_strdup_printf(" (the snapshot puts it between %s and %s)", lo, hi);
-            g_free(lo);
-            g_free(hi);
-        }
-        gs_cli_usage_error("whatif: %s: the recorded run died of an OOM at event %zu, but nothing "
-                           "says what limit it met: no NAME.json beside it with its cap, and the "
-                           "device had room for the request then (a memory fraction, or a limit "
-                           "of its own?); give it with --capacity%s",
-                           input, cv.fatal_oom_event, range ? range : "");
-    }
-    /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */
     gs_trace_period period = {0};
-    const char *no_period = NULL, *assumption = NULL;
     bool has_period = cv.fatal_oom && gs_trace_find_period(t, &period, &no_period);
-    if (assume < 0 || assume > 100000)
-        gs_cli_usage_error("--assume-repeat: %d is not a number of repetitions from 1 to 100000", assume);
-    if (assume) {
-        if (!cv.fatal_oom)
-            gs_cli_usage_error("--assume-repeat: %s does not end where its run died: there is "
-                               "nothing to see past", input);
-        if (!has_period) gs_cli_usage_error("--assume-repeat: %s: %s", input, no_period);
-        const char *why = NULL;
-        gs_trace *t2 = gs_trace_assume_repeat(t, &period, (unsigned)assume, &why);
-        if (!t2) gs_cli_usage_error("--assume-repeat: %s: %s", input, why);
-        gs_trace_free(t);
-        t = t2;
-        assumption = gs_trace_get_meta(t, "assumed_repeat");
-    }
-    if (cap && cap > total) { /* the device limits every replay: headroom against more is none */
-        char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
-        gs_cli_say("warning: %s %s is more than the device's %s: the cap is the device's memory",
-                   c.capacity ? "--capacity" : "the recorded cap", cw, tw);
-        g_free(cw);
-        g_free(tw);
-        cap = total;
-        cap_words = "device memory";
-    }
+    const char *assumption = NULL;
+    if (assume) t = assume_repeat(input, t, assume, has_period ? &period : NULL, no_period, &assumption);
     gs_whatif_opts o = {
         .capacity = cap,
         .device_total = total,

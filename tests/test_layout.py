@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold.
+
+Outside tests/, no C file passes 900 lines, no C function 120 lines, no Python module 1,200
+lines, unless tests/data/size-allowlist.txt names it with one line of why ("PATH why" for a
+file, "PATH:FUNCTION why" for a function). An entry that no longer needs its place fails too,
+so the list only shrinks. A C function is counted from the line that opens its body, a '{' in
+column 0 after its signature, to the '}' in column 0 that closes it (the project's style:
+a function's braces on lines of their own). Standard library only.
+"""
+import os
+import re
+import subprocess
+import sys
+
+C_FILE_MAX, C_FUNC_MAX, PY_FILE_MAX = 900, 120, 1200
+SIG = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\(")
+
+
+def tracked(src):
+    try:
+        out = subprocess.run(["git", "-C", src, "ls-files"], capture_output=True, text=True,
+                             check=True).stdout.split("\n")
+        return [f for f in out if f]
+    except (OSError, subprocess.CalledProcessError):
+        found = []
+        for root, dirs, files in os.walk(src):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "build"))]
+            found += [os.path.relpath(os.path.join(root, f), src) for f in files]
+        return found
+
+
+def functions(lines):
+    """(name, length) of each function body: a '{' in column 0 to its '}' in column 0."""
+    out, name, start = [], None, None
+    for i, line in enumerate(lines):
+        if start is None:
+            if line.startswith("{") and i > 0:
+                # the name: the nearest signature line above
+                for j in range(i - 1, max(-1, i - 8), -1):
+                    m = SIG.match(lines[j])
+                    if m:
+                        name = m.group(1)
+                        break
+                else:
+                    name = f"line {i + 1}"
+                start = i
+        elif line.startswith("}"):
+            out.append((name, i - start + 1))
+            start = None
+    return out
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
+    allow_path = os.path.join(src, "tests", "data", "size-allowlist.txt")
+    allowed = {}
+    with open(allow_path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, why = line.partition(" ")
+            if not why.strip():
+                print(f"FAIL: {allow_path}:{n}: {key} has no why")
+                return 1
+            allowed[key] = why
+    over, used = [], set()
+    for rel in tracked(src):
+        if rel.startswith("tests/") or not os.path.isfile(os.path.join(src, rel)):
+            continue
+        if rel.endswith((".c", ".h", ".py")):
+            with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as f:
+                lines = f.read().split("\n")
+            limit = PY_FILE_MAX if rel.endswith(".py") else C_FILE_MAX
+            if len(lines) > limit:
+                (used.add(rel) if rel in allowed else over.append(f"{rel}: {len(lines)} lines (> {limit})"))
+            if rel.endswith(".c"):
+                for name, length in functions(lines):
+                    key = f"{rel}:{name}"
+                    if length > C_FUNC_MAX:
+                        (used.add(key) if key in allowed else
+                         over.append(f"{key}: {length} lines (> {C_FUNC_MAX})"))
+    stale = sorted(set(allowed) - used)
+    for o in over:
+        print(f"FAIL: {o}: split it, or name it in tests/data/size-allowlist.txt with why")
+    for s in stale:
+        print(f"FAIL: {s}: within the limits now; take it off tests/data/size-allowlist.txt")
+    if over or stale:
+        return 1
+    print(f"layout: ok ({len(used)} allowed by name)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
