@@ -211,12 +211,7 @@ static void write_json(FILE *out, uint64_t cap, const char *cap_words, const gs_
         gs_jw_str(&w, gs_verify_judge(r, preds ? &preds[i] : NULL));
         gs_jw_object_end(&w);
     }
-    gs_jw_text(&w, "\n");
-    gs_jw_array_end(&w);
-    gs_jw_object_end(&w);
-    g_string_append_c(g, '\n');
-    fwrite(g->str, 1, g->len, out);
-    g_string_free(g, TRUE);
+    gs_jw_finish_list(&w, out);
 }
 
 int gs_verify_settings(const gs_cli *c, FILE *out, uint64_t cap, const char *cap_words,

@@ -847,12 +847,7 @@ static void json_trace(FILE *out, const char *name, const gs_trace *t, const gs_
         gs_jw_break(&w, ",\n  ");
         json_result(&w, &rs[i], refs ? refs[i] : NULL, cv.n_oom_events > 0);
     }
-    gs_jw_text(&w, "\n");
-    gs_jw_array_end(&w);
-    gs_jw_object_end(&w);
-    g_string_append_c(g, '\n');
-    fwrite(g->str, 1, g->len, out);
-    g_string_free(g, TRUE);
+    gs_jw_finish_list(&w, out);
 }
 
 /* The client columns of one CSV row: c NULL for the device's row (or a one-client result). */

@@ -387,12 +387,7 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_uint(&w, r->at_cap.offline_bytes);
         gs_jw_object_end(&w);
     }
-    gs_jw_text(&w, "\n");
-    gs_jw_array_end(&w);
-    gs_jw_object_end(&w);
-    g_string_append_c(g, '\n');
-    fwrite(g->str, 1, g->len, out);
-    g_string_free(g, TRUE);
+    gs_jw_finish_list(&w, out);
 }
 
 void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace *t,

@@ -113,6 +113,17 @@ void gs_jw_raw(gs_jw *w, const char *json)
 
 void gs_jw_text(gs_jw *w, const char *text) { g_string_append(w->out, text); }
 
+void gs_jw_finish_list(gs_jw *w, FILE *out)
+{
+    gs_jw_text(w, "\n");
+    gs_jw_array_end(w);
+    gs_jw_object_end(w);
+    g_string_append_c(w->out, '\n');
+    fwrite(w->out->str, 1, w->out->len, out);
+    g_string_free(w->out, TRUE);
+    w->out = NULL;
+}
+
 void gs_json_escape(GString *out, const char *s)
 {
     g_string_append_c(out, '"');

@@ -159,6 +159,9 @@ void gs_jw_raw(gs_jw *w, const char *json);
 void gs_jw_break(gs_jw *w, const char *sep);
 /* Text outside the item structure (a newline before a closing bracket). */
 void gs_jw_text(gs_jw *w, const char *text);
+/* The end of a document whose last member is a list of objects a line each (a report's
+ * "results"): "\n]}\n" after the list, the whole written to out and w's buffer freed. */
+void gs_jw_finish_list(gs_jw *w, FILE *out);
 
 /* s as a JSON string literal, appended to out / written to out. */
 void gs_json_escape(GString *out, const char *s);
