@@ -25,6 +25,10 @@ static const char sweep_description[] =
     "      $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT -o shard-$SLURM_ARRAY_TASK_ID.csv'\n"
     "  gpusim sweep --merge shard-*.csv -p ... -o sweep.csv\n"
     "GNU parallel: parallel gpusim sweep T -p ... --shard {}/8 -o shard-{}.csv ::: $(seq 0 7)\n"
+    "--shard auto takes K and N from a Slurm job array (SLURM_ARRAY_TASK_ID less\n"
+    "SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT); --shard auto/N takes K from a Kubernetes\n"
+    "Indexed Job's JOB_COMPLETION_INDEX (N: the Job's completions), or from Slurm. Refused when\n"
+    "neither is set.\n"
     "\n"
     "Examples:\n"
     "  gpusim sweep traces/data/resnet50.gstrace.gz \\\n"
@@ -49,9 +53,50 @@ static void sweep_progress(size_t done, size_t total, void *ud)
     gs_cli_progress_line(ud, done, total, "cells");
 }
 
-/* "K/N" of --shard: 0 <= K < N, plain decimal digits. */
-static void parse_shard(const char *s, unsigned *k, unsigned *n)
+/* An environment variable that must be a whole number (its name in the refusal). */
+static guint64 env_number(const char *name, guint64 min)
 {
+    const char *v = g_getenv(name);
+    guint64 x = 0;
+    if (!v || !g_ascii_string_to_unsigned(v, 10, min, G_MAXUINT, &x, NULL))
+        gs_cli_usage_error("--shard auto: %s is '%s', not a whole number", name, v ? v : "");
+    return x;
+}
+
+/* --shard auto[/N]: the shard the scheduler gave this task. Slurm's job array: K is
+ * SLURM_ARRAY_TASK_ID less SLURM_ARRAY_TASK_MIN (an --array=1-8 counts from 1), N
+ * SLURM_ARRAY_TASK_COUNT unless given; a Kubernetes Indexed Job: K is JOB_COMPLETION_INDEX and N
+ * must be given (the Job's completions: Kubernetes puts no count in the environment). */
+static char *auto_shard(const char *s)
+{
+    const char *n_given = s[4] == '/' ? s + 5 : NULL;
+    if (s[4] && !n_given) gs_cli_usage_error("--shard: '%s' is not auto or auto/N", s);
+    guint64 k, n = 0;
+    if (g_getenv("SLURM_ARRAY_TASK_ID")) {
+        k = env_number("SLURM_ARRAY_TASK_ID", 0);
+        guint64 min = g_getenv("SLURM_ARRAY_TASK_MIN") ? env_number("SLURM_ARRAY_TASK_MIN", 0) : 0;
+        if (k < min) gs_cli_usage_error("--shard auto: SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN");
+        k -= min;
+        if (!n_given) n = env_number("SLURM_ARRAY_TASK_COUNT", 1);
+    } else if (g_getenv("JOB_COMPLETION_INDEX")) {
+        k = env_number("JOB_COMPLETION_INDEX", 0);
+        if (!n_given)
+            gs_cli_usage_error("--shard auto: a Kubernetes Indexed Job says which shard "
+                               "(JOB_COMPLETION_INDEX) but not how many: give --shard auto/N, N "
+                               "the Job's completions");
+    } else {
+        gs_cli_usage_error("--shard auto: neither Slurm's SLURM_ARRAY_TASK_ID nor Kubernetes' "
+                           "JOB_COMPLETION_INDEX is set: give --shard K/N");
+    }
+    return n_given ? g_strdup_printf("%" G_GUINT64_FORMAT "/%s", k, n_given)
+                   : g_strdup_printf("%" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT, k, n);
+}
+
+/* "K/N" of --shard: 0 <= K < N, plain decimal digits; "auto" or "auto/N": auto_shard. */
+static void parse_shard(const char *given, unsigned *k, unsigned *n)
+{
+    char *s_own = g_str_has_prefix(given, "auto") ? auto_shard(given) : NULL;
+    const char *s = s_own ? s_own : given;
     guint64 kk = 0, nn = 0;
     const char *slash = strchr(s, '/');
     char *ks = slash ? g_strndup(s, (gsize)(slash - s)) : NULL;
@@ -64,6 +109,7 @@ static void parse_shard(const char *s, unsigned *k, unsigned *n)
                            ")", s, nn - 1);
     *k = (unsigned)kk;
     *n = (unsigned)nn;
+    g_free(s_own);
 }
 
 /* gpusim sweep --merge FILE...: the shards' CSVs as one (report/sweep_merge.c). */
@@ -146,7 +192,8 @@ int gs_cmd_sweep(int argc, char **argv)
          "Also plot the sweep into DIR with gnuplot", "DIR"},
         {"shard", 0, 0, G_OPTION_ARG_STRING, &shard,
          "Replay only shard K of N: the cells i with i mod N = K (0 <= K < N); the CSV has the "
-         "same header, and shards merge with --merge", "K/N"},
+         "same header, and shards merge with --merge; auto or auto/N: from Slurm's job array or a "
+         "Kubernetes Indexed Job", "K/N"},
         {"merge", 0, 0, G_OPTION_ARG_NONE, &merge,
          "The arguments are the CSVs of a sweep's shards: check them and write the "
          "single-machine CSV (with --policy and --capacity: also check the grid's size)", NULL},

@@ -777,6 +777,29 @@ done
 mask_host_time "$tmp/whole.csv" >"$tmp/whole.m"
 mask_host_time "$tmp/merged.csv" >"$tmp/merged.m"
 cmp -s "$tmp/whole.m" "$tmp/merged.m" || fail "--merge: differs from the single-machine CSV: $(diff "$tmp/whole.m" "$tmp/merged.m" | head -5)"
+# --shard auto: a Kubernetes Indexed Job's JOB_COMPLETION_INDEX (auto/N), a Slurm job array's
+# variables (auto; an --array=1-4 counts from SLURM_ARRAY_TASK_MIN), as the cluster sets them
+for k in 0 1 2 3; do
+    # shellcheck disable=SC2086
+    JOB_COMPLETION_INDEX=$k "$gpusim" sweep "$alt" $grid -j 1 --shard auto/4 -o "$tmp/k8s-$k.csv" ||
+        fail "--shard auto/4, JOB_COMPLETION_INDEX=$k: exit"
+    cmp -s "$tmp/k8s-$k.csv" "$tmp/shard-$k.csv" 2>/dev/null ||
+        [ "$(mask_host_time "$tmp/k8s-$k.csv")" = "$(mask_host_time "$tmp/shard-$k.csv")" ] ||
+        fail "--shard auto/4, JOB_COMPLETION_INDEX=$k: not shard $k/4"
+    # shellcheck disable=SC2086
+    env -u JOB_COMPLETION_INDEX SLURM_ARRAY_TASK_ID=$((k + 1)) SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=4 \
+        "$gpusim" sweep "$alt" $grid -j 1 --shard auto -o "$tmp/slurm-$k.csv" || fail "--shard auto, Slurm task $((k + 1)): exit"
+    [ "$(mask_host_time "$tmp/slurm-$k.csv")" = "$(mask_host_time "$tmp/shard-$k.csv")" ] ||
+        fail "--shard auto, Slurm task $((k + 1)) of 1-4: not shard $k/4"
+done
+expect_error "--shard auto, no scheduler" "neither Slurm's SLURM_ARRAY_TASK_ID nor Kubernetes' JOB_COMPLETION_INDEX" \
+    env -u SLURM_ARRAY_TASK_ID -u JOB_COMPLETION_INDEX "$gpusim" sweep "$alt" --shard auto
+expect_error "--shard auto, Kubernetes without N" "give --shard auto/N" \
+    env -u SLURM_ARRAY_TASK_ID JOB_COMPLETION_INDEX=1 "$gpusim" sweep "$alt" --shard auto
+expect_error "--shard auto, a bad index" "JOB_COMPLETION_INDEX is 'one'" \
+    env -u SLURM_ARRAY_TASK_ID JOB_COMPLETION_INDEX=one "$gpusim" sweep "$alt" --shard auto/4
+expect_error "--shard auto/4, index 4" "K runs from 0 to N-1" \
+    env -u SLURM_ARRAY_TASK_ID JOB_COMPLETION_INDEX=4 "$gpusim" sweep "$alt" --shard auto/4
 # more shards than cells: the empty ones have the header alone, and merge all the same
 for k in 6 7; do
     # shellcheck disable=SC2086

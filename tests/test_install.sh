@@ -35,8 +35,21 @@ for f in "$bin/gpusim" "$bin/gpusim-convert" "$bin/gpusim-synth"; do
 done
 [ -f "$lib/libgpusim_torch.so" ] || fail "not installed: ${lib#"$root"}/libgpusim_torch.so"
 for d in README.md trace-format.md metrics.md cli.md fidelity.md pytorch-allocator.md cupy-pool.md; do
-    [ -s "$share/doc/gpusim/$d" ] || fail "doc not installed: share/doc/gpusim/$d"
+    [ -s "$share/doc/gpusim/docs/$d" ] || fail "doc not installed: share/doc/gpusim/docs/$d"
 done
+# the README and BENCHMARKS beside them, as in the source tree: the pages' links resolve
+for d in README.md BENCHMARKS.md; do
+    cmp -s "$src/$d" "$share/doc/gpusim/$d" || fail "not installed as is: share/doc/gpusim/$d"
+done
+grep -o '](\.\./[A-Z]*\.md' "$share/doc/gpusim/docs/"*.md | sed 's/.*](\.\.\///' | sort -u |
+    while read -r f; do [ -f "$share/doc/gpusim/$f" ] || echo "$f"; done >"$tmp/missing"
+[ ! -s "$tmp/missing" ] || fail "installed docs link to what is not installed: $(cat "$tmp/missing")"
+# gpusim verify's start-up hook, found by the installed gpusim: a program under it reports (the
+# stand-in torch of tests/data/faketorch: no GPU here)
+[ -s "$share/gpusim/verify/sitecustomize.py" ] || fail "not installed: share/gpusim/verify/sitecustomize.py"
+(unset GPUSIM_VERIFY_HOOK; PYTHONPATH=$src/tests/data/faketorch "$bin/gpusim" verify -- python3 -c 'import torch') \
+    >"$tmp/verify.txt" 2>&1 || fail "installed gpusim verify: $(cat "$tmp/verify.txt")"
+grep -q "^pytorch  *ok " "$tmp/verify.txt" || fail "installed gpusim verify: no report: $(cat "$tmp/verify.txt")"
 # The example traces: exactly the source folder's, byte for byte.
 n=0
 for t in "$src"/traces/data/*.gstrace.gz; do
