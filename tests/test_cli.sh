@@ -741,6 +741,26 @@ expect_error "--assume-repeat, no period" "do not repeat" \
 expect_error "--assume-repeat 0" "is not a number of repetitions" \
     "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
 
+# --- inputs without end: judged by their first bytes, never read whole (under a 1 GiB memory
+# limit each is one line and exit 2 at once: it aborted in GLib, exit 133, reading /dev/zero) ---
+for cmd in "replay /dev/zero" "plot /dev/zero" "replay $trace --calibration /dev/zero" "sweep /dev/zero"; do
+    # shellcheck disable=SC2086
+    (ulimit -v 1048576; exec "$gpusim" $cmd) >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "NUL byte" "$tmp/err" ||
+        fail "gpusim $cmd: exit $rc: $(head -c 300 "$tmp/err")"
+done
+# a line of 256 MiB in 1 MB of gzip: refused at its first MiB, within 128 MiB of memory
+python3 -c "import gzip, sys; sys.stdout.buffer.write(gzip.compress(b'# gpusim-trace 1\\n# x: ' + b'a' * (1 << 28), 1))" >"$tmp/long.gstrace.gz"
+(ulimit -v 131072; exec "$gpusim" replay "$tmp/long.gstrace.gz") >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "long.gstrace.gz:2: a line of more than 1048576 bytes" "$tmp/err" ||
+    fail "a 1 GiB line: $(head -c 300 "$tmp/err")"
+# a NUL where a line should begin, and a first line that cannot be the magic, at once
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,10\n\0' >"$tmp/nul.gstrace"
+expect_error "a NUL after the last line" "nul.gstrace:4: a NUL byte: not a text trace" "$gpusim" replay "$tmp/nul.gstrace"
+printf 'no trace, and no newline' >"$tmp/prose.txt"
+expect_error "prose" "prose.txt:1: not a gpusim trace" "$gpusim" replay "$tmp/prose.txt"
+
 # --- rough edges ---
 # PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
 for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do

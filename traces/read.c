@@ -1181,6 +1181,39 @@ static char *carry_space(carry *c, size_t want)
     return c->buf + c->len;
 }
 
+/* The longest line a text trace may have. An event line is under 200 bytes, a frame or header
+ * line a few thousand; an input without end (/dev/zero, a line of 1 GiB in 1 MB of gzip) would
+ * otherwise be held whole before its first line is judged. */
+#define GS_TRACE_MAX_LINE (1u << 20)
+
+/* What carry_commit refuses at once, before holding more: a NUL byte (no text trace has one),
+ * a first line that cannot be the magic, a line past GS_TRACE_MAX_LINE. c->buf[0..len) is the
+ * part of a line not yet parsed, fresh the bytes just added. */
+static gboolean carry_check(parser *p, const carry *c, const char *fresh, size_t n)
+{
+    const char *nul = memchr(fresh, '\0', n);
+    const char *nl = memchr(c->buf, '\n', c->len);
+    size_t open = (size_t)((nl ? nl : c->buf + c->len) - c->buf); /* the first line's bytes */
+    if (nul && (!nl || nul < nl)) {
+        p->line++;
+        fail(p, "a NUL byte: not a text trace");
+        return FALSE;
+    }
+    static const char prefix[] = "# gpusim-trace";
+    size_t have = MIN(open, sizeof prefix - 1);
+    if (p->state == WANT_MAGIC && memcmp(c->buf, prefix, have) != 0) {
+        p->line++;
+        fail(p, "not a gpusim trace: expected '%s'", GS_TRACE_MAGIC);
+        return FALSE;
+    }
+    if (!nl && c->len > GS_TRACE_MAX_LINE) {
+        p->line++;
+        fail(p, "a line of more than %u bytes: not a gpusim trace line", GS_TRACE_MAX_LINE);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 /* n bytes were written at the end: parse every line they complete, keep the rest. */
 static gboolean carry_commit(parser *p, carry *c, size_t n)
 {
@@ -1189,13 +1222,13 @@ static gboolean carry_commit(parser *p, carry *c, size_t n)
     c->total += n;
     const char *nl = memrchr(fresh, '\n', n);
     if (!nl)
-        return TRUE;
+        return carry_check(p, c, fresh, n);
     size_t done = (size_t)(nl + 1 - c->buf);
     if (!feed_lines(p, c->buf, c->buf + done))
         return FALSE;
     memmove(c->buf, c->buf + done, c->len - done);
     c->len -= done;
-    return TRUE;
+    return carry_check(p, c, c->buf, c->len);
 }
 
 static gboolean is_gzip(const char *data, size_t len)

@@ -28,6 +28,8 @@ gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err)
         if (r < 0) e = errno;
         if (r <= 0) break;
         g_string_append_len(g, buf, r);
+        /* an input without end (/dev/zero) is judged by its first NUL, not read to the end */
+        if (memchr(buf, '\0', (size_t)r)) break;
     }
     if (fd >= 0) close(fd);
     if (e) {
