@@ -11,6 +11,8 @@
  * written all the same), or, for validate, when a check differs.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "cli.h"
@@ -56,15 +58,21 @@ static const char main_help[] =
 
 /* What went to stdout must have got there: a full disk or a closed pipe is an error, not exit 0
  * with the report lost. */
-static int finish(int rc)
+/* stdout_closed_at_start: the program started with no standard output (finish's one exception). */
+static int finish(int rc, bool stdout_closed_at_start)
 {
     gs_cli_check_stdout();
-    if (fclose(stdout) != 0) gs_cli_usage_error("standard output: cannot write: %s", g_strerror(errno));
+    /* a closing error is a lost write, except where standard output was closed from the start
+     * and nothing was written to it (the report went to -o): EBADF then says only that */
+    int e = fclose(stdout) != 0 ? errno : 0;
+    if (e && !(e == EBADF && stdout_closed_at_start))
+        gs_cli_usage_error("standard output: cannot write: %s", g_strerror(e));
     return rc;
 }
 
 int main(int argc, char **argv)
 {
+    bool closed = fcntl(STDOUT_FILENO, F_GETFD) == -1 && errno == EBADF;
     if (argc < 2) {
         fputs(main_help, stderr);
         return GS_EXIT_USAGE;
@@ -77,15 +85,15 @@ int main(int argc, char **argv)
             argv[1] = prog;
             int rc = commands[i].run(argc - 1, argv + 1);
             g_free(prog);
-            return finish(rc);
+            return finish(rc, closed);
         }
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(main_help, stdout);
-        return finish(GS_EXIT_OK);
+        return finish(GS_EXIT_OK, closed);
     }
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("gpusim %s\n", GS_VERSION);
-        return finish(GS_EXIT_OK);
+        return finish(GS_EXIT_OK, closed);
     }
     gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, "
                        "convert, help, version)", cmd);

@@ -741,6 +741,14 @@ expect_error "--assume-repeat, no period" "do not repeat" \
 expect_error "--assume-repeat 0" "is not a number of repetitions" \
     "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
 
+# --- standard output closed: with -o the report is written and the run is a success (it was
+# exit 2 after writing the file); without, the lost report is exit 2 ---
+rm -f "$tmp/closed.txt"
+"$gpusim" replay "$trace" -q -o "$tmp/closed.txt" >&- 2>"$tmp/err"
+[ $? -eq 0 ] && [ -s "$tmp/closed.txt" ] || fail "stdout closed, -o: exit, or no file: $(cat "$tmp/err")"
+"$gpusim" replay "$trace" -q >&- 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "standard output: cannot write" "$tmp/err" || fail "stdout closed, no -o: $(cat "$tmp/err")"
+
 # --- inputs without end: judged by their first bytes, never read whole (under a 1 GiB memory
 # limit each is one line and exit 2 at once: it aborted in GLib, exit 133, reading /dev/zero) ---
 for cmd in "replay /dev/zero" "plot /dev/zero" "replay $trace --calibration /dev/zero" "sweep /dev/zero"; do
