@@ -350,8 +350,8 @@ void gs_dat_text(GString *g, const char *s)
         g_string_append_c(g, (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s);
 }
 
-/* The script's frame: draw once as PNG and once as SVG; gpusim passes out='.STEM.tmpPID' so
- * the images, too, are written whole and renamed. */
+/* The script's frame: draw once as PNG and once as SVG; gpusim passes
+ * out='.gpusim-render-XXXXXX/STEM' (render.c) so the images, too, are written whole and renamed. */
 void gs_gp_begin(GString *g, const char *stem, const char *what, int w, int h)
 {
     g_string_append_printf(g,

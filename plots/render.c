@@ -1,8 +1,9 @@
 /* render.c - running gnuplot on the scripts a plotter wrote: NAME.png and NAME.svg beside each.
  *
  * gnuplot runs in the plot directory (the scripts name their data relative to it) and draws to
- * a temporary name passed as out='.NAME.tmpPID'; the images are renamed into place only when it
- * succeeds, so a failed run leaves no half image behind.
+ * a temporary name passed as out='.gpusim-render-XXXXXX/NAME', in a folder of its own that
+ * g_mkdtemp makes (mode 0700, a name no one can plant a link at beforehand); the images are
+ * renamed into place only when it succeeds, so a failed run leaves no half image behind.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,7 +17,17 @@
 static gboolean render_one(const gs_plotter *p, const char *prog, const char *stem, GError **err)
 {
     const char *dir = p->dir;
-    char *tmp = g_strdup_printf(".%s.tmp%d", stem, (int)getpid());
+    char *tmpdir = g_build_filename(dir, ".gpusim-render-XXXXXX", NULL);
+    if (!g_mkdtemp(tmpdir)) {
+        int en = errno;
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot make a folder to draw in: %s",
+                    dir, g_strerror(en));
+        g_free(tmpdir);
+        return FALSE;
+    }
+    char *base = g_path_get_basename(tmpdir);
+    char *tmp = g_strdup_printf("%s/%s", base, stem); /* relative to dir, where gnuplot runs */
+    g_free(base);
     char *lit = gs_gp_lit(tmp), *e = g_strdup_printf("out=%s", lit);
     char *script = g_strdup_printf("%s.gp", stem);
     char *arg = g_strdup_printf("./%s", script); /* never read as an option, whatever the stem */
@@ -53,6 +64,8 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
         g_free(from);
         g_free(to);
     }
+    g_rmdir(tmpdir);
+    g_free(tmpdir);
     g_free(serr);
     g_free(arg);
     g_free(script);

@@ -208,6 +208,24 @@ python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['results'])
 [ -s "$tmp/ngw/batch-alternate-whatif.dat" ] && [ -s "$tmp/ngw/batch-alternate-whatif.gp" ] ||
     fail "whatif, no gnuplot: the chart's data and script not written"
 # a gnuplot that fails: exit 3, and no half-written image
+# gnuplot draws into a folder of its own that gpusim makes (mode 0700, a name not known
+# beforehand), never to a fixed name in the plot directory, where a planted link was followed
+cat >"$tmp/spy-gnuplot" <<'SH'
+#!/bin/sh
+out=$(printf '%s' "$2" | sed "s/^out='//; s/'$//")
+d=$(dirname "$out")
+printf '%s %s\n' "$d" "$(stat -c %a "$d")" >>"$SPY_LOG"
+[ ! -L "$d" ] && : >"$out.png" && : >"$out.svg"
+SH
+chmod +x "$tmp/spy-gnuplot"
+mkdir -p "$tmp/spyplots"
+ln -s "$tmp/victim" "$tmp/spyplots/.alt-bars.tmp$$.png"
+SPY_LOG=$tmp/spy.log GPUSIM_GNUPLOT=$tmp/spy-gnuplot "$gpusim" replay "$alt" -q --plot "$tmp/spyplots" >/dev/null 2>&1 ||
+    fail "the spying gnuplot: exit $?"
+grep -qv '^\.gpusim-render-[A-Za-z0-9]\{6\} 700$' "$tmp/spy.log" && fail "gnuplot drew outside a private folder: $(cat "$tmp/spy.log")"
+[ -s "$tmp/spy.log" ] || fail "the spying gnuplot was not run"
+[ ! -e "$tmp/victim" ] || fail "a planted link was followed"
+ls -a "$tmp/spyplots" | grep -q '^\.gpusim-render' && fail "the drawing folder was left behind"
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 3 ] || fail "failing gnuplot: exit $rc, want 3"
