@@ -245,12 +245,15 @@ int gs_cmd_sweep(int argc, char **argv)
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
     const char *inputs[] = {argv[1], NULL};
     gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir); /* before the plot directory is made */
-    if (plot_dir) { /* a directory that cannot be made fails now, before the cells run; made
-                     * now, so that -o may name a file in it */
-        gs_plotter *probe = gs_plotter_new(plot_dir, &err);
-        if (!probe || !gs_plotter_make(probe, &err)) gs_cli_usage_error("--plot: %s", err->message);
-        gs_plotter_free(probe);
-    }
+    /* a directory that cannot be made fails now, before the cells run; it is made once they
+     * have (a sweep stopped meanwhile leaves none behind), before -o, which may name a file in
+     * it, is written */
+    gs_plotter *probe = plot_dir ? gs_plotter_new(plot_dir, &err) : NULL;
+    if (plot_dir && !probe) gs_cli_usage_error("--plot: %s", err->message);
+    char *out_dir = c.output ? g_path_get_dirname(c.output) : NULL;
+    if (probe && out_dir && !g_file_test(out_dir, G_FILE_TEST_IS_DIR) && !gs_plotter_make(probe, &err))
+        gs_cli_usage_error("--plot: %s", err->message); /* -o is in it: made before -o is opened */
+    g_free(out_dir);
 
     gs_cli_out out;
     gs_cli_open_output(&out, &c, inputs, c.output); /* refused now, not after the cells */
@@ -265,6 +268,8 @@ int gs_cmd_sweep(int argc, char **argv)
                       &err))
         gs_cli_usage_error("%s", err->message);
     if (c.progress) fputs("\r\033[K", stderr);
+    if (probe && !gs_plotter_make(probe, &err)) gs_cli_usage_error("--plot: %s", err->message);
+    gs_plotter_free(probe);
     int rc = GS_EXIT_OK;
     for (size_t i = 0; i < n; i++) {
         if (rs[i].error != GS_OK) rc = GS_EXIT_DEVICE;

@@ -208,6 +208,15 @@ python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['results'])
 [ -s "$tmp/ngw/batch-alternate-whatif.dat" ] && [ -s "$tmp/ngw/batch-alternate-whatif.gp" ] ||
     fail "whatif, no gnuplot: the chart's data and script not written"
 # a gnuplot that fails: exit 3, and no half-written image
+# a sweep stopped before its cells are done leaves no plot directory (it was made at the start)
+timeout -s INT 0.5 "$gpusim" sweep "$src/traces/data/resnet50.gstrace.gz" -q -j 1 \
+    -p 'pytorch:max_split_size_mb:{20..2000}' --plot "$tmp/stopped-plots" -o "$tmp/stopped.csv" 2>/dev/null
+[ $? -eq 124 ] || fail "the sweep to stop finished within 0.5 s: make it longer"
+[ ! -e "$tmp/stopped-plots" ] || fail "a stopped sweep left its plot directory"
+# and with -o inside it, it is made before -o is written
+"$gpusim" sweep "$alt" -q -p 'pytorch:max_split_size_mb:{64,128}' --plot "$tmp/inplots" \
+    -o "$tmp/inplots/s.csv" >/dev/null 2>&1
+[ $? -ne 2 ] && [ -s "$tmp/inplots/s.csv" ] || fail "sweep -o inside --plot's directory"
 # gnuplot draws into a folder of its own that gpusim makes (mode 0700, a name not known
 # beforehand), never to a fixed name in the plot directory, where a planted link was followed
 cat >"$tmp/spy-gnuplot" <<'SH'
