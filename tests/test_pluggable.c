@@ -287,6 +287,74 @@ START_TEST(empty_unknown_and_over_capacity_requests)
 }
 END_TEST
 
+/* ---- the recording, true to the run ---- */
+
+static void recording_body(void)
+{
+    entry_points e = load();
+    void *a = e.m(1 << 20, 0, NULL), *b = e.m(3 << 20, 1, NULL);
+    if (!a || !b) _exit(97);
+    /* requests for devices that are not there fail, and are no allocation of the run */
+    if (e.m(4096, -1, NULL) || e.m(4096, 64, NULL) || e.m(4096, 1000000, NULL)) _exit(98);
+    e.f(b, 3 << 20, 1, NULL);
+    e.empty_cache(); /* both devices' caches */
+    /* a forked child that allocates and exits: it must not write over the parent's files */
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *c = e.m(5 << 20, 0, NULL);
+        (void)c;
+        exit(0); /* atexit handlers run, as a Python child's would */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) _exit(99);
+    e.f(a, 1 << 20, 0, NULL);
+}
+
+START_TEST(the_recording_is_true_to_the_run)
+{
+    char *stats = path_in("rec.json"), *trace = path_in("rec.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *env[] = {"GPUSIM_BACKEND=sim", e1, e2, NULL};
+    ck_assert_int_eq(in_child(recording_body, env), 0);
+    GError *err = NULL;
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, &err);
+    ck_assert_msg(t, "%s", err ? err->message : "");
+    /* the parent's run alone: 2 allocs, a free, an empty_cache per device, a free */
+    ck_assert_uint_eq(t->n_slots, 2);
+    ck_assert_uint_eq(t->n, 6);
+    /* time from the first request, not 2^64 less a little */
+    ck_assert_uint_lt(t->ev[0].time_us, 60u * 1000 * 1000);
+    for (size_t i = 1; i < t->n; i++) ck_assert_uint_ge(t->ev[i].time_us, t->ev[i - 1].time_us);
+    for (size_t i = 0; i < t->n; i++) ck_assert_uint_le(t->ev[i].device, 1);
+    ck_assert_uint_eq(t->ev[3].op, GS_OP_EMPTY_CACHE);
+    ck_assert_uint_eq(t->ev[4].op, GS_OP_EMPTY_CACHE);
+    ck_assert_uint_eq(t->ev[3].device + t->ev[4].device, 1); /* devices 0 and 1 */
+    /* replayed, it ends as the run did: nothing live; device 1's segment released by the
+     * empty_cache, device 0's (a's, live then) cached after its free */
+    gs_policy *p = gs_policy_new("pytorch", NULL);
+    gs_replay_opts o = {0};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert_int_eq(r.stats.allocated_bytes[GS_STAT_ALL].current, 0);
+    ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].current, 2 << 20);
+    gs_json *j = gs_json_load(stats, &err);
+    ck_assert_msg(j, "%s", err ? err->message : "");
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
+    /* (memory_stats are device 0's, as PyTorch's are by default: its one allocation; the forked
+     * child's is not there) */
+    ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 1);
+    gs_json_free(j);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
+}
+END_TEST
+
 /* ---- start-up failures, devices, OOMs, empty_cache ---- */
 
 /* A start-up failure with GPUSIM_STATS or GPUSIM_TRACE set: one line, exit 2, never a hang (the
@@ -425,6 +493,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("pluggable");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, threads_stats_and_trace_agree_with_a_replay);
+    tcase_add_test(tc, the_recording_is_true_to_the_run);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);

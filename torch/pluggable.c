@@ -82,6 +82,7 @@ typedef struct {
     uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
     double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
     int used[MAX_DEVICES];             /* devices that got a request */
+    pid_t pid;                         /* the process that set it up: the one that writes */
 } gs_pluggable;
 
 static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -103,6 +104,10 @@ G_GNUC_NORETURN static void start_failed(gs_pluggable *a, const char *var, const
 }
 
 static void write_outputs(void);
+
+static void fork_prepare(void) { pthread_mutex_lock(&the_allocator.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&the_allocator.lock); }
+static void fork_child(void) { pthread_mutex_unlock(&the_allocator.lock); }
 
 /* The OOM-raising function: GPUSIM_TORCH_OOM's library, else libgpusim_torch_oom.so beside
  * this one if it is there (NULL: OOMs return NULL). One that is named and cannot be loaded
@@ -163,7 +168,11 @@ static void setup(gs_pluggable *a)
         g_free(src);
     }
     a->t0 = g_get_monotonic_time();
+    a->pid = getpid();
     if (a->stats_path || a->trace) atexit(write_outputs);
+    /* A fork while another thread holds the lock would leave the child's copy locked forever:
+     * the lock is taken across the fork and let go on both sides. */
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
     a->ready = true;
 }
 
@@ -232,8 +241,9 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
         pthread_mutex_unlock(&a->lock);
         return NULL;
     }
-    gint64 t0 = g_get_monotonic_time();
     if (!a->ready) setup(a);
+    /* (after setup: its clock starts the trace's time at 0) */
+    gint64 t0 = g_get_monotonic_time();
     gs_heap *h = heap_of(a, device);
     gs_block *b = NULL;
     gs_status st = h ? gs_heap_malloc(h, (uint64_t)size, stream_index(a, stream), &b) : GS_ERR_INVALID;
@@ -252,8 +262,10 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
         fprintf(stderr, "gpusim: gpusim_malloc(%zd) on device %d: %s\n", size, device,
                 why ? why : gs_strerror(st));
     }
-    if (a->trace) {
-        /* a request that failed is an oom event: replays meet it where the program did */
+    if (a->trace && (st == GS_OK || st == GS_ERR_OOM)) {
+        /* a request that failed is an oom event: replays meet it where the program did. One
+         * that failed otherwise (a device that is not there, a driver error) is not recorded: a
+         * replay cannot meet it, and its device number may be no device at all. */
         uint32_t slot = UINT32_MAX;
         if (st == GS_ERR_OOM)
             gs_trace_add_oom(a->trace, "torch", (uint64_t)(uintptr_t)stream, (uint64_t)size);
@@ -331,9 +343,13 @@ void gpusim_empty_cache(void)
             fprintf(stderr, "gpusim: empty_cache on device %d: %s\n", d, why ? why : gs_strerror(st));
         }
     }
-    if (a->trace) {
+    /* one empty_cache event per device in use: each empties its own device's cache, as this
+     * call emptied every device's */
+    for (int d = 0; a->trace && d < MAX_DEVICES; d++) {
+        if (!a->heap[d]) continue;
         gs_trace_add_op(a->trace, GS_OP_EMPTY_CACHE, 0);
         a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
+        a->trace->ev[a->trace->n - 1].device = (uint32_t)d;
     }
     if (a->ready) a->host_us += (double)(g_get_monotonic_time() - t0);
     pthread_mutex_unlock(&a->lock);
@@ -345,6 +361,8 @@ void gpusim_empty_cache(void)
 static void write_outputs(void)
 {
     gs_pluggable *a = &the_allocator;
+    /* a forked child's exit writes nothing: the files are the parent's run, which goes on */
+    if (a->pid != getpid()) return;
     pthread_mutex_lock(&a->lock);
     if (a->failed) { /* it never started: nothing to write */
         pthread_mutex_unlock(&a->lock);

@@ -90,7 +90,10 @@ void gs_jw_num(gs_jw *w, const char *fmt, double v)
         g_string_append(w->out, "null");
         return;
     }
-    g_string_append_printf(w->out, fmt, v);
+    /* g_ascii_formatd, not printf: a host process with a decimal-comma locale (the PyTorch
+     * library's GPUSIM_STATS is written inside the user's program) would write 1,5 */
+    char buf[512];
+    g_string_append(w->out, g_ascii_formatd(buf, sizeof buf, fmt, v));
 }
 
 void gs_jw_bool(gs_jw *w, bool v)
