@@ -216,6 +216,8 @@ struct gs_snapshot_rec {
     slot_copy *slots;      /* t->n_slots */
     size_t n_pending;
     uint64_t ooms;         /* num_ooms at the last look */
+    uint64_t calls;        /* the heap's device calls at the last sync of its segments */
+    bool synced;           /* (once synced: calls is the heap's) */
     bool ended;
     GArray *end_segs, *end_blocks;
 };
@@ -309,6 +311,16 @@ static void sync_pending(gs_snapshot_rec *r, const gs_heap *h, uint64_t time_us)
  * what is new (segment_alloc, segment_map), as the allocator frees before it grows. */
 static void sync_segments(gs_snapshot_rec *r, const gs_heap *h, uint64_t time_us)
 {
+    /* A segment is made, grown, shrunk or released only by a device call (cudaMalloc, cudaFree,
+     * a page's map or unmap): with none since the last sync, there is nothing to compare, and
+     * most events (an alloc served from the cache, a free) make none. Walking every segment at
+     * every event made an export 100x the replay it exports. */
+    const gs_devcalls *dc = gs_heap_devcalls(h);
+    uint64_t calls = 0;
+    for (int k = 0; k < GS_CALL_COUNT; k++) calls += dc->n[k];
+    if (r->synced && calls == r->calls) return;
+    r->synced = true;
+    r->calls = calls;
     unsigned gen = ++r->gen;
     GPtrArray *grown = g_ptr_array_new();
     for (const gs_segment *s = gs_heap_segments(h); s; s = s->next) {
