@@ -286,8 +286,15 @@ static void run_row(gpointer data, gpointer user)
         hi = MIN(hi, need);
     }
     /* No allocator completes below the trace's peak allocated bytes under this setting's
-     * rounding (reserved >= allocated at every moment), so the bisection starts there. */
-    int64_t peak = u->oom ? 0 : u->stats.allocated_bytes[GS_STAT_ALL].peak;
+     * rounding (reserved >= allocated at every moment), so the bisection starts there. That
+     * peak is the same at every capacity that completes, unless the trace has requests that
+     * failed in its run (oom events): those are served where memory allows, so with no cap
+     * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(x->t, &cv);
+    int64_t peak = u->oom ? 0
+                   : cv.n_oom_events ? (int64_t)u->lower_bound_bytes
+                                     : u->stats.allocated_bytes[GS_STAT_ALL].peak;
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (u == &uncapped) gs_result_clear(&uncapped);
     probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};

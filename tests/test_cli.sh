@@ -671,6 +671,21 @@ strip = lambda d: [{k: x for k, x in r.items() if not k.startswith("device_time"
                    for r in d["results"]]
 assert strip(v) == strip(w), (strip(v), strip(w))
 PY
+# A run that caught its OOMs (oomcatch, 5 at 2 GiB): the recorded setting at the recorded cap
+# replays with the snapshot's own segment addresses, so its retries are the real run's 5 (the
+# placement model alone serves 2 of the requests: 3); and the search of a trace with oom
+# events starts from the bound (its uncapped peak allocated holds the failed requests, served)
+cp "$src/traces/references/pytorch-2.11-h100/oomcatch__default__2.pickle.gz" \
+    "$src/traces/references/pytorch-2.11-h100/oomcatch__default__2.json" "$tmp/"
+"$gpusim" whatif "$tmp/oomcatch__default__2.pickle.gz" --format json -o "$tmp/catch.json" 2>/dev/null ||
+    fail "whatif oomcatch: exit $?"
+python3 - "$tmp/catch.json" <<'PY' || fail "whatif oomcatch: the recorded run, as it ran"
+import json, sys
+v = json.load(open(sys.argv[1]))
+rec = [r for r in v["results"] if r["recorded"]][0]
+assert rec["outcome"] == "ok" and rec["retries"] == 5 and rec["num_ooms"] == 5, rec
+assert rec["min_capacity_bytes"] <= v["capacity_bytes"], rec
+PY
 # A complete run with no cap: no cap is guessed ("with no cap"), and no search goes above what
 # a setting reserves uncapped (up to the device's 79 GiB, gpt2's rows took 43-44 replays).
 "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" --format json -o "$tmp/nocap.json" 2>/dev/null ||
