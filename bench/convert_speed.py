@@ -55,8 +55,12 @@ def stages(snapshot):
     spent = {}
     peak = {}
 
+    # the stages are called from the package's cli module (a converter of one file, as an
+    # earlier revision was: from the module itself)
+    caller = getattr(conv, "cli", conv)
+
     def timed(name):
-        f = getattr(conv, name)
+        f = getattr(caller, name)
 
         def g(*a, **k):
             t = time.process_time()
@@ -65,10 +69,10 @@ def stages(snapshot):
             finally:
                 spent[name] = spent.get(name, 0.0) + time.process_time() - t
                 peak[name] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        setattr(conv, name, g)
+        setattr(caller, name, g)
     for name in ("read_snapshot", "infer_all_pools", "infer_all_empty_cache", "merge_devices",
                  "build_trace", "render_trace", "write_chunks", "maybe_gzip"):
-        if hasattr(conv, name):
+        if hasattr(caller, name):
             timed(name)
     out = os.path.join(tempfile.mkdtemp(prefix="convert-speed-"), "out.gstrace.gz")
     t = time.process_time()
@@ -114,14 +118,11 @@ def main():
         stages(args.snapshot)
         return
     tmp = tempfile.mkdtemp(prefix="convert-speed-")
-    before = os.path.join(tmp, "before")
-    os.mkdir(before)
-    for name in ("convert.py", "gsbin.py"):
-        src = subprocess.run(["git", "-C", ROOT, "show", f"{args.before}:traces/{name}"],
-                             capture_output=True)
-        if src.returncode == 0:
-            with open(os.path.join(before, name), "wb") as f:
-                f.write(src.stdout)
+    # traces/ as it was at REV, whole: the converter with its package (gsconvert/) if it had one
+    tar = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", args.before, "traces"],
+                         capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
+    before = os.path.join(tmp, "traces")
     converters = [(f"before ({args.before})", os.path.join(before, "convert.py")),
                   ("this tree", os.path.join(ROOT, "traces", "convert.py"))]
     results = {name: [] for name, _ in converters}

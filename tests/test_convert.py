@@ -627,7 +627,7 @@ class TestHostileInput(ConverterTestCase):
         # last-resort handler). The bug is simulated: build_trace replaced by a failing one.
         src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
         code = ("import sys; sys.path.insert(0, sys.argv[1]); import convert; "
-                "convert.build_trace = lambda *a: {}['no such key']; "
+                "convert.cli.build_trace = lambda *a: {}['no such key']; "
                 "sys.exit(convert.main(sys.argv[2:]))")
         r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
                             "-o", "o.gstrace"], cwd=self.tmp, capture_output=True, text=True)
@@ -748,7 +748,7 @@ class TestFastEntries(unittest.TestCase):
         """(events of each device, fast-path entries) of read_snapshot on the pickle data."""
         import io
         conv = self.conv
-        saved, values = conv._ENTRY, conv.SnapshotWalker._values
+        saved, values = conv.walker._ENTRY, conv.SnapshotWalker._values
         built = []
 
         def counting(walker, names, vals, roles=None):
@@ -757,11 +757,11 @@ class TestFastEntries(unittest.TestCase):
             return e
         try:
             if not fast:
-                conv._ENTRY = rb"(?!)"      # never matches: the opcode loop only
+                conv.walker._ENTRY = rb"(?!)"  # never matches: the opcode loop only
             conv.SnapshotWalker._values = counting
             rec = conv.read_snapshot(io.BytesIO(data))
         finally:
-            conv._ENTRY, conv.SnapshotWalker._values = saved, values
+            conv.walker._ENTRY, conv.SnapshotWalker._values = saved, values
         return [list(map(tuple, d)) for d in rec.per_device], sum(built)
 
     def test_stand_ins_have_no_address(self):

@@ -28,7 +28,7 @@ typedef struct gs_reference {
     uint64_t peak_reserved;  /* from the segment events */
     uint64_t n_segment_alloc;
     uint64_t n_device_free;  /* segment_free and segment_unmap events */
-    /* The limit the run met where it died, from the snapshot (convert.py's limit_at_death):
+    /* The limit the run met where it died, from the snapshot (traces/gsconvert/build.py's limit_at_death):
      * limit_bytes when the device was full then (what the allocator held plus the device's
      * free bytes), with limit_source in words; else 0, and when the run died, limit_min and
      * limit_max bound what stopped it (a memory fraction: the device had room). */

@@ -53,21 +53,21 @@ import os
 import random
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if (not os.path.exists(os.path.join(_HERE, "convert.py"))
-        and os.path.exists(os.path.join(_HERE, "gpusim-convert"))):
-    # Installed (meson install): the converter is gpusim-convert beside this script, a Python
-    # file without the .py suffix, loaded by path (and no __pycache__ written into bindir).
-    import importlib.machinery
-    import importlib.util
+# The converter's package, gsconvert (the project's writer and limits), found as traces/convert.py
+# finds it: beside this script in the source tree, in ../share/gpusim once installed (this
+# script is then BINDIR/gpusim-synth, the package in DATADIR/gpusim).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+_INSTALLED = os.path.join(_HERE, "..", "share", "gpusim")
+if (not os.path.isdir(os.path.join(_HERE, "gsconvert"))
+        and os.path.isdir(os.path.join(_INSTALLED, "gsconvert"))):
+    # (no __pycache__ written into the installed tree: it stays what meson installed)
     sys.dont_write_bytecode = True
-    _loader = importlib.machinery.SourceFileLoader("convert", os.path.join(_HERE, "gpusim-convert"))
-    sys.modules["convert"] = importlib.util.module_from_spec(
-        importlib.util.spec_from_loader("convert", _loader))
-    _loader.exec_module(sys.modules["convert"])
-sys.path.insert(0, _HERE)
-from convert import (ConvertError, EXIT_ERROR, MAX_DEVICE_BYTES, U64_LIMIT,  # noqa: E402
-                     _OneLineParser, maybe_gzip, write_whole)  # (the project's writer and limits)
+    _HERE = _INSTALLED
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from gsconvert.model import ConvertError, EXIT_ERROR, MAX_DEVICE_BYTES, U64_LIMIT  # noqa: E402
+from gsconvert.cli import _OneLineParser  # noqa: E402
+from gsconvert.output import maybe_gzip, write_whole  # noqa: E402
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -29,10 +29,24 @@ import fuzz_convert as fz  # noqa: E402  (its mutations and corpus)
 
 
 def load(name, path):
+    """The converter at path, with a package of its own: the gsconvert an earlier one imported
+    is let go of first (each loaded converter keeps its modules), so two revisions' packages are
+    never one."""
+    for k in [k for k in sys.modules if k == "gsconvert" or k.startswith("gsconvert.")]:
+        del sys.modules[k]
     spec = importlib.util.spec_from_file_location(name, path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
+
+
+def checkout_traces(rev, into):
+    """traces/ as it was at git revision rev, into into/traces (the converter was one file
+    before gsconvert/, a package, came beside it: either is taken whole)."""
+    tar = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", rev, "traces"],
+                         capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=tar, check=True)
+    return os.path.join(into, "traces")
 
 
 def run(mod, data, wd):
@@ -72,14 +86,7 @@ def main():
                     help="another seed input (e.g. a small bench/big_snapshot.py snapshot)")
     args = ap.parse_args()
     wd = tempfile.mkdtemp(prefix="diff-convert-")
-    old = os.path.join(wd, "before")
-    os.mkdir(old)
-    for name in ("convert.py", "gsbin.py"):
-        r = subprocess.run(["git", "-C", ROOT, "show", f"{args.before}:traces/{name}"],
-                           capture_output=True)
-        if r.returncode == 0:
-            with open(os.path.join(old, name), "wb") as f:
-                f.write(r.stdout)
+    old = checkout_traces(args.before, wd)
     before = load("convert_before", os.path.join(old, "convert.py"))
     after = load("convert_after", os.path.join(ROOT, "traces", "convert.py"))
     seeds = [d for _, d in fz.load_corpus(fz.CORPUS)]

@@ -1,0 +1,210 @@
+"""Output: the trace rendered as text (header and rows), and the files written whole (through a
+temporary file, then renamed), gzip-compressed when the name ends in .gz."""
+
+import gzip
+import os
+import stat
+import struct
+import sys
+import tempfile
+import zlib
+
+from .model import (_OPS, TRACE_COLUMNS, TRACE_COLUMNS_FRAMES, TRACE_MAGIC, TRACE_MAGIC_2,
+                    TRACE_MAGIC_3, ConvertError, header_setting, header_text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------
+
+def render_trace(rec, tr, source, device_total, client, totals_by_device=None, frames=True):
+    """The trace's text; with frames (and a row that has one) its '# frame N:' lines and frame
+    column, numbered in order of first use. A trace without frames is written as before."""
+    # Version 2 only when a row needs it: a trace without oom rows is written as before.
+    lines = [TRACE_MAGIC_3 if tr.num_pool_rows else TRACE_MAGIC_2 if tr.num_ooms else TRACE_MAGIC,
+             f"# source: {rec.kind} {header_text(source)}"]
+    if device_total is not None:
+        lines.append(f"# device_total_bytes: {device_total}")
+    if totals_by_device:
+        lines.append("# device_total_bytes_by_device: " +
+                     ",".join(f"{d}={n}" for d, n in sorted(totals_by_device.items())))
+    if rec.allocator_conf is not None:
+        lines.append(f"# allocator_conf: {header_setting('allocator_conf', rec.allocator_conf)}")
+    if tr.num_synthesized:
+        lines.append(f"# synthesized_allocs: {tr.num_synthesized}")
+    if tr.started_mid_run and not tr.num_synthesized:
+        lines.append("# started_mid_run: yes")
+    if tr.fatal_oom_seq is not None:
+        lines.append(f"# fatal_oom_event: {tr.fatal_oom_seq}")
+    if rec.num_inferred_empty_cache:
+        lines.append(f"# inferred_empty_cache: {rec.num_inferred_empty_cache}")
+    rows = tr.rows
+    if not (frames and rows.num_framed()):
+        lines.append(TRACE_COLUMNS)
+        return _render_rows(lines, rows, client, None)
+    # the frames in order of first use, each numbered once (header_text once per frame)
+    number = {}
+    fnum = [""] * len(rows.frames)      # a row's frame (its number in rows.frames) -> column
+    for fi in dict.fromkeys(rows.frame):
+        if fi == 0:
+            continue
+        # header_text: a frame is free text; control characters (a line break) become \xNN.
+        f = header_text(rows.frames[fi])
+        if f not in number:
+            number[f] = len(number) + 1
+            lines.append(f"# frame {number[f]}: {f}")
+        fnum[fi] = number[f]
+    lines.append(TRACE_COLUMNS_FRAMES)
+    return _render_rows(lines, rows, client, fnum)
+
+
+_RENDER_BATCH = 1 << 16     # rows rendered, encoded and written at a time
+
+
+def _render_rows(lines, rows, client, fnum):
+    """The header (encoded now: its errors come before anything is written) and then an
+    iterator of the rows' text in batches: the trace is written as it is rendered, never held
+    whole."""
+    head = ("\n".join(lines) + "\n").encode("utf-8")
+
+    def body():
+        yield head
+        tail = "," if fnum is not None else ""      # their frame column: empty
+        for seq, (t, op, dev, stream, ident, size) in enumerate(rows.prefix):
+            yield f"{seq},{t},{op},{client},{dev},{stream},{ident},{size}{tail}\n".encode()
+        seq = len(rows.prefix)
+        ops = _OPS
+        n = len(rows.op)
+        for a in range(0, n, _RENDER_BATCH):
+            b = min(n, a + _RENDER_BATCH)
+            cols = (rows.t[a:b], rows.op[a:b], rows.dev[a:b], rows.stream[a:b], rows.id[a:b],
+                    rows.size[a:b])
+            if fnum is None:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size}"
+                       for s, t, op, dev, stream, ident, size in zip(range(seq + a, seq + b),
+                                                                     *cols)]
+            else:
+                out = [f"{s},{t},{ops[op]},{client},{dev},{stream},{ident},{size},{fnum[f]}"
+                       for s, t, op, dev, stream, ident, size, f in zip(
+                           range(seq + a, seq + b), *cols, rows.frame[a:b])]
+            out.append("")
+            yield "\n".join(out).encode()
+    return body()
+
+
+def write_whole(path, data):
+    """Write to a temporary file in the same directory, then rename over path.
+
+    A reader never sees a half-written file, and an interrupted run leaves the old one intact.
+    """
+    _write_atomic(path, lambda f: f.write(data))
+
+
+class _CheckedWriter:
+    """A file object over a descriptor whose every write is whole: os.write until each byte is
+    written, an error raised (a short write to a pipe, or to a file at its size limit, was
+    taken as done)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def write(self, data):
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            if n <= 0:
+                raise OSError(0, "nothing written")
+            view = view[n:]
+        return len(data)
+
+
+def _exists_not_regular(path):
+    """path exists and is not a regular file itself (a device, a FIFO, a link), as gpusim's
+    output writer (util/file.c) tells it by lstat."""
+    try:
+        return not stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _write_in_place(path, write):
+    what = "standard output" if path == "-" else path
+    try:
+        if path == "-":
+            sys.stdout.flush()
+            write(_CheckedWriter(sys.stdout.fileno()))
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                write(_CheckedWriter(fd))
+            finally:
+                os.close(fd)
+    except OSError as e:
+        raise ConvertError(f"cannot write {what}: {e.strerror or e}") from None
+
+
+def _write_atomic(path, write):
+    """write(f) into a temporary file beside path, then rename it over path (write_whole); path
+    "-" is standard output, as for gpusim's -o."""
+    if path == "-" or _exists_not_regular(path):
+        # standard output, or an existing target that is not a regular file (a device, a FIFO, a
+        # link such as /dev/stdout): written in place, as gpusim's -o writes it, never replaced
+        # by a rename (as root that turned /dev/full into a regular file)
+        _write_in_place(path, write)
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        # a short name: the output's own name with a suffix could pass NAME_MAX (255 bytes)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".convert-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        # mkstemp creates the file 0600; give it the mode a plain open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def write_chunks(path, chunks):
+    """write_whole for a trace rendered in chunks (render_trace), gzip-compressed as it is
+    written when path ends in .gz: the same bytes as maybe_gzip of the whole (one deflate stream
+    fed piece by piece gives what one call gives), without the whole text or its compressed
+    copy in memory."""
+    def write(f):
+        if path.endswith(".gz"):
+            comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+            crc = n = 0
+            f.write(_GZIP_HEADER)
+            for c in chunks:
+                crc = zlib.crc32(c, crc)
+                n += len(c)
+                f.write(comp.compress(c))
+            f.write(comp.flush())
+            f.write(struct.pack("<LL", crc, n & 0xFFFFFFFF))
+        else:
+            for c in chunks:
+                f.write(c)
+    _write_atomic(path, write)
+
+
+def maybe_gzip(path, data):
+    # mtime=0 and no file name in the header: the same trace always gives the same bytes. The
+    # header's OS byte (offset 9) is 255 up to Python 3.10 and from 3.13, 3 in 3.11 and 3.12: it is
+    # always written as 3 (Unix), as zlib and gpusim's own writer write it.
+    if not path.endswith(".gz"):
+        return data
+    out = gzip.compress(data, compresslevel=9, mtime=0)
+    return out[:9] + b"\x03" + out[10:]
+
+
+_GZIP_HEADER = maybe_gzip(".gz", b"")[:10]      # what maybe_gzip writes before the deflate data
