@@ -1271,6 +1271,20 @@ class TestFailedRequests(ConverterTestCase):
                                         ev("oom", 60 * GiB, 512, 14)])
         self.assertEqual(ref["limit_growth_bytes"], 2 * MiB)   # the small pool's segment
 
+    def test_nan_in_the_sibling_is_null_in_the_reference(self):
+        """Python's json reads NaN and Infinity; the reference file must be JSON gpusim reads."""
+        src = self.write_snapshot("run__default__2.pickle", snapshot(BASIC_EVENTS))
+        with open(self.path("run__default__2.json"), "w") as f:
+            f.write('{"total_bytes": 85017493504, "cap_gib": 2, "outcome": "ok", '
+                    '"memory_stats": {"a": NaN, "b": Infinity, "c": -Infinity, "d": 7}}')
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        with open(self.path("ref.json")) as f:
+            text = f.read()
+        self.assertNotIn("NaN", text)
+        self.assertNotIn("Infinity", text)
+        ms = json.loads(text)["memory_stats"]
+        self.assertEqual((ms["a"], ms["b"], ms["c"], ms["d"]), (None, None, None, 7))
+
     def test_limit_of_a_run_that_caught_its_ooms(self):
         """A run that went on after its OOMs met its limit at each: the last one tells it."""
         ref = self._limit(self.CAUGHT)

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -220,6 +221,18 @@ def refuse_overwrite(args):
                            f"lost")
 
 
+def finite(v):
+    """v with every float that is not finite (NaN, +-Infinity) made None, through lists and
+    dicts."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite(x) for x in v]
+    return v
+
+
 def convert(args, progress_stream=None, progress_enabled=False):
     refuse_overwrite(args)
     if args.output.endswith(".gsbin.gz"):  # as gpusim convert refuses it (traces/write.c)
@@ -316,7 +329,10 @@ def convert(args, progress_stream=None, progress_enabled=False):
     else:
         write_chunks(args.output, trace_chunks)
     if ref is not None:
-        text = json.dumps(ref, indent=1, sort_keys=True, default=str) + "\n"
+        # a NaN or an infinity (a sibling's memory_stats may hold one: Python's json reads them)
+        # is no JSON: written as null, which gpusim reads as "not known"
+        text = json.dumps(finite(ref), indent=1, sort_keys=True, default=str,
+                          allow_nan=False) + "\n"
         write_whole(args.reference, text.encode("utf-8"))
 
 
