@@ -87,7 +87,7 @@ grid="-p pytorch:max_split_size_mb:{64,128,256} --capacity {5.75,6.25}GiB"
 cd "$tmp" || exit 1
 timeout 120 sbatch --wait --array=0-2 -o "$tmp/job-%a.out" --wrap "'$gpusim' sweep '$trace' \
     -p 'pytorch:max_split_size_mb:{64,128,256}' --capacity '{5.75,6.25}GiB' -j 1 -q \
-    --shard \$SLURM_ARRAY_TASK_ID/\$SLURM_ARRAY_TASK_COUNT -o shard-\$SLURM_ARRAY_TASK_ID.csv" \
+    --shard auto -o shard-\$SLURM_ARRAY_TASK_ID.csv" \
     >"$tmp/sbatch.out" 2>&1 || fail "sbatch: exit $?: $(cat "$tmp/sbatch.out" "$tmp"/job-*.out 2>/dev/null)"
 # shellcheck disable=SC2086
 "$gpusim" sweep --merge shard-*.csv $grid -o merged.csv || fail "merge: exit $?"
