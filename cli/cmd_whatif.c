@@ -261,6 +261,8 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
     if (!cap && cv.fatal_oom) {
         char *range = lo ? g_strdup_printf(" (the snapshot puts it between %s and %s)", lo, hi)
                          : NULL;
+        g_free(lo); /* (before the exit: nothing the leak checker would call lost) */
+        g_free(hi);
         gs_cli_usage_error("whatif: %s: the recorded run died of an OOM at event %zu, but nothing "
                            "says what limit it met: no NAME.json beside it with its cap, and the "
                            "device had room for the request then (a memory fraction, or a limit "
