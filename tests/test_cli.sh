@@ -756,6 +756,16 @@ expect_error "--assume-repeat, no period" "do not repeat" \
 expect_error "--assume-repeat 0" "is not a number of repetitions" \
     "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
 
+# --- one writer for every output: a link stays a link and its target gets the file (convert -o
+# replaced the link by a file, its target never written); a device is written in place ---
+ln -s "$tmp/link-target.gstrace.gz" "$tmp/link.gstrace.gz"
+"$gpusim" convert "$trace" -o "$tmp/link.gstrace.gz" || fail "convert -o LINK: exit $?"
+[ -L "$tmp/link.gstrace.gz" ] && [ -s "$tmp/link-target.gstrace.gz" ] ||
+    fail "convert -o LINK: the link was replaced, or its target not written"
+"$gpusim" replay "$tmp/link-target.gstrace.gz" -q >/dev/null || fail "convert -o LINK: the target is no trace"
+"$gpusim" convert "$trace" -o /dev/null || fail "convert -o /dev/null: exit $?"
+[ -c /dev/null ] || fail "convert -o /dev/null: /dev/null is no longer a device"
+
 # --- standard output closed: with -o the report is written and the run is a success (it was
 # exit 2 after writing the file); without, the lost report is exit 2 ---
 rm -f "$tmp/closed.txt"

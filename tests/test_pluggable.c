@@ -355,6 +355,35 @@ START_TEST(the_recording_is_true_to_the_run)
 }
 END_TEST
 
+/* GPUSIM_TRACE and GPUSIM_STATS naming links: the links stay, their targets get the files (a
+ * rename over them made each a file of its own, the target never written). */
+START_TEST(outputs_through_links_write_their_targets)
+{
+    char *stats = path_in("stats-link.json"), *trace = path_in("trace-link.gstrace");
+    char *st_to = path_in("stats-target.json"), *tr_to = path_in("trace-target.gstrace");
+    ck_assert_int_eq(symlink(st_to, stats), 0);
+    ck_assert_int_eq(symlink(tr_to, trace), 0);
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats), *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *env[] = {"GPUSIM_BACKEND=sim", e1, e2, NULL};
+    ck_assert_int_eq(in_child(one_request_body, env), 0);
+    ck_assert(g_file_test(stats, G_FILE_TEST_IS_SYMLINK));
+    ck_assert(g_file_test(trace, G_FILE_TEST_IS_SYMLINK));
+    gs_trace *t = gs_trace_load(tr_to, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n, 2);
+    gs_trace_free(t);
+    gs_json *j = gs_json_load(st_to, NULL);
+    ck_assert_ptr_nonnull(j);
+    gs_json_free(j);
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
+    g_free(st_to);
+    g_free(tr_to);
+}
+END_TEST
+
 /* ---- start-up failures, devices, OOMs, empty_cache ---- */
 
 /* A start-up failure with GPUSIM_STATS or GPUSIM_TRACE set: one line, exit 2, never a hang (the
@@ -494,6 +523,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, threads_stats_and_trace_agree_with_a_replay);
     tcase_add_test(tc, the_recording_is_true_to_the_run);
+    tcase_add_test(tc, outputs_through_links_write_their_targets);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);

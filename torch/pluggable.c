@@ -407,7 +407,7 @@ static void write_outputs(void)
         fputs("]\n", m);
         fclose(m);
         if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
-        if (!g_file_set_contents(a->stats_path, buf, (gssize)len, &err)) {
+        if (!gs_write_whole(a->stats_path, buf, len, &err)) { /* (a link stays a link) */
             fprintf(stderr, "gpusim: GPUSIM_STATS: %s\n", err->message);
             g_clear_error(&err);
         }

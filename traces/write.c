@@ -237,12 +237,13 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         }
     }
 
-    char *tmp = gs_temp_beside(path);
-    int fd = g_mkstemp_full(tmp, O_WRONLY | O_CLOEXEC, 0666);
+    /* util's one writer: a link or a device written in place, a file through a temporary
+     * file beside it and a rename */
+    gs_output out;
+    int fd = gs_output_open(path, &out);
     if (fd < 0) {
         int e = errno;
         g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, g_strerror(e));
-        g_free(tmp);
         return FALSE;
     }
     sink *k = g_new0(sink, 1);
@@ -265,13 +266,13 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
         }
         if (fclose(k->f) != 0 && !k->err_no)
             k->err_no = errno;
-        if (!k->err_no && !k->zerr && rename(tmp, path) != 0)
-            k->err_no = errno;
     }
+    /* (the descriptor is closed: fclose, or close above) */
+    int e = gs_output_commit(path, &out, -1, k->err_no ? k->err_no : k->zerr ? EIO : 0);
+    if (!k->err_no && !k->zerr) k->err_no = e;
 
     gboolean ok = !k->err_no && !k->zerr;
     if (!ok) {
-        g_unlink(tmp);
         if (k->zerr)
             g_set_error(err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", path, k->zerr);
         else
@@ -281,6 +282,5 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
     if (k->gz)
         deflateEnd(&k->zs);
     g_free(k);
-    g_free(tmp);
     return ok;
 }

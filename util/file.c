@@ -85,41 +85,61 @@ char *gs_temp_beside(const char *path)
     return tmp;
 }
 
-gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **err)
+int gs_output_open(const char *path, gs_output *o)
 {
-    int e = 0;
+    sigset_t stop;
+    gs_stop_signals(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, &o->before);
+    o->tmp = NULL;
     struct stat st;
+    int fd;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         /* a device, a FIFO, a link (/dev/stdout): written in place, never replaced by a rename
-         * (as root that would turn /dev/full into a regular file) */
-        int fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0) e = errno;
-        else {
-            e = write_all(fd, buf, len);
-            if (close(fd) != 0 && !e) e = errno;
-        }
+         * (as root that would turn /dev/full into a regular file; a link would become a file,
+         * its target never written) */
+        fd = open(path, O_WRONLY | O_TRUNC | O_CREAT | O_CLOEXEC, 0666);
     } else {
-        /* The signals that stop a run are held back meanwhile, so an interrupt cannot leave the
-         * temporary file behind. */
-        sigset_t stop, before;
-        gs_stop_signals(&stop);
-        pthread_sigmask(SIG_BLOCK, &stop, &before);
-        char *tmp = gs_temp_beside(path);
-        int fd = g_mkstemp(tmp);
-        if (fd < 0) {
-            e = errno;
-        } else {
-            mode_t mask = umask(0);
-            umask(mask);
-            if (fchmod(fd, 0666 & ~mask) != 0) e = errno; /* as if created by open(), not 0600 */
-            if (!e) e = write_all(fd, buf, len);
-            if (close(fd) != 0 && !e) e = errno;
-            if (!e && rename(tmp, path) != 0) e = errno;
-            if (e) unlink(tmp);
+        o->tmp = gs_temp_beside(path);
+        fd = g_mkstemp_full(o->tmp, O_WRONLY | O_CLOEXEC, 0600);
+        mode_t mask = umask(0);
+        umask(mask);
+        if (fd >= 0 && fchmod(fd, 0666 & ~mask) != 0) { /* as if created by open(), not 0600 */
+            int e = errno;
+            close(fd);
+            unlink(o->tmp);
+            errno = e;
+            fd = -1;
         }
-        g_free(tmp);
-        pthread_sigmask(SIG_SETMASK, &before, NULL);
     }
+    if (fd < 0) {
+        int e = errno;
+        g_free(o->tmp);
+        o->tmp = NULL;
+        pthread_sigmask(SIG_SETMASK, &o->before, NULL);
+        errno = e;
+    }
+    return fd;
+}
+
+int gs_output_commit(const char *path, gs_output *o, int fd, int e)
+{
+    if (fd >= 0 && close(fd) != 0 && !e) e = errno;
+    if (o->tmp) {
+        if (!e && rename(o->tmp, path) != 0) e = errno;
+        if (e) unlink(o->tmp);
+        g_free(o->tmp);
+        o->tmp = NULL;
+    }
+    pthread_sigmask(SIG_SETMASK, &o->before, NULL);
+    return e;
+}
+
+gboolean gs_write_whole(const char *path, const char *buf, size_t len, GError **err)
+{
+    gs_output o;
+    int fd = gs_output_open(path, &o);
+    int e = fd < 0 ? errno : write_all(fd, buf, len);
+    if (fd >= 0) e = gs_output_commit(path, &o, fd, e);
     if (e) {
         char *shown = gs_printable(path);
         g_set_error(err, GS_TEXT_ERROR, GS_TEXT_ERROR_IO, "%s: cannot write: %s", shown,

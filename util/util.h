@@ -87,6 +87,21 @@ void gs_stop_signals(sigset_t *set);
  * directory (path with a suffix could pass NAME_MAX: a name of 250 bytes is a valid output, one
  * 7 bytes longer is not). g_free it. */
 char *gs_temp_beside(const char *path);
+/* One writer for every whole output (gs_write_whole, gs_trace_save, the PyTorch library's
+ * files): gs_output_open gives the descriptor to write path's new contents to, and
+ * gs_output_commit puts them in place. An existing path that is not a regular file (a device,
+ * a FIFO, a link, live or dangling) is written in place, through the link; otherwise the
+ * contents go to a temporary file beside it (a short name, the mode open() would give) that
+ * commit renames over path, so no reader sees half of it. *held: the stop signals, held back
+ * from open to commit (an interrupt then leaves no temporary file). -1 and errno on failure. */
+typedef struct {
+    char *tmp;         /* the temporary file, or NULL when path is written in place */
+    sigset_t before;   /* the signal mask to give back at commit */
+} gs_output;
+int gs_output_open(const char *path, gs_output *o);
+/* Close fd and, e being 0 (no error so far), rename the temporary file over path; on an error
+ * the temporary file is removed and path is as it was. Returns the first errno, or 0. */
+int gs_output_commit(const char *path, gs_output *o, int fd, int e);
 /* buf (len bytes) as the whole of path: through a temporary file beside it (a short name; the
  * mode open() would give), then a rename, the stop signals held meanwhile, so no reader sees
  * half of it and an interrupt leaves no temporary file; an existing path that is not a regular
