@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold.
+"""test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold;
+and every source file of the product named in the README's layout.
 
 Outside tests/, no C file passes 900 lines, no C function 120 lines, no Python module 1,200
 lines, unless tests/data/size-allowlist.txt names it with one line of why ("PATH why" for a
@@ -14,6 +15,9 @@ import subprocess
 import sys
 
 C_FILE_MAX, C_FUNC_MAX, PY_FILE_MAX = 900, 120, 1200
+# the folders of the product, whose every source file the README's layout names
+PRODUCT = ("util", "backends", "core", "policies", "traces", "sim", "report", "plots", "cli",
+           "torch")
 SIG = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\(")
 
 
@@ -81,12 +85,26 @@ def main():
                     if length > C_FUNC_MAX:
                         (used.add(key) if key in allowed else
                          over.append(f"{key}: {length} lines (> {C_FUNC_MAX})"))
+    # Every source file of the product's folders is named in the README's layout (the block of
+    # lines from "    util/" to the first blank line after it), by its file name.
+    with open(os.path.join(src, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    at = readme.find("\n    util/ ")
+    layout = readme[at:readme.find("\n\n", at)] if at >= 0 else ""
+    unnamed = []
+    for rel in tracked(src):
+        top = rel.split("/", 1)[0]
+        if top in PRODUCT and rel.endswith((".c", ".h", ".py", ".cpp", ".map", ".sh")) and \
+                os.path.basename(rel) not in layout:
+            unnamed.append(rel)
+    for u in unnamed:
+        print(f"FAIL: {u}: not named in README.md's layout (the block from '    util/')")
     stale = sorted(set(allowed) - used)
     for o in over:
         print(f"FAIL: {o}: split it, or name it in tests/data/size-allowlist.txt with why")
     for s in stale:
         print(f"FAIL: {s}: within the limits now; take it off tests/data/size-allowlist.txt")
-    if over or stale:
+    if over or stale or unnamed:
         return 1
     print(f"layout: ok ({len(used)} allowed by name)")
     return 0
