@@ -55,23 +55,6 @@ struct gs_clients {
     bool have_oom;
 };
 
-const char *gs_clients_mode_name(gs_clients_mode m)
-{
-    static const char *const names[GS_CLIENTS_COUNT] = {"separate", "shared", "cooperative"};
-    return m < GS_CLIENTS_COUNT ? names[m] : "?";
-}
-
-gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out)
-{
-    for (int m = 0; m < GS_CLIENTS_COUNT; m++) {
-        if (strcmp(s, gs_clients_mode_name((gs_clients_mode)m)) == 0) {
-            *out = (gs_clients_mode)m;
-            return TRUE;
-        }
-    }
-    return FALSE;
-}
-
 /* ---- statistics charged by hand (shared), with the core's Stat semantics (gs_stat_inc/dec) ---- */
 
 static int pool_type(const gs_heap *h, unsigned pool)

@@ -6,7 +6,8 @@
 #ifndef GS_CLIENTS_H
 #define GS_CLIENTS_H
 
-#include "replay.h"
+#include "opts.h"
+#include "result.h"
 
 G_BEGIN_DECLS
 

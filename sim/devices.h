@@ -7,7 +7,8 @@
 #ifndef GS_DEVICES_H
 #define GS_DEVICES_H
 
-#include "replay.h"
+#include "opts.h"
+#include "result.h"
 
 G_BEGIN_DECLS
 

@@ -7,8 +7,6 @@
 #include "devices.h"
 #include "replay.h"
 
-G_DEFINE_QUARK(gs-replay-error-quark, gs_replay_error)
-
 /* The trace reader's limits are the core's input limits: a trace that loads always replays. */
 G_STATIC_ASSERT(GS_TRACE_MAX_STREAMS <= GS_MAX_STREAMS);
 

@@ -1,4 +1,5 @@
-/* replay.h - the replay engine: a trace replayed under a policy on a device, and its result.
+/* replay.h - the replay engine: a trace replayed under a policy on a device (its options in
+ * opts.h, its result in result.h).
  *
  * Data flows one way: trace (traces/) -> replay engine -> core + policy -> backend; the core's
  * statistics -> a gs_result -> report (report/: table, CSV, JSON) -> plots (plots/).
@@ -15,90 +16,12 @@
 #include "policies.h"
 #include "util.h"
 #include "trace.h"
+#include "opts.h"
 #include "reference.h"
 #include "result.h"
 
 G_BEGIN_DECLS
 
-#define GS_REPLAY_ERROR (gs_replay_error_quark())
-GQuark gs_replay_error_quark(void);
-typedef enum {
-    GS_REPLAY_ERROR_SETUP,     /* a replay that cannot start (a policy the device cannot run) */
-} gs_replay_error_code;
-
-typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);
-/* Called after every event with the heap as that event left it (e: the event; index: events
- * replayed before it, over all repetitions). For plots (plots/plot.h): the timeline, the retry
- * and OOM markers, the address map at peak reserved. Must not change the heap. */
-typedef void (*gs_observe_fn)(const gs_heap *h, const gs_event *e, size_t index, void *ud);
-/* For the memory_viz export (report.h, gs_snapshot_*): called right after an alloc event is
- * served, with the block serving it (its address and rounded size), before gs_observe_fn; and
- * once at the end of a one-allocator replay, with the heap as the last event replayed left it
- * (the end of the trace, or the OOM it stopped at), before the allocator lets go of it. */
-typedef void (*gs_observe_alloc_fn)(const gs_heap *h, const gs_event *e, const gs_block *b, void *ud);
-typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
-
-/* How the clients of a trace with several (libraries on one GPU) share the device. A trace
- * with one client replays the same way under each. */
-typedef enum {
-    GS_CLIENTS_SEPARATE = 0, /* an allocator per client; they compete for the device's memory */
-    GS_CLIENTS_SHARED,       /* one allocator serves every client (as RMM's hooks do) */
-    GS_CLIENTS_COOPERATIVE,  /* an allocator per client; one the device refuses asks the others
-                              * to release their cached segments, then tries again */
-    GS_CLIENTS_COUNT
-} gs_clients_mode;
-
-const char *gs_clients_mode_name(gs_clients_mode m);
-/* "separate", "shared", "cooperative"; FALSE for anything else. */
-gboolean gs_clients_mode_parse(const char *s, gs_clients_mode *out);
-
-/* One device's own settings, for a trace whose events name several devices. */
-typedef struct {
-    uint32_t device;
-    uint64_t capacity;            /* 0: gs_replay_opts.capacity */
-    uint64_t device_total;        /* 0: gs_replay_opts.device_total */
-} gs_device_opts;
-
-typedef struct {
-    uint64_t capacity;            /* the allocator's limit in bytes; 0 = none */
-    uint64_t device_total;        /* the simulated device's physical memory */
-    const gs_calibration *cal;    /* NULL: the built-in table */
-    bool continue_on_oom;         /* count and skip OOMs instead of stopping at the first */
-    const gs_reference *ref;      /* optional: segment addresses from the real run */
-    gs_backend *backend;          /* optional: run on this backend instead of a new sim device */
-    gs_progress_fn progress;      /* optional, called every 2^20 events */
-    void *progress_ud;
-    unsigned repeat;              /* replay the trace this many times (benchmarks); 0 = 1;
-                                   * a trace that ends in the OOM its run died of is
-                                   * replayed to that end each time */
-    bool touch;                   /* write every allocation once (real memory: --touch) */
-    /* Each time reserved memory reaches a new peak, ask the device how much memory it has lost
-     * since the start (cudaMemGetInfo, not counted as the allocator's call): the driver's view
-     * of peak reserved, for gpusim validate. It costs a call per new peak, so timed runs leave
-     * it off. */
-    bool probe_driver;
-    /* Traces with several clients: the arrangement, and optionally a policy per client
-     * (indexed like gs_trace.clients; a NULL array or entry means the policy given to
-     * gs_replay_run). The shared arrangement runs one allocator under that policy. Every
-     * allocator may reserve up to capacity; together they have the device's memory. */
-    gs_clients_mode clients;
-    const gs_policy *const *client_policy;
-    gs_observe_fn observe;        /* optional: see gs_observe_fn; NULL costs one branch */
-    void *observe_ud;
-    /* optional (see gs_observe_alloc_fn): one branch per alloc, and one per replay, when NULL;
-     * a trace of several clients or devices calls neither */
-    gs_observe_alloc_fn observe_alloc;
-    gs_observe_end_fn observe_end;
-    void *export_ud;
-    /* Traces with several devices: each device is its own allocator on its own simulated
-     * device, with capacity and device_total above unless an entry here names it. A reference
-     * (ref) gives each device its own segment addresses. */
-    const gs_device_opts *devices;
-    size_t n_devices;
-    /* Optional: the trace's bound (bound.h), computed once by a caller that replays it many
-     * times; NULL: gs_replay_run computes it for this replay. */
-    const gs_bound *bound;
-} gs_replay_opts;
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device
  * failure during the replay is an outcome, recorded in r. */
