@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold;
-and every source file of the product named in the README's layout.
+every source file of the product named in the README's layout; no loop of files in sim/ or
+plots/.
 
 Outside tests/, no C file passes 900 lines, no C function 120 lines, no Python module 1,200
 lines, unless tests/data/size-allowlist.txt names it with one line of why ("PATH why" for a
@@ -99,12 +100,42 @@ def main():
             unnamed.append(rel)
     for u in unnamed:
         print(f"FAIL: {u}: not named in README.md's layout (the block from '    util/')")
+    # No loop of files inside sim/ or plots/: module X (X.c and X.h) depends on Y when either
+    # includes Y.h of the same folder; the dependencies must form no cycle (replay.c included
+    # clients.h, whose clients.h included replay.h).
+    loops = []
+    for folder in ("sim", "plots"):
+        deps = {}
+        for rel in tracked(src):
+            d, _, name = rel.partition("/")
+            if d != folder or "/" in name or not name.endswith((".c", ".h")):
+                continue
+            mod = name[:-2]
+            with open(os.path.join(src, rel), encoding="utf-8", errors="replace") as f:
+                for inc in re.findall(r'^#include "([\w-]+)\.h"', f.read(), re.M):
+                    if inc != mod and os.path.exists(os.path.join(src, folder, inc + ".h")):
+                        deps.setdefault(mod, set()).add(inc)
+        state = {}
+
+        def visit(m, path):
+            state[m] = 1
+            for n in sorted(deps.get(m, ())):
+                if state.get(n) == 1:
+                    loops.append(f"{folder}/: " + " -> ".join(path[path.index(n):] + [n]))
+                elif not state.get(n):
+                    visit(n, path + [n])
+            state[m] = 2
+        for m in sorted(deps):
+            if not state.get(m):
+                visit(m, [m])
+    for lp in loops:
+        print(f"FAIL: a loop of files: {lp}")
     stale = sorted(set(allowed) - used)
     for o in over:
         print(f"FAIL: {o}: split it, or name it in tests/data/size-allowlist.txt with why")
     for s in stale:
         print(f"FAIL: {s}: within the limits now; take it off tests/data/size-allowlist.txt")
-    if over or stale or unnamed:
+    if over or stale or unnamed or loops:
         return 1
     print(f"layout: ok ({len(used)} allowed by name)")
     return 0
