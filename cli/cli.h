@@ -161,6 +161,7 @@ typedef struct {
     bool reported;              /* the start-up hook wrote its report (a Python program) */
     bool has_stats;             /* with the allocator's statistics (CUDA was used) */
     int exit_status;            /* the program's (128 + N: killed by signal N) */
+    int signal;                 /* the signal that killed it, or 0 */
     double wall_s;              /* as gpusim measured it, start to exit */
     double program_s;           /* as the hook measured it, Python's start-up to exit */
     uint64_t limit;             /* the limit PyTorch enforced (the fraction's bytes); 0: none */

@@ -2,6 +2,7 @@
  * the user's unmodified program run on the real GPU once per setting (verify.c runs it), each
  * run beside what gpusim predicted for it, with a verdict per setting.
  */
+#include <signal.h>
 #include <string.h>
 
 #include "cli.h"
@@ -60,7 +61,7 @@ static void load_verdict(const char *path, GPtrArray *specs, GArray *preds, uint
     gs_json *j = gs_json_load(path, &err);
     if (!j) gs_cli_usage_error("--prediction: %s", err->message);
     const gs_json *res = gs_json_get(j, "results");
-    if (!res || res->type != GS_JSON_ARRAY)
+    if (!res || res->type != GS_JSON_ARRAY || !res->n)
         gs_cli_usage_error("--prediction: %s: not a gpusim whatif verdict (no \"results\")", path);
     uint64_t c;
     if (!cap_given && gs_json_uint(gs_json_get(j, "capacity_bytes"), &c)) *cap = c;
@@ -74,12 +75,18 @@ static void load_verdict(const char *path, GPtrArray *specs, GArray *preds, uint
             g_free(conf);
         }
     g_array_set_size(preds, specs->len);
+    size_t found = 0;
     for (guint k = 0; k < specs->len; k++)
         for (size_t i = 0; i < res->n; i++) {
             const gs_json *p = gs_json_get(res->items[i], "policy");
-            if (p && p->type == GS_JSON_STRING && strcmp(p->str, specs->pdata[k]) == 0)
+            if (p && p->type == GS_JSON_STRING && strcmp(p->str, specs->pdata[k]) == 0) {
                 pred_from_json(res->items[i], &g_array_index(preds, gs_verify_prediction, k));
+                found += g_array_index(preds, gs_verify_prediction, k).have;
+            }
         }
+    if (!found)
+        gs_cli_usage_error("--prediction: %s: predicts none of the settings to run (its results "
+                           "name no PyTorch setting%s)", path, given ? " given with -p" : "");
     gs_json_free(j);
 }
 
@@ -87,7 +94,11 @@ static void load_verdict(const char *path, GPtrArray *specs, GArray *preds, uint
 static void predict_from_trace(const gs_cli *c, const char *path, GPtrArray *specs, GArray *preds,
                                uint64_t cap)
 {
-    gs_trace *t = gs_cli_load_trace(c, path);
+    GError *lerr = NULL;
+    gs_trace *t = gs_trace_load(path, c->lenient ? GS_TRACE_LENIENT : 0, NULL, NULL, &lerr);
+    if (!t)
+        gs_cli_usage_error("--prediction: neither a whatif verdict (JSON) nor a gpusim trace: %s",
+                           lerr->message);
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     if (!specs->len) g_ptr_array_add(specs, g_strdup("pytorch"));
@@ -118,11 +129,21 @@ static char *size_cell(bool have, uint64_t v) { return have ? gs_format_size(v) 
 static void write_table(FILE *out, char *const *cmd, uint64_t cap, const char *cap_words,
                         const gs_verify_run *runs, const gs_verify_prediction *preds, size_t n)
 {
-    char *shown = g_strjoinv(" ", (char **)cmd), *line = gs_printable(shown);
+    /* the command as a shell would take it back: an argument with a blank or a quote quoted */
+    GString *q = g_string_new(NULL);
+    for (char *const *a = cmd; *a; a++) {
+        if (q->len) g_string_append_c(q, ' ');
+        bool plain = **a && strspn(*a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_-./=:,+@%") == strlen(*a);
+        char *sq = plain ? NULL : g_shell_quote(*a);
+        g_string_append(q, sq ? sq : *a);
+        g_free(sq);
+    }
+    char *shown = g_string_free(q, FALSE), *line = gs_printable(shown);
     char *c = cap ? gs_format_capacity(cap, " ") : NULL;
-    fprintf(out, "verify %s: %zu setting%s, %s%s%s%s\n", line, n, n == 1 ? "" : "s",
-            c ? "at the cap of " : "with no cap", c ? c : "", cap_words && c ? " " : "",
-            cap_words && c ? cap_words : "");
+    fprintf(out, "verify %s: %zu setting%s, %s%s%s%s%s\n", line, n, n == 1 ? "" : "s",
+            c ? "at the cap of " : "with no cap", c ? c : "", cap_words && c ? " (" : "",
+            cap_words && c ? cap_words : "", cap_words && c ? ")" : "");
     g_free(c);
     g_free(line);
     g_free(shown);
@@ -145,12 +166,19 @@ static void write_table(FILE *out, char *const *cmd, uint64_t cap, const char *c
         g_free(pp);
     }
     for (size_t i = 0; i < n; i++)
-        if (!runs[i].reported)
+        if (runs[i].signal)
+            fprintf(out, "  %s: killed by signal %d (%s)%s\n", runs[i].spec, runs[i].signal,
+                    g_strsignal(runs[i].signal),
+                    runs[i].signal == SIGKILL ? ": the kernel's out-of-memory killer (host memory) "
+                                                "sends this one, among others" : "");
+        else if (!runs[i].reported)
             fprintf(out, "  %s: no report from the program (exit %d): it did not run Python, or "
                          "left through os._exit\n", runs[i].spec, runs[i].exit_status);
         else if (runs[i].died_of)
             fprintf(out, "  %s: died of %s (exit %d)\n", runs[i].spec, runs[i].died_of,
                     runs[i].exit_status);
+        else if (runs[i].exit_status)
+            fprintf(out, "  %s: exit %d\n", runs[i].spec, runs[i].exit_status);
     fputs("(outcome, peak reserved, retries: torch.cuda.memory_stats() at the program's exit, "
           "the largest over its devices; wall s: the whole run)\n", out);
 }
@@ -244,7 +272,7 @@ int gs_cmd_verify(int argc, char **argv)
          "What gpusim predicted: a whatif verdict (JSON) or a gpusim trace", "FILE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
-    static const char *const formats[] = {"table", "csv", "json", NULL};
+    static const char *const formats[] = {"table", "json", NULL};
     gs_cli c;
     gs_cli_init(&c, "verify", "-- CMD [ARGS...] - run a program under each setting on the GPU",
                 "Run your own program on the real GPU once per allocator setting, and put each "
@@ -256,7 +284,6 @@ int gs_cmd_verify(int argc, char **argv)
     int first = 1;
     if (first < argc && strcmp(argv[first], "--") == 0) first++;
     if (first >= argc) gs_cli_usage_error("verify: no program to run: gpusim verify [OPTIONS] -- CMD [ARGS...]");
-    if (c.fmt == GS_FMT_CSV) gs_cli_usage_error("verify: --format csv is not offered (table or json)");
     GPtrArray *specs = g_ptr_array_new_with_free_func(g_free);
     for (char **p = policies; p && *p; p++) g_ptr_array_add(specs, g_strdup(*p));
     GArray *preds = g_array_new(FALSE, TRUE, sizeof(gs_verify_prediction));
@@ -278,12 +305,18 @@ int gs_cmd_verify(int argc, char **argv)
             gs_cli_usage_error("verify: %s: verify runs PyTorch's own allocator (pytorch, "
                                "pytorch:KEY:VALUE,..., cuda-async)", (char *)specs->pdata[i]);
         g_free(conf);
+        /* the keys and values as gpusim reads them, before a GPU run: a typo is caught here,
+         * not in PyTorch's own error after the program's start-up */
+        GError *perr = NULL;
+        gs_policy *pol = gs_policy_new(specs->pdata[i], &perr);
+        if (!pol) gs_cli_usage_error("verify: %s", perr->message);
+        gs_policy_free(pol);
     }
     const char *const inputs[] = {prediction, NULL};
     gs_cli_check_output(&c, inputs, c.output, "--output", NULL);
     gs_cli_out out;
     gs_cli_open_output(&out, &c, inputs, c.output);
-    int rc = gs_verify_settings(&c, out.f, cap, c.capacity ? "(cap given)" : prediction ? "(the prediction's)" : NULL,
+    int rc = gs_verify_settings(&c, out.f, cap, c.capacity ? "cap given" : prediction ? "the prediction's" : NULL,
                                 (const char *const *)specs->pdata, preds->len ? (gs_verify_prediction *)(void *)preds->data : NULL,
                                 specs->len, argv + first);
     gs_cli_close_output(&out);

@@ -288,7 +288,7 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
 static gs_trace *assume_repeat(const char *input, gs_trace *t, int n, const gs_trace_period *p,
                                const char *no_period, const char **assumption)
 {
-    if (n < 0 || n > 100000)
+    if (n < 1 || n > 100000)
         gs_cli_usage_error("--assume-repeat: %d is not a number of repetitions from 1 to 100000", n);
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
@@ -336,14 +336,14 @@ static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char
     fputc('\n', stdout);
     gs_cli table = *c; /* the verdict may be JSON in a file: the runs are a table on stdout */
     table.fmt = GS_FMT_TABLE;
-    return gs_verify_settings(&table, stdout, cap, "(the verdict's)", specs, preds, n, cmd);
+    return gs_verify_settings(&table, stdout, cap, "the verdict's", specs, preds, n, cmd);
 }
 
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL;
     gboolean verify = FALSE;
-    gint assume = 0;
+    gint assume = G_MININT; /* not given */
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
@@ -413,12 +413,13 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_trace_period period = {0};
     bool has_period = cv.fatal_oom && gs_trace_find_period(t, &period, &no_period);
     const char *assumption = NULL;
-    if (assume) t = assume_repeat(input, t, assume, has_period ? &period : NULL, no_period, &assumption);
+    if (assume != G_MININT)
+        t = assume_repeat(input, t, assume, has_period ? &period : NULL, no_period, &assumption);
     gs_whatif_opts o = {
         .capacity = cap,
         .device_total = total,
         /* the recorded run at its own limit replays with its own segment addresses */
-        .ref = !c.capacity && !assume && ref && ref->seg_addrs->len ? ref : NULL,
+        .ref = !c.capacity && !assumption && ref && ref->seg_addrs->len ? ref : NULL,
         .cal = c.cal,
         .jobs = (unsigned)c.jobs,
         .progress = c.progress ? whatif_progress : NULL,

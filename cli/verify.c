@@ -148,8 +148,13 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
         ok = false;
     } else {
         r->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
         read_report(out, r);
-        if (!r->reported) g_strlcpy(r->outcome, "error", sizeof r->outcome);
+        /* The program's own word first: it died of the OOM (its exit status is Python's 1 then),
+         * or it failed otherwise: an exit status other than 0 (sys.exit(3), a script that is
+         * not there), a signal, or no report at all. */
+        if (!r->reported || r->signal || (r->exit_status != 0 && strcmp(r->outcome, "oom") != 0))
+            g_strlcpy(r->outcome, "error", sizeof r->outcome);
     }
     g_unlink(out);
     char *tmp = g_strdup_printf("%s.tmp", out);

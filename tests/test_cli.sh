@@ -753,8 +753,10 @@ expect_error "--assume-repeat, a run that did not die" "nothing to see past" \
     "$gpusim" whatif "$trace" --assume-repeat 2
 expect_error "--assume-repeat, no period" "do not repeat" \
     "$gpusim" whatif "$tmp/grow.gstrace" --capacity 1.5GiB --assume-repeat 2
-expect_error "--assume-repeat 0" "is not a number of repetitions" \
-    "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat -1
+for n in 0 -1 100001; do
+    expect_error "--assume-repeat $n" "is not a number of repetitions" \
+        "$gpusim" whatif "$tmp/loop.gstrace" --capacity 1.5GiB --assume-repeat $n
+done
 
 # --- one writer for every output: a link stays a link and its target gets the file (convert -o
 # replaced the link by a file, its target never written); a device is written in place ---

@@ -96,6 +96,28 @@ PYTHONPATH=$fake:$tmp/own "$gpusim" verify -- python3 "$tmp/own.py" >"$tmp/out" 
     fail "verify: the user's sitecustomize: $(cat "$tmp/err")"
 grep -q "^pytorch  *ok " "$tmp/out" || fail "verify: the user's sitecustomize: $(cat "$tmp/out")"
 
+# a program that fails is no success, whatever it reported: sys.exit(3), a script that is not
+# there (Python's own exit 2), a signal (the out-of-memory killer's SIGKILL among them)
+printf 'import sys, torch\ntorch.cuda.fake_alloc(1 << 20)\nsys.exit(3)\n' >"$tmp/exit3.py"
+printf 'import os, signal, torch\ntorch.cuda.fake_alloc(1 << 20)\nos.kill(os.getpid(), signal.SIGKILL)\n' >"$tmp/killed.py"
+for prog in exit3.py not-there.py killed.py; do
+    "$gpusim" verify -q -- python3 "$tmp/$prog" >"$tmp/out" 2>/dev/null || fail "verify $prog: exit $?"
+    grep -q "^pytorch  *error " "$tmp/out" || fail "verify $prog: not an error: $(cat "$tmp/out")"
+done
+"$gpusim" verify -q -- python3 "$tmp/killed.py" 2>/dev/null | grep -q "killed by signal 9" ||
+    fail "verify: the signal is not named"
+"$gpusim" verify -q --prediction "$tmp/pred.json" -p pytorch -- python3 "$tmp/exit3.py" >"$tmp/out" 2>/dev/null
+[ $? -eq 3 ] && grep -q "differs (the run failed otherwise)" "$tmp/out" || fail "verify: a failed run agrees: $(cat "$tmp/out")"
+# what verify is given is checked before anything runs
+echo '{"results": []}' >"$tmp/empty.json"
+expect_error "verify, a verdict of nothing" "not a gpusim whatif verdict" \
+    "$gpusim" verify --prediction "$tmp/empty.json" -- true
+echo garbage >"$tmp/garbage.txt"
+expect_error "verify, a prediction that is neither" "neither a whatif verdict (JSON) nor a gpusim trace" \
+    "$gpusim" verify --prediction "$tmp/garbage.txt" -- true
+expect_error "verify, an unknown key" "unknown key 'bogus'" "$gpusim" verify -p pytorch:bogus:1 -- true
+expect_error "verify, --format csv" "csv" "$gpusim" verify -f csv -- true
+
 # a program that is no Python program: no report, said so
 "$gpusim" verify -- true >"$tmp/out" 2>&1 || fail "verify true: exit $?"
 grep -q "no report from the program (exit 0)" "$tmp/out" || fail "verify true: $(cat "$tmp/out")"
