@@ -1271,6 +1271,16 @@ class TestFailedRequests(ConverterTestCase):
                                         ev("oom", 60 * GiB, 512, 14)])
         self.assertEqual(ref["limit_growth_bytes"], 2 * MiB)   # the small pool's segment
 
+    def test_a_cap_written_by_hand(self):
+        """README's oom.json, {"cap_gib": 1.5} with no total_bytes: the cap in bytes as given
+        (PyTorch's truncation needs the device's total; it can take a byte off, no more)."""
+        src = self.write_snapshot("oom.pickle", snapshot(self.CAUGHT[:3]))
+        with open(self.path("oom.json"), "w") as f:
+            json.dump({"cap_gib": 1.5}, f)
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        with open(self.path("ref.json")) as f:
+            self.assertEqual(json.load(f)["cap_bytes"], 3 << 29)
+
     def test_nan_in_the_sibling_is_null_in_the_reference(self):
         """Python's json reads NaN and Infinity; the reference file must be JSON gpusim reads."""
         src = self.write_snapshot("run__default__2.pickle", snapshot(BASIC_EVENTS))

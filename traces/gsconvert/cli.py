@@ -17,8 +17,8 @@ from .snapshot import read_snapshot
 from .inputs import READERS, Input, Progress, detect_format
 from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
-from .reference import (_by_device, build_reference, read_sibling, sibling_json_path, trace_devices,
-                        truncated_cap_bytes)
+from .reference import (_by_device, build_reference, cap_bytes_of, read_sibling,
+                        sibling_json_path, trace_devices)
 from .output import maybe_gzip, render_trace, write_chunks, write_whole
 
 
@@ -165,8 +165,8 @@ def release_limit(args, sibling, dev):
     cap = _by_device(sibling, "cap_gib_by_device", dev)
     if cap is None:
         cap = sibling.get("cap_gib")
-    if _is_num(cap) and _is_int(total) and total > 0:
-        return truncated_cap_bytes(cap, total)
+    if _is_num(cap):
+        return cap_bytes_of(cap, total)
     if "cap_gib" in sibling and sibling["cap_gib"] is None and _is_int(total):
         return total
     return None

@@ -67,6 +67,17 @@ def truncated_cap_bytes(cap_gib, total):
     return int(cap_gib * 2**30 / total * total)
 
 
+def cap_bytes_of(cap_gib, total):
+    """A NAME.json's cap in bytes: as PyTorch truncated it when the device's total is known
+    (truncated_cap_bytes), else cap_gib GiB as given (a hand-written {"cap_gib": 14} beside a
+    snapshot: the truncation can take a byte off, no more); None when cap_gib is no number."""
+    if not _is_num(cap_gib):
+        return None
+    if _is_int(total) and total > 0:
+        return truncated_cap_bytes(cap_gib, total)
+    return int(cap_gib * 2**30)
+
+
 def _derived(events):
     """Counts and the running peak of reserved bytes over allocator events [action, addr, size,
     ...]."""
@@ -107,9 +118,7 @@ def build_reference(rec, tr, source, sibling, device_total):
         check_settings_size(rec.allocator_settings)
     total_bytes = sibling.get("total_bytes") if sibling else None
     cap_gib = sibling.get("cap_gib") if sibling else None
-    cap_bytes = None
-    if _is_num(cap_gib) and _is_int(total_bytes) and total_bytes > 0:
-        cap_bytes = truncated_cap_bytes(cap_gib, total_bytes)
+    cap_bytes = cap_bytes_of(cap_gib, total_bytes)
     devices = trace_devices(tr)
     several = len(devices) > 1
     outcome = sibling.get("outcome") if sibling else None
@@ -163,8 +172,7 @@ def build_reference(rec, tr, source, sibling, device_total):
             d = {
                 "device_total_bytes": total if _is_int(total) else device_total,
                 "cap_gib": cap,
-                "cap_bytes": (truncated_cap_bytes(cap, total)
-                              if _is_num(cap) and _is_int(total) and total > 0 else None),
+                "cap_bytes": cap_bytes_of(cap, total),
                 "outcome": (None if outcome is None else
                             "oom" if dev == fatal_dev else "ok"),
                 "memory_stats": _by_device(sibling, "memory_stats_by_device", dev),
