@@ -172,11 +172,13 @@ typedef struct {
 typedef struct {
     bool have;
     char outcome[16];           /* "ok", "survived", "oom", "error" */
-    bool has_retries;
+    bool has_retries;           /* retries to judge: the trace completes (not of a dying one) */
     uint64_t retries;
     uint64_t peak_reserved;
-    bool lower_bound;           /* the prediction's trace ends where its run died */
 } gs_verify_prediction;
+/* What a replay predicts (its outcome, peak reserved, and its retries where it completes a
+ * trace: a dying trace's are those up to its death, not the program's). */
+void gs_verify_predict(const gs_result *r, gs_verify_prediction *p);
 
 /* The PYTORCH_CUDA_ALLOC_CONF of a setting PyTorch itself runs ("pytorch", "pytorch:KEYS",
  * "cuda-async"); false for gpusim's models of other allocators. *conf: g_free it. */

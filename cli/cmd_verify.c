@@ -47,9 +47,9 @@ static void pred_from_json(const gs_json *r, gs_verify_prediction *p)
     g_strlcpy(p->outcome, v->str, sizeof p->outcome);
     gs_json_uint(gs_json_get(r, "peak_reserved_bytes"), &p->peak_reserved);
     v = gs_json_get(r, "min_capacity_is_lower_bound");
-    p->lower_bound = v && v->type == GS_JSON_BOOL && v->b;
+    bool dies = v && v->type == GS_JSON_BOOL && v->b;
     /* retries of a dying trace's replay are those up to its death: not the program's */
-    p->has_retries = !p->lower_bound && gs_json_uint(gs_json_get(r, "retries"), &p->retries);
+    p->has_retries = !dies && gs_json_uint(gs_json_get(r, "retries"), &p->retries);
 }
 
 /* A whatif verdict (JSON): its settings (into specs, when none were given) and predictions, its
@@ -99,8 +99,6 @@ static void predict_from_trace(const gs_cli *c, const char *path, GPtrArray *spe
     if (!t)
         gs_cli_usage_error("--prediction: neither a whatif verdict (JSON) nor a gpusim trace: %s",
                            lerr->message);
-    gs_trace_caveats cv;
-    gs_trace_get_caveats(t, &cv);
     if (!specs->len) g_ptr_array_add(specs, g_strdup("pytorch"));
     g_array_set_size(preds, specs->len);
     for (guint k = 0; k < specs->len; k++) {
@@ -110,13 +108,7 @@ static void predict_from_trace(const gs_cli *c, const char *path, GPtrArray *spe
         gs_replay_opts ro = {.capacity = cap, .device_total = c->total};
         gs_result r;
         if (!gs_replay_run(t, pol, &ro, &r, &err)) gs_cli_usage_error("%s: %s", path, err->message);
-        gs_verify_prediction *p = &g_array_index(preds, gs_verify_prediction, k);
-        p->have = true;
-        g_strlcpy(p->outcome, gs_result_outcome(&r), sizeof p->outcome);
-        p->lower_bound = cv.fatal_oom;
-        p->has_retries = !cv.fatal_oom;
-        p->retries = r.stats.num_alloc_retries;
-        p->peak_reserved = (uint64_t)r.stats.reserved_bytes[GS_STAT_ALL].peak;
+        gs_verify_predict(&r, &g_array_index(preds, gs_verify_prediction, k));
         gs_result_clear(&r);
         gs_policy_free(pol);
     }

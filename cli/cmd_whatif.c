@@ -317,21 +317,14 @@ static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char
             char *conf = NULL;
             bool torch = gs_verify_conf(r->pol->spec, &conf);
             g_free(conf);
-            bool through = strcmp(gs_whatif_outcome(r), "ok") == 0 ||
-                           strcmp(gs_whatif_outcome(r), "survived") == 0;
+            const char *oc = gs_whatif_outcome(r);
+            bool through = strcmp(oc, "ok") == 0 || strcmp(oc, "survived") == 0;
             /* pass 0: the recorded setting; 1: the best that get through; 2: the rest */
             bool take = torch && (pass == 0 ? r->recorded : !r->recorded && (pass == 2 || through));
             for (size_t k = 0; take && k < n; k++) take = strcmp(specs[k], r->pol->spec) != 0;
             if (!take) continue;
             specs[n] = r->pol->spec;
-            gs_verify_prediction *p = &preds[n++];
-            memset(p, 0, sizeof *p);
-            p->have = true;
-            g_strlcpy(p->outcome, gs_whatif_outcome(r), sizeof p->outcome);
-            p->peak_reserved = (uint64_t)r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak;
-            p->lower_bound = strcmp(p->outcome, "survived") == 0 || r->at_cap.survived;
-            p->has_retries = !p->lower_bound && !r->at_cap.oom;
-            p->retries = r->at_cap.stats.num_alloc_retries;
+            gs_verify_predict(&r->at_cap, &preds[n++]);
         }
     fputc('\n', stdout);
     gs_cli table = *c; /* the verdict may be JSON in a file: the runs are a table on stdout */

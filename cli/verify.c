@@ -179,6 +179,16 @@ void gs_verify_run_clear(gs_verify_run *r)
 
 /* ---- the prediction ---- */
 
+void gs_verify_predict(const gs_result *r, gs_verify_prediction *p)
+{
+    memset(p, 0, sizeof *p);
+    p->have = true;
+    g_strlcpy(p->outcome, gs_result_outcome(r), sizeof p->outcome);
+    p->peak_reserved = (uint64_t)r->stats.reserved_bytes[GS_STAT_ALL].peak;
+    p->has_retries = strcmp(p->outcome, "ok") == 0;
+    p->retries = r->stats.num_alloc_retries;
+}
+
 const char *gs_verify_judge(const gs_verify_run *r, const gs_verify_prediction *p)
 {
     if (!p || !p->have) return "-";
