@@ -64,7 +64,7 @@ static void period_words(GString *g, const gs_whatif_cap *cap)
 
 /* Of a trace that ends where its run died: what the replays say about getting past that point
  * (never that a setting "completes": the rest of the program is unknown). */
-static char *dying_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap,
+static char *dying_recommendation(const gs_trace *t, const gs_whatif_cap *cap,
                                   const gs_whatif_row *rec, const gs_whatif_row *best_ok,
                                   const gs_whatif_row *least)
 {
@@ -104,7 +104,6 @@ static char *dying_recommendation(const GPtrArray *rows, const gs_trace *t, cons
     g_string_append(g, next_steps);
     period_words(g, cap);
     g_free(where);
-    (void)rows;
     return g_string_free(g, FALSE);
 }
 
@@ -123,7 +122,7 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
     }
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
-    if (cv.fatal_oom) return dying_recommendation(rows, t, cap, rec, best_ok, least);
+    if (cv.fatal_oom) return dying_recommendation(t, cap, rec, best_ok, least);
     char *where = cap_phrase(cap);
     char *out;
     if (!least) {

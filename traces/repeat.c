@@ -108,24 +108,14 @@ gs_trace *gs_trace_assume_repeat(const gs_trace *t, const gs_trace_period *p, un
     GArray *live = g_array_new(FALSE, TRUE, sizeof(bool));
     bool ok = true;
     for (size_t i = 0; i < total && ok; i++) {
-        /* the event as recorded, or the one P back it repeats */
+        /* the event as recorded, or, past the death, the recorded one a whole number of periods
+         * back that it repeats (the death's request, at D, repeats the alloc at D - P, alike by
+         * the period's signatures); src: the event P back, recorded or generated */
         size_t src = i < D ? i : i - P;
-        const gs_event *e = i < D ? &t->ev[i] : src < D ? &t->ev[src] : NULL;
-        uint8_t op;
-        uint64_t size;
-        uint32_t stream;
-        uint8_t flags;
-        if (i < D) {
-            op = e->op, size = e->size, stream = e->stream, flags = e->flags;
-        } else {
-            /* a generated event repeats src, itself recorded or generated: its kind is the
-             * recorded one a whole number of periods back (the death's request, at D, repeats
-             * the alloc at D - P, alike by the period's signatures) */
-            size_t r = src;
-            while (r >= D) r -= P;
-            const gs_event *re = &t->ev[r];
-            op = re->op, size = re->size, stream = re->stream, flags = re->flags;
-        }
+        const gs_event *e = &t->ev[i < D ? i : D - P + (i - D) % P];
+        uint8_t op = e->op, flags = e->flags;
+        uint64_t size = e->size;
+        uint32_t stream = e->stream;
         uint64_t sv = g_array_index(t->streams, uint64_t, stream);
         slot_at[i] = UINT32_MAX;
         switch (op) {
