@@ -59,7 +59,9 @@ static void load_verdict(const char *path, GPtrArray *specs, GArray *preds, uint
 {
     GError *err = NULL;
     gs_json *j = gs_json_load(path, &err);
-    if (!j) gs_cli_usage_error("--prediction: %s", err->message);
+    if (!j)
+        gs_cli_usage_error("--prediction: neither a whatif verdict (JSON) nor a gpusim trace: %s",
+                           err->message);
     const gs_json *res = gs_json_get(j, "results");
     if (!res || res->type != GS_JSON_ARRAY || !res->n)
         gs_cli_usage_error("--prediction: %s: not a gpusim whatif verdict (no \"results\")", path);
@@ -281,14 +283,11 @@ int gs_cmd_verify(int argc, char **argv)
     GArray *preds = g_array_new(FALSE, TRUE, sizeof(gs_verify_prediction));
     uint64_t cap = c.cap;
     if (prediction) {
-        gchar *head = NULL;
-        gsize len = 0;
-        /* told by content: a JSON object is a verdict, anything else a trace */
-        if (g_file_get_contents(prediction, &head, &len, NULL) && len && head[0] == '{')
-            load_verdict(prediction, specs, preds, &cap, c.capacity != NULL);
-        else
+        /* told by content, from its first bytes (gs_trace_sniff): a trace, else a verdict */
+        if (gs_trace_sniff(prediction) == GS_SNIFF_TRACE)
             predict_from_trace(&c, prediction, specs, preds, cap);
-        g_free(head);
+        else
+            load_verdict(prediction, specs, preds, &cap, c.capacity != NULL);
     }
     if (!specs->len) g_ptr_array_add(specs, g_strdup("pytorch"));
     for (guint i = 0; i < specs->len; i++) {
