@@ -153,6 +153,25 @@ char *gs_cli_policies_help(void);
 /* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */
 gboolean gs_cli_render_plots(gs_plotter *plotter);
 
+/* A start-up hook's folder (torch/NAME: sitecustomize.py, put first on a child's PYTHONPATH):
+ * $ENV_VAR, else the installed one (DATADIR/gpusim/NAME beside the bin/ gpusim is in), else the
+ * source tree's. g_free it. (hooks.c) */
+char *gs_cli_hook_dir(const char *name, const char *env_var);
+/* env with dir put first on its PYTHONPATH (env is consumed, as g_environ_setenv does). */
+char **gs_cli_env_python_path(char **env, const char *dir);
+/* A child's setup (g_spawn's child_setup): its standard output goes to gpusim's standard error,
+ * so gpusim's own output stays the report. */
+void gs_cli_child_output_to_stderr(gpointer ud);
+
+/* ---- gpusim predict (capture.c): a program's requests captured without a GPU ---- */
+typedef struct {
+    uint64_t device_total;      /* the device the program is told of (0: the capture's default) */
+    const char *trace;          /* where the capture writes its trace */
+} gs_capture_opts;
+/* Run cmd (argv) under the capture hook (torch/capture), its output on stderr. False (err: one
+ * line) when it could not be started, failed, or wrote no trace. */
+bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err);
+
 /* ---- gpusim verify (verify.c): a setting tried on the real GPU with the user's program ---- */
 typedef struct {
     char *spec;                 /* the setting */
@@ -206,6 +225,8 @@ int gs_cmd_plot(int argc, char **argv);
 int gs_cmd_whatif(int argc, char **argv);
 int gs_cmd_convert(int argc, char **argv);
 int gs_cmd_verify(int argc, char **argv);
+int gs_cmd_predict(int argc, char **argv);
+int gs_cmd_run(int argc, char **argv);
 
 G_END_DECLS
 

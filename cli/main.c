@@ -28,6 +28,8 @@ static const struct {
     {"whatif", gs_cmd_whatif},
     {"convert", gs_cmd_convert},
     {"verify", gs_cmd_verify},
+    {"predict", gs_cmd_predict},
+    {"run", gs_cmd_run},
 };
 
 static const char main_help[] =
@@ -48,6 +50,10 @@ static const char main_help[] =
     "                    which loads at memory speed\n"
     "  verify -- CMD     run your program on the real GPU under each setting, beside gpusim's\n"
     "                    prediction for it (PyTorch's own allocator, unmodified program)\n"
+    "  predict -- CMD    which setting lets your program fit, before it runs on a GPU: its\n"
+    "                    requests captured on the CPU (fake tensors), then whatif's verdict\n"
+    "  run -- CMD        run your program, unmodified, on gpusim's allocator on the real GPU\n"
+    "                    (PyTorch and CuPy; --trace records its requests)\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"
@@ -95,6 +101,6 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return finish(GS_EXIT_OK, closed);
     }
-    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, "
+    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, predict, run, "
                        "convert, help, version)", cmd);
 }

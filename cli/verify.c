@@ -12,25 +12,6 @@
 
 #include "cli.h"
 
-/* The hook's folder: $GPUSIM_VERIFY_HOOK, else the installed one (DATADIR/gpusim/verify beside
- * the bin/ gpusim is in), else the source tree's. */
-static char *hook_dir(void)
-{
-    const char *env = g_getenv("GPUSIM_VERIFY_HOOK");
-    if (env && *env) return g_strdup(env);
-    char *exe = g_file_read_link("/proc/self/exe", NULL);
-    char *dir = exe ? g_path_get_dirname(exe) : NULL;
-    char *installed = dir ? g_build_filename(dir, "..", "share", "gpusim", "verify", NULL) : NULL;
-    g_free(exe);
-    g_free(dir);
-    char *probe = installed ? g_build_filename(installed, "sitecustomize.py", NULL) : NULL;
-    bool there = probe && g_file_test(probe, G_FILE_TEST_IS_REGULAR);
-    g_free(probe);
-    if (there) return installed;
-    g_free(installed);
-    return g_build_filename(GS_SOURCE_ROOT, "torch", "verify", NULL);
-}
-
 bool gs_verify_conf(const char *spec, char **conf)
 {
     if (strcmp(spec, "pytorch") == 0) {
@@ -46,14 +27,6 @@ bool gs_verify_conf(const char *spec, char **conf)
         return true;
     }
     return false;
-}
-
-/* In the child, before its exec: the program's standard output goes to gpusim's standard
- * error, so gpusim's own output stays the report. */
-static void child_setup(gpointer ud)
-{
-    (void)ud;
-    dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
 /* The largest of a device statistic over the devices of the hook's report. */
@@ -121,11 +94,8 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
         return false;
     }
     char *out = g_build_filename(dir, "run.json", NULL);
-    char *hook = hook_dir();
-    char **env = g_get_environ();
-    const char *pp = g_environ_getenv(env, "PYTHONPATH");
-    char *path = pp && *pp ? g_strdup_printf("%s:%s", hook, pp) : g_strdup(hook);
-    env = g_environ_setenv(env, "PYTHONPATH", path, TRUE);
+    char *hook = gs_cli_hook_dir("verify", "GPUSIM_VERIFY_HOOK");
+    char **env = gs_cli_env_python_path(g_get_environ(), hook);
     env = g_environ_setenv(env, "PYTORCH_CUDA_ALLOC_CONF", conf, TRUE);
     env = g_environ_setenv(env, "GPUSIM_VERIFY_OUT", out, TRUE);
     if (cap) {
@@ -140,7 +110,7 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
     GError *spawn_err = NULL;
     /* argv, no shell: the user's command is run as given */
     bool ran = g_spawn_sync(NULL, (char **)cmd, env, G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
-                            child_setup, NULL, NULL, NULL, &status, &spawn_err);
+                            gs_cli_child_output_to_stderr, NULL, NULL, NULL, &status, &spawn_err);
     r->wall_s = (double)(g_get_monotonic_time() - t0) / 1e6;
     bool ok = true;
     if (!ran) {
@@ -162,7 +132,6 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
     g_free(tmp);
     g_rmdir(dir);
     g_strfreev(env);
-    g_free(path);
     g_free(hook);
     g_free(out);
     g_free(dir);

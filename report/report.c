@@ -388,6 +388,15 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
         fprintf(out, "  recording started mid-run: %" G_GUINT64_FORMAT " allocation%s synthesized, "
                      "results below that point are approximate\n",
                 cv.synthesized, cv.synthesized == 1 ? "" : "s");
+    if (cv.captured) {
+        char *how = gs_printable(cv.captured);
+        char *unknown = cv.capture_unknown ? gs_printable(cv.capture_unknown) : NULL;
+        fprintf(out, "  a prediction: the requests were captured without a GPU (%s), not recorded "
+                     "from a run; not known to the capture: %s\n",
+                how, unknown ? unknown : "nothing it counted");
+        g_free(how);
+        g_free(unknown);
+    }
 }
 
 /* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per

@@ -164,6 +164,11 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
         }
     }
     g_free(where);
+    if (cv.captured) { /* a verdict on captured requests says so first */
+        char *o = out;
+        out = g_strdup_printf("Predicted from a capture without a GPU: %s", o);
+        g_free(o);
+    }
     if (cap->assumption) { /* a verdict on an assumed continuation says so first */
         char *o = out;
         out = g_strdup_printf("Assuming %s: %s", cap->assumption, o);
@@ -333,6 +338,13 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
     gs_jw_key(&w, "assumption");
     if (cap->assumption) gs_jw_str(&w, cap->assumption);
     else gs_jw_null(&w);
+    if (cv.captured) { /* (only a capture's verdict has these) */
+        gs_jw_key(&w, "captured");
+        gs_jw_str(&w, cv.captured);
+        gs_jw_key(&w, "capture_unknown");
+        if (cv.capture_unknown) gs_jw_str(&w, cv.capture_unknown);
+        else gs_jw_null(&w);
+    }
     gs_jw_key(&w, "period_events");
     if (cap->period) gs_jw_uint(&w, cap->period);
     else gs_jw_null(&w);

@@ -153,6 +153,8 @@ void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
     if (meta_u64(t, "inferred_empty_cache", &v, &bad)) out->inferred_empty_cache = v;
     const char *m = gs_trace_get_meta(t, "started_mid_run");
     out->started_mid_run = out->synthesized > 0 || (m && strcmp(m, "yes") == 0);
+    out->captured = gs_trace_get_meta(t, "captured");
+    out->capture_unknown = out->captured ? gs_trace_get_meta(t, "capture_unknown") : NULL;
     /* (a stand-in trace may count events it does not hold: ev NULL) */
     if (tally(t) && t->ev)
         out->n_oom_events = tally(t)->n_oom;

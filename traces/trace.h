@@ -261,6 +261,10 @@ typedef struct {
     bool started_mid_run;     /* synthesized > 0, or the header says so */
     uint64_t inferred_empty_cache;
     size_t n_oom_events;      /* oom events (caught and fatal) */
+    /* A capture's trace (gpusim predict, docs/capture.md): the header's "captured" (what made
+     * it) and "capture_unknown" (what it could not know), or NULL; pointers into t's header. */
+    const char *captured;
+    const char *capture_unknown;
 } gs_trace_caveats;
 void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out);
 /* The distinct devices of t's events, ascending (at least one: 0 for an empty trace). Returns

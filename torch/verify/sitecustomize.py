@@ -21,10 +21,10 @@ A sitecustomize.py of the user's own, if any, is still run: after its work this 
 next one on sys.path.
 """
 import atexit
-import importlib.util
 import json
 import math
 import os
+import runpy
 import sys
 import time
 
@@ -32,19 +32,6 @@ _START = time.monotonic()
 _OUT = os.environ.pop("GPUSIM_VERIFY_OUT", None)
 _CAP = os.environ.pop("GPUSIM_VERIFY_CAP", None)
 _state = {"died_of": None}
-
-
-def _chain_user_sitecustomize():
-    """Import the next sitecustomize on sys.path (the user's), this folder left out."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    for entry in path:
-        candidate = os.path.join(entry or ".", "sitecustomize.py")
-        if os.path.isfile(candidate):
-            spec = importlib.util.spec_from_file_location("_user_sitecustomize", candidate)
-            mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
-            return
 
 
 def _excepthook(kind, value, tb):
@@ -104,4 +91,5 @@ if _OUT:
             limits.append(int(frac * total))
         _state["limit_bytes"] = min(limits) if limits else None
 
-_chain_user_sitecustomize()
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hookchain.py"),
+               {"HOOK": __file__}, "__gpusim_chain__")  # the user's own sitecustomize, after this one

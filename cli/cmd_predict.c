@@ -1,0 +1,133 @@
+/* cmd_predict.c - gpusim predict [WHATIF OPTIONS] [--trace FILE] -- CMD ARGS: the program's
+ * requests captured without a GPU (capture.c), then whatif's verdict on them, run as a child
+ * gpusim so that the capture's temporary trace is removed whatever whatif says of its options.
+ */
+#include <string.h>
+#include <sys/wait.h>
+
+#include <glib/gstdio.h>
+
+#include "cli.h"
+
+static const char predict_help[] =
+    "usage: gpusim predict [WHATIF OPTIONS] [--trace FILE] -- CMD [ARGS...]\n"
+    "\n"
+    "Which allocator setting lets a PyTorch program fit, before it has run on a GPU: CMD (a\n"
+    "Python program, run as given: no shell) runs once on the CPU under gpusim's capture, with\n"
+    "fake CUDA tensors that have the real sizes and no memory, and the requests PyTorch's caching\n"
+    "allocator would have been asked are replayed by gpusim whatif under each setting. The\n"
+    "program is not edited: a start-up hook (torch/capture/sitecustomize.py) is put first on its\n"
+    "PYTHONPATH, and it sees no GPU (CUDA_VISIBLE_DEVICES is empty). Its output goes to standard\n"
+    "error; the verdict is gpusim whatif's, marked as a prediction from a capture.\n"
+    "\n"
+    "What a capture cannot know is said in the verdict (and in the trace's header): values read\n"
+    "back from the GPU (.item(), a tensor in an if) are 0 in the capture, so a program that\n"
+    "steers by them takes the path of 0; cuDNN's workspaces (chosen on the device) are not in\n"
+    "it; a shape that depends on values is taken at its largest. docs/capture.md says how the\n"
+    "capture works and how close it came to real runs (BENCHMARKS.md, 'Predictions from a CPU\n"
+    "capture').\n"
+    "\n"
+    "Options:\n"
+    "  --trace FILE     keep the captured trace in FILE (.gz: compressed), for gpusim whatif,\n"
+    "                   replay or verify --prediction later\n"
+    "  --capacity C     the cap to judge at (the device's memory, or a memory fraction's bytes)\n"
+    "  --device-total B the device's memory, as the program is told it (default 80 GiB)\n"
+    "  --verify         then run CMD on the real GPU under the top settings (gpusim verify)\n"
+    "  and every other option of gpusim whatif (gpusim whatif --help): -p, --format, -o, --plot\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim predict --capacity 40GiB -- python3 train.py --batch 32\n"
+    "  gpusim predict --trace train.gstrace --format json -o verdict.json -- python3 train.py\n"
+    "  gpusim verify --prediction verdict.json --capacity 40GiB -- python3 train.py   (on the GPU)\n"
+    "\n"
+    "Exit status: whatif's (0 verdict written), 2 bad usage, or a program that failed under the\n"
+    "capture (its exit status and output are shown).\n";
+
+/* The value of an option at argv[*i] ("--name V" or "--name=V"), advancing *i past it; NULL
+ * when argv[*i] is not that option. */
+static const char *option_value(char **argv, int end, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n] != '\0') return NULL;
+    if (*i + 1 >= end) gs_cli_usage_error("predict: %s needs a value", name);
+    return argv[++*i];
+}
+
+/* gpusim whatif on the trace, with the options given, as a child: its exit status. */
+static int run_whatif(GPtrArray *args)
+{
+    char *self = g_file_read_link("/proc/self/exe", NULL);
+    if (!self) gs_cli_usage_error("predict: cannot find gpusim itself (/proc/self/exe)");
+    g_ptr_array_insert(args, 0, self);
+    g_ptr_array_insert(args, 1, (char *)"whatif");
+    g_ptr_array_add(args, NULL);
+    gint status = 0;
+    GError *err = NULL;
+    fflush(stdout);
+    bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL,
+                            G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL,
+                            NULL, NULL, &status, &err);
+    g_free(self);
+    if (!ran) gs_cli_usage_error("predict: cannot run gpusim whatif: %s", err->message);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int gs_cmd_predict(int argc, char **argv)
+{
+    int dash = 1;
+    while (dash < argc && strcmp(argv[dash], "--") != 0) dash++;
+    for (int i = 1; i < dash; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(predict_help, stdout);
+            return GS_EXIT_OK;
+        }
+    if (dash >= argc - 1)
+        gs_cli_usage_error("predict: give the program after --: gpusim predict [OPTIONS] -- "
+                           "python3 train.py [ARGS]");
+    GPtrArray *args = g_ptr_array_new();
+    gs_capture_opts o = {0};
+    const char *keep = NULL, *v;
+    bool verify = false, quiet = false;
+    for (int i = 1; i < dash; i++) {
+        if ((v = option_value(argv, dash, &i, "--trace"))) {
+            keep = v;
+            continue;
+        }
+        if ((v = option_value(argv, dash, &i, "--device-total"))) {
+            GError *err = NULL;
+            if (!gs_parse_size(v, &o.device_total, &err))
+                gs_cli_usage_error("predict: --device-total: %s", err->message);
+            g_ptr_array_add(args, (char *)"--device-total");
+            g_ptr_array_add(args, (char *)v);
+            continue;
+        }
+        verify |= strcmp(argv[i], "--verify") == 0;
+        quiet |= strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0;
+        g_ptr_array_add(args, argv[i]);
+    }
+    GError *err = NULL;
+    char *dir = keep ? NULL : g_dir_make_tmp("gpusim-predict-XXXXXX", &err);
+    if (!keep && !dir) gs_cli_usage_error("predict: %s", err->message);
+    char *trace = keep ? g_strdup(keep) : g_build_filename(dir, "capture.gstrace", NULL);
+    o.trace = trace;
+    if (!quiet) gs_cli_say("predict: capturing %s on the CPU (no GPU used)...", argv[dash + 1]);
+    bool ok = gs_capture_run(&argv[dash + 1], &o, &err);
+    int rc = GS_EXIT_USAGE;
+    if (ok) {
+        g_ptr_array_add(args, trace);
+        if (verify) /* whatif --verify runs the program after its -- on the real GPU */
+            for (int i = dash; i < argc; i++) g_ptr_array_add(args, argv[i]);
+        rc = run_whatif(args);
+    }
+    if (dir) {
+        g_unlink(trace);
+        g_rmdir(dir);
+    }
+    g_free(trace);
+    g_free(dir);
+    g_ptr_array_free(args, TRUE);
+    if (!ok) gs_cli_usage_error("predict: %s", err->message);
+    return rc;
+}

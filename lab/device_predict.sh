@@ -1,0 +1,55 @@
+#!/bin/sh
+# lab/device_predict.sh - on the GPU machine: gpusim's CPU capture beside real runs, for every
+# program of lab/predict (BENCHMARKS.md, "Predictions from a CPU capture").
+#
+# Phase 1, for each program: the real run under the default and under expandable segments, no
+# cap (torch/verify's hook: outcome and memory_stats; lab/predict/hook: the snapshot), and the
+# capture with no GPU visible (CUDA_VISIBLE_DEVICES empty), as gpusim predict runs it.
+# Phase 2: each setting run for real again at a cap 5% below and 5% above its own real peak
+# reserved (a memory fraction, as gpusim verify applies it).
+# Then tests/test_capture.py. Everything lands in $OUT/predict.tgz; lab/predict_table.py, run
+# here with gpusim built, replays the captures and makes the table.
+# Usage: sh lab/device_predict.sh   (PROGS="a b" for some; JOBS=N runs at once, default 4)
+set -u
+cd "$(dirname "$0")/.."
+R=${OUT:-/tmp}/predict; rm -rf "$R"; mkdir -p "$R"
+export PYTHONUNBUFFERED=1
+PROGS=${PROGS:-gpt_varlen generate_kv cnn_train graph_train mlp_streams encoder_finetune}
+JOBS=${JOBS:-4}
+conf() { case $1 in default) echo "" ;; expandable) echo "expandable_segments:True" ;; esac; }
+
+real() { # PROGRAM SETTING NAME [CAP]: one real run
+  PYTORCH_CUDA_ALLOC_CONF=$(conf "$2") GPUSIM_VERIFY_OUT=$R/$3.json GPUSIM_VERIFY_CAP=${4:-} \
+    LAB_SNAPSHOT=${SNAP:+$R/$3.pickle.gz} PYTHONPATH=lab/predict/hook:torch/verify \
+    timeout 300 python3 lab/predict/$1.py >$R/$3.log 2>&1
+  echo "$3: exit $?"
+}
+capture() { # PROGRAM: with no GPU visible (.cap), and with the GPU visible, its memory unused (.capgpu)
+  CUDA_VISIBLE_DEVICES= GPUSIM_CAPTURE_OUT=$R/$1.cap.gstrace PYTHONPATH=torch/capture \
+    timeout 300 python3 lab/predict/$1.py >$R/$1.cap.log 2>&1
+  echo "$1 capture, no GPU: exit $?; $(tail -1 $R/$1.cap.log)"
+  GPUSIM_CAPTURE_OUT=$R/$1.capgpu.gstrace PYTHONPATH=torch/capture \
+    timeout 300 python3 lab/predict/$1.py >$R/$1.capgpu.log 2>&1
+  echo "$1 capture, GPU visible: exit $?; $(tail -1 $R/$1.capgpu.log)"
+}
+n=0
+for p in $PROGS; do
+  for s in default expandable; do SNAP=1 real $p $s "$p.$s" & n=$((n + 1)); [ $((n % JOBS)) -eq 0 ] && wait; done
+  capture $p & n=$((n + 1)); [ $((n % JOBS)) -eq 0 ] && wait
+done
+wait
+for p in $PROGS; do
+  for s in default expandable; do
+    peak=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['devices']['0']; print(d['reserved_bytes.all.peak'])" $R/$p.$s.json 2>/dev/null) || continue
+    for f in 0.95 1.05; do
+      cap=$(python3 -c "print(int($peak * $f))")
+      SNAP= real $p $s "$p.$s.cap$f" $cap & n=$((n + 1)); [ $((n % JOBS)) -eq 0 ] && wait
+    done
+  done
+done
+wait
+python3 tests/test_capture.py . >$R/test_capture.log 2>&1; echo "test_capture: exit $?"; cat $R/test_capture.log
+{ python3 -c "import torch; print('torch', torch.__version__)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; } >$R/machine.txt 2>&1
+cat $R/machine.txt
+tar -czf "${OUT:-/tmp}/predict.tgz" -C "$(dirname "$R")" predict && rm -rf "$R"

@@ -1,0 +1,108 @@
+#!/bin/sh
+# test_predict.sh GPUSIM SRCDIR - gpusim predict's plumbing without PyTorch: a stand-in capture
+# hook (GPUSIM_CAPTURE_HOOK) that writes, with the capture's own trace writer
+# (torch/capture/gpusim_capture/events.py), the requests an unmodified program of ours names.
+# Checked: the program runs with no GPU visible and the device's size it was given; the verdict
+# is whatif's on the captured trace, marked as a prediction in every format; --trace keeps the
+# trace, else nothing is left behind; a program that fails or writes no capture is no
+# prediction. The capture itself (fake tensors, real PyTorch) is tests/test_capture.py's, run
+# where PyTorch is installed, and lab/device_predict.sh measures it against real runs.
+set -u
+gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac
+src=$2
+. "$src/tests/clitest.sh"
+
+mkdir "$tmp/hook" "$tmp/scratch"
+cat >"$tmp/hook/sitecustomize.py" <<'PY'
+import atexit, os, sys
+out = os.environ.pop("GPUSIM_CAPTURE_OUT", None)
+if out:
+    sys.path.insert(0, os.path.join(os.environ["SRC"], "torch", "capture"))
+    from gpusim_capture import events as ev
+    seen = {"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "total": os.environ.get("GPUSIM_CAPTURE_DEVICE_TOTAL")}
+    rec = ev.Events()
+    sys.modules["capture_events"] = rec   # the program asks through it, as tensors would
+
+    def finish():
+        head = [("source", "stand-in capture"), ("allocator_conf", ""),
+                ("captured", "gpusim-capture 1; stand-in; no GPU memory used"),
+                ("capture_unknown", "values read back (stand-in 0): 2"),
+                ("seen", f"{seen['cuda']!r} {seen['total']}")]
+        ev.write_trace(out, rec, head)
+    atexit.register(finish)
+PY
+# the program: a model of 1 GiB kept, then steps of 3 x 1 GiB of activations freed in turn, one
+# of them from a side stream whose free waits (record_stream); an exit status of its own
+cat >"$tmp/prog.py" <<'PY'
+import sys
+rec = sys.modules["capture_events"]
+G = 1 << 30
+model = rec.alloc(0, 0, G)
+for step in range(3):
+    acts = [rec.alloc(0, 0, G) for _ in range(3)]
+    side = rec.alloc(0, 7, G // 2)
+    for a in reversed(acts):
+        rec.free(a)
+    rec.free(side, deferred=True)
+rec.empty_cache(0)
+print("program ran")
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+PY
+export SRC="$src" GPUSIM_CAPTURE_HOOK="$tmp/hook" TMPDIR="$tmp/scratch"
+
+# the verdict, with the trace kept; the program's output on stderr
+"$gpusim" predict --capacity 6GiB --device-total 16GiB --trace "$tmp/cap.gstrace" -- \
+    python3 "$tmp/prog.py" >"$tmp/out" 2>"$tmp/err" || fail "predict: exit $?: $(cat "$tmp/err")"
+grep -q "^Predicted from a capture without a GPU: " "$tmp/out" || fail "predict: the verdict is marked: $(cat "$tmp/out")"
+grep -q "a prediction: the requests were captured without a GPU (gpusim-capture 1; stand-in" "$tmp/out" ||
+    fail "predict: the caveat line: $(cat "$tmp/out")"
+grep -q "not known to the capture: values read back (stand-in 0): 2" "$tmp/out" || fail "predict: the unknowns: $(cat "$tmp/out")"
+grep -q "program ran" "$tmp/err" || fail "predict: the program's output goes to stderr: $(cat "$tmp/err")"
+grep -q "program ran" "$tmp/out" && fail "predict: the program's output is not the report"
+grep -q "^# seen: '' 17179869184$" "$tmp/cap.gstrace" || fail "predict: the program sees no GPU and 16 GiB: $(grep seen "$tmp/cap.gstrace")"
+# the kept trace is a trace: 4 GiB live at the peak, the deferred frees completed
+"$gpusim" replay "$tmp/cap.gstrace" --format json -o "$tmp/r.json" 2>"$tmp/err" || fail "replay of the capture: $(cat "$tmp/err")"
+python3 - "$tmp/r.json" <<'PY' || fail "replay of the capture: its numbers"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]["results"][0]
+assert r["outcome"] == "ok", r
+assert r["peak_allocated_bytes"] == 4 * 2**30 + 2**29, r
+PY
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind: $(ls "$tmp/scratch")"
+
+# JSON: the verdict says where it comes from; without --trace nothing is left behind
+"$gpusim" predict -q --capacity 6GiB --format json -o "$tmp/v.json" -- python3 "$tmp/prog.py" \
+    2>"$tmp/err" || fail "predict --format json: exit $?: $(cat "$tmp/err")"
+python3 - "$tmp/v.json" <<'PY' || fail "predict --format json: the verdict"
+import json, sys
+v = json.load(open(sys.argv[1]))
+assert v["captured"].startswith("gpusim-capture 1"), v
+assert v["capture_unknown"] == "values read back (stand-in 0): 2", v
+assert v["recommendation"].startswith("Predicted from a capture without a GPU: "), v
+assert {r["policy"] for r in v["results"]} >= {"pytorch", "pytorch:expandable_segments:True"}, v
+PY
+grep -q "capturing" "$tmp/err" && fail "predict -q: still says what it does: $(cat "$tmp/err")"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind: $(ls "$tmp/scratch")"
+
+# a program that fails under the capture is no prediction: exit 2, its status named
+"$gpusim" predict -- python3 "$tmp/prog.py" 5 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "predict of a failing program: exit $rc, want 2"
+grep -q "failed under the capture (exit status 5" "$tmp/err" || fail "predict of a failing program: $(cat "$tmp/err")"
+[ ! -s "$tmp/out" ] || fail "predict of a failing program: wrote a verdict"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind after a failure: $(ls "$tmp/scratch")"
+# one that is no Python program under the hook writes no capture
+"$gpusim" predict -- true >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] || fail "predict of a program that writes no capture: exit 2 wanted"
+grep -q "wrote no capture" "$tmp/err" || fail "predict of a program with no capture: $(cat "$tmp/err")"
+# usage
+expect_error "predict with no program" "give the program after --" "$gpusim" predict --capacity 1GiB
+expect_error "predict with -- and nothing after" "give the program after --" "$gpusim" predict --
+expect_error "predict --device-total junk" "predict: --device-total" "$gpusim" predict --device-total x -- true
+expect_error "predict --trace with no value" "--trace needs a value" "$gpusim" predict --trace -- true
+"$gpusim" predict --help | grep -q "^usage: gpusim predict" || fail "predict --help"
+"$gpusim" help | grep -q "predict -- CMD" || fail "gpusim help names predict"
+[ "$fails" -eq 0 ] || exit 1
+echo "test_predict: ok"
