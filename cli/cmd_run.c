@@ -1,0 +1,116 @@
+/* cmd_run.c - gpusim run [-p SETTING] [--capacity C] [--trace FILE] [--stats FILE] -- CMD ARGS:
+ * the user's unmodified Python program on gpusim's allocator (libgpusim_torch.so) on real
+ * memory, for PyTorch and CuPy alike, through a start-up hook (torch/run/sitecustomize.py).
+ */
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cli.h"
+
+static const char run_description[] =
+    "Runs CMD (a Python program, run as given: no shell) with gpusim's allocator in place of\n"
+    "PyTorch's and CuPy's own, on the real GPU: a start-up hook gpusim puts on the child's\n"
+    "PYTHONPATH (torch/run/sitecustomize.py) waits for the program's own `import torch` or\n"
+    "`import cupy` and, before the program's next line, makes libgpusim_torch.so the allocator\n"
+    "(PyTorch's CUDAPluggableAllocator, torch.cuda.empty_cache() wired to gpusim's; CuPy's\n"
+    "cupy.cuda.set_allocator). The program is not edited; an OOM is raised as PyTorch raises its\n"
+    "own (torch.OutOfMemoryError, from libgpusim_torch_oom.so beside the library). A\n"
+    "sitecustomize of your own still runs.\n"
+    "\n"
+    "SETTING is any gpusim policy (gpusim replay --help lists them): pytorch:KEY:VALUE,..., stitch,\n"
+    "cupy, ... The library is $GPUSIM_TORCH_LIB, else the one beside gpusim (a build tree), else\n"
+    "the installed one. gpusim exits with the program's exit status (128 + N for signal N).\n"
+    "\n"
+    "Examples:\n"
+    "  gpusim run -p stitch --stats stats.json -- python3 train.py --steps 50\n"
+    "  gpusim run -p pytorch:expandable_segments:True --capacity 20GiB --trace run.gstrace -- \\\n"
+    "      python3 train.py\n"
+    "  gpusim replay run.gstrace -p pytorch -p stitch      (the recorded requests, replayed)\n"
+    "\n"
+    "Exit status: the program's, or 2 for bad usage or a program that cannot be started.";
+
+/* libgpusim_torch.so: $GPUSIM_TORCH_LIB, beside gpusim (build/), else the installed one
+ * (GS_LIBDIR, relative to the prefix: BINDIR/../LIBDIR). NULL when none is there. */
+static char *torch_lib(void)
+{
+    const char *env = g_getenv("GPUSIM_TORCH_LIB");
+    if (env && *env) return g_strdup(env);
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    char *dir = exe ? g_path_get_dirname(exe) : NULL;
+    g_free(exe);
+    if (!dir) return NULL;
+    char *tries[] = {g_build_filename(dir, "libgpusim_torch.so", NULL),
+                     g_build_filename(dir, "..", GS_LIBDIR, "libgpusim_torch.so", NULL)};
+    char *found = NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(tries); i++) {
+        if (!found && g_file_test(tries[i], G_FILE_TEST_IS_REGULAR)) found = tries[i];
+        else g_free(tries[i]);
+    }
+    g_free(dir);
+    return found;
+}
+
+int gs_cmd_run(int argc, char **argv)
+{
+    char *policy = NULL, *trace = NULL, *stats = NULL, *backend = NULL;
+    const GOptionEntry own[] = {
+        {"policy", 'p', 0, G_OPTION_ARG_STRING, &policy,
+         "gpusim's allocator setting (default: pytorch)", "SETTING"},
+        {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
+         "Record the program's requests as a gpusim trace in FILE (.gz: compressed), written at "
+         "exit", "FILE"},
+        {"stats", 0, 0, G_OPTION_ARG_FILENAME, &stats,
+         "Write the allocator's statistics to FILE at exit (gpusim replay's JSON)", "FILE"},
+        {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
+         "cuda (default): the real GPU; sim: the simulated device (no GPU; its pointers are no "
+         "memory: for tests)", "NAME"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL},
+    };
+    gs_cli c;
+    gs_cli_init(&c, "run", "-- CMD [ARGS...] - run a program on gpusim's allocator",
+                "Run your own Python program, unmodified, with gpusim's allocator in place of "
+                "PyTorch's\nand CuPy's, on the real GPU.",
+                run_description, GS_CLI_CAPACITY, own, NULL);
+    gs_cli_parse(&c, &argc, &argv, 1, "-- CMD");
+    int first = 1;
+    if (first < argc && strcmp(argv[first], "--") == 0) first++;
+    if (first >= argc) gs_cli_usage_error("run: no program to run: gpusim run [OPTIONS] -- CMD [ARGS...]");
+    GError *err = NULL;
+    /* the setting as the library will read it, before the program starts: a typo is caught
+     * here, not after the program's start-up */
+    gs_policy *pol = gs_policy_new(policy ? policy : "pytorch", &err);
+    if (!pol) gs_cli_usage_error("run: %s", err->message);
+    gs_policy_free(pol);
+    if (backend && strcmp(backend, "cuda") != 0 && strcmp(backend, "sim") != 0)
+        gs_cli_usage_error("run: --backend: '%s': expected cuda or sim", backend);
+    char *lib = torch_lib();
+    if (!lib) gs_cli_usage_error("run: libgpusim_torch.so not found beside gpusim or where it is "
+                                 "installed; name it with GPUSIM_TORCH_LIB");
+    char *hook = gs_cli_hook_dir("run", "GPUSIM_RUN_HOOK");
+    char **env = gs_cli_env_python_path(g_get_environ(), hook);
+    env = g_environ_setenv(env, "GPUSIM_RUN_LIB", lib, TRUE);
+    env = g_environ_setenv(env, "GPUSIM_POLICY", policy ? policy : "pytorch", TRUE);
+    char capb[32] = "";
+    if (c.capacity) g_snprintf(capb, sizeof capb, "%" G_GUINT64_FORMAT, c.cap);
+    const char *const vars[][2] = {{"GPUSIM_CAPACITY", capb},
+                                   {"GPUSIM_TRACE", trace},
+                                   {"GPUSIM_STATS", stats},
+                                   {"GPUSIM_BACKEND", backend}};
+    for (size_t i = 0; i < G_N_ELEMENTS(vars); i++)
+        env = vars[i][1] && *vars[i][1] ? g_environ_setenv(env, vars[i][0], vars[i][1], TRUE)
+                                        : g_environ_unsetenv(env, vars[i][0]);
+    gint status = 0;
+    bool ran = g_spawn_sync(NULL, argv + first, env,
+                            G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL, NULL,
+                            NULL, &status, &err);
+    g_strfreev(env);
+    g_free(hook);
+    g_free(lib);
+    g_free(policy);
+    g_free(trace);
+    g_free(stats);
+    g_free(backend);
+    gs_cli_clear(&c);
+    if (!ran) gs_cli_usage_error("run: cannot run %s: %s", argv[first], err->message);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

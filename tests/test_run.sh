@@ -1,0 +1,130 @@
+#!/bin/sh
+# test_run.sh GPUSIM SRCDIR - gpusim run without a GPU: the real libgpusim_torch.so on its
+# simulated device (--backend sim), under stand-ins for torch and cupy (in a scratch folder: the
+# few calls the run hook makes, and allocations through the allocator it installs). Checked: the
+# program is unmodified and its imports decide what is wired (torch, cupy, both); the library's
+# trace and statistics hold both libraries' requests; torch.cuda.empty_cache reaches gpusim's;
+# the program's exit status and output come back; a bad setting or no program are usage errors.
+# The real check, on a GPU with real PyTorch and CuPy, is lab/device_predict.sh's gpusim run.
+set -u
+gpusim=$1
+case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac
+src=$2
+. "$src/tests/clitest.sh"
+[ -f "$(dirname "$gpusim")/libgpusim_torch.so" ] || { echo "no libgpusim_torch.so beside gpusim: skipped"; exit 77; }
+
+mkdir -p "$tmp/py/torch" "$tmp/py/cupy"
+cat >"$tmp/py/torch/__init__.py" <<'PY'
+"""A stand-in for PyTorch's pluggable-allocator calls, allocating through whatever is current."""
+import ctypes, types
+_current = None
+class _Inner:
+    def __init__(self, so):
+        self.so, self.reset = so, None
+    def set_reset_fn(self, addr):
+        self.reset = ctypes.CFUNCTYPE(None)(addr)
+class CUDAPluggableAllocator:
+    def __init__(self, path, malloc, free):
+        so = ctypes.CDLL(path)
+        self.malloc, self.free = getattr(so, malloc), getattr(so, free)
+        self.malloc.restype = ctypes.c_void_p
+        self.malloc.argtypes = (ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
+        self.free.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
+        self._inner = _Inner(so)
+    def allocator(self):
+        return self._inner
+def change_current_allocator(a):
+    global _current
+    _current = a
+def _alloc(n):
+    return _current.malloc(n, 0, None)
+def _free(p, n):
+    _current.free(p, n, 0, None)
+def _empty_cache():
+    _current._inner.reset()
+cuda = types.SimpleNamespace(memory=types.SimpleNamespace(
+    CUDAPluggableAllocator=CUDAPluggableAllocator, change_current_allocator=change_current_allocator),
+    alloc=_alloc, free=_free, empty_cache=_empty_cache, installed=lambda: _current is not None)
+PY
+cat >"$tmp/py/cupy/__init__.py" <<'PY'
+"""A stand-in for CuPy's allocator interface (set_allocator, MemoryPointer, UnownedMemory)."""
+import types
+class OutOfMemoryError(Exception):
+    pass
+class UnownedMemory:
+    def __init__(self, ptr, size, owner, device_id=0):
+        self.ptr, self.size, self.owner = ptr, size, owner
+class MemoryPointer:
+    def __init__(self, mem, offset):
+        self.mem, self.ptr = mem, mem.ptr + offset
+_allocator = [None]
+def set_allocator(f):
+    _allocator[0] = f
+def empty(n):
+    return _allocator[0](n)
+cuda = types.SimpleNamespace(
+    memory=types.SimpleNamespace(UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
+                                 OutOfMemoryError=OutOfMemoryError),
+    runtime=types.SimpleNamespace(getDevice=lambda: 0),
+    get_current_stream=lambda: types.SimpleNamespace(ptr=0),
+    set_allocator=set_allocator, installed=lambda: _allocator[0] is not None)
+PY
+cat >"$tmp/prog.py" <<'PY'
+import sys
+import torch                      # unmodified: the hook wires gpusim when this import is done
+assert torch.cuda.installed(), "torch's allocator is gpusim's"
+M = 1 << 20
+a = torch.cuda.alloc(300 * M)
+b = torch.cuda.alloc(100 * M)
+torch.cuda.free(a, 300 * M)
+torch.cuda.empty_cache()          # gpusim's: the 300 MiB segment goes back
+import cupy                       # and CuPy's, when it is imported
+assert cupy.cuda.installed(), "cupy's allocator is gpusim's"
+x = cupy.empty(50 * M)
+del x                             # CuPy lets go: gpusim frees it
+y = cupy.empty(20 * M)
+print("program done")
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+PY
+export PYTHONPATH="$tmp/py"
+
+"$gpusim" run --backend sim -p pytorch --trace "$tmp/run.gstrace" --stats "$tmp/stats.json" -- \
+    python3 "$tmp/prog.py" >"$tmp/out" 2>"$tmp/err" || fail "run: exit $?: $(cat "$tmp/err")"
+grep -q "program done" "$tmp/out" || fail "run: the program's output: $(cat "$tmp/out")"
+awk -F, '$3 == "alloc" { print $8 }' "$tmp/run.gstrace" | tr '\n' ' ' >"$tmp/sizes"
+[ "$(cat "$tmp/sizes")" = "314572800 104857600 52428800 20971520 " ] ||
+    fail "run: the trace holds both libraries' requests in order: $(cat "$tmp/sizes")"
+grep -q ",empty_cache," "$tmp/run.gstrace" || fail "run: torch.cuda.empty_cache reached gpusim's"
+# torch's free, then CuPy's as soon as it let go, before its next request
+awk -F, '$3 == "alloc" || $3 == "free" { printf "%s:%s ", $3, $8 }' "$tmp/run.gstrace" >"$tmp/ops"
+case $(cat "$tmp/ops") in
+"alloc:314572800 alloc:104857600 free:314572800 alloc:52428800 free:52428800 alloc:20971520 "*) ;;
+*) fail "run: the frees (torch's and cupy's): $(cat "$tmp/ops")" ;;
+esac
+python3 - "$tmp/stats.json" <<'PY' || fail "run --stats"
+import json, sys
+r = json.load(open(sys.argv[1]))[0]["results"][0]
+assert r["peak_allocated_bytes"] == 400 * 2**20, r
+PY
+# the same requests replay to the same peak
+"$gpusim" replay "$tmp/run.gstrace" -p pytorch --format json -o "$tmp/replay.json" 2>/dev/null || fail "replay of the run's trace"
+python3 - "$tmp/stats.json" "$tmp/replay.json" <<'PY' || fail "run: the replay of its trace agrees with its statistics"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "num_device_alloc"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
+# the program's exit status is gpusim's
+"$gpusim" run --backend sim -- python3 "$tmp/prog.py" 7 >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 7 ] || fail "run: exit status $rc, want the program's 7"
+# a program that imports neither runs untouched
+"$gpusim" run --backend sim -- python3 -c "import sys; assert 'torch' not in sys.modules" ||
+    fail "run: the hook imported torch itself"
+expect_error "run with no program" "no -- CMD given" "$gpusim" run --backend sim
+expect_error "run with a bad setting" "run: " "$gpusim" run -p pytorch:no_such_key:1 -- python3 -c pass
+expect_error "run --backend junk" "expected cuda or sim" "$gpusim" run --backend junk -- python3 -c pass
+expect_error "run of a program that is not there" "cannot run" "$gpusim" run --backend sim -- /no/such/program
+[ "$fails" -eq 0 ] || exit 1
+echo "test_run: ok"
