@@ -14,9 +14,10 @@ bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err)
     char *hook = gs_cli_hook_dir("capture", "GPUSIM_CAPTURE_HOOK");
     char **env = gs_cli_env_python_path(g_get_environ(), hook);
     env = g_environ_setenv(env, "GPUSIM_CAPTURE_OUT", o->trace, TRUE);
-    /* The program sees no GPU, so none of a device's memory is used even where there is one,
-     * and a CUDA call the capture has no stand-in for fails rather than reaching a device. */
-    env = g_environ_setenv(env, "CUDA_VISIBLE_DEVICES", "", TRUE);
+    /* CUDA_VISIBLE_DEVICES is left as it is: PyTorch 2.11's fake CUDA tensors need a CUDA
+     * device to exist (its device guard asks the driver; with none, view and copy operations
+     * fail: docs/capture.md), though the capture puts none of the program's tensors in its
+     * memory. */
     if (o->device_total) {
         char total[32];
         g_snprintf(total, sizeof total, "%" G_GUINT64_FORMAT, o->device_total);

@@ -12,13 +12,15 @@
 static const char predict_help[] =
     "usage: gpusim predict [WHATIF OPTIONS] [--trace FILE] -- CMD [ARGS...]\n"
     "\n"
-    "Which allocator setting lets a PyTorch program fit, before it has run on a GPU: CMD (a\n"
+    "Which allocator setting lets a PyTorch program fit, before it has run on its GPU: CMD (a\n"
     "Python program, run as given: no shell) runs once on the CPU under gpusim's capture, with\n"
     "fake CUDA tensors that have the real sizes and no memory, and the requests PyTorch's caching\n"
     "allocator would have been asked are replayed by gpusim whatif under each setting. The\n"
     "program is not edited: a start-up hook (torch/capture/sitecustomize.py) is put first on its\n"
-    "PYTHONPATH, and it sees no GPU (CUDA_VISIBLE_DEVICES is empty). Its output goes to standard\n"
-    "error; the verdict is gpusim whatif's, marked as a prediction from a capture.\n"
+    "PYTHONPATH. No tensor of the program is put in a GPU's memory, but PyTorch (2.11) needs a\n"
+    "CUDA device to be there for its fake CUDA tensors: any one will do, of any size, busy or\n"
+    "not. Its output goes to standard error; the verdict is gpusim whatif's, marked as a\n"
+    "prediction from a capture.\n"
     "\n"
     "What a capture cannot know is said in the verdict (and in the trace's header): values read\n"
     "back from the GPU (.item(), a tensor in an if) are 0 in the capture, so a program that\n"
@@ -112,7 +114,7 @@ int gs_cmd_predict(int argc, char **argv)
     if (!keep && !dir) gs_cli_usage_error("predict: %s", err->message);
     char *trace = keep ? g_strdup(keep) : g_build_filename(dir, "capture.gstrace", NULL);
     o.trace = trace;
-    if (!quiet) gs_cli_say("predict: capturing %s on the CPU (no GPU used)...", argv[dash + 1]);
+    if (!quiet) gs_cli_say("predict: capturing %s on the CPU (no GPU memory used)...", argv[dash + 1]);
     bool ok = gs_capture_run(&argv[dash + 1], &o, &err);
     int rc = GS_EXIT_USAGE;
     if (ok) {

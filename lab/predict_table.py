@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """predict_table.py DIR [GPUSIM] - the table of BENCHMARKS.md "Predictions from a CPU capture".
 
-DIR: what lab/device_predict.sh brought back (predict.tgz unpacked); CAPTURE=capgpu for the
-captures made with the GPU visible (default: with none visible). For each program: the real
+DIR: what lab/device_predict.sh brought back (predict.tgz unpacked). For each program: the real
 runs' peak reserved (torch.cuda.memory_stats, default and expandable segments), the replay of
 its CPU capture under the same settings (gpusim replay), and the replay of the real run's own
 recording (the simulator's share of any difference); the requests matched (the capture's
@@ -43,6 +42,12 @@ def alloc_sizes(trace):
     return sizes
 
 
+def program_output(path):
+    """What the program printed (its own lines: losses, shapes), not the hooks' lines."""
+    with open(path, errors="replace") as f:
+        return [l for l in f if l.startswith(("step", "prompt", "eval"))]
+
+
 def stats(path):
     with open(path) as f:
         doc = json.load(f)
@@ -53,7 +58,7 @@ def stats(path):
 def main():
     d = sys.argv[1]
     gpusim = sys.argv[2] if len(sys.argv) > 2 else os.path.join(SRC, "build", "gpusim")
-    kind = os.environ.get("CAPTURE", "cap")  # cap: no GPU visible; capgpu: GPU visible, unused
+    kind = "cap"
     progs = sorted({f.split(".")[0] for f in os.listdir(d) if f.endswith(f".{kind}.gstrace")})
     rows = []
     for p in progs:
@@ -94,6 +99,13 @@ def main():
                 pred_out, _, _ = replay(gpusim, cap_trace, pol, cap)
                 row[f"{s}_cap{f}"] = f"{real_out}/{pred_out}"
                 row[f"{s}_cap{f}_agrees"] = real_out == pred_out
+        run_json = os.path.join(d, f"{p}.run.json")
+        if os.path.exists(run_json):  # the same program under gpusim run (-p pytorch)
+            with open(run_json) as fh:
+                res = json.load(fh)[0]["results"][0]
+            row["gpusim_run_peak"] = res["peak_reserved_bytes"]
+            row["gpusim_run_output_identical"] = program_output(
+                os.path.join(d, f"{p}.run.log")) == program_output(os.path.join(d, f"{p}.default.log"))
         rows.append(row)
     gib = lambda b: f"{b / 2**30:.3f}" if b is not None else "-"
     print("| program | requests matched | peak alloc real / capture (GiB) | default: real / capture "

@@ -2,7 +2,8 @@
 # test_predict.sh GPUSIM SRCDIR - gpusim predict's plumbing without PyTorch: a stand-in capture
 # hook (GPUSIM_CAPTURE_HOOK) that writes, with the capture's own trace writer
 # (torch/capture/gpusim_capture/events.py), the requests an unmodified program of ours names.
-# Checked: the program runs with no GPU visible and the device's size it was given; the verdict
+# Checked: the program runs with the GPUs visible as they were and the device's size it was
+# given; the verdict
 # is whatif's on the captured trace, marked as a prediction in every format; --trace keeps the
 # trace, else nothing is left behind; a program that fails or writes no capture is no
 # prediction. The capture itself (fake tensors, real PyTorch) is tests/test_capture.py's, run
@@ -50,7 +51,7 @@ rec.empty_cache(0)
 print("program ran")
 sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 PY
-export SRC="$src" GPUSIM_CAPTURE_HOOK="$tmp/hook" TMPDIR="$tmp/scratch"
+export SRC="$src" GPUSIM_CAPTURE_HOOK="$tmp/hook" TMPDIR="$tmp/scratch" CUDA_VISIBLE_DEVICES=3
 
 # the verdict, with the trace kept; the program's output on stderr
 "$gpusim" predict --capacity 6GiB --device-total 16GiB --trace "$tmp/cap.gstrace" -- \
@@ -61,7 +62,7 @@ grep -q "a prediction: the requests were captured without a GPU (gpusim-capture 
 grep -q "not known to the capture: values read back (stand-in 0): 2" "$tmp/out" || fail "predict: the unknowns: $(cat "$tmp/out")"
 grep -q "program ran" "$tmp/err" || fail "predict: the program's output goes to stderr: $(cat "$tmp/err")"
 grep -q "program ran" "$tmp/out" && fail "predict: the program's output is not the report"
-grep -q "^# seen: '' 17179869184$" "$tmp/cap.gstrace" || fail "predict: the program sees no GPU and 16 GiB: $(grep seen "$tmp/cap.gstrace")"
+grep -q "^# seen: '3' 17179869184$" "$tmp/cap.gstrace" || fail "predict: the program sees the GPUs as they are, told of 16 GiB: $(grep seen "$tmp/cap.gstrace")"
 # the kept trace is a trace: 4 GiB live at the peak, the deferred frees completed
 "$gpusim" replay "$tmp/cap.gstrace" --format json -o "$tmp/r.json" 2>"$tmp/err" || fail "replay of the capture: $(cat "$tmp/err")"
 python3 - "$tmp/r.json" <<'PY' || fail "replay of the capture: its numbers"

@@ -33,6 +33,12 @@ if _OUT:
         print(f"gpusim capture: cannot start: {e} (the capture runs in the program's own "
               "Python, which needs PyTorch)", file=sys.stderr)
         os._exit(3)
+    except Exception:  # noqa: BLE001 - never run the program for real in the capture's place
+        import traceback
+
+        traceback.print_exc()
+        print("gpusim capture: cannot start (above): the program was not run", file=sys.stderr)
+        os._exit(3)
 
 runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hookchain.py"),
                {"HOOK": __file__}, "__gpusim_chain__")  # the user's own sitecustomize, after this one

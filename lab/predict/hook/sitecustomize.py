@@ -7,10 +7,9 @@ torch.cuda.memory._record_memory_history, and dumps the snapshot at exit, whatev
 """
 import atexit
 import gzip
-import importlib.util
 import os
 import pickle
-import sys
+import runpy
 
 _SNAP = os.environ.pop("LAB_SNAPSHOT", None)
 
@@ -29,11 +28,6 @@ if _SNAP:
                                              max_entries=5_000_000)
     atexit.register(_dump)
 
-here = os.path.dirname(os.path.abspath(__file__))
-for entry in [p for p in sys.path if os.path.abspath(p or ".") != here]:
-    candidate = os.path.join(entry or ".", "sitecustomize.py")
-    if os.path.isfile(candidate):
-        spec = importlib.util.spec_from_file_location("_next_sitecustomize", candidate)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        break
+# then the next sitecustomize on the path (torch/verify's), as gpusim's own hooks chain
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "torch",
+                            "hookchain.py"), {"HOOK": __file__}, "__gpusim_chain__")

@@ -2,8 +2,9 @@
 
 start() runs in the user's own process (torch/capture/sitecustomize.py calls it before the
 program's first line): it replaces torch.cuda's entry points with stand-ins (patches.py,
-fakecuda.py), enters PyTorch's FakeTensorMode under a dispatch mode of gpusim's (mode.py), so
-tensors have the sizes of the real run and no memory, and at exit writes the requests as a
+fakecuda.py) and enters a dispatch mode of gpusim's (mode.py) that runs every operation on the
+device under PyTorch's FakeTensorMode, so CUDA tensors have the sizes of the real run and no
+memory, and at exit writes the requests as a
 gpusim trace (events.py) whose header says it is a capture and what it could not know.
 
 Environment (the hook's caller, gpusim predict or gpusim capture, sets it):
@@ -57,14 +58,13 @@ class Capture:
         # FakeTensorMode makes a real CUDA tensor first, where a device is available, so that
         # the autograd engine has a CUDA context: the capture asks for none of the device's
         # memory (and where there is no device, the stand-ins say there is one).
-        ft = torch._subclasses.fake_tensor
+        ft = mode.ft
         for name in ("init_gpu_context", "init_cuda_context"):
             if hasattr(ft, name):
                 setattr(ft, name, lambda device=None: None)
         self.tracker = mode.Tracker(self.events, self.fake_cuda)
-        self.fake = torch._subclasses.fake_tensor.FakeTensorMode(allow_non_fake_inputs=True)
-        self.mode = mode.CaptureMode(self.tracker, self.kernels, self.unknowns)
-        self.fake.__enter__()
+        self.fake = ft.FakeTensorMode(allow_non_fake_inputs=True)
+        self.mode = mode.CaptureMode(self.fake, self.tracker, self.kernels, self.unknowns)
         self.mode.__enter__()
         self._hook = sys.excepthook
         sys.excepthook = self._excepthook

@@ -1,7 +1,11 @@
 """mode.py - the dispatch mode that sees every CUDA storage made and freed, in program order.
 
-Every tensor operation passes through CaptureMode before PyTorch's FakeTensorMode runs it on
-sizes alone. After an operation, each output tensor on a CUDA device whose storage the capture
+Every tensor operation passes through CaptureMode. One on the device (a CUDA tensor among its
+inputs, or a CUDA device asked for) runs under PyTorch's FakeTensorMode, on sizes alone; one on
+the host runs for real, so the program's CPU side (data, model initialisation before .cuda(),
+values on the host) is what it would be, and a module moved to the GPU gets fake parameters the
+ordinary way (a host tensor made fake would be swapped in place, which PyTorch refuses for the
+fake tensors' own bookkeeping). After an operation, each output tensor on a CUDA device whose storage the capture
 has not seen is a new request to the caching allocator: its storage's bytes (what the real kernel
 would pass to the allocator, before rounding), on the current stream. The storage's own lifetime
 is the allocation's: a weak reference to it calls back when the last tensor, view or saved
@@ -20,6 +24,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch._subclasses import fake_tensor as ft
 
+_TO_COPY = torch.ops.aten._to_copy.default
 _STANDIN = {"bool": False, "int": 0, "float": 0.0, "SymInt": 0, "SymFloat": 0.0,
             "SymBool": False}
 
@@ -74,8 +79,9 @@ class Tracker:
 
 
 class CaptureMode(TorchDispatchMode):
-    def __init__(self, tracker, kernels, unknowns):
+    def __init__(self, fake, tracker, kernels, unknowns):
         super().__init__()
+        self.fake = fake
         self.tracker = tracker
         self.kernels = kernels
         self.unknowns = unknowns
@@ -83,18 +89,34 @@ class CaptureMode(TorchDispatchMode):
     def _count(self, what):
         self.unknowns[what] = self.unknowns.get(what, 0) + 1
 
+    def _on_device(self, args, kwargs):
+        """Whether an operation is the device's: a fake (CUDA) tensor among its inputs, or a
+        CUDA device asked for. Everything else is the host's, and runs for real."""
+        dev = kwargs.get("device")
+        if dev is not None and torch.device(dev).type == "cuda":
+            return True
+        return any(isinstance(a, ft.FakeTensor) for a in pytree.arg_tree_leaves(*args, **kwargs))
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        try:
-            out = func(*args, **kwargs)
-        except ft.DataDependentOutputException:
-            ret = func._schema.returns[0].type if func._schema.returns else None
+        if not self._on_device(args, kwargs):
+            return func(*args, **kwargs)
+        if func is _TO_COPY and str(kwargs.get("device", "")) == "cpu" and \
+                isinstance(args[0], ft.FakeTensor):
+            # a copy back to the host: zeros in its place (values read back, as .item())
             self._count("values read back (stand-in 0)")
-            kind = str(ret)
-            if kind == "Scalar":  # .item(): the stand-in in the tensor's own kind
+            x = args[0]
+            return torch.zeros(x.shape, dtype=kwargs.get("dtype") or x.dtype)
+        try:
+            with self.fake:
+                out = func(*args, **kwargs)
+        except ft.DataDependentOutputException:
+            self._count("values read back (stand-in 0)")
+            if args and isinstance(args[0], torch.Tensor):  # .item(): in the tensor's own kind
                 dt = args[0].dtype
                 return False if dt == torch.bool else 0.0 if dt.is_floating_point else 0
-            return _STANDIN.get(kind, 0)
+            ret = func._schema.returns[0].type if func._schema.returns else None
+            return _STANDIN.get(str(ret), 0)
         except ft.DynamicOutputShapeException:
             out = self._largest(func, args, kwargs)
         device = None
@@ -110,10 +132,11 @@ class CaptureMode(TorchDispatchMode):
         name = func._overloadpacket.__name__
         x = args[0]
         self._count(f"data-dependent shape ({name}, largest assumed)")
-        if name == "nonzero":
-            return torch.empty((x.numel(), x.dim()), dtype=torch.long, device=x.device)
-        if name == "masked_select":
-            n = torch.broadcast_shapes(x.shape, args[1].shape).numel()
-            return torch.empty((n,), dtype=x.dtype, device=x.device)
+        with self.fake:
+            if name == "nonzero":
+                return torch.empty((x.numel(), x.dim()), dtype=torch.long, device=x.device)
+            if name == "masked_select":
+                n = torch.broadcast_shapes(x.shape, args[1].shape).numel()
+                return torch.empty((n,), dtype=x.dtype, device=x.device)
         raise RuntimeError(f"gpusim capture: {func} has an output whose shape depends on the "
                            "values computed, which a capture does not have")

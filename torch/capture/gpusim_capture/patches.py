@@ -100,12 +100,15 @@ def foreach_as_real(torch):
     fake parameter's type is FakeTensor, so they would take the one-tensor-at-a-time path, whose
     temporaries are one parameter's instead of all of them at once (AdamW's peak differs by
     the size of the model)."""
-    fake = torch._subclasses.fake_tensor.FakeTensor
-    opt = torch.optim.optimizer
+    # (by their modules: torch.optim deletes its submodules' names from its namespace)
+    import torch.optim.optimizer as opt
+    import torch.utils._foreach_utils as fu
+
+    from torch._subclasses.fake_tensor import FakeTensor as fake
+
     types = getattr(opt, "_foreach_supported_types", None)
     if isinstance(types, list) and fake not in types:
         types.append(fake)
-    fu = torch.utils._foreach_utils
     old = getattr(fu, "_has_foreach_support", None)
     plain = (torch.Tensor, torch.nn.Parameter, fake)
 
