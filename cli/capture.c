@@ -1,6 +1,6 @@
-/* capture.c - a program's requests to the caching allocator captured without a GPU: the user's
- * unmodified Python program run once under the capture hook (torch/capture/sitecustomize.py),
- * which runs it on fake tensors and writes the requests as a gpusim trace (docs/capture.md).
+/* capture.c - a program's requests to the caching allocator captured on the CPU, with none of a
+ * GPU's memory: the user's unmodified Python program run once under the capture hook
+ * (torch/capture/sitecustomize.py), which runs it on fake tensors and writes the requests as a gpusim trace (docs/capture.md).
  */
 #include <string.h>
 #include <sys/wait.h>

@@ -1,5 +1,5 @@
 /* cmd_predict.c - gpusim predict [WHATIF OPTIONS] [--trace FILE] -- CMD ARGS: the program's
- * requests captured without a GPU (capture.c), then whatif's verdict on them, run as a child
+ * requests captured on the CPU (capture.c), then whatif's verdict on them, run as a child
  * gpusim so that the capture's temporary trace is removed whatever whatif says of its options.
  */
 #include <string.h>

@@ -166,7 +166,7 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
     g_free(where);
     if (cv.captured) { /* a verdict on captured requests says so first */
         char *o = out;
-        out = g_strdup_printf("Predicted from a capture without a GPU: %s", o);
+        out = g_strdup_printf("Predicted from a CPU capture: %s", o);
         g_free(o);
     }
     if (cap->assumption) { /* a verdict on an assumed continuation says so first */

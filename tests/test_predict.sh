@@ -56,8 +56,8 @@ export SRC="$src" GPUSIM_CAPTURE_HOOK="$tmp/hook" TMPDIR="$tmp/scratch" CUDA_VIS
 # the verdict, with the trace kept; the program's output on stderr
 "$gpusim" predict --capacity 6GiB --device-total 16GiB --trace "$tmp/cap.gstrace" -- \
     python3 "$tmp/prog.py" >"$tmp/out" 2>"$tmp/err" || fail "predict: exit $?: $(cat "$tmp/err")"
-grep -q "^Predicted from a capture without a GPU: " "$tmp/out" || fail "predict: the verdict is marked: $(cat "$tmp/out")"
-grep -q "a prediction: the requests were captured without a GPU (gpusim-capture 1; stand-in" "$tmp/out" ||
+grep -q "^Predicted from a CPU capture: " "$tmp/out" || fail "predict: the verdict is marked: $(cat "$tmp/out")"
+grep -q "a prediction: the requests were captured on the CPU (gpusim-capture 1; stand-in" "$tmp/out" ||
     fail "predict: the caveat line: $(cat "$tmp/out")"
 grep -q "not known to the capture: values read back (stand-in 0): 2" "$tmp/out" || fail "predict: the unknowns: $(cat "$tmp/out")"
 grep -q "program ran" "$tmp/err" || fail "predict: the program's output goes to stderr: $(cat "$tmp/err")"
@@ -81,7 +81,7 @@ import json, sys
 v = json.load(open(sys.argv[1]))
 assert v["captured"].startswith("gpusim-capture 1"), v
 assert v["capture_unknown"] == "values read back (stand-in 0): 2", v
-assert v["recommendation"].startswith("Predicted from a capture without a GPU: "), v
+assert v["recommendation"].startswith("Predicted from a CPU capture: "), v
 assert {r["policy"] for r in v["results"]} >= {"pytorch", "pytorch:expandable_segments:True"}, v
 PY
 grep -q "capturing" "$tmp/err" && fail "predict -q: still says what it does: $(cat "$tmp/err")"
