@@ -29,6 +29,11 @@ def replay(gpusim, trace, policy, cap=None):
     return res["outcome"], res["peak_reserved_bytes"], res.get("peak_allocated_bytes")
 
 
+def found(path):
+    """path, or path.gz where only that is there (as in lab/results/)."""
+    return path + ".gz" if not os.path.exists(path) and os.path.exists(path + ".gz") else path
+
+
 def alloc_sizes(trace):
     import gzip
     opener = gzip.open if open(trace, "rb").read(2) == b"\x1f\x8b" else open
@@ -62,8 +67,8 @@ def main():
     progs = sorted({f.split(".")[0] for f in os.listdir(d) if f.endswith(f".{kind}.gstrace")})
     rows = []
     for p in progs:
-        cap_trace = os.path.join(d, f"{p}.{kind}.gstrace")
-        real_trace = os.path.join(d, f"{p}.default.gstrace")
+        cap_trace = found(os.path.join(d, f"{p}.{kind}.gstrace"))
+        real_trace = found(os.path.join(d, f"{p}.default.gstrace"))
         snap = os.path.join(d, f"{p}.default.pickle.gz")
         if not os.path.exists(real_trace) and os.path.exists(snap):
             subprocess.run([sys.executable, os.path.join(SRC, "traces", "convert.py"), snap, "-o",
@@ -76,7 +81,7 @@ def main():
         for s, pol in SETTINGS.items():
             outcome, real_peak, real_alloc = stats(os.path.join(d, f"{p}.{s}.json"))
             _, pred_peak, pred_alloc = replay(gpusim, cap_trace, pol)
-            rec_trace = os.path.join(d, f"{p}.{s}.gstrace")
+            rec_trace = found(os.path.join(d, f"{p}.{s}.gstrace"))
             if not os.path.exists(rec_trace) and os.path.exists(os.path.join(d, f"{p}.{s}.pickle.gz")):
                 subprocess.run([sys.executable, os.path.join(SRC, "traces", "convert.py"),
                                 os.path.join(d, f"{p}.{s}.pickle.gz"), "-o", rec_trace],
