@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold;
 every source file of the product named in the layout of the source tree (docs/layout.md); no
-loop of files in sim/ or plots/.
+loop of files in sim/ or plots/; no folder's meson.build naming another folder's library, whose
+dependencies come from the layers table of the top-level meson.build alone.
 
 Outside tests/, no C file passes 900 lines, no C function 120 lines, no Python module 1,200
 lines, unless tests/data/size-allowlist.txt names it with one line of why ("PATH why" for a
@@ -140,12 +141,31 @@ def main():
                 visit(m, [m])
     for lp in loops:
         print(f"FAIL: a loop of files: {lp}")
+    # The layers are stated once, in the top-level meson.build's table: a folder's meson.build
+    # gets its dependencies on the folders below as layer_deps and names none of them itself
+    # (sim/meson.build listing traces_dep beside layer_deps would build on traces whatever the
+    # table said, and the table's probes would not see it).
+    bypass = []
+    names = "|".join(PRODUCT)
+    for folder in PRODUCT:
+        path = os.path.join(src, folder, "meson.build")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                code = line.split("#", 1)[0]
+                for m in re.finditer(rf"\b({names})_dep\b", code):
+                    if m.group(1) != folder:
+                        bypass.append(f"{folder}/meson.build:{n}: {m.group(0)}")
+    for b in bypass:
+        print(f"FAIL: {b}: a folder's dependencies on the others come from the layers table of "
+              "meson.build (layer_deps), not from its own meson.build")
     stale = sorted(set(allowed) - used)
     for o in over:
         print(f"FAIL: {o}: split it, or name it in tests/data/size-allowlist.txt with why")
     for s in stale:
         print(f"FAIL: {s}: within the limits now; take it off tests/data/size-allowlist.txt")
-    if over or stale or unnamed or loops:
+    if over or stale or unnamed or loops or bypass:
         return 1
     print(f"layout: ok ({len(used)} allowed by name)")
     return 0
