@@ -11,7 +11,7 @@
  * ledger. --every N fails only the first K (--first, default 3) calls of each kind, every Nth
  * and the last (what tests/test_faults.c does in CI). Prints a line per trace and policy and the
  * totals; exit status 1 when any promise broke (the first few are listed). bench/faults.sh runs
- * the whole sweep; README "Robustness" has its figures.
+ * the whole sweep; docs/robustness.md has its figures.
  */
 #include <glib.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/faults.sh [BUILD] - the whole fault-injection sweep (README "Robustness"): every device
+# bench/faults.sh [BUILD] - the whole fault-injection sweep (docs/robustness.md): every device
 # call of the replays of the five bundled traces, under the six standard policies, failed in
 # turn, once with a device error and once with an OOM, each run checked (tests/faultsweep.h:
 # the heap, the report, the device ledger). Prints a line per trace and policy and the totals;

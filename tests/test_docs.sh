@@ -11,11 +11,14 @@
 #   if any, to a heading of that file (GitHub's anchor rules).
 # - No source, script or page cites an issue by its number ("issue 15", "Issue 16's"): a clone
 #   cannot open the tracker; the why is named by its note or docs/ section instead.
+# - README.md stays the users' page: under 400 lines (what gpusim answers, the flow, the commands,
+#   the pictures), everything else in docs/ and linked from it. It grew to 1,500 lines once, the
+#   layout of the tree, the fidelity runs and the fuzzing figures among the commands.
 #
 # The files scanned for citations are git's (git ls-files; where SRCDIR is no git checkout, the
 # tree less the folders named .* and build*) that end in .c .h .py .sh .awk .build .txt .md .map,
 # this one excepted: it names the outside notes in order to look for them. POSIX sh and awk, which
-# reads bytes (LC_ALL=C). Exits 0 when all three checks pass, else 1, each failure listed.
+# reads bytes (LC_ALL=C). Exits 0 when all the checks pass, else 1, each failure listed.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -249,6 +252,7 @@ BEGIN {
               "peer-allocators\\.md|shared/calibration"
     LINK = "[]][(][^)[:space:]]+[)]"
     ISSUE = "[Ii]ssue[[:space:]]+[0-9]"
+    README_MAX = 400
     HI = "\200\201\202\203\204\205\206\207\210\211\212\213\214\215\216\217" \
          "\220\221\222\223\224\225\226\227\230\231\232\233\234\235\236"
     np = split("§ — – ‐ ‑ ’ ‘ “ ” … × ÷ ± · • ° « » © ® ™ → ← ↔ ≤ ≥ ≈ ≠ ∞ √ \302\240", p, " ")
@@ -265,5 +269,9 @@ END {
     report(2, "test_nothing_cites_notes_outside_the_repository", NFILES " files")
     report(3, "test_relative_links_and_anchors_resolve", NLINK " links in " NPAGES " pages")
     report(4, "test_no_issue_numbers", NFILES " files")
+    n = nlines(slurp("README.md"))
+    if (n >= README_MAX)
+        problem(5, "README.md: " n " lines (at most " README_MAX - 1 "): move what is not for users to docs/ and link it")
+    report(5, "test_readme_is_short", n " lines, under " README_MAX)
     exit FAILED ? 1 : 0
 }'

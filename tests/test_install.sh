@@ -4,9 +4,9 @@
 # gpusim-synth run and write what the source tree's scripts write; the example traces are all
 # there and replay; gpusim whatif, with GPUSIM_CONVERT unset, finds and runs the gpusim-convert
 # installed beside it; the PyTorch library exports its two functions; the man pages render
-# without a warning (MAN_PAGES is 1 when meson made them); the docs are there. The converter
-# also runs under Python 3.10 where one is found (python3.10, or pyenv's 3.10), and writes the
-# same bytes. Exits 77 (skipped) when there is no meson to install with.
+# without a warning (MAN_PAGES is 1 when meson made them); every page of docs/ is there, and the
+# README's links resolve. The converter also runs under Python 3.10 where one is found
+# (python3.10, or pyenv's 3.10), and writes the same bytes. Exits 77 (skipped) when there is no meson to install with.
 set -u
 meson=$1 build=$2 src=$3 prefix=$4 bindir=$5 libdir=$6 datadir=$7 mandir=$8 man_pages=$9
 . "$src/tests/clitest.sh"
@@ -34,9 +34,20 @@ for f in "$bin/gpusim" "$bin/gpusim-convert" "$bin/gpusim-synth"; do
     [ -f "$f" ] && [ -x "$f" ] || fail "not installed as an executable: ${f#"$root"}"
 done
 [ -f "$lib/libgpusim_torch.so" ] || fail "not installed: ${lib#"$root"}/libgpusim_torch.so"
-for d in README.md trace-format.md metrics.md cli.md fidelity.md pytorch-allocator.md cupy-pool.md; do
-    [ -s "$share/doc/gpusim/docs/$d" ] || fail "doc not installed: share/doc/gpusim/docs/$d"
+# every page of docs/, as is, and no other
+n=0
+for f in "$src"/docs/*.md; do
+    d=$(basename "$f")
+    cmp -s "$f" "$share/doc/gpusim/docs/$d" || fail "doc not installed as is: share/doc/gpusim/docs/$d"
+    n=$((n + 1))
 done
+m=$(ls "$share/doc/gpusim/docs/" | grep -c '\.md$')
+[ "$m" -eq "$n" ] || fail "installed $m pages in share/doc/gpusim/docs, docs/ has $n"
+# the README's links into docs/ resolve where it is installed
+grep -o '](docs/[a-z-]*\.md' "$share/doc/gpusim/README.md" | sed 's/^](//' | sort -u |
+    while read -r f; do [ -f "$share/doc/gpusim/$f" ] || echo "$f"; done >"$tmp/missing"
+[ ! -s "$tmp/missing" ] || fail "the installed README links to pages not installed: $(cat "$tmp/missing")"
+
 # the README and BENCHMARKS beside them, as in the source tree: the pages' links resolve
 for d in README.md BENCHMARKS.md; do
     cmp -s "$src/$d" "$share/doc/gpusim/$d" || fail "not installed as is: share/doc/gpusim/$d"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """test_layout.py SRCDIR - the size guard: one job per file, and functions a reader can hold;
-every source file of the product named in the README's layout; no loop of files in sim/ or
-plots/.
+every source file of the product named in the layout of the source tree (docs/layout.md); no
+loop of files in sim/ or plots/; no folder's meson.build naming another folder's library, whose
+dependencies come from the layers table of the top-level meson.build alone.
 
 Outside tests/, no C file passes 900 lines, no C function 120 lines, no Python module 1,200
 lines, unless tests/data/size-allowlist.txt names it with one line of why ("PATH why" for a
@@ -16,7 +17,8 @@ import subprocess
 import sys
 
 C_FILE_MAX, C_FUNC_MAX, PY_FILE_MAX = 900, 120, 1200
-# the folders of the product, whose every source file the README's layout names
+LAYOUT = "docs/layout.md"
+# the folders of the product, whose every source file the layout (docs/layout.md) names
 PRODUCT = ("util", "backends", "core", "policies", "traces", "sim", "report", "plots", "cli",
            "torch")
 SIG = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(\w+)\s*\(")
@@ -86,12 +88,21 @@ def main():
                     if length > C_FUNC_MAX:
                         (used.add(key) if key in allowed else
                          over.append(f"{key}: {length} lines (> {C_FUNC_MAX})"))
-    # Every source file of the product's folders is named in the README's layout (the block of
-    # lines from "    util/" to the first blank line after it), by its file name.
-    with open(os.path.join(src, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    at = readme.find("\n    util/ ")
-    layout = readme[at:readme.find("\n\n", at)] if at >= 0 else ""
+    # Every source file of the product's folders is named in the layout of the source tree,
+    # docs/layout.md (the block of lines from "    util/" to the first blank line after it), by
+    # its file name. The README, for users, no longer holds it.
+    layout_path = os.path.join(src, LAYOUT)
+    try:
+        with open(layout_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        print(f"FAIL: {LAYOUT}: {e.strerror}: the layout of the source tree is missing")
+        return 1
+    at = text.find("\n    util/ ")
+    if at < 0:
+        print(f"FAIL: {LAYOUT}: no layout block (a line starting '    util/ ')")
+        return 1
+    layout = text[at:text.find("\n\n", at)]
     unnamed = []
     for rel in tracked(src):
         top = rel.split("/", 1)[0]
@@ -99,7 +110,7 @@ def main():
                 os.path.basename(rel) not in layout:
             unnamed.append(rel)
     for u in unnamed:
-        print(f"FAIL: {u}: not named in README.md's layout (the block from '    util/')")
+        print(f"FAIL: {u}: not named in {LAYOUT}'s layout (the block from '    util/')")
     # No loop of files inside sim/ or plots/: module X (X.c and X.h) depends on Y when either
     # includes Y.h of the same folder; the dependencies must form no cycle (replay.c included
     # clients.h, whose clients.h included replay.h).
@@ -130,12 +141,31 @@ def main():
                 visit(m, [m])
     for lp in loops:
         print(f"FAIL: a loop of files: {lp}")
+    # The layers are stated once, in the top-level meson.build's table: a folder's meson.build
+    # gets its dependencies on the folders below as layer_deps and names none of them itself
+    # (sim/meson.build listing traces_dep beside layer_deps would build on traces whatever the
+    # table said, and the table's probes would not see it).
+    bypass = []
+    names = "|".join(PRODUCT)
+    for folder in PRODUCT:
+        path = os.path.join(src, folder, "meson.build")
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                code = line.split("#", 1)[0]
+                for m in re.finditer(rf"\b({names})_dep\b", code):
+                    if m.group(1) != folder:
+                        bypass.append(f"{folder}/meson.build:{n}: {m.group(0)}")
+    for b in bypass:
+        print(f"FAIL: {b}: a folder's dependencies on the others come from the layers table of "
+              "meson.build (layer_deps), not from its own meson.build")
     stale = sorted(set(allowed) - used)
     for o in over:
         print(f"FAIL: {o}: split it, or name it in tests/data/size-allowlist.txt with why")
     for s in stale:
         print(f"FAIL: {s}: within the limits now; take it off tests/data/size-allowlist.txt")
-    if over or stale or unnamed or loops:
+    if over or stale or unnamed or loops or bypass:
         return 1
     print(f"layout: ok ({len(used)} allowed by name)")
     return 0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_parallel.sh GPUSIM SRCDIR - the README's GNU parallel recipe for a sweep on several
+# test_parallel.sh GPUSIM SRCDIR - docs/cluster.md's GNU parallel recipe for a sweep on several
 # processes: four shards run by Debian's `parallel`, merged, equal the single-machine CSV byte for
 # byte (but the host-time column). Skips (77) where `parallel` is not installed (.ci/setup
 # installs it).
@@ -15,7 +15,7 @@ parallel --version 2>/dev/null | grep -q "GNU parallel" || { echo "this parallel
 trace=$src/traces/data/batch-alternate.gstrace.gz
 "$gpusim" sweep "$trace" -p 'pytorch:max_split_size_mb:{64,128,256}' --capacity '{5.75,6.25}GiB' \
     -j 1 -q -o "$tmp/whole.csv" || fail "the single-machine sweep: exit"
-# the recipe, as the README writes it (the quotes inside the quotes: parallel hands the line
+# the recipe, as docs/cluster.md writes it (the quotes inside the quotes: parallel hands the line
 # to a shell); --will-cite: no citation notice
 (cd "$tmp" && parallel --will-cite -j 2 "$gpusim" sweep "$trace" \
     -p "'pytorch:max_split_size_mb:{64,128,256}'" --capacity "'{5.75,6.25}GiB'" \

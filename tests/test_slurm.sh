@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_slurm.sh GPUSIM SRCDIR - the README's Slurm recipe against a real single-node Slurm: a
+# test_slurm.sh GPUSIM SRCDIR - docs/cluster.md's Slurm recipe against a real single-node Slurm: a
 # minimal slurm.conf in a scratch directory (its own ports, no munge: auth/none), slurmctld and
 # slurmd started here in the foreground as the current user, a job array of 3 shards of a
 # sweep submitted with sbatch --wait, merged, compared byte for byte with the single-machine
@@ -83,7 +83,7 @@ trace=$src/traces/data/batch-alternate.gstrace.gz
 grid="-p pytorch:max_split_size_mb:{64,128,256} --capacity {5.75,6.25}GiB"
 # shellcheck disable=SC2086
 "$gpusim" sweep "$trace" $grid -j 1 -q -o "$tmp/whole.csv" || fail "the single-machine sweep: exit"
-# the recipe, as the README writes it
+# the recipe, as docs/cluster.md writes it
 cd "$tmp" || exit 1
 timeout 120 sbatch --wait --array=0-2 -o "$tmp/job-%a.out" --wrap "'$gpusim' sweep '$trace' \
     -p 'pytorch:max_split_size_mb:{64,128,256}' --capacity '{5.75,6.25}GiB' -j 1 -q \

@@ -159,7 +159,7 @@ START_TEST(parallel_cells_equal_serial_in_grid_order)
         ck_assert(memcmp(&par[i].stats, &serial[i].stats, sizeof(gs_stats)) == 0);
         ck_assert_uint_eq(par[i].calls.n[GS_CALL_MALLOC], serial[i].calls.n[GS_CALL_MALLOC]);
     }
-    /* the README's fidelity numbers: max_split_size_mb:128 at 6.25 GiB retries 6 times */
+    /* the numbers of docs/fidelity.md §5: max_split_size_mb:128 at 6.25 GiB retries 6 times */
     ck_assert_uint_eq(par[3].stats.num_alloc_retries, 6);
     for (size_t i = 0; i < n; i++) {
         gs_result_clear(&serial[i]);

@@ -6,7 +6,7 @@
 The generator runs as a subprocess, the way users run it. The bundled traces
 (traces/data/batch-alternate, dataframe-then-torch and producer-consumer .gstrace.gz) must be
 exactly what the generator writes with its defaults, so the traces the tests replay are the
-ones the README tells users to regenerate.
+ones the docs (docs/expandable.md, docs/clients.md) tell users to regenerate.
 """
 
 import gzip
