@@ -1,6 +1,7 @@
 /* capture.c - a program's requests to the caching allocator captured on the CPU, with none of a
  * GPU's memory: the user's unmodified Python program run once under the capture hook
- * (torch/capture/sitecustomize.py), which runs it on fake tensors and writes the requests as a gpusim trace (docs/capture.md).
+ * (torch/capture/sitecustomize.py), which runs it on fake tensors and writes the requests as a
+ * gpusim trace (docs/capture.md).
  */
 #include <string.h>
 #include <sys/wait.h>
@@ -26,7 +27,8 @@ bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err)
     g_unlink(o->trace); /* a trace there afterwards is this run's */
     gint status = 0;
     GError *spawn_err = NULL;
-    bool ok = g_spawn_sync(NULL, (char **)cmd, env, G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
+    bool ok = g_spawn_sync(NULL, (char **)cmd, env,
+                           G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
                            gs_cli_child_output_to_stderr, NULL, NULL, NULL, &status, &spawn_err);
     if (!ok) {
         g_propagate_prefixed_error(err, spawn_err, "cannot run %s: ", cmd[0]);
@@ -44,7 +46,8 @@ bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err)
     } else if (!g_file_test(o->trace, G_FILE_TEST_IS_REGULAR)) {
         g_set_error(err, G_FILE_ERROR, G_FILE_ERROR_FAILED,
                     "%s wrote no capture: is it a Python program that imports torch (run as "
-                    "python3 PROGRAM, so that Python loads the hook)?", cmd[0]);
+                    "python3 PROGRAM, so that Python loads the hook)?",
+                    cmd[0]);
         ok = false;
     }
     g_strfreev(env);

@@ -165,8 +165,8 @@ void gs_cli_child_output_to_stderr(gpointer ud);
 
 /* ---- gpusim predict (capture.c): a program's requests captured without a GPU ---- */
 typedef struct {
-    uint64_t device_total;      /* the device the program is told of (0: the capture's default) */
-    const char *trace;          /* where the capture writes its trace */
+    uint64_t device_total; /* the device the program is told of (0: the capture's default) */
+    const char *trace;     /* where the capture writes its trace */
 } gs_capture_opts;
 /* Run cmd (argv) under the capture hook (torch/capture), its output on stderr. False (err: one
  * line) when it could not be started, failed, or wrote no trace. */

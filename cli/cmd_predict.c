@@ -68,9 +68,8 @@ static int run_whatif(GPtrArray *args)
     gint status = 0;
     GError *err = NULL;
     fflush(stdout);
-    bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL,
-                            G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL,
-                            NULL, NULL, &status, &err);
+    bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL, G_SPAWN_CHILD_INHERITS_STDIN, NULL,
+                            NULL, NULL, NULL, &status, &err);
     g_free(self);
     if (!ran) gs_cli_usage_error("predict: cannot run gpusim whatif: %s", err->message);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -114,7 +113,8 @@ int gs_cmd_predict(int argc, char **argv)
     if (!keep && !dir) gs_cli_usage_error("predict: %s", err->message);
     char *trace = keep ? g_strdup(keep) : g_build_filename(dir, "capture.gstrace", NULL);
     o.trace = trace;
-    if (!quiet) gs_cli_say("predict: capturing %s on the CPU (no GPU memory used)...", argv[dash + 1]);
+    if (!quiet)
+        gs_cli_say("predict: capturing %s on the CPU (no GPU memory used)...", argv[dash + 1]);
     bool ok = gs_capture_run(&argv[dash + 1], &o, &err);
     int rc = GS_EXIT_USAGE;
     if (ok) {

@@ -58,12 +58,14 @@ int gs_cmd_run(int argc, char **argv)
          "gpusim's allocator setting (default: pytorch)", "SETTING"},
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
          "Record the program's requests as a gpusim trace in FILE (.gz: compressed), written at "
-         "exit", "FILE"},
+         "exit",
+         "FILE"},
         {"stats", 0, 0, G_OPTION_ARG_FILENAME, &stats,
          "Write the allocator's statistics to FILE at exit (gpusim replay's JSON)", "FILE"},
         {"backend", 0, 0, G_OPTION_ARG_STRING, &backend,
          "cuda (default): the real GPU; sim: the simulated device (no GPU; its pointers are no "
-         "memory: for tests)", "NAME"},
+         "memory: for tests)",
+         "NAME"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     gs_cli c;
@@ -74,7 +76,8 @@ int gs_cmd_run(int argc, char **argv)
     gs_cli_parse(&c, &argc, &argv, 1, "-- CMD");
     int first = 1;
     if (first < argc && strcmp(argv[first], "--") == 0) first++;
-    if (first >= argc) gs_cli_usage_error("run: no program to run: gpusim run [OPTIONS] -- CMD [ARGS...]");
+    if (first >= argc)
+        gs_cli_usage_error("run: no program to run: gpusim run [OPTIONS] -- CMD [ARGS...]");
     GError *err = NULL;
     /* the setting as the library will read it, before the program starts: a typo is caught
      * here, not after the program's start-up */
@@ -84,8 +87,9 @@ int gs_cmd_run(int argc, char **argv)
     if (backend && strcmp(backend, "cuda") != 0 && strcmp(backend, "sim") != 0)
         gs_cli_usage_error("run: --backend: '%s': expected cuda or sim", backend);
     char *lib = torch_lib();
-    if (!lib) gs_cli_usage_error("run: libgpusim_torch.so not found beside gpusim or where it is "
-                                 "installed; name it with GPUSIM_TORCH_LIB");
+    if (!lib)
+        gs_cli_usage_error("run: libgpusim_torch.so not found beside gpusim or where it is "
+                           "installed; name it with GPUSIM_TORCH_LIB");
     char *hook = gs_cli_hook_dir("run", "GPUSIM_RUN_HOOK");
     char **env = gs_cli_env_python_path(g_get_environ(), hook);
     env = g_environ_setenv(env, "GPUSIM_RUN_LIB", lib, TRUE);

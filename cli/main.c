@@ -17,6 +17,8 @@
 
 #include "cli.h"
 
+/* a command a line */
+/* clang-format off */
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -31,6 +33,7 @@ static const struct {
     {"predict", gs_cmd_predict},
     {"run", gs_cmd_run},
 };
+/* clang-format on */
 
 static const char main_help[] =
     "usage: gpusim COMMAND [OPTIONS]\n"
@@ -101,6 +104,8 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return finish(GS_EXIT_OK, closed);
     }
-    gs_cli_usage_error("unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, predict, run, "
-                       "convert, help, version)", cmd);
+    gs_cli_usage_error(
+        "unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, predict, run, "
+        "convert, help, version)",
+        cmd);
 }

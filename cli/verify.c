@@ -109,7 +109,8 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
     gint status = 0;
     GError *spawn_err = NULL;
     /* argv, no shell: the user's command is run as given */
-    bool ran = g_spawn_sync(NULL, (char **)cmd, env, G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
+    bool ran = g_spawn_sync(NULL, (char **)cmd, env,
+                            G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN,
                             gs_cli_child_output_to_stderr, NULL, NULL, NULL, &status, &spawn_err);
     r->wall_s = (double)(g_get_monotonic_time() - t0) / 1e6;
     bool ok = true;

@@ -391,8 +391,9 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
     if (cv.captured) {
         char *how = gs_printable(cv.captured);
         char *unknown = cv.capture_unknown ? gs_printable(cv.capture_unknown) : NULL;
-        fprintf(out, "  a prediction: the requests were captured on the CPU (%s), not recorded "
-                     "from a run; not known to the capture: %s\n",
+        fprintf(out,
+                "  a prediction: the requests were captured on the CPU (%s), not recorded "
+                "from a run; not known to the capture: %s\n",
                 how, unknown ? unknown : "nothing it counted");
         g_free(how);
         g_free(unknown);
