@@ -4,11 +4,13 @@
  * request is an interval in time with a width in bytes, and the task is to give each an offset
  * so that no two that are live at once overlap, minimising the highest end. Requests are placed
  * largest first (ties: earlier first), each at the lowest offset where it overlaps none of the
- * placed requests whose lifetimes meet its own. The placed requests that meet a lifetime
- * [s, e) are found with a segment tree over the requests sorted by start, holding the latest
- * end of the placed ones in each subtree: those that start before e and end after s are
- * enumerated without looking at the others, so the cost is O(n log n) plus the overlapping
- * pairs, not O(n^2). The pairs are counted first (count_pairs); where they exceed a budget
+ * placed requests whose lifetimes meet its own. Two ways find that offset (plan_greedy picks
+ * by the overlap): the placed requests that meet a lifetime [s, e) enumerated from a segment
+ * tree over the requests sorted by start, holding the latest end of the placed ones in each
+ * subtree, and sorted by offset, O(n log n) plus the overlapping pairs; or an occupancy index
+ * (occupancy.h) that keeps the unions of the placed ranges over windows of time, whose cost
+ * follows the few unions a placement jumps over rather than every request beside it. The
+ * pairs are counted first (count_pairs); where they exceed a budget
  * (thousands of requests live at once all the time, as in LLM generation with its KV cache)
  * greedy by size is not run: the requests that meet every other go to a band at the bottom
  * (exact, take_band) and the rest is placed by first fit in time order (plan_first_fit,
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "bound.h"
+#include "occupancy.h"
 
 #define PAGE (2 * GS_MiB)
 #define ALIGN UINT64_C(512)
@@ -72,6 +75,33 @@ static int cmp_by_size(const void *a, const void *b, void *ud)
     if (it[i].size != it[j].size) return it[i].size < it[j].size ? 1 : -1;
     if (it[i].start != it[j].start) return it[i].start < it[j].start ? -1 : 1;
     return (i > j) - (i < j);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether the items come in order of start: a trace's do (slot order is alloc order), so the
+ * sorts by start below are skipped for them (the sort is stable: the same order either way). */
+static bool by_start_already(const item *it, size_t n)
+{
+    for (size_t i = 1; i < n; i++)
+        if (it[i].start < it[i - 1].start) return false;
+    return true;
+}
+
+/* The index of the first of s[0..n) (sorted) that is at least v. */
+static size_t lower_bound(const uint64_t *s, size_t n, uint64_t v)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
 }
 
 /* Spans by offset. Greedy by size sorts the placed requests beside each one it places (about
@@ -137,18 +167,18 @@ static void mark_placed(planner *p, size_t pos, uint64_t end)
         p->maxend[node] = MAX(p->maxend[2 * node], p->maxend[2 * node + 1]);
 }
 
-/* Place every item by greedy by size (offsets into it[].off); returns the highest end. Its
- * cost is O(n log n) plus the overlapping pairs, each enumerated once and sorted per placement
- * (count_pairs says how many beforehand). */
-static uint64_t plan_greedy(item *it, size_t n)
+/* Greedy by size with the placed requests that meet each one enumerated and sorted by offset
+ * (offsets into it[].off; returns the highest end). Its cost is O(n log n) plus the
+ * overlapping pairs, each enumerated once and sorted per placement. */
+static uint64_t greedy_by_pairs(item *it, size_t n)
 {
-    if (n == 0) return 0;
     planner p = {.it = it};
     p.by_start = g_new(size_t, n);
     size_t *order = g_new(size_t, n);
     size_t *pos = g_new(size_t, n); /* item -> its position in by_start */
     for (size_t i = 0; i < n; i++) p.by_start[i] = order[i] = i;
-    g_qsort_with_data(p.by_start, (gint)n, sizeof(size_t), cmp_by_start, it);
+    if (!by_start_already(it, n))
+        g_qsort_with_data(p.by_start, (gint)n, sizeof(size_t), cmp_by_start, it);
     g_qsort_with_data(order, (gint)n, sizeof(size_t), cmp_by_size, it);
     for (size_t i = 0; i < n; i++) pos[p.by_start[i]] = i;
     for (p.leaves = 1; p.leaves < n; p.leaves *= 2) {}
@@ -184,10 +214,37 @@ static uint64_t plan_greedy(item *it, size_t n)
     return top;
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* Greedy by size, each request's place found in an occupancy index (occupancy.h) that keeps
+ * the unions of the placed ranges over windows of time, so a placement reads a few unions
+ * instead of every request beside it. Time is counted in slots, one per distinct start: an
+ * item covers the slots whose start lies in its lifetime, at least its own, and two lifetimes
+ * meet if and only if one's start lies in the other, that is if they share a slot. */
+static uint64_t greedy_by_unions(item *it, size_t n)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
+    uint64_t *starts = g_new(uint64_t, n);
+    size_t *order = g_new(size_t, n);
+    for (size_t i = 0; i < n; i++) {
+        starts[i] = it[i].start;
+        order[i] = i;
+    }
+    if (!by_start_already(it, n)) qsort(starts, n, sizeof *starts, cmp_u64);
+    size_t slots = 1;
+    for (size_t i = 1; i < n; i++)
+        if (starts[i] != starts[slots - 1]) starts[slots++] = starts[i];
+    g_qsort_with_data(order, (gint)n, sizeof(size_t), cmp_by_size, it);
+    gs_occupancy *occ = gs_occupancy_new(slots);
+    uint64_t top = 0;
+    for (size_t k = 0; k < n; k++) {
+        item *x = &it[order[k]];
+        size_t lo = lower_bound(starts, slots, x->start), hi = lower_bound(starts, slots, x->end);
+        x->off = gs_occupancy_lowest(occ, lo, hi, x->size);
+        gs_occupancy_take(occ, lo, hi, x->off, x->size);
+        top = MAX(top, x->off + x->size);
+    }
+    gs_occupancy_free(occ);
+    g_free(order);
+    g_free(starts);
+    return top;
 }
 
 /* The pairs of items whose lifetimes meet: greedy by size enumerates each exactly once, so
@@ -201,7 +258,7 @@ static uint64_t count_pairs(const item *it, size_t n)
         st[i] = it[i].start;
         en[i] = it[i].end;
     }
-    qsort(st, n, sizeof *st, cmp_u64);
+    if (!by_start_already(it, n)) qsort(st, n, sizeof *st, cmp_u64);
     qsort(en, n, sizeof *en, cmp_u64);
     uint64_t pairs = 0;
     size_t j = 0;
@@ -212,6 +269,21 @@ static uint64_t count_pairs(const item *it, size_t n)
     g_free(st);
     g_free(en);
     return pairs;
+}
+
+/* Greedy by size (offsets into it[].off; returns the highest end), by whichever way is
+ * faster for the trace's overlap; both place every item at the same offset (the lowest where it
+ * meets none of the placed items beside it), so the choice changes no figure. Where each
+ * request meets hundreds of others (GPT-2 and ResNet-50: 580 on average), the unions read a
+ * few ranges instead of hundreds: 7 to 15 times fewer instructions. Where it meets a few dozen,
+ * enumerating them is cheaper in time: the index's treaps, spread over memory, cost 1.3 to 1.7
+ * times the CPU time there despite fewer instructions (BENCHMARKS.md, "The bound"). */
+#define UNIONS_FROM_PAIRS_PER_ITEM 128
+
+static uint64_t plan_greedy(item *it, size_t n, uint64_t pairs)
+{
+    if (n == 0) return 0;
+    return pairs / n >= UNIONS_FROM_PAIRS_PER_ITEM ? greedy_by_unions(it, n) : greedy_by_pairs(it, n);
 }
 
 /* First fit in time order, the fallback for traces with too many overlapping pairs: the
@@ -338,7 +410,8 @@ static uint64_t plan_first_fit(item *it, size_t n)
     if (n == 0) return 0;
     size_t *by_start = g_new(size_t, n), *by_end = g_new(size_t, n);
     for (size_t i = 0; i < n; i++) by_start[i] = by_end[i] = i;
-    g_qsort_with_data(by_start, (gint)n, sizeof(size_t), cmp_by_start, it);
+    if (!by_start_already(it, n))
+        g_qsort_with_data(by_start, (gint)n, sizeof(size_t), cmp_by_start, it);
     g_qsort_with_data(by_end, (gint)n, sizeof(size_t), cmp_by_end, it);
     /* at most one free range more than the live requests, plus the three a give holds */
     ftreap f = {.nd = g_new0(fnode, n + 4), .spare = g_new(uint32_t, n + 4), .rng = 0x9e3779b97f4a7c15u};
@@ -370,10 +443,11 @@ static uint64_t plan_first_fit(item *it, size_t n)
 static uint64_t plan_best(item *it, size_t n)
 {
     uint64_t ff = plan_first_fit(it, n);
-    if (count_pairs(it, n) > PAIR_BUDGET) return ff;
+    uint64_t pairs = count_pairs(it, n);
+    if (pairs > PAIR_BUDGET) return ff;
     uint64_t *ff_off = g_new(uint64_t, n);
     for (size_t i = 0; i < n; i++) ff_off[i] = it[i].off;
-    uint64_t gr = plan_greedy(it, n);
+    uint64_t gr = plan_greedy(it, n, pairs);
     if (ff < gr)
         for (size_t i = 0; i < n; i++) it[i].off = ff_off[i];
     g_free(ff_off);
@@ -455,7 +529,7 @@ static item *lifetimes(const gs_trace *t)
 uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m)
 {
     if (n == 0) return 0;
-    if (m == GS_PLAN_GREEDY) return plan_greedy(r, n);
+    if (m == GS_PLAN_GREEDY) return plan_greedy(r, n, count_pairs(r, n));
     if (m == GS_PLAN_FIRST_FIT) return plan_first_fit(r, n);
     /* Where greedy by size is affordable on the whole trace, the layout is the better of the
      * two; otherwise the band first, and the same choice for the rest above it. (The band

@@ -52,7 +52,7 @@ typedef enum {
 } gs_plan_method;
 
 /* One request for the planner: live over [start, end) (start < end, any time unit), size
- * bytes; off is the planner's answer. */
+ * bytes (size > 0); off is the planner's answer. */
 typedef struct {
     uint64_t start, end;
     uint64_t size;
@@ -69,8 +69,9 @@ uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m);
 #define GS_BOUND_PLANNER "gpusim-auto-2"
 
 /* The bound of t; never fails. Where t's header holds this planner's figures (gs_bound_store),
- * they are taken instead of planning again, each checked against the lower bound. O(n log n) plus, where greedy by size runs, its pairs of
- * requests whose lifetimes overlap, at most a budget (bound.c); past it O(n log n). */
+ * they are taken instead of planning again, each checked against the lower bound. O(n log n)
+ * plus, where greedy by size runs (its pairs of requests whose lifetimes overlap within a
+ * budget, bound.c), the lesser of those pairs and the unions it reads; past it O(n log n). */
 gs_bound *gs_bound_compute(const gs_trace *t);
 /* The same with a chosen planner, always planning (bench_bound compares them). */
 gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method m);

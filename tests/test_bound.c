@@ -390,6 +390,89 @@ START_TEST(random_layouts_are_feasible)
 }
 END_TEST
 
+/* Greedy by size is one layout, whichever way the planner finds each place (bound.c picks by
+ * the overlap): every request, largest first (then earliest, then first given), at the lowest
+ * offset where it meets none placed before it whose lifetime meets its own. Checked against
+ * that rule run by brute force, on sets crowded in time (hundreds of requests beside each one:
+ * the occupancy index) and sparse ones (a few dozen: the enumeration). */
+typedef struct {
+    uint64_t off, top;
+} span;
+
+static int cmp_span_off(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static uint64_t brute_greedy(const gs_plan_req *q, size_t n, uint64_t *off)
+{
+    size_t *order = g_new(size_t, n);
+    bool *placed = g_new0(bool, n);
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    for (size_t i = 1; i < n; i++) /* insertion sort: largest, earliest, first */
+        for (size_t k = i; k > 0; k--) {
+            const gs_plan_req *a = &q[order[k - 1]], *b = &q[order[k]];
+            bool after = a->size < b->size || (a->size == b->size && a->start > b->start);
+            if (!after) break;
+            size_t t = order[k];
+            order[k] = order[k - 1], order[k - 1] = t;
+        }
+    uint64_t top = 0;
+    span *in_way = g_new(span, n);
+    for (size_t k = 0; k < n; k++) {
+        const gs_plan_req *x = &q[order[k]];
+        size_t m = 0; /* the placed ones beside x, by offset; y climbs past each in the way */
+        for (size_t j = 0; j < n; j++)
+            if (placed[j] && q[j].start < x->end && x->start < q[j].end)
+                in_way[m++] = (span){off[j], off[j] + q[j].size};
+        qsort(in_way, m, sizeof *in_way, cmp_span_off);
+        uint64_t y = 0;
+        for (size_t j = 0; j < m && in_way[j].off < y + x->size; j++) y = MAX(y, in_way[j].top);
+        off[order[k]] = y;
+        placed[order[k]] = true;
+        top = MAX(top, y + x->size);
+    }
+    g_free(in_way);
+    g_free(placed);
+    g_free(order);
+    return top;
+}
+
+START_TEST(greedy_is_one_layout)
+{
+    GRand *r = g_rand_new_with_seed(1818);
+    int past = 0; /* crowded sets past the index's threshold (bound.c: 128 pairs a request) */
+    for (int k = 0; k < 40; k++) {
+        bool crowded = k % 2 == 0;
+        size_t n = (size_t)g_rand_int_range(r, crowded ? 300 : 1, crowded ? 900 : 400);
+        uint64_t horizon = crowded ? (uint64_t)g_rand_int_range(r, 2, 8) : 4 * n + 2;
+        gs_plan_req *q = g_new(gs_plan_req, n);
+        uint64_t *want = g_new(uint64_t, n);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t s = (uint64_t)g_rand_int_range(r, 0, (gint32)horizon - 1);
+            uint64_t e = crowded ? (uint64_t)g_rand_int_range(r, (gint32)s + 1, (gint32)horizon + 1)
+                                 : s + (uint64_t)g_rand_int_range(r, 1, 40);
+            /* few sizes, so ties are broken by start and by index */
+            q[i] = (gs_plan_req){.start = s, .end = e, .size = 512 * (uint64_t)g_rand_int_range(r, 1, 6)};
+        }
+        uint64_t top = brute_greedy(q, n, want), pairs = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++) pairs += q[i].start < q[j].end && q[j].start < q[i].end;
+        past += pairs / n >= 128;
+        ck_assert_uint_eq(gs_bound_plan(q, n, GS_PLAN_GREEDY), top);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(q[i].off == want[i], "set %d (%s, %zu requests): request %zu at %" G_GUINT64_FORMAT
+                          ", greedy by size puts it at %" G_GUINT64_FORMAT, k,
+                          crowded ? "crowded" : "sparse", n, i, q[i].off, want[i]);
+        g_free(want);
+        g_free(q);
+    }
+    ck_assert_int_ge(past, 5);
+    g_rand_free(r);
+}
+END_TEST
+
 static Suite *bound_suite(void)
 {
     Suite *s = suite_create("bound");
@@ -405,6 +488,7 @@ static Suite *bound_suite(void)
     tcase_add_test(tc, read_traces_carry_their_peak);
     tcase_add_test(tc, many_live_still_planned);
     tcase_add_test(tc, random_layouts_are_feasible);
+    tcase_add_test(tc, greedy_is_one_layout);
     suite_add_tcase(s, tc);
     return s;
 }
