@@ -1,5 +1,5 @@
-/* sim.c - the simulated device: a capacity, physical memory in 2 MiB pages, virtual addresses
- * without real memory, and a virtual clock advanced by a calibrated cost model.
+/* simdevice.c - the simulated device: a capacity, physical memory in 2 MiB pages, virtual
+ * addresses without real memory, and a virtual clock advanced by a calibrated cost model.
  *
  * cudaMalloc and cudaFree follow the CUDA driver as measured on an H100 and an H200 (driver
  * 580; tests/data/driver-h100-2026-11-22/, whose README shows each rule in the recorded
@@ -30,6 +30,7 @@
  * blocks by address (docs/fidelity.md §1.3). With a script (reference-address mode), the n-th
  * cudaMalloc takes the address the real driver gave the n-th segment of a reference run, as
  * long as the sizes keep matching; the model places the rest (far below the scripted ones).
+ * Rules 1 to 5 are simplace.c's, each placement O(log n) in the ranges, holes and pages.
  *
  * Virtual memory (the driver's cuMem* calls, used by expandable segments). A reservation is
  * address space only. cuMemCreate takes physical pages (and is the call that runs out of
@@ -45,15 +46,14 @@
 #include <string.h>
 
 #include "backend.h"
+#include "simplace.h"
 
 #include <glib.h>
 
 #define PAGE (2 * GS_MiB)
 #define SMALL_MAX GS_MiB               /* rule 1: up to this, requests share pages */
 #define SMALL_ALIGN UINT64_C(512)
-#define CHUNK (32 * GS_MiB)            /* rule 3 */
-#define ALIGN_BIG (512 * GS_MiB)       /* rule 3, H200 */
-#define TOP_BELOW_X (414 * GS_MiB)     /* rule 3: T = X - 414 MiB */
+/* rules 1-5's placement, with its constants: simplace.c */
 /* rule 5: X of the model, unless the config says (30 MiB into a 32 MiB block, as measured) */
 #define X_DEFAULT (UINT64_C(0x7f0000000000) - 2 * GS_MiB)
 #define VMM_BASE UINT64_C(0x200000000000)
@@ -93,24 +93,6 @@ typedef struct {
     uint32_t maps;   /* live mappings of this handle */
     bool released;   /* cuMemRelease'd while mapped: its pages go with the last unmap */
 } phys_handle;
-
-typedef struct {
-    uint64_t lo, hi; /* [lo, hi) */
-} span;
-
-/* A VA range (rule 2): what lives in it, in address order. */
-typedef struct {
-    uint64_t base, size;
-    uint64_t gap;    /* its largest gap: place() looks into no range whose gap is too small */
-    bool permanent;  /* the context's own (rule 5): only its gaps are usable, it never goes */
-    GArray *used;    /* span, sorted */
-} va_range;
-
-/* A 2 MiB page of small allocations (rule 1). */
-typedef struct {
-    uint64_t addr;
-    GArray *live;    /* span (offsets into the page), sorted */
-} small_page;
 
 /* A live cudaMalloc: its address, and what it took, its size rounded (S, or the small request's
  * 512-byte multiple) with two flags in the low bits. */
@@ -201,18 +183,9 @@ typedef struct {
     call_memo memo[GS_CALL_COUNT];
     double clock_us;
     live_table live;
-    /* the placement model */
+    /* the placement model (rules 1-5, simplace.c) */
     uint64_t x;         /* X (rule 5) */
-    bool align_512m;    /* rule 3, H200 */
-    GArray *ranges;     /* va_range, sorted by base */
-    /* at least every range's gap (each gap that grows raises it; a search that finds nothing
-     * sets it to the largest): a request larger than it is placed without a look at the ranges,
-     * as most of the segments of a trace that makes many are */
-    uint64_t gap_bound;
-    GPtrArray *spare;   /* the used arrays of ranges gone, emptied: a new range takes one */
-    GArray *holes;      /* span: freed VA below the context's range, sorted */
-    uint64_t bottom;    /* the lowest carved address */
-    GPtrArray *pages;   /* small_page*, sorted by addr */
+    gs_simplace *place;
     const uint64_t *script_addrs, *script_sizes;
     size_t script_n, script_pos;
     bool script_off;
@@ -251,11 +224,8 @@ static double call_us(sim_state *s, gs_call_kind k, uint64_t size)
     return m->us;
 }
 
-/* The sorted arrays here (spans by lo, ranges by base, handles by number) each lead their
- * elements with the key they are sorted by: one binary search serves them all. */
-_Static_assert(offsetof(span, lo) == 0 && offsetof(va_range, base) == 0 &&
-                   offsetof(phys_handle, handle) == 0,
-               "each sorted array's key leads its element");
+/* The handles' array leads each element with the number it is sorted by (first_at_least). */
+_Static_assert(offsetof(phys_handle, handle) == 0, "the sorted array's key leads its element");
 
 /* The first of elements [lo, hi) of v (stride bytes each, ascending by their leading uint64_t)
  * whose key is at least key; hi when none is. */
@@ -269,231 +239,6 @@ static inline guint first_at_least(const void *v, size_t stride, guint lo, guint
         else hi = mid;
     }
     return lo;
-}
-
-/* ---- the placement model ---- */
-
-/* The first span of a sorted array with lo >= at. */
-static guint span_lower(const GArray *a, uint64_t at)
-{
-    return first_at_least(a->data, sizeof(span), 0, a->len, at);
-}
-
-static void span_insert(GArray *a, span x)
-{
-    g_array_insert_val(a, span_lower(a, x.lo), x);
-}
-
-static void page_free(gpointer p)
-{
-    small_page *pg = p;
-    g_array_free(pg->live, TRUE);
-    g_free(pg);
-}
-
-#define RANGE(s, i) (&g_array_index((s)->ranges, va_range, i))
-
-/* r's gaps (between its spans, and at its ends) in address order: TRUE at the first of at
- * least size, its start in *at; FALSE when none is, *largest then the largest of them. */
-static bool range_gap_walk(const va_range *r, uint64_t size, uint64_t *at, uint64_t *largest)
-{
-    uint64_t cur = r->base, gap = 0;
-    for (guint k = 0; k <= r->used->len; k++) {
-        uint64_t end = k < r->used->len ? g_array_index(r->used, span, k).lo : r->base + r->size;
-        if (end >= cur && end - cur >= size) {
-            *at = cur;
-            return true;
-        }
-        if (end >= cur && end - cur > gap) gap = end - cur;
-        if (k < r->used->len) cur = g_array_index(r->used, span, k).hi;
-    }
-    *largest = gap;
-    return false;
-}
-
-/* Sets r->gap: the largest gap between its spans (and its ends). */
-static void range_gap(sim_state *s, va_range *r)
-{
-    uint64_t at;
-    (void)range_gap_walk(r, UINT64_MAX, &at, &r->gap); /* no gap spans 2^64 - 1 bytes */
-    if (r->gap > s->gap_bound) s->gap_bound = r->gap;
-}
-
-/* A new range, empty (its gap to be set by the caller); valid until ranges next change. */
-static va_range *range_new(sim_state *s, uint64_t base, uint64_t size, bool permanent)
-{
-    guint i = first_at_least(s->ranges->data, sizeof(va_range), 0, s->ranges->len, base);
-    GArray *used = s->spare->len ? g_ptr_array_remove_index_fast(s->spare, s->spare->len - 1)
-                                 : g_array_new(FALSE, FALSE, sizeof(span));
-    va_range r = {.base = base, .size = size, .permanent = permanent, .used = used};
-    g_array_insert_val(s->ranges, i, r);
-    return RANGE(s, i);
-}
-
-/* The context's range (rule 5): [X - 2 MiB, X + 100 MiB), usable only at [X, X + 2 MiB) and
- * [X + 74 MiB, X + 98 MiB); the rest is marked used, forever. */
-static void context_range(sim_state *s)
-{
-    uint64_t x = s->x;
-    va_range *r = range_new(s, x - 2 * GS_MiB, 102 * GS_MiB, true);
-    span fixed[] = {{x - 2 * GS_MiB, x}, {x + 2 * GS_MiB, x + 74 * GS_MiB},
-                    {x + 98 * GS_MiB, x + 100 * GS_MiB}};
-    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_array_append_val(r->used, fixed[i]);
-    range_gap(s, r);
-    s->bottom = x - TOP_BELOW_X;
-}
-
-/* The lowest gap of at least size inside a live range (rule 2); 0 when none. */
-static uint64_t gap_in_ranges(sim_state *s, uint64_t size, va_range **in)
-{
-    if (size > s->gap_bound) return 0;
-    uint64_t largest = 0;
-    for (guint i = 0; i < s->ranges->len; i++) {
-        va_range *r = RANGE(s, i);
-        if (r->gap > largest) largest = r->gap;
-        uint64_t at, gap;
-        if (r->gap >= size && range_gap_walk(r, size, &at, &gap)) {
-            *in = r;
-            return at;
-        }
-    }
-    s->gap_bound = largest; /* every range seen: the bound is exact again */
-    return 0;
-}
-
-static uint64_t align_for(const sim_state *s, uint64_t size)
-{
-    return s->align_512m && size % ALIGN_BIG == 0 ? ALIGN_BIG : PAGE;
-}
-
-/* Place S bytes (a multiple of 2 MiB) by rules 2 and 3; returns the address. */
-static uint64_t place(sim_state *s, uint64_t size)
-{
-    va_range *r = NULL;
-    uint64_t a = gap_in_ranges(s, size, &r);
-    if (a) {
-        span u = {a, a + size};
-        span_insert(r->used, u);
-        range_gap(s, r);
-        return a;
-    }
-    uint64_t v = MAX(CHUNK, round_up(size, CHUNK)), al = align_for(s, size), base = 0;
-    gint best = -1;
-    /* the highest hole strictly larger than V: holes are sorted and disjoint, so the first that
-     * will do from the top */
-    for (guint i = s->holes->len; i-- > 0;) {
-        span h = g_array_index(s->holes, span, i);
-        if (h.hi - h.lo < v) continue;
-        uint64_t b = (h.hi - v) / al * al;
-        if (b > h.lo) {
-            best = (gint)i;
-            base = b;
-            break;
-        }
-    }
-    if (best >= 0) {
-        span h = g_array_index(s->holes, span, best);
-        g_array_remove_index(s->holes, (guint)best);
-        if (base > h.lo) span_insert(s->holes, (span){h.lo, base});
-        if (base + v < h.hi) span_insert(s->holes, (span){base + v, h.hi});
-    } else {
-        base = (s->bottom - v) / al * al;
-        if (base + v < s->bottom) span_insert(s->holes, (span){base + v, s->bottom});
-        s->bottom = base;
-    }
-    r = range_new(s, base, v, false);
-    span u = {base, base + size};
-    g_array_append_val(r->used, u);
-    range_gap(s, r);
-    return base;
-}
-
-/* Give back what place() gave at addr (rule 4). */
-static void unplace(sim_state *s, uint64_t addr)
-{
-    /* the range holding addr: the last with base <= addr (ranges do not overlap) */
-    guint lo = first_at_least(s->ranges->data, sizeof(va_range), 0, s->ranges->len, addr + 1);
-    if (lo-- == 0) return;
-    va_range *r = RANGE(s, lo);
-    if (addr < r->base || addr >= r->base + r->size) return;
-    for (guint k = 0; k < r->used->len; k++)
-        if (g_array_index(r->used, span, k).lo == addr) {
-            g_array_remove_index(r->used, k);
-            break;
-        }
-    if (r->used->len || r->permanent) {
-        range_gap(s, r);
-        return;
-    }
-    span h = {r->base, r->base + r->size};
-    g_ptr_array_add(s->spare, r->used); /* empty */
-    g_array_remove_index(s->ranges, lo);
-    /* merge with the free neighbours: holes are sorted and never touch (each merged when made),
-     * so those are the hole just above h and the one just below */
-    guint at = span_lower(s->holes, h.lo);
-    if (at < s->holes->len && g_array_index(s->holes, span, at).lo == h.hi) {
-        h.hi = g_array_index(s->holes, span, at).hi;
-        g_array_remove_index(s->holes, at);
-    }
-    if (at > 0 && g_array_index(s->holes, span, at - 1).hi == h.lo) {
-        h.lo = g_array_index(s->holes, span, --at).lo;
-        g_array_remove_index(s->holes, at);
-    }
-    if (h.lo == s->bottom) s->bottom = h.hi; /* the carved space shrinks */
-    else g_array_insert_val(s->holes, at, h);
-}
-
-/* A small request (rule 1): its place in a shared page; *new_page when it needs one. */
-static uint64_t place_small(sim_state *s, uint64_t n, bool commit, bool *new_page)
-{
-    *new_page = false;
-    for (guint i = 0; i < s->pages->len; i++) {
-        small_page *pg = s->pages->pdata[i];
-        uint64_t end = pg->live->len ? g_array_index(pg->live, span, pg->live->len - 1).hi : 0;
-        if (end + n > PAGE) continue;
-        if (commit) {
-            span u = {end, end + n};
-            g_array_append_val(pg->live, u);
-        }
-        return pg->addr + end;
-    }
-    *new_page = true;
-    if (!commit) return 0;
-    small_page *pg = g_new0(small_page, 1);
-    pg->addr = place(s, PAGE);
-    pg->live = g_array_new(FALSE, FALSE, sizeof(span));
-    span u = {0, n};
-    g_array_append_val(pg->live, u);
-    guint i = 0;
-    while (i < s->pages->len && ((small_page *)s->pages->pdata[i])->addr < pg->addr) i++;
-    g_ptr_array_insert(s->pages, (gint)i, pg);
-    return pg->addr;
-}
-
-/* Free a small allocation; TRUE when its page went back. Pages and their allocations are
- * sorted by address: binary searches (50,000 allocations of 512 bytes fill 13 pages). */
-static bool unplace_small(sim_state *s, uint64_t addr)
-{
-    guint lo = 0, hi = s->pages->len;
-    while (hi - lo > 1) {
-        guint mid = (lo + hi) / 2;
-        if (((small_page *)s->pages->pdata[mid])->addr <= addr) lo = mid;
-        else hi = mid;
-    }
-    small_page *pg = s->pages->len ? s->pages->pdata[lo] : NULL;
-    if (!pg || addr < pg->addr || addr >= pg->addr + PAGE) return false;
-    uint64_t off = addr - pg->addr;
-    guint a = 0, b = pg->live->len;
-    while (b - a > 1) {
-        guint mid = (a + b) / 2;
-        if (g_array_index(pg->live, span, mid).lo <= off) a = mid;
-        else b = mid;
-    }
-    if (pg->live->len && g_array_index(pg->live, span, a).lo == off) g_array_remove_index(pg->live, a);
-    if (pg->live->len) return false;
-    unplace(s, pg->addr);
-    g_ptr_array_remove_index(s->pages, lo);
-    return true;
 }
 
 /* Would [addr, addr+size) collide with a live allocation? (A script may name an address the
@@ -514,7 +259,7 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
     s->clock_us += call_us(s, GS_CALL_MALLOC, size);
     bool small = size <= SMALL_MAX, new_page = true;
     uint64_t rsize = small ? round_up(size, SMALL_ALIGN) : round_up(size, PAGE);
-    if (small) (void)place_small(s, rsize, false, &new_page);
+    if (small) (void)gs_simplace_small(s->place, rsize, false, &new_page);
     uint64_t pages = small ? (new_page ? 1 : 0) : rsize / PAGE;
     /* rule 6: one page of the free memory is never handed out */
     uint64_t avail = s->total_pages - s->used_pages;
@@ -532,7 +277,8 @@ static gs_status sim_malloc(void *st, uint64_t size, uint64_t *addr)
             s->script_off = true; /* the run diverged from the reference: model from here on */
         }
     }
-    if (!scripted) a = small ? place_small(s, rsize, true, &new_page) : place(s, rsize);
+    if (!scripted && small) a = gs_simplace_small(s->place, rsize, true, &new_page);
+    else if (!scripted) a = gs_simplace_place(s->place, rsize);
 
     uint64_t took = scripted ? round_up(size, PAGE) : rsize;
     uint64_t flags = scripted ? LIVE_SCRIPTED : small ? LIVE_SMALL : 0;
@@ -552,9 +298,9 @@ static gs_status sim_free(void *st, uint64_t addr)
     if (v & LIVE_SCRIPTED) {
         s->used_pages -= size / PAGE;
     } else if (v & LIVE_SMALL) {
-        if (unplace_small(s, addr)) s->used_pages--;
+        if (gs_simplace_unsmall(s->place, addr)) s->used_pages--;
     } else {
-        unplace(s, addr);
+        gs_simplace_unplace(s->place, addr);
         s->used_pages -= size / PAGE;
     }
     live_remove(&s->live, x);
@@ -682,7 +428,8 @@ static gs_status sim_va_reserve(void *st, uint64_t size, uint64_t *va)
     if (size == 0 || size % PAGE) return GS_ERR_INVALID;
     /* The reservations grow up towards cudaMalloc's space, which grows down: where they would
      * meet, the address space is spent (the driver's CUDA_ERROR_OUT_OF_MEMORY). */
-    if (s->bottom < s->vmm_frontier || s->bottom - s->vmm_frontier < size) return GS_ERR_OOM;
+    uint64_t bottom = gs_simplace_bottom(s->place);
+    if (bottom < s->vmm_frontier || bottom - s->vmm_frontier < size) return GS_ERR_OOM;
     reservation *r = g_new0(reservation, 1);
     r->va = s->vmm_frontier;
     r->size = size;
@@ -960,12 +707,7 @@ static void sim_destroy(void *st)
 {
     sim_state *s = st;
     g_free(s->live.slot);
-    g_array_free(s->holes, TRUE);
-    for (guint i = 0; i < s->ranges->len; i++) g_array_free(RANGE(s, i)->used, TRUE);
-    g_array_free(s->ranges, TRUE);
-    for (guint i = 0; i < s->spare->len; i++) g_array_free(s->spare->pdata[i], TRUE);
-    g_ptr_array_free(s->spare, TRUE);
-    g_ptr_array_free(s->pages, TRUE);
+    gs_simplace_free(s->place);
     g_free(s->handles);
     g_ptr_array_free(s->reservations, TRUE);
     g_ptr_array_free(s->spare_chunks, TRUE);
@@ -1000,13 +742,8 @@ gs_backend *gs_sim_backend_new(const gs_sim_config *cfg)
     s->total_pages = usable / PAGE;
     s->cal = cfg->cal;
     live_init(&s->live, LIVE_MIN_BITS);
-    s->holes = g_array_new(FALSE, FALSE, sizeof(span));
-    s->ranges = g_array_new(FALSE, FALSE, sizeof(va_range));
-    s->spare = g_ptr_array_new();
-    s->pages = g_ptr_array_new_with_free_func(page_free);
     s->x = cfg->origin ? cfg->origin : window + X_DEFAULT;
-    s->align_512m = cfg->align_512m;
-    context_range(s);
+    s->place = gs_simplace_new(s->x, cfg->align_512m);
     s->reservations = g_ptr_array_new_with_free_func(reservation_free);
     s->spare_chunks = g_ptr_array_new_with_free_func(g_free);
     s->vmm_frontier = window + VMM_BASE;
