@@ -36,10 +36,11 @@ static gboolean validate_run(const gs_trace *t, const gs_policy *p, const gs_val
 gboolean gs_validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,
                          gs_validation *v, GError **err)
 {
-    gs_bound *bound = gs_bound_compute(t); /* once for every run (sim/bound.h) */
-    gboolean ok = validate_run(t, p, o, bound, v, err);
-    gs_bound_free(bound);
-    return ok;
+    /* validate reports no bound (report/validate.c), so none is planned: an empty one stands
+     * in for every run, and the results carry 0 (planning it cost more than a small trace's
+     * simulated run, once per policy) */
+    const gs_bound none = {.n_devices = 0};
+    return validate_run(t, p, o, &none, v, err);
 }
 
 static gboolean validate_run(const gs_trace *t, const gs_policy *p, const gs_validate_opts *o,

@@ -26,7 +26,8 @@ typedef struct {
 } gs_validate_opts;
 
 typedef struct {
-    gs_result sim;                 /* the simulator's prediction */
+    gs_result sim;                 /* the simulator's prediction (no bound: its lower_bound_bytes
+                                    * and offline_bytes, and real's, are 0) */
     gs_result real;                /* the first timed run: outcome, statistics, call counts */
     double real_us[GS_CALL_COUNT]; /* median over the timed runs of each kind's time */
     double real_total_us;          /* median of the runs' total device time */
