@@ -10,7 +10,7 @@
 typedef struct {
     gs_addrtree_entry e;
     uint64_t maxw;
-    uint64_t prio;   /* the key's hash, kept: compared at every level of an insertion */
+    uint64_t prio; /* the key's hash, kept: compared at every level of an insertion */
     uint32_t l, r;
 } node;
 
@@ -60,7 +60,10 @@ void gs_addrtree_free(gs_addrtree *t)
     g_free(t);
 }
 
-size_t gs_addrtree_len(const gs_addrtree *t) { return t->len; }
+size_t gs_addrtree_len(const gs_addrtree *t)
+{
+    return t->len;
+}
 
 /* x split into the nodes with keys below key (*a) and the rest (*b). */
 static void split(gs_addrtree *t, uint32_t x, uint64_t key, uint32_t *a, uint32_t *b)

@@ -19,10 +19,10 @@
 #include "backend.h"
 #include "simplace.h"
 
-#define PAGE (2 * GS_MiB)              /* simdevice.c's page */
-#define CHUNK (32 * GS_MiB)            /* rule 3 */
-#define ALIGN_BIG (512 * GS_MiB)       /* rule 3, H200 */
-#define TOP_BELOW_X (414 * GS_MiB)     /* rule 3: T = X - 414 MiB */
+#define PAGE (2 * GS_MiB)          /* simdevice.c's page */
+#define CHUNK (32 * GS_MiB)        /* rule 3 */
+#define ALIGN_BIG (512 * GS_MiB)   /* rule 3, H200 */
+#define TOP_BELOW_X (414 * GS_MiB) /* rule 3: T = X - 414 MiB */
 
 typedef struct {
     uint64_t lo, hi; /* [lo, hi) */
@@ -40,15 +40,15 @@ typedef struct {
 /* A VA range (rule 2): what lives in it, in address order. */
 typedef struct {
     uint64_t base, size;
-    uint64_t gap;    /* its largest gap, its weight in the ranges' tree */
-    bool permanent;  /* the context's own (rule 5): only its gaps are usable, it never goes */
+    uint64_t gap;   /* its largest gap, its weight in the ranges' tree */
+    bool permanent; /* the context's own (rule 5): only its gaps are usable, it never goes */
     spans used;
 } va_range;
 
 /* A 2 MiB page of small allocations (rule 1). */
 typedef struct {
     uint64_t addr;
-    spans live;      /* offsets into the page */
+    spans live; /* offsets into the page */
 } small_page;
 
 #define SLAB 256 /* ranges allocated at once: a replay that makes thousands makes no malloc each */
@@ -177,7 +177,8 @@ static void range_new(gs_simplace *p, uint64_t base, uint64_t size, bool permane
 static void context_range(gs_simplace *p)
 {
     uint64_t x = p->x;
-    span fixed[] = {{x - 2 * GS_MiB, x}, {x + 2 * GS_MiB, x + 74 * GS_MiB},
+    span fixed[] = {{x - 2 * GS_MiB, x},
+                    {x + 2 * GS_MiB, x + 74 * GS_MiB},
                     {x + 98 * GS_MiB, x + 100 * GS_MiB}};
     range_new(p, x - 2 * GS_MiB, 102 * GS_MiB, true, fixed, G_N_ELEMENTS(fixed));
     p->bottom = x - TOP_BELOW_X;
@@ -220,7 +221,10 @@ void gs_simplace_free(gs_simplace *p)
     g_free(p);
 }
 
-static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+static uint64_t round_up(uint64_t x, uint64_t to)
+{
+    return (x + to - 1) / to * to;
+}
 
 static uint64_t align_for(const gs_simplace *p, uint64_t size)
 {
@@ -353,4 +357,7 @@ bool gs_simplace_unsmall(gs_simplace *p, uint64_t addr)
     return true;
 }
 
-uint64_t gs_simplace_bottom(const gs_simplace *p) { return p->bottom; }
+uint64_t gs_simplace_bottom(const gs_simplace *p)
+{
+    return p->bottom;
+}

@@ -283,7 +283,8 @@ static uint64_t count_pairs(const item *it, size_t n)
 static uint64_t plan_greedy(item *it, size_t n, uint64_t pairs)
 {
     if (n == 0) return 0;
-    return pairs / n >= UNIONS_FROM_PAIRS_PER_ITEM ? greedy_by_unions(it, n) : greedy_by_pairs(it, n);
+    return pairs / n >= UNIONS_FROM_PAIRS_PER_ITEM ? greedy_by_unions(it, n)
+                                                   : greedy_by_pairs(it, n);
 }
 
 /* First fit in time order, the fallback for traces with too many overlapping pairs: the

@@ -21,13 +21,13 @@ typedef struct {
 } rnode;
 
 struct gs_occupancy {
-    rnode *nd;          /* nd[0] is the empty tree */
+    rnode *nd; /* nd[0] is the empty tree */
     size_t cap, used;
-    uint32_t spare;     /* freed nodes, chained through .l (0: none) */
+    uint32_t spare; /* freed nodes, chained through .l (0: none) */
     size_t leaves;
-    uint32_t *at;       /* per tree node: ranges taken over a window it is canonical for */
-    uint32_t *below;    /* per tree node: ranges taken at it or any node under it */
-    uint32_t *probe;    /* the unions a query reads (at most 4 per tree level) */
+    uint32_t *at;    /* per tree node: ranges taken over a window it is canonical for */
+    uint32_t *below; /* per tree node: ranges taken at it or any node under it */
+    uint32_t *probe; /* the unions a query reads (at most 4 per tree level) */
 };
 
 /* A treap's priority, from the node's index: a fixed mix of the bits (lowbias32), so the
@@ -154,7 +154,7 @@ static bool add(gs_occupancy *o, uint32_t *root, uint64_t lo, uint64_t hi)
         }
     }
     uint32_t x = node_new(o, lo, hi); /* before the splits: the pool may move */
-    if (!c || o->nd[c].lo > hi) { /* touches nothing: an insertion */
+    if (!c || o->nd[c].lo > hi) {     /* touches nothing: an insertion */
         *root = insert(o, *root, x);
         return false;
     }
@@ -174,7 +174,8 @@ static bool add(gs_occupancy *o, uint32_t *root, uint64_t lo, uint64_t hi)
 gs_occupancy *gs_occupancy_new(size_t slots)
 {
     gs_occupancy *o = g_new0(gs_occupancy, 1);
-    for (o->leaves = 1; o->leaves < slots; o->leaves *= 2) {}
+    for (o->leaves = 1; o->leaves < slots; o->leaves *= 2) {
+    }
     o->at = g_new0(uint32_t, 2 * o->leaves);
     o->below = g_new0(uint32_t, 2 * o->leaves);
     o->probe = g_new(uint32_t, 4 * 65);

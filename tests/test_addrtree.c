@@ -56,7 +56,8 @@ static void check_queries(const gs_addrtree *t, const model *m, GRand *r, uint64
         uint64_t k = (uint64_t)g_rand_int_range(r, 0, (gint32)keys + 2);
         uint64_t w = (uint64_t)g_rand_int_range(r, 0, (gint32)weights + 2);
         size_t at = model_at(m, k);
-        check_entry(gs_addrtree_find(t, k), at < m->n && m->e[at].key == k ? &m->e[at] : NULL, "find");
+        check_entry(gs_addrtree_find(t, k), at < m->n && m->e[at].key == k ? &m->e[at] : NULL,
+                    "find");
         size_t fl = at < m->n && m->e[at].key == k ? at + 1 : at; /* entries with key <= k */
         check_entry(gs_addrtree_floor(t, k), fl ? &m->e[fl - 1] : NULL, "floor");
         const ent *first = NULL, *last = NULL;
@@ -141,4 +142,7 @@ static Suite *addrtree_suite(void)
     return s;
 }
 
-int main(void) { return run_suite(addrtree_suite()); }
+int main(void)
+{
+    return run_suite(addrtree_suite());
+}

@@ -454,17 +454,21 @@ START_TEST(greedy_is_one_layout)
             uint64_t e = crowded ? (uint64_t)g_rand_int_range(r, (gint32)s + 1, (gint32)horizon + 1)
                                  : s + (uint64_t)g_rand_int_range(r, 1, 40);
             /* few sizes, so ties are broken by start and by index */
-            q[i] = (gs_plan_req){.start = s, .end = e, .size = 512 * (uint64_t)g_rand_int_range(r, 1, 6)};
+            q[i] = (gs_plan_req){.start = s,
+                                 .end = e,
+                                 .size = 512 * (uint64_t)g_rand_int_range(r, 1, 6)};
         }
         uint64_t top = brute_greedy(q, n, want), pairs = 0;
         for (size_t i = 0; i < n; i++)
-            for (size_t j = i + 1; j < n; j++) pairs += q[i].start < q[j].end && q[j].start < q[i].end;
+            for (size_t j = i + 1; j < n; j++)
+                pairs += q[i].start < q[j].end && q[j].start < q[i].end;
         past += pairs / n >= 128;
         ck_assert_uint_eq(gs_bound_plan(q, n, GS_PLAN_GREEDY), top);
         for (size_t i = 0; i < n; i++)
-            ck_assert_msg(q[i].off == want[i], "set %d (%s, %zu requests): request %zu at %" G_GUINT64_FORMAT
-                          ", greedy by size puts it at %" G_GUINT64_FORMAT, k,
-                          crowded ? "crowded" : "sparse", n, i, q[i].off, want[i]);
+            ck_assert_msg(q[i].off == want[i],
+                          "set %d (%s, %zu requests): request %zu at %" G_GUINT64_FORMAT
+                          ", greedy by size puts it at %" G_GUINT64_FORMAT,
+                          k, crowded ? "crowded" : "sparse", n, i, q[i].off, want[i]);
         g_free(want);
         g_free(q);
     }

@@ -35,15 +35,15 @@ START_TEST(windows_and_gaps)
     gs_occupancy_take(o, 0, 1, 0, 10);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 1, 3, 10), 0);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 2, 10), 10);
-    gs_occupancy_take(o, 0, 2, 10, 5);  /* [10, 15) over slots 0-1 */
-    gs_occupancy_take(o, 1, 2, 20, 5);  /* [20, 25) over slot 1: a gap of 5 at 15 */
+    gs_occupancy_take(o, 0, 2, 10, 5); /* [10, 15) over slots 0-1 */
+    gs_occupancy_take(o, 1, 2, 20, 5); /* [20, 25) over slot 1: a gap of 5 at 15 */
     ck_assert_uint_eq(gs_occupancy_lowest(o, 1, 2, 5), 0);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 2, 5), 15);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 2, 6), 25);
-    gs_occupancy_take(o, 2, 3, 15, 5);  /* slot 2 only: the gap stays for a window of 0-1 */
+    gs_occupancy_take(o, 2, 3, 15, 5); /* slot 2 only: the gap stays for a window of 0-1 */
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 2, 5), 15);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 3, 5), 25);
-    gs_occupancy_take(o, 0, 3, 15, 5);  /* fills it: [0, 25) is taken over slots 0-1 */
+    gs_occupancy_take(o, 0, 3, 15, 5); /* fills it: [0, 25) is taken over slots 0-1 */
     ck_assert_uint_eq(gs_occupancy_lowest(o, 0, 2, 1), 25);
     ck_assert_uint_eq(gs_occupancy_lowest(o, 1, 2, 10), 0); /* [0, 10) is slot 0's alone */
     gs_occupancy_free(o);
@@ -68,10 +68,12 @@ START_TEST(random_against_a_scan)
             uint64_t size = (uint64_t)g_rand_int_range(r, 1, 9) * (k % 3 ? 1 : 512);
             uint64_t want = scan_lowest(rs, n, lo, hi, size);
             uint64_t got = gs_occupancy_lowest(o, lo, hi, size);
-            ck_assert_msg(got == want, "set %d, rect %d: [%zu, %zu) size %" G_GUINT64_FORMAT
+            ck_assert_msg(got == want,
+                          "set %d, rect %d: [%zu, %zu) size %" G_GUINT64_FORMAT
                           ": %" G_GUINT64_FORMAT ", the scan says %" G_GUINT64_FORMAT,
                           k, j, lo, hi, size, got, want);
-            uint64_t off = g_rand_int_range(r, 0, 4) ? want : (uint64_t)g_rand_int_range(r, 0, 40) * size;
+            uint64_t off = g_rand_int_range(r, 0, 4) ? want
+                                                     : (uint64_t)g_rand_int_range(r, 0, 40) * size;
             gs_occupancy_take(o, lo, hi, off, size);
             rs[n++] = (rect){lo, hi, off, size};
         }
@@ -92,4 +94,7 @@ static Suite *occupancy_suite(void)
     return s;
 }
 
-int main(void) { return run_suite(occupancy_suite()); }
+int main(void)
+{
+    return run_suite(occupancy_suite());
+}
