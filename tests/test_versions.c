@@ -5,6 +5,7 @@
  * case states the rule of PyTorch's source it checks (docs/pytorch-allocator.md §9). */
 #include <string.h>
 
+#include "replay.h"
 #include "testutil.h"
 
 static gs_policy *policy(const char *spec)
@@ -309,6 +310,41 @@ START_TEST(plain_follows_the_trace)
 }
 END_TEST
 
+/* A replay of a trace whose header says 2.12: plain pytorch takes 2.12's throw_on_cudamalloc_oom,
+ * the report's limit is the fraction's, and without the header the replay is refused. */
+START_TEST(replay_takes_the_trace_release)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 60 * MiB);
+    gs_trace_add_free(t, a);
+    gs_trace_add_alloc(t, "torch", 0, 80 * MiB);
+    gs_policy *p =
+        policy("pytorch:per_process_memory_fraction:0.1,throw_on_cudamalloc_oom:True");
+    gs_replay_opts o = {.device_total = 1000 * MiB};
+    gs_result r;
+    GError *err = NULL;
+    ck_assert(!gs_replay_run(t, p, &o, &r, &err));
+    ck_assert_ptr_nonnull(strstr(err->message, "2.12 and later"));
+    g_clear_error(&err);
+    gs_trace_set_meta(t, "pytorch_version", "2.12.0+cu130");
+    ck_assert(gs_replay_run(t, p, &o, &r, &err));
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.capacity, 100 * MiB);
+    ck_assert_uint_eq(r.stats.num_oom_rejections, 1);
+    ck_assert_str_eq(r.policy, p->spec);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    /* the same trace, 2.11's setting: the retry after the flush serves it */
+    p = policy("pytorch@2.11:per_process_memory_fraction:0.1");
+    ck_assert(gs_replay_run(t, p, &o, &r, &err));
+    ck_assert(!r.oom);
+    ck_assert_uint_eq(r.stats.num_alloc_retries, 1);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
 static Suite *versions_suite(void)
 {
     Suite *s = suite_create("versions");
@@ -317,6 +353,7 @@ static Suite *versions_suite(void)
     tcase_add_test(tc, at_release_in_specs);
     tcase_add_test(tc, newer_keys_refused_by_older_releases);
     tcase_add_test(tc, plain_follows_the_trace);
+    tcase_add_test(tc, replay_takes_the_trace_release);
     suite_add_tcase(s, tc);
     TCase *tk = tcase_create("keys");
     tcase_add_test(tk, large_segment_size_sets_the_segment);
