@@ -198,6 +198,12 @@ uint64_t gs_pytorch_reject_above(const void *cfgv, uint64_t device_total)
 
 void gs_pytorch_release_warnings(const pytorch_cfg *cfg, bool has_limit, GPtrArray *out)
 {
+    if (cfg->expandable && cfg->large_segment % kSmallBuffer)
+        g_ptr_array_add(out, g_strdup_printf(
+            "large_segment_size_mb:%" G_GUINT64_FORMAT " with expandable_segments:True: the large "
+            "pool's pages are not a multiple of the driver's 2 MiB granularity, which cuMemCreate "
+            "refuses (invalid argument): the replay stops at the first such page",
+            cfg->large_segment / GS_MiB));
     if (cfg->fraction < 1.0 && has_limit)
         g_ptr_array_add(out, g_strdup("per_process_memory_fraction: --capacity replaces it, as "
                                       "a later torch.cuda.set_per_process_memory_fraction call "

@@ -155,6 +155,14 @@ START_TEST(large_segment_size_sets_the_page)
     xalloc(f.heap, 3 * MiB, 0);
     ck_assert_int_eq(gs_heap_stats(f.heap)->reserved_bytes[GS_STAT_ALL].current, 64 * MiB);
     fx_free(&f);
+    /* an odd page: the driver takes whole 2 MiB granules only (cuMemCreate), and says so */
+    char *w = warnings("pytorch:expandable_segments:True,large_segment_size_mb:11", false);
+    ck_assert_ptr_nonnull(strstr(w, "2 MiB granularity"));
+    g_free(w);
+    fixture g = fx_new("pytorch:expandable_segments:True,large_segment_size_mb:11", 8 * GiB, 0);
+    gs_block *b = NULL;
+    ck_assert_int_eq(gs_heap_malloc(g.heap, 3 * MiB, 0, &b), GS_ERR_INVALID);
+    fx_free(&g);
 }
 END_TEST
 
