@@ -366,10 +366,12 @@ static bool set_pinned(void *cfg, const char *key, const char *val, GError **err
 
 /* PYTORCH_CUDA_ALLOC_CONF's keys (§1.2): the parser and --help both read this table. */
 static const gs_policy_key pytorch_keys[] = {
-    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= 20; default unlimited)",
+    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= large_segment_size_mb;\n"
+     "default unlimited)",
      set_max_split},
     {"max_non_split_rounding_mb", "N",
-     "an oversize block may serve a request up to N MiB smaller (default 20)",
+     "an oversize block may serve a request up to N MiB smaller\n"
+     "(default large_segment_size_mb, 20)",
      set_max_non_split_rounding},
     {"roundup_power2_divisions", "D",
      "round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]", set_divisions},
@@ -450,8 +452,8 @@ static void *pytorch_parse(const char *conf, GError **err)
 const gs_policy_ops gs_policy_pytorch = {
     .version = GS_POLICY_VERSION,
     .name = "pytorch",
-    .summary = "PyTorch 2.11-2.14's native CUDA caching allocator (best-fit bins, small/large "
-               "pools; pytorch@2.12: that release)",
+    .summary = "PyTorch's native CUDA caching allocator, 2.11 to 2.14 (pytorch@2.12; best-fit "
+               "bins)",
     .keys = pytorch_keys,
     .warnings = pytorch_warnings,
     .parse = pytorch_parse,
