@@ -148,6 +148,9 @@ int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n);
 bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path);
+/* A usage error, before anything is replayed, when p names no release and a key of its needs a
+ * newer release than the one trace t (read from path) was recorded with (gs_policy_at_release). */
+void gs_cli_check_release(const gs_policy *p, const gs_trace *t, const char *path);
 /* The registered policies and their keys, for --help. g_free it. */
 char *gs_cli_policies_help(void);
 /* Run gnuplot on what plotter wrote; FALSE (after one line on stderr) when it could not. */

@@ -387,6 +387,8 @@ int gs_cmd_whatif(int argc, char **argv)
                                                   : gs_trace_get_meta(t, "allocator_conf");
     GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
     if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    for (guint i = 0; i < rows->len; i++)
+        gs_cli_check_release(((gs_whatif_row *)rows->pdata[i])->pol, t, input);
     /* the inputs are read and the settings known: the plot directory is made now, so -o may
      * name a file in it */
     if (plotter && !gs_plotter_make(plotter, &perr)) gs_cli_usage_error("--plot: %s", perr->message);

@@ -437,7 +437,26 @@ gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
     if (!t) gs_cli_usage_error("%s", err->message);
     if (t->n_warnings)
         gs_cli_say("%s: %zu problems skipped (--lenient)", path, t->n_warnings);
+    /* plain pytorch follows the release the trace names: say so when that is not the one it
+     * emulates */
+    const char *rec = gs_trace_get_meta(t, "pytorch_version");
+    unsigned r = gs_pytorch_release_parse(rec), as = gs_pytorch_release_of_trace(rec);
+    if (rec && !r)
+        gs_cli_say("warning: %s: pytorch_version '%s' names no PyTorch 2.x release; plain "
+                   "pytorch replays it as 2.%d", path, rec, GS_PYTORCH_FIRST);
+    else if (rec && r != as)
+        gs_cli_say("warning: %s: recorded with PyTorch %s; gpusim emulates 2.%d to 2.%d, and "
+                   "plain pytorch replays it as 2.%u%s", path, rec, GS_PYTORCH_FIRST,
+                   GS_PYTORCH_LAST, as, r < as ? " (the same allocator as 2.9 and 2.10)" : "");
     return t;
+}
+
+void gs_cli_check_release(const gs_policy *p, const gs_trace *t, const char *path)
+{
+    GError *err = NULL;
+    gs_policy *q = gs_policy_at_release(p, gs_trace_get_meta(t, "pytorch_version"), &err);
+    if (err) gs_cli_usage_error("%s: %s", path, err->message);
+    gs_policy_free(q);
 }
 
 char *gs_cli_policies_help(void)

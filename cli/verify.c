@@ -22,6 +22,13 @@ bool gs_verify_conf(const char *spec, char **conf)
         *conf = g_strdup(spec + strlen("pytorch:"));
         return true;
     }
+    /* pytorch@2.12[:CONF]: the release names what the prediction emulates; the run is the
+     * installed PyTorch's, under CONF */
+    if (g_str_has_prefix(spec, "pytorch@")) {
+        const char *colon = strchr(spec, ':');
+        *conf = g_strdup(colon ? colon + 1 : "");
+        return true;
+    }
     if (strcmp(spec, "cuda-async") == 0) { /* PyTorch's own cudaMallocAsync backend */
         *conf = g_strdup("backend:cudaMallocAsync");
         return true;

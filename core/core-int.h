@@ -181,6 +181,7 @@ struct gs_heap {
     const void *cfg;
     gs_backend *be;
     uint64_t limit;
+    uint64_t reject_above;   /* gs_policy_ops.reject_above's bound; 0: none */
     uint64_t device_total;   /* sizes expandable reservations */
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */

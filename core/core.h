@@ -169,6 +169,9 @@ typedef struct {
     /* Not PyTorch's: the retries after other allocators on the device released their cache
      * for this one (gs_heap_config.reclaim; gpusim replay --clients cooperative). */
     uint64_t num_reclaim_retries;
+    /* PyTorch 2.12's: the requests refused before any device call because the growth would
+     * pass the policy's bound (gs_policy_ops.reject_above); each is counted in num_ooms too. */
+    uint64_t num_oom_rejections;
     int64_t max_split_size;       /* the policy's oversize threshold; -1 when unlimited */
     /* Metrics of docs/metrics.md that need the state at a moment: */
     int64_t requested_at_peak_allocated; /* Q when A reached its peak (internal_frag) */

@@ -24,6 +24,16 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->limit = cfg ? cfg->limit : 0;
     h->device_total = cfg ? cfg->device_total : 0;
     if (cfg) h->cb = *cfg;
+    /* the policy's own bounds, fractions of the device (PyTorch's memory fraction): the device
+     * is asked its size only for a policy that has one */
+    bool own_limit = !h->limit && h->P->limit && h->P->limit(policy->cfg, 0);
+    bool rejects = h->P->reject_above && h->P->reject_above(policy->cfg, 0);
+    if (own_limit || rejects) {
+        uint64_t total = h->device_total, fr = 0;
+        if (!total) (void)gs_dev_mem_info(be, NULL, &fr, &total);
+        if (own_limit) h->limit = h->P->limit(policy->cfg, total);
+        if (rejects) h->reject_above = h->P->reject_above(policy->cfg, total);
+    }
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
@@ -365,6 +375,12 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
     if (h->gc_active) {
         st = P->collect(h, h->cfg);
         if (st != GS_OK) return st;
+    }
+    if (h->reject_above && h->total_reserved + seg_size > h->reject_above) {
+        /* refused before the device is asked: no release of the cache, no retry */
+        h->st.num_oom_rejections++;
+        h->st.num_ooms++;
+        return GS_ERR_OOM;
     }
     st = alloc_block(h, pool, stream, size, seg_size, false, out);
     if (st == GS_ERR_OOM && P->release_some) {

@@ -89,6 +89,10 @@ typedef struct gs_policy_ops {
     void (*warnings)(const void *cfg, bool has_limit, GPtrArray *out);
     /* Parse CONF (may be ""); NULL and err (GS_POLICY_ERROR) naming the bad key or value. */
     void *(*parse)(const char *conf, GError **err);
+    /* Optional: a policy that emulates several releases of its original parses NAME@RELEASE:CONF
+     * here (release "2.12"); NULL and err when it does not emulate that release. NULL: a spec
+     * with @RELEASE is refused (the policy has one). */
+    void *(*parse_at)(const char *release, const char *conf, GError **err);
     void (*cfg_free)(void *cfg);
 
     unsigned npools;
@@ -114,6 +118,18 @@ typedef struct gs_policy_ops {
      * memory is plentiful (conf->slack) it creates instead of moving. NULL or false:
      * PyTorch's expandable segments, one handle per page. */
     bool (*stitch)(const void *cfg, unsigned pool, gs_stitch_conf *conf);
+
+    /* Optional. The limit the policy's own settings put on the bytes a heap may reserve on a
+     * device of device_total bytes (PyTorch's per_process_memory_fraction key), 0: none. Asked
+     * once, when a heap is made without a limit of its own: the caller's limit (--capacity, as
+     * a later set_per_process_memory_fraction call) wins. Asked first with device_total 0,
+     * whether there is one at all (non-zero then): the device is asked its size only if so. */
+    uint64_t (*limit)(const void *cfg, uint64_t device_total);
+    /* Optional. A growth that would take the reserved bytes past this (on a device of
+     * device_total bytes) fails at once, before any device call and with no release of the
+     * cache and no retry (PyTorch 2.12's throw_on_cudamalloc_oom); 0: no such bound. Asked
+     * when a heap is made, first with device_total 0, as limit is. */
+    uint64_t (*reject_above)(const void *cfg, uint64_t device_total);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

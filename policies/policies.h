@@ -72,6 +72,24 @@ gs_block *gs_family_other_stream_first(gs_heap *h, unsigned pool, uint32_t strea
  * every block serves size (exposed for tests). */
 uint64_t gs_tlsf_search_size(const void *cfg, uint64_t size);
 
+/* ---- The PyTorch releases the pytorch policy emulates (pytorch_versions.c) ----
+ * pytorch@2.12:CONF follows 2.12; plain pytorch follows the release the trace was recorded with
+ * (its header's pytorch_version), else 2.11. Only 2.11 is measured against real runs. */
+#define GS_PYTORCH_FIRST 11 /* 2.11 */
+#define GS_PYTORCH_LAST 14  /* 2.14 */
+/* A PyTorch version as written ("2.13", "2.13.0+cu130", "2.14.0a0+4fdf77b"): its minor number
+ * when it is 2.x, else 0. */
+unsigned gs_pytorch_release_parse(const char *text);
+/* The release plain pytorch emulates for a trace recorded with that version: its minor number
+ * brought into GS_PYTORCH_FIRST .. GS_PYTORCH_LAST; 0 when recorded names no 2.x release. */
+unsigned gs_pytorch_release_of_trace(const char *recorded);
+/* The policy to replay a trace recorded with PyTorch `recorded` (its pytorch_version; NULL when
+ * the trace does not say) under, in place of p: NULL when p serves as it is (not pytorch, a
+ * spec with @RELEASE, or a trace of 2.11 or of no known release); else a new policy with p's
+ * spec, for that release (gs_policy_free it). NULL and err when a key of p's needs a release
+ * newer than the trace's (the message names both). */
+gs_policy *gs_policy_at_release(const gs_policy *p, const char *recorded, GError **err);
+
 /* PyTorch's size helpers, exposed for tests and other policies. */
 uint64_t gs_pytorch_round_size(const void *cfg, uint64_t size);
 /* roundup_power2_divisions in effect for a size (PyTorch's interval table). */

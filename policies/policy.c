@@ -50,12 +50,23 @@ gs_policy *gs_policy_new(const char *given, GError **err)
     char *full = as_pytorch_conf(given);
     const char *spec = full ? full : given;
     const char *colon = strchr(spec, ':');
-    size_t nlen = colon ? (size_t)(colon - spec) : strlen(spec);
+    size_t wlen = colon ? (size_t)(colon - spec) : strlen(spec);
     const char *conf = colon ? colon + 1 : "";
+    /* NAME@RELEASE: the release of the original that the policy emulates (pytorch@2.12) */
+    const char *at = memchr(spec, '@', wlen);
+    size_t nlen = at ? (size_t)(at - spec) : wlen;
+    char *release = at ? g_strndup(at + 1, wlen - nlen - 1) : NULL;
     for (const gs_policy_ops *const *r = registry; *r; r++) {
         if (strlen((*r)->name) != nlen || strncmp((*r)->name, spec, nlen) != 0) continue;
         GError *perr = NULL;
-        void *cfg = (*r)->parse(conf, &perr);
+        void *cfg = NULL;
+        if (!release) cfg = (*r)->parse(conf, &perr);
+        else if ((*r)->parse_at) cfg = (*r)->parse_at(release, conf, &perr);
+        else
+            g_set_error(&perr, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                        "%s takes no '@RELEASE' ('@%s'): it emulates one release", (*r)->name,
+                        release);
+        g_free(release);
         if (!cfg) {
             /* A setting can come from a file (a reference's, a snapshot's): no control byte of
              * it reaches the one-line message raw. */
@@ -75,6 +86,7 @@ gs_policy *gs_policy_new(const char *given, GError **err)
         g_free(full);
         return p;
     }
+    g_free(release);
     GString *names = g_string_new(NULL);
     for (const gs_policy_ops *const *r = registry; *r; r++)
         g_string_append_printf(names, "%s%s", names->len ? ", " : "", (*r)->name);

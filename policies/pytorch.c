@@ -1,4 +1,6 @@
-/* pytorch.c - PyTorch 2.11's native CUDA caching allocator as a gpusim policy.
+/* pytorch.c - PyTorch's native CUDA caching allocator as a gpusim policy: 2.11's algorithm, and
+ * the branches 2.12 to 2.14 take where they differ (pytorch_versions.c names the releases and
+ * their keys).
  *
  * Constants, rounding, pool choice, segment sizes, the oversize (max_split_size) rules, the split
  * rule, release_available_cached_blocks and garbage collection, as in
@@ -7,38 +9,21 @@
  *
  * Config keys (PYTORCH_CUDA_ALLOC_CONF syntax, "key:value,key:value"):
  *   max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions,
- *   garbage_collection_threshold, expandable_segments, and keys accepted for compatibility
- *   that do not change what the simulator computes (backend:native, release_lock_on_cudamalloc,
- *   pinned_*, graph_capture_record_stream_reuse).
+ *   garbage_collection_threshold, expandable_segments, large_segment_size_mb,
+ *   per_process_memory_fraction, throw_on_cudamalloc_oom (2.12+), and keys accepted for
+ *   compatibility that do not change what the simulator computes (backend:native,
+ *   release_lock_on_cudamalloc, pinned_*, graph_capture_record_stream_reuse,
+ *   expandable_segments_reserve and _by_class (2.14), each with a warning where PyTorch's
+ *   allocator would differ).
  */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "policies.h"
-
-/* §1.1 */
-enum {
-    kMinBlockSize = 512,
-    kSmallSize = 1048576,
-    kSmallBuffer = 2097152,
-    kLargeBuffer = 20971520,
-    kMinLargeAlloc = 10485760,
-    kRoundLarge = 2097152,
-};
-
-#define ROUNDUP_INTERVALS 16 /* 1 MiB .. 64 GiB, one per power of two (§1.2) */
+#include "pytorch-int.h"
 
 enum { POOL_LARGE = 0, POOL_SMALL = 1 };
-
-typedef struct {
-    uint64_t max_split_size;          /* UINT64_MAX: unlimited */
-    uint64_t max_non_split_rounding;  /* default kLargeBuffer */
-    unsigned divisions[ROUNDUP_INTERVALS];
-    double gc_threshold;              /* 0: off */
-    bool expandable;
-} pytorch_cfg;
 
 static const gs_pool_desc pytorch_pools[] = {
     [POOL_LARGE] = {.is_small = false},
@@ -80,10 +65,11 @@ static unsigned pytorch_pool_of(const void *cfg, uint64_t size)
     return size <= kSmallSize ? POOL_SMALL : POOL_LARGE;
 }
 
-static uint64_t pytorch_segment_size(const void *cfg, uint64_t size)
+static uint64_t pytorch_segment_size(const void *cfgv, uint64_t size)
 {
     if (size <= kSmallSize) return kSmallBuffer;
-    if (size < kMinLargeAlloc) return kLargeBuffer;
+    /* 2.11's large_segment_size_mb, kLargeBuffer by default */
+    if (size < kMinLargeAlloc) return ((const pytorch_cfg *)cfgv)->large_segment;
     return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
@@ -128,12 +114,13 @@ static uint64_t pytorch_oversize(const void *cfgv)
     return ((const pytorch_cfg *)cfgv)->max_split_size;
 }
 
-/* §2: one handle per page; 2 MiB pages for the small pool, 20 MiB for the large pool, because
- * mapping costs grow with the number of handles. */
+/* §2: one handle per page; 2 MiB pages for the small pool, 20 MiB (large_segment_size_mb) for
+ * the large pool, because mapping costs grow with the number of handles. */
 static uint64_t pytorch_expandable_page(const void *cfgv, unsigned pool)
 {
-    if (!((const pytorch_cfg *)cfgv)->expandable) return 0;
-    return pool == POOL_SMALL ? kSmallBuffer : kLargeBuffer;
+    const pytorch_cfg *cfg = cfgv;
+    if (!cfg->expandable) return 0;
+    return pool == POOL_SMALL ? kSmallBuffer : cfg->large_segment;
 }
 
 /* ---- release paths (§1.10) ---- */
@@ -287,6 +274,9 @@ static bool parse_divisions(pytorch_cfg *cfg, const char *val, GError **err)
     return ok;
 }
 
+/* The least of max_split_size_mb and max_non_split_rounding_mb is the large segment's size,
+ * which PyTorch reads first, wherever it stands in the string: checked once every key is read
+ * (check_mb_keys). */
 static bool parse_mb_key(const char *key, const char *val, uint64_t *out, GError **err)
 {
     uint64_t mb;
@@ -295,16 +285,20 @@ static bool parse_mb_key(const char *key, const char *val, uint64_t *out, GError
                     "%s: '%s' is not a whole number of MB", key, val);
         return false;
     }
-    if (mb < kLargeBuffer / GS_MiB) {
-        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                    "%s: %s is too small, must be >= %d", key, val, (int)(kLargeBuffer / GS_MiB));
-        return false;
-    }
     *out = mb > UINT64_MAX / GS_MiB ? UINT64_MAX : mb * GS_MiB;
     return true;
 }
 
-static bool parse_bool(const char *key, const char *val, bool *out, GError **err)
+static bool check_mb_key(const char *key, uint64_t v, uint64_t least, GError **err)
+{
+    if (v >= least) return true;
+    g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                "%s: %" G_GUINT64_FORMAT " is too small, must be >= %" G_GUINT64_FORMAT, key,
+                v / GS_MiB, least / GS_MiB);
+    return false;
+}
+
+bool gs_pytorch_parse_bool(const char *key, const char *val, bool *out, GError **err)
 {
     /* PyTorch accepts exactly these two spellings. */
     if (strcmp(val, "True") == 0) *out = true;
@@ -322,9 +316,11 @@ static bool set_max_split(void *cfg, const char *key, const char *val, GError **
     return parse_mb_key(key, val, &((pytorch_cfg *)cfg)->max_split_size, err);
 }
 
-static bool set_max_non_split_rounding(void *cfg, const char *key, const char *val, GError **err)
+static bool set_max_non_split_rounding(void *cfgv, const char *key, const char *val, GError **err)
 {
-    return parse_mb_key(key, val, &((pytorch_cfg *)cfg)->max_non_split_rounding, err);
+    pytorch_cfg *cfg = cfgv;
+    cfg->non_split_given = true;
+    return parse_mb_key(key, val, &cfg->max_non_split_rounding, err);
 }
 
 static bool set_divisions(void *cfg, const char *key, const char *val, GError **err)
@@ -347,7 +343,7 @@ static bool set_gc_threshold(void *cfg, const char *key, const char *val, GError
 
 static bool set_expandable(void *cfg, const char *key, const char *val, GError **err)
 {
-    return parse_bool(key, val, &((pytorch_cfg *)cfg)->expandable, err);
+    return gs_pytorch_parse_bool(key, val, &((pytorch_cfg *)cfg)->expandable, err);
 }
 
 static bool set_backend(void *cfg, const char *key, const char *val, GError **err)
@@ -362,7 +358,7 @@ static bool set_backend(void *cfg, const char *key, const char *val, GError **er
 static bool set_ignored_bool(void *cfg, const char *key, const char *val, GError **err)
 {
     bool ignored;
-    return parse_bool(key, val, &ignored, err);
+    return gs_pytorch_parse_bool(key, val, &ignored, err);
 }
 
 /* Host (pinned) allocator settings: outside the device allocator. */
@@ -370,10 +366,12 @@ static bool set_pinned(void *cfg, const char *key, const char *val, GError **err
 
 /* PYTORCH_CUDA_ALLOC_CONF's keys (§1.2): the parser and --help both read this table. */
 static const gs_policy_key pytorch_keys[] = {
-    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= 20; default unlimited)",
+    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= large_segment_size_mb;\n"
+     "default unlimited)",
      set_max_split},
     {"max_non_split_rounding_mb", "N",
-     "an oversize block may serve a request up to N MiB smaller (default 20)",
+     "an oversize block may serve a request up to N MiB smaller\n"
+     "(default large_segment_size_mb, 20)",
      set_max_non_split_rounding},
     {"roundup_power2_divisions", "D",
      "round sizes to D divisions per power of two, or a list [256:1,512:2,>:8]", set_divisions},
@@ -383,9 +381,24 @@ static const gs_policy_key pytorch_keys[] = {
      "grow one virtual range per stream and pool by mapping pages\n"
      "(2 MiB small, 20 MiB large), unmap them on empty_cache/OOM",
      set_expandable},
+    {"large_segment_size_mb", "N",
+     "N > 10: the segment of a 1-10 MiB miss and the large pool's\n"
+     "expandable page, N MiB (default 20)",
+     gs_pytorch_set_large_segment},
+    {"per_process_memory_fraction", "X",
+     "0<=X<=1: the allocator may reserve X of the device's memory\n"
+     "(as --capacity, which wins when both are given)",
+     gs_pytorch_set_fraction},
+    {"throw_on_cudamalloc_oom", "True",
+     "2.12+: a growth past per_process_memory_fraction fails at once,\n"
+     "without releasing the cache or retrying",
+     gs_pytorch_set_throw_on_oom},
     {"backend", "native", NULL, set_backend},
     {"release_lock_on_cudamalloc", "True", NULL, set_ignored_bool},
     {"graph_capture_record_stream_reuse", "True", NULL, set_ignored_bool},
+    {"expandable_segments_reserve", "X", NULL, gs_pytorch_set_es_reserve},
+    {"expandable_segments_reserve_by_class", "[C:X,...]", NULL,
+     gs_pytorch_set_es_reserve_by_class},
     {"pinned_*", "", NULL, set_pinned},
     {NULL, NULL, NULL, NULL},
 };
@@ -393,7 +406,7 @@ static const gs_policy_key pytorch_keys[] = {
 static void pytorch_warnings(const void *cfgv, bool has_limit, GPtrArray *out)
 {
     const pytorch_cfg *cfg = cfgv;
-    if (cfg->gc_threshold > 0 && !has_limit)
+    if (cfg->gc_threshold > 0 && !has_limit && cfg->fraction >= 1.0)
         g_ptr_array_add(out, g_strdup("garbage_collection_threshold does nothing without a limit "
                                       "(--capacity): PyTorch collects only under a memory "
                                       "fraction"));
@@ -403,27 +416,48 @@ static void pytorch_warnings(const void *cfgv, bool has_limit, GPtrArray *out)
                                       "(3.86 against 1.85 GiB with expandable segments alone, "
                                       "seen on a two-stream program), and the replay reproduces "
                                       "that growth"));
+    gs_pytorch_release_warnings(cfg, has_limit, out);
 }
 
-static void *pytorch_parse(const char *conf, GError **err)
+/* Every key read: the sizes whose least is the large segment's (parse_mb_key says why). */
+static bool check_mb_keys(pytorch_cfg *cfg, GError **err)
+{
+    if (!cfg->non_split_given) cfg->max_non_split_rounding = cfg->large_segment;
+    else if (!check_mb_key("max_non_split_rounding_mb", cfg->max_non_split_rounding,
+                           cfg->large_segment, err))
+        return false;
+    return cfg->max_split_size == UINT64_MAX ||
+           check_mb_key("max_split_size_mb", cfg->max_split_size, cfg->large_segment, err);
+}
+
+void *gs_pytorch_parse_release(unsigned release, const char *conf, GError **err)
 {
     pytorch_cfg *cfg = g_new0(pytorch_cfg, 1);
+    cfg->release = release;
     cfg->max_split_size = UINT64_MAX;
-    cfg->max_non_split_rounding = kLargeBuffer;
-    if (!gs_policy_conf_parse(pytorch_keys, cfg, conf, err)) {
+    cfg->large_segment = kLargeBuffer;
+    cfg->fraction = 1.0;
+    if (!gs_policy_conf_parse(pytorch_keys, cfg, conf, err) || !check_mb_keys(cfg, err)) {
         g_free(cfg);
         return NULL;
     }
     return cfg;
 }
 
+static void *pytorch_parse(const char *conf, GError **err)
+{
+    return gs_pytorch_parse_release(0, conf, err);
+}
+
 const gs_policy_ops gs_policy_pytorch = {
     .version = GS_POLICY_VERSION,
     .name = "pytorch",
-    .summary = "PyTorch 2.11's native CUDA caching allocator (best-fit bins, small/large pools)",
+    .summary = "PyTorch's native CUDA caching allocator, 2.11 to 2.14 (pytorch@2.12; best-fit "
+               "bins)",
     .keys = pytorch_keys,
     .warnings = pytorch_warnings,
     .parse = pytorch_parse,
+    .parse_at = gs_pytorch_parse_at,
     .cfg_free = g_free,
     .npools = 2,
     .pools = pytorch_pools,
@@ -435,6 +469,8 @@ const gs_policy_ops gs_policy_pytorch = {
     .fit_rule = pytorch_fit_rule,
     .oversize = pytorch_oversize,
     .expandable_page = pytorch_expandable_page,
+    .limit = gs_pytorch_limit,
+    .reject_above = gs_pytorch_reject_above,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,
 };

@@ -597,6 +597,9 @@ static void json_memory_stats(gs_jw *w, const gs_stats *s)
     jw_u(w, "num_sync_all_streams", s->num_sync_all_streams);
     jw_u(w, "num_device_alloc", s->num_device_alloc);
     jw_u(w, "num_device_free", s->num_device_free);
+    /* PyTorch 2.12's key (throw_on_cudamalloc_oom): written when a request was so refused, so
+     * the reports of every other setting keep 2.11's keys */
+    if (s->num_oom_rejections) jw_u(w, "num_oom_rejections", s->num_oom_rejections);
     jw_i(w, "max_split_size", s->max_split_size);
     gs_jw_object_end(w);
 }

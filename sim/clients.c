@@ -36,7 +36,7 @@ static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
 /* The counters of a heap that the shared arrangement charges to the client whose event
  * caused them. */
 typedef struct {
-    uint64_t retries, ooms, syncs, dev_alloc, dev_free;
+    uint64_t retries, ooms, syncs, dev_alloc, dev_free, rejections;
     gs_devcalls calls;
 } counters;
 
@@ -110,6 +110,7 @@ static void read_counters(const gs_heap *h, counters *k)
     k->retries = s->num_alloc_retries;
     k->ooms = s->num_ooms;
     k->syncs = s->num_sync_all_streams;
+    k->rejections = s->num_oom_rejections;
     k->dev_alloc = s->num_device_alloc;
     k->dev_free = s->num_device_free;
     k->calls = *gs_heap_devcalls(h);
@@ -247,6 +248,7 @@ static void end_event(gs_clients *c, const gs_block *b)
     st->num_alloc_retries += now.retries - c->before.retries;
     st->num_ooms += now.ooms - c->before.ooms;
     st->num_sync_all_streams += now.syncs - c->before.syncs;
+    st->num_oom_rejections += now.rejections - c->before.rejections;
     st->num_device_alloc += now.dev_alloc - c->before.dev_alloc;
     st->num_device_free += now.dev_free - c->before.dev_free;
     for (int i = 0; i < GS_CALL_COUNT; i++) {
@@ -358,6 +360,7 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
                 d->num_device_alloc += s->num_device_alloc;
                 d->num_device_free += s->num_device_free;
                 d->num_reclaim_retries += s->num_reclaim_retries;
+                d->num_oom_rejections += s->num_oom_rejections;
             }
             d->max_split_size = r->clients[0].stats.max_split_size;
         }

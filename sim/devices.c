@@ -197,6 +197,7 @@ void gs_devices_finish(gs_devices *d, gs_result *r)
             s->num_device_alloc += dr->stats.num_device_alloc;
             s->num_device_free += dr->stats.num_device_free;
             s->num_reclaim_retries += dr->stats.num_reclaim_retries;
+            s->num_oom_rejections += dr->stats.num_oom_rejections;
             gs_devcalls_add(&r->calls, &dr->calls);
         }
         s->max_split_size = r->devices[0].stats.max_split_size;

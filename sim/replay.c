@@ -436,10 +436,49 @@ static void set_bound(const gs_trace *t, const gs_replay_opts *o, gs_result *r)
 static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                            gs_result *r, GError **err);
 
+/* The policies for t: a spec that names no release follows the release t was recorded with
+ * (gs_policy_at_release), p's and each client's. Each made is added to own; *so is o with the
+ * clients' policies replaced (*cp, to g_free). FALSE and err when a key needs a newer release
+ * than t's. */
+static gboolean for_release(const gs_trace *t, const gs_policy **p, const gs_replay_opts *o,
+                            gs_replay_opts *so, GPtrArray *own, const gs_policy ***cp,
+                            GError **err)
+{
+    const char *rec = gs_trace_get_meta(t, "pytorch_version");
+    *so = *o;
+    GError *perr = NULL;
+    gs_policy *q = gs_policy_at_release(*p, rec, &perr);
+    if (q) g_ptr_array_add(own, q);
+    *p = q ? q : *p;
+    if (o->client_policy && !perr) {
+        *cp = g_new0(const gs_policy *, t->clients->len);
+        for (guint k = 0; k < t->clients->len && !perr; k++) {
+            if (!((*cp)[k] = o->client_policy[k])) continue;
+            gs_policy *c = gs_policy_at_release((*cp)[k], rec, &perr);
+            if (c) g_ptr_array_add(own, c);
+            (*cp)[k] = c ? c : (*cp)[k];
+        }
+        so->client_policy = *cp;
+    }
+    if (perr) g_propagate_error(err, perr);
+    return perr == NULL;
+}
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
 {
-    if (!replay_run(t, p, o, r, err)) return FALSE;
+    GPtrArray *own = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    const gs_policy **cp = NULL;
+    gs_replay_opts so;
+    gboolean ok = for_release(t, &p, o, &so, own, &cp, err);
+    /* the limit the policy's own settings set (per_process_memory_fraction) when the caller
+     * gives none: the heap applies it, and the report shows it */
+    if (ok && !so.capacity && p->ops->limit && !so.devices && !so.backend)
+        so.capacity = p->ops->limit(p->cfg, sc_total(&so));
+    if (ok) ok = replay_run(t, p, &so, r, err);
+    g_ptr_array_free(own, TRUE);
+    g_free(cp);
+    if (!ok) return FALSE;
     set_bound(t, o, r);
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);

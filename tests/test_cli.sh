@@ -1060,5 +1060,27 @@ expect_error "frame column, no frames" "fb.gstrace:2: column 'frame' without" "$
 printf '# gpusim-trace 1\n# frame 1: a.py:1:f\nseq,time_us,op,client,device,stream,id,size,frame\n0,0,alloc,torch,0,0,1,10\n' >"$tmp/fb.gstrace"
 expect_error "frames, 8 columns" "fb.gstrace:4: expected 9 columns, got 8" "$gpusim" replay "$tmp/fb.gstrace"
 
+# --- PyTorch releases: plain pytorch follows the trace's pytorch_version, else 2.11; a key of a
+# newer release is refused before any replay, naming the release that has it ---
+rel_trace() { # VERSION: 60 MiB cached, then 80 MiB under a 100 MiB fraction of 1000 MiB
+    printf '# gpusim-trace 1\n# device_total_bytes: 1048576000\n%bseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,62914560\n1,1,free,torch,0,0,1,0\n2,2,alloc,torch,0,0,2,83886080\n' \
+        "${1:+# pytorch_version: $1\n}"
+}
+rel_trace "2.12.0+cu130" >"$tmp/r12.gstrace"
+rel_trace "" >"$tmp/r00.gstrace"
+spec=pytorch:per_process_memory_fraction:0.1,throw_on_cudamalloc_oom:True
+"$gpusim" replay -q -p "$spec" -p pytorch@2.11:per_process_memory_fraction:0.1 --format csv "$tmp/r12.gstrace" \
+    >"$tmp/rel.csv" 2>"$tmp/err" || fail "replay of a 2.12 trace: exit $?: $(cat "$tmp/err")"
+grep -q "^[^,]*,\"\?$spec\"\?,.*,oom," "$tmp/rel.csv" && grep -q "pytorch@2.11:per_process_memory_fraction:0.1,.*,ok," "$tmp/rel.csv" ||
+    fail "a 2.12 trace: plain pytorch not 2.12, or @2.11 not 2.11: $(cat "$tmp/rel.csv")"
+expect_error "a 2.12 key, a trace that names no release" "pytorch@2.12:per_process_memory_fraction" \
+    "$gpusim" replay -p "$spec" "$tmp/r00.gstrace"
+expect_error "a 2.12 key given to 2.11" "PyTorch 2.12 and later" \
+    "$gpusim" replay -p pytorch@2.11:throw_on_cudamalloc_oom:True "$tmp/r00.gstrace"
+rel_trace "2.17.0" >"$tmp/r17.gstrace"
+"$gpusim" replay -q "$tmp/r17.gstrace" >/dev/null 2>"$tmp/err" || fail "a 2.17 trace: exit $?"
+grep -q "recorded with PyTorch 2.17.0; gpusim emulates 2.11 to 2.14, and plain pytorch replays it as 2.14" "$tmp/err" ||
+    fail "a 2.17 trace: no warning: $(cat "$tmp/err")"
+
 [ "$fails" -eq 0 ] && echo "all CLI tests passed"
 [ "$fails" -eq 0 ]

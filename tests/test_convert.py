@@ -634,6 +634,87 @@ class TestHostileInput(ConverterTestCase):
         self.assert_one_line_error(r, "internal error", "KeyError")
 
 
+def ev_new(action, addr, size, t, stream=0, pool=(0, 0)):
+    """An entry as newer releases write it: the private pool it went to (pool_id), and the
+    forward frames of an entry with a stack."""
+    e = ev(action, addr, size, t, stream)
+    e["pool_id"] = pool
+    e["forward_frames"] = ["model.py:12 forward"]
+    return e
+
+
+class TestReleases(ConverterTestCase):
+    """The PyTorch release a run was recorded with, and what newer snapshots carry."""
+
+    def sibling(self, **doc):
+        with open(self.path("run.json"), "w") as f:
+            json.dump(doc, f)
+
+    def test_version_from_sibling(self):
+        # the NAME.json's "torch" (lab/record_pytorch.py writes torch.__version__) becomes the
+        # header's pytorch_version, which plain pytorch follows
+        src = self.write_snapshot("run.pickle", snapshot(BASIC_EVENTS))
+        self.sibling(torch="2.13.0+cu130", total_bytes=H100_TOTAL)
+        self.convert_ok(src, "-o", "o.gstrace")
+        lines = self.trace_lines(self.path("o.gstrace"))
+        self.assertIn("# pytorch_version: 2.13.0+cu130", lines)
+        self.assertLess(lines.index("# allocator_conf: "), lines.index("# pytorch_version: 2.13.0+cu130"))
+        # none said: no header line, as before
+        self.sibling(total_bytes=H100_TOTAL)
+        self.convert_ok(src, "-o", "p.gstrace")
+        self.assertFalse(any(l.startswith("# pytorch_version") for l in self.trace_lines(self.path("p.gstrace"))))
+        self.sibling(torch=2.13, total_bytes=H100_TOTAL)
+        self.assert_one_line_error(self.run_convert(src, "-o", "q.gstrace"), "sibling", "torch")
+
+    def test_cap_rounds_from_2_13(self):
+        # 2.11 and 2.12 truncate fraction x total; 2.13 rounds it: a cap whose product has half
+        # a byte or more over differs by one
+        cap = next(c / 1000 for c in range(1000, 2000)
+                   if (c / 1000 * GiB / H100_TOTAL * H100_TOTAL) % 1 >= 0.5)
+        exact = cap * GiB / H100_TOTAL * H100_TOTAL
+        src = self.write_snapshot("run.pickle", snapshot(BASIC_EVENTS))
+        for version, want in (("2.12.0+cu130", int(exact)), ("2.13.0+cu130", int(exact) + 1),
+                              (None, int(exact))):
+            doc = {"total_bytes": H100_TOTAL, "cap_gib": cap}
+            if version:
+                doc["torch"] = version
+            self.sibling(**doc)
+            self.convert_ok(src, "-o", "o.gstrace", "--reference", "r.json")
+            with open(self.path("r.json")) as f:
+                ref = json.load(f)
+            self.assertEqual(ref["cap_bytes"], want, version)
+            self.assertEqual(ref["pytorch_version"], version)
+
+    def test_newer_entries_convert_alike(self):
+        # pool_id and forward_frames (newer releases' entries) change nothing for the ordinary
+        # pools: the trace is the one their 2.11 form gives
+        old = self.write_snapshot("old.pickle", snapshot(BASIC_EVENTS))
+        new = self.write_snapshot("new.pickle", snapshot(
+            [ev_new(e["action"], e.get("addr", e.get("device_free")), e["size"], e["time_us"],
+                    e["stream"]) for e in BASIC_EVENTS]))
+        self.convert_ok(old, "-o", "old.gstrace")
+        r = self.convert_ok(new, "-o", "new.gstrace")
+        self.assertEqual(self.event_lines(self.path("old.gstrace")),
+                         self.event_lines(self.path("new.gstrace")))
+        self.assertNotIn("pool_id", r.stderr)
+
+    def test_pool_ids_check_the_inferred_pools(self):
+        # an allocation the entries put in a private pool that no segment shows: said, and
+        # replayed in the ordinary pools
+        events = [dict(e) for e in BASIC_EVENTS]
+        for e in events:
+            if e["action"] == "alloc" and e["stream"] == 7:
+                e["pool_id"] = (1, 0)
+        src = self.write_snapshot("run.pickle", snapshot(events))
+        r = self.convert_ok(src, "-o", "o.gstrace")
+        self.assertIn("name 1 private pool(s) (1 allocation(s), pool_id), 0 of them inferred", r.stderr)
+        for bad in ((1,), ("a", 0), 7):
+            events[8]["pool_id"] = bad
+            src = self.write_snapshot("bad.pickle", snapshot(events))
+            self.assert_one_line_error(self.run_convert(src, "-o", "b.gstrace"), "pool_id",
+                                       "pair of integers")
+
+
 class TestStreaming(ConverterTestCase):
     """snapshots are streamed, with a progress line on demand."""
 

@@ -37,6 +37,11 @@ grep -q "^pytorch  *oom " "$tmp/out" || fail "verify: the default dies at 9 GiB:
 grep -q "^pytorch:expandable_segments:True  *ok " "$tmp/out" || fail "verify: expandable completes: $(cat "$tmp/out")"
 grep -q "program: conf 'expandable_segments:True'" "$tmp/err" || fail "verify: the program's output: $(cat "$tmp/err")"
 grep -q "died of OutOfMemoryError" "$tmp/out" || fail "verify: says what it died of: $(cat "$tmp/out")"
+# a setting that names its release: the run gets its keys alone
+"$gpusim" verify --capacity 9GiB -p pytorch@2.11:expandable_segments:True -- \
+    python3 "$tmp/prog.py" >"$tmp/out" 2>"$tmp/err" || fail "verify @2.11: exit $?: $(cat "$tmp/err")"
+grep -q "^pytorch@2.11:expandable_segments:True  *ok " "$tmp/out" && grep -q "program: conf 'expandable_segments:True'" "$tmp/err" ||
+    fail "verify @2.11: $(cat "$tmp/out" "$tmp/err")"
 
 # a prediction that holds (exit 0) and one that does not (exit 3), as JSON
 cat >"$tmp/pred.json" <<'JSON'

@@ -148,6 +148,10 @@ static void setup(gs_pluggable *a)
     const char *spec = g_getenv("GPUSIM_POLICY");
     a->policy = gs_policy_new(spec && *spec ? spec : "pytorch", &err);
     if (!a->policy) start_failed(a, "GPUSIM_POLICY", err->message);
+    /* no trace says the release here: plain pytorch is 2.11, and a newer key needs @RELEASE */
+    gs_policy *rel = gs_policy_at_release(a->policy, NULL, &err);
+    if (err) start_failed(a, "GPUSIM_POLICY", err->message);
+    gs_policy_free(rel);
     const char *cap = g_getenv("GPUSIM_CAPACITY");
     if (cap && *cap && !gs_parse_size(cap, &a->capacity, &err))
         start_failed(a, "GPUSIM_CAPACITY", err->message);

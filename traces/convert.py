@@ -70,14 +70,17 @@ or, with garbage_collection_threshold T > 0, reserved > T x L. With no limit kno
 made right at the run's peak is therefore taken as the allocator's own: give --cap BYTES, or
 --cap none for a run without one, to decide it.
 
-Private pools inferred (CUDA graphs, torch.cuda.MemPool; trace version 3). Trace entries name
-no pool: an allocation is a private pool's when it lies in a segment the final 'segments' list
-gives a segment_pool_id other than (0, 0), or in one freed by a pool's own release: a run of
-segment_free/segment_unmap that leaves memory an empty_cache() would have freed (MemPool's
-destruction), which then gets pool_release rows instead of an empty_cache. pool_begin and
-pool_end rows go around each pool's allocations, on their stream. A pool whose segments all
-went in a full empty_cache() before the snapshot is not seen: take the snapshot while graphs
-and pools live (the README, "CUDA graphs and private pools").
+Private pools inferred (CUDA graphs, torch.cuda.MemPool; trace version 3). 2.11's trace
+entries name no pool: an allocation is a private pool's when it lies in a segment the final
+'segments' list gives a segment_pool_id other than (0, 0), or in one freed by a pool's own
+release: a run of segment_free/segment_unmap that leaves memory an empty_cache() would have
+freed (MemPool's destruction), which then gets pool_release rows instead of an empty_cache.
+pool_begin and pool_end rows go around each pool's allocations, on their stream. A pool whose
+segments all went in a full empty_cache() before the snapshot is not seen: take the snapshot
+while graphs and pools live (the README, "CUDA graphs and private pools"). Newer releases'
+entries name their pool (pool_id, a pair; (0, 0) the ordinary pools): read, checked, and a
+warning when they name pools that were not inferred (whose requests then replay in the
+ordinary pools). Their forward_frames are read past, as any field the trace does not need.
 
 A snapshot may start in the middle of a run (the ring buffer of max_entries dropped the oldest
 events, or recording started late). A free of an address never seen allocated then gets a
@@ -98,7 +101,7 @@ time_us is relative to the first trace event (which gets 0), in integer microsec
 non-decreasing (recorded clocks are approximate, and replay order is what matters).
 
 Reference file (--reference OUT.json): what the recorded allocator did, as JSON:
-  format ("gpusim-reference 1"), source, allocator_conf, allocator_settings,
+  format ("gpusim-reference 1"), source, allocator_conf, allocator_settings, pytorch_version,
   device_total_bytes, cap_gib, cap_bytes, outcome (and outcome_event, the seq of the oom row the
   run died at), memory_stats, derived {...}, device_events [[action, addr, size, seq], ...]
   where seq is the number of trace events that precede the allocator event (so it happened just
@@ -107,11 +110,14 @@ Reference file (--reference OUT.json): what the recorded allocator did, as JSON:
 
 Sibling JSON: for INPUT named NAME.EXT or NAME.EXT.gz (NAME.pickle.gz, NAME.pkl, ...), a
 NAME.json beside it (the layout
-of shared/traces/pytorch-2.11-h100/) supplies total_bytes, cap_gib, outcome and memory_stats.
+of shared/traces/pytorch-2.11-h100/) supplies total_bytes, cap_gib, outcome, memory_stats and
+torch, the run's torch.__version__ (the header's "# pytorch_version: 2.13.0+cu130", the release
+gpusim's plain pytorch policy emulates for the trace; and the reference's pytorch_version).
 cap_bytes is the limit PyTorch really enforced: set_per_process_memory_fraction() truncates
 fraction * total to an integer, and the runs set fraction = cap_gib * 2**30 / total, so
 cap_bytes = int(cap_gib * 2**30 / total * total) in doubles (6.25 GiB gives 6710886399, one byte
-less than 6.25 * 2**30). total is the sibling's total_bytes (the device the run had), even when
+less than 6.25 * 2**30); from 2.13 (torch says it) PyTorch rounds the product to the nearest
+byte instead. total is the sibling's total_bytes (the device the run had), even when
 --device-total overrides the device_total_bytes written out.
 
 Errors (unreadable input, not a snapshot, a malformed event, an inconsistent trace) are reported

@@ -41,6 +41,9 @@
  *   offline_bytes_by_device: D=N,... the offline planner's peak per device, stored by
  *   offline_planner: ID              `gpusim convert` (sim/bound.h) so a replay need not plan
  *                                    again; used only when ID is the planner gpusim has
+ *   pytorch_version: V               the PyTorch that recorded the trace, as torch.__version__
+ *                                    says it (2.12.0+cu130): plain pytorch emulates that
+ *                                    release (policies.h, gs_policy_at_release)
  * The reader checks fatal_oom_event (a number naming the last event, an oom) and the numbers of
  * device_total_bytes and synthesized_allocs.
  *

@@ -17,8 +17,8 @@ from .snapshot import read_snapshot
 from .inputs import READERS, Input, Progress, detect_format
 from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
-from .reference import (_by_device, build_reference, cap_bytes_of, read_sibling,
-                        sibling_json_path, trace_devices)
+from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
+                        read_sibling, sibling_json_path, trace_devices)
 from .output import maybe_gzip, render_trace, write_chunks, write_whole
 
 
@@ -151,10 +151,11 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def release_limit(args, sibling, dev):
+def release_limit(args, sibling, dev, version=None):
     """The memory a device's allocator could reserve in the recorded run, for the empty_cache
-    rule: --cap, else the sibling's cap (its device's, with several), else the device's memory
-    when the sibling says the run had no cap; None when unknown."""
+    rule: --cap, else the sibling's cap (its device's, with several; computed as the run's
+    PyTorch, version, did), else the device's memory when the sibling says the run had no cap;
+    None when unknown."""
     if args.cap == NO_CAP:
         return args.device_total or float("inf")
     if args.cap is not None:
@@ -166,7 +167,7 @@ def release_limit(args, sibling, dev):
     if cap is None:
         cap = sibling.get("cap_gib")
     if _is_num(cap):
-        return cap_bytes_of(cap, total)
+        return cap_bytes_of(cap, total, version)
     if "cap_gib" in sibling and sibling["cap_gib"] is None and _is_int(total):
         return total
     return None
@@ -185,8 +186,8 @@ def infer_all_empty_cache(rec, args, sibling, label):
             stats = sibling.get("memory_stats")
         peak = stats.get("reserved_bytes.all.peak") if isinstance(stats, dict) else None
         rec.per_device[dev], n = infer_empty_cache(
-            events, release_limit(args, sibling, dev), peak if _is_int(peak) else None, gc,
-            expandable)
+            events, release_limit(args, sibling, dev, rec.pytorch_version),
+            peak if _is_int(peak) else None, gc, expandable)
         rec.num_inferred_empty_cache += n
     if rec.num_inferred_empty_cache:
         warn(label, f"inferred {rec.num_inferred_empty_cache} empty_cache() call(s) from segment "
@@ -255,6 +256,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
     sib_path = sibling_json_path(args.input) if kind == "pytorch-snapshot" else None
     if sib_path:
         sibling = read_sibling(sib_path)
+        rec.pytorch_version = pytorch_version_of(sibling, sib_path)
     device_total = args.device_total
     if device_total is None and sibling and _is_int(sibling.get("total_bytes")):
         device_total = sibling["total_bytes"]

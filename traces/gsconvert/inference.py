@@ -367,6 +367,14 @@ def infer_all_pools(rec, label):
     if rec.num_private_pools:
         warn(label, f"inferred {rec.num_private_pools} private memory pool(s) (CUDA graphs or "
                     f"torch.cuda.MemPool): the trace is version 3 (see --help)")
+    if len(rec.pool_ids) > rec.num_private_pools:
+        # 2.12+ entries name their pool: the inference missed some (their segments all went in
+        # an empty_cache(), or were freed before the snapshot), whose requests replay in the
+        # ordinary pools
+        n = sum(rec.pool_ids.values())
+        warn(label, f"the snapshot's entries name {len(rec.pool_ids)} private pool(s) ({n} "
+                    f"allocation(s), pool_id), {rec.num_private_pools} of them inferred: the "
+                    f"requests of the others replay in the ordinary pools")
 
 
 def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False):

@@ -207,6 +207,13 @@ class Recording:
         # bytes}; a snapshot's 'segments'), or None: what was reserved before the log began
         # follows from it (limit_at_death).
         self.final_reserved = None
+        # The PyTorch that recorded the run, as torch.__version__ says it ("2.13.0+cu130"; a
+        # NAME.json's "torch"), or None: the trace's pytorch_version header, which plain
+        # pytorch follows (docs/pytorch-allocator.md §9).
+        self.pytorch_version = None
+        # 2.12+ snapshots name each entry's private pool (pool_id): {pool id: allocations} of
+        # the pools other than the ordinary ones, a check on the pools inferred.
+        self.pool_ids = {}
 
 
 # ---------------------------------------------------------------------------------------------

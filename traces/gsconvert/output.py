@@ -30,6 +30,8 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
                      ",".join(f"{d}={n}" for d, n in sorted(totals_by_device.items())))
     if rec.allocator_conf is not None:
         lines.append(f"# allocator_conf: {header_setting('allocator_conf', rec.allocator_conf)}")
+    if rec.pytorch_version is not None:
+        lines.append(f"# pytorch_version: {header_text(rec.pytorch_version)}")
     if tr.num_synthesized:
         lines.append(f"# synthesized_allocs: {tr.num_synthesized}")
     if tr.started_mid_run and not tr.num_synthesized:

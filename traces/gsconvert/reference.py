@@ -5,6 +5,7 @@ import collections
 import json
 import math
 import os
+import re
 
 from .model import (MAX_DEVICE_BYTES, REFERENCE_FORMAT, ConvertError, _is_int, _is_num,
                     device_total_ok)
@@ -57,24 +58,43 @@ def read_sibling(path):
     return doc
 
 
-def truncated_cap_bytes(cap_gib, total):
+def pytorch_version_of(sibling, path):
+    """The run's torch.__version__ from its NAME.json ("torch", as lab/record_pytorch.py writes
+    it), or None when it does not say."""
+    v = sibling.get("torch")
+    if v is not None and not (isinstance(v, str) and v and len(v) <= 64):
+        raise ConvertError(f"sibling {path}: torch {v!r} is not a PyTorch version (a string "
+                           f"such as \"2.13.0+cu130\")")
+    return v
+
+
+def truncated_cap_bytes(cap_gib, total, version=None):
     """The limit PyTorch enforced: (size_t)(fraction * total), fraction = cap * 2**30 / total.
 
     Evaluated in Python floats (IEEE doubles) exactly as the recording script and PyTorch did;
     for some caps it is one byte less than cap * 2**30, which decides whether a last 2 MiB
-    segment fits (docs/fidelity.md section 1.1).
+    segment fits (docs/fidelity.md section 1.1). From 2.13 PyTorch rounds the product instead
+    (half away from zero, as the policy's gs_pytorch_limit does): version is the run's
+    torch.__version__, None when unknown (2.11's rule).
     """
-    return int(cap_gib * 2**30 / total * total)
+    b = cap_gib * 2**30 / total * total
+    return math.floor(b + 0.5) if _minor(version) >= 13 else int(b)
 
 
-def cap_bytes_of(cap_gib, total):
-    """A NAME.json's cap in bytes: as PyTorch truncated it when the device's total is known
+def _minor(version):
+    """2.x's minor number of a torch.__version__ ("2.13.0+cu130": 13), else 0."""
+    m = re.match(r"2\.(\d+)(?!\d)", version) if isinstance(version, str) else None
+    return int(m.group(1)) if m else 0
+
+
+def cap_bytes_of(cap_gib, total, version=None):
+    """A NAME.json's cap in bytes: as PyTorch computed it when the device's total is known
     (truncated_cap_bytes), else cap_gib GiB as given (a hand-written {"cap_gib": 14} beside a
     snapshot: the truncation can take a byte off, no more); None when cap_gib is no number."""
     if not _is_num(cap_gib):
         return None
     if _is_int(total) and total > 0:
-        return truncated_cap_bytes(cap_gib, total)
+        return truncated_cap_bytes(cap_gib, total, version)
     return int(cap_gib * 2**30)
 
 
@@ -118,7 +138,7 @@ def build_reference(rec, tr, source, sibling, device_total):
         check_settings_size(rec.allocator_settings)
     total_bytes = sibling.get("total_bytes") if sibling else None
     cap_gib = sibling.get("cap_gib") if sibling else None
-    cap_bytes = cap_bytes_of(cap_gib, total_bytes)
+    cap_bytes = cap_bytes_of(cap_gib, total_bytes, rec.pytorch_version)
     devices = trace_devices(tr)
     several = len(devices) > 1
     outcome = sibling.get("outcome") if sibling else None
@@ -141,6 +161,7 @@ def build_reference(rec, tr, source, sibling, device_total):
         "source_kind": rec.kind,
         "allocator_conf": rec.allocator_conf,
         "allocator_settings": rec.allocator_settings,
+        "pytorch_version": rec.pytorch_version,
         "device_total_bytes": device_total,
         "cap_gib": cap_gib,
         "cap_bytes": cap_bytes,
@@ -172,7 +193,7 @@ def build_reference(rec, tr, source, sibling, device_total):
             d = {
                 "device_total_bytes": total if _is_int(total) else device_total,
                 "cap_gib": cap,
-                "cap_bytes": cap_bytes_of(cap, total),
+                "cap_bytes": cap_bytes_of(cap, total, rec.pytorch_version),
                 "outcome": (None if outcome is None else
                             "oom" if dev == fatal_dev else "ok"),
                 "memory_stats": _by_device(sibling, "memory_stats_by_device", dev),

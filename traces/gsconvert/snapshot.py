@@ -314,6 +314,10 @@ class DeviceEvents:
                 frame = (frames.top if frames.__class__ is _Frames else
                          top_user_frame(frames) if isinstance(frames, list) else None)
                 add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
+                pid = (e.get("pool_id") if e.__class__ is dict else
+                       e[8][e[7].index("pool_id")] if "pool_id" in e[7] else None)
+                if pid is not None:
+                    self.note_pool(pid, i)
             elif action == "free_requested":
                 this_free_index = len(out)
                 add(_A_FREE, dev, stream, addr, size, t, 1, i, None)
@@ -330,6 +334,18 @@ class DeviceEvents:
             i += 1
         self.prev_action, self.prev_addr, self.prev_free_index = (prev_action, prev_addr,
                                                                   prev_free_index)
+
+    def note_pool(self, pid, i):
+        """An alloc entry's pool_id (2.12+; 2.11's entries have none): the private pool the
+        request went to, as a pair, (0, 0) for the ordinary pools. Entries carry no more than
+        that; the trace's pools are still inferred (inference.py), and this checks them."""
+        if (not isinstance(pid, (tuple, list)) or len(pid) != 2 or
+                not all(_is_int(v) for v in pid)):
+            raise ConvertError(f"device {self.dev} event {i} (alloc): 'pool_id' is not a pair "
+                               f"of integers")
+        pid = tuple(pid)
+        if pid != (0, 0):
+            self.rec.pool_ids[pid] = self.rec.pool_ids.get(pid, 0) + 1
 
     def feed(self, i, e):
         """Entry e (of index i), checked field by field: every entry that feed_batch does not
@@ -367,6 +383,8 @@ class DeviceEvents:
             frame = (frames.top if isinstance(frames, _Frames) else
                      top_user_frame(frames) if isinstance(frames, list) else None)
             out.add(_A_ALLOC, dev, stream, addr, size, t, 0, i, frame)
+            if e.get("pool_id") is not None:
+                self.note_pool(e["pool_id"], i)
         elif action == "free_requested":
             # Deferred until shown otherwise: if the very next event is its own free_completed,
             # that branch below turns this into an immediate free.
