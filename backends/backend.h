@@ -213,8 +213,8 @@ bool gs_calibration_save(const char *path, gs_call_sample *samples, size_t n,
  * placed anywhere, so a cudaMalloc fails only when the free pages (less the one the driver
  * keeps back) cannot cover it; requests up to 1 MiB share pages, as the driver packs them.
  * Addresses follow the driver's placement rules measured on the H100 and H200 (simdevice.c,
- * README "The simulated driver"). cal: latency model (owned by the caller, must outlive the
- * backend; NULL = no time). */
+ * docs/fidelity.md §6, "The simulated driver"). cal: latency model (owned by the caller, must
+ * outlive the backend; NULL = no time). */
 typedef struct {
     uint64_t total_bytes;
     uint64_t reserved_bytes;       /* taken by others at start (CUDA context, other processes) */

@@ -3,7 +3,7 @@
  *
  * cudaMalloc and cudaFree follow the CUDA driver as measured on an H100 and an H200 (driver
  * 580; tests/data/driver-h100-2026-11-22/, whose README shows each rule in the recorded
- * calls; the README's "The simulated driver" states them, and tests/test_driver.c replays
+ * calls; docs/fidelity.md §6 states them, and tests/test_driver.c replays
  * every recorded call through this file and checks each address and each change of
  * cudaMemGetInfo). In short, with X the address a fresh context gives its first 2 MiB:
  *   1. Above 1 MiB, a request takes its size rounded up to 2 MiB (S), in memory and address

@@ -18,8 +18,8 @@
  *     allocated bytes, and within the limit) a growth creates what it needs and moves nothing:
  *     a move unmaps, which on the real driver waits for the whole device, and in a training
  *     loop's steady state moves repeat every step (measured on the H100: ResNet-50 2% slower
- *     per step with 10 moves a step; README "stitch on the real GPU"). Above that bound every
- *     growth stitches first;
+ *     per step with 10 moves a step; docs/stitch.md, "stitch on the real GPU"). Above that
+ *     bound every growth stitches first;
  *   - empty_cache and the out-of-memory ladder unmap and release every free whole handle.
  *
  * Where it departs from GMLake:

@@ -11,7 +11,7 @@
 
 G_BEGIN_DECLS
 
-/* Tolerances, stated in gpusim validate --help and the README. */
+/* Tolerances, stated in gpusim validate --help and docs/real-gpu.md. */
 #define GS_VALIDATE_TIME_TOL 0.25    /* modelled device time within 25% of the measured */
 #define GS_VALIDATE_KIND_SHARE 0.10  /* a call kind's time is judged from 10% of the total */
 #define GS_VALIDATE_DRIVER_TOL 0.02  /* driver's view of peak reserved within 2% */

@@ -39,7 +39,8 @@
  *
  * torch.cuda.empty_cache(): PyTorch calls the pluggable allocator's reset function, which
  * Python sets: alloc.allocator().set_reset_fn(address of gpusim_empty_cache). It releases every
- * cached segment of every device (README: "Any PyTorch program on a gpusim policy").
+ * cached segment of every device (docs/real-gpu.md, "Any PyTorch program on a gpusim
+ * policy").
  *
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
