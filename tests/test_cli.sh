@@ -499,6 +499,22 @@ wait "$wpid"
 rc=$?
 [ "$rc" -eq 143 ] || fail "whatif stopped by SIGTERM during conversion: exit $rc, want 143"
 [ -z "$(ls -A "$tmp/tt")" ] || fail "whatif: a temporary directory left: $(ls "$tmp/tt")"
+# a converter that crashes is named by its signal (it said only its last stderr line, here none:
+# "whatif: "); one that runs past $GPUSIM_CONVERT_TIMEOUT is killed and whatif says so at once
+# (it waited as long as the converter ran), its half-written file removed with the folder
+printf '#!/bin/sh\nkill -SEGV $$\n' >"$tmp/segvconv.sh"
+printf '#!/bin/sh\necho $$ >"%s"\n: >"$2.part"\nexec sleep 30\n' "$tmp/conv-pid" >"$tmp/hangconv.sh"
+chmod +x "$tmp/segvconv.sh" "$tmp/hangconv.sh"
+expect_error "whatif, the converter crashes" "oomdie__default__1.5.pickle.gz: the converter was killed by SIGSEGV" \
+    env GPUSIM_CONVERT="$tmp/segvconv.sh" TMPDIR="$tmp/tt" "$gpusim" whatif "$snap"
+t0=$(date +%s)
+expect_error "whatif, the converter hangs" "the converter exceeded 1 s, and was stopped (\$GPUSIM_CONVERT_TIMEOUT" \
+    env GPUSIM_CONVERT="$tmp/hangconv.sh" GPUSIM_CONVERT_TIMEOUT=1 TMPDIR="$tmp/tt" "$gpusim" whatif "$snap"
+[ $(($(date +%s) - t0)) -lt 20 ] || fail "whatif, the converter hangs: waited $(($(date +%s) - t0)) s"
+kill -0 "$(cat "$tmp/conv-pid")" 2>/dev/null && fail "whatif: the converter past its limit still runs"
+[ -z "$(ls -A "$tmp/tt")" ] || fail "whatif, converter stopped: left $(ls -R "$tmp/tt")"
+expect_error "whatif, a bad time limit" "GPUSIM_CONVERT_TIMEOUT: '1m' is not a number of seconds" \
+    env GPUSIM_CONVERT_TIMEOUT=1m "$gpusim" whatif "$snap"
 # --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
 # nothing beside -o ---
 cp "$trace" "$tmp/in.gstrace.gz"
