@@ -399,7 +399,8 @@ static gs_event *push_event(gs_trace *t)
     gs_trace_tally_free(t->tally);
     t->tally = NULL;
     if (t->map) {
-        /* A binary trace's events live in its mapped file: building on goes on in a copy. */
+        /* A binary trace's events read into a mapping of their own (binary.c's
+         * events_memory): building on goes on in a copy that can grow. */
         gs_event *ev = g_new(gs_event, t->n + 1);
         memcpy(ev, t->ev, t->n * sizeof *ev);
         munmap(t->map, t->map_len);

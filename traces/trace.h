@@ -160,8 +160,8 @@ typedef struct {
     size_t n_warnings;      /* lenient mode: problems found and skipped */
     struct gs_trace_builder *builder; /* private to trace.c: per-slot bookkeeping for the
                                        * gs_trace_add_* calls; NULL until the first one */
-    void *map;              /* private to traces/: a binary trace's file, mapped copy-on-write
-                             * (ev points into it; NULL otherwise), and its length */
+    void *map;              /* private to traces/: the anonymous mapping a binary trace's events
+                             * were read into (ev is it; NULL otherwise), and its length */
     size_t map_len;
     struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
                                    * as it read them (oom and pool events, devices, the peak of
