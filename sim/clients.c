@@ -377,5 +377,6 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
     g_free(c->pol);
     g_free(c->pending_req);
     g_free(c->slot_client);
+    gs_stats_sums_clear(&c->dev);
     g_free(c);
 }

@@ -154,9 +154,9 @@ static void id_check_init(id_check *c, const gs_trace *t)
 
 #define PREFETCH_AHEAD 192 /* events: 6 KiB */
 
-/* Every event against the slots, clients and streams, in order; the event index of a problem in
- * *where. NULL when the events are a trace the text reader would have built, else the problem
- * (g_free it). */
+/* Every event against the slots, clients and streams, in order, counted into the tally y (its
+ * devices, at most GS_TRACE_MAX_DEVICES); the event index of a problem in *where. NULL when the
+ * events are a trace the text reader would have built, else the problem (g_free it). */
 static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_tally *y)
 {
     size_t n_slots = t->n_slots;
@@ -175,7 +175,11 @@ static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_ta
          * prefetcher stops at page boundaries). */
         if (G_LIKELY(i + PREFETCH_AHEAD < t->n)) __builtin_prefetch(&t->ev[i + PREFETCH_AHEAD]);
         unsigned op = e->op;
-        if (y) gs_trace_tally_event(y, e);
+        if (!gs_trace_tally_event(y, e)) {
+            why = g_strdup_printf("too many devices: a trace may have at most %u, and device %u "
+                                  "would be one more", GS_TRACE_MAX_DEVICES, e->device);
+            break;
+        }
         if (op >= GS_OP_COUNT) {
             why = g_strdup_printf("unknown op %u", op);
             break;
@@ -685,11 +689,13 @@ char *gs_trace_binary_problem(const gs_trace *t)
                         "carry: keep it as text");
     char *why = tables_problem(t);
     size_t where;
-    if (!why && (why = events_problem(t, &where, NULL)) && where < t->n) {
+    struct gs_trace_tally *y = gs_trace_tally_new(); /* (its devices: the reader's limit) */
+    if (!why && (why = events_problem(t, &where, y)) && where < t->n) {
         char *w = g_strdup_printf("event %zu: %s", where, why);
         g_free(why);
         why = w;
     }
+    gs_trace_tally_free(y);
     return why;
 }
 
