@@ -88,8 +88,16 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
     gs_devices *d = g_new0(gs_devices, 1);
     d->n = n;
     d->dev = g_new0(device, n);
-    d->slot_dev = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    /* (2 bytes an allocation: a size the host may not have, an error and not an abort) */
+    d->slot_dev = g_try_new0(uint16_t, t->n_slots ? t->n_slots : 1);
     d->heaps = g_new0(gs_heap *, n);
+    if (!d->slot_dev) {
+        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_NOMEM, "%zu bytes for the devices of "
+                    "the trace's allocations", (t->n_slots ? t->n_slots : 1) * sizeof(uint16_t));
+        d->n = 0;
+        gs_devices_finish(d, NULL);
+        return NULL;
+    }
     gs_stats_sums_init(&d->total);
     if (!o->cal) d->own_cal = gs_calibration_builtin();
     for (size_t k = 0; k < n; k++) {

@@ -366,7 +366,13 @@ static gboolean src_read(src *in, void *dst, size_t n, const char *what)
 static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
 {
     if (in->sized || n <= GROW_FIRST) {
-        char *b = g_malloc(MAX((size_t)n + extra, 1));
+        /* (a file the host has not the memory for is an error, not an abort in g_malloc) */
+        char *b = g_try_malloc(MAX((size_t)n + extra, 1));
+        if (!b) {
+            bin_fail(in, in->off, "out of host memory for the %s (%" PRIu64 " bytes)", what,
+                     n + extra);
+            return NULL;
+        }
         if (!src_read(in, b, (size_t)n, what)) {
             g_free(b);
             return NULL;
@@ -378,7 +384,14 @@ static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
     while (got < n) {
         if (got == cap) {
             cap = MIN(n, 2 * cap);
-            b = g_realloc(b, (size_t)cap);
+            char *more = g_try_realloc(b, (size_t)cap);
+            if (!more) {
+                g_free(b);
+                bin_fail(in, in->off, "out of host memory for the %s (%" PRIu64 " bytes)", what,
+                         cap);
+                return NULL;
+            }
+            b = more;
         }
         if (!src_read(in, b + got, (size_t)(cap - got), what)) {
             g_free(b);
