@@ -211,15 +211,17 @@ static gs_device_opts *device_opts(const replay_ctx *x, const gs_trace *t, size_
     uint32_t *ids = NULL;
     *n = gs_trace_devices(t, &ids);
     gs_device_opts *d = g_new0(gs_device_opts, *n);
+    uint64_t *totals = g_new0(uint64_t, *n ? *n : 1);
+    gs_trace_device_totals(t, ids, *n, totals); /* (the header's list read once) */
     for (size_t k = 0; k < *n; k++) {
         d[k].device = ids[k];
         for (size_t i = 0; i < x->c->n_dev; i++)
             if (x->c->dev[i].device == ids[k]) d[k] = x->c->dev[i];
         const gs_reference *dref = gs_reference_device(x->ref, ids[k]);
         if (!d[k].capacity && !x->c->capacity && dref) d[k].capacity = dref->cap_bytes;
-        if (!d[k].device_total && !x->c->device_total)
-            d[k].device_total = gs_trace_device_total(t, ids[k]);
+        if (!d[k].device_total && !x->c->device_total) d[k].device_total = totals[k];
     }
+    g_free(totals);
     g_free(ids);
     return d;
 }

@@ -2,9 +2,13 @@
  * it, how much memory would it need, and what does it cost", in one command (sim/whatif.c finds
  * the minimum capacities, report/whatif.c writes the verdict).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <glib/gstdio.h>
@@ -47,7 +51,11 @@ static const char whatif_description[] =
     "  gpusim whatif traces/data/batch-alternate.gstrace.gz --capacity 5.875GiB --plot plots/\n"
     "\n"
     "The converter is $GPUSIM_CONVERT, else gpusim-convert beside gpusim, else the source tree's\n"
-    "traces/convert.py (run with python3).\n"
+    "traces/convert.py (run with python3). It may run $GPUSIM_CONVERT_TIMEOUT seconds (0: no\n"
+    "limit), by default 5 minutes and 4 s per MiB of the snapshot (a million entries, 51 MiB of\n"
+    "gzip, convert in about 25 s of CPU): past it, it is killed and whatif says so, as it says\n"
+    "which signal ended a converter that crashed. Its memory: $GPUSIM_CONVERT_MAX_MEMORY\n"
+    "(gpusim-convert --help).\n"
     "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses),\n"
     "3 --plot could not draw (gnuplot missing or failed; the verdict and the plots' data are\n"
     "written all the same).";
@@ -81,6 +89,143 @@ static void child_unblock(gpointer before)
     sigprocmask(SIG_SETMASK, before, NULL);
 }
 
+/* The converter's time limit (docs/cli.md, "gpusim whatif"), in seconds, 0 for none:
+ * $GPUSIM_CONVERT_TIMEOUT, else CONVERT_BASE_S and CONVERT_S_PER_MIB per MiB of the input. A
+ * conversion costs about 0.5 s of CPU per MiB of gzip (BENCHMARKS.md, "Converting a large
+ * snapshot"), so the default leaves room for a loaded machine, and still ends a converter that a
+ * small input keeps busy for hours. */
+#define CONVERT_BASE_S 300
+#define CONVERT_S_PER_MIB 4
+#define CONVERT_TIMEOUT_ENV "GPUSIM_CONVERT_TIMEOUT"
+static unsigned convert_limit_s(const char *input)
+{
+    const char *env = g_getenv(CONVERT_TIMEOUT_ENV);
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        guint64 v = g_ascii_strtoull(env, &end, 10);
+        if (errno || end == env || *end || !g_ascii_isdigit(*env) || v > 10u * 365 * 86400)
+            gs_cli_usage_error("$%s: '%s' is not a number of seconds (0: no limit)",
+                               CONVERT_TIMEOUT_ENV, env);
+        return (unsigned)v;
+    }
+    GStatBuf st;
+    guint64 mib = g_stat(input, &st) == 0 ? (guint64)st.st_size >> 20 : 0;
+    return (unsigned)MIN(CONVERT_BASE_S + CONVERT_S_PER_MIB * mib, (guint64)G_MAXINT / 1000);
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGABRT: return "SIGABRT";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGSYS: return "SIGSYS";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGALRM: return "SIGALRM";
+    default: return NULL;
+    }
+}
+
+/* Runs the converter (argv) to its end or for limit_s seconds (0: no limit), its stderr into
+ * err_text, its wait status into *status; past the limit it is killed (SIGKILL) and *timed_out
+ * set. FALSE, with err set, when it cannot be started. g_spawn_sync waited without end: a
+ * snapshot made to keep the converter busy (a few KiB can ask for hours) held whatif with it. */
+static gboolean run_converter(char **argv, sigset_t *before, unsigned limit_s, GString *err_text,
+                              gint *status, gboolean *timed_out, GError **err)
+{
+    GPid pid;
+    gint fd = -1;
+    if (!g_spawn_async_with_pipes(NULL, argv, NULL,
+                                  G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, child_unblock,
+                                  before, &pid, NULL, NULL, &fd, err))
+        return FALSE;
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    gint64 deadline = limit_s ? g_get_monotonic_time() + (gint64)limit_s * G_USEC_PER_SEC
+                              : G_MAXINT64;
+    gboolean open = TRUE, reaped = FALSE;
+    *timed_out = FALSE;
+    char buf[4096];
+    while (!reaped) {
+        gint64 now = g_get_monotonic_time();
+        if (now >= deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+            *timed_out = TRUE;
+            break;
+        }
+        /* a second at most between two looks at the child; 20 ms once its stderr is closed */
+        int ms = (int)MIN((deadline - now + 999) / 1000, open ? 1000 : 20);
+        if (open) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, ms) > 0) {
+                ssize_t n;
+                while ((n = read(fd, buf, sizeof buf)) > 0) g_string_append_len(err_text, buf, n);
+                if (n == 0 || (errno != EAGAIN && errno != EINTR)) open = FALSE;
+            }
+        } else {
+            g_usleep((gulong)ms * 1000);
+        }
+        pid_t w = waitpid(pid, status, WNOHANG);
+        reaped = w == pid || (w < 0 && errno == ECHILD);
+    }
+    ssize_t n; /* what it wrote last, before it ended */
+    while (open && (n = read(fd, buf, sizeof buf)) > 0) g_string_append_len(err_text, buf, n);
+    close(fd);
+    g_spawn_close_pid(pid);
+    return TRUE;
+}
+
+/* Why the converter failed, in one line (NULL: it did not): the limit it ran past, the signal
+ * that ended it, else its own last line on stderr. */
+static char *converter_failure(const char *input, const GString *err_text, gint status,
+                               gboolean timed_out, unsigned limit_s)
+{
+    if (timed_out)
+        return g_strdup_printf("whatif: %s: the converter exceeded %u s, and was stopped "
+                               "($%s sets the limit in seconds, 0 for none)", input, limit_s,
+                               CONVERT_TIMEOUT_ENV);
+    if (WIFSIGNALED(status)) {
+        const char *name = signal_name(WTERMSIG(status));
+        return name ? g_strdup_printf("whatif: %s: the converter was killed by %s", input, name)
+                    : g_strdup_printf("whatif: %s: the converter was killed by signal %d", input,
+                                      WTERMSIG(status));
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return NULL;
+    char *text = g_strchomp(g_strdup(err_text->str));
+    const char *last = strrchr(text, '\n');
+    char *why = *text ? g_strdup_printf("whatif: %s", last ? last + 1 : text)
+                      : g_strdup_printf("whatif: %s: the converter failed (exit status %d) and "
+                                        "said nothing", input, WEXITSTATUS(status));
+    g_free(text);
+    return why;
+}
+
+/* The converter's folder and everything in it (a converter stopped while it wrote leaves its
+ * temporary file there). */
+static void remove_dir(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        char *p = g_build_filename(dir, name, NULL);
+        g_unlink(p);
+        g_free(p);
+    }
+    if (d) g_dir_close(d);
+    g_rmdir(dir);
+}
+
 /* Convert the snapshot input in a temporary directory and load what the converter wrote: the
  * trace into *t, the reference into *ref. The directory is removed before this returns and on
  * every failure, which is one line naming input (a refusal is the converter's own line). The
@@ -89,6 +234,7 @@ static void child_unblock(gpointer before)
  * no converter is left running behind a gpusim that was stopped. */
 static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_reference **ref)
 {
+    unsigned limit_s = convert_limit_s(input);
     sigset_t stop, before;
     gs_stop_signals(&stop);
     pthread_sigmask(SIG_BLOCK, &stop, &before);
@@ -105,20 +251,20 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     g_ptr_array_add(argv, g_strdup("--")); /* the input's name is never an option */
     g_ptr_array_add(argv, g_strdup(input));
     g_ptr_array_add(argv, NULL);
-    char *err_text = NULL, *why = NULL;
+    char *why = NULL;
+    GString *err_text = g_string_new(NULL);
     gint status = 0;
+    gboolean timed_out = FALSE;
     /* argv, no shell: a file name is never a command */
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_SEARCH_PATH, child_unblock,
-                      &before, NULL, &err_text, &status, &err)) {
+    if (!run_converter((char **)argv->pdata, &before, limit_s, err_text, &status, &timed_out,
+                       &err)) {
         why = g_strdup_printf("whatif: cannot run the converter %s: %s",
                               (char *)argv->pdata[strcmp(argv->pdata[0], "python3") == 0],
                               err->message);
-    } else if (!g_spawn_check_wait_status(status, NULL)) {
-        g_strchomp(err_text);
-        const char *last = strrchr(err_text, '\n');
-        why = g_strdup_printf("whatif: %s", last ? last + 1 : *err_text ? err_text : "the converter failed");
+    } else if ((why = converter_failure(input, err_text, status, timed_out, limit_s))) {
+        /* (said below, once the folder is gone) */
     } else {
-        if (err_text && *err_text) fputs(err_text, stderr); /* its warnings, as they are */
+        if (err_text->len) fputs(err_text->str, stderr); /* its warnings, as they are */
         if (!g_file_test(trace, G_FILE_TEST_EXISTS) || !g_file_test(refp, G_FILE_TEST_EXISTS)) {
             why = g_strdup_printf("whatif: %s: the converter wrote no %s", input,
                                   g_file_test(trace, G_FILE_TEST_EXISTS) ? "reference" : "trace");
@@ -133,15 +279,13 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
                 why = g_strdup_printf("whatif: %s: what the converter wrote: %s", input, err->message);
         }
     }
-    g_unlink(trace);
-    g_unlink(refp);
-    g_rmdir(dir);
+    remove_dir(dir);
     /* a signal held back ends the run here, as it would have (a Ctrl-C also stops the
      * converter, which is then no failure to report) */
     pthread_sigmask(SIG_SETMASK, &before, NULL);
     if (why) gs_cli_usage_error("%s", why);
     if ((*t)->n_warnings) gs_cli_say("%s: %zu problems skipped (--lenient)", input, (*t)->n_warnings);
-    g_free(err_text);
+    g_string_free(err_text, TRUE);
     g_free(trace);
     g_free(refp);
     g_free(dir);

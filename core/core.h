@@ -238,8 +238,11 @@ const gs_stats *gs_heap_stats_now(const gs_heap *h);
  * allocators, a run's over its devices), taken after each event. An event changes one heap, so
  * only that heap is compared, stat by stat, with a threshold: the peak less the other heaps'
  * currents (thr, for heap at). A peak rises exactly when that heap's current passes its
- * threshold, and the other heaps are summed again only when the changed heap is another one
- * (events come in runs: a device's, a client's). Of the sums, only the peaks are kept. */
+ * threshold. When the changed heap is another one (events come in runs: a device's, a
+ * client's), the other heaps' currents are a running sum, not summed again: with more than two
+ * heaps, each heap's currents as last seen (last) and their sum (sum), moved by the one heap
+ * left (a loop over the heaps at every change of heap made 20,000 one-event devices cost
+ * minutes). Of the sums, only the peaks are kept. */
 typedef struct {
     gs_stats peaks;  /* each gs_stat's peak and the figures at peaks; the rest stays 0 */
     gs_stats thr;    /* each gs_stat's current: the threshold for heap at */
@@ -247,9 +250,18 @@ typedef struct {
     /* the lower thresholds of allocation and active, of allocated_bytes and active_bytes,
      * by type: one compare for each pair while no free is pending */
     int64_t lo_n[GS_STAT_TYPES], lo_bytes[GS_STAT_TYPES];
+    /* more than two heaps (private to core/stats.c): for n heaps, each one's currents as last
+     * seen, their sum, and each one's largest free block as last seen in a tree of maxima (the
+     * cached free figures at a peak of reserved bytes) */
+    size_t n;
+    int64_t *last, *sum;
+    uint64_t *largest;
+    uint64_t heaps_read; /* heaps whose figures the calls read, all told (tests count them) */
 } gs_stats_sums;
 
 void gs_stats_sums_init(gs_stats_sums *s);
+/* Frees what gs_stats_sums_after took for more than two heaps. */
+void gs_stats_sums_clear(gs_stats_sums *s);
 /* After an event that changed heaps[k] and no other of heaps[0..n) (or none): raise each peak
  * to the sum of the heaps' currents (as gs_heap_stats_now gives them); at a new peak of
  * allocated bytes note the requested bytes, at one of reserved bytes the cached free bytes and

@@ -72,6 +72,17 @@ void gs_stats_sums_init(gs_stats_sums *s)
     s->at = SIZE_MAX;
 }
 
+void gs_stats_sums_clear(gs_stats_sums *s)
+{
+    g_free(s->last);
+    g_free(s->sum);
+    g_free(s->largest);
+    s->last = s->sum = NULL;
+    s->largest = NULL;
+    s->n = 0;
+    s->at = SIZE_MAX;
+}
+
 static inline int64_t cur_of(const gs_stat a[GS_STAT_TYPES], int t)
 {
     return t == GS_STAT_ALL ? stat_all(a) : a[t].current;
@@ -131,6 +142,7 @@ static inline bool stats_above(const gs_heap *h, const gs_stats_sums *s)
 static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, size_t n,
                                        size_t k)
 {
+    s->heaps_read += n; /* (at most: heaps[k], the other one, the sums at a peak) */
     gs_stats *p = &s->peaks, *thr = &s->thr;
     /* each type written out: a constant t lets CUR lose its branch (a loop cost 2x) */
 #define EACH_TYPE(stmt)                                                                         \
@@ -228,10 +240,132 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
     }
 }
 
+/* ---- more than two heaps: running sums ---- */
+
+#define GS_ONE_ARRAY(name) +GS_STAT_TYPES
+enum { NSUMS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
+#undef GS_ONE_ARRAY
+
+/* The places of a few stats in a list of NSUMS (every array's three types in gs_stats' order,
+ * then the two oversize stats). */
+#define AT_OF(name) ((int)((offsetof(gs_stats, name) - offsetof(gs_stats, allocation)) / \
+                           sizeof(gs_stat)))
+G_STATIC_ASSERT(offsetof(gs_stats, allocation) == 0);
+G_STATIC_ASSERT(offsetof(gs_stats, oversize_allocations) == (NSUMS - 2) * sizeof(gs_stat));
+
+/* Every gs_stat of s, in that order. */
+static void stat_ptrs(gs_stats *s, gs_stat *out[NSUMS])
+{
+    int i = 0;
+#define PTRS(name)                                                                              \
+    for (int t = 0; t < GS_STAT_TYPES; t++) out[i++] = &s->name[t];
+    GS_STAT_ARRAYS(PTRS)
+#undef PTRS
+    out[i++] = &s->oversize_allocations;
+    out[i] = &s->oversize_segments;
+}
+
+/* h's currents as gs_heap_stats_now gives them, in that order. */
+static void currents(const gs_heap *h, int64_t out[NSUMS])
+{
+    int i = 0;
+#define CURS(name)                                                                              \
+    out[i++] = CUR(h, name, GS_STAT_ALL);                                                       \
+    out[i++] = CUR(h, name, GS_STAT_SMALL);                                                     \
+    out[i++] = CUR(h, name, GS_STAT_LARGE);
+    GS_STAT_ARRAYS(CURS)
+#undef CURS
+    out[i++] = h->st.oversize_allocations.current;
+    out[i] = h->st.oversize_segments.current;
+}
+
+/* The largest free block of heap j as last seen, into the tree of maxima (leaves at n + j). */
+static void set_largest(gs_stats_sums *s, size_t j, uint64_t v)
+{
+    size_t i = s->n + j;
+    s->largest[i] = v;
+    for (i /= 2; i >= 1; i /= 2) s->largest[i] = MAX(s->largest[2 * i], s->largest[2 * i + 1]);
+}
+
+/* Heap j's figures as they are now into last, sum and the tree. */
+static void take_heap(gs_stats_sums *s, const gs_heap *h, size_t j)
+{
+    s->heaps_read++;
+    int64_t cur[NSUMS], *last = s->last + j * NSUMS;
+    currents(h, cur);
+    for (int i = 0; i < NSUMS; i++) {
+        s->sum[i] += cur[i] - last[i];
+        last[i] = cur[i];
+    }
+    uint64_t big = 0;
+    (void)gs_heap_free_bytes(h, &big);
+    set_largest(s, j, big);
+}
+
+/* sums_fold for more than two heaps: each threshold is the peak less the other heaps' currents,
+ * which are the running sum less heaps[k]'s last seen (only heaps[k] changed since its, and
+ * each other one's is as it was when it was left); the heap left, s->at, is taken first. A
+ * call after gs_stats_sums_dirty (reclaim, the frees between passes) takes every heap. */
+static G_GNUC_NO_INLINE void sums_fold_many(gs_stats_sums *s, gs_heap *const *heaps, size_t n,
+                                            size_t k)
+{
+    if (s->n != n) {
+        gs_stats_sums_clear(s);
+        s->n = n;
+        s->last = g_new0(int64_t, n * NSUMS);
+        s->sum = g_new0(int64_t, NSUMS);
+        s->largest = g_new0(uint64_t, 2 * n);
+    }
+    if (s->at == SIZE_MAX) {
+        for (size_t j = 0; j < n; j++) take_heap(s, heaps[j], j);
+    } else if (s->at != k) {
+        take_heap(s, heaps[s->at], s->at);
+    }
+    s->at = k;
+    int64_t cur[NSUMS];
+    const int64_t *last = s->last + k * NSUMS;
+    currents(heaps[k], cur);
+    s->heaps_read++;
+    gs_stats *p = &s->peaks, *thr = &s->thr;
+    gs_stat *ps[NSUMS], *ts[NSUMS];
+    stat_ptrs(p, ps);
+    stat_ptrs(thr, ts);
+    int64_t old_allocated = p->allocated_bytes[GS_STAT_ALL].peak;
+    int64_t old_reserved = p->reserved_bytes[GS_STAT_ALL].peak;
+    for (int i = 0; i < NSUMS; i++) {
+        int64_t th = ps[i]->peak - (s->sum[i] - last[i]);
+        if (cur[i] > th) {
+            ps[i]->peak += cur[i] - th;
+            th = cur[i];
+        }
+        ts[i]->current = th;
+    }
+    for (int t = 0; t < GS_STAT_TYPES; t++) {
+        s->lo_n[t] = MIN(thr->allocation[t].current, thr->active[t].current);
+        s->lo_bytes[t] = MIN(thr->allocated_bytes[t].current, thr->active_bytes[t].current);
+    }
+    /* a sum over every heap: the others' as last seen, and heaps[k]'s now */
+#define ALL_HEAPS(name) (s->sum[AT_OF(name)] - last[AT_OF(name)] + cur[AT_OF(name)])
+    if (p->allocated_bytes[GS_STAT_ALL].peak > old_allocated)
+        p->requested_at_peak_allocated = ALL_HEAPS(requested_bytes);
+    if (p->reserved_bytes[GS_STAT_ALL].peak > old_reserved) {
+        /* (gs_heap_free_bytes: reserved less allocated less the pending frees, which active
+         * bytes count) */
+        uint64_t big = 0;
+        (void)gs_heap_free_bytes(heaps[k], &big);
+        set_largest(s, k, big);
+        p->largest_free_at_peak_reserved = s->largest[1];
+        p->total_free_at_peak_reserved =
+            (uint64_t)(ALL_HEAPS(reserved_bytes) - ALL_HEAPS(active_bytes));
+    }
+#undef ALL_HEAPS
+}
+
 void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
 {
     if (G_LIKELY(s->at == k) && !stats_above(heaps[k], s)) return;
-    sums_fold(s, heaps, n, k);
+    if (n > 2) sums_fold_many(s, heaps, n, k);
+    else sums_fold(s, heaps, n, k);
 }
 
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }

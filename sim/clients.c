@@ -127,7 +127,16 @@ gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_repla
     c->pol = g_new0(const gs_policy *, c->n);
     c->cr = g_new0(gs_client_result, c->n);
     c->pending_req = g_new0(uint64_t, 2 * c->n);
-    c->slot_client = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    /* (2 bytes an allocation: a size the host may not have, an error and not an abort) */
+    c->slot_client = g_try_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    if (!c->slot_client) {
+        *failed = NULL;
+        gs_result r;
+        memset(&r, 0, sizeof r);
+        gs_clients_finish(c, &r);
+        gs_result_clear(&r);
+        return NULL;
+    }
     for (size_t i = 0; i < t->n; i++)
         if (t->ev[i].op == GS_OP_ALLOC) c->slot_client[t->ev[i].slot] = t->ev[i].client;
 
@@ -380,5 +389,6 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
     g_free(c->pol);
     g_free(c->pending_req);
     g_free(c->slot_client);
+    gs_stats_sums_clear(&c->dev);
     g_free(c);
 }

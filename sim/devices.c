@@ -57,10 +57,13 @@ static size_t index_of(gs_devices *d, uint32_t id)
     return d->last = lo;
 }
 
-static const gs_device_opts *opts_of(const gs_replay_opts *o, uint32_t id)
+/* Device id's options; k: where they are when o lists every device in order, as gpusim
+ * replay's do (a search of the list for each device was quadratic). */
+static const gs_device_opts *opts_of(const gs_replay_opts *o, uint32_t id, size_t k)
 {
-    for (size_t k = 0; k < o->n_devices; k++)
-        if (o->devices[k].device == id) return &o->devices[k];
+    if (k < o->n_devices && o->devices[k].device == id) return &o->devices[k];
+    for (size_t j = 0; j < o->n_devices; j++)
+        if (o->devices[j].device == id) return &o->devices[j];
     return NULL;
 }
 
@@ -77,22 +80,30 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
                     "a trace with several devices and several clients is not supported");
         return NULL;
     }
-    if (n > UINT16_MAX) {
+    if (n > GS_TRACE_MAX_DEVICES) { /* (the readers refuse more: a trace built in code) */
         g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
-                    "a trace with %zu devices: at most %u are supported", n, UINT16_MAX);
+                    "a trace with %zu devices: at most %u are supported", n, GS_TRACE_MAX_DEVICES);
         return NULL;
     }
     gs_devices *d = g_new0(gs_devices, 1);
     d->n = n;
     d->dev = g_new0(device, n);
-    d->slot_dev = g_new0(uint16_t, t->n_slots ? t->n_slots : 1);
+    /* (2 bytes an allocation: a size the host may not have, an error and not an abort) */
+    d->slot_dev = g_try_new0(uint16_t, t->n_slots ? t->n_slots : 1);
     d->heaps = g_new0(gs_heap *, n);
+    if (!d->slot_dev) {
+        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_NOMEM, "%zu bytes for the devices of "
+                    "the trace's allocations", (t->n_slots ? t->n_slots : 1) * sizeof(uint16_t));
+        d->n = 0;
+        gs_devices_finish(d, NULL);
+        return NULL;
+    }
     gs_stats_sums_init(&d->total);
     if (!o->cal) d->own_cal = gs_calibration_builtin();
     for (size_t k = 0; k < n; k++) {
         device *v = &d->dev[k];
         v->id = ids[k];
-        const gs_device_opts *dop = opts_of(o, v->id);
+        const gs_device_opts *dop = opts_of(o, v->id, k);
         uint64_t total = dop && dop->device_total ? dop->device_total
                          : o->device_total        ? o->device_total
                                                   : GS_DEFAULT_DEVICE_TOTAL;
@@ -217,6 +228,7 @@ void gs_devices_finish(gs_devices *d, gs_result *r)
         gs_result_clear(&v->r);
     }
     gs_calibration_free(d->own_cal);
+    gs_stats_sums_clear(&d->total);
     g_free(d->dev);
     g_free(d->slot_dev);
     g_free(d->heaps);

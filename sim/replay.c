@@ -399,17 +399,53 @@ static void run_passes(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *b
     r->host_seconds = (double)(g_get_monotonic_time() - t0) / 1e6;
 }
 
+/* A replay that cannot have the host memory its trace's tables need (what, bytes): a result
+ * whose outcome is "error" (GS_ERR_NOMEM), as a device error is, not an abort in g_malloc: a
+ * sweep's other cells and the other policies of a replay are reported all the same. */
+static gboolean no_memory(gs_result *r, const gs_replay_opts *o, const char *what)
+{
+    r->error = GS_ERR_NOMEM;
+    r->error_event = 0;
+    r->error_msg = g_strdup(what);
+    r->backend = o->backend ? o->backend->ops->name : "sim";
+    return TRUE;
+}
+
+/* The replay's slot table (a block pointer for each allocation of the trace), or NULL when the
+ * host has not the memory: r is then that error (no_memory). */
+static gs_block **new_slots(const gs_trace *t, const gs_replay_opts *o, gs_result *r)
+{
+    size_t n = t->n_slots ? t->n_slots : 1;
+    gs_block **slots = g_try_new0(gs_block *, n);
+    if (!slots) {
+        char *what = g_strdup_printf("%zu bytes for the slot table (%zu allocations)",
+                                     n * sizeof *slots, t->n_slots);
+        no_memory(r, o, what);
+        g_free(what);
+    }
+    return slots;
+}
+
 /* A trace whose events name several devices: a heap and a simulated device each (devices.c). */
 static gboolean replay_devices(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                                const uint32_t *ids, size_t n, gs_result *r, GError **err)
 {
-    gs_devices *md = gs_devices_new(t, p, o, ids, n, err);
+    gs_block **slots = new_slots(t, o, r);
+    if (!slots) return TRUE;
+    GError *own = NULL;
+    gs_devices *md = gs_devices_new(t, p, o, ids, n, &own);
     if (!md) {
+        g_free(slots);
+        if (g_error_matches(own, GS_REPLAY_ERROR, GS_REPLAY_ERROR_NOMEM)) {
+            no_memory(r, o, own->message);
+            g_error_free(own);
+            return TRUE;
+        }
+        g_propagate_error(err, own);
         g_free(r->policy);
         r->policy = NULL;
         return FALSE;
     }
-    gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
     run_passes(NULL, NULL, md, NULL, t, slots, o, r);
     r->backend = "sim";
     gs_devices_finish(md, r);
@@ -479,7 +515,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     g_ptr_array_free(own, TRUE);
     g_free(cp);
     if (!ok) return FALSE;
-    set_bound(t, o, r);
+    if (r->error != GS_ERR_NOMEM) set_bound(t, o, r); /* (its tables are as large again) */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     r->survived = cv.fatal_oom && !r->oom && r->error == GS_OK;
@@ -500,6 +536,8 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         return ok;
     }
     g_free(ids);
+    gs_block **slots = new_slots(t, o, r);
+    if (!slots) return TRUE;
     gs_calibration *own_cal = NULL;
     gs_backend *be = o->backend ? o->backend : open_sim_device(o, &own_cal);
     uint64_t dev_total = 0;
@@ -532,17 +570,21 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         if (h) tally.h = h;
     }
     if (!h && !mc) {
-        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
-                    "policy %s needs the driver's virtual-memory calls, which backend '%s' lacks",
-                    failed->spec, be->ops->name);
+        if (failed) /* (NULL: the clients' tables did not fit in memory) */
+            g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
+                        "policy %s needs the driver's virtual-memory calls, which backend '%s' "
+                        "lacks", failed->spec, be->ops->name);
+        else
+            no_memory(r, o, "the clients of the trace's allocations");
         if (!o->backend) gs_backend_destroy(be);
         gs_calibration_free(own_cal);
+        g_free(tally.rows);
+        g_free(slots);
+        if (!failed) return TRUE;
         g_free(r->policy);
         r->policy = NULL;
-        g_free(tally.rows);
         return FALSE;
     }
-    gs_block **slots = g_new0(gs_block *, t->n_slots ? t->n_slots : 1);
     run_passes(h, mc, NULL, be, t, slots, o, r);
 
     r->script_used = gs_sim_script_used(be);

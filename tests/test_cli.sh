@@ -368,6 +368,29 @@ expect_error "70000 streams" "streams.gstrace:131075: too many streams" \
 expect_error "70000 streams, lenient" "streams.gstrace:131075: too many streams" \
     "$gpusim" replay "$tmp/streams.gstrace" --lenient
 
+# --- many devices, many clients: the cost of an event does not grow with them (20,000 one-event
+# devices took 77-132 s of CPU, 8,000 clients 13.6 s: each change of heap summed every heap
+# again), and 100,000 devices are refused at the 65,537th (line 2 + 65537), not after the whole
+# file (11.7 s) ---
+awk 'BEGIN { print "# gpusim-trace 1"; print "seq,time_us,op,client,device,stream,id,size"
+             for (i = 0; i < 100000; i++) printf "%d,%d,alloc,torch,%d,0,%d,4096\n", i, i, i, i + 1 }' \
+    >"$tmp/devices.gstrace"
+expect_error "100000 devices" "devices.gstrace:65539: too many devices: a trace may have at most 65536" \
+    "$gpusim" replay "$tmp/devices.gstrace"
+head -n 20002 "$tmp/devices.gstrace" >"$tmp/devices20k.gstrace"
+awk 'BEGIN { print "# gpusim-trace 1"; print "seq,time_us,op,client,device,stream,id,size"
+             for (i = 0; i < 8000; i++) printf "%d,%d,alloc,c%d,0,0,%d,4096\n", i, i, i, i + 1 }' \
+    >"$tmp/clients8k.gstrace"
+# (within 60 s of CPU each, a few as built; the peaks are the sums over the heaps: a 2 MiB
+# segment and 4096 bytes each)
+for t in devices20k:20000 clients8k:8000; do
+    (ulimit -t 60; exec "$gpusim" replay -q "$tmp/${t%:*}.gstrace" --format csv) >"$tmp/out" 2>"$tmp/err" ||
+        fail "${t%:*}: exit $?: $(head -c 300 "$tmp/err")"
+    n=${t#*:}
+    grep -q "^$tmp/${t%:*}.gstrace,pytorch,0,ok,,,,,,,,$((n * 4096)),$((n * 2097152)),$((n * 4096))," "$tmp/out" ||
+        fail "${t%:*}: $(sed -n 2p "$tmp/out" | cut -c1-200)"
+done
+
 # --- device sizes past what gpusim simulates (16 TiB; a fuzzed trace of 2^64 - 1 bytes made the
 # expandable segment's page table 8 TB and its address reservation wrap) ---
 printf '# gpusim-trace 1\n# device_total_bytes: 18446744073709551615\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,512\n' \
@@ -499,6 +522,22 @@ wait "$wpid"
 rc=$?
 [ "$rc" -eq 143 ] || fail "whatif stopped by SIGTERM during conversion: exit $rc, want 143"
 [ -z "$(ls -A "$tmp/tt")" ] || fail "whatif: a temporary directory left: $(ls "$tmp/tt")"
+# a converter that crashes is named by its signal (it said only its last stderr line, here none:
+# "whatif: "); one that runs past $GPUSIM_CONVERT_TIMEOUT is killed and whatif says so at once
+# (it waited as long as the converter ran), its half-written file removed with the folder
+printf '#!/bin/sh\nkill -SEGV $$\n' >"$tmp/segvconv.sh"
+printf '#!/bin/sh\necho $$ >"%s"\n: >"$2.part"\nexec sleep 30\n' "$tmp/conv-pid" >"$tmp/hangconv.sh"
+chmod +x "$tmp/segvconv.sh" "$tmp/hangconv.sh"
+expect_error "whatif, the converter crashes" "oomdie__default__1.5.pickle.gz: the converter was killed by SIGSEGV" \
+    env GPUSIM_CONVERT="$tmp/segvconv.sh" TMPDIR="$tmp/tt" "$gpusim" whatif "$snap"
+t0=$(date +%s)
+expect_error "whatif, the converter hangs" "the converter exceeded 1 s, and was stopped (\$GPUSIM_CONVERT_TIMEOUT" \
+    env GPUSIM_CONVERT="$tmp/hangconv.sh" GPUSIM_CONVERT_TIMEOUT=1 TMPDIR="$tmp/tt" "$gpusim" whatif "$snap"
+[ $(($(date +%s) - t0)) -lt 20 ] || fail "whatif, the converter hangs: waited $(($(date +%s) - t0)) s"
+kill -0 "$(cat "$tmp/conv-pid")" 2>/dev/null && fail "whatif: the converter past its limit still runs"
+[ -z "$(ls -A "$tmp/tt")" ] || fail "whatif, converter stopped: left $(ls -R "$tmp/tt")"
+expect_error "whatif, a bad time limit" "GPUSIM_CONVERT_TIMEOUT: '1m' is not a number of seconds" \
+    env GPUSIM_CONVERT_TIMEOUT=1m "$gpusim" whatif "$snap"
 # --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
 # nothing beside -o ---
 cp "$trace" "$tmp/in.gstrace.gz"

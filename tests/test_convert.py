@@ -27,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)                       # the repository root is the parent of tests/
 CONVERT = os.path.join(ROOT, "traces", "convert.py")
 REAL_TRACES = os.path.join(ROOT, "..", "shared", "traces", "pytorch-2.11-h100")
+sys.path.insert(0, os.path.join(HERE, "fuzz"))
+import budget_convert  # noqa: E402  (the adversarial pickles, and how to run one under limits)
 # The references recorded for the OOM-event work, kept in the repository itself.
 REPO_REFERENCES = sorted(glob.glob(os.path.join(ROOT, "traces", "references", "*")))
 
@@ -715,6 +717,106 @@ class TestReleases(ConverterTestCase):
                                        "pair of integers")
 
 
+class TestBudgets(ConverterTestCase):
+    """pickles made to cost the converter's interpreter much more than their size (built by
+    tests/fuzz/budget_convert.py): each is refused, or converts, in seconds of CPU and within a
+    GiB of address space, the converter a process of its own under setrlimit."""
+
+    CPU = 30        # seconds the process may take before SIGXCPU: each needs 2 at most
+    MEMORY = 1024   # MiB of address space
+
+    def limited(self, name, *args, max_memory=None, cpu_under=10):
+        """Runs the converter on pattern name (at its scale in PATTERNS) under the limits; the
+        status, its one line, the CPU seconds and peak MiB. Fails on a signal, on more than one
+        line, on an internal error and on more than cpu_under seconds of CPU."""
+        make, n = {p[0]: p[1:] for p in budget_convert.PATTERNS}[name]
+        data, gz = make(n)
+        path = self.write_bytes(name + ".pickle" + (".gz" if gz else ""),
+                                budget_convert.encode(data, gz))
+        del data
+        env = dict(os.environ)
+        env.pop(budget_convert.MEMORY_ENV, None)
+        if max_memory:
+            env[budget_convert.MEMORY_ENV] = str(max_memory)
+        why, rc, cpu, rss, _, last = budget_convert.run_one(CONVERT, path, self.CPU,
+                                                            self.MEMORY, env)
+        self.assertIsNone(why, f"{name}: {why}")
+        self.assertLess(cpu, cpu_under, f"{name}: {cpu:.1f} s of CPU")
+        return rc, last, cpu, rss
+
+    def refused(self, name, *fragments, **kw):
+        rc, last, cpu, rss = self.limited(name, **kw)
+        self.assertEqual(rc, 2, last)
+        for frag in fragments:
+            self.assertIn(frag, last)
+        return cpu, rss
+
+    def test_deep_tuple_key(self):
+        """A tuple nested 10^6 deep as a dict key or set member (1 KiB of gzip): CPython hashed
+        it recursively in C, and the converter died of SIGSEGV."""
+        self.refused("deep_tuple_key", "a dict key is a tuple nested more than 3 deep")
+        self.refused("deep_set_member", "a set member is a tuple nested more than 3 deep")
+
+    def test_keys_that_hash_alike(self):
+        """40,000 integer keys that are multiples of 2^61 - 1, and 40,000 pairs of integers
+        whose tuple hashes were solved to collide (the hash's rounds are invertible): a dict of
+        them is quadratic (11.7 s for the integers); and 40,000 allocations at such addresses,
+        which the trace's tables take as keys."""
+        self.refused("int_keys_alike", "a dict key is an integer of 65 bits")
+        self.refused("tuple_keys_alike", "more than 64 different keys with one hash")
+        self.refused("addresses_alike", "'addr' is an integer of 65 bits")
+
+    def test_no_rescans_of_the_stack(self):
+        """Opcodes that looked at the whole stack each: 200,000 pushes then pops (400 s of CPU
+        from 430 bytes), marks under new lists, MARK/POP_MARK pairs over a deep stack, a run of
+        device lists, references to entries kept unmade under 20,000 pushes. Each is linear
+        now: it converts or is refused in a second or two."""
+        for name in ("push_then_pop", "marks_then_lists", "mark_pop_pairs", "device_lists",
+                     "pending_gets", "long_text_line"):
+            self.limited(name)
+
+    def test_strings_past_the_memory_budget(self):
+        """Four strings of 256 MiB from 1 MiB of gzip (1.35 GB held): refused at the budget,
+        here 300 MiB, before the next string is read."""
+        cpu, rss = self.refused("big_strings", "more than 300.0 MiB of memory", "--max-memory",
+                                max_memory=300 << 20)
+        self.assertLess(rss, 600)
+
+    def test_deep_and_shared_values(self):
+        """Values nested 200,000 deep (through the stack, through the memo), a list that holds
+        itself: the settings' size check stops them, or the trace converts without reading
+        them (a deep value is walked by Python only under its recursion limit)."""
+        for name in ("deep_list_value", "deep_memo_chain", "cycle", "shared_lists"):
+            rc, last, _, _ = self.limited(name)
+            self.assertIn(rc, (0, 2), last)
+
+    def test_snapshot_keys_still_convert(self):
+        """What a snapshot may hold as keys is kept: integers of 64 bits, tuples of them,
+        floats, None and bools."""
+        snap = snapshot(BASIC_EVENTS)
+        snap["allocator_settings"]["roundup_power2_divisions"] = {1: 0, 2: 0, (1 << 64) - 1: 1}
+        snap["allocator_settings"]["odd"] = {(1, ("a", (2.5, None))): True, None: frozenset(
+            {1, -(1 << 63)}), 0.5: {True}}
+        src = self.write_snapshot("keys.pickle", snap)
+        self.convert_ok(src, "-o", "o.gstrace", "--reference", "r.json")
+        self.convert_ok(self.write_bytes("k2.pickle", pickle.dumps(snap, protocol=2)), "-o",
+                        "o2.gstrace")
+
+    def test_max_memory_option(self):
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        self.convert_ok(src, "-o", "o.gstrace", "--max-memory", "none")
+        self.convert_ok(src, "-o", "o.gstrace", "--max-memory", "1.5G")
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace", "--max-memory",
+                                                    "lots"), "--max-memory", "not a size")
+        # a limit below what the interpreter itself holds: refused at the first check
+        self.assert_one_line_error(self.run_convert(src, "-o", "o.gstrace", "--max-memory", "1M"),
+                                   "more than 1.0 MiB of memory")
+        env = dict(os.environ, GPUSIM_CONVERT_MAX_MEMORY="2x")
+        r = subprocess.run([sys.executable, CONVERT, src, "-o", "o.gstrace"], cwd=self.tmp,
+                           capture_output=True, text=True, env=env)
+        self.assert_one_line_error(r, "$GPUSIM_CONVERT_MAX_MEMORY: not a size")
+
+
 class TestStreaming(ConverterTestCase):
     """snapshots are streamed, with a progress line on demand."""
 
@@ -847,11 +949,11 @@ class TestFastEntries(unittest.TestCase):
 
     def test_stand_ins_have_no_address(self):
         """A malformed snapshot can put the walker's stand-ins (a frames list already read, a
-        global, a MARK) inside allocator_settings, which the reference writes with str(): the
-        text must be the same in every run, not an address (diff_convert found main differing
-        from itself on one)."""
+        global) inside allocator_settings, which the reference writes with str(): the text must
+        be the same in every run, not an address (diff_convert found main differing from itself
+        on one)."""
         conv = self.conv
-        for obj in (conv._Frames("a.py:1:f"), conv._Global(set), conv._MARK):
+        for obj in (conv._Frames("a.py:1:f"), conv._Global(set)):
             self.assertNotIn("0x", str(obj))
 
     def test_big_snapshot_fast_and_same(self):

@@ -172,6 +172,50 @@ START_TEST(parallel_cells_equal_serial_in_grid_order)
 }
 END_TEST
 
+/* A trace whose tables do not fit in memory (its count of allocations made 2^61: the slot
+ * table alone would be 2^64 bytes): each replay is an error result, out of host memory, not an
+ * abort in g_malloc; a sweep keeps every cell, and its CSV says "error" for each; one device or
+ * several. The bound is given: it is the trace's, computed before the count was changed. */
+START_TEST(no_memory_is_a_result_not_an_abort)
+{
+    for (int devices = 1; devices <= 2; devices++) {
+        gs_trace *t = gs_trace_new();
+        uint32_t a = gs_trace_add_alloc(t, "torch", 0, 4096);
+        uint32_t b = gs_trace_add_alloc(t, "torch", 0, 8192);
+        gs_trace_add_free(t, a);
+        gs_trace_add_free(t, b);
+        if (devices == 2) t->ev[1].device = t->ev[3].device = 1;
+        gs_bound *bound = gs_bound_compute(t);
+        t->n_slots = (size_t)1 << 61;
+        gs_sweep *s = sweep_of("pytorch:max_split_size_mb:{64,128}", NULL, NULL);
+        gs_result *rs = g_new0(gs_result, s->cells->len);
+        gs_replay_opts o = {.device_total = 80 * GiB, .bound = bound};
+        GError *err = NULL;
+        ck_assert_msg(gs_sweep_run(s, t, &o, 2, NULL, NULL, rs, &err), "%s",
+                      err ? err->message : "?");
+        for (guint i = 0; i < s->cells->len; i++) {
+            ck_assert_int_eq(rs[i].error, GS_ERR_NOMEM);
+            ck_assert_str_eq(gs_result_outcome(&rs[i]), "error");
+            ck_assert_msg(strstr(rs[i].error_msg, "slot table"), "%s", rs[i].error_msg);
+        }
+        char *csv = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&csv, &len);
+        gs_sweep_csv(f, s, "t.gstrace", t, rs);
+        fclose(f);
+        ck_assert_msg(strstr(csv, ",error,") && strstr(strstr(csv, ",error,") + 1, ",error,"),
+                      "%s", csv);
+        free(csv);
+        for (guint i = 0; i < s->cells->len; i++) gs_result_clear(&rs[i]);
+        g_free(rs);
+        gs_sweep_free(s);
+        gs_bound_free(bound);
+        t->n_slots = 2;
+        gs_trace_free(t);
+    }
+}
+END_TEST
+
 /* Replay with the recorder attached. */
 static gs_plot_series *record(const gs_trace *t, const char *spec, uint64_t cap, gs_result *r)
 {
@@ -511,6 +555,7 @@ static Suite *sweep_suite(void)
     tc = tcase_create("runs");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, parallel_cells_equal_serial_in_grid_order);
+    tcase_add_test(tc, no_memory_is_a_result_not_an_abort);
     tcase_add_test(tc, recorder_keeps_peaks_markers_and_the_map_at_peak);
     tcase_add_test(tc, expandable_map_shows_unmapped_blocks);
     tcase_add_test(tc, oom_map_is_the_heap_at_the_first_oom);

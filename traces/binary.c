@@ -154,9 +154,9 @@ static void id_check_init(id_check *c, const gs_trace *t)
 
 #define PREFETCH_AHEAD 192 /* events: 6 KiB */
 
-/* Every event against the slots, clients and streams, in order; the event index of a problem in
- * *where. NULL when the events are a trace the text reader would have built, else the problem
- * (g_free it). */
+/* Every event against the slots, clients and streams, in order, counted into the tally y (its
+ * devices, at most GS_TRACE_MAX_DEVICES); the event index of a problem in *where. NULL when the
+ * events are a trace the text reader would have built, else the problem (g_free it). */
 static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_tally *y)
 {
     size_t n_slots = t->n_slots;
@@ -170,12 +170,16 @@ static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_ta
     size_t i;
     for (i = 0; i < t->n && !why; i++) {
         const gs_event *e = &t->ev[i];
-        /* The events come straight from the mapped file, this pass their first reader: a
-         * page and more ahead, so that the walk to the next page's entry is not waited for
-         * (the hardware's prefetcher stops at page boundaries). */
+        /* This pass is the events' first reader since they were read in: a page and more
+         * ahead, so that the walk to the next page's entry is not waited for (the hardware's
+         * prefetcher stops at page boundaries). */
         if (G_LIKELY(i + PREFETCH_AHEAD < t->n)) __builtin_prefetch(&t->ev[i + PREFETCH_AHEAD]);
         unsigned op = e->op;
-        if (y) gs_trace_tally_event(y, e);
+        if (!gs_trace_tally_event(y, e)) {
+            why = g_strdup_printf("too many devices: a trace may have at most %u, and device %u "
+                                  "would be one more", GS_TRACE_MAX_DEVICES, e->device);
+            break;
+        }
         if (op >= GS_OP_COUNT) {
             why = g_strdup_printf("unknown op %u", op);
             break;
@@ -295,7 +299,6 @@ typedef struct {
     const char *buf;
     size_t len, pos;
     uint64_t off; /* bytes consumed */
-    const char *map; /* buf, when it is the whole file mapped (munmap'd with the trace) */
     bool sized;      /* the input's size is known and the header's counts were checked against
                       * it; not for a pipe (read_alloc) */
 } src;
@@ -363,7 +366,13 @@ static gboolean src_read(src *in, void *dst, size_t n, const char *what)
 static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
 {
     if (in->sized || n <= GROW_FIRST) {
-        char *b = g_malloc(MAX((size_t)n + extra, 1));
+        /* (a file the host has not the memory for is an error, not an abort in g_malloc) */
+        char *b = g_try_malloc(MAX((size_t)n + extra, 1));
+        if (!b) {
+            bin_fail(in, in->off, "out of host memory for the %s (%" PRIu64 " bytes)", what,
+                     n + extra);
+            return NULL;
+        }
         if (!src_read(in, b, (size_t)n, what)) {
             g_free(b);
             return NULL;
@@ -375,7 +384,14 @@ static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
     while (got < n) {
         if (got == cap) {
             cap = MIN(n, 2 * cap);
-            b = g_realloc(b, (size_t)cap);
+            char *more = g_try_realloc(b, (size_t)cap);
+            if (!more) {
+                g_free(b);
+                bin_fail(in, in->off, "out of host memory for the %s (%" PRIu64 " bytes)", what,
+                         cap);
+                return NULL;
+            }
+            b = more;
         }
         if (!src_read(in, b + got, (size_t)(cap - got), what)) {
             g_free(b);
@@ -384,6 +400,36 @@ static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
         got = cap;
     }
     return g_realloc(b, MAX((size_t)n + extra, 1));
+}
+
+/* The events of a file are read into memory of the trace's own, as every other part of it is,
+ * never used where the file lies mapped: a mapping reads the file again at every use, so a file
+ * written over in place after the checking pass handed the replay events nothing had checked (a
+ * slot index out of range: SIGSEGV in the replay's prefetch), and one truncated meanwhile (a
+ * copy over it) took its pages away (SIGBUS; a private mapping's pages copied on write go too,
+ * as POSIX wants them to). Reading costs a fault for each page of fresh memory, which on the VM
+ * of BENCHMARKS.md doubled a whole run's CPU time with 4 KiB pages; in 2 MiB pages, where the
+ * kernel gives them (MADV_HUGEPAGE), a run costs what it did mapped, within the noise
+ * (BENCHMARKS.md, "Binary events read, not mapped"). The memory is an anonymous mapping aligned
+ * to 2 MiB, owned by the trace (t->map); events under 2 MiB go to g_malloc'd memory, as does
+ * everything when no mapping can be had (NULL). */
+#define HUGE_PAGE ((size_t)2 << 20)
+static gs_event *events_memory(size_t bytes, void **map, size_t *map_len)
+{
+    size_t len = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    size_t head = (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
+    if (head) munmap(m, head);
+    munmap(m + head + len, HUGE_PAGE - head);
+    m += head;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(m, len, MADV_HUGEPAGE);
+#endif
+    *map = m;
+    *map_len = len;
+    return (gs_event *)(void *)m;
 }
 
 /* Nothing may follow the events. */
@@ -566,19 +612,13 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         bin_fail(in, start + strings, "padding after the strings section is not zero");
         ok = FALSE;
     }
-    if (ok && in->map && in->len - in->pos >= GS_TRACE_BINARY_RECORD * n_events) {
-        /* The file is mapped: the events are used where they lie (the offset is a multiple of
-         * 8, gs_event's alignment); the trace owns the mapping from now on. */
-        t->n = t->cap = n_events;
-        t->ev = (gs_event *)(void *)(in->map + in->pos);
-        t->map = (void *)in->map;
-        t->map_len = in->len;
-        in->map = NULL;
-        in->pos += GS_TRACE_BINARY_RECORD * n_events;
-        in->off += GS_TRACE_BINARY_RECORD * n_events;
-    } else if (ok) {
-        t->ev = read_alloc(in, GS_TRACE_BINARY_RECORD * n_events, 0, "events");
-        ok = t->ev != NULL;
+    if (ok) {
+        size_t bytes = (size_t)(GS_TRACE_BINARY_RECORD * n_events);
+        if (in->fd >= 0 && in->sized && bytes >= HUGE_PAGE &&
+            (t->ev = events_memory(bytes, &t->map, &t->map_len)))
+            ok = src_read(in, t->ev, bytes, "events"); /* (gs_trace_free unmaps it) */
+        else
+            ok = (t->ev = read_alloc(in, bytes, 0, "events")) != NULL;
         if (ok) t->n = t->cap = n_events;
 #if G_BYTE_ORDER == G_BIG_ENDIAN
         if (ok) swap_events(t->ev, n_events);
@@ -625,33 +665,7 @@ gs_trace *gs_trace_binary_read(const char *name, int fd, const char *first, size
                    : UINT64_MAX;
     }
     src in = {.name = name, .err = err, .fd = fd, .buf = first, .len = first_len};
-#if G_BYTE_ORDER == G_LITTLE_ENDIAN
-    /* A regular file on a little-endian host is mapped (copy-on-write, its pages mapped in one
-     * call): its events then need no copy at all, where read() into fresh memory would spend
-     * more time clearing and faulting in pages than the replay takes (BENCHMARKS.md). */
-    if (fd >= 0 && size != UINT64_MAX && size > first_len && size < SIZE_MAX &&
-        lseek(fd, 0, SEEK_CUR) == (off_t)first_len) {
-        int flags = MAP_PRIVATE;
-#ifdef MAP_POPULATE
-        flags |= MAP_POPULATE;
-#endif
-        /* Populated read-only, so the pages are the page cache's own, then made writable:
-         * populating a writable private mapping would copy every page. A write (code that
-         * edits a loaded trace's events) copies its page then, as private mappings do. */
-        void *m = mmap(NULL, (size_t)size, PROT_READ, flags, fd, 0);
-        if (m != MAP_FAILED && mprotect(m, (size_t)size, PROT_READ | PROT_WRITE) != 0) {
-            munmap(m, (size_t)size);
-            m = MAP_FAILED;
-        }
-        if (m != MAP_FAILED) {
-            in = (src){.name = name, .err = err, .fd = -1, .buf = m, .len = (size_t)size,
-                       .map = m};
-        }
-    }
-#endif
-    gs_trace *t = read_binary(&in, size);
-    if (in.map) munmap((void *)in.map, in.len); /* not handed to the trace */
-    return t;
+    return read_binary(&in, size);
 }
 
 /* ---- The writer ----------------------------------------------------------------------------- */
@@ -688,11 +702,13 @@ char *gs_trace_binary_problem(const gs_trace *t)
                         "carry: keep it as text");
     char *why = tables_problem(t);
     size_t where;
-    if (!why && (why = events_problem(t, &where, NULL)) && where < t->n) {
+    struct gs_trace_tally *y = gs_trace_tally_new(); /* (its devices: the reader's limit) */
+    if (!why && (why = events_problem(t, &where, y)) && where < t->n) {
         char *w = g_strdup_printf("event %zu: %s", where, why);
         g_free(why);
         why = w;
     }
+    gs_trace_tally_free(y);
     return why;
 }
 

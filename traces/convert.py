@@ -142,8 +142,8 @@ if (not os.path.isdir(os.path.join(_HERE, "gsconvert"))
     _HERE = _INSTALLED
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
-from gsconvert import (model, walker, snapshot, inputs, inference, build,  # noqa: E402
-                       reference, output, cli)
+from gsconvert import (model, limits, walker, snapshot, inputs, inference,  # noqa: E402
+                       build, reference, output, cli)
 from gsconvert.cli import main  # noqa: E402
 
 # This module's names are the package's, all of them: the tests, the fuzz loops and the
@@ -152,7 +152,7 @@ from gsconvert.cli import main  # noqa: E402
 # is set on the module that uses the name (convert.cli.build_trace, convert.walker._ENTRY).
 # (tests/fuzz/fuzz_convert.py looks for "--quiet" in this file to know that the converter has
 # that option: it has, in gsconvert.cli.)
-for _m in (model, walker, snapshot, inputs, inference, build, reference, output, cli):
+for _m in (model, limits, walker, snapshot, inputs, inference, build, reference, output, cli):
     globals().update((k, v) for k, v in vars(_m).items() if not k.startswith("__"))
 
 if __name__ == "__main__":

@@ -907,7 +907,11 @@ static gboolean apply_event(parser *p, const event_rec *r, uint64_t expect_seq)
         gs_trace_ev_frame fr = {t->n, (uint32_t)r->frame};
         g_array_append_val(t->ev_frames, fr);
     }
-    gs_trace_tally_event(t->tally, &ev);
+    if (G_UNLIKELY(!gs_trace_tally_event(t->tally, &ev))) {
+        fail(p, "too many devices: a trace may have at most %u, and device %u would be one more",
+             GS_TRACE_MAX_DEVICES, ev.device);
+        return FALSE;
+    }
     t->ev[t->n++] = ev;
     return TRUE;
 }

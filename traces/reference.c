@@ -156,9 +156,15 @@ uint64_t gs_reference_limit(const gs_reference *r, const char **source)
 
 const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device)
 {
-    for (size_t i = 0; r && i < r->n_devices; i++)
-        if (r->device_ids[i] == device) return r->devices[i];
-    return NULL;
+    /* device_ids ascend (the reader refuses them otherwise): a search, not a scan, since a
+     * report looks up each of up to 65,536 devices */
+    size_t lo = 0, hi = r ? r->n_devices : 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r->device_ids[mid] < device) lo = mid + 1;
+        else hi = mid;
+    }
+    return r && lo < r->n_devices && r->device_ids[lo] == device ? r->devices[lo] : NULL;
 }
 
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)

@@ -45,6 +45,9 @@ struct gs_trace_tally {
     size_t n_pool;     /* pool_begin, pool_end, pool_release */
     uint32_t last;     /* the last device added (consecutive events mostly share one) */
     GArray *devices;   /* uint32_t, distinct */
+    GHashTable *device_set; /* the same, as device + 1, once there are more than a few: a
+                             * scan of them all at each change of device made a trace of
+                             * 100,000 devices quadratic */
     /* The sum of the live requests' sizes, each counted up to GS_MAX_DEVICE_BYTES, from an
      * alloc to its free, or to its free_done where the free is deferred, and its peak: as
      * sim/bound.c sums them (unsigned, the same steps in the same order, so the same figure).
@@ -57,7 +60,12 @@ struct gs_trace_tally {
 struct gs_trace_tally *gs_trace_tally_new(void);
 void gs_trace_tally_free(struct gs_trace_tally *y);
 
-static inline void gs_trace_tally_event(struct gs_trace_tally *y, const gs_event *e)
+/* Whether device d is in the tally, adding it when it is not; FALSE when it is not and the
+ * tally already has GS_TRACE_MAX_DEVICES (the reader refuses the event). */
+gboolean gs_trace_tally_device(struct gs_trace_tally *y, uint32_t d);
+
+/* Counts event e; FALSE when it names one device more than GS_TRACE_MAX_DEVICES. */
+static inline gboolean gs_trace_tally_event(struct gs_trace_tally *y, const gs_event *e)
 {
     y->n++;
     y->n_oom += e->op == GS_OP_OOM;
@@ -72,12 +80,9 @@ static inline void gs_trace_tally_event(struct gs_trace_tally *y, const gs_event
         y->live -= counted;
     }
     if (G_LIKELY(e->device == y->last && y->devices->len))
-        return;
+        return TRUE;
     y->last = e->device;
-    for (guint k = 0; k < y->devices->len; k++)
-        if (g_array_index(y->devices, uint32_t, k) == e->device)
-            return;
-    g_array_append_val(y->devices, e->device);
+    return gs_trace_tally_device(y, e->device);
 }
 
 /* ---- binary.c: the binary format ---- */

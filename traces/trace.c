@@ -61,25 +61,64 @@ gboolean gs_trace_parse_u64(const char *s, size_t len, uint64_t *out)
     return TRUE;
 }
 
-/* A "D=N,D=N" list (device_total_bytes_by_device): the N of device d in *out. FALSE when the
- * list is malformed; *found says whether d was in it. */
-static gboolean by_device(const char *v, uint32_t d, uint64_t *out, gboolean *found)
+/* A "D=N,D=N" list (device_total_bytes_by_device, offline_bytes_by_device): its entries by
+ * device, for lookups of many devices (of a device named twice, the later entry counts); NULL
+ * when it is malformed. Read once, not once for each device looked up. */
+typedef struct {
+    uint32_t dev, at;
+    uint64_t n;
+} dev_value;
+
+static gint cmp_dev_value(gconstpointer a, gconstpointer b)
 {
-    *found = FALSE;
-    char **parts = g_strsplit(v, ",", -1);
-    gboolean ok = parts[0] != NULL;
-    for (char **q = parts; ok && *q; q++) {
-        const char *eq = strchr(*q, '=');
+    const dev_value *x = a, *y = b;
+    return x->dev != y->dev ? (x->dev < y->dev ? -1 : 1) : (x->at < y->at ? -1 : x->at > y->at);
+}
+
+static GArray *by_device_sorted(const char *v)
+{
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(dev_value));
+    for (const char *q = v;; q++) {
+        const char *end = strchr(q, ','), *eq = strchr(q, '=');
+        if (!end) end = q + strlen(q);
         uint64_t dev, n;
-        ok = eq && gs_trace_parse_u64(*q, (size_t)(eq - *q), &dev) && dev <= UINT32_MAX &&
-             gs_trace_parse_u64(eq + 1, strlen(eq + 1), &n) && n <= GS_MAX_DEVICE_BYTES;
-        if (ok && dev == d) {
-            *out = n;
-            *found = TRUE;
+        if (!eq || eq > end || !gs_trace_parse_u64(q, (size_t)(eq - q), &dev) || dev > UINT32_MAX ||
+            !gs_trace_parse_u64(eq + 1, (size_t)(end - eq - 1), &n) || n > GS_MAX_DEVICE_BYTES) {
+            g_array_free(a, TRUE);
+            return NULL;
         }
+        dev_value x = {(uint32_t)dev, a->len, n};
+        g_array_append_val(a, x);
+        if (!*end) break;
+        q = end;
     }
-    g_strfreev(parts);
-    return ok;
+    g_array_sort(a, cmp_dev_value);
+    return a;
+}
+
+/* Each of ids[0..n) looked up in a (by_device_sorted): found[k], and out[k] when found. */
+static void by_device_lookup(const GArray *a, const uint32_t *ids, size_t n, uint64_t *out,
+                             bool *found)
+{
+    const dev_value *v = (const dev_value *)(void *)a->data;
+    for (size_t k = 0; k < n; k++) {
+        size_t lo = 0, hi = a->len; /* the first entry past ids[k] */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (v[mid].dev <= ids[k]) lo = mid + 1;
+            else hi = mid;
+        }
+        found[k] = lo > 0 && v[lo - 1].dev == ids[k];
+        if (found[k]) out[k] = v[lo - 1].n;
+    }
+}
+
+/* Whether list v, if any, is a "D=N,D=N" list (N at most GS_MAX_DEVICE_BYTES). */
+static gboolean by_device_ok(const char *v)
+{
+    GArray *a = v ? by_device_sorted(v) : NULL;
+    if (a) g_array_free(a, TRUE);
+    return !v || a;
 }
 
 static gboolean meta_u64(const gs_trace *t, const char *key, uint64_t *out, gboolean *bad)
@@ -106,13 +145,10 @@ const char *gs_trace_header_problem(const gs_trace *t)
     if (bad) return "bad number in header 'synthesized_allocs'";
     (void)meta_u64(t, "inferred_empty_cache", &v, &bad);
     if (bad) return "bad number in header 'inferred_empty_cache'";
-    const char *bd = gs_trace_get_meta(t, "device_total_bytes_by_device");
-    gboolean found;
-    if (bd && !by_device(bd, 0, &v, &found))
+    if (!by_device_ok(gs_trace_get_meta(t, "device_total_bytes_by_device")))
         return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,... "
                "(BYTES at most 16 TiB)";
-    const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
-    if (ob && !by_device(ob, 0, &v, &found))
+    if (!by_device_ok(gs_trace_get_meta(t, "offline_bytes_by_device")))
         return "header 'offline_bytes_by_device' is not a list DEVICE=BYTES,... "
                "(BYTES at most 16 TiB)";
     return NULL;
@@ -130,7 +166,37 @@ void gs_trace_tally_free(struct gs_trace_tally *y)
     if (!y)
         return;
     g_array_unref(y->devices);
+    if (y->device_set)
+        g_hash_table_unref(y->device_set);
     g_free(y);
+}
+
+/* Up to this many devices are found by a scan, past it in a hash set. */
+#define DEVICE_SCAN 16
+
+gboolean gs_trace_tally_device(struct gs_trace_tally *y, uint32_t d)
+{
+    GArray *a = y->devices;
+    if (y->device_set) {
+        if (g_hash_table_contains(y->device_set, GSIZE_TO_POINTER((gsize)d + 1)))
+            return TRUE;
+    } else {
+        for (guint k = 0; k < a->len; k++)
+            if (g_array_index(a, uint32_t, k) == d)
+                return TRUE;
+    }
+    if (a->len >= GS_TRACE_MAX_DEVICES)
+        return FALSE;
+    g_array_append_val(a, d);
+    if (y->device_set) {
+        g_hash_table_add(y->device_set, GSIZE_TO_POINTER((gsize)d + 1));
+    } else if (a->len > DEVICE_SCAN) {
+        y->device_set = g_hash_table_new(g_direct_hash, g_direct_equal);
+        for (guint k = 0; k < a->len; k++)
+            g_hash_table_add(y->device_set,
+                             GSIZE_TO_POINTER((gsize)g_array_index(a, uint32_t, k) + 1));
+    }
+    return TRUE;
 }
 
 /* The reader's tally, when it still describes the events. */
@@ -193,16 +259,23 @@ static gint cmp_u32(gconstpointer a, gconstpointer b)
 size_t gs_trace_devices(const gs_trace *t, uint32_t **ids)
 {
     GArray *a = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-    uint32_t last = 0;
-    if (tally(t) && t->ev)
+    if (tally(t) && t->ev) {
         g_array_append_vals(a, tally(t)->devices->data, tally(t)->devices->len);
-    for (size_t i = 0; !(tally(t) && t->ev) && t->ev && i < t->n; i++) {
-        uint32_t d = t->ev[i].device;
-        if (a->len && d == last) continue; /* consecutive events mostly share a device */
-        last = d;
-        gboolean seen = FALSE;
-        for (guint k = 0; k < a->len && !seen; k++) seen = g_array_index(a, uint32_t, k) == d;
-        if (!seen) g_array_append_val(a, d);
+    } else if (t->ev) {
+        /* (a trace built in code: counted as a reader counts) */
+        struct gs_trace_tally *y = gs_trace_tally_new();
+        uint32_t last = 0;
+        for (size_t i = 0; i < t->n; i++) {
+            uint32_t d = t->ev[i].device;
+            if (y->devices->len && d == last) continue; /* runs of events share a device */
+            last = d;
+            if (!gs_trace_tally_device(y, d)) {
+                g_array_append_val(y->devices, d); /* one past the limit: refused (replay) */
+                break;
+            }
+        }
+        g_array_append_vals(a, y->devices->data, y->devices->len);
+        gs_trace_tally_free(y);
     }
     if (a->len == 0) {
         uint32_t zero = 0;
@@ -214,22 +287,44 @@ size_t gs_trace_devices(const gs_trace *t, uint32_t **ids)
     return n;
 }
 
-uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device)
+void gs_trace_device_totals(const gs_trace *t, const uint32_t *ids, size_t n, uint64_t *out)
 {
     const char *bd = gs_trace_get_meta(t, "device_total_bytes_by_device");
+    GArray *a = bd ? by_device_sorted(bd) : NULL;
+    bool *found = g_new0(bool, n ? n : 1);
+    if (a) by_device_lookup(a, ids, n, out, found);
+    for (size_t k = 0; k < n; k++)
+        if (!found[k]) out[k] = t->device_total;
+    g_free(found);
+    if (a) g_array_free(a, TRUE);
+}
+
+uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device)
+{
     uint64_t v;
-    gboolean found;
-    if (bd && by_device(bd, device, &v, &found) && found) return v;
-    return t->device_total;
+    gs_trace_device_totals(t, &device, 1, &v);
+    return v;
+}
+
+void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids,
+                              size_t n, uint64_t *out, bool *found)
+{
+    const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
+    GArray *a = ob && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0
+                    ? by_device_sorted(ob) : NULL;
+    memset(found, 0, n * sizeof *found);
+    if (a) {
+        by_device_lookup(a, ids, n, out, found);
+        g_array_free(a, TRUE);
+    }
 }
 
 bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
                              uint64_t *out)
 {
-    const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
-    gboolean found = FALSE;
-    return ob && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0 &&
-           by_device(ob, device, out, &found) && found;
+    bool found;
+    gs_trace_stored_offlines(t, planner, &device, 1, out, &found);
+    return found;
 }
 
 /* ---- The object ----------------------------------------------------------------------------- */
@@ -401,7 +496,8 @@ static gs_event *push_event(gs_trace *t)
     gs_trace_tally_free(t->tally);
     t->tally = NULL;
     if (t->map) {
-        /* A binary trace's events live in its mapped file: building on goes on in a copy. */
+        /* A binary trace's events read into a mapping of their own (binary.c's
+         * events_memory): building on goes on in a copy that can grow. */
         gs_event *ev = g_new(gs_event, t->n + 1);
         memcpy(ev, t->ev, t->n * sizeof *ev);
         munmap(t->map, t->map_len);

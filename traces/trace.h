@@ -92,16 +92,19 @@ G_BEGIN_DECLS
 #define GS_TRACE_BINARY_RECORD 32   /* bytes per event: sizeof(gs_event) */
 #define GS_TRACE_BINARY_SUFFIX ".gsbin"
 
-/* The most distinct streams, and the most distinct clients, one trace may have. The reader
- * refuses the first event that would bring one more (GS_TRACE_ERROR_FORMAT, "FILE:LINE:
- * message", in lenient mode too), and gs_trace_add_alloc treats one more as a programmer error,
- * so every gs_event.stream is below GS_TRACE_MAX_STREAMS and every gs_event.client below
+/* The most distinct streams, clients and devices one trace may have. The reader refuses the
+ * first event that would bring one more (GS_TRACE_ERROR_FORMAT, "FILE:LINE: message", in
+ * lenient mode too), and gs_trace_add_alloc treats one more stream or client as a programmer
+ * error, so every gs_event.stream is below GS_TRACE_MAX_STREAMS and every gs_event.client below
  * GS_TRACE_MAX_CLIENTS, whatever the input was.
  *   streams: the core packs a stream index into 16 bits of its free-block key (its
  *            GS_MAX_STREAMS; sim/, which sees both headers, asserts that this fits in it).
- *   clients: gs_event.client is 16 bits. */
+ *   clients: gs_event.client is 16 bits.
+ *   devices: sim/devices.c numbers a trace's devices in 16 bits; refused as the file is read,
+ *            not once it is whole (100,000 devices were refused only after 11.7 s). */
 #define GS_TRACE_MAX_STREAMS 65536u
 #define GS_TRACE_MAX_CLIENTS 65536u
+#define GS_TRACE_MAX_DEVICES 65536u
 
 typedef enum {
     GS_OP_ALLOC = 0,   /* a request of size bytes (before any rounding) */
@@ -163,8 +166,8 @@ typedef struct {
     size_t n_warnings;      /* lenient mode: problems found and skipped */
     struct gs_trace_builder *builder; /* private to trace.c: per-slot bookkeeping for the
                                        * gs_trace_add_* calls; NULL until the first one */
-    void *map;              /* private to traces/: a binary trace's file, mapped copy-on-write
-                             * (ev points into it; NULL otherwise), and its length */
+    void *map;              /* private to traces/: the anonymous mapping a binary trace's events
+                             * were read into (ev is it; NULL otherwise), and its length */
     size_t map_len;
     struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
                                    * as it read them (oom and pool events, devices, the peak of
@@ -285,11 +288,17 @@ bool gs_trace_read_peak_live(const gs_trace *t, uint64_t *out);
 /* A device's total memory from the header: device_total_bytes_by_device, else
  * device_total_bytes; 0 when neither says. */
 uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device);
+/* The same for each of devices ids[0..n) into out[0..n): the list read once (a lookup per
+ * device read it whole each time, 65,536 devices times a list of 65,536). */
+void gs_trace_device_totals(const gs_trace *t, const uint32_t *ids, size_t n, uint64_t *out);
 /* The offline planner's peak for device stored in the header (offline_bytes_by_device), when
  * the header's offline_planner is planner: true and *out. The value is the file's word, checked
  * only for form (sim/bound.c checks it against the trace's lower bound). */
 bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
                              uint64_t *out);
+/* The same for each of devices ids[0..n): found[k] and out[k], the list read once. */
+void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids,
+                              size_t n, uint64_t *out, bool *found);
 
 
 /* The private pool ids a trace's pool events name, in the order of their first appearance

@@ -34,6 +34,10 @@ def load(name, path):
     never one."""
     for k in [k for k in sys.modules if k == "gsconvert" or k.startswith("gsconvert.")]:
         del sys.modules[k]
+    # its folder first on the path: convert.py adds it only when it is not there at all, and
+    # fuzz_convert put this tree's there already (the earlier revision's package was imported
+    # for this tree's convert.py, which failed once a module was added)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     spec = importlib.util.spec_from_file_location(name, path)
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)

@@ -5,6 +5,8 @@ converter's documentation; gsconvert.cli.main is the program.
   model      the constants and errors, the Event a reader makes (EventColumns: a snapshot's, in
              arrays), the Recording it returns, the checks of what a trace can hold, the Trace
              that build_trace makes (its rows: TraceRows)
+  limits     what the walker lets Python hash (KeyCheck: dict keys, set members) and the memory
+             a conversion may hold (MemoryBudget, --max-memory)
   walker     the streaming pickle walker (SnapshotWalker), which reads a snapshot in bounded
              memory, and top_user_frame
   snapshot   the PyTorch snapshot reader (read_snapshot), its checks and its intake

@@ -11,6 +11,7 @@ import os
 import re
 import sys
 
+from .limits import ENV as MEMORY_ENV, MemoryBudget, default_budget, parse_bytes
 from .model import (_O_EMPTY, EXIT_ERROR, PROG, ConvertError, _is_int, _is_num, device_total_ok,
                     header_text, warn)
 from .snapshot import read_snapshot
@@ -73,6 +74,10 @@ failed requests, cut logs and several devices: the module's documentation
 (python3 -c "import sys; sys.path.insert(0, 'traces'); import convert; help(convert)") and the
 README's "Getting a trace".
 
+memory: a conversion that would hold more than --max-memory (default: $GPUSIM_CONVERT_MAX_MEMORY,
+else 2 GiB or 32 times the input's size, the larger) stops there with an error; a snapshot as
+PyTorch writes it needs about 3 times its file's size (169 MiB at a million entries).
+
 exit status: 0 on success, 2 on any error (one line on stderr: "convert.py: FILE: message").
 """
 
@@ -92,6 +97,29 @@ NO_CAP = "none"
 
 def cap_arg(text):
     return NO_CAP if text == NO_CAP else positive_int(text)
+
+
+def memory_arg(text):
+    try:
+        return parse_bytes(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (BYTES, a number with K, M, G "
+                                         f"or T, or 'none')") from None
+
+
+def memory_limit(args, input_size):
+    """The memory budget in bytes (None: none): --max-memory, else $GPUSIM_CONVERT_MAX_MEMORY,
+    else limits.default_budget."""
+    if args.max_memory is not None:
+        return None if args.max_memory == NO_CAP else args.max_memory
+    env = os.environ.get(MEMORY_ENV, "").strip()
+    if env:
+        try:
+            return parse_bytes(env)
+        except ValueError:
+            raise ConvertError(f"${MEMORY_ENV}: not a size: {env!r} (BYTES, a number with K, "
+                               f"M, G or T, or 'none')") from None
+    return default_budget(input_size)
 
 
 def client_name(text):
@@ -142,6 +170,11 @@ def parse_args(argv):
                         "the device's memory), or 'none' for no limit, when no .json beside the "
                         "snapshot says it: tells the allocator's own segment releases from "
                         "empty_cache() calls (see 'empty_cache() inferred' below)")
+    p.add_argument("--max-memory", metavar="BYTES|none",
+                   type=lambda t: NO_CAP if t.strip().lower() == NO_CAP else memory_arg(t),
+                   help="stop with an error when the conversion would hold more memory than "
+                        "this (a number of bytes, or with K, M, G or T: 8G); default: "
+                        f"${MEMORY_ENV}, else 2 GiB or 32 times the input's size, the larger")
     p.add_argument("--progress", action="store_true",
                    help="show a progress line on stderr (entries read, share of the input, "
                         "rate), even when stderr is not a terminal; on a terminal it is shown "
@@ -224,14 +257,22 @@ def refuse_overwrite(args):
 
 def finite(v):
     """v with every float that is not finite (NaN, +-Infinity) made None, through lists and
-    dicts."""
+    dicts, and every dict key a string: JSON's keys are (json.dumps would write a number, None
+    or a bool as one, but sort_keys cannot order a None among numbers, and a tuple it refuses:
+    both were an internal error)."""
     if isinstance(v, float):
         return v if math.isfinite(v) else None
     if isinstance(v, dict):
-        return {k: finite(x) for k, x in v.items()}
+        return {k if isinstance(k, str) else _json_key(k): finite(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [finite(x) for x in v]
     return v
+
+
+def _json_key(k):
+    """A key as json.dumps writes it (true, null, 1.5, 7), or str() for what it refuses."""
+    return (json.dumps(k) if k is None or isinstance(k, (bool, int)) or
+            isinstance(k, float) and math.isfinite(k) else str(k))
 
 
 def convert(args, progress_stream=None, progress_enabled=False):
@@ -243,11 +284,12 @@ def convert(args, progress_stream=None, progress_enabled=False):
     inp = Input(args.input)
     progress = Progress(progress_stream, header_text(args.input), inp, progress_enabled)
     try:
+        budget = MemoryBudget(memory_limit(args, inp.size))
         kind = detect_format(inp.head)
         if kind == "pytorch-snapshot":
-            rec = read_snapshot(inp, progress)
+            rec = read_snapshot(inp, progress, budget)
         else:
-            rec = READERS[kind](inp.read())
+            rec = READERS[kind](inp.read_all(budget))
     finally:
         inp.close()
         progress.done()

@@ -42,6 +42,19 @@ class Input:
             return out + (self._read(n - len(out)) if n > len(out) else b"")
         return self._read(n)
 
+    def read_all(self, budget):
+        """The rest of the input, read a MiB at a time under budget (a MemoryBudget): a few KiB
+        of gzip can hold GiBs."""
+        parts, total = [], 0
+        while True:
+            chunk = self.read(1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            budget.check(total)     # (and the copy that joins them)
+            parts.append(chunk)
+        return b"".join(parts)
+
     def _read(self, n):
         try:
             return self.f.read(n)

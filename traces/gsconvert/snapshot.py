@@ -7,6 +7,7 @@ import pickle
 from .model import (_A_ALLOC, _A_FREE, _A_FREE_DONE, _ACTION_CODE, ALLOCATOR_ACTIONS,
                     IGNORED_ACTIONS, PROGRAM_ACTIONS, U64_LIMIT, ConvertError, EventColumns,
                     Recording, _is_int, _is_num, check_size, check_time, stream_u64)
+from .limits import I64_MIN
 from .walker import _FAST_ACTIONS, _DevList, _Frames, _Pending, SnapshotWalker, top_user_frame
 
 
@@ -40,8 +41,9 @@ class SafeUnpickler(pickle.Unpickler):
         raise ConvertError("the pickle uses persistent ids, which a memory snapshot never holds")
 
 
-def read_snapshot(f, progress=None):
-    """Read a snapshot from the binary file f (gunzipped), streaming its entries."""
+def read_snapshot(f, progress=None, budget=None):
+    """Read a snapshot from the binary file f (gunzipped), streaming its entries (budget: the
+    limits.MemoryBudget the walker checks, None for none)."""
     rec = Recording("pytorch-snapshot")
     streamed = {}                 # device -> DeviceEvents, for the device lists streamed
 
@@ -51,7 +53,7 @@ def read_snapshot(f, progress=None):
             d = streamed[dev] = DeviceEvents(dev, rec)
         return d.feed_batch
 
-    snap = SnapshotWalker(f, feeder, progress).load()
+    snap = SnapshotWalker(f, feeder, progress, budget).load()
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -152,6 +154,13 @@ def check_shared_segments(segments):
                                    "PyTorch snapshot never repeats one")
 
 
+def _is_key_int(v):
+    """An integer of 64 bits, signed or not: what a snapshot's addresses, devices and pool ids
+    are, and what the trace's tables may take as keys (past them, integers can be made to share
+    one hash: limits.py)."""
+    return _is_int(v) and I64_MIN <= v < U64_LIMIT
+
+
 _MAX_SHARED_BLOCKS = 1_000_000
 _MAX_SETTINGS_VALUES = 100_000
 
@@ -161,10 +170,17 @@ def check_settings_size(settings):
     reference: its containers may be shared references (a list of a list of ... twice over, 40
     deep, is 2^40 values from 425 bytes of pickle, which json.dumps wrote until the kernel
     killed it at 24 GB: tests/fuzz/diff_convert.py's run). PyTorch's is a dozen settings."""
-    todo, n = [settings], 0
+    todo, n = [settings], 1
     while todo:
         x = todo.pop()
-        n += 1
+        if isinstance(x, dict):
+            n += 2 * len(x)
+        elif isinstance(x, (list, tuple, set, frozenset)):
+            n += len(x)
+        else:
+            continue
+        # (counted before they are taken: a list that holds itself a thousand times filled the
+        # list of values to visit with 10^8 of them, 800 MiB, before the count stopped it)
         if n > _MAX_SETTINGS_VALUES:
             raise ConvertError(f"snapshot 'allocator_settings' holds more than "
                                f"{_MAX_SETTINGS_VALUES:,} values (shared or circular references "
@@ -172,7 +188,7 @@ def check_settings_size(settings):
         if isinstance(x, dict):
             todo.extend(x.keys())
             todo.extend(x.values())
-        elif isinstance(x, (list, tuple, set, frozenset)):
+        else:
             todo.extend(x)
 
 
@@ -204,7 +220,7 @@ def _snapshot_final_blocks(segments):
             if b.get("state") != "active_allocated":
                 continue
             addr, size = b.get("address"), b.get("requested_size")
-            if not _is_int(addr) or not _is_int(size):
+            if not _is_key_int(addr) or not _is_int(size):
                 return None
             check_size(size, f"segments: block {addr:#x}")
             blocks.append((dev, addr, size, stream_u64(stream, "segments")))
@@ -220,7 +236,7 @@ def _snapshot_final_segments(segments):
         if not isinstance(seg, dict):
             return None
         dev, addr = seg.get("device"), seg.get("address")
-        if not _is_int(dev) or not _is_int(addr):
+        if not _is_key_int(dev) or not _is_key_int(addr):
             return None
         if not seg.get("is_expandable"):
             out.add((dev, addr))
@@ -236,7 +252,7 @@ def _snapshot_final_reserved(segments):
         if not isinstance(seg, dict):
             return None
         dev, size = seg.get("device"), seg.get("total_size")
-        if not _is_int(dev) or not _is_int(size) or size < 0:
+        if not _is_key_int(dev) or not _is_int(size) or size < 0:
             return None
         out[dev] = out.get(dev, 0) + size
     return out
@@ -253,9 +269,11 @@ def _snapshot_final_pool_segments(segments):
             return None
         pid = seg.get("segment_pool_id")
         dev, addr, size = seg.get("device"), seg.get("address"), seg.get("total_size")
-        if not isinstance(pid, (tuple, list)) or len(pid) != 2 or not all(_is_int(v) for v in pid):
+        if (not isinstance(pid, (tuple, list)) or len(pid) != 2 or
+                not all(_is_key_int(v) for v in pid)):
             continue
-        if tuple(pid) == (0, 0) or not (_is_int(dev) and _is_int(addr) and _is_int(size)):
+        if tuple(pid) == (0, 0) or not (_is_key_int(dev) and _is_key_int(addr) and
+                                        _is_int(size)):
             continue
         out.setdefault(dev, []).append((addr, size, bool(seg.get("is_expandable")), tuple(pid)))
     return out
@@ -296,7 +314,8 @@ class DeviceEvents:
                     fast = (action.__class__ is str and action in _FAST_ACTIONS and
                             addr.__class__ is int and size.__class__ is int and
                             stream.__class__ is int and t.__class__ is int and
-                            0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT)
+                            0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT and
+                        I64_MIN <= addr < U64_LIMIT)
                 else:
                     fast = False
                 if not fast:
@@ -375,6 +394,11 @@ class DeviceEvents:
         check_time(t, f"{where} ({action})")
         check_size(fields["size"], f"{where} ({action})")
         addr, size = fields[addr_key], fields["size"]
+        if not _is_key_int(addr):
+            # (an address is a key of the trace's tables: integers past 64 bits can be made to
+            # share one hash, and 40,000 of them took a dict minutes)
+            raise ConvertError(f"{where} ({action}): {addr_key!r} is an integer of "
+                               f"{addr.bit_length()} bits; a device address has 64")
         stream = stream_u64(fields["stream"], where)
 
         this_free_index = None

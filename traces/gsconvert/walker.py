@@ -7,6 +7,7 @@ import collections
 import re
 import struct
 
+from .limits import I64_MIN, KeyCheck, MemoryBudget
 from .model import PROGRAM_ACTIONS, U64_LIMIT, ConvertError, _is_int, _tuple_new
 
 
@@ -23,6 +24,13 @@ from .model import PROGRAM_ACTIONS, U64_LIMIT, ConvertError, _is_int, _tuple_new
 # the segments list, and no entry. It builds plain data only (dicts, lists, tuples, str, bytes,
 # int, float, bool, None; set, frozenset and OrderedDict through their allowed globals), as
 # SafeUnpickler does, and refuses anything else before it could run.
+#
+# Bounded by its input (limits.py says why the interpreter needs it): a dict key or set member
+# is what a snapshot's can be (KeyCheck), memory is checked at every MiB read (MemoryBudget),
+# and no opcode looks at more of the stack than it takes off: the marks are positions in a
+# list of their own, as CPython's unpickler keeps them (a MARK object on the stack was found by
+# a scan back, and 200,000 pushes then pops took 400 s of CPU), and so are the places where a
+# _Pending or a run of device lists may be.
 #
 # How it finds the entries: the pickler writes the top-level dict's value for 'device_traces'
 # as a list created right after that key, and each device's list right after it or after a
@@ -42,8 +50,10 @@ from .model import PROGRAM_ACTIONS, U64_LIMIT, ConvertError, _is_int, _tuple_new
 # ---------------------------------------------------------------------------------------------
 
 class _DevList(list):
-    """A device's event list, being streamed: it stays empty, its entries go to the callback."""
-    __slots__ = ("dev", "count")
+    """A device's event list, being streamed: it stays empty, its entries go to the callback.
+    below: what was under it and the device lists before it on the stack when it was made
+    (device_traces), which stays there while it does (SnapshotWalker._new_list)."""
+    __slots__ = ("dev", "count", "below")
 
 
 class _Gone:
@@ -80,14 +90,6 @@ class _Global:
         return f"<global {self.make.__name__}>"
 
 
-class _Mark:
-    def __repr__(self):
-        return "<mark>"
-
-
-_MARK = _Mark()
-
-
 class _Pending(tuple):
     """An entry that the fast path read and that DeviceEvents.feed_batch will take as it is,
     in place of its dict (which would only be read back): (action, addr, size, stream,
@@ -110,6 +112,9 @@ _SPECIAL = (_Gone, _DevList, _Pending)
 # The opcodes of SnapshotWalker._rare that only push (or read the input): a _Pending on the
 # stack stays one (before any other, the stack's are settled into their dicts).
 _PUSH_ONLY = frozenset(b"\x80\x95NGXCBUTILFVS)cg\x88\x89\x8b\x8d\x8e\x96\x8f")
+# LONG4's integers: no snapshot has one past 64 bits (LONG1 holds up to 2040), and one of a
+# million digits would cost its every use (printing it is refused past 4300 digits).
+_MAX_LONG_BYTES = 1024
 # A run of BINGET/LONG_BINGET opcodes closed by APPENDS: a frames list of shared frame dicts.
 _FRAME_REFS = re.compile(rb"(?:h.|j.{4})*e", re.S)
 # One whole entry as PyTorch's pickler writes it, for the fast path (SnapshotWalker._entry):
@@ -166,8 +171,10 @@ class _BadPickle(Exception):
 
 
 class SnapshotWalker:
-    def __init__(self, f, feeder, progress=None):
+    def __init__(self, f, feeder, progress=None, budget=None):
         self.f = f                  # a binary file (already gunzipped)
+        self.budget = budget or MemoryBudget(None)
+        self.key = KeyCheck()       # key(k, what): refuses a key no snapshot has
         # feeder(dev): a function (index of the first, entries) that takes a batch of device
         # dev's entries, each a dict or a _Pending (DeviceEvents.feed_batch)
         self.feeder = feeder
@@ -190,11 +197,16 @@ class SnapshotWalker:
         self.stacks = {}            # memo references of a whole frames list -> its _Frames
         self.strs = {}              # SHORT_BINUNICODE opcode -> its str (action names etc.)
         self.sparse = False         # a PUT made the memo's keys other than 0 .. len - 1
+        self.marks = []             # the stack's length at each MARK still open
+        self.low = 0                # no _Pending below this place on the stack (_settle)
 
-    def _fill(self, n):
-        """At least n bytes from pos in buf, else _BadPickle (the pickle is cut short)."""
+    def _fill(self, n, short_ok=False):
+        """At least n bytes from pos in buf, else _BadPickle (the pickle is cut short), or with
+        short_ok, as many as there are."""
         if n > _MAX_STRING:
             raise _BadPickle(f"an object of {n} bytes (no snapshot holds one that large)")
+        if n > _CHUNK:
+            self.budget.check(2 * n)    # the bytes, and the str they may become
         parts = [self.buf[self.pos:]]
         have = len(parts[0])
         while have < n and not self.eof:
@@ -206,11 +218,12 @@ class SnapshotWalker:
             have += len(chunk)
         self.buf = b"".join(parts)
         self.pos = 0
-        if have < n:
+        if have < n and not short_ok:
             raise _BadPickle("pickle data was truncated")
 
     def _refill(self):
         """One more chunk after what is left of buf (the hot loop keeps 64 KiB ahead)."""
+        self.budget.check()
         chunk = self.f.read(_CHUNK)
         if not chunk:
             self.eof = True
@@ -218,15 +231,23 @@ class SnapshotWalker:
         self.pos = 0
 
     def _readline(self):
+        # (each byte searched once: a line of many MiB is read a chunk at a time)
+        start = self.pos
         while True:
-            i = self.buf.find(b"\n", self.pos)
+            i = self.buf.find(b"\n", start)
             if i >= 0:
                 line = self.buf[self.pos:i]
                 self.pos = i + 1
                 return line
             if self.eof:
                 raise _BadPickle("pickle data was truncated (no newline)")
-            self._fill(len(self.buf) - self.pos + 1)
+            have = len(self.buf) - self.pos
+            if have >= _MAX_STRING:
+                raise _BadPickle(f"a line of more than {_MAX_STRING} bytes (no snapshot holds "
+                                 f"one that long)")
+            # (doubling: each byte is copied about twice)
+            self._fill(min(2 * have + 1, _MAX_STRING), short_ok=True)
+            start = self.pos + have
 
     def _consume(self, lst, items):
         dev = lst.dev
@@ -270,15 +291,18 @@ class SnapshotWalker:
 
     def _new_list(self, stack):
         """An empty list: a _DevList when it is device_traces' next device list (below it on
-        the stack, past a MARK and the device lists before it: device_traces)."""
-        k = len(stack) - 1
-        while k >= 0 and (stack[k] is _MARK or isinstance(stack[k], _DevList)):
-            k -= 1
-        top = stack[k] if k >= 0 else None
+        the stack, past the device lists before it: device_traces)."""
+        top = stack[-1] if stack else None
+        if top.__class__ is _DevList:
+            # what is below the device lists: the same as when the top one was made, as nothing
+            # under it can change while it is there (a _DevList is never pushed again: DUP and
+            # the memo refuse it), found without a walk past the lists before it
+            top = top.below
         if self.dt is not None and top is self.dt:
             lst = _DevList()
             lst.dev = self.ndev
             lst.count = 0
+            lst.below = top
             self.ndev += 1
             return lst
         lst = []
@@ -314,7 +338,9 @@ class SnapshotWalker:
             except KeyError:
                 raise _BadPickle(f"memo key {idx} not found") from None
         if v.__class__ is _Pending:
-            return self._dict_of(v)
+            # it is on the stack (a _Pending that leaves it is settled or consumed first)
+            self._settle(self.stack)
+            return self._dict_of(v) if memo[idx] is v else memo[idx]
         if isinstance(v, _Gone):
             raise ConvertError(f"the snapshot refers to {v.what} it already holds a second "
                                f"time (a shared reference in the pickle); a PyTorch snapshot "
@@ -548,7 +574,8 @@ class SnapshotWalker:
                 if (action.__class__ is str and action in _FAST_ACTIONS and
                         addr.__class__ is int and size.__class__ is int and
                         stream.__class__ is int and t.__class__ is int and
-                        0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT):
+                        0 <= size < U64_LIMIT and 0 <= stream < U64_LIMIT and
+                        I64_MIN <= addr < U64_LIMIT):
                     x = memo[slot] = _tuple_new(_Pending, (
                         action, addr, size, stream, t, xs[ifr] if ifr >= 0 else None, slot,
                         names, xs))
@@ -562,36 +589,40 @@ class SnapshotWalker:
         del memo[slot:]
         return None
 
-    def _dict_of(self, p, scan=True):
-        """The dict that the _Pending p stands for, made now and put where p was (its memo
-        slot, and the stack when scan): what _values would have made."""
+    def _dict_of(self, p):
+        """The dict that the _Pending p stands for, made now and put in its memo slot (the
+        caller puts it where p was): what _values would have made."""
         e = dict(zip(p[7], p[8]))
         slot = p[6]
         if self.memo[slot] is p:
             self.memo[slot] = e
         self.memo_of[id(e)] = slot
-        if scan:
-            stack = self.stack
-            for k in range(len(stack) - 1, -1, -1):
-                if stack[k] is p:
-                    stack[k] = e
-                    break
         return e
 
     def _settle(self, seq):
-        """The dicts in place of the _Pendings in seq (the stack, or items popped off it)."""
-        if _Pending in map(type, seq):
+        """The dicts in place of the _Pendings in seq: items popped off the stack, or the stack
+        itself, looked at from self.low up (the fast path lowers it to where it pushes one), so
+        that each place is looked at once after each push, not at every opcode."""
+        if seq is self.stack:
+            low, self.low = self.low, len(seq)
+            for k in range(low, len(seq)):
+                if seq[k].__class__ is _Pending:
+                    seq[k] = self._dict_of(seq[k])
+        elif _Pending in map(type, seq):
             for k, x in enumerate(seq):
                 if x.__class__ is _Pending:
-                    seq[k] = self._dict_of(x, scan=seq is not self.stack)
+                    seq[k] = self._dict_of(x)
 
     def _pop_mark(self, stack):
-        for k in range(len(stack) - 1, -1, -1):
-            if stack[k] is _MARK:
-                items = stack[k + 1:]
-                del stack[k:]
-                return items
-        raise _BadPickle("could not find MARK")
+        """The items above the last MARK, taken off the stack."""
+        if not self.marks:
+            raise _BadPickle("could not find MARK")
+        k = self.marks.pop()
+        if k > len(stack):
+            raise _BadPickle("unpickling stack underflow")
+        items = stack[k:]
+        del stack[k:]
+        return items
 
     def load(self):
         first = None
@@ -616,6 +647,8 @@ class SnapshotWalker:
         self.extra = {}
         self.memo_of = memo_of = {}   # id of a memoized dict or list -> its memo index
         self.stack = stack = []
+        marks = self.marks
+        key = self.key
         settle = self._settle
         push = stack.append
         unpack_from = struct.unpack_from
@@ -649,6 +682,8 @@ class SnapshotWalker:
                     m = entry_match(buf, pos - 1)
                     e = entry(m) if m is not None else None
                 if e is not None:
+                    if self.low > len(stack):
+                        self.low = len(stack)       # (a _Pending from here up: _settle)
                     push(e)
                     pos = m.end()
                     # the entries that follow, while buf holds them (see the loop's top)
@@ -710,7 +745,7 @@ class SnapshotWalker:
                 push(unpack_from("<H", buf, pos)[0])
                 pos += 2
             elif op == 0x28:                                # MARK
-                push(_MARK)
+                marks.append(len(stack))
             elif op == 0x75:                                # SETITEMS
                 items = self._pop_mark(stack)
                 settle(items)
@@ -721,9 +756,13 @@ class SnapshotWalker:
                 if len(items) % 2 or d.__class__ is not dict_ and not isinstance(d, dict_):
                     raise _BadPickle("bad SETITEMS")
                 for k in range(0, len(items), 2):
-                    d[items[k]] = items[k + 1]
+                    x = items[k]
+                    if x.__class__ is not str_:
+                        key(x, "a dict key")
+                    d[x] = items[k + 1]
             elif op == 0x5D:                                # EMPTY_LIST
-                if stack and stack[-1] == "frames" and buf[pos:pos + 2] == b"\x94(":
+                if (stack and stack[-1] == "frames" and buf[pos:pos + 2] == b"\x94(" and
+                        (not marks or marks[-1] < len(stack))):
                     # A stack as PyTorch writes it: its frames are references to frame dicts
                     # written before. Only the first frames up to the user's are looked at.
                     m = _FRAME_REFS.match(buf, pos + 2)
@@ -751,7 +790,7 @@ class SnapshotWalker:
                     consume(lst, [v])
                 elif isinstance(lst, list_):
                     if v.__class__ is _Pending:
-                        v = self._dict_of(v, scan=False)
+                        v = self._dict_of(v)
                     lst.append(v)
                 else:
                     raise _BadPickle("APPEND to a non-list")
@@ -780,8 +819,8 @@ class SnapshotWalker:
         elif op == 0x95:                                    # FRAME: framing is transparent
             arg(8)
         elif c == ".":                                      # STOP
-            if len(stack) != 1 or stack[0] is _MARK:
-                raise _BadPickle("STOP with a stack of %d" % len(stack))
+            if len(stack) != 1 or self.marks:
+                raise _BadPickle("STOP with a stack of %d" % (len(stack) + len(self.marks)))
             return True
         elif c == "N":
             stack.append(None)
@@ -795,6 +834,9 @@ class SnapshotWalker:
             n = unpack_from("<i", arg(4))[0]
             if n < 0:
                 raise _BadPickle("LONG pickle has negative byte count")
+            if n > _MAX_LONG_BYTES:
+                raise ConvertError(f"the pickle holds an integer of {n:,} bytes; a PyTorch "
+                                   f"snapshot's are at most 8")
             stack.append(int.from_bytes(arg(n), "little", signed=True))
         elif c == "X":                                      # BINUNICODE
             stack.append(str(arg(unpack_from("<I", arg(4))[0]), "utf-8", "surrogatepass"))
@@ -853,20 +895,30 @@ class SnapshotWalker:
             items = self._pop_mark(stack)
             if len(items) % 2:
                 raise _BadPickle("odd number of items for DICT")
+            for k in items[0::2]:
+                self.key(k, "a dict key")
             stack.append({items[k]: items[k + 1] for k in range(0, len(items), 2)})
         elif c == "s":                                      # SETITEM
             v = stack.pop()
             k = stack.pop()
+            self.key(k, "a dict key")
             stack[-1][k] = v
         elif op == 0x8F:                                    # EMPTY_SET
             stack.append(set())
         elif op == 0x90:                                    # ADDITEMS
             items = self._pop_mark(stack)
+            if not isinstance(stack[-1], set):
+                raise _BadPickle("ADDITEMS to a non-set")
+            for k in items:
+                self.key(k, "a set member")
             stack[-1].update(items)
         elif op == 0x91:                                    # FROZENSET
-            stack.append(frozenset(self._pop_mark(stack)))
+            items = self._pop_mark(stack)
+            for k in items:
+                self.key(k, "a set member")
+            stack.append(frozenset(items))
         elif c == "0":                                      # POP
-            if stack and stack[-1] is _MARK:
+            if self.marks and self.marks[-1] == len(stack):
                 raise _BadPickle("POP of a MARK")
             stack.pop()
         elif c == "1":                                      # POP_MARK
@@ -904,7 +956,7 @@ class SnapshotWalker:
             fn = stack.pop()
             if not isinstance(fn, _Global) or not isinstance(args, tuple):
                 raise _BadPickle("REDUCE of something that is not an allowed global")
-            stack.append(fn.make(*args))
+            stack.append(fn.make(*self._reduce_args(fn, args)))
         elif c in "PQ":
             raise ConvertError("the pickle uses persistent ids, which a memory snapshot never "
                                "holds")
@@ -915,6 +967,22 @@ class SnapshotWalker:
                 f"can run code)" if c in "ibo\x81\x92\x82\x83\x84" else
                 f"not a valid pickle (UnpicklingError: invalid load key, {chr(op)!r}.)")
         return False
+
+
+    def _reduce_args(self, fn, args):
+        """args for a set, a frozenset or an OrderedDict as the pickler writes them: (), or a
+        set's one list or tuple of members, each a key KeyCheck allows (the constructor hashes
+        them)."""
+        if fn.make is collections.OrderedDict:
+            if args:
+                raise _BadPickle("OrderedDict with arguments (the pickler writes it empty, "
+                                 "then its items)")
+            return args
+        if len(args) > 1 or args and args[0].__class__ not in (list, tuple):
+            raise _BadPickle(f"{fn.make.__name__} of something that is not a list")
+        for k in args[0] if args else ():
+            self.key(k, "a set member")
+        return args
 
 
 # Frames inside these are not the user's (the rule of top_user_frame): PyTorch itself (a path
