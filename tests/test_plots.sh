@@ -210,7 +210,7 @@ python3 -c "import json,sys; assert len(json.load(open(sys.argv[1]))['results'])
 # a gnuplot that fails: exit 3, and no half-written image
 # a sweep stopped before its cells are done leaves no plot directory (it was made at the start)
 timeout -s INT 0.5 "$gpusim" sweep "$src/traces/data/resnet50.gstrace.gz" -q -j 1 \
-    -p 'pytorch:max_split_size_mb:{20..2000}' --plot "$tmp/stopped-plots" -o "$tmp/stopped.csv" 2>/dev/null
+    -p 'pytorch:max_split_size_mb:{20..9999}' --plot "$tmp/stopped-plots" -o "$tmp/stopped.csv" 2>/dev/null
 [ $? -eq 124 ] || fail "the sweep to stop finished within 0.5 s: make it longer"
 [ ! -e "$tmp/stopped-plots" ] || fail "a stopped sweep left its plot directory"
 # and with -o inside it, it is made before -o is written
