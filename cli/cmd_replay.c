@@ -410,8 +410,10 @@ int gs_cmd_replay(int argc, char **argv)
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_cli_load_trace(&c, argv[a]);
         check_assigned(&pa, t, argv[a]);
-        for (guint i = 0; i < pa.compared->len; i++) gs_cli_check_release(pa.compared->pdata[i], t, argv[a]);
-        for (guint i = 0; i < pa.assigned->len; i++) gs_cli_check_release(pa.assigned->pdata[i], t, argv[a]);
+        for (guint i = 0; i < pa.compared->len; i++)
+            gs_cli_check_release(pa.compared->pdata[i], t, argv[a]);
+        for (guint i = 0; i < pa.assigned->len; i++)
+            gs_cli_check_release(pa.assigned->pdata[i], t, argv[a]);
         x.columns |= gs_report_columns(t);
         uint32_t *ids = NULL;
         size_t nd = gs_trace_devices(t, &ids);

@@ -60,7 +60,6 @@ static const char whatif_description[] =
     "3 --plot could not draw (gnuplot missing or failed; the verdict and the plots' data are\n"
     "written all the same).";
 
-
 /* The converter's command: argv to spawn, with the script's path if it is a Python file. */
 static GPtrArray *converter_argv(void)
 {
@@ -146,9 +145,8 @@ static gboolean run_converter(char **argv, sigset_t *before, unsigned limit_s, G
 {
     GPid pid;
     gint fd = -1;
-    if (!g_spawn_async_with_pipes(NULL, argv, NULL,
-                                  G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD, child_unblock,
-                                  before, &pid, NULL, NULL, &fd, err))
+    if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
+                                  child_unblock, before, &pid, NULL, NULL, &fd, err))
         return FALSE;
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     gint64 deadline = limit_s ? g_get_monotonic_time() + (gint64)limit_s * G_USEC_PER_SEC
@@ -160,7 +158,8 @@ static gboolean run_converter(char **argv, sigset_t *before, unsigned limit_s, G
         gint64 now = g_get_monotonic_time();
         if (now >= deadline) {
             kill(pid, SIGKILL);
-            while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+            while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+            }
             *timed_out = TRUE;
             break;
         }
@@ -193,8 +192,8 @@ static char *converter_failure(const char *input, const GString *err_text, gint 
 {
     if (timed_out)
         return g_strdup_printf("whatif: %s: the converter exceeded %u s, and was stopped "
-                               "($%s sets the limit in seconds, 0 for none)", input, limit_s,
-                               CONVERT_TIMEOUT_ENV);
+                               "($%s sets the limit in seconds, 0 for none)",
+                               input, limit_s, CONVERT_TIMEOUT_ENV);
     if (WIFSIGNALED(status)) {
         const char *name = signal_name(WTERMSIG(status));
         return name ? g_strdup_printf("whatif: %s: the converter was killed by %s", input, name)
@@ -206,7 +205,8 @@ static char *converter_failure(const char *input, const GString *err_text, gint 
     const char *last = strrchr(text, '\n');
     char *why = *text ? g_strdup_printf("whatif: %s", last ? last + 1 : text)
                       : g_strdup_printf("whatif: %s: the converter failed (exit status %d) and "
-                                        "said nothing", input, WEXITSTATUS(status));
+                                        "said nothing",
+                                        input, WEXITSTATUS(status));
     g_free(text);
     return why;
 }

@@ -443,11 +443,13 @@ gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
     unsigned r = gs_pytorch_release_parse(rec), as = gs_pytorch_release_of_trace(rec);
     if (rec && !r)
         gs_cli_say("warning: %s: pytorch_version '%s' names no PyTorch 2.x release; plain "
-                   "pytorch replays it as 2.%d", path, rec, GS_PYTORCH_FIRST);
+                   "pytorch replays it as 2.%d",
+                   path, rec, GS_PYTORCH_FIRST);
     else if (rec && r != as)
         gs_cli_say("warning: %s: recorded with PyTorch %s; gpusim emulates 2.%d to 2.%d, and "
-                   "plain pytorch replays it as 2.%u%s", path, rec, GS_PYTORCH_FIRST,
-                   GS_PYTORCH_LAST, as, r < as ? " (the same allocator as 2.9 and 2.10)" : "");
+                   "plain pytorch replays it as 2.%u%s",
+                   path, rec, GS_PYTORCH_FIRST, GS_PYTORCH_LAST, as,
+                   r < as ? " (the same allocator as 2.9 and 2.10)" : "");
     return t;
 }
 

@@ -248,8 +248,8 @@ enum { NSUMS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
 
 /* The places of a few stats in a list of NSUMS (every array's three types in gs_stats' order,
  * then the two oversize stats). */
-#define AT_OF(name) ((int)((offsetof(gs_stats, name) - offsetof(gs_stats, allocation)) / \
-                           sizeof(gs_stat)))
+#define AT_OF(name) \
+    ((int)((offsetof(gs_stats, name) - offsetof(gs_stats, allocation)) / sizeof(gs_stat)))
 G_STATIC_ASSERT(offsetof(gs_stats, allocation) == 0);
 G_STATIC_ASSERT(offsetof(gs_stats, oversize_allocations) == (NSUMS - 2) * sizeof(gs_stat));
 
@@ -257,7 +257,7 @@ G_STATIC_ASSERT(offsetof(gs_stats, oversize_allocations) == (NSUMS - 2) * sizeof
 static void stat_ptrs(gs_stats *s, gs_stat *out[NSUMS])
 {
     int i = 0;
-#define PTRS(name)                                                                              \
+#define PTRS(name) \
     for (int t = 0; t < GS_STAT_TYPES; t++) out[i++] = &s->name[t];
     GS_STAT_ARRAYS(PTRS)
 #undef PTRS
@@ -269,9 +269,9 @@ static void stat_ptrs(gs_stats *s, gs_stat *out[NSUMS])
 static void currents(const gs_heap *h, int64_t out[NSUMS])
 {
     int i = 0;
-#define CURS(name)                                                                              \
-    out[i++] = CUR(h, name, GS_STAT_ALL);                                                       \
-    out[i++] = CUR(h, name, GS_STAT_SMALL);                                                     \
+#define CURS(name)                          \
+    out[i++] = CUR(h, name, GS_STAT_ALL);   \
+    out[i++] = CUR(h, name, GS_STAT_SMALL); \
     out[i++] = CUR(h, name, GS_STAT_LARGE);
     GS_STAT_ARRAYS(CURS)
 #undef CURS

@@ -31,17 +31,17 @@ typedef struct {
      * release lacks it. */
     unsigned needs;
     const char *needs_key;
-    uint64_t max_split_size;          /* UINT64_MAX: unlimited */
-    uint64_t max_non_split_rounding;  /* the given one, else large_segment's */
+    uint64_t max_split_size;         /* UINT64_MAX: unlimited */
+    uint64_t max_non_split_rounding; /* the given one, else large_segment's */
     bool non_split_given;
-    uint64_t large_segment;           /* large_segment_size_mb: default kLargeBuffer */
+    uint64_t large_segment; /* large_segment_size_mb: default kLargeBuffer */
     unsigned divisions[ROUNDUP_INTERVALS];
-    double gc_threshold;              /* 0: off */
-    double fraction;                  /* per_process_memory_fraction; 1: no limit */
+    double gc_threshold; /* 0: off */
+    double fraction;     /* per_process_memory_fraction; 1: no limit */
     bool expandable;
-    bool throw_on_oom;                /* throw_on_cudamalloc_oom (2.12+) */
+    bool throw_on_oom;                    /* throw_on_cudamalloc_oom (2.12+) */
     bool es_reserve, es_reserve_by_class; /* expandable_segments_reserve(_by_class) given (2.14) */
-    bool es_reserve_bad;              /* one not of PyTorch's forms: ignored, as PyTorch does */
+    bool es_reserve_bad;                  /* one not of PyTorch's forms: ignored, as PyTorch does */
 } pytorch_cfg;
 
 /* The release a parse is for: cfg->release, and for a spec without @RELEASE every key is taken
@@ -54,8 +54,7 @@ bool gs_pytorch_set_large_segment(void *cfg, const char *key, const char *val, G
 bool gs_pytorch_set_fraction(void *cfg, const char *key, const char *val, GError **err);
 bool gs_pytorch_set_throw_on_oom(void *cfg, const char *key, const char *val, GError **err);
 bool gs_pytorch_set_es_reserve(void *cfg, const char *key, const char *val, GError **err);
-bool gs_pytorch_set_es_reserve_by_class(void *cfg, const char *key, const char *val,
-                                        GError **err);
+bool gs_pytorch_set_es_reserve_by_class(void *cfg, const char *key, const char *val, GError **err);
 /* The limit and the rejection bound (gs_policy_ops.limit, reject_above) */
 uint64_t gs_pytorch_limit(const void *cfg, uint64_t device_total);
 uint64_t gs_pytorch_reject_above(const void *cfg, uint64_t device_total);

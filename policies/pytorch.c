@@ -366,7 +366,8 @@ static bool set_pinned(void *cfg, const char *key, const char *val, GError **err
 
 /* PYTORCH_CUDA_ALLOC_CONF's keys (§1.2): the parser and --help both read this table. */
 static const gs_policy_key pytorch_keys[] = {
-    {"max_split_size_mb", "N", "blocks >= N MiB are never split (N >= large_segment_size_mb;\n"
+    {"max_split_size_mb", "N",
+     "blocks >= N MiB are never split (N >= large_segment_size_mb;\n"
      "default unlimited)",
      set_max_split},
     {"max_non_split_rounding_mb", "N",
@@ -397,8 +398,7 @@ static const gs_policy_key pytorch_keys[] = {
     {"release_lock_on_cudamalloc", "True", NULL, set_ignored_bool},
     {"graph_capture_record_stream_reuse", "True", NULL, set_ignored_bool},
     {"expandable_segments_reserve", "X", NULL, gs_pytorch_set_es_reserve},
-    {"expandable_segments_reserve_by_class", "[C:X,...]", NULL,
-     gs_pytorch_set_es_reserve_by_class},
+    {"expandable_segments_reserve_by_class", "[C:X,...]", NULL, gs_pytorch_set_es_reserve_by_class},
     {"pinned_*", "", NULL, set_pinned},
     {NULL, NULL, NULL, NULL},
 };

@@ -48,8 +48,9 @@ void *gs_pytorch_parse_at(const char *release, const char *conf, GError **err)
     if (r < GS_PYTORCH_FIRST || r > GS_PYTORCH_LAST) {
         g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
                     "'@%s': gpusim emulates PyTorch 2.%d to 2.%d%s", release, GS_PYTORCH_FIRST,
-                    GS_PYTORCH_LAST, r < GS_PYTORCH_FIRST ? " (2.9 and 2.10 allocate as 2.11)"
-                                                          : ", not newer releases");
+                    GS_PYTORCH_LAST,
+                    r < GS_PYTORCH_FIRST ? " (2.9 and 2.10 allocate as 2.11)"
+                                         : ", not newer releases");
         return NULL;
     }
     return gs_pytorch_parse_release(r, conf, err);
@@ -93,13 +94,14 @@ bool gs_pytorch_set_large_segment(void *cfgv, const char *key, const char *val, 
 {
     pytorch_cfg *cfg = cfgv;
     uint64_t mb;
-    if (!gs_pytorch_key_since(cfg, "large_segment_size_mb", 11, err) || !parse_mb(key, val, &mb, err))
+    if (!gs_pytorch_key_since(cfg, "large_segment_size_mb", 11, err) ||
+        !parse_mb(key, val, &mb, err))
         return false;
     /* AcceleratorAllocatorConfig::parseLargeSegmentSize: more than kMinLargeAlloc, so that a
      * request that gets the large segment (under 10 MiB) always fits it */
     if (mb <= kMinLargeAlloc / GS_MiB) {
-        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                    "%s: %s must be > %d (MB)", key, val, (int)(kMinLargeAlloc / GS_MiB));
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, "%s: %s must be > %d (MB)", key,
+                    val, (int)(kMinLargeAlloc / GS_MiB));
         return false;
     }
     /* as large as the simulator's requests can be: PyTorch saturates at SIZE_MAX / MB */
@@ -151,8 +153,7 @@ bool gs_pytorch_set_es_reserve(void *cfgv, const char *key, const char *val, GEr
     return true;
 }
 
-bool gs_pytorch_set_es_reserve_by_class(void *cfgv, const char *key, const char *val,
-                                        GError **err)
+bool gs_pytorch_set_es_reserve_by_class(void *cfgv, const char *key, const char *val, GError **err)
 {
     pytorch_cfg *cfg = cfgv;
     if (!gs_pytorch_key_since(cfg, "expandable_segments_reserve_by_class", 14, err)) return false;
@@ -199,11 +200,14 @@ uint64_t gs_pytorch_reject_above(const void *cfgv, uint64_t device_total)
 void gs_pytorch_release_warnings(const pytorch_cfg *cfg, bool has_limit, GPtrArray *out)
 {
     if (cfg->expandable && cfg->large_segment % kSmallBuffer)
-        g_ptr_array_add(out, g_strdup_printf(
-            "large_segment_size_mb:%" G_GUINT64_FORMAT " with expandable_segments:True: the large "
-            "pool's pages are not a multiple of the driver's 2 MiB granularity, which cuMemCreate "
-            "refuses (invalid argument): the replay stops at the first such page",
-            cfg->large_segment / GS_MiB));
+        g_ptr_array_add(
+            out,
+            g_strdup_printf(
+                "large_segment_size_mb:%" G_GUINT64_FORMAT
+                " with expandable_segments:True: the large "
+                "pool's pages are not a multiple of the driver's 2 MiB granularity, which cuMemCreate "
+                "refuses (invalid argument): the replay stops at the first such page",
+                cfg->large_segment / GS_MiB));
     if (cfg->fraction < 1.0 && has_limit)
         g_ptr_array_add(out, g_strdup("per_process_memory_fraction: --capacity replaces it, as "
                                       "a later torch.cuda.set_per_process_memory_fraction call "
@@ -254,8 +258,9 @@ gs_policy *gs_policy_at_release(const gs_policy *p, const char *recorded, GError
                        : g_strdup("the trace does not say which PyTorch recorded it, so plain "
                                   "pytorch is 2.11");
         char *msg = g_strdup_printf("policy '%s': %s is a key of PyTorch 2.%u and later, and %s; "
-                                    "name the release: pytorch@2.%u:%s", p->spec, cfg->needs_key,
-                                    cfg->needs, said, cfg->needs, colon ? colon + 1 : "");
+                                    "name the release: pytorch@2.%u:%s",
+                                    p->spec, cfg->needs_key, cfg->needs, said, cfg->needs,
+                                    colon ? colon + 1 : "");
         char *safe = gs_printable(msg);
         g_set_error_literal(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG, safe);
         g_free(safe);

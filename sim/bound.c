@@ -579,8 +579,8 @@ void gs_bound_store(const gs_bound *b, gs_trace *t)
  * (g_free both). dix: each slot's device index (UINT32_MAX: none), NULL when every slot is
  * device 0's; per_dev: the slots of each. One pass, where a pass over every slot for each device
  * made 20,000 devices cost 4 * 10^8 steps. */
-static size_t *slots_by_device(const uint32_t *dix, size_t ns, const size_t *per_dev,
-                               size_t n_dev, size_t **first)
+static size_t *slots_by_device(const uint32_t *dix, size_t ns, const size_t *per_dev, size_t n_dev,
+                               size_t **first)
 {
     size_t *f = g_new0(size_t, n_dev + 1), *order = g_new(size_t, ns ? ns : 1);
     if (!dix) {

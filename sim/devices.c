@@ -92,8 +92,10 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
     d->slot_dev = g_try_new0(uint16_t, t->n_slots ? t->n_slots : 1);
     d->heaps = g_new0(gs_heap *, n);
     if (!d->slot_dev) {
-        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_NOMEM, "%zu bytes for the devices of "
-                    "the trace's allocations", (t->n_slots ? t->n_slots : 1) * sizeof(uint16_t));
+        g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_NOMEM,
+                    "%zu bytes for the devices of "
+                    "the trace's allocations",
+                    (t->n_slots ? t->n_slots : 1) * sizeof(uint16_t));
         d->n = 0;
         gs_devices_finish(d, NULL);
         return NULL;

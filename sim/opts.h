@@ -22,9 +22,9 @@ G_BEGIN_DECLS
 #define GS_REPLAY_ERROR (gs_replay_error_quark())
 GQuark gs_replay_error_quark(void);
 typedef enum {
-    GS_REPLAY_ERROR_SETUP,     /* a replay that cannot start (a policy the device cannot run) */
-    GS_REPLAY_ERROR_NOMEM,     /* the host memory a trace's tables need cannot be had (replay.c
-                                * makes it a result: GS_ERR_NOMEM, outcome "error") */
+    GS_REPLAY_ERROR_SETUP, /* a replay that cannot start (a policy the device cannot run) */
+    GS_REPLAY_ERROR_NOMEM, /* the host memory a trace's tables need cannot be had (replay.c
+                            * makes it a result: GS_ERR_NOMEM, outcome "error") */
 } gs_replay_error_code;
 
 typedef void (*gs_progress_fn)(size_t done, size_t total, void *ud);

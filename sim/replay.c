@@ -477,8 +477,7 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
  * clients' policies replaced (*cp, to g_free). FALSE and err when a key needs a newer release
  * than t's. */
 static gboolean for_release(const gs_trace *t, const gs_policy **p, const gs_replay_opts *o,
-                            gs_replay_opts *so, GPtrArray *own, const gs_policy ***cp,
-                            GError **err)
+                            gs_replay_opts *so, GPtrArray *own, const gs_policy ***cp, GError **err)
 {
     const char *rec = gs_trace_get_meta(t, "pytorch_version");
     *so = *o;
@@ -573,9 +572,9 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
         if (failed) /* (NULL: the clients' tables did not fit in memory) */
             g_set_error(err, GS_REPLAY_ERROR, GS_REPLAY_ERROR_SETUP,
                         "policy %s needs the driver's virtual-memory calls, which backend '%s' "
-                        "lacks", failed->spec, be->ops->name);
-        else
-            no_memory(r, o, "the clients of the trace's allocations");
+                        "lacks",
+                        failed->spec, be->ops->name);
+        else no_memory(r, o, "the clients of the trace's allocations");
         if (!o->backend) gs_backend_destroy(be);
         gs_calibration_free(own_cal);
         g_free(tally.rows);

@@ -881,8 +881,10 @@ START_TEST(stats_sums_read_two_heaps_an_event)
     ck_assert_int_eq(sums.peaks.allocated_bytes[GS_STAT_ALL].peak, allocated);
     ck_assert_int_eq(sums.peaks.reserved_bytes[GS_STAT_ALL].peak, reserved);
     ck_assert_int_eq(sums.peaks.allocation[GS_STAT_ALL].peak, H * ROUNDS);
-    ck_assert_msg(sums.heaps_read <= 2 * events + H, "%" G_GUINT64_FORMAT " heaps read for %zu "
-                  "events of %d heaps", sums.heaps_read, events, H);
+    ck_assert_msg(sums.heaps_read <= 2 * events + H,
+                  "%" G_GUINT64_FORMAT " heaps read for %zu "
+                  "events of %d heaps",
+                  sums.heaps_read, events, H);
     for (int k = 0; k < H; k++) {
         for (int r = 0; r < ROUNDS; r++) gs_heap_free(heaps[k], b[r * H + k]);
         fx_free(&f[k]);

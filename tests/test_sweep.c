@@ -203,8 +203,8 @@ START_TEST(no_memory_is_a_result_not_an_abort)
         FILE *f = open_memstream(&csv, &len);
         gs_sweep_csv(f, s, "t.gstrace", t, rs);
         fclose(f);
-        ck_assert_msg(strstr(csv, ",error,") && strstr(strstr(csv, ",error,") + 1, ",error,"),
-                      "%s", csv);
+        ck_assert_msg(strstr(csv, ",error,") && strstr(strstr(csv, ",error,") + 1, ",error,"), "%s",
+                      csv);
         free(csv);
         for (guint i = 0; i < s->cells->len; i++) gs_result_clear(&rs[i]);
         g_free(rs);

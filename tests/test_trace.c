@@ -937,7 +937,8 @@ START_TEST(test_binary_past_memory_is_an_error)
     ck_assert(setrlimit(RLIMIT_AS, &was) == 0);
     ck_assert_ptr_null(u);
     ck_assert_msg(strstr(err->message, "big.gsbin: byte ") &&
-                  strstr(err->message, ": out of host memory for the "), "%s", err->message);
+                      strstr(err->message, ": out of host memory for the "),
+                  "%s", err->message);
     g_error_free(err);
     g_unlink(path);
     g_free(path);

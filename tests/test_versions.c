@@ -23,8 +23,8 @@ static void expect_error(const char *spec, const char *want, const char *want2)
     gs_policy *p = gs_policy_new(spec, &err);
     ck_assert_msg(p == NULL, "%s: accepted", spec);
     ck_assert_msg(strstr(err->message, want), "%s: '%s' lacks '%s'", spec, err->message, want);
-    ck_assert_msg(!want2 || strstr(err->message, want2), "%s: '%s' lacks '%s'", spec,
-                  err->message, want2);
+    ck_assert_msg(!want2 || strstr(err->message, want2), "%s: '%s' lacks '%s'", spec, err->message,
+                  want2);
     g_error_free(err);
 }
 
@@ -83,8 +83,7 @@ START_TEST(newer_keys_refused_by_older_releases)
 {
     expect_error("pytorch@2.11:throw_on_cudamalloc_oom:True", "PyTorch 2.12 and later",
                  "PyTorch 2.11 refuses it");
-    expect_error("pytorch@2.13:expandable_segments_reserve:0.5", "PyTorch 2.14 and later",
-                 "2.13");
+    expect_error("pytorch@2.13:expandable_segments_reserve:0.5", "PyTorch 2.14 and later", "2.13");
     expect_error("pytorch@2.12:expandable_segments_reserve_by_class:[a:0.5]", "2.14", NULL);
     gs_policy_free(policy("pytorch@2.12:throw_on_cudamalloc_oom:True"));
     gs_policy_free(policy("pytorch@2.14:expandable_segments_reserve:40G"));
@@ -284,7 +283,7 @@ START_TEST(plain_follows_the_trace)
 {
     GError *err = NULL;
     gs_policy *p = policy("pytorch:per_process_memory_fraction:0.5");
-    ck_assert_ptr_null(gs_policy_at_release(p, NULL, &err));       /* 2.11: as it is */
+    ck_assert_ptr_null(gs_policy_at_release(p, NULL, &err)); /* 2.11: as it is */
     ck_assert_ptr_null(gs_policy_at_release(p, "2.11.0+cu130", &err));
     ck_assert_ptr_null(gs_policy_at_release(p, "2.9.1", &err));
     ck_assert_ptr_null(err);
@@ -326,8 +325,7 @@ START_TEST(replay_takes_the_trace_release)
     uint32_t a = gs_trace_add_alloc(t, "torch", 0, 60 * MiB);
     gs_trace_add_free(t, a);
     gs_trace_add_alloc(t, "torch", 0, 80 * MiB);
-    gs_policy *p =
-        policy("pytorch:per_process_memory_fraction:0.1,throw_on_cudamalloc_oom:True");
+    gs_policy *p = policy("pytorch:per_process_memory_fraction:0.1,throw_on_cudamalloc_oom:True");
     gs_replay_opts o = {.device_total = 1000 * MiB};
     gs_result r;
     GError *err = NULL;
@@ -375,4 +373,7 @@ static Suite *versions_suite(void)
     return s;
 }
 
-int main(void) { return run_suite(versions_suite()); }
+int main(void)
+{
+    return run_suite(versions_suite());
+}

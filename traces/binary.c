@@ -177,7 +177,8 @@ static char *events_problem(const gs_trace *t, size_t *where, struct gs_trace_ta
         unsigned op = e->op;
         if (!gs_trace_tally_event(y, e)) {
             why = g_strdup_printf("too many devices: a trace may have at most %u, and device %u "
-                                  "would be one more", GS_TRACE_MAX_DEVICES, e->device);
+                                  "would be one more",
+                                  GS_TRACE_MAX_DEVICES, e->device);
             break;
         }
         if (op >= GS_OP_COUNT) {
@@ -298,7 +299,7 @@ typedef struct {
     int fd;
     const char *buf;
     size_t len, pos;
-    uint64_t off; /* bytes consumed */
+    uint64_t off;    /* bytes consumed */
     bool sized;      /* the input's size is known and the header's counts were checked against
                       * it; not for a pipe (read_alloc) */
 } src;
@@ -417,8 +418,8 @@ static void *read_alloc(src *in, uint64_t n, size_t extra, const char *what)
 static gs_event *events_memory(size_t bytes, void **map, size_t *map_len)
 {
     size_t len = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    char *m = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    char *m =
+        mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     size_t head = (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
     if (head) munmap(m, head);
@@ -617,8 +618,7 @@ static gs_trace *read_binary(src *in, uint64_t file_size)
         if (in->fd >= 0 && in->sized && bytes >= HUGE_PAGE &&
             (t->ev = events_memory(bytes, &t->map, &t->map_len)))
             ok = src_read(in, t->ev, bytes, "events"); /* (gs_trace_free unmaps it) */
-        else
-            ok = (t->ev = read_alloc(in, bytes, 0, "events")) != NULL;
+        else ok = (t->ev = read_alloc(in, bytes, 0, "events")) != NULL;
         if (ok) t->n = t->cap = n_events;
 #if G_BYTE_ORDER == G_BIG_ENDIAN
         if (ok) swap_events(t->ev, n_events);

@@ -79,8 +79,7 @@ static inline gboolean gs_trace_tally_event(struct gs_trace_tally *y, const gs_e
                e->op == GS_OP_FREE_DONE) {
         y->live -= counted;
     }
-    if (G_LIKELY(e->device == y->last && y->devices->len))
-        return TRUE;
+    if (G_LIKELY(e->device == y->last && y->devices->len)) return TRUE;
     y->last = e->device;
     return gs_trace_tally_device(y, e->device);
 }

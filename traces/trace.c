@@ -166,8 +166,7 @@ void gs_trace_tally_free(struct gs_trace_tally *y)
     if (!y)
         return;
     g_array_unref(y->devices);
-    if (y->device_set)
-        g_hash_table_unref(y->device_set);
+    if (y->device_set) g_hash_table_unref(y->device_set);
     g_free(y);
 }
 
@@ -178,15 +177,12 @@ gboolean gs_trace_tally_device(struct gs_trace_tally *y, uint32_t d)
 {
     GArray *a = y->devices;
     if (y->device_set) {
-        if (g_hash_table_contains(y->device_set, GSIZE_TO_POINTER((gsize)d + 1)))
-            return TRUE;
+        if (g_hash_table_contains(y->device_set, GSIZE_TO_POINTER((gsize)d + 1))) return TRUE;
     } else {
         for (guint k = 0; k < a->len; k++)
-            if (g_array_index(a, uint32_t, k) == d)
-                return TRUE;
+            if (g_array_index(a, uint32_t, k) == d) return TRUE;
     }
-    if (a->len >= GS_TRACE_MAX_DEVICES)
-        return FALSE;
+    if (a->len >= GS_TRACE_MAX_DEVICES) return FALSE;
     g_array_append_val(a, d);
     if (y->device_set) {
         g_hash_table_add(y->device_set, GSIZE_TO_POINTER((gsize)d + 1));
@@ -306,12 +302,13 @@ uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device)
     return v;
 }
 
-void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids,
-                              size_t n, uint64_t *out, bool *found)
+void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids, size_t n,
+                              uint64_t *out, bool *found)
 {
     const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
     GArray *a = ob && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0
-                    ? by_device_sorted(ob) : NULL;
+                    ? by_device_sorted(ob)
+                    : NULL;
     memset(found, 0, n * sizeof *found);
     if (a) {
         by_device_lookup(a, ids, n, out, found);

@@ -166,8 +166,8 @@ typedef struct {
     size_t n_warnings;      /* lenient mode: problems found and skipped */
     struct gs_trace_builder *builder; /* private to trace.c: per-slot bookkeeping for the
                                        * gs_trace_add_* calls; NULL until the first one */
-    void *map;              /* private to traces/: the anonymous mapping a binary trace's events
-                             * were read into (ev is it; NULL otherwise), and its length */
+    void *map; /* private to traces/: the anonymous mapping a binary trace's events
+                * were read into (ev is it; NULL otherwise), and its length */
     size_t map_len;
     struct gs_trace_tally *tally; /* private to traces/: what a reader counted of the events
                                    * as it read them (oom and pool events, devices, the peak of
@@ -297,9 +297,8 @@ void gs_trace_device_totals(const gs_trace *t, const uint32_t *ids, size_t n, ui
 bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
                              uint64_t *out);
 /* The same for each of devices ids[0..n): found[k] and out[k], the list read once. */
-void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids,
-                              size_t n, uint64_t *out, bool *found);
-
+void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint32_t *ids, size_t n,
+                              uint64_t *out, bool *found);
 
 /* The private pool ids a trace's pool events name, in the order of their first appearance
  * (*ids: g_free it; NULL when none). 0 for a trace without private pools. */
