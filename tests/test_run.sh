@@ -12,6 +12,14 @@ case $gpusim in /*) ;; *) gpusim=$PWD/$gpusim ;; esac
 src=$2
 . "$src/tests/clitest.sh"
 [ -f "$(dirname "$gpusim")/libgpusim_torch.so" ] || { echo "no libgpusim_torch.so beside gpusim: skipped"; exit 77; }
+# A library built with AddressSanitizer loads only into a process whose first library is the
+# sanitizer's runtime: python3 is given it first (and no leak report: the interpreter's own
+# allocations at exit are not the library's).
+asan=$(ldd "$(dirname "$gpusim")/libgpusim_torch.so" 2>/dev/null | awk '/libasan/ { print $3 }')
+if [ -n "$asan" ]; then
+    export LD_PRELOAD="$asan${LD_PRELOAD:+ $LD_PRELOAD}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
 
 mkdir -p "$tmp/py/torch" "$tmp/py/cupy"
 cat >"$tmp/py/torch/__init__.py" <<'PY'
