@@ -170,9 +170,14 @@ void gs_cli_child_output_to_stderr(gpointer ud);
 typedef struct {
     uint64_t device_total; /* the device the program is told of (0: the capture's default) */
     const char *trace;     /* where the capture writes its trace */
+    bool no_probe;         /* no operation run on the device (torch/capture's probe.py) */
+    bool quiet;            /* no line said of a capture run again */
 } gs_capture_opts;
-/* Run cmd (argv) under the capture hook (torch/capture), its output on stderr. False (err: one
- * line) when it could not be started, failed, or wrote no trace. */
+/* Run cmd (argv) under the capture hook (torch/capture), its output on stderr. A run killed by
+ * a signal while an operation was being probed on the device runs again without probing that
+ * operator (GS_CAPTURE_PROBE_RERUNS times at most). False (err: one line) when it could not be
+ * started, failed, or wrote no trace. */
+#define GS_CAPTURE_PROBE_RERUNS 4
 bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err);
 
 /* ---- gpusim verify (verify.c): a setting tried on the real GPU with the user's program ---- */

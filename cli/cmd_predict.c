@@ -18,22 +18,29 @@ static const char predict_help[] =
     "allocator would have been asked are replayed by gpusim whatif under each setting. The\n"
     "program is not edited: a start-up hook (torch/capture/sitecustomize.py) is put first on its\n"
     "PYTHONPATH. No tensor of the program is put in a GPU's memory, but PyTorch (2.11) needs a\n"
-    "CUDA device to be there for its fake CUDA tensors: any one will do, of any size, busy or\n"
-    "not. Its output goes to standard error; the verdict is gpusim whatif's, marked as a\n"
-    "prediction from a capture.\n"
+    "CUDA device to be there for its fake CUDA tensors, and each distinct operation (operator,\n"
+    "shapes, dtypes) is run once on it, on made-up inputs, to learn what its real kernel asks\n"
+    "the allocator for beside its outputs (cuDNN's workspaces, a reduction's buffers, a fused\n"
+    "kernel's intermediates): one operation's memory at a time, never the program's\n"
+    "($GPUSIM_CAPTURE_PROBE_BUDGET bytes at most; default half the device's free memory). A\n"
+    "probe that kills the program makes a capture again without probing that operator. Its\n"
+    "output goes to standard error; the verdict is gpusim whatif's, marked as a prediction from\n"
+    "a capture.\n"
     "\n"
     "What a capture cannot know is said in the verdict (and in the trace's header): values read\n"
     "back from the GPU (.item(), a tensor in an if) are 0 in the capture, so a program that\n"
-    "steers by them takes the path of 0; cuDNN's workspaces (chosen on the device) are not in\n"
-    "it; a shape that depends on values is taken at its largest. docs/capture.md says how the\n"
-    "capture works and how close it came to real runs (BENCHMARKS.md, 'Predictions from a CPU\n"
-    "capture').\n"
+    "steers by them takes the path of 0; a shape that depends on values is taken at its\n"
+    "largest; with --no-probe, cuDNN's workspaces and other kernels' own requests are not in it.\n"
+    "docs/capture.md says how the capture works and how close it came to real runs\n"
+    "(BENCHMARKS.md, 'Predictions from a CPU capture').\n"
     "\n"
     "Options:\n"
     "  --trace FILE     keep the captured trace in FILE (.gz: compressed), for gpusim whatif,\n"
     "                   replay or verify --prediction later\n"
     "  --capacity C     the cap to judge at (the device's memory, or a memory fraction's bytes)\n"
     "  --device-total B the device's memory, as the program is told it (default 80 GiB)\n"
+    "  --no-probe       run no operation on the device: none of its memory is used, and what\n"
+    "                   kernels ask for beside their outputs is missing from the prediction\n"
     "  --verify         then run CMD on the real GPU under the top settings (gpusim verify)\n"
     "  and every other option of gpusim whatif (gpusim whatif --help): -p, --format, -o, --plot\n"
     "\n"
@@ -104,6 +111,10 @@ int gs_cmd_predict(int argc, char **argv)
             g_ptr_array_add(args, (char *)v);
             continue;
         }
+        if (strcmp(argv[i], "--no-probe") == 0) {
+            o.no_probe = true;
+            continue;
+        }
         verify |= strcmp(argv[i], "--verify") == 0;
         quiet |= strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0;
         g_ptr_array_add(args, argv[i]);
@@ -113,8 +124,11 @@ int gs_cmd_predict(int argc, char **argv)
     if (!keep && !dir) gs_cli_usage_error("predict: %s", err->message);
     char *trace = keep ? g_strdup(keep) : g_build_filename(dir, "capture.gstrace", NULL);
     o.trace = trace;
+    o.quiet = quiet;
     if (!quiet)
-        gs_cli_say("predict: capturing %s on the CPU (no GPU memory used)...", argv[dash + 1]);
+        gs_cli_say("predict: capturing %s on the CPU (%s)...", argv[dash + 1],
+                   o.no_probe ? "no GPU memory used"
+                              : "each distinct operation probed once on the device");
     bool ok = gs_capture_run(&argv[dash + 1], &o, &err);
     int rc = GS_EXIT_USAGE;
     if (ok) {

@@ -10,7 +10,7 @@
 # Then tests/test_capture.py. Everything lands in $OUT/predict.tgz; lab/predict_table.py, run
 # here with gpusim built, replays the captures and makes the table.
 # Usage: sh lab/device_predict.sh   (PROGS="a b" for some; JOBS=N runs at once, default 4;
-# PHASES="capture test" for some of real, capture, caps, run, test)
+# PHASES="capture test" for some of real, capture, caps, run, test; NOTAR=1 below)
 set -u
 cd "$(dirname "$0")/.."
 R=${OUT:-/tmp}/predict; rm -rf "$R"; mkdir -p "$R"
@@ -27,11 +27,16 @@ real() { # PROGRAM SETTING NAME [CAP]: one real run
     timeout 300 python3 lab/predict/$1.py >$R/$3.log 2>&1
   echo "$3: exit $?"
 }
-capture() { # PROGRAM: as gpusim predict runs it (the GPU visible, none of its memory used)
+capture() { # PROGRAM: as gpusim predict runs it (the GPU visible; the probes use one
+  # operation's memory at a time: torch/capture/gpusim_capture/probe.py)
+  t0=$(date +%s.%N)
   GPUSIM_CAPTURE_OUT=$R/$1.cap.gstrace PYTHONPATH=torch/capture \
-    timeout 300 python3 lab/predict/$1.py >$R/$1.cap.log 2>&1
-  echo "$1 capture: exit $?; $(tail -1 $R/$1.cap.log)"
+    timeout "${CAPTURE_TIMEOUT:-300}" python3 lab/predict/$1.py >$R/$1.cap.log 2>&1
+  rc=$?
+  echo "$1 capture: exit $rc in $(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$t0" "$(date +%s.%N)") s; $(tail -1 $R/$1.cap.log)"
 }
+# the capture's own tests, beside the programs (they use little of the device)
+has test && { python3 tests/test_capture.py . >$R/test_capture.log 2>&1; echo "test_capture: exit $?" >>$R/test_capture.log; } &
 n=0
 for p in $PROGS; do
   if has real; then
@@ -61,10 +66,10 @@ if has run && [ -x build/gpusim ] && [ -f build/libgpusim_torch.so ]; then
   done
   wait
 fi
-if has test; then
-  python3 tests/test_capture.py . >$R/test_capture.log 2>&1; echo "test_capture: exit $?"; cat $R/test_capture.log
-fi
+wait
+has test && cat $R/test_capture.log
 { python3 -c "import torch; print('torch', torch.__version__)"
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; } >$R/machine.txt 2>&1
 cat $R/machine.txt
-tar -czf "${OUT:-/tmp}/predict.tgz" -C "$(dirname "$R")" predict && rm -rf "$R"
+# NOTAR=1: the files left as they are under $OUT/predict (what a call cut short still returns)
+[ -n "${NOTAR:-}" ] || { tar -czf "${OUT:-/tmp}/predict.tgz" -C "$(dirname "$R")" predict && rm -rf "$R"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""predict_table.py DIR [GPUSIM] - the table of BENCHMARKS.md "Predictions from a CPU capture".
+"""predict_table.py DIR [GPUSIM] [--captures CAPDIR] - the table of BENCHMARKS.md "Predictions from a CPU capture".
 
 DIR: what lab/device_predict.sh brought back (predict.tgz unpacked). For each program: the real
 runs' peak reserved (torch.cuda.memory_stats, default and expandable segments), the replay of
@@ -7,7 +7,8 @@ its CPU capture under the same settings (gpusim replay), and the replay of the r
 recording (the simulator's share of any difference); the requests matched (the capture's
 allocation sizes against the recording's, in order); and at caps 5% below and above each
 setting's real peak, the real outcome beside the capture's predicted one. Prints a Markdown
-table, then a CSV of the same rows (to DIR/predict.csv). Standard library only.
+table, then a CSV of the same rows (to DIR/predict.csv). --captures: the captures (and the CSV)
+in CAPDIR, made by another run than DIR's real runs. Standard library only.
 """
 import csv
 import difflib
@@ -48,7 +49,10 @@ def alloc_sizes(trace):
 
 
 def program_output(path):
-    """What the program printed (its own lines: losses, shapes), not the hooks' lines."""
+    """What the program printed (its own lines: losses, shapes), not the hooks' lines; None
+    where the log was not kept (lab/results keeps the traces and statistics only)."""
+    if not os.path.exists(path):
+        return None
     with open(path, errors="replace") as f:
         return [l for l in f if l.startswith(("step", "prompt", "eval"))]
 
@@ -61,13 +65,21 @@ def stats(path):
 
 
 def main():
-    d = sys.argv[1]
-    gpusim = sys.argv[2] if len(sys.argv) > 2 else os.path.join(SRC, "build", "gpusim")
+    args = sys.argv[1:]
+    caps = None
+    if "--captures" in args:  # the captures from another run than the real runs'
+        k = args.index("--captures")
+        caps = args[k + 1]
+        del args[k:k + 2]
+    d = args[0]
+    caps = caps or d
+    gpusim = args[1] if len(args) > 1 else os.path.join(SRC, "build", "gpusim")
     kind = "cap"
-    progs = sorted({f.split(".")[0] for f in os.listdir(d) if f.endswith(f".{kind}.gstrace")})
+    progs = sorted({f.split(".")[0] for f in os.listdir(caps)
+                    if f.endswith((f".{kind}.gstrace", f".{kind}.gstrace.gz"))})
     rows = []
     for p in progs:
-        cap_trace = found(os.path.join(d, f"{p}.{kind}.gstrace"))
+        cap_trace = found(os.path.join(caps, f"{p}.{kind}.gstrace"))
         real_trace = found(os.path.join(d, f"{p}.default.gstrace"))
         snap = os.path.join(d, f"{p}.default.pickle.gz")
         if not os.path.exists(real_trace) and os.path.exists(snap):
@@ -77,6 +89,7 @@ def main():
         sm = difflib.SequenceMatcher(None, want, got, autojunk=False)
         matched = sum(b.size for b in sm.get_matching_blocks())
         row = {"program": p, "real_allocs": len(want), "captured_allocs": len(got),
+               "matched_allocs": matched,
                "matched_pct": round(100.0 * matched / max(1, len(want)), 1)}
         for s, pol in SETTINGS.items():
             outcome, real_peak, real_alloc = stats(os.path.join(d, f"{p}.{s}.json"))
@@ -118,14 +131,15 @@ def main():
           "(default; expandable) |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['program']} | {r['matched_pct']}% ({r['captured_allocs']} of {r['real_allocs']}) "
+        print(f"| {r['program']} | {r['matched_pct']}% ({r['matched_allocs']} of {r['real_allocs']}; "
+              f"{r['captured_allocs']} captured) "
               f"| {gib(r['real_peak_allocated'])} / {gib(r['captured_peak_allocated'])} "
               f"| {gib(r['default_real_peak'])} / {gib(r['default_captured_peak'])}, {r['default_err_pct']:+.2f}% "
               f"| {gib(r['expandable_real_peak'])} / {gib(r['expandable_captured_peak'])}, {r['expandable_err_pct']:+.2f}% "
               f"| {r.get('default_cap0.95', '-')}, {r.get('default_cap1.05', '-')}; "
               f"{r.get('expandable_cap0.95', '-')}, {r.get('expandable_cap1.05', '-')} |")
     keys = sorted({k for r in rows for k in r})
-    with open(os.path.join(d, "predict.csv"), "w", newline="") as f:
+    with open(os.path.join(caps, "predict.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["program"] + [k for k in keys if k != "program"])
         w.writeheader()
         w.writerows(rows)

@@ -159,6 +159,48 @@ def case_graph(tmp):
     assert 32 * MiB in allocs(rows[begin:]), rows
 
 
+PROBED = """
+    import torch
+    x = torch.randn(1536, 8192, device="cuda")
+    g = x.sum(0)                 # a reduction over the batch: split across blocks
+    m = x.mean()
+    w = torch.randn(64, 64, 3, 3, device="cuda")
+    i = torch.randn(32, 64, 56, 56, device="cuda")
+    y = torch.nn.functional.conv2d(i, w, padding=1)   # cuDNN chooses, and takes a workspace
+    """
+
+
+def transients(rows):
+    """The sizes of the allocations freed in a program that frees none of its own tensors:
+    what kernels took and gave back inside their calls."""
+    freed = {r[2] for r in rows if r[0] == "free"}
+    return [r[3] for r in rows if r[0] == "alloc" and r[2] in freed]
+
+
+def kept(rows):
+    freed = {r[2] for r in rows if r[0] == "free"}
+    return [r[3] for r in rows if r[0] == "alloc" and r[2] not in freed]
+
+
+def case_probe(tmp):
+    """Each distinct operation run once on the device: its kernel's own requests (a split
+    reduction's buffer, cuDNN's workspace) are in the trace; with the probe off they are not."""
+    head, rows, _ = capture(PROBED, tmp, "probed")
+    os.environ["GPUSIM_CAPTURE_PROBE"] = "0"
+    try:
+        head0, rows0, _ = capture(PROBED, tmp, "unprobed")
+    finally:
+        del os.environ["GPUSIM_CAPTURE_PROBE"]
+    assert "run once on the device" in head["captured"], head
+    assert "no GPU memory used" in head0["captured"], head0
+    assert "cuDNN workspace" in head0.get("capture_unknown", ""), head0
+    assert "cuDNN workspace" not in head.get("capture_unknown", ""), head
+    # the outputs are the same requests; the probed trace has the kernels' transients besides
+    assert kept(rows) == allocs(rows0), (allocs(rows), allocs(rows0))
+    assert transients(rows) and not transients(rows0), (rows, rows0)
+    print("probed transients:", transients(rows), head.get("capture_unknown"))
+
+
 def main():
     try:
         # (from a folder of no package: the source tree's torch/ is no PyTorch)

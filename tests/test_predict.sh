@@ -98,6 +98,61 @@ grep -q "failed under the capture (exit status 5" "$tmp/err" || fail "predict of
 "$gpusim" predict -- true >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "predict of a program that writes no capture: exit 2 wanted"
 grep -q "wrote no capture" "$tmp/err" || fail "predict of a program with no capture: $(cat "$tmp/err")"
+# A probe that kills the program (probe.py names the operator in the mark file while it runs
+# it): the capture runs again without probing that operator, at most 4 times; a name that is no
+# operator's is not trusted. The stand-in dies probing "aten.opN.default" while fewer than
+# $CRASHES operators are skipped.
+mkdir "$tmp/crashhook"
+cat >"$tmp/crashhook/sitecustomize.py" <<'PY'
+import os, signal, sys
+out = os.environ.pop("GPUSIM_CAPTURE_OUT", None)
+if out:
+    sys.path.insert(0, os.path.join(os.environ["SRC"], "torch", "capture"))
+    from gpusim_capture import events as ev
+    mark = os.environ.get("GPUSIM_CAPTURE_PROBE_MARK")
+    skip = [s for s in os.environ.get("GPUSIM_CAPTURE_PROBE_SKIP", "").split(",") if s]
+    if mark and len(skip) < int(os.environ["CRASHES"]):
+        with open(mark, "w") as f:
+            f.write(os.environ.get("OPNAME", "aten.op%d.default") % len(skip) + "\n")
+        os.kill(os.getpid(), signal.SIGSEGV)
+    rec = ev.Events()
+    rec.alloc(0, 0, 1 << 20)
+    ev.write_trace(out, rec, [("source", "stand-in"), ("allocator_conf", ""),
+                              ("captured", "gpusim-capture 1; stand-in"),
+                              ("skipped", ",".join(skip) or "none"),
+                              ("probe", os.environ.get("GPUSIM_CAPTURE_PROBE", "on"))])
+PY
+cat >"$tmp/small.py" <<'PY'
+print("small program ran")
+PY
+crash() { # CRASHES [OPTIONS]: predict with the crashing stand-in; output in $tmp/out, $tmp/err
+    n=$1; shift
+    CRASHES=$n GPUSIM_CAPTURE_HOOK="$tmp/crashhook" "$gpusim" predict --capacity 1GiB \
+        --trace "$tmp/crash.gstrace" "$@" -- python3 "$tmp/small.py" >"$tmp/out" 2>"$tmp/err"
+}
+crash 2 || fail "predict, two probes that kill the program: exit $?: $(cat "$tmp/err")"
+[ "$(grep -c "while aten.op[01].default was probed on the device: capturing again without probing it" "$tmp/err")" -eq 2 ] ||
+    fail "predict, probes that kill: each rerun said: $(cat "$tmp/err")"
+grep -q "died (signal 11)" "$tmp/err" || fail "predict, probes that kill: the signal named: $(cat "$tmp/err")"
+grep -q "^# skipped: aten.op0.default,aten.op1.default$" "$tmp/crash.gstrace" ||
+    fail "predict, probes that kill: both operators skipped in the last run: $(grep skipped "$tmp/crash.gstrace")"
+grep -q "^Predicted from a CPU capture: " "$tmp/out" || fail "predict after reruns: a verdict: $(cat "$tmp/out")"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: the probe's mark left behind: $(ls "$tmp/scratch")"
+# at most 4 reruns: the fifth death is the program's
+crash 9
+[ $? -eq 2 ] || fail "predict, a probe that always kills: exit 2 wanted"
+[ "$(grep -c "capturing again" "$tmp/err")" -eq 4 ] || fail "predict: 4 reruns at most: $(cat "$tmp/err")"
+grep -q "was killed by signal 11" "$tmp/err" || fail "predict: the last death reported: $(cat "$tmp/err")"
+# a mark that is no operator's name is not put back into the environment
+OPNAME='aten.x;rm -rf ~ %d' crash 1
+[ $? -eq 2 ] || fail "predict, a mark that is no operator's: no rerun, exit 2"
+grep -q "capturing again" "$tmp/err" && fail "predict: a rerun on a mark that is no operator's: $(cat "$tmp/err")"
+# --no-probe: the capture is told, and has no mark to write
+crash 1 --no-probe || fail "predict --no-probe: exit $?: $(cat "$tmp/err")"
+grep -q "^# probe: 0$" "$tmp/crash.gstrace" || fail "predict --no-probe: the capture told: $(grep probe "$tmp/crash.gstrace")"
+grep -q "no GPU memory used" "$tmp/err" || fail "predict --no-probe: says none of the device is used: $(cat "$tmp/err")"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind: $(ls "$tmp/scratch")"
+
 # usage
 expect_error "predict with no program" "give the program after --" "$gpusim" predict --capacity 1GiB
 expect_error "predict with -- and nothing after" "give the program after --" "$gpusim" predict --

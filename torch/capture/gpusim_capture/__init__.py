@@ -12,6 +12,7 @@ Environment (the hook's caller, gpusim predict or gpusim capture, sets it):
   GPUSIM_CAPTURE_DEVICE_TOTAL  the device's memory the program is told of (default 80 GiB)
   GPUSIM_CAPTURE_DEVICES       how many devices it sees (default 1)
   GPUSIM_CAPTURE_CUBLAS_WORKSPACE, CUBLAS_WORKSPACE_CONFIG: kernels.py
+  GPUSIM_CAPTURE_PROBE, GPUSIM_CAPTURE_PROBE_BUDGET: probe.py (0: operations not probed)
 """
 import atexit
 import sys
@@ -36,6 +37,9 @@ class Capture:
         self.fake_cuda = fakecuda.FakeCuda(torch, self.events, self.unknowns,
                                            int(env.get("GPUSIM_CAPTURE_DEVICES", 1)), self.total)
         self.kernels = kernels.Kernels(torch, self.events, self.fake_cuda, self.unknowns, env)
+        from . import probe  # imports PyTorch's fake tensors: only once torch is imported
+
+        self.probe = probe.Probe(torch, self.unknowns, env)  # before patches replace torch.cuda
         self.tracker = None
 
     def memory_fraction(self, fraction, device=None):
@@ -64,7 +68,8 @@ class Capture:
                 setattr(ft, name, lambda device=None: None)
         self.tracker = mode.Tracker(self.events, self.fake_cuda)
         self.fake = ft.FakeTensorMode(allow_non_fake_inputs=True)
-        self.mode = mode.CaptureMode(self.fake, self.tracker, self.kernels, self.unknowns)
+        self.mode = mode.CaptureMode(self.fake, self.tracker, self.kernels, self.unknowns,
+                                     self.probe)
         self.mode.__enter__()
         self._hook = sys.excepthook
         sys.excepthook = self._excepthook
@@ -80,7 +85,7 @@ class Capture:
         head = [("source", f"gpusim-capture of python {cmd}"),
                 ("device_total_bytes", str(self.total)),
                 ("allocator_conf", self.conf),
-                ("captured", f"{FORMAT}; PyTorch {torch.__version__}; no GPU memory used"),
+                ("captured", f"{FORMAT}; PyTorch {torch.__version__}; {self.probe.summary()}"),
                 ("capture_outcome", self.outcome)]
         if self.unknowns:
             head.append(("capture_unknown", ", ".join(

@@ -57,8 +57,9 @@ class Kernels:
         # calling thread: there may be no device to start that thread for)
         return "autograd" if self.in_backward() != -1 else threading.get_ident()
 
-    def after(self, name, device):
-        """After an operator on a CUDA device ran (its outputs already allocated)."""
+    def after(self, name, device, probed=False):
+        """After an operator on a CUDA device ran (its outputs already allocated; probed: its
+        real requests were played from a probe, cuDNN's workspace among them)."""
         if name in MATMUL:
             stream = self.fc.stream_of(device)
             key = (device, stream, self._key_thread())
@@ -66,7 +67,7 @@ class Kernels:
                 self.cublas[key] = self.events.alloc(device, stream, self.cublas_bytes)
             if (device, stream) not in self.lt and self.lt_bytes:
                 self.lt[(device, stream)] = self.events.alloc(device, stream, self.lt_bytes)
-        elif name in CUDNN:
+        elif name in CUDNN and not probed:
             self.unknowns["cuDNN workspace"] = self.unknowns.get("cuDNN workspace", 0) + 1
 
     def on_graph_capture(self, device, stream):

@@ -46,8 +46,10 @@ class Tracker:
         if rec is not None:
             self.events.free(rec.ident, deferred=rec.deferred)
 
-    def see(self, t):
-        """t: a tensor on a CUDA device, an output of an operation. Returns its device."""
+    def see(self, t, real_size=None):
+        """t: a tensor on a CUDA device, an output of an operation; real_size: the bytes the real
+        kernel asked for where a probe learnt it (probe.py), else the storage's. Returns its
+        device."""
         st = t.untyped_storage()
         key = st._cdata
         size = st.nbytes()
@@ -66,7 +68,7 @@ class Tracker:
         rec.size, rec.device = size, device
         rec.stream = self.fc.stream_of(device)
         rec.deferred = False
-        rec.ident = self.events.alloc(device, rec.stream, size)
+        rec.ident = self.events.alloc(device, rec.stream, real_size or size)
         rec.ref = weakref.ref(st, lambda _r, key=key: self._died(key))
         self.live[key] = rec
         return device
@@ -79,8 +81,9 @@ class Tracker:
 
 
 class CaptureMode(TorchDispatchMode):
-    def __init__(self, fake, tracker, kernels, unknowns):
+    def __init__(self, fake, tracker, kernels, unknowns, probe):
         super().__init__()
+        self.probe = probe
         self.fake = fake
         self.tracker = tracker
         self.kernels = kernels
@@ -119,13 +122,40 @@ class CaptureMode(TorchDispatchMode):
             return _STANDIN.get(str(ret), 0)
         except ft.DynamicOutputShapeException:
             out = self._largest(func, args, kwargs)
-        device = None
-        for leaf in pytree.tree_leaves(out):
+        probed = self.probe.run(func, args, kwargs, out)
+        leaves = pytree.tree_leaves(out)
+        device = self._play(probed, leaves, args, kwargs) if probed is not None else None
+        if probed is not None and probed.value is not None:
+            return probed.value
+        for leaf in leaves:
             if isinstance(leaf, torch.Tensor) and leaf.device.type == "cuda":
                 device = self.tracker.see(leaf)
         if device is not None:
-            self.kernels.after(func._overloadpacket.__name__, device)
+            self.kernels.after(func._overloadpacket.__name__, device, probed is not None)
         return out
+
+    def _play(self, probed, leaves, args, kwargs):
+        """A probed operation's requests in the real kernel's order: its outputs at the real
+        sizes, and what it took and gave back inside the call. Returns the device."""
+        device = None
+        for x in pytree.arg_tree_leaves(*args, **kwargs):
+            if isinstance(x, ft.FakeTensor) and x.device.type == "cuda":
+                device = x.device.index or 0
+                break
+        if device is None:
+            device = self.tracker.fc.device()
+        stream = self.tracker.fc.stream_of(device)
+        ids = {}
+        for step in probed.script:
+            if step[0] == "out":
+                leaf = leaves[step[1]]
+                if isinstance(leaf, torch.Tensor) and leaf.device.type == "cuda":
+                    device = self.tracker.see(leaf, step[2])
+            elif step[0] == "alloc":
+                ids[step[1]] = self.tracker.events.alloc(device, stream, step[2])
+            else:
+                self.tracker.events.free(ids.pop(step[1]))
+        return device
 
     def _largest(self, func, args, kwargs):
         """An operator whose output's shape depends on values: the largest it can be."""
