@@ -286,6 +286,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             o.observe_ud = series ? (void *)&both : (void *)rec;
             o.observe_alloc = gs_snapshot_observe_alloc;
             o.observe_end = gs_snapshot_observe_end;
+            o.observe_reserve = gs_snapshot_observe_reserve;
             o.export_ud = rec;
         }
         GError *err = NULL;

@@ -196,10 +196,12 @@ typedef struct {
      * to release theirs. Returns whether anything was released; if so the heap tries once
      * more (counted in num_reclaim_retries) before it fails. *st: a device error, or GS_OK. */
     bool (*reclaim)(void *ud, gs_heap *h, uint64_t bytes, gs_status *st);
-    /* Called whenever a segment's reserved bytes change: +size when a cudaMalloc'd segment is
-     * made, -size before it is freed, +/-bytes as pages of an expandable segment are mapped
-     * or unmapped. Lets a caller attribute one heap's reserved memory (by gs_segment.tag). */
-    void (*on_reserve)(void *ud, const gs_segment *s, int64_t bytes);
+    /* Called whenever a segment's reserved bytes change, once per device operation: +size when
+     * a cudaMalloc'd segment is made, -size before it is freed, +/-bytes as a run of pages of
+     * an expandable segment is mapped or unmapped (PyTorch's map_block and unmap_block), addr
+     * the first byte of what changed. Lets a caller attribute one heap's reserved memory (by
+     * gs_segment.tag), or record each operation (the memory_viz export). */
+    void (*on_reserve)(void *ud, const gs_segment *s, uint64_t addr, int64_t bytes);
 } gs_heap_config;
 
 /* The heap borrows policy and backend; both must outlive it. NULL when the policy needs the

@@ -211,7 +211,7 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
     b = gs_expandable_settle(h, b, mapped);
 
     h->total_reserved += mapped;
-    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)mapped);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, s->addr + begin * pg, (int64_t)mapped);
     stat2_inc(h->st.reserved_bytes, b->type, (int64_t)mapped);
     h->st.num_device_alloc++;
     note_reserved_up(h);
@@ -284,7 +284,7 @@ gs_status gs_expandable_unmap(gs_heap *h, gs_block *b)
     unmapped_insert(h, b);
 
     h->total_reserved -= un;
-    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, -(int64_t)un);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, ua, -(int64_t)un);
     stat2_dec(h->st.reserved_bytes, b->type, (int64_t)un);
     h->st.num_device_free++;
     return st;

@@ -123,7 +123,7 @@ static gs_status malloc_segment(gs_heap *h, unsigned pool, uint32_t stream, uint
     b->seg = s;
     b->type = h->pools[pool].type;
     gs_segment_link(h, s);
-    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, (int64_t)seg_size);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, s->addr, (int64_t)seg_size);
 
     int t = h->pools[pool].type;
     h->total_reserved += seg_size;

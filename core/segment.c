@@ -56,7 +56,7 @@ gs_status gs_heap_release_block(gs_heap *h, gs_block *b)
                          GS_ERR_INVALID);
     gs_status st = gs_dev_free(h->be, &h->calls, b->addr, b->size);
     if (st != GS_OK) return st; /* the segment stays cached; the heap is unchanged */
-    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, -(int64_t)b->size);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, b->seg, b->addr, -(int64_t)b->size);
     int t = b->type;
     h->st.num_device_free++;
     h->total_reserved -= b->size;

@@ -112,10 +112,10 @@ static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_blo
     return got;
 }
 
-/* Account bytes of segment s mapped (+) or unmapped (-). */
-static void reserve_delta(gs_heap *h, gs_segment *s, int64_t bytes)
+/* Account bytes of segment s mapped (+) or unmapped (-) from addr. */
+static void reserve_delta(gs_heap *h, gs_segment *s, uint64_t addr, int64_t bytes)
 {
-    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, bytes);
+    if (h->cb.on_reserve) h->cb.on_reserve(h->cb.ud, s, addr, bytes);
     if (bytes > 0) {
         h->total_reserved += (uint64_t)bytes;
         stat2_inc(h->st.reserved_bytes, h->pools[s->pool].type, bytes);
@@ -161,7 +161,7 @@ static uint64_t lift(gs_heap *h, const donor *x, gs_status *st)
     s->hpages[x->slot] = 0;
     s->mapped_pages -= x->pages;
     carve_hole(h, x->b, s->addr + x->slot * pg, bytes);
-    reserve_delta(h, s, -(int64_t)bytes);
+    reserve_delta(h, s, s->addr + x->slot * pg, -(int64_t)bytes);
     return handle;
 }
 
@@ -304,7 +304,7 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     g_array_free(made, TRUE);
     if (at > slot) {
         gs_block *b = gs_expandable_settle(h, u, (at - slot) * pg);
-        reserve_delta(h, s, (int64_t)((at - slot) * pg));
+        reserve_delta(h, s, s->addr + slot * pg, (int64_t)((at - slot) * pg));
         h->st.num_device_alloc++;
         if (st == GS_OK) {
             g_assert(b->size >= size);

@@ -65,13 +65,14 @@ gboolean gs_sweep_csv_merge(FILE *out, const char *const *paths, const char *con
  * free_requested, free_completed, segment_alloc, segment_free, segment_map, segment_unmap, oom,
  * snapshot), "allocator_settings". A recorder serves one replay of one allocator: give it to
  * the replay as export_ud with gs_snapshot_observe (or call it from your own observer),
- * gs_snapshot_observe_alloc and gs_snapshot_observe_end. */
+ * gs_snapshot_observe_alloc, gs_snapshot_observe_end and gs_snapshot_observe_reserve. */
 typedef struct gs_snapshot_rec gs_snapshot_rec;
 gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t);
 void gs_snapshot_rec_free(gs_snapshot_rec *r);
 void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void *rec);
 void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_block *b, void *rec);
 void gs_snapshot_observe_end(const gs_heap *h, void *rec);
+void gs_snapshot_observe_reserve(const gs_segment *s, uint64_t addr, int64_t bytes, void *rec);
 /* The pickle (protocol 2), written whole to path. */
 gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const char *trace_name,
                            const char *policy, uint64_t capacity, GError **err);

@@ -1,12 +1,15 @@
 /* snapshot.c - gpusim replay --export-snapshot: a simulated run as the pickle that
  * torch.cuda.memory._snapshot() writes and pytorch.org/memory_viz opens.
  *
- * The recorder is told of every event by the replay's hooks (sim/replay.h): after an alloc is
- * served, the block; after every event, the heap. It keeps its own copy of each segment (and,
- * for an expandable one, which pages are mapped) and compares it with the heap, so segment
- * events come from the heap's state rather than from hooks inside the core: the core stays as
- * it is, and a replay without the export pays one branch per event. At the end (or at the OOM
- * the replay stopped at) it copies the heap's segments and blocks, which become "segments".
+ * The recorder is told of every event by the replay's hooks (sim/opts.h): each device operation
+ * on a segment as it happens (the core's on_reserve: a cudaMalloc'd segment made or freed, a run
+ * of pages mapped or unmapped), kept until the event is done; after an alloc is served, the
+ * block; after every event, the heap. So the export has one segment entry per device operation,
+ * as PyTorch's trace has (record_trace in map_block, unmap_block, alloc and release of a
+ * segment), and as many as num_device_alloc and num_device_free count. (Comparing the heap's
+ * segments after each event instead merged two unmaps of neighbouring pages in one event into
+ * one entry, and a map undone in the same event into none.) At the end (or at the OOM the
+ * replay stopped at) it copies the heap's segments and blocks, which become "segments".
  *
  * What memory_viz needs (PyTorch's torch/utils/viz/MemoryViz.js): it draws the final segments
  * and blocks, then walks "device_traces" backwards to find any earlier state, so the trace must
@@ -179,14 +182,6 @@ typedef struct {
 } entry;
 
 typedef struct {
-    uint64_t addr, size, page;
-    uint32_t stream;
-    bool expandable;
-    unsigned gen;          /* the sync that last saw it in the heap (0: new in this one) */
-    uint8_t *mapped;       /* expandable: a byte per page slot */
-} seg_copy;
-
-typedef struct {
     uint64_t addr, size, requested;
     uint32_t stream;
     uint8_t state;         /* 0: not live, GS_BLOCK_ALLOCATED or GS_BLOCK_PENDING */
@@ -210,24 +205,14 @@ typedef struct {
 struct gs_snapshot_rec {
     const gs_trace *t;
     uint32_t device;
-    GHashTable *segs;      /* addr -> seg_copy* */
-    unsigned gen;
     GArray *trace;         /* entry */
+    GArray *ops;           /* entry: the segment operations of the event under way */
     slot_copy *slots;      /* t->n_slots */
     size_t n_pending;
     uint64_t ooms;         /* num_ooms at the last look */
-    uint64_t calls;        /* the heap's device calls at the last sync of its segments */
-    bool synced;           /* (once synced: calls is the heap's) */
-    bool ended;
+    bool ended;            /* observe_end was called */
     GArray *end_segs, *end_blocks;
 };
-
-static void seg_copy_free(gpointer p)
-{
-    seg_copy *s = p;
-    g_free(s->mapped);
-    g_free(s);
-}
 
 gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t)
 {
@@ -236,8 +221,8 @@ gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t)
     uint32_t *ids = NULL;
     if (gs_trace_devices(t, &ids) >= 1) r->device = ids[0];
     g_free(ids);
-    r->segs = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, seg_copy_free);
     r->trace = g_array_new(FALSE, FALSE, sizeof(entry));
+    r->ops = g_array_new(FALSE, FALSE, sizeof(entry));
     r->slots = g_new0(slot_copy, t->n_slots ? t->n_slots : 1);
     r->end_segs = g_array_new(FALSE, FALSE, sizeof(end_seg));
     r->end_blocks = g_array_new(FALSE, FALSE, sizeof(end_block));
@@ -247,8 +232,8 @@ gs_snapshot_rec *gs_snapshot_rec_new(const gs_trace *t)
 void gs_snapshot_rec_free(gs_snapshot_rec *r)
 {
     if (!r) return;
-    g_hash_table_destroy(r->segs);
     g_array_free(r->trace, TRUE);
+    g_array_free(r->ops, TRUE);
     g_array_free(r->end_segs, TRUE);
     g_array_free(r->end_blocks, TRUE);
     g_free(r->slots);
@@ -261,31 +246,6 @@ static void add(gs_snapshot_rec *r, action a, uint64_t addr, uint64_t size, uint
     entry e = {.action = (uint8_t)a, .addr = addr, .size = size, .stream = stream,
                .time_us = time_us};
     g_array_append_val(r->trace, e);
-}
-
-/* Whether page i of expandable segment s (NULL: gone) is mapped: the core keeps handles only
- * up to the highest page mapped so far (gs_segment.nhandles). */
-static bool page_mapped(const gs_segment *s, uint64_t i)
-{
-    return s && i < s->nhandles && s->handles[i] != 0;
-}
-
-/* The runs of pages whose mapped state went from `from` to its opposite, as entries a. */
-static void page_runs(gs_snapshot_rec *r, seg_copy *c, const gs_segment *s, bool from, action a,
-                      uint64_t time_us)
-{
-    uint64_t n = c->size / c->page;
-    for (uint64_t i = 0; i < n;) {
-        bool now = page_mapped(s, i);
-        if (c->mapped[i] != from || now == from) {
-            i++;
-            continue;
-        }
-        uint64_t j = i;
-        while (j < n && c->mapped[j] == from && page_mapped(s, j) != from) c->mapped[j++] = !from;
-        add(r, a, c->addr + i * c->page, (j - i) * c->page, c->stream, time_us);
-        i = j;
-    }
 }
 
 /* Frees the core completed on its own (a cache flush synchronises every pending free): their
@@ -307,68 +267,37 @@ static void sync_pending(gs_snapshot_rec *r, const gs_heap *h, uint64_t time_us)
     g_hash_table_destroy(still);
 }
 
-/* The heap's segments against the copies: releases first (segment_free, segment_unmap), then
- * what is new (segment_alloc, segment_map), as the allocator frees before it grows. */
-static void sync_segments(gs_snapshot_rec *r, const gs_heap *h, uint64_t time_us)
+void gs_snapshot_observe_reserve(const gs_segment *s, uint64_t addr, int64_t bytes, void *ud)
 {
-    /* A segment is made, grown, shrunk or released only by a device call (cudaMalloc, cudaFree,
-     * a page's map or unmap): with none since the last sync, there is nothing to compare, and
-     * most events (an alloc served from the cache, a free) make none. Walking every segment at
-     * every event made an export 100x the replay it exports. */
-    const gs_devcalls *dc = gs_heap_devcalls(h);
-    uint64_t calls = 0;
-    for (int k = 0; k < GS_CALL_COUNT; k++) calls += dc->n[k];
-    if (r->synced && calls == r->calls) return;
-    r->synced = true;
-    r->calls = calls;
-    unsigned gen = ++r->gen;
-    GPtrArray *grown = g_ptr_array_new();
-    for (const gs_segment *s = gs_heap_segments(h); s; s = s->next) {
-        seg_copy *c = g_hash_table_lookup(r->segs, &s->addr);
-        if (c && (c->size != s->size || c->expandable != s->expandable)) { /* freed, reused */
-            if (c->expandable) page_runs(r, c, NULL, true, A_SEGMENT_UNMAP, time_us);
-            else add(r, A_SEGMENT_FREE, c->addr, c->size, c->stream, time_us);
-            g_hash_table_remove(r->segs, &s->addr);
-            c = NULL;
-        }
-        if (!c) {
-            c = g_new0(seg_copy, 1);
-            *c = (seg_copy){.addr = s->addr, .size = s->size, .stream = s->stream,
-                            .expandable = s->expandable, .page = s->expandable ? s->page : 0};
-            if (s->expandable) c->mapped = g_new0(uint8_t, s->size / s->page);
-            c->gen = 0; /* new: reported below */
-            g_hash_table_replace(r->segs, &c->addr, c);
-        }
-        /* an expandable segment's pages are compared every time: an OOM's flush may unmap
-         * some pages and map as many others in one event */
-        if (c->gen == 0 || s->expandable) g_ptr_array_add(grown, (gpointer)s);
-        if (c->gen != 0 && s->expandable) page_runs(r, c, s, true, A_SEGMENT_UNMAP, time_us);
-        c->gen = gen;
+    gs_snapshot_rec *r = ud;
+    if (!bytes) return;
+    action a = s->expandable ? (bytes > 0 ? A_SEGMENT_MAP : A_SEGMENT_UNMAP)
+                             : (bytes > 0 ? A_SEGMENT_ALLOC : A_SEGMENT_FREE);
+    entry e = {.action = (uint8_t)a,
+               .addr = addr,
+               .size = bytes > 0 ? (uint64_t)bytes : (uint64_t)-bytes,
+               .stream = s->stream};
+    g_array_append_val(r->ops, e);
+}
+
+/* The event's segment operations, in the order they were made, at the event's time: after the
+ * frees the core completed on its own (a cache flush synchronises every pending free before it
+ * releases a segment). */
+static void flush_ops(gs_snapshot_rec *r, const gs_heap *h, uint64_t time_us)
+{
+    sync_pending(r, h, time_us);
+    for (guint i = 0; i < r->ops->len; i++) {
+        entry *e = &g_array_index(r->ops, entry, i);
+        e->time_us = time_us;
+        g_array_append_val(r->trace, *e);
     }
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, r->segs);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        seg_copy *c = v;
-        if (c->gen == gen) continue;
-        if (c->expandable) page_runs(r, c, NULL, true, A_SEGMENT_UNMAP, time_us);
-        else add(r, A_SEGMENT_FREE, c->addr, c->size, c->stream, time_us);
-        g_hash_table_iter_remove(&it);
-    }
-    for (guint i = 0; i < grown->len; i++) {
-        const gs_segment *s = grown->pdata[i];
-        seg_copy *c = g_hash_table_lookup(r->segs, &s->addr);
-        if (s->expandable) page_runs(r, c, s, false, A_SEGMENT_MAP, time_us);
-        else add(r, A_SEGMENT_ALLOC, c->addr, c->size, c->stream, time_us);
-    }
-    g_ptr_array_free(grown, TRUE);
+    g_array_set_size(r->ops, 0);
 }
 
 void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_block *b, void *ud)
 {
     gs_snapshot_rec *r = ud;
-    sync_pending(r, h, e->time_us);
-    sync_segments(r, h, e->time_us);
+    flush_ops(r, h, e->time_us);
     slot_copy *c = &r->slots[e->slot];
     /* e is an event of r->t (the replay's), so its index is its place there */
     const char *frame = gs_trace_frame(r->t, (size_t)(e - r->t->ev));
@@ -404,8 +333,7 @@ void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void
     default:
         break;
     }
-    sync_pending(r, h, e->time_us);
-    sync_segments(r, h, e->time_us);
+    flush_ops(r, h, e->time_us);
     if (e->op == GS_OP_ALLOC || e->op == GS_OP_OOM) {
         uint64_t ooms = gs_heap_stats(h)->num_ooms;
         if (ooms > r->ooms) {

@@ -74,9 +74,10 @@ static void st2(gs_stat a[GS_STAT_TYPES], int type, int64_t v)
 }
 
 /* gs_heap_config.on_reserve, shared: a segment's bytes belong to the client that made it. */
-static void on_reserve(void *ud, const gs_segment *s, int64_t bytes)
+static void on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t bytes)
 {
     gs_clients *c = ud;
+    (void)addr;
     g_assert(s->tag < c->n);
     gs_stats *st = &c->cr[s->tag].stats;
     int type = pool_type(c->heap[0], s->pool);

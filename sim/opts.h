@@ -38,6 +38,11 @@ typedef void (*gs_observe_fn)(const gs_heap *h, const gs_event *e, size_t index,
  * (the end of the trace, or the OOM it stopped at), before the allocator lets go of it. */
 typedef void (*gs_observe_alloc_fn)(const gs_heap *h, const gs_event *e, const gs_block *b, void *ud);
 typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
+/* For the same export: each device operation that changes a segment's reserved bytes, as it
+ * happens inside an event (gs_heap_config.on_reserve: a cudaMalloc'd segment made or freed, a
+ * run of pages mapped or unmapped), so that the export has one entry per operation, as
+ * PyTorch's trace does, and as many as the statistics count. */
+typedef void (*gs_observe_reserve_fn)(const gs_segment *s, uint64_t addr, int64_t bytes, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */
@@ -90,6 +95,7 @@ typedef struct {
      * a trace of several clients or devices calls neither */
     gs_observe_alloc_fn observe_alloc;
     gs_observe_end_fn observe_end;
+    gs_observe_reserve_fn observe_reserve;
     void *export_ud;
     /* Traces with several devices: each device is its own allocator on its own simulated
      * device, with capacity and device_total above unless an entry here names it. A reference

@@ -57,8 +57,9 @@ static gs_oom_report *oom_report(const gs_heap *h, const gs_trace *t, const gs_e
 typedef struct {
     const gs_heap *h;        /* set once the heap is made */
     gs_pool_result *rows;
-    size_t n;
+    size_t n;                /* 0: no private pools, no rows */
     uint64_t total, peak;    /* the allocator's reserved bytes, as the calls add them up */
+    const gs_replay_opts *o; /* its observe_reserve is told first (the export) */
 } pool_tally;
 
 static gs_pool_result *tally_row(pool_tally *pt, uint32_t id)
@@ -71,10 +72,11 @@ static gs_pool_result *tally_row(pool_tally *pt, uint32_t id)
     return &pt->rows[pt->n++];
 }
 
-static void tally_on_reserve(void *ud, const gs_segment *s, int64_t bytes)
+static void tally_on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t bytes)
 {
     pool_tally *pt = ud;
-    if (!bytes || !pt->h) return;
+    if (pt->o && pt->o->observe_reserve) pt->o->observe_reserve(s, addr, bytes, pt->o->export_ud);
+    if (!bytes || !pt->h || !pt->n) return;
     unsigned k = gs_pool_private(s->pool);
     gs_pool_result *row = tally_row(pt, k ? gs_heap_pool_id(pt->h, k) : 0);
     if (bytes > 0) {
@@ -561,10 +563,13 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
             tally.rows = g_new0(gs_pool_result, npids + 1);
             for (size_t k = 0; k < npids; k++) tally.rows[k + 1].id = pids[k];
             tally.n = npids + 1;
+        }
+        g_free(pids);
+        if (npids || o->observe_reserve) {
+            tally.o = o;
             hc.ud = &tally;
             hc.on_reserve = tally_on_reserve;
         }
-        g_free(pids);
         h = gs_heap_new(p, be, &hc);
         if (h) tally.h = h;
     }

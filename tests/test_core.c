@@ -1020,6 +1020,7 @@ typedef struct {
     gs_heap *other;  /* the heap the reclaim callback empties */
     int calls;
     int64_t reserved[2]; /* on_reserve's running sums by segment tag */
+    uint64_t ops;        /* on_reserve's calls */
 } two_heaps;
 
 static bool release_other(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
@@ -1033,11 +1034,14 @@ static bool release_other(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
     return gs_heap_reserved(th->other) < before;
 }
 
-static void count_reserve(void *ud, const gs_segment *s, int64_t bytes)
+static void count_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t bytes)
 {
     two_heaps *th = ud;
     ck_assert_uint_lt(s->tag, 2);
+    uint64_t n = bytes > 0 ? (uint64_t)bytes : (uint64_t)-bytes;
+    ck_assert(addr >= s->addr && addr + n <= s->addr + s->size); /* what changed, in s */
     th->reserved[s->tag] += bytes;
+    th->ops++;
 }
 
 /* The device refuses heap b while heap a caches 40 of its 64 MiB: without a reclaim callback
@@ -1108,7 +1112,8 @@ START_TEST(reclaim_not_asked_for_the_heap_limit)
 END_TEST
 
 /* on_reserve sees every change of reserved bytes, with the tag of the segment's maker; for
- * cudaMalloc segments and for the pages of expandable ones. */
+ * cudaMalloc segments and for the pages of expandable ones; once per device operation, as
+ * num_device_alloc and num_device_free count them (the memory_viz export's entries). */
 START_TEST(on_reserve_follows_reserved_bytes_by_tag)
 {
     const char *specs[] = {"pytorch", "pytorch:expandable_segments:True"};
@@ -1140,6 +1145,8 @@ START_TEST(on_reserve_follows_reserved_bytes_by_tag)
         ck_assert_int_eq(gs_heap_empty_cache(h), GS_OK);
         ck_assert_int_eq(th.reserved[0], 0);
         ck_assert_int_eq(th.reserved[1], 0);
+        const gs_stats *st = gs_heap_stats(h);
+        ck_assert_uint_eq(th.ops, st->num_device_alloc + st->num_device_free);
         gs_heap_free_all(h);
         gs_policy_free(p);
         gs_backend_destroy(be);
