@@ -61,6 +61,12 @@ grep -o '](\.\./[A-Z]*\.md' "$share/doc/gpusim/docs/"*.md | sed 's/.*](\.\.\///'
 (unset GPUSIM_VERIFY_HOOK; PYTHONPATH=$src/tests/data/faketorch "$bin/gpusim" verify -- python3 -c 'import torch') \
     >"$tmp/verify.txt" 2>&1 || fail "installed gpusim verify: $(cat "$tmp/verify.txt")"
 grep -q "^pytorch  *ok " "$tmp/verify.txt" || fail "installed gpusim verify: no report: $(cat "$tmp/verify.txt")"
+# The hooks' Python (verify, run, capture and the capture's package): every module of the
+# source tree installed as is; a module left out of torch/meson.build breaks only the installed
+# gpusim, which no other test runs.
+(cd "$src/torch" && find verify run capture hookchain.py -name '*.py' ! -path '*/__pycache__/*') |
+    while read -r f; do cmp -s "$src/torch/$f" "$share/gpusim/$f" || echo "$f"; done >"$tmp/missing"
+[ ! -s "$tmp/missing" ] || fail "hook modules not installed as is: $(cat "$tmp/missing")"
 # The example traces: exactly the source folder's, byte for byte.
 n=0
 for t in "$src"/traces/data/*.gstrace.gz; do
