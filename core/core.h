@@ -273,6 +273,18 @@ void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size
 /* Heaps other than the next call's k changed (a heap released its cache for another, live
  * blocks were freed between passes): the next call sums every heap. */
 static inline void gs_stats_sums_dirty(gs_stats_sums *s) { s->at = SIZE_MAX; }
+/* Statistics charged by hand (several clients on one heap: who made what), with the core's
+ * Stat semantics: v (negative: -v taken) on a's entry of type and on its total. */
+void gs_stat_charge(gs_stat a[GS_STAT_TYPES], int type, int64_t v);
+/* GS_STAT_SMALL or GS_STAT_LARGE: the type of h's pool (a gs_block's or gs_segment's pool). */
+int gs_heap_pool_stat_type(const gs_heap *h, unsigned pool);
+/* Segment s's change of bytes reserved (gs_heap_config.on_reserve's), charged to st: its
+ * reserved bytes, and its segments (a segment made or freed; not an expandable one's pages). */
+void gs_stats_charge_reserve(gs_stats *st, const gs_heap *h, const gs_segment *s, int64_t bytes);
+/* Several heaps on one device: add s's additive figures into d (every stat's current,
+ * allocated and freed; the counters), leaving d's peaks and the figures at peaks alone: those
+ * of a sum are gs_stats_sums_after's. */
+void gs_stats_add(gs_stats *d, const gs_stats *s);
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);

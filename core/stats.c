@@ -265,6 +265,48 @@ static void stat_ptrs(gs_stats *s, gs_stat *out[NSUMS])
     out[i] = &s->oversize_segments;
 }
 
+void gs_stat_charge(gs_stat a[GS_STAT_TYPES], int type, int64_t v)
+{
+    if (v >= 0) {
+        gs_stat_inc(&a[GS_STAT_ALL], v);
+        gs_stat_inc(&a[type], v);
+    } else {
+        gs_stat_dec(&a[GS_STAT_ALL], -v);
+        gs_stat_dec(&a[type], -v);
+    }
+}
+
+int gs_heap_pool_stat_type(const gs_heap *h, unsigned pool)
+{
+    return h->policy->ops->pools[gs_pool_kind(pool)].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
+}
+
+void gs_stats_charge_reserve(gs_stats *st, const gs_heap *h, const gs_segment *s, int64_t bytes)
+{
+    int type = gs_heap_pool_stat_type(h, s->pool);
+    gs_stat_charge(st->reserved_bytes, type, bytes);
+    if (!s->expandable) gs_stat_charge(st->segment, type, bytes > 0 ? 1 : -1);
+}
+
+void gs_stats_add(gs_stats *d, const gs_stats *s)
+{
+    gs_stat *dl[NSUMS], *sl[NSUMS];
+    stat_ptrs(d, dl);
+    stat_ptrs((gs_stats *)s, sl); /* (read only: stat_ptrs hands out places) */
+    for (int i = 0; i < NSUMS; i++) {
+        dl[i]->current += sl[i]->current;
+        dl[i]->allocated += sl[i]->allocated;
+        dl[i]->freed += sl[i]->freed;
+    }
+    d->num_alloc_retries += s->num_alloc_retries;
+    d->num_ooms += s->num_ooms;
+    d->num_sync_all_streams += s->num_sync_all_streams;
+    d->num_device_alloc += s->num_device_alloc;
+    d->num_device_free += s->num_device_free;
+    d->num_reclaim_retries += s->num_reclaim_retries;
+    d->num_oom_rejections += s->num_oom_rejections;
+}
+
 /* h's currents as gs_heap_stats_now gives them, in that order. */
 static void currents(const gs_heap *h, int64_t out[NSUMS])
 {

@@ -18,21 +18,6 @@
 
 #include "clients.h"
 
-/* Every gs_stat of a gs_stats, for sums and peaks over several heaps. */
-#define GS_ONE_ARRAY(name) +GS_STAT_TYPES
-enum { NSTATS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
-#undef GS_ONE_ARRAY
-
-#define GS_STAT_LIST_BODY                                                                   \
-    size_t n = 0;                                                                           \
-    GS_STAT_ARRAYS(GS_LIST)                                                                 \
-    out[n++] = &s->oversize_allocations;                                                    \
-    out[n++] = &s->oversize_segments;
-#define GS_LIST(name) for (int t = 0; t < GS_STAT_TYPES; t++) out[n++] = &s->name[t];
-static void stat_list(gs_stats *s, gs_stat *out[NSTATS]) { GS_STAT_LIST_BODY }
-#undef GS_LIST
-#undef GS_STAT_LIST_BODY
-
 /* The counters of a heap that the shared arrangement charges to the client whose event
  * caused them. */
 typedef struct {
@@ -57,32 +42,13 @@ struct gs_clients {
 
 /* ---- statistics charged by hand (shared), with the core's Stat semantics (gs_stat_inc/dec) ---- */
 
-static int pool_type(const gs_heap *h, unsigned pool)
-{
-    return gs_heap_policy(h)->ops->pools[gs_pool_kind(pool)].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
-}
-
-static void st2(gs_stat a[GS_STAT_TYPES], int type, int64_t v)
-{
-    if (v >= 0) {
-        gs_stat_inc(&a[GS_STAT_ALL], v);
-        gs_stat_inc(&a[type], v);
-    } else {
-        gs_stat_dec(&a[GS_STAT_ALL], -v);
-        gs_stat_dec(&a[type], -v);
-    }
-}
-
 /* gs_heap_config.on_reserve, shared: a segment's bytes belong to the client that made it. */
 static void on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t bytes)
 {
     gs_clients *c = ud;
     (void)addr;
     g_assert(s->tag < c->n);
-    gs_stats *st = &c->cr[s->tag].stats;
-    int type = pool_type(c->heap[0], s->pool);
-    st2(st->reserved_bytes, type, bytes);
-    if (!s->expandable) st2(st->segment, type, bytes > 0 ? 1 : -1);
+    gs_stats_charge_reserve(&c->cr[s->tag].stats, c->heap[0], s, bytes);
 }
 
 /* gs_heap_config.reclaim, cooperative: every other allocator releases what it has cached. */
@@ -195,15 +161,15 @@ static void charge_free(gs_clients *c, uint16_t k, const gs_block *b, gs_op op, 
 {
     if (c->mode != GS_CLIENTS_SHARED) return;
     gs_stats *st = &c->cr[k].stats;
-    int type = pool_type(c->heap[k], b->pool);
+    int type = gs_heap_pool_stat_type(c->heap[k], b->pool);
     uint64_t *pend = &c->pending_req[2 * k + (type == GS_STAT_SMALL)];
     if (op == GS_OP_FREE) {
-        st2(st->allocation, type, -1);
-        st2(st->allocated_bytes, type, -(int64_t)b->size);
+        gs_stat_charge(st->allocation, type, -1);
+        gs_stat_charge(st->allocated_bytes, type, -(int64_t)b->size);
         if (deferred) *pend += b->requested;
-        else st2(st->requested_bytes, type, -(int64_t)b->requested);
+        else gs_stat_charge(st->requested_bytes, type, -(int64_t)b->requested);
     } else {
-        st2(st->requested_bytes, type, -(int64_t)b->requested);
+        gs_stat_charge(st->requested_bytes, type, -(int64_t)b->requested);
         *pend -= b->requested;
     }
 }
@@ -248,10 +214,10 @@ static void end_event(gs_clients *c, const gs_block *b)
     gs_heap *h = c->heap[k];
     gs_stats *st = &c->cr[k].stats;
     if (b) {
-        int type = pool_type(h, b->pool);
-        st2(st->allocation, type, 1);
-        st2(st->allocated_bytes, type, (int64_t)b->size);
-        st2(st->requested_bytes, type, (int64_t)b->requested);
+        int type = gs_heap_pool_stat_type(h, b->pool);
+        gs_stat_charge(st->allocation, type, 1);
+        gs_stat_charge(st->allocated_bytes, type, (int64_t)b->size);
+        gs_stat_charge(st->requested_bytes, type, (int64_t)b->requested);
     }
     counters now;
     read_counters(h, &now);
@@ -271,7 +237,7 @@ static void end_event(gs_clients *c, const gs_block *b)
         for (size_t j = 0; j < 2 * c->n; j++) {
             if (!c->pending_req[j]) continue;
             int type = j % 2 ? GS_STAT_SMALL : GS_STAT_LARGE;
-            st2(c->cr[j / 2].stats.requested_bytes, type, -(int64_t)c->pending_req[j]);
+            gs_stat_charge(c->cr[j / 2].stats.requested_bytes, type, -(int64_t)c->pending_req[j]);
             c->pending_req[j] = 0;
         }
     }
@@ -349,28 +315,12 @@ void gs_clients_finish(gs_clients *c, gs_result *r)
             /* The device: additive numbers summed, peaks of the sums as tracked. */
             gs_stats *d = &r->stats;
             *d = c->dev.peaks;
-            gs_stat *dl[NSTATS];
-            stat_list(d, dl);
             memset(&r->calls, 0, sizeof r->calls);
             for (size_t k = 0; k < c->n; k++) {
-                const gs_stats *s = gs_heap_stats(c->heap[k]);
-                r->clients[k].stats = *s;
+                r->clients[k].stats = *gs_heap_stats(c->heap[k]);
                 r->clients[k].calls = *gs_heap_devcalls(c->heap[k]);
                 gs_devcalls_add(&r->calls, gs_heap_devcalls(c->heap[k]));
-                gs_stat *sl[NSTATS];
-                stat_list(&r->clients[k].stats, sl);
-                for (int i = 0; i < NSTATS; i++) {
-                    dl[i]->current += sl[i]->current;
-                    dl[i]->allocated += sl[i]->allocated;
-                    dl[i]->freed += sl[i]->freed;
-                }
-                d->num_alloc_retries += s->num_alloc_retries;
-                d->num_ooms += s->num_ooms;
-                d->num_sync_all_streams += s->num_sync_all_streams;
-                d->num_device_alloc += s->num_device_alloc;
-                d->num_device_free += s->num_device_free;
-                d->num_reclaim_retries += s->num_reclaim_retries;
-                d->num_oom_rejections += s->num_oom_rejections;
+                gs_stats_add(d, &r->clients[k].stats);
             }
             d->max_split_size = r->clients[0].stats.max_split_size;
         }
