@@ -21,11 +21,21 @@ static const char run_description[] =
     "cupy, ... The library is $GPUSIM_TORCH_LIB, else the one beside gpusim (a build tree), else\n"
     "the installed one. gpusim exits with the program's exit status (128 + N for signal N).\n"
     "\n"
+    "Two libraries in one process (PyTorch and CuPy) are two clients of gpusim's allocator,\n"
+    "arranged as --clients says: separate (default: each its own heap, as their own pools),\n"
+    "shared (one heap serves both, as RMM's hooks do) or cooperative (each its own; one the\n"
+    "device refuses asks the other to release its cache first). -p NAME=SETTING gives one\n"
+    "client its own setting (-p cupy=cupy: CuPy's pool); the trace names each request's client,\n"
+    "and gpusim replay --clients replays it to the same statistics.\n"
+    "\n"
     "Examples:\n"
     "  gpusim run -p stitch --stats stats.json -- python3 train.py --steps 50\n"
     "  gpusim run -p pytorch:expandable_segments:True --capacity 20GiB --trace run.gstrace -- \\\n"
     "      python3 train.py\n"
     "  gpusim replay run.gstrace -p pytorch -p stitch      (the recorded requests, replayed)\n"
+    "  gpusim run --clients cooperative -p pytorch -p cupy=cupy --trace two.gstrace -- \\\n"
+    "      python3 etl_then_train.py\n"
+    "  gpusim replay two.gstrace --clients separate,shared,cooperative -p pytorch -p cupy=cupy\n"
     "\n"
     "Exit status: the program's, or 2 for bad usage or a program that cannot be started.";
 
@@ -50,12 +60,54 @@ static char *torch_lib(void)
     return found;
 }
 
+/* The -p arguments into env as the library reads them: SETTING as GPUSIM_POLICY (one at most;
+ * default pytorch), NAME=SETTING as GPUSIM_POLICY_<NAME>. Each setting is read here as the
+ * library will read it, so a typo stops gpusim before the program starts, not after. */
+static char **run_policies(char **env, char **policies)
+{
+    const char *plain = NULL;
+    for (char **p = policies; p && *p; p++) {
+        const char *eq = strchr(*p, '='), *colon = strchr(*p, ':');
+        bool named = eq && (!colon || eq < colon);
+        const char *spec = named ? eq + 1 : *p;
+        GError *err = NULL;
+        gs_policy *pol = gs_policy_new(spec, &err);
+        if (!pol) gs_cli_usage_error("run: %s", err->message);
+        gs_policy_free(pol);
+        if (!named) {
+            if (plain)
+                gs_cli_usage_error("run: -p %s: a setting was given already (%s); "
+                                   "NAME=SETTING gives a client its own",
+                                   *p, plain);
+            plain = *p;
+            continue;
+        }
+        char *name = g_strndup(*p, (gsize)(eq - *p));
+        for (const char *c = name; *c || c == name; c++)
+            if (!*c || !(g_ascii_islower(*c) || g_ascii_isdigit(*c) || *c == '_'))
+                gs_cli_usage_error("run: -p %s: a client name is a-z, 0-9 and _ (torch, cupy)", *p);
+        char *up = g_ascii_strup(name, -1), *var = g_strconcat("GPUSIM_POLICY_", up, NULL);
+        env = g_environ_setenv(env, var, spec, TRUE);
+        g_free(var);
+        g_free(up);
+        g_free(name);
+    }
+    return g_environ_setenv(env, "GPUSIM_POLICY", plain ? plain : "pytorch", TRUE);
+}
+
 int gs_cmd_run(int argc, char **argv)
 {
-    char *policy = NULL, *trace = NULL, *stats = NULL, *backend = NULL;
+    char **policies = NULL, *trace = NULL, *stats = NULL, *backend = NULL, *clients = NULL;
+    char *device_total = NULL;
     const GOptionEntry own[] = {
-        {"policy", 'p', 0, G_OPTION_ARG_STRING, &policy,
-         "gpusim's allocator setting (default: pytorch)", "SETTING"},
+        {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
+         "gpusim's allocator setting (default: pytorch); NAME=SETTING: client NAME's own "
+         "(torch, cupy)",
+         "SETTING"},
+        {"clients", 0, 0, G_OPTION_ARG_STRING, &clients,
+         "How PyTorch and CuPy share the device: separate (default), shared, cooperative", "MODE"},
+        {"device-total", 0, 0, G_OPTION_ARG_STRING, &device_total,
+         "--backend sim: the simulated device's memory (default 80GiB)", "SIZE"},
         {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
          "Record the program's requests as a gpusim trace in FILE (.gz: compressed), written at "
          "exit",
@@ -79,13 +131,18 @@ int gs_cmd_run(int argc, char **argv)
     if (first >= argc)
         gs_cli_usage_error("run: no program to run: gpusim run [OPTIONS] -- CMD [ARGS...]");
     GError *err = NULL;
-    /* the setting as the library will read it, before the program starts: a typo is caught
-     * here, not after the program's start-up */
-    gs_policy *pol = gs_policy_new(policy ? policy : "pytorch", &err);
-    if (!pol) gs_cli_usage_error("run: %s", err->message);
-    gs_policy_free(pol);
     if (backend && strcmp(backend, "cuda") != 0 && strcmp(backend, "sim") != 0)
         gs_cli_usage_error("run: --backend: '%s': expected cuda or sim", backend);
+    gs_clients_mode mode;
+    if (clients && !gs_clients_mode_parse(clients, &mode))
+        gs_cli_usage_error("run: --clients: '%s' is not one of separate, shared, cooperative",
+                           clients);
+    uint64_t total = 0;
+    if (device_total && (!gs_parse_size(device_total, &total, &err) || !total))
+        gs_cli_usage_error("run: --device-total: %s", err ? err->message : "must not be 0");
+    if (device_total && (!backend || strcmp(backend, "sim") != 0))
+        gs_cli_usage_error("run: --device-total is the simulated device's (--backend sim); the "
+                           "GPU's is its own");
     char *lib = torch_lib();
     if (!lib)
         gs_cli_usage_error("run: libgpusim_torch.so not found beside gpusim or where it is "
@@ -93,13 +150,15 @@ int gs_cmd_run(int argc, char **argv)
     char *hook = gs_cli_hook_dir("run", "GPUSIM_RUN_HOOK");
     char **env = gs_cli_env_python_path(g_get_environ(), hook);
     env = g_environ_setenv(env, "GPUSIM_RUN_LIB", lib, TRUE);
-    env = g_environ_setenv(env, "GPUSIM_POLICY", policy ? policy : "pytorch", TRUE);
+    env = run_policies(env, policies);
     char capb[32] = "";
     if (c.capacity) g_snprintf(capb, sizeof capb, "%" G_GUINT64_FORMAT, c.cap);
     const char *const vars[][2] = {{"GPUSIM_CAPACITY", capb},
                                    {"GPUSIM_TRACE", trace},
                                    {"GPUSIM_STATS", stats},
-                                   {"GPUSIM_BACKEND", backend}};
+                                   {"GPUSIM_BACKEND", backend},
+                                   {"GPUSIM_CLIENTS", clients},
+                                   {"GPUSIM_DEVICE_TOTAL", device_total}};
     for (size_t i = 0; i < G_N_ELEMENTS(vars); i++)
         env = vars[i][1] && *vars[i][1] ? g_environ_setenv(env, vars[i][0], vars[i][1], TRUE)
                                         : g_environ_unsetenv(env, vars[i][0]);
@@ -110,7 +169,9 @@ int gs_cmd_run(int argc, char **argv)
     g_strfreev(env);
     g_free(hook);
     g_free(lib);
-    g_free(policy);
+    g_strfreev(policies);
+    g_free(clients);
+    g_free(device_total);
     g_free(trace);
     g_free(stats);
     g_free(backend);

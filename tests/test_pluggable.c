@@ -509,6 +509,148 @@ START_TEST(oom_raises_through_the_hook_and_the_program_goes_on)
 }
 END_TEST
 
+/* ---- two libraries in one process: the arrangements, and the replay that predicts them ---- */
+
+typedef int (*client_fn)(const char *);
+typedef void *(*cmalloc_fn)(int, ssize_t, int, void *);
+typedef void (*cfree_fn)(int, void *, ssize_t, int, void *);
+
+/* The story of two libraries on one GPU, on a simulated device of 1 GiB: CuPy (its own pool's
+ * policy) processes 12 arrays of 50 MiB and frees them, which its pool keeps; then PyTorch asks
+ * for 8 tensors of 80 MiB. Exit status: 0 when all 8 were served, 10 + i when tensor i was not
+ * (the program dies there, as an uncaught OOM ends it). */
+static void two_libraries_body(void)
+{
+    entry_points e = load();
+    void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    client_fn client = (client_fn)(uintptr_t)dlsym(h, "gpusim_client");
+    cmalloc_fn cm = (cmalloc_fn)(uintptr_t)dlsym(h, "gpusim_client_malloc");
+    cfree_fn cf = (cfree_fn)(uintptr_t)dlsym(h, "gpusim_client_free");
+    if (!client || !cm || !cf) _exit(69);
+    int cupy = client("cupy");
+    if (cupy < 0 || client("cupy") != cupy) _exit(70);
+    if (client("Bad-Name") != -1 || client("") != -1 || cm(cupy + 5, 512, 0, NULL)) _exit(71);
+    void *c[12];
+    for (int i = 0; i < 12; i++)
+        if (!(c[i] = cm(cupy, 50 << 20, 0, NULL))) _exit(72);
+    e.f(c[0], 50 << 20, 0, NULL); /* PyTorch freeing CuPy's block: refused, nothing changes */
+    for (int i = 0; i < 12; i++) cf(cupy, c[i], 50 << 20, 0, NULL);
+    void *t[8];
+    for (int i = 0; i < 8; i++)
+        if (!(t[i] = e.m(80 << 20, 0, NULL))) exit(10 + i);
+    for (int i = 0; i < 8; i++) e.f(t[i], 80 << 20, 0, NULL);
+}
+
+/* Client name's object in the stats' result res. */
+static const gs_json *client_json(const gs_json *res, const char *name)
+{
+    const gs_json *c = gs_json_get(gs_json_get(res, "clients"), name);
+    ck_assert_msg(c, "no client %s in the statistics", name);
+    return c;
+}
+
+static int64_t jint(const gs_json *o, const char *key)
+{
+    int64_t v = -1;
+    ck_assert_msg(gs_json_int(gs_json_get(o, key), &v), "no %s", key);
+    return v;
+}
+
+START_TEST(two_libraries_separate_die_shared_and_cooperative_complete_as_replays_predict)
+{
+    const char *modes[] = {"separate", "shared", "cooperative"};
+    const int want_exit[] = {15, 0, 0}; /* separate: PyTorch's 6th tensor finds CuPy's cache */
+    gs_policy *pt = gs_policy_new("pytorch", NULL), *cp = gs_policy_new("cupy", NULL);
+    char *shared_trace = NULL;
+    for (int m = 0; m < 3; m++) {
+        char *stats = path_in("two-lib.json"),
+             *trace = g_strdup_printf("%s/two-lib-%s.gstrace", dir, modes[m]);
+        char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats),
+             *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+        char *e3 = g_strdup_printf("GPUSIM_CLIENTS=%s", modes[m]);
+        const char *env[] = {"GPUSIM_BACKEND=sim",
+                             "GPUSIM_DEVICE_TOTAL=1GiB",
+                             "GPUSIM_TORCH_OOM=none",
+                             "GPUSIM_POLICY_CUPY=cupy",
+                             e1,
+                             e2,
+                             e3,
+                             NULL};
+        ck_assert_int_eq(in_child(two_libraries_body, env), want_exit[m]);
+        char *msg = child_stderr();
+        ck_assert_msg(strstr(msg, "the block is client cupy's (device 0); not freed"), "%s", msg);
+        ck_assert_msg(strstr(msg, "client name 'Bad-Name'"), "%s", msg);
+        g_free(msg);
+
+        gs_json *j = gs_json_load(stats, NULL);
+        ck_assert_ptr_nonnull(j);
+        const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
+        ck_assert_str_eq(gs_json_get(res, "arrangement")->str, modes[m]);
+        const gs_json *jc = client_json(res, "cupy"), *jt = client_json(res, "torch");
+        ck_assert_str_eq(gs_json_get(jc, "policy")->str, m == 1 ? "pytorch" : "cupy");
+        ck_assert_int_eq(jint(jc, "peak_allocated_bytes"), 600 << 20);
+        ck_assert_int_eq(jint(jt, "peak_allocated_bytes"), (int64_t)(m == 0 ? 5 : 8) * (80 << 20));
+        ck_assert_int_eq(jint(jt, "num_ooms"), m == 0);
+        if (m == 2) ck_assert_int_eq(jint(jc, "released_for_others_bytes"), 600 << 20);
+
+        /* The recorded trace, replayed under the same arrangement on a device of the same
+         * size, gives the same numbers: each client's peaks, device calls and OOMs, and the
+         * device's peak. */
+        gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, NULL);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_uint_eq(t->clients->len, 2);
+        ck_assert_str_eq(t->clients->pdata[0], "cupy");
+        const gs_policy *per[] = {cp, NULL};
+        gs_replay_opts o = {.device_total = 1ull << 30, .client_policy = per};
+        ck_assert(gs_clients_mode_parse(modes[m], &o.clients));
+        gs_result r;
+        ck_assert(gs_replay_run(t, pt, &o, &r, NULL));
+        ck_assert_int_eq(r.oom, m == 0);
+        ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].peak,
+                         jint(res, "peak_reserved_bytes"));
+        ck_assert_int_eq((int64_t)r.stats.num_device_alloc, jint(res, "num_device_alloc"));
+        for (size_t k = 0; k < 2; k++) {
+            const gs_json *jk = client_json(res, r.clients[k].name);
+            const gs_stats *st = &r.clients[k].stats;
+            ck_assert_int_eq(st->reserved_bytes[GS_STAT_ALL].peak, jint(jk, "peak_reserved_bytes"));
+            ck_assert_int_eq(st->allocated_bytes[GS_STAT_ALL].peak,
+                             jint(jk, "peak_allocated_bytes"));
+            ck_assert_int_eq((int64_t)st->num_device_alloc, jint(jk, "num_device_alloc"));
+            ck_assert_int_eq((int64_t)st->num_device_free, jint(jk, "num_device_free"));
+            ck_assert_int_eq((int64_t)st->num_ooms, jint(jk, "num_ooms"));
+            ck_assert_int_eq((int64_t)r.clients[k].released_for_others,
+                             jint(jk, "released_for_others_bytes"));
+        }
+        gs_result_clear(&r);
+        gs_trace_free(t);
+        gs_json_free(j);
+        if (m == 1) shared_trace = g_strdup(trace);
+        g_free(e1);
+        g_free(e2);
+        g_free(e3);
+        g_free(stats);
+        g_free(trace);
+    }
+    /* The complete program (recorded under shared) replayed under separate: PyTorch dies at
+     * its 6th tensor, as the separate run did. */
+    gs_trace *t = gs_trace_load(shared_trace, 0, NULL, NULL, NULL);
+    const gs_policy *per[] = {cp, NULL};
+    gs_replay_opts o = {.device_total = 1ull << 30,
+                        .client_policy = per,
+                        .clients = GS_CLIENTS_SEPARATE};
+    gs_result r;
+    ck_assert(gs_replay_run(t, pt, &o, &r, NULL));
+    ck_assert(r.oom);
+    ck_assert_str_eq(r.clients[r.first_oom_client].name, "torch");
+    ck_assert_int_eq(r.clients[1].stats.allocated_bytes[GS_STAT_ALL].peak, 5 * (80 << 20));
+    gs_result_clear(&r);
+    gs_trace_free(t);
+    g_free(shared_trace);
+    gs_policy_free(pt);
+    gs_policy_free(cp);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -529,6 +671,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
     tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
     tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);
+    tcase_add_test(tc,
+                   two_libraries_separate_die_shared_and_cooperative_complete_as_replays_predict);
     suite_add_tcase(s, tc);
     int rc = run_suite(s);
     char *cmd = g_strdup_printf("rm -rf '%s'", dir);

@@ -123,6 +123,34 @@ b = json.load(open(sys.argv[2]))[0]["results"][0]
 for k in ("peak_allocated_bytes", "peak_reserved_bytes", "num_device_alloc"):
     assert a[k] == b[k], (k, a[k], b[k])
 PY
+# two libraries, two clients: each arrangement's statistics are those of the replay of its trace
+for mode in separate shared cooperative; do
+    "$gpusim" run --backend sim --device-total 512MiB --clients $mode -p pytorch -p cupy=cupy \
+        --trace "$tmp/two.gstrace" --stats "$tmp/two.json" -- python3 "$tmp/prog.py" \
+        >/dev/null 2>"$tmp/err" || fail "run --clients $mode: $(cat "$tmp/err")"
+    "$gpusim" replay "$tmp/two.gstrace" --clients $mode -p pytorch -p cupy=cupy \
+        --device-total 512MiB --format json -o "$tmp/two-replay.json" 2>"$tmp/err" ||
+        fail "replay --clients $mode: $(cat "$tmp/err")"
+    python3 - "$tmp/two.json" "$tmp/two-replay.json" $mode <<'PY' || fail "run --clients $mode: the replay disagrees"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+assert a["arrangement"] == b["arrangement"] == sys.argv[3], (a.get("arrangement"), b.get("arrangement"))
+assert sorted(a["clients"]) == ["cupy", "torch"], a["clients"]
+want_cupy = "pytorch" if sys.argv[3] == "shared" else "cupy"
+assert a["clients"]["cupy"]["policy"] == want_cupy, a["clients"]["cupy"]
+for k in ("peak_allocated_bytes", "peak_reserved_bytes", "num_device_alloc", "num_device_free"):
+    assert a[k] == b[k], (k, a[k], b[k])
+    for c in ("torch", "cupy"):
+        assert a["clients"][c][k] == b["clients"][c][k], (c, k, a["clients"][c][k], b["clients"][c][k])
+assert a["clients"]["torch"]["peak_allocated_bytes"] == 400 * 2**20
+assert a["clients"]["cupy"]["peak_allocated_bytes"] == 50 * 2**20
+PY
+done
+expect_error "run --clients junk" "not one of separate" "$gpusim" run --clients junk -- python3 -c pass
+expect_error "run -p twice" "a setting was given already" "$gpusim" run -p pytorch -p cupy -- python3 -c pass
+expect_error "run -p Bad=cupy" "a client name is" "$gpusim" run -p Bad=cupy -- python3 -c pass
+expect_error "run --device-total on the GPU" "simulated device" "$gpusim" run --device-total 1GiB -- python3 -c pass
 # the program's exit status is gpusim's
 "$gpusim" run --backend sim -- python3 "$tmp/prog.py" 7 >/dev/null 2>&1
 rc=$?

@@ -19,6 +19,22 @@
  *   GPUSIM_TORCH_OOM the library that turns an OOM into torch.OutOfMemoryError (below; default:
  *                    libgpusim_torch_oom.so beside this library, if it is there); none: no such
  *                    library, an OOM returns NULL (for C programs)
+ *   GPUSIM_CLIENTS   how the libraries of the process share each device (tenants.h): separate
+ *                    (default: each its own heap, as their own pools), shared (one heap for
+ *                    all) or cooperative (each its own, and one the device refuses asks the
+ *                    others to release their cache first); nothing changes with one library
+ *   GPUSIM_POLICY_<NAME>  one client's policy (GPUSIM_POLICY_CUPY=cupy); default GPUSIM_POLICY
+ *   GPUSIM_DEVICE_TOTAL   the sim backend's device size (default 80GiB): what the clients of a
+ *                    test compete for; the cuda backend's is the GPU's
+ *
+ * Clients. PyTorch's entry points (gpusim_malloc, gpusim_free, gpusim_empty_cache) are the
+ * client "torch". Another library names itself once, gpusim_client("cupy"), and then calls
+ * gpusim_client_malloc/free/empty_cache with that number (gpusim run's hook does so for CuPy);
+ * those never raise: an OOM returns NULL and the caller raises its own error. The trace
+ * (GPUSIM_TRACE) names each request's client, so `gpusim replay --clients MODE` replays the
+ * process as it ran, and the statistics (GPUSIM_STATS) carry each client's part.
+ * gpusim_reserved(device) is every client's reserved bytes on the device (what
+ * torch.cuda.memory_reserved cannot say of a pluggable allocator).
  *
  * Failures. A setting or a device that cannot start stops the program with one line on stderr
  * and exit status 2, the lock released first (the exit handler that writes GPUSIM_STATS takes
@@ -56,9 +72,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "tenants.h"
 
-#define MAX_DEVICES 64
+#define MAX_DEVICES GS_TENANTS_MAX_DEVICES
+#define MAX_CLIENTS GS_TENANTS_MAX_CLIENTS
 
 typedef void (*raise_oom_fn)(const char *msg);
 
@@ -66,14 +83,17 @@ typedef struct {
     pthread_mutex_t lock;
     bool ready;
     bool failed;                       /* it could not start: the program is exiting */
-    gs_policy *policy;
-    uint64_t capacity;
+    gs_policy *policy;                 /* GPUSIM_POLICY: every client's without one of its own */
+    gs_policy *client_policy[MAX_CLIENTS]; /* GPUSIM_POLICY_<NAME>, or NULL */
+    gs_clients_mode mode;
+    gs_tenants *tenants;
+    int torch; /* PyTorch's client number; -1 until its first request */
+    uint64_t capacity, sim_total;
     bool on_sim;
     char *stats_path, *trace_path;
     gs_calibration *cal;               /* the sim backend's cost model */
     gs_backend *be[MAX_DEVICES];
-    gs_heap *heap[MAX_DEVICES];
-    GHashTable *live[MAX_DEVICES];     /* per device: device address -> gs_block* */
+    GHashTable *live[MAX_CLIENTS][MAX_DEVICES]; /* per client and device: address -> gs_block* */
     GHashTable *slots;                 /* device address -> trace slot + 1 (GPUSIM_TRACE) */
     GHashTable *streams;               /* cudaStream_t -> stream index + 1 */
     gs_trace *trace;                   /* GPUSIM_TRACE: the requests so far */
@@ -86,11 +106,16 @@ typedef struct {
     pid_t pid;                         /* the process that set it up: the one that writes */
 } gs_pluggable;
 
-static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER, .torch = -1};
 
 void *gpusim_malloc(ssize_t size, int device, void *stream);
 void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
 void gpusim_empty_cache(void);
+int gpusim_client(const char *name);
+void *gpusim_client_malloc(int client, ssize_t size, int device, void *stream);
+void gpusim_client_free(int client, void *ptr, ssize_t size, int device, void *stream);
+void gpusim_client_empty_cache(int client);
+size_t gpusim_reserved(int device);
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
@@ -156,6 +181,13 @@ static void setup(gs_pluggable *a)
     const char *cap = g_getenv("GPUSIM_CAPACITY");
     if (cap && *cap && !gs_parse_size(cap, &a->capacity, &err))
         start_failed(a, "GPUSIM_CAPACITY", err->message);
+    const char *mode = g_getenv("GPUSIM_CLIENTS");
+    if (mode && *mode && !gs_clients_mode_parse(mode, &a->mode))
+        start_failed(a, "GPUSIM_CLIENTS", "expected separate, shared or cooperative");
+    const char *tot = g_getenv("GPUSIM_DEVICE_TOTAL");
+    if (tot && *tot && (!gs_parse_size(tot, &a->sim_total, &err) || !a->sim_total))
+        start_failed(a, "GPUSIM_DEVICE_TOTAL", err ? err->message : "must not be 0");
+    a->tenants = gs_tenants_new(a->mode, a->capacity, a->policy);
     const char *be = g_getenv("GPUSIM_BACKEND");
     if (be && *be && strcmp(be, "sim") != 0 && strcmp(be, "cuda") != 0)
         start_failed(a, "GPUSIM_BACKEND", "expected cuda or sim");
@@ -181,13 +213,14 @@ static void setup(gs_pluggable *a)
     a->ready = true;
 }
 
-/* The heap of a device, made at its first request. */
-static gs_heap *heap_of(gs_pluggable *a, int device)
+/* Device d ready for requests: its backend and every client's heap, made at its first request.
+ * FALSE for a device number out of range. */
+static bool open_device(gs_pluggable *a, int device)
 {
-    if (device < 0 || device >= MAX_DEVICES) return NULL;
-    if (a->heap[device]) return a->heap[device];
+    if (device < 0 || device >= MAX_DEVICES) return false;
+    if (gs_tenants_has(a->tenants, device)) return true;
     char *msg = NULL;
-    uint64_t total = GS_DEFAULT_DEVICE_TOTAL;
+    uint64_t total = a->sim_total ? a->sim_total : GS_DEFAULT_DEVICE_TOTAL;
     if (a->on_sim) a->cal = a->cal ? a->cal : gs_calibration_builtin();
     gs_backend_config bc = {.device = device, .sim = {.total_bytes = total, .cal = a->cal}};
     if (gs_backend_open(a->on_sim ? "sim" : "cuda", &bc, &a->be[device], &msg) != GS_OK)
@@ -196,12 +229,11 @@ static gs_heap *heap_of(gs_pluggable *a, int device)
         uint64_t fr = 0;
         (void)gs_dev_mem_info(a->be[device], NULL, &fr, &total);
     }
-    gs_heap_config hc = {.limit = a->capacity, .device_total = total};
-    a->heap[device] = gs_heap_new(a->policy, a->be[device], &hc);
-    if (!a->heap[device])
-        start_failed(a, "GPUSIM_POLICY", "this policy needs the driver's virtual-memory calls, "
-                                         "which the device lacks");
-    a->live[device] = g_hash_table_new(g_direct_hash, g_direct_equal);
+    GError *err = NULL;
+    if (!gs_tenants_open(a->tenants, device, a->be[device], total, &err))
+        start_failed(a, "GPUSIM_POLICY", err->message);
+    for (size_t k = 0; k < gs_tenants_count(a->tenants); k++)
+        a->live[k][device] = g_hash_table_new(g_direct_hash, g_direct_equal);
     if (a->trace && device == 0) {
         char *tot = g_strdup_printf("%" G_GUINT64_FORMAT, total);
         gs_trace_set_meta(a->trace, "device_total_bytes", tot);
@@ -209,7 +241,44 @@ static gs_heap *heap_of(gs_pluggable *a, int device)
         g_free(tot);
     }
     a->used[device] = 1;
-    return a->heap[device];
+    return true;
+}
+
+/* Client name's number, registered at its first use under GPUSIM_POLICY_<NAME> or
+ * GPUSIM_POLICY; called with the lock held, after setup. -1 (and one line) for a bad name. */
+static int client_of(gs_pluggable *a, const char *name)
+{
+    size_t n = gs_tenants_count(a->tenants);
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(gs_tenants_name(a->tenants, (int)k), name) == 0) return (int)k;
+    GError *err = NULL;
+    const gs_policy *p = a->policy;
+    gs_policy *own = NULL;
+    if (n < MAX_CLIENTS && strlen(name) <= GS_TENANTS_NAME_MAX) {
+        char *up = g_ascii_strup(name, -1);
+        char *var = g_strconcat("GPUSIM_POLICY_", up, NULL);
+        const char *spec = g_getenv(var);
+        if (spec && *spec) {
+            own = gs_policy_new(spec, &err);
+            gs_policy *rel = own ? gs_policy_at_release(own, NULL, &err) : NULL;
+            gs_policy_free(rel);
+            if (err) start_failed(a, var, err->message);
+            p = own;
+        }
+        g_free(var);
+        g_free(up);
+    }
+    int k = gs_tenants_client(a->tenants, name, p, &err);
+    if (k < 0) {
+        fprintf(stderr, "gpusim: gpusim_client: %s\n", err->message);
+        g_error_free(err);
+        gs_policy_free(own);
+        return -1;
+    }
+    a->client_policy[k] = own;
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (a->used[d]) a->live[k][d] = g_hash_table_new(g_direct_hash, g_direct_equal);
+    return k;
 }
 
 static uint32_t stream_index(gs_pluggable *a, void *stream)
@@ -223,47 +292,57 @@ static uint32_t stream_index(gs_pluggable *a, void *stream)
 
 /* PyTorch's own words for an OOM first ("CUDA out of memory. Tried to allocate 20.00 MiB"),
  * then what gpusim held. */
-static void oom_message(char *buf, size_t n, gs_pluggable *a, gs_heap *h, ssize_t size, int device)
+static void oom_message(char *buf, size_t n, gs_pluggable *a, const gs_heap *h, ssize_t size,
+                        int device)
 {
     char *want = gs_format_size((uint64_t)size), *res = gs_format_size(gs_heap_reserved(h));
     char *al = gs_format_size((uint64_t)gs_heap_stats(h)->allocated_bytes[GS_STAT_ALL].current);
     char *cap = a->capacity ? gs_format_capacity(a->capacity, " ") : g_strdup("no limit");
-    g_snprintf(buf, n, "CUDA out of memory. Tried to allocate %s on device %d (gpusim, policy %s, "
-                       "capacity %s): %s reserved, %s of it allocated.",
-               want, device, a->policy->spec, cap, res, al);
+    g_snprintf(buf, n,
+               "CUDA out of memory. Tried to allocate %s on device %d (gpusim, policy %s, "
+               "capacity %s): %s reserved, %s of it allocated.",
+               want, device, gs_heap_policy(h)->spec, cap, res, al);
     g_free(want);
     g_free(res);
     g_free(al);
     g_free(cap);
 }
 
-void *gpusim_malloc(ssize_t size, int device, void *stream)
+/* The lock taken and the library set up; false (lock released) when it is ending the program. */
+static bool enter(gs_pluggable *a)
 {
-    gs_pluggable *a = &the_allocator;
-    if (size <= 0) return NULL; /* as PyTorch's own allocator: no memory for an empty tensor */
     pthread_mutex_lock(&a->lock);
     if (a->failed) { /* another thread is ending the program */
         pthread_mutex_unlock(&a->lock);
-        return NULL;
+        return false;
     }
     if (!a->ready) setup(a);
+    return true;
+}
+
+/* A malloc of client k, lock held; *oom (of n bytes) is set when the request failed for lack of
+ * memory. */
+static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, void *stream,
+                           char *oom, size_t n)
+{
     /* (after setup: its clock starts the trace's time at 0) */
     gint64 t0 = g_get_monotonic_time();
-    gs_heap *h = heap_of(a, device);
+    bool ok = k >= 0 && open_device(a, device);
     gs_block *b = NULL;
-    gs_status st = h ? gs_heap_malloc(h, (uint64_t)size, stream_index(a, stream), &b) : GS_ERR_INVALID;
+    gs_status st =
+        ok ? gs_tenants_malloc(a->tenants, device, k, (uint64_t)size, stream_index(a, stream), &b)
+           : GS_ERR_INVALID;
     a->requests++;
     void *p = NULL;
-    char oom[512] = ""; /* on the stack: the exception raised with it skips this frame's frees */
     if (st == GS_OK) {
         p = (void *)(uintptr_t)b->addr;
-        g_hash_table_insert(a->live[device], p, b);
+        g_hash_table_insert(a->live[k][device], p, b);
     } else if (st == GS_ERR_OOM) {
         a->ooms++;
-        oom_message(oom, sizeof oom, a, h, size, device);
+        oom_message(oom, n, a, gs_tenants_heap(a->tenants, device, k), size, device);
     } else {
         a->device_errors++;
-        const char *why = h ? gs_dev_last_error(a->be[device]) : NULL;
+        const char *why = ok ? gs_dev_last_error(a->be[device]) : NULL;
         fprintf(stderr, "gpusim: gpusim_malloc(%zd) on device %d: %s\n", size, device,
                 why ? why : gs_strerror(st));
     }
@@ -271,17 +350,27 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
         /* a request that failed is an oom event: replays meet it where the program did. One
          * that failed otherwise (a device that is not there, a driver error) is not recorded: a
          * replay cannot meet it, and its device number may be no device at all. */
+        const char *name = gs_tenants_name(a->tenants, k);
         uint32_t slot = UINT32_MAX;
         if (st == GS_ERR_OOM)
-            gs_trace_add_oom(a->trace, "torch", (uint64_t)(uintptr_t)stream, (uint64_t)size);
-        else
-            slot = gs_trace_add_alloc(a->trace, "torch", (uint64_t)(uintptr_t)stream,
-                                      (uint64_t)size);
+            gs_trace_add_oom(a->trace, name, (uint64_t)(uintptr_t)stream, (uint64_t)size);
+        else slot = gs_trace_add_alloc(a->trace, name, (uint64_t)(uintptr_t)stream, (uint64_t)size);
         a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
         a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
         if (p) g_hash_table_insert(a->slots, p, GUINT_TO_POINTER(slot + 1));
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
+    return p;
+}
+
+void *gpusim_malloc(ssize_t size, int device, void *stream)
+{
+    gs_pluggable *a = &the_allocator;
+    if (size <= 0) return NULL; /* as PyTorch's own allocator: no memory for an empty tensor */
+    if (!enter(a)) return NULL;
+    if (a->torch < 0) a->torch = client_of(a, "torch");
+    char oom[512] = ""; /* on the stack: the exception raised with it skips this frame's frees */
+    void *p = client_malloc(a, a->torch, size, device, stream, oom, sizeof oom);
     raise_oom_fn raise_oom = a->raise_oom;
     bool say_null = *oom && !raise_oom && !a->said_null;
     if (say_null) a->said_null = true;
@@ -294,29 +383,72 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
     return p;
 }
 
-void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
+int gpusim_client(const char *name)
 {
     gs_pluggable *a = &the_allocator;
-    if (!ptr) return;
-    pthread_mutex_lock(&a->lock);
+    if (!name || !enter(a)) return -1;
+    int k = client_of(a, name);
+    pthread_mutex_unlock(&a->lock);
+    return k;
+}
+
+/* Is k a client number gpusim_client gave? (lock held) */
+static bool known_client(gs_pluggable *a, int k)
+{
+    return k >= 0 && (size_t)k < gs_tenants_count(a->tenants);
+}
+
+void *gpusim_client_malloc(int client, ssize_t size, int device, void *stream)
+{
+    gs_pluggable *a = &the_allocator;
+    if (size <= 0 || !enter(a)) return NULL;
+    char oom[512] = "";
+    void *p = known_client(a, client)
+                  ? client_malloc(a, client, size, device, stream, oom, sizeof oom)
+                  : NULL;
+    pthread_mutex_unlock(&a->lock);
+    return p; /* an OOM: NULL, and the caller raises its own library's error */
+}
+
+/* The client and device whose live block ptr is, or false. */
+static bool owner_of(gs_pluggable *a, void *ptr, int *client, int *device)
+{
+    size_t n = a->tenants ? gs_tenants_count(a->tenants) : 0;
+    for (size_t k = 0; k < n; k++)
+        for (int d = 0; d < MAX_DEVICES; d++)
+            if (a->live[k][d] && g_hash_table_lookup(a->live[k][d], ptr)) {
+                *client = (int)k;
+                *device = d;
+                return true;
+            }
+    return false;
+}
+
+static void client_free(gs_pluggable *a, int k, void *ptr, int device)
+{
     gint64 t0 = g_get_monotonic_time();
-    bool ours = a->ready && !a->failed && device >= 0 && device < MAX_DEVICES && a->live[device];
-    gs_block *b = ours ? g_hash_table_lookup(a->live[device], ptr) : NULL;
-    if (!b && a->ready && !a->failed) {
-        /* Another device's block? Freeing it into this device's heap would corrupt both. */
-        int owner = -1;
-        for (int d = 0; d < MAX_DEVICES && owner < 0; d++)
-            if (a->live[d] && g_hash_table_lookup(a->live[d], ptr)) owner = d;
-        if (owner >= 0) {
-            a->wrong_device_frees++;
-            fprintf(stderr, "gpusim: gpusim_free(%p) on device %d: the block is device %d's; "
-                            "not freed\n", ptr, device, owner);
-        } else {
-            a->unknown_frees++; /* not ours: nothing to do, and nothing to break */
-        }
-    } else if (b) {
-        g_hash_table_remove(a->live[device], ptr);
-        gs_heap_free(a->heap[device], b);
+    bool ours = a->ready && !a->failed && known_client(a, k) && device >= 0 &&
+                device < MAX_DEVICES && a->live[k][device];
+    gs_block *b = ours ? g_hash_table_lookup(a->live[k][device], ptr) : NULL;
+    int oc = -1, od = -1;
+    if (!b && a->ready && !a->failed && owner_of(a, ptr, &oc, &od)) {
+        /* Another device's or client's block? Freeing it into this heap would corrupt both. */
+        a->wrong_device_frees++;
+        if (oc == k)
+            fprintf(stderr,
+                    "gpusim: gpusim_free(%p) on device %d: the block is device %d's; "
+                    "not freed\n",
+                    ptr, device, od);
+        else
+            fprintf(stderr,
+                    "gpusim: gpusim_free(%p) on device %d: the block is client %s's "
+                    "(device %d); not freed\n",
+                    ptr, device, gs_tenants_name(a->tenants, oc), od);
+    } else if (!b) {
+        a->unknown_frees++; /* not ours: nothing to do, and nothing to break */
+    } else {
+        g_hash_table_remove(a->live[k][device], ptr);
+        gs_tenants_free(a->tenants, device, k, b);
         a->frees++;
         if (a->trace) {
             guint slot = GPOINTER_TO_UINT(g_hash_table_lookup(a->slots, ptr));
@@ -327,37 +459,91 @@ void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
         }
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
+}
+
+void gpusim_free(void *ptr, ssize_t size, int device, void *stream)
+{
+    gs_pluggable *a = &the_allocator;
+    if (!ptr) return;
+    pthread_mutex_lock(&a->lock);
+    client_free(a, a->torch, ptr, device);
     pthread_mutex_unlock(&a->lock);
     (void)size;
     (void)stream;
 }
 
-/* torch.cuda.empty_cache(), through CUDAPluggableAllocator's reset function: every device's
- * cached segments go back to the driver, as PyTorch's own empty_cache does. */
-void gpusim_empty_cache(void)
+void gpusim_client_free(int client, void *ptr, ssize_t size, int device, void *stream)
 {
     gs_pluggable *a = &the_allocator;
+    if (!ptr) return;
     pthread_mutex_lock(&a->lock);
+    client_free(a, client, ptr, device);
+    pthread_mutex_unlock(&a->lock);
+    (void)size;
+    (void)stream;
+}
+
+/* The trace's number for client k's name, added if no event named it yet. */
+static uint16_t trace_client(gs_trace *t, const char *name)
+{
+    for (guint i = 0; i < t->clients->len; i++)
+        if (strcmp(t->clients->pdata[i], name) == 0) return (uint16_t)i;
+    g_ptr_array_add(t->clients, g_strdup(name));
+    return (uint16_t)(t->clients->len - 1);
+}
+
+/* Client k's cached segments on every device go back to the driver (shared: the one heap's),
+ * as PyTorch's own empty_cache does for PyTorch's. Lock held. */
+static void client_empty_cache(gs_pluggable *a, int k)
+{
+    if (!a->ready || a->failed || !known_client(a, k)) return;
     gint64 t0 = g_get_monotonic_time();
-    for (int d = 0; a->ready && !a->failed && d < MAX_DEVICES; d++) {
-        if (!a->heap[d]) continue;
-        gs_status st = gs_heap_empty_cache(a->heap[d]);
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (!a->used[d]) continue;
+        gs_status st = gs_tenants_empty_cache(a->tenants, d, k);
         if (st != GS_OK) {
             a->device_errors++;
             const char *why = gs_dev_last_error(a->be[d]);
             fprintf(stderr, "gpusim: empty_cache on device %d: %s\n", d, why ? why : gs_strerror(st));
         }
-    }
-    /* one empty_cache event per device in use: each empties its own device's cache, as this
-     * call emptied every device's */
-    for (int d = 0; a->trace && d < MAX_DEVICES; d++) {
-        if (!a->heap[d]) continue;
+        /* one empty_cache event per device in use: each empties its own device's cache, as
+         * this call emptied every device's */
+        if (!a->trace) continue;
         gs_trace_add_op(a->trace, GS_OP_EMPTY_CACHE, 0);
-        a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
-        a->trace->ev[a->trace->n - 1].device = (uint32_t)d;
+        gs_event *e = &a->trace->ev[a->trace->n - 1];
+        e->time_us = (uint64_t)(t0 - a->t0);
+        e->device = (uint32_t)d;
+        e->client = trace_client(a->trace, gs_tenants_name(a->tenants, k));
     }
-    if (a->ready) a->host_us += (double)(g_get_monotonic_time() - t0);
+    a->host_us += (double)(g_get_monotonic_time() - t0);
+}
+
+/* torch.cuda.empty_cache(), through CUDAPluggableAllocator's reset function. */
+void gpusim_empty_cache(void)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    client_empty_cache(a, a->torch);
     pthread_mutex_unlock(&a->lock);
+}
+
+void gpusim_client_empty_cache(int client)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    client_empty_cache(a, client);
+    pthread_mutex_unlock(&a->lock);
+}
+
+size_t gpusim_reserved(int device)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    size_t r = a->ready && !a->failed && device >= 0 && device < MAX_DEVICES
+                   ? (size_t)gs_tenants_reserved(a->tenants, device)
+                   : 0;
+    pthread_mutex_unlock(&a->lock);
+    return r;
 }
 
 /* At exit: the statistics (one result per device used) and the trace, each written whole. The
@@ -385,13 +571,10 @@ static void write_outputs(void)
             if (!a->used[d]) continue;
             gs_result *r = &rs[n++];
             memset(r, 0, sizeof *r);
-            r->policy = a->policy->spec;
+            gs_tenants_result(a->tenants, d, r);
             r->backend = a->be[d]->ops->name;
-            r->capacity = a->capacity;
-            r->oom = a->ooms > 0;
+            if (!r->n_clients) r->oom = a->ooms > 0;
             r->events = a->requests + a->frees;
-            r->stats = *gs_heap_stats(a->heap[d]);
-            r->calls = *gs_heap_devcalls(a->heap[d]);
             r->host_seconds = a->host_us / 1e6;
         }
         /* gs_report takes the request counts from a trace: the recorded one holds exactly the
@@ -411,6 +594,7 @@ static void write_outputs(void)
         gs_report(m, GS_FMT_JSON, name, t, rs, n, NULL, true);
         fputs("]\n", m);
         fclose(m);
+        for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
         if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
         if (!gs_write_whole(a->stats_path, buf, len, &err)) { /* (a link stays a link) */
             fprintf(stderr, "gpusim: GPUSIM_STATS: %s\n", err->message);

@@ -13,9 +13,11 @@ the program's next line, makes gpusim the allocator:
 - PyTorch: CUDAPluggableAllocator over gpusim_malloc and gpusim_free, with gpusim_empty_cache
   behind torch.cuda.empty_cache(); an OOM is raised as torch.OutOfMemoryError by the library's
   shim (libgpusim_torch_oom.so beside it), as PyTorch's own allocator raises it.
-- CuPy: cupy.cuda.set_allocator with a function that asks gpusim_malloc on CuPy's current device
-  and stream and gives the memory back through gpusim_free when CuPy lets go of it (CuPy's own
-  pool is then not in front: every request reaches gpusim, as set_allocator documents).
+- CuPy: cupy.cuda.set_allocator with a function that asks gpusim for memory as the client
+  "cupy" (gpusim_client_malloc) on CuPy's current device and stream and gives it back
+  (gpusim_client_free) when CuPy lets go of it (CuPy's own pool is then not in front: every
+  request reaches gpusim, as set_allocator documents). With PyTorch in the same process the two
+  are two clients, arranged as GPUSIM_CLIENTS says (separate, shared, cooperative).
 Importing this module (as the hook's tests do) does nothing without GPUSIM_RUN_LIB.
 
 A sitecustomize.py of the user's own, if any, is still run: after its work this one imports the
@@ -40,10 +42,15 @@ def use_for_torch(torch, lib):
 
 def use_for_cupy(cupy, lib):
     so = ctypes.CDLL(lib)
-    so.gpusim_malloc.restype = ctypes.c_void_p
-    so.gpusim_malloc.argtypes = (ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
-    so.gpusim_free.restype = None
-    so.gpusim_free.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
+    so.gpusim_client.restype = ctypes.c_int
+    so.gpusim_client.argtypes = (ctypes.c_char_p,)
+    so.gpusim_client_malloc.restype = ctypes.c_void_p
+    so.gpusim_client_malloc.argtypes = (ctypes.c_int, ctypes.c_ssize_t, ctypes.c_int,
+                                        ctypes.c_void_p)
+    so.gpusim_client_free.restype = None
+    so.gpusim_client_free.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_ssize_t,
+                                      ctypes.c_int, ctypes.c_void_p)
+    client = so.gpusim_client(b"cupy")  # CuPy's own client: GPUSIM_CLIENTS says how it shares
     memory = cupy.cuda.memory
 
     class Block:
@@ -54,13 +61,13 @@ def use_for_cupy(cupy, lib):
             self.size = size
             self.device = cupy.cuda.runtime.getDevice()
             self.stream = cupy.cuda.get_current_stream().ptr
-            self.ptr = so.gpusim_malloc(size, self.device, self.stream)
+            self.ptr = so.gpusim_client_malloc(client, size, self.device, self.stream)
             if not self.ptr:
                 raise memory.OutOfMemoryError(size, 0, 0)
 
         def __del__(self):
             if self.ptr:
-                so.gpusim_free(self.ptr, self.size, self.device, self.stream)
+                so.gpusim_client_free(client, self.ptr, self.size, self.device, self.stream)
 
     def malloc(size):
         if size <= 0:
