@@ -348,8 +348,22 @@ static void line_style(GString *g, const sweep_axes *ax, guint l)
                                ax->numeric ? "1.2" : "1.6", gs_plot_colour(l));
 }
 
-/* The x axis of a panel: to scale with the values as tics, or the categories. */
-static void x_axis(GString *g, const sweep_axes *ax)
+/* Tick labels, as the plot tests measure them: 8 pixels a character at the terminal's Sans 11,
+ * and 8 pixels between two labels. */
+#define TIC_CHAR_PX 8.0
+#define TIC_GAP_PX 8.0
+
+/* Where value x falls across the panel's plot area, 0 to 1. */
+static double x_frac(const sweep_axes *ax, double x)
+{
+    if (ax->logx) return (log2(x) - log2(ax->xlo)) / (log2(ax->xhi) - log2(ax->xlo));
+    return (x - ax->xlo) / (ax->xhi - ax->xlo);
+}
+
+/* The x axis of a panel whose plot area is plot_px wide: to scale with the values as tics, or
+ * the categories. A value whose label would run into the last one labelled keeps its tick mark
+ * and loses its label (close values on a logarithmic axis overprinted each other). */
+static void x_axis(GString *g, const sweep_axes *ax, double plot_px)
 {
     g_string_append(g, ax->logx ? "set logscale x 2\n" : "unset logscale x\n");
     if (ax->xs->len == 0) {
@@ -358,9 +372,15 @@ static void x_axis(GString *g, const sweep_axes *ax)
         g_string_append(g, "set xtics autofreq nomirror\n");
     } else {
         g_string_append(g, "set xtics (");
+        double right = -G_MAXDOUBLE; /* the right end of the last label, in pixels */
         for (guint x = 0; x < ax->xs->len; x++) {
             if (x) g_string_append(g, ", ");
-            gs_gp_str(g, ax->xs->pdata[x]);
+            const char *label = ax->xs->pdata[x];
+            double half = TIC_CHAR_PX * (double)g_utf8_strlen(label, -1) / 2;
+            double at = plot_px * x_frac(ax, cell_x(ax, x));
+            bool room = ax->xhi <= ax->xlo || at - half >= right + TIC_GAP_PX;
+            if (room) right = at + half;
+            gs_gp_str(g, room ? label : "");
             g_string_append_printf(g, " %.6g", cell_x(ax, x));
         }
         g_string_append(g, ") nomirror\n");
@@ -383,6 +403,19 @@ static void y_range(GString *g, size_t m, double lo, double hi)
     g_string_append_printf(g, "set yrange [%.6g:%.6g]\n", a, b);
     g_string_append(g, panels[m].count && hi - lo < 5 ? "set ytics 1 nomirror\n"
                                                       : "set ytics autofreq nomirror\n");
+}
+
+/* label, or when it is longer than fit characters its start and end around an ellipsis. */
+static char *fit_entry(const char *label, long fit)
+{
+    long n = g_utf8_strlen(label, -1);
+    if (n <= fit) return g_strdup(label);
+    long head = (fit - 1) / 2, tail = fit - 1 - head;
+    const char *tail_at = g_utf8_offset_to_pointer(label, n - tail);
+    char *h = g_utf8_substring(label, 0, head);
+    char *r = g_strconcat(h, "\u2026", tail_at, NULL);
+    g_free(h);
+    return r;
 }
 
 /* NAME-sweep.gp: a 2 x 2 grid of panels, and the legend as a panel right of them. The title
@@ -420,7 +453,8 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
         g_string_append_printf(g, "set origin %.4f,%.4f\nset size %.4f,%.4f\nset title ", x, y, pw, ph);
         gs_gp_str(g, panels[m].title);
         g_string_append(g, "\nset border 3\nset grid\nunset key\nset lmargin 9\nset rmargin 2\n");
-        x_axis(g, ax);
+        /* the plot area: the panel less its margins (9 and 2 characters) */
+        x_axis(g, ax, pw * 1280 - 11 * TIC_CHAR_PX);
         y_range(g, m, lo[m], hi[m]);
         for (guint l = 0; l < ax->lines->len; l++) {
             g_string_append_printf(g, "%s%s index %u using 1:%zu ", l ? ", \\\n     " : "plot ",
@@ -443,11 +477,16 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
     gs_gp_str(g, kt);
     g_free(kt);
     g_string_append(g, " left\n");
+    /* an entry longer than the legend's panel holds is cut in its middle (its start names the
+     * setting, its end the values): it ran off the picture */
+    long fit = MAX(12, (long)((kw * 1280.0 - 80.0) / 7.4));
     for (guint l = 0; l < ax->lines->len; l++) {
         g_string_append(g, l ? ", \\\n     NaN " : "plot NaN ");
         line_style(g, ax, l);
         g_string_append(g, " title ");
-        gs_gp_str(g, ax->labels->pdata[l]);
+        char *entry = fit_entry(ax->labels->pdata[l], fit);
+        gs_gp_str(g, entry);
+        g_free(entry);
     }
     if (any_oom)
         g_string_append(g, ", \\\n     NaN with points pt 2 ps 2 lw 3 lc rgb '#CC0000' title 'met an OOM'");

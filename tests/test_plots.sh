@@ -587,5 +587,42 @@ cp "$tmp/keep/t-bars.dat" "$tmp/keep.csv"
 expect_error "plot over its own input" "an input of this run has that name" "$gpusim" plot "$tmp/keep/t-bars.dat"
 cmp -s "$tmp/keep/t-bars.dat" "$tmp/keep.csv" || fail "plot over its own input: the input changed"
 
+# --- the pictures at the sizes they are drawn: tick labels apart, legend entries inside ---
+# A sweep of twelve values, close on a log axis, with one long setting as its only line: each
+# panel's labelled ticks must not overprint (8 px a character at Sans 11, 8 px apart, across
+# the panel less its 11 characters of margins), and every legend entry must fit its panel (7.4
+# px a character at Sans 10 beside an 80 px sample). The old script printed all twelve labels
+# (256 and 300 overprinted) and a legend entry running off the picture.
+"$gpusim" sweep "$alt" -o "$tmp/ticks.csv" --plot "$tmp/ticks" -q \
+    --policy 'pytorch:max_split_size_mb:{64,128,200,256,300,384,512,640,768,1024,2048,4096}' \
+    >/dev/null 2>"$tmp/err" || fail "sweep of twelve values: $(cat "$tmp/err")"
+python3 - "$tmp/ticks/batch-alternate-sweep.gp" <<'PY' || fail "sweep: tick labels overprint or a legend entry is cut by the picture's edge"
+import math, re, sys
+text = open(sys.argv[1]).read()
+panels = 0
+for block in text.split("set origin ")[1:]:
+    w = float(re.search(r"set size ([0-9.]+),", block).group(1)) * 1280
+    tics = re.search(r"set xtics \((.*)\) nomirror", block)
+    if tics:
+        panels += 1
+        lo, hi = map(float, re.search(r"set xrange \[([^:]+):([^\]]+)\]", block).groups())
+        log = "set logscale x 2" in block
+        pos = lambda x: (math.log2(x) - math.log2(lo)) / (math.log2(hi) - math.log2(lo)) if log else (x - lo) / (hi - lo)
+        plot = w - 11 * 8
+        right, shown = -1e9, 0
+        for label, x in re.findall(r"'([^']*)' ([0-9.e+-]+)", tics.group(1)):
+            if not label:
+                continue
+            at, half = plot * pos(float(x)), 4 * len(label)
+            assert at - half >= right + 8, ("overprint", label, at, right)
+            right, shown = at + half, shown + 1
+        assert shown >= 4, ("too few labels left", tics.group(1))
+    if "set key at screen" in block:
+        fit = (w - 80) / 7.4
+        for title in re.findall(r"title '([^']*)'", block):
+            assert len(title) <= fit, ("legend entry wider than its panel", title, fit)
+assert panels == 4, panels
+PY
+
 [ "$fails" -eq 0 ] && echo "all plot tests passed"
 [ "$fails" -eq 0 ]
