@@ -83,9 +83,9 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
         int what = g_rand_int_range(r, 0, 100);
         if (what < 2) {
             gs_status st = gs_heap_empty_cache(f.heap);
-            ck_assert(st == GS_OK || faulty);
+            GS_CHECK(st == GS_OK || faulty);
             for (int i = 0; i < MAXLIVE; i++) /* the flush completes pending frees */
-                ck_assert(st != GS_OK || pending[i] == NULL);
+                GS_CHECK(st != GS_OK || pending[i] == NULL);
         } else if (what < 5) {
             /* private pools (CUDA graphs, MemPool): routes opened and closed, uses dropped,
              * pools emptied, among the other operations on the same blocks */
@@ -94,12 +94,12 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
             if (kind == 0) {
                 gs_status st = gs_heap_pool_begin(f.heap, id, g_rand_boolean(r),
                                                   (uint32_t)g_rand_int_range(r, 0, 2));
-                ck_assert(st == GS_OK || st == GS_ERR_INVALID);
+                GS_CHECK(st == GS_OK || st == GS_ERR_INVALID);
             } else if (kind == 1) {
                 gs_heap_pool_end(f.heap, id);
             } else {
                 gs_status st = gs_heap_pool_release(f.heap, id, g_rand_boolean(r));
-                ck_assert(st == GS_OK || st == GS_ERR_INVALID || faulty);
+                GS_CHECK(st == GS_OK || st == GS_ERR_INVALID || faulty);
             }
         } else if (what < 8 && pending[slot]) {
             gs_heap_free_complete(f.heap, pending[slot]);
@@ -119,36 +119,38 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
             gs_block *b = NULL;
             gs_status st = gs_heap_malloc(f.heap, size, (uint32_t)g_rand_int_range(r, 0, 2), &b);
             if (st == GS_OK) {
-                ck_assert_uint_ge(b->size, size);
-                ck_assert_uint_eq(b->requested, size);
+                GS_CHECK_UINT(b->size, >=, size);
+                GS_CHECK_UINT(b->requested, ==, size);
                 live[slot] = b;
                 live_req += size;
                 live_sz += b->size;
             } else {
-                ck_assert_msg(st == GS_ERR_OOM || (faulty && st == GS_ERR_DEVICE),
-                              "unexpected status %s", gs_strerror(st));
+                GS_CHECK_MSG(st == GS_ERR_OOM || (faulty && st == GS_ERR_DEVICE),
+                             "unexpected status %s", gs_strerror(st));
             }
         }
         check_heap(f.heap);
         const gs_stats *s = gs_heap_stats(f.heap);
-        ck_assert_int_eq(s->allocated_bytes[GS_STAT_ALL].current, (int64_t)live_sz);
+        GS_CHECK_INT(s->allocated_bytes[GS_STAT_ALL].current, ==, (int64_t)live_sz);
         int64_t pend_req = 0;
         for (int i = 0; i < MAXLIVE; i++) pend_req += pending[i] ? (int64_t)pending[i]->requested : 0;
-        ck_assert_int_eq(s->requested_bytes[GS_STAT_ALL].current, (int64_t)live_req + pend_req);
+        GS_CHECK_INT(s->requested_bytes[GS_STAT_ALL].current, ==, (int64_t)live_req + pend_req);
         /* PyTorch checks the limit against the size a cudaMalloc would take, also when it maps
          * 20 MiB pages instead: an expandable segment may then overshoot it by under a page. */
-        if (limit) ck_assert_uint_le(gs_heap_reserved(f.heap), limit + (expandable ? 18 * MiB : 0));
+        if (limit) GS_CHECK_UINT(gs_heap_reserved(f.heap), <=, limit + (expandable ? 18 * MiB : 0));
         /* the arena's superblocks never pass the arena */
         if (g_str_has_prefix(spec, "rmm-arena:arena_size:192MiB"))
-            ck_assert_uint_le(gs_heap_reserved(f.heap), 192 * MiB);
+            GS_CHECK_UINT(gs_heap_reserved(f.heap), <=, 192 * MiB);
         if (exact) {
             /* CuPy (and BFC's regions, RMM's pools) cudaMalloc exact sizes; the device hands out 2 MiB pages, so a segment's
              * last page may be partly unused (small segments share pages) */
-            ck_assert_uint_ge(dev_used_bytes(f.be), gs_heap_reserved(f.heap));
-            ck_assert_uint_le(dev_used_bytes(f.be),
-                              gs_heap_reserved(f.heap) + (uint64_t)s->segment[GS_STAT_ALL].current * 2 * MiB);
+            GS_CHECK_UINT(dev_used_bytes(f.be), >=, gs_heap_reserved(f.heap));
+            GS_CHECK_UINT(dev_used_bytes(f.be), <=,
+                          gs_heap_reserved(f.heap) +
+                              (uint64_t)s->segment[GS_STAT_ALL].current * 2 * MiB);
         } else {
-            ck_assert_uint_eq(dev_used_bytes(f.be), gs_heap_reserved(f.heap)); /* every byte is ours */
+            GS_CHECK_UINT(dev_used_bytes(f.be), ==,
+                          gs_heap_reserved(f.heap)); /* every byte is ours */
         }
     }
     for (int i = 0; i < MAXLIVE; i++) {
