@@ -624,5 +624,43 @@ for block in text.split("set origin ")[1:]:
 assert panels == 4, panels
 PY
 
+# Every value label of every picture drawn above (the whatif chart's bars and device times, the
+# OOM maps' arrows and bars: 'set label ... at X,Y left'): its value on the axis, and its text
+# inside its plot area (0.70 x the point size a character, 8 px from its point), so that no
+# label is clipped by the picture's edge or runs into the next panel.
+find "$tmp" -name '*.gp' >"$tmp/scripts"
+python3 - $(cat "$tmp/scripts") <<'PY' || fail "a value label outside its axis or past its plot area"
+import re, sys
+bad = labels = 0
+for path in sys.argv[1:]:
+    text = open(path).read()
+    size = re.search(r"pngcairo size (\d+),", text)
+    if not size:
+        continue
+    W = int(size.group(1))
+    L = R = lo = hi = None
+    for line in text.splitlines():
+        m = re.match(r"set [lr]margin at screen ([0-9.]+)", line)
+        if m:
+            if line[4] == "l":
+                L = float(m.group(1))
+            else:
+                R = float(m.group(1))
+        m = re.match(r"set xrange \[([-0-9.e+]+):([-0-9.e+]+)\]", line)
+        if m:
+            lo, hi = map(float, m.groups())
+        m = re.match(r"set label \d+ '((?:[^']|'')*)' at ([-0-9.e+]+),[-0-9.e+]+ left offset 1,0.*font 'Sans,(\d+)'", line)
+        if m and None not in (L, R, lo, hi):
+            labels += 1
+            t, x, pt = m.group(1).replace("''", "'"), float(m.group(2)), int(m.group(3))
+            area = (R - L) * W
+            end = (x - lo) / (hi - lo) * area + 8 + 0.70 * pt * len(t)
+            if not lo <= x <= hi or end > area + 4:
+                bad += 1
+                print("%s: %r at %g: axis [%g:%g], ends %.0f px into a %.0f px plot area" % (path, t, x, lo, hi, end, area))
+assert labels >= 20, ("too few labels checked", labels)
+sys.exit(1 if bad else 0)
+PY
+
 [ "$fails" -eq 0 ] && echo "all plot tests passed"
 [ "$fails" -eq 0 ]
