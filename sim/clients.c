@@ -18,13 +18,6 @@
 
 #include "clients.h"
 
-/* The counters of a heap that the shared arrangement charges to the client whose event
- * caused them. */
-typedef struct {
-    uint64_t retries, ooms, syncs, dev_alloc, dev_free, rejections;
-    gs_devcalls calls;
-} counters;
-
 struct gs_clients {
     gs_clients_mode mode;
     size_t n;                /* clients */
@@ -34,7 +27,7 @@ struct gs_clients {
     gs_client_result *cr;    /* per client; stats only filled as the run goes for shared */
     uint64_t *pending_req;   /* shared: requested bytes of the client's pending frees, per
                               * client and pool type: [2k] large, [2k+1] small */
-    counters before;         /* shared: the heap's counters before the current event */
+    gs_heap_counters before; /* shared: the heap's counters before the current event */
     uint16_t cur;            /* the client of the current event */
     gs_stats_sums dev;       /* separate, cooperative: the device's peaks (of the sums) */
     bool have_oom;
@@ -51,27 +44,34 @@ static void on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t byt
     gs_stats_charge_reserve(&c->cr[s->tag].stats, c->heap[0], s, bytes);
 }
 
-/* gs_heap_config.reclaim, cooperative: every other allocator releases what it has cached. */
-static bool reclaim(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
+bool gs_clients_release_others(gs_heap *const *heaps, size_t n, const gs_heap *h,
+                               gs_client_result *cr, gs_status *st)
 {
-    gs_clients *c = ud;
     bool any = false;
     *st = GS_OK;
-    gs_stats_sums_dirty(&c->dev); /* the other heaps change in h's event */
-    for (size_t k = 0; k < c->n; k++) {
-        gs_heap *o = c->heap[k];
+    for (size_t k = 0; k < n; k++) {
+        gs_heap *o = heaps[k];
         if (o == h) continue;
         uint64_t before = gs_heap_reserved(o);
         *st = gs_heap_release_cached(o);
         uint64_t after = gs_heap_reserved(o);
-        c->cr[k].released_for_others += before - after;
+        cr[k].released_for_others += before - after;
         any |= after < before;
         if (*st != GS_OK) return false;
     }
     return any;
 }
 
-static void read_counters(const gs_heap *h, counters *k)
+/* gs_heap_config.reclaim, cooperative: every other allocator releases what it has cached. */
+static bool reclaim(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
+{
+    gs_clients *c = ud;
+    (void)bytes;
+    gs_stats_sums_dirty(&c->dev); /* the other heaps change in h's event */
+    return gs_clients_release_others(c->heap, c->n, h, c->cr, st);
+}
+
+void gs_heap_counters_read(const gs_heap *h, gs_heap_counters *k)
 {
     const gs_stats *s = gs_heap_stats(h);
     k->retries = s->num_alloc_retries;
@@ -81,6 +81,23 @@ static void read_counters(const gs_heap *h, counters *k)
     k->dev_alloc = s->num_device_alloc;
     k->dev_free = s->num_device_free;
     k->calls = *gs_heap_devcalls(h);
+}
+
+void gs_client_charge(gs_client_result *cr, const gs_heap_counters *before,
+                      const gs_heap_counters *now)
+{
+    gs_stats *st = &cr->stats;
+    st->num_alloc_retries += now->retries - before->retries;
+    st->num_ooms += now->ooms - before->ooms;
+    st->num_sync_all_streams += now->syncs - before->syncs;
+    st->num_oom_rejections += now->rejections - before->rejections;
+    st->num_device_alloc += now->dev_alloc - before->dev_alloc;
+    st->num_device_free += now->dev_free - before->dev_free;
+    for (int i = 0; i < GS_CALL_COUNT; i++) {
+        cr->calls.n[i] += now->calls.n[i] - before->calls.n[i];
+        cr->calls.failed[i] += now->calls.failed[i] - before->calls.failed[i];
+        cr->calls.time_us[i] += now->calls.time_us[i] - before->calls.time_us[i];
+    }
 }
 
 gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
@@ -149,7 +166,7 @@ static gs_heap *begin_event(gs_clients *c, uint16_t k)
     gs_heap *h = c->heap[k];
     if (c->mode == GS_CLIENTS_SHARED) {
         gs_heap_set_tag(h, k);
-        read_counters(h, &c->before);
+        gs_heap_counters_read(h, &c->before);
     }
     return h;
 }
@@ -219,19 +236,9 @@ static void end_event(gs_clients *c, const gs_block *b)
         gs_stat_charge(st->allocated_bytes, type, (int64_t)b->size);
         gs_stat_charge(st->requested_bytes, type, (int64_t)b->requested);
     }
-    counters now;
-    read_counters(h, &now);
-    st->num_alloc_retries += now.retries - c->before.retries;
-    st->num_ooms += now.ooms - c->before.ooms;
-    st->num_sync_all_streams += now.syncs - c->before.syncs;
-    st->num_oom_rejections += now.rejections - c->before.rejections;
-    st->num_device_alloc += now.dev_alloc - c->before.dev_alloc;
-    st->num_device_free += now.dev_free - c->before.dev_free;
-    for (int i = 0; i < GS_CALL_COUNT; i++) {
-        c->cr[k].calls.n[i] += now.calls.n[i] - c->before.calls.n[i];
-        c->cr[k].calls.failed[i] += now.calls.failed[i] - c->before.calls.failed[i];
-        c->cr[k].calls.time_us[i] += now.calls.time_us[i] - c->before.calls.time_us[i];
-    }
+    gs_heap_counters now;
+    gs_heap_counters_read(h, &now);
+    gs_client_charge(&c->cr[k], &c->before, &now);
     if (now.syncs != c->before.syncs) {
         /* The heap synchronised: every pending free of every client completed. */
         for (size_t j = 0; j < 2 * c->n; j++) {

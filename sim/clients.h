@@ -13,6 +13,24 @@ G_BEGIN_DECLS
 
 typedef struct gs_clients gs_clients;
 
+/* The pieces of the arrangements that another owner of several heaps (the library's clients,
+ * torch/tenants.c) uses as the replay does: */
+/* The counters of a heap that the shared arrangement charges to the client whose request
+ * caused them. */
+typedef struct {
+    uint64_t retries, ooms, syncs, dev_alloc, dev_free, rejections;
+    gs_devcalls calls;
+} gs_heap_counters;
+void gs_heap_counters_read(const gs_heap *h, gs_heap_counters *k);
+/* cr is charged what the counters grew by from before to now. */
+void gs_client_charge(gs_client_result *cr, const gs_heap_counters *before,
+                      const gs_heap_counters *now);
+/* Cooperative: every heap of heaps[0..n) but h releases its cached segments, each counted in
+ * cr[k].released_for_others. Whether any gave something back; *st: a device error (then
+ * false), else GS_OK. */
+bool gs_clients_release_others(gs_heap *const *heaps, size_t n, const gs_heap *h,
+                               gs_client_result *cr, gs_status *st);
+
 /* The allocators for t's clients under o->clients on be, each with hc's limit and device
  * total. NULL when a policy cannot run on be; *failed is then that policy. */
 gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,

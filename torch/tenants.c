@@ -10,13 +10,8 @@
  */
 #include <string.h>
 
+#include "clients.h"
 #include "tenants.h"
-
-/* The counters of a heap that the shared arrangement charges to the client of the request. */
-typedef struct {
-    gs_stats st;
-    gs_devcalls calls;
-} snapshot;
 
 typedef struct {
     gs_tenants *t;
@@ -24,7 +19,7 @@ typedef struct {
     gs_heap *heap[GS_TENANTS_MAX_CLIENTS]; /* shared: every entry is heap[0] */
     gs_client_result cr[GS_TENANTS_MAX_CLIENTS];
     gs_stats_sums sums; /* separate, cooperative: the device's peaks */
-    snapshot before;    /* shared: the heap before the current request */
+    gs_heap_counters before; /* shared: the heap before the current request */
     bool have_oom;
 } device;
 
@@ -75,21 +70,9 @@ static void on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64_t byt
 static bool reclaim(void *ud, gs_heap *h, uint64_t bytes, gs_status *st)
 {
     device *dv = ud;
-    bool any = false;
     (void)bytes;
-    *st = GS_OK;
     gs_stats_sums_dirty(&dv->sums);
-    for (size_t k = 0; k < dv->t->n; k++) {
-        gs_heap *o = dv->heap[k];
-        if (o == h) continue;
-        uint64_t before = gs_heap_reserved(o);
-        *st = gs_heap_release_cached(o);
-        uint64_t after = gs_heap_reserved(o);
-        dv->cr[k].released_for_others += before - after;
-        any |= after < before;
-        if (*st != GS_OK) return false;
-    }
-    return any;
+    return gs_clients_release_others(dv->heap, dv->t->n, h, dv->cr, st);
 }
 
 /* Client k's heap on dv (shared: the one heap, made for client 0). */
@@ -170,18 +153,12 @@ gboolean gs_tenants_open(gs_tenants *t, int d, gs_backend *be, uint64_t device_t
     return TRUE;
 }
 
-static void take_snapshot(const gs_heap *h, snapshot *s)
-{
-    s->st = *gs_heap_stats(h);
-    s->calls = *gs_heap_devcalls(h);
-}
-
 /* Shared: client k's request is about to run on the one heap. */
 static void begin(device *dv, int k)
 {
     if (dv->t->mode != GS_CLIENTS_SHARED) return;
     gs_heap_set_tag(dv->heap[0], (uint32_t)k);
-    take_snapshot(dv->heap[0], &dv->before);
+    gs_heap_counters_read(dv->heap[0], &dv->before);
 }
 
 /* Client k's request ended: shared, charge what it caused; else the device's peaks. */
@@ -192,21 +169,9 @@ static void end(device *dv, int k)
         gs_stats_sums_after(&dv->sums, dv->heap, t->n, (size_t)k);
         return;
     }
-    snapshot now;
-    take_snapshot(dv->heap[0], &now);
-    gs_stats *c = &dv->cr[k].stats;
-    const gs_stats *b = &dv->before.st, *a = &now.st;
-    c->num_alloc_retries += a->num_alloc_retries - b->num_alloc_retries;
-    c->num_ooms += a->num_ooms - b->num_ooms;
-    c->num_sync_all_streams += a->num_sync_all_streams - b->num_sync_all_streams;
-    c->num_oom_rejections += a->num_oom_rejections - b->num_oom_rejections;
-    c->num_device_alloc += a->num_device_alloc - b->num_device_alloc;
-    c->num_device_free += a->num_device_free - b->num_device_free;
-    for (int i = 0; i < GS_CALL_COUNT; i++) {
-        dv->cr[k].calls.n[i] += now.calls.n[i] - dv->before.calls.n[i];
-        dv->cr[k].calls.failed[i] += now.calls.failed[i] - dv->before.calls.failed[i];
-        dv->cr[k].calls.time_us[i] += now.calls.time_us[i] - dv->before.calls.time_us[i];
-    }
+    gs_heap_counters now;
+    gs_heap_counters_read(dv->heap[0], &now);
+    gs_client_charge(&dv->cr[k], &dv->before, &now);
 }
 
 /* Shared: charge client k the allocation (+1) or free (-1) of b. */
