@@ -144,6 +144,23 @@ void gs_cli_warn_policy(const gs_policy *p, bool has_limit);
  * --fail-on-oom was given and some result met an OOM (a device error or a plot failure, already
  * in rc, comes first). */
 int gs_cli_oom_status(const gs_cli *c, int rc, const gs_result *rs, size_t n);
+/* The host out of memory (nomem.c): armed, a failed g_malloc anywhere in the process is one
+ * line on stderr, "gpusim: out of memory: WHAT: failed to allocate N bytes", then the finisher
+ * (if set: it writes what is complete, the sweep's finished cells) and exit 2, instead of
+ * GLib's abort. Guards nest: the newest armed one handles. */
+typedef void (*gs_cli_nomem_fn)(void *ud);
+typedef struct {
+    const char *what;           /* the command, or the work: "sweep of TRACE" */
+    guint handler, own_handler; /* g_log_set_handler's: GLib's domain, the default one */
+    void *reserve;              /* freed before the finisher runs, so that it has room */
+    gs_cli_nomem_fn finish;
+    void *ud;
+    gint entered; /* the first failing thread handles, the others wait */
+    GThread *owner;
+} gs_cli_nomem;
+void gs_cli_nomem_arm(gs_cli_nomem *g, const char *what);
+void gs_cli_nomem_finisher(gs_cli_nomem *g, gs_cli_nomem_fn finish, void *ud);
+void gs_cli_nomem_disarm(gs_cli_nomem *g);
 /* Is path a PyTorch memory snapshot (by its name or its first bytes)? */
 bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */

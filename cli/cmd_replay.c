@@ -61,9 +61,9 @@ static const char replay_description[] =
     "data (run 'gnuplot NAME.gp' in DIR to redraw). gnuplot is $GPUSIM_GNUPLOT, else gnuplot.\n"
     "\n"
     "Exit status: 0 reports written (OOM outcomes included), 1 a replay stopped on a device\n"
-    "error, 2 bad usage or bad input, 3 --plot could not draw (gnuplot missing or failed; the\n"
-    "reports and the plots' data are written all the same), 4 with --fail-on-oom: some result\n"
-    "met an OOM (the report is written all the same).";
+    "error, 2 bad usage, bad input or the host out of memory, 3 --plot could not draw (gnuplot\n"
+    "missing or failed; the reports and the plots' data are written all the same), 4 with\n"
+    "--fail-on-oom: some result met an OOM (the report is written all the same).";
 
 /* The --policy arguments: the compared policies, and NAME=SPEC assignments to clients. */
 typedef struct {

@@ -45,12 +45,64 @@ static const char sweep_description[] =
     "with its retries. A progress line goes to stderr when it is a terminal.\n"
     "\n"
     "Exit status: 0 the CSV was written (OOM outcomes included), 1 a cell stopped on a device\n"
-    "error, 2 bad usage or bad input, 3 --plot could not draw (the CSV is written anyway), 4\n"
-    "with --fail-on-oom: some cell met an OOM (the CSV is written anyway).";
+    "error, 2 bad usage or bad input, or the host out of memory (the finished cells' rows are\n"
+    "written, and sweep --merge names the others), 3 --plot could not draw (the CSV is written\n"
+    "anyway), 4 with --fail-on-oom: some cell met an OOM (the CSV is written anyway).";
 
-static void sweep_progress(size_t done, size_t total, void *ud)
+/* What a sweep's cells share with its progress callback and with the finisher that writes the
+ * finished cells when host memory runs out (cli/nomem.c). */
+typedef struct {
+    const char *name; /* the trace's, as given */
+    const gs_sweep *sw;
+    const gs_trace *t;
+    const gs_result *rs;
+    gint *finished; /* per cell: its result is complete */
+    gs_cli_out *out;
+    bool progress;
+} sweep_run;
+
+static void sweep_progress(size_t cell, size_t done, size_t total, void *ud)
 {
-    gs_cli_progress_line(ud, done, total, "cells");
+    sweep_run *r = ud;
+    g_atomic_int_set(&r->finished[cell], 1);
+    if (r->progress) gs_cli_progress_line(r->name, done, total, "cells");
+}
+
+/* Out of host memory: the finished cells' rows, in grid order, where -o says. */
+static void sweep_write_finished(void *ud)
+{
+    sweep_run *r = ud;
+    size_t n = r->sw->cells->len, k = 0;
+    for (size_t i = 0; i < n; i++) k += g_atomic_int_get(&r->finished[i]) != 0;
+    gs_sweep_csv(r->out->f, r->sw, r->name, r->t, r->rs, r->finished);
+    gs_cli_close_output(r->out);
+    fprintf(stderr, "gpusim: %zu of %zu cells finished; their rows are written%s\n", k, n,
+            k < n ? " (sweep --merge names the missing ones)" : "");
+}
+
+/* Every cell of sw into rs, or exit 2; out of host memory meanwhile, the finished cells' rows
+ * go to out before the exit. */
+static void run_cells(const gs_cli *c, const char *name, const gs_sweep *sw, const gs_trace *t,
+                      const gs_replay_opts *o, gs_result *rs, gs_cli_out *out)
+{
+    sweep_run run = {.name = name,
+                     .sw = sw,
+                     .t = t,
+                     .rs = rs,
+                     .finished = g_new0(gint, sw->cells->len),
+                     .out = out,
+                     .progress = c->progress};
+    gs_cli_nomem nomem;
+    char *work = g_strdup_printf("sweep of %s", name);
+    gs_cli_nomem_arm(&nomem, work);
+    gs_cli_nomem_finisher(&nomem, sweep_write_finished, &run);
+    GError *err = NULL;
+    gboolean ran = gs_sweep_run(sw, t, o, (unsigned)c->jobs, sweep_progress, &run, rs, &err);
+    gs_cli_nomem_disarm(&nomem);
+    g_free(work);
+    g_free(run.finished);
+    if (!ran) gs_cli_usage_error("%s", err->message);
+    if (c->progress) fputs("\r\033[K", stderr);
 }
 
 /* An environment variable that must be a whole number (its name in the refusal). */
@@ -266,10 +318,7 @@ int gs_cmd_sweep(int argc, char **argv)
         .cal = c.cal ? c.cal : builtin,
         .continue_on_oom = c.continue_on_oom,
     };
-    if (!gs_sweep_run(sw, t, &o, (unsigned)c.jobs, c.progress ? sweep_progress : NULL, argv[1], rs,
-                      &err))
-        gs_cli_usage_error("%s", err->message);
-    if (c.progress) fputs("\r\033[K", stderr);
+    run_cells(&c, argv[1], sw, t, &o, rs, &out);
     if (probe && !gs_plotter_make(probe, &err)) gs_cli_usage_error("--plot: %s", err->message);
     gs_plotter_free(probe);
     int rc = GS_EXIT_OK;
@@ -281,7 +330,7 @@ int gs_cmd_sweep(int argc, char **argv)
     }
 
     rc = gs_cli_oom_status(&c, rc, rs, n);
-    gs_sweep_csv(out.f, sw, argv[1], t, rs);
+    gs_sweep_csv(out.f, sw, argv[1], t, rs, NULL);
     gs_cli_close_output(&out);
     if (plot_dir && plot_sweep(plot_dir, argv[1], c.output, sw, rs) != GS_EXIT_OK) rc = GS_EXIT_PLOT;
 

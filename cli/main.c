@@ -92,7 +92,10 @@ int main(int argc, char **argv)
             /* the command's argv[0], which GLib's usage line names: "gpusim replay [OPTION...]" */
             char *prog = g_strdup_printf("gpusim %s", cmd);
             argv[1] = prog;
+            gs_cli_nomem nomem; /* out of host memory: one line and exit 2, not GLib's abort */
+            gs_cli_nomem_arm(&nomem, cmd);
             int rc = commands[i].run(argc - 1, argv + 1);
+            gs_cli_nomem_disarm(&nomem);
             g_free(prog);
             return finish(rc, closed);
         }

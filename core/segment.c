@@ -13,7 +13,8 @@ void gs_block_slab_refill(gs_heap *h)
 {
     void *mem = NULL;
     if (posix_memalign(&mem, _Alignof(gs_block), SLAB_BLOCKS * sizeof(gs_block)) != 0)
-        g_error("core: out of host memory for %d block structs", SLAB_BLOCKS);
+        g_error("failed to allocate %zu bytes (%d block structs)", /* as g_new would */
+                SLAB_BLOCKS * sizeof(gs_block), SLAB_BLOCKS);
     gs_block *slab = mem;
     g_ptr_array_add(h->slabs, slab);
     while (h->spare_cap - h->nspare < SLAB_BLOCKS) gs_block_spare_grow(h);

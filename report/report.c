@@ -1067,7 +1067,7 @@ static char *replay_csv(const char *trace_name, const gs_trace *t, const gs_resu
 }
 
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
-                  const gs_result *results)
+                  const gs_result *results, const gint *finished)
 {
     /* The replay's own CSV rows (report.c), each prefixed with its cell and parameters: one
      * source for the columns, so a sweep's CSV and a replay's never drift apart. Each cell's
@@ -1089,6 +1089,7 @@ void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs
     g_string_append_printf(o, ",%s", head);
     g_free(head);
     for (guint i = 0; i < s->cells->len; i++) {
+        if (finished && !g_atomic_int_get(&finished[i])) continue;
         const gs_sweep_cell *c = &g_array_index(s->cells, gs_sweep_cell, i);
         char *row = replay_csv(trace_name, t, &results[i], 1, false, columns);
         g_string_append_printf(o, "%zu", c->index); /* the whole grid's, in a shard too */

@@ -43,9 +43,11 @@ void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_tra
                   const gs_result *results, size_t n, const gs_reference *const *refs, bool first,
                   unsigned columns);
 
-/* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv. */
+/* One CSV row per cell: "cell", the parameters, then the columns of gpusim replay --format csv.
+ * finished (NULL: every cell) leaves out the cells whose flag is 0: a sweep cut short writes
+ * the cells it finished, and sweep --merge names the others as missing. */
 void gs_sweep_csv(FILE *out, const gs_sweep *s, const char *trace_name, const gs_trace *t,
-                  const gs_result *results);
+                  const gs_result *results, const gint *finished);
 
 /* gpusim sweep --merge (sweep_merge.c): the CSVs of a sweep's shards (texts[i], lens[i] bytes,
  * read from paths[i]) as the single-machine CSV: one header (every file's must be the same),

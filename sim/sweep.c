@@ -405,7 +405,7 @@ static void run_cell(gpointer data, gpointer user)
     g_mutex_lock(&x->lock);
     if (!ok && !x->first_error) x->first_error = g_strdup(err->message);
     x->done++;
-    if (x->progress) x->progress(x->done, x->s->cells->len, x->ud);
+    if (x->progress) x->progress(i, x->done, x->s->cells->len, x->ud);
     g_mutex_unlock(&x->lock);
     g_clear_error(&err);
 }

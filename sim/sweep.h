@@ -58,8 +58,9 @@ void gs_sweep_shard(gs_sweep *s, unsigned k, unsigned n);
 
 /* Replay t in every cell on up to jobs threads (0: one per processor), base giving everything
  * but the policy and capacity. results has one slot per cell, filled by cell index whatever
- * order the cells finish in. progress (may be NULL) is called, serialised, as cells finish. */
-typedef void (*gs_sweep_progress_fn)(size_t done, size_t total, void *ud);
+ * order the cells finish in. progress (may be NULL) is called, serialised, as each cell
+ * finishes: cell is its index in s->cells, its result complete by then. */
+typedef void (*gs_sweep_progress_fn)(size_t cell, size_t done, size_t total, void *ud);
 gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts *base,
                       unsigned jobs, gs_sweep_progress_fn progress, void *ud, gs_result *results,
                       GError **err);

@@ -838,6 +838,43 @@ expect_error "a NUL after the last line" "nul.gstrace:4: a NUL byte: not a text 
 printf 'no trace, and no newline' >"$tmp/prose.txt"
 expect_error "prose" "prose.txt:1: not a gpusim trace" "$gpusim" replay "$tmp/prose.txt"
 
+# --- the host out of memory: one line and exit 2 wherever an allocation fails, and a sweep
+# writes the cells it finished (GLib aborted, exit 133, and the sweep lost every cell). Cell 0
+# meets its 1 MiB capacity at the first request and needs little; cell 1 holds 600,000 blocks.
+# The limits step up from where loading fails to where everything fits: each run must end in
+# one of the two ways, and some limit must fall between the cells. Not under AddressSanitizer,
+# whose shadow memory no such limit allows. ---
+if [ "$mem_limit" != unlimited ]; then
+    awk 'BEGIN { print "# gpusim-trace 1"; print "seq,time_us,op,client,device,stream,id,size"
+                 n = 600000; for (i = 0; i < n; i++) printf "%d,%d,alloc,torch,0,0,%d,512\n", i, i, i + 1
+                 for (i = 0; i < n; i++) printf "%d,%d,free,torch,0,0,%d,512\n", n + i, n + i, i + 1 }' \
+        >"$tmp/many.gstrace"
+    "$gpusim" sweep "$tmp/many.gstrace" -j 1 -c '{1,100000}MiB' -o "$tmp/many.csv" 2>"$tmp/err" ||
+        fail "sweep of many blocks: exit $?: $(cat "$tmp/err")"
+    between=0 lim=40000
+    while [ $lim -le 400000 ]; do
+        rm -f "$tmp/cut.csv"
+        (ulimit -v $lim; exec "$gpusim" sweep "$tmp/many.gstrace" -j 1 -c '{1,100000}MiB' -o "$tmp/cut.csv") 2>"$tmp/err"
+        rc=$?
+        [ $rc -eq 0 ] && break
+        [ $rc -eq 2 ] && head -n 1 "$tmp/err" | grep -q "^gpusim: out of memory: sweep\( of .*many.gstrace\)\?: failed to allocate [0-9]* bytes" ||
+            fail "sweep under ulimit -v $lim: exit $rc: $(head -c 300 "$tmp/err")"
+        if grep -q "^gpusim: 1 of 2 cells finished" "$tmp/err"; then
+            cut -d, -f1-26 "$tmp/cut.csv" >"$tmp/cut.csv.26" # up to the replay's rate, which varies
+            between=1
+            head -n 2 "$tmp/many.csv" | cut -d, -f1-26 | cmp -s - "$tmp/cut.csv.26" ||
+                fail "sweep under ulimit -v $lim: not the finished cell's row: $(cat "$tmp/cut.csv")"
+        fi
+        lim=$((lim + 4000))
+    done
+    [ $rc -eq 0 ] && [ "$(cut -d, -f1-26 "$tmp/many.csv")" = "$(cut -d, -f1-26 "$tmp/cut.csv")" ] || fail "sweep of many blocks: no limit up to $lim KiB let it finish"
+    [ $between -eq 1 ] || fail "sweep of many blocks: no limit kept the first cell and lost the second"
+    (ulimit -v $((lim / 2)); exec "$gpusim" replay "$tmp/many.gstrace") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "^gpusim: out of memory: replay: failed to allocate" "$tmp/err" ||
+        fail "replay under ulimit -v $((lim / 2)): exit $rc: $(head -c 300 "$tmp/err")"
+fi
+
 # --- rough edges ---
 # PYTORCH_CUDA_ALLOC_CONF pasted as it is: bare, or with the variable's name in front
 for spec in expandable_segments:True PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; do

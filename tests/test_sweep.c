@@ -201,7 +201,7 @@ START_TEST(no_memory_is_a_result_not_an_abort)
         char *csv = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&csv, &len);
-        gs_sweep_csv(f, s, "t.gstrace", t, rs);
+        gs_sweep_csv(f, s, "t.gstrace", t, rs, NULL);
         fclose(f);
         ck_assert_msg(strstr(csv, ",error,") && strstr(strstr(csv, ",error,") + 1, ",error,"), "%s",
                       csv);

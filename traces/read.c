@@ -63,8 +63,7 @@ static kv_entry *kv_alloc(size_t n)
     }
 #endif
     mem = calloc(n, sizeof(kv_entry));
-    if (!mem)
-        g_error("out of memory allocating %zu bytes", bytes); /* as g_new0 would */
+    if (!mem) g_error("failed to allocate %zu bytes", bytes); /* as g_new0 would, in its words */
     return mem;
 }
 
@@ -1294,7 +1293,7 @@ static gboolean parse_gzip(parser *p, int fd, const char *first, size_t first_le
     gz_input z = { .fd = fd, .in = first, .len = first_len, .eof = fd < 0 };
     gboolean finished = FALSE, ok = TRUE, corrupt = FALSE;
     if (inflateInit2(&zs, MAX_WBITS + 16) != Z_OK)
-        g_error("zlib: inflateInit2 failed (out of memory)"); /* as g_new would */
+        g_error("zlib: failed to allocate the inflate state"); /* as g_new would */
 
     for (;;) {
         if (z.pos == z.len && !z.eof) {

@@ -258,7 +258,7 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err)
             if (g_str_has_suffix(path, ".gz")) {
                 if (deflateInit2(&k->zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, MAX_WBITS + 16, 8,
                                  Z_DEFAULT_STRATEGY) != Z_OK)
-                    g_error("zlib: deflateInit2 failed (out of memory)"); /* as g_new would */
+                    g_error("zlib: failed to allocate the deflate state"); /* as g_new would */
                 k->gz = TRUE;
             }
             write_trace(k, t);
