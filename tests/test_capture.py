@@ -154,9 +154,16 @@ def case_graph(tmp):
     ops = [r[0] for r in rows]
     assert "pool_begin" in ops and "pool_end" in ops and "pool_release" in ops, ops
     begin = ops.index("pool_begin")
-    # the graph's capture frees the cuBLAS workspace first, and makes its own in the pool
+    # the graph's capture keeps the eager cuBLAS workspace and makes its own in the pool; the
+    # generator's seed and offset (8 bytes each) come first, on the capture stream, and go
+    # when the graph does, before its pool
     assert "empty_cache" in ops[:begin], ops
     assert 32 * MiB in allocs(rows[begin:]), rows
+    assert allocs(rows[:begin]).count(32 * MiB) == 1, rows
+    assert not [r for r in rows[:begin] if r[0] == "free" and r[3] == 32 * MiB], rows
+    assert allocs(rows[:begin])[-2:] == [8, 8], rows
+    release = ops.index("pool_release")
+    assert [r[3] for r in rows[release - 2:release]] == [8, 8], rows
 
 
 PROBED = """

@@ -215,17 +215,19 @@ def make_event_class(cuda):
     return Event
 
 
-def make_graph_class(cuda, on_capture_begin):
+def make_graph_class(cuda, on_capture_begin, on_graph_gone):
     class CUDAGraph:
         """A CUDA graph stand-in: its capture routes the capture stream's requests to a private
         pool (pool_begin .. pool_end, docs/trace-format.md "version 3"), its replay asks the
         allocator for nothing, and its end (reset, or the object's death) releases its use of
-        the pool (pool_release), as PyTorch's CUDAGraph does."""
+        the pool (pool_release), as PyTorch's CUDAGraph does. Its death, not a reset,
+        unregisters it from the generator first (on_graph_gone), as PyTorch's destructor does."""
 
         def __init__(self, keep_graph=False):
             self.pool_id = None
             self.device = 0
             self.stream = 0
+            self.registered = False
 
         def capture_begin(self, pool=None, capture_error_mode="global"):
             self.device = cuda.device()
@@ -235,6 +237,7 @@ def make_graph_class(cuda, on_capture_begin):
             else:
                 self.pool_id = next(cuda.pool_ids)
             on_capture_begin(self.device, self.stream)
+            self.registered = True
             cuda.events.pool("pool_begin", self.device, self.stream, self.pool_id)
 
         def capture_end(self):
@@ -262,6 +265,9 @@ def make_graph_class(cuda, on_capture_begin):
 
         def __del__(self):
             try:
+                if self.registered:
+                    self.registered = False
+                    on_graph_gone(self.device)
                 self.reset()
             except Exception:  # noqa: BLE001 - at interpreter exit the capture may be gone
                 pass

@@ -6,12 +6,20 @@ against real recordings on an H200 with PyTorch 2.11 (BENCHMARKS.md, "Prediction
 capture"):
 
 - cuBLAS's workspace: the first matrix product of a (cuBLAS handle, stream) pair allocates one and
-  keeps it until the process ends or a CUDA graph's capture begins (PyTorch clears them there, so
-  the capture's own come from the graph's pool). Handles are per thread, and the autograd engine
+  keeps it until the process ends. torch.cuda.graph's capture keeps them too (its capture stream
+  is a new stream, so the graph's own come from its pool beside them): a graph program's real
+  recording on an H100 kept both warm-up workspaces through the capture (lab/predict's
+  graph_train; only torch.compile's graph trees clear them, and the capture does not follow
+  torch.compile). Handles are per thread, and the autograd engine
   runs a CUDA backward on a thread of its own: forward and backward each get one. Its size is
   CUBLAS_WORKSPACE_CONFIG's when set (":KIB:COUNT" pairs), else GPUSIM_CAPTURE_CUBLAS_WORKSPACE,
   else PyTorch 2.11's default on Hopper.
 - cuBLASLt's workspace: one per stream, at the stream's first matrix product.
+- A CUDA graph's random-number state: the first graph captured with a device's default generator
+  registers with it, and the generator allocates a seed and an offset (one int64 each, 8 bytes)
+  on the capture stream before the capture's pool begins; the last graph's death frees them,
+  before its pool goes (PyTorch 2.11's CUDAGeneratorState::register_graph and unregister_graph;
+  seen as two 8-byte requests before the pool in the same recording).
 
 What the capture knows it cannot know (cuDNN's choice of algorithm and its workspace, made by
 measuring kernels on the device) is counted in unknowns by operator, for the trace header.
@@ -50,6 +58,7 @@ class Kernels:
         self.lt_bytes = int(env.get("GPUSIM_CAPTURE_CUBLASLT_WORKSPACE", DEFAULT_CUBLASLT_BYTES))
         self.cublas = {}   # (device, stream, thread or "autograd") -> allocation id
         self.lt = {}       # (device, stream) -> allocation id
+        self.graph_rng = {}  # device -> [live graphs registered, seed's id, offset's id]
         self.in_backward = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
     def _key_thread(self):
@@ -71,7 +80,22 @@ class Kernels:
             self.unknowns["cuDNN workspace"] = self.unknowns.get("cuDNN workspace", 0) + 1
 
     def on_graph_capture(self, device, stream):
-        """A CUDA graph's capture begins: PyTorch frees every cuBLAS workspace first."""
-        for key, ident in list(self.cublas.items()):
-            self.events.free(ident)
-            del self.cublas[key]
+        """A CUDA graph's capture begins, its pool not yet: the graph registers with the
+        device's default generator, which allocates its seed and offset for the first."""
+        state = self.graph_rng.get(device)
+        if state is None:
+            state = self.graph_rng[device] = [0, self.events.alloc(device, stream, 8),
+                                              self.events.alloc(device, stream, 8)]
+        state[0] += 1
+
+    def on_graph_gone(self, device):
+        """A captured graph's death (before its pool's release): the last one registered frees
+        the generator's seed and offset."""
+        state = self.graph_rng.get(device)
+        if state is None:
+            return
+        state[0] -= 1
+        if state[0] == 0:
+            self.events.free(state[1])
+            self.events.free(state[2])
+            del self.graph_rng[device]

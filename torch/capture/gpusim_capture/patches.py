@@ -17,7 +17,7 @@ def install(torch, cap):
     cuda, fc = torch.cuda, cap.fake_cuda
     Stream = fc.make_stream_class()
     Event = fakecuda.make_event_class(fc)
-    Graph = fakecuda.make_graph_class(fc, cap.kernels.on_graph_capture)
+    Graph = fakecuda.make_graph_class(fc, cap.kernels.on_graph_capture, cap.kernels.on_graph_gone)
     fc.Stream, fc.Event = Stream, Event
 
     def set_device(d):
