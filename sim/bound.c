@@ -499,11 +499,13 @@ static uint64_t take_band(item *it, size_t n, size_t *rest, size_t *n_rest)
 static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored);
 static size_t device_index(const gs_bound *b, uint32_t device);
 
-/* The end of a slot's lifetime: its free, or the completion of a deferred free (the memory is
- * not reusable before). */
+/* The end of a slot's lifetime: its free, deferred or not. A deferred free's memory waits for
+ * its completion only as long as the allocator lets it: one that synchronizes (PyTorch's does,
+ * before it gives up on a request) may reuse it at once, so counting it live to its completion
+ * was no bound (docs/metrics.md, "The bound"). */
 static bool ends(const gs_event *e)
 {
-    return (e->op == GS_OP_FREE && !(e->flags & GS_EV_DEFERRED)) || e->op == GS_OP_FREE_DONE;
+    return e->op == GS_OP_FREE;
 }
 
 /* Each slot's lifetime, for the planner: from its alloc to its end (above), or to the end of

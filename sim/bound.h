@@ -66,7 +66,7 @@ uint64_t gs_bound_plan(gs_plan_req *r, size_t n, gs_plan_method m);
 /* What planner gs_bound_compute runs, as stored beside its figures in a trace's header
  * (offline_planner): change it whenever a change to the planner may change a figure, so no
  * trace keeps an older planner's answer. */
-#define GS_BOUND_PLANNER "gpusim-auto-2"
+#define GS_BOUND_PLANNER "gpusim-auto-3"
 
 /* The bound of t; never fails. Where t's header holds this planner's figures (gs_bound_store),
  * they are taken instead of planning again, each checked against the lower bound. O(n log n)

@@ -122,14 +122,14 @@ off=$(col offline_bytes "$tmp/r.csv")
 [ -n "$lb" ] && [ "$off" != "$lb" ] || fail "resnet50: no lower_bound_bytes, or offline = lower"
 for bad in "0=2097152" "0=$lb,gpusim-old"; do
     gzip -dc "$r" | awk -v v="${bad%%,*}" -v p="${bad#*,}" '
-        /^seq,/ && !done { if (p == v) p = "gpusim-auto-2"; print "# offline_planner: " p;
+        /^seq,/ && !done { if (p == v) p = "gpusim-auto-3"; print "# offline_planner: " p;
                            print "# offline_bytes_by_device: " v; done = 1 } { print }' \
         >"$tmp/lie.gstrace"
     "$gpusim" replay "$tmp/lie.gstrace" --format csv -o "$tmp/lie.csv" || fail "replay of a stored $bad"
     [ "$(col offline_bytes "$tmp/lie.csv")" = "$off" ] || fail "a stored $bad was believed"
 done
 # ... and one that is possible (here the lower bound itself) is taken as it is.
-gzip -dc "$r" | sed "s/^seq,/# offline_planner: gpusim-auto-2\\n# offline_bytes_by_device: 0=$lb\\nseq,/" \
+gzip -dc "$r" | sed "s/^seq,/# offline_planner: gpusim-auto-3\\n# offline_bytes_by_device: 0=$lb\\nseq,/" \
     >"$tmp/kept.gstrace"
 "$gpusim" replay "$tmp/kept.gstrace" --format csv -o "$tmp/kept.csv" || fail "replay of a stored bound"
 [ "$(col offline_bytes "$tmp/kept.csv")" = "$lb" ] || fail "a possible stored bound was not taken"

@@ -718,10 +718,7 @@ static size_t line_of_slot_op(const parser *p, uint32_t s, gs_op op)
 static void mark_deferred(parser *p)
 {
     gs_trace *t = p->t;
-    if (!p->n_free_done)
-        return;
-    /* The tally took these frees as immediate when it summed the live bytes. */
-    t->tally->peak_unknown = TRUE;
+    if (!p->n_free_done) return;
     uint8_t *done = g_new0(uint8_t, t->n_slots / 8 + 1);
     for (size_t i = t->n; i-- > 0;) {
         gs_event *e = &t->ev[i];

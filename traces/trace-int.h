@@ -49,12 +49,9 @@ struct gs_trace_tally {
                              * scan of them all at each change of device made a trace of
                              * 100,000 devices quadratic */
     /* The sum of the live requests' sizes, each counted up to GS_MAX_DEVICE_BYTES, from an
-     * alloc to its free, or to its free_done where the free is deferred, and its peak: as
-     * sim/bound.c sums them (unsigned, the same steps in the same order, so the same figure).
-     * It needs each free's deferred flag as it is counted: the text reader, which settles
-     * them at the end, sets peak_unknown when it had a free_done. */
+     * alloc to its free (deferred or not), and its peak: as sim/bound.c sums them (unsigned,
+     * the same steps in the same order, so the same figure). */
     uint64_t live, peak_live;
-    gboolean peak_unknown;
 };
 
 struct gs_trace_tally *gs_trace_tally_new(void);
@@ -75,8 +72,7 @@ static inline gboolean gs_trace_tally_event(struct gs_trace_tally *y, const gs_e
         y->live += counted;
         if (y->live > y->peak_live)
             y->peak_live = y->live;
-    } else if ((e->op == GS_OP_FREE && !(e->flags & GS_EV_DEFERRED)) ||
-               e->op == GS_OP_FREE_DONE) {
+    } else if (e->op == GS_OP_FREE) {
         y->live -= counted;
     }
     if (G_LIKELY(e->device == y->last && y->devices->len)) return TRUE;

@@ -240,8 +240,7 @@ bool gs_trace_has_pools(const gs_trace *t)
 bool gs_trace_read_peak_live(const gs_trace *t, uint64_t *out)
 {
     const struct gs_trace_tally *y = tally(t);
-    if (!t->ev || !y || y->peak_unknown || y->devices->len > 1)
-        return false;
+    if (!t->ev || !y || y->devices->len > 1) return false;
     *out = y->peak_live;
     return true;
 }
