@@ -161,6 +161,13 @@ typedef struct {
 void gs_cli_nomem_arm(gs_cli_nomem *g, const char *what);
 void gs_cli_nomem_finisher(gs_cli_nomem *g, gs_cli_nomem_fn finish, void *ud);
 void gs_cli_nomem_disarm(gs_cli_nomem *g);
+/* The simulated device of a run whose device's size nothing says (whatif, frontier). Its size
+ * is no promise (a verdict says "with no cap" or names the cap's source, never this size), but
+ * the cost model charges an expandable segment's address reservation by the device's size: the
+ * usual 80 GiB (GS_DEFAULT_DEVICE_TOTAL) when it has room for cap, the reference's limit (ref
+ * may be NULL) and twice the trace's live peak, else as large as gpusim simulates, so that no
+ * search is cut short by a guess. */
+uint64_t gs_cli_unknown_device_total(const gs_trace *t, uint64_t cap, const gs_reference *ref);
 /* Is path a PyTorch memory snapshot (by its name or its first bytes)? */
 bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */
@@ -248,6 +255,7 @@ int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sweep(int argc, char **argv);
 int gs_cmd_plot(int argc, char **argv);
 int gs_cmd_whatif(int argc, char **argv);
+int gs_cmd_frontier(int argc, char **argv);
 int gs_cmd_convert(int argc, char **argv);
 int gs_cmd_verify(int argc, char **argv);
 int gs_cmd_predict(int argc, char **argv);

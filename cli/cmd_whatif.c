@@ -292,20 +292,6 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     g_ptr_array_free(argv, TRUE);
 }
 
-/* The simulated device of a run whose device's size nothing says. Its size is no promise (the
- * verdict says "with no cap" or names the cap's source, never this size), but the cost model
- * charges an expandable segment's address reservation by the device's size: the usual 80 GiB
- * (GS_DEFAULT_DEVICE_TOTAL) when it has room for the cap and twice the trace's live peak, else
- * as large as gpusim simulates, so that no search is cut short by a guess. */
-static uint64_t unknown_device_total(const gs_trace *t, uint64_t cap, const gs_reference *ref)
-{
-    uint64_t live = 0;
-    if (!gs_trace_read_peak_live(t, &live)) return GS_MAX_DEVICE_BYTES;
-    uint64_t need = MAX(cap, gs_reference_limit(ref, NULL));
-    need = MAX(need, 2 * live);
-    return need <= GS_DEFAULT_DEVICE_TOTAL ? GS_DEFAULT_DEVICE_TOTAL : GS_MAX_DEVICE_BYTES;
-}
-
 static void whatif_progress(size_t done, size_t total, void *ud)
 {
     gs_cli_progress_line(ud, done, total, "settings");
@@ -543,7 +529,8 @@ int gs_cmd_whatif(int argc, char **argv)
                            : t->device_total ? t->device_total
                            : ref && ref->device_total ? ref->device_total
                                                       : 0;
-    uint64_t total = known_total ? known_total : unknown_device_total(t, c.capacity ? c.cap : 0, ref);
+    uint64_t total = known_total ? known_total
+                                 : gs_cli_unknown_device_total(t, c.capacity ? c.cap : 0, ref);
     const char *cap_words = NULL, *no_period = NULL;
     uint64_t cap = whatif_cap(&c, input, t, ref, total, &cap_words);
     /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */

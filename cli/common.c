@@ -489,3 +489,12 @@ gboolean gs_cli_render_plots(gs_plotter *plotter)
     g_error_free(err);
     return FALSE;
 }
+
+uint64_t gs_cli_unknown_device_total(const gs_trace *t, uint64_t cap, const gs_reference *ref)
+{
+    uint64_t live = 0;
+    if (!gs_trace_read_peak_live(t, &live)) return GS_MAX_DEVICE_BYTES;
+    uint64_t need = MAX(cap, gs_reference_limit(ref, NULL));
+    need = MAX(need, 2 * live);
+    return need <= GS_DEFAULT_DEVICE_TOTAL ? GS_DEFAULT_DEVICE_TOTAL : GS_MAX_DEVICE_BYTES;
+}

@@ -28,6 +28,7 @@ static const struct {
     {"sweep", gs_cmd_sweep},
     {"plot", gs_cmd_plot},
     {"whatif", gs_cmd_whatif},
+    {"frontier", gs_cmd_frontier},
     {"convert", gs_cmd_convert},
     {"verify", gs_cmd_verify},
     {"predict", gs_cmd_predict},
@@ -49,6 +50,8 @@ static const char main_help[] =
     "  plot RESULT...    draw the plots of a saved report (also: replay/sweep --plot DIR)\n"
     "  whatif INPUT      which setting would have saved this run (a snapshot or a trace), and at\n"
     "                    what cost: minimum capacity, retries, device time per setting\n"
+    "  frontier TRACE... every setting of every family as memory against device time, and\n"
+    "                    the Pareto front of the two (gpusim's own policy marked)\n"
     "  convert TRACE     a trace into another form: text, gzip text, or binary (-o NAME.gsbin),\n"
     "                    which loads at memory speed\n"
     "  verify -- CMD     run your program on the real GPU under each setting, beside gpusim's\n"

@@ -392,3 +392,15 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
     if (extra) g_string_append(g, extra);
     g_string_append_c(g, '\n');
 }
+
+char *gs_plot_fit_text(const char *label, long fit)
+{
+    long n = g_utf8_strlen(label, -1);
+    if (n <= fit) return g_strdup(label);
+    long head = (fit - 1) / 2, tail = fit - 1 - head;
+    const char *tail_at = g_utf8_offset_to_pointer(label, n - tail);
+    char *h = g_utf8_substring(label, 0, head);
+    char *r = g_strconcat(h, "\u2026", tail_at, NULL);
+    g_free(h);
+    return r;
+}

@@ -155,6 +155,10 @@ void gs_gp_end(GString *g);
 void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels, size_t n,
                         const char *extra);
 
+/* label, or when it is longer than fit characters its start and end around an ellipsis (a
+ * legend entry or a key line that must fit its room). g_free it. */
+char *gs_plot_fit_text(const char *label, long fit);
+
 /* ---- timeline.c, bars.c, map.c: one plot each, to dir/STEM.gp and its data ---- */
 
 gboolean gs_plot_timeline(gs_plotter *p, const char *trace, const char *stem,

@@ -144,6 +144,22 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
                         uint64_t device_total, const gs_plot_whatif_row *rows, size_t n,
                         const char *assumption, GError **err);
 
+/* ---- gpusim frontier: memory against time (NAME-frontier) ---- */
+typedef struct {
+    const char *policy;
+    bool drawn;          /* it has a minimum capacity and completes uncapped */
+    const char *why_not; /* when not drawn: the key says so ("no minimum capacity") */
+    double time;         /* device time with no cap over PyTorch default's */
+    double memory;       /* minimum capacity over the bound */
+    bool pareto;         /* on the front */
+    bool ours;           /* gpusim's own policy: marked */
+} gs_plot_frontier_point;
+
+/* The points (numbered in the order given, keyed beside the chart) and the staircase of the
+ * front through those on it. */
+gboolean gs_plot_frontier(gs_plotter *p, const char *trace, const gs_plot_frontier_point *pts,
+                          size_t n, GError **err);
+
 /* ---- saved results: `gpusim plot RESULT` ---- */
 /* Plot a report written by `gpusim replay --format json|csv` or `gpusim sweep`: the format is
  * told by its content. JSON from a replay with --plot carries the series and gives every plot;

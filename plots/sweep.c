@@ -405,19 +405,6 @@ static void y_range(GString *g, size_t m, double lo, double hi)
                                                       : "set ytics autofreq nomirror\n");
 }
 
-/* label, or when it is longer than fit characters its start and end around an ellipsis. */
-static char *fit_entry(const char *label, long fit)
-{
-    long n = g_utf8_strlen(label, -1);
-    if (n <= fit) return g_strdup(label);
-    long head = (fit - 1) / 2, tail = fit - 1 - head;
-    const char *tail_at = g_utf8_offset_to_pointer(label, n - tail);
-    char *h = g_utf8_substring(label, 0, head);
-    char *r = g_strconcat(h, "\u2026", tail_at, NULL);
-    g_free(h);
-    return r;
-}
-
 /* NAME-sweep.gp: a 2 x 2 grid of panels, and the legend as a panel right of them. The title
  * names the capacity unless it is swept (then the first cell's would be a lie). */
 static void sweep_script(GString *g, const char *stem, const char *trace, const char *const *params,
@@ -484,7 +471,7 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
         g_string_append(g, l ? ", \\\n     NaN " : "plot NaN ");
         line_style(g, ax, l);
         g_string_append(g, " title ");
-        char *entry = fit_entry(ax->labels->pdata[l], fit);
+        char *entry = gs_plot_fit_text(ax->labels->pdata[l], fit);
         gs_gp_str(g, entry);
         g_free(entry);
     }

@@ -11,6 +11,7 @@
 #include "replay.h"
 #include "sweep.h"
 #include "validate.h"
+#include "frontier.h"
 #include "whatif.h"
 
 G_BEGIN_DECLS
@@ -89,6 +90,12 @@ void gs_report_caveats(FILE *out, const gs_trace *t);
 /* The trace's bound (sim/bound.h) as r carries it, under the first line: "  bound: ...", and a
  * line per device of a trace that names several. */
 void gs_report_bound(FILE *out, const gs_result *r);
+
+/* ---- gpusim frontier (frontier.c) ---- */
+/* Each trace's points (fs[i] for traces[i], named names[i]): a table per trace, or one CSV or
+ * JSON for all. */
+void gs_frontier_report(FILE *out, gs_format fmt, const char *const *names,
+                        const gs_trace *const *traces, gs_frontier *const *fs, size_t n);
 
 /* ---- gpusim whatif (whatif.c) ---- */
 /* The cap a verdict is drawn at, and where it comes from (every format names it). */

@@ -251,6 +251,30 @@ static bool completes(uint64_t capacity, void *ud)
     return ok;
 }
 
+/* A capacity is each device's own limit (sim/devices.c), so what a search needs of a result of
+ * several devices is its largest device's figure, not the sum over them: the sum made the
+ * minimum of a two-GPU trace twice what either device needed. */
+static int64_t reserved_peak(const gs_result *r)
+{
+    return r->stats.reserved_bytes[GS_STAT_ALL].peak;
+}
+static int64_t allocated_peak(const gs_result *r)
+{
+    return r->stats.allocated_bytes[GS_STAT_ALL].peak;
+}
+static int64_t lower_bound(const gs_result *r)
+{
+    return (int64_t)r->lower_bound_bytes;
+}
+
+static int64_t per_device_peak(const gs_result *r, int64_t (*fig)(const gs_result *))
+{
+    if (!r->n_devices) return fig(r);
+    int64_t m = 0;
+    for (size_t d = 0; d < r->n_devices; d++) m = MAX(m, fig(&r->devices[d]));
+    return m;
+}
+
 typedef struct {
     GPtrArray *rows;
     const gs_trace *t;
@@ -281,7 +305,7 @@ static void run_row(gpointer data, gpointer user)
         r->replays++;
     }
     if (!u->oom && u->error == GS_OK) {
-        uint64_t need = (uint64_t)u->stats.reserved_bytes[GS_STAT_ALL].peak;
+        uint64_t need = (uint64_t)per_device_peak(u, reserved_peak);
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
@@ -292,9 +316,9 @@ static void run_row(gpointer data, gpointer user)
      * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(x->t, &cv);
-    int64_t peak = u->oom ? 0
-                   : cv.n_oom_events ? (int64_t)u->lower_bound_bytes
-                                     : u->stats.allocated_bytes[GS_STAT_ALL].peak;
+    int64_t peak = u->oom            ? 0
+                   : cv.n_oom_events ? per_device_peak(u, lower_bound)
+                                     : per_device_peak(u, allocated_peak);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (u == &uncapped) gs_result_clear(&uncapped);
     probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};

@@ -538,6 +538,46 @@ kill -0 "$(cat "$tmp/conv-pid")" 2>/dev/null && fail "whatif: the converter past
 [ -z "$(ls -A "$tmp/tt")" ] || fail "whatif, converter stopped: left $(ls -R "$tmp/tt")"
 expect_error "whatif, a bad time limit" "GPUSIM_CONVERT_TIMEOUT: '1m' is not a number of seconds" \
     env GPUSIM_CONVERT_TIMEOUT=1m "$gpusim" whatif "$snap"
+# --- gpusim frontier: a row per trace and setting, the front as its definition says, stitch
+# marked, the table and the JSON saying the same ---
+"$gpusim" frontier "$trace" "$src/traces/data/batch-alternate.gstrace.gz" -q -f csv -o "$tmp/fr.csv" 2>"$tmp/err" ||
+    fail "frontier: exit $?: $(cat "$tmp/err")"
+python3 - "$tmp/fr.csv" <<'PY' || fail "frontier: the CSV is not the front of its own figures"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+traces = sorted({r["trace"] for r in rows})
+assert len(traces) == 2 and len(rows) == 30, (traces, len(rows))
+for t in traces:
+    pts = [r for r in rows if r["trace"] == t]
+    assert [r["ours"] for r in pts].count("1") == 1 and pts[-1]["policy"] == "stitch", pts[-1]
+    dflt = [r for r in pts if r["policy"] == "pytorch"][0]
+    assert float(dflt["time_over_default"]) == 1.0, dflt
+    ok = [r for r in pts if r["min_capacity_bytes"] and r["uncapped_outcome"] == "ok"]
+    for r in pts:
+        if r["min_capacity_bytes"]:
+            m, b = int(r["min_capacity_bytes"]), int(r["lower_bound_bytes"])
+            assert m >= b and abs(float(r["memory_over_bound"]) - m / b) < 1e-6, r
+        a = (int(r["min_capacity_bytes"] or 0), float(r["device_time_us"]))
+        dom = any((int(q["min_capacity_bytes"]), float(q["device_time_us"])) != a
+                  and int(q["min_capacity_bytes"]) <= a[0] and float(q["device_time_us"]) <= a[1]
+                  for q in ok)
+        want = r in ok and not dom
+        assert (r["pareto"] == "1") == want, (r["policy"], r["pareto"], want)
+PY
+"$gpusim" frontier "$trace" -q >"$tmp/fr.txt" 2>"$tmp/err" || fail "frontier table: exit $?: $(cat "$tmp/err")"
+grep -q "^stitch .*(gpusim's own)$" "$tmp/fr.txt" && grep -q "^stitch, gpusim's own policy, is " "$tmp/fr.txt" ||
+    fail "frontier table: stitch not marked: $(cat "$tmp/fr.txt")"
+[ "$(grep -c '[0-9] \*' "$tmp/fr.txt")" -eq "$(grep -c "^$trace,.*,1,[0-9]*$" "$tmp/fr.csv")" ] ||
+    fail "frontier: the table's front is not the CSV's"
+"$gpusim" frontier "$trace" -q -f json | python3 -c "
+import json, sys; d = json.load(sys.stdin); p = d[0]['points']
+assert len(p) == 15 and d[0]['ours'].startswith('stitch, gpusim'), d[0]['ours']" ||
+    fail "frontier: JSON"
+expect_error "frontier of nothing" "TRACE" "$gpusim" frontier
+expect_error "frontier, a bad policy" "unknown policy 'nosuch'" "$gpusim" frontier "$trace" -p nosuch
+expect_error "frontier of a snapshot" "gpusim whatif" "$gpusim" frontier "$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz"
+expect_error "frontier -o an input" "an input" "$gpusim" frontier "$tmp/fr.csv" -o "$tmp/fr.csv"
+
 # --- -o never overwrites an input, stdout's write errors are errors, and a killed run leaves
 # nothing beside -o ---
 cp "$trace" "$tmp/in.gstrace.gz"

@@ -394,6 +394,34 @@ assert float(flat[0][0]) < 64 and float(flat[1][0]) > 512
 PY
 [ -e "$tmp/fl/batch-alternate-matrix.gp" ] && fail "a sweep with one capacity and no list drew a matrix"
 
+# --- frontier --plot: the points, numbered and keyed, the front's staircase, stitch marked ---
+"$gpusim" frontier "$alt" -q -f csv -o "$tmp/fr.csv" --plot "$tmp/fr" 2>"$tmp/err" ||
+    fail "frontier --plot: exit $?: $(cat "$tmp/err")"
+check_plot "$tmp/fr" batch-alternate-frontier 1280 620
+python3 - "$tmp/fr.csv" "$tmp/fr/batch-alternate-frontier.dat" "$tmp/fr/batch-alternate-frontier.gp" <<'PY' || fail "frontier --plot: the chart is not the CSV's points"
+import csv, re, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+blocks = open(sys.argv[2]).read().split("\n\n\n")
+pts = [l.split(" ", 5) for l in blocks[0].splitlines() if not l.startswith("#")]
+front = [l.split() for l in blocks[1].splitlines() if not l.startswith("#")]
+drawn = [r for r in rows if r["min_capacity_bytes"] and r["uncapped_outcome"] == "ok"]
+assert len(pts) == len(drawn), (len(pts), len(drawn))
+for p in pts:
+    r = rows[int(p[0]) - 1]
+    assert p[5] == r["policy"] and p[3] == r["pareto"] and p[4] == r["ours"], (p, r)
+    assert abs(float(p[1]) - float(r["time_over_default"])) < 1e-5, (p, r)
+    assert abs(float(p[2]) - float(r["memory_over_bound"])) < 1e-5, (p, r)
+xs = [float(f[0]) for f in front]
+assert xs == sorted(xs) and len(front) == sum(r["pareto"] == "1" for r in rows), front
+g = open(sys.argv[3]).read()
+keys = re.findall(r"set label (\d+) '((?:[^']|'')*)' at screen", g)
+assert len(keys) == len(rows), (len(keys), len(rows))
+for n, text in keys:   # keyed in the CSV's order, each within the picture (Sans 10: 7 px a char)
+    assert text.split("  ", 1)[1].startswith(rows[int(n) - 1]["policy"][:10]), text
+    assert 0.60 * 1280 + 7 * len(text) <= 1280, text
+assert "gpusim''s own policy" in g
+PY
+
 # --- whatif --plot: the survival chart, and the map at the recorded setting's first OOM ---
 "$gpusim" whatif "$alt" --capacity 5.875GiB --format json -o "$tmp/wi.json" --plot "$tmp/wi" 2>"$tmp/err" ||
     fail "whatif --plot: exit $?: $(cat "$tmp/err")"

@@ -3,8 +3,10 @@
  * traces every minimum capacity checked by replays at it (completes) and one step below (fails).
  *
  * Usage: test_whatif TRACE_DATA_DIR (traces/data). */
+#include <math.h>
 #include <string.h>
 
+#include "frontier.h"
 #include "report.h"
 #include "testutil.h"
 
@@ -173,6 +175,102 @@ START_TEST(min_capacity_verified_by_replay)
 }
 END_TEST
 
+/* A capacity is each device's own limit: on a trace of two devices, each holding 100 MiB at
+ * once, the minimum is what one device needs (it was the sum: 202 MiB), and it is verified by
+ * replays on both sides. */
+START_TEST(min_capacity_per_device)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    uint32_t b = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    t->ev[t->n - 1].device = 1;
+    gs_trace_add_free(t, a);
+    gs_trace_add_free(t, b);
+    const char *const none[] = {NULL};
+    GPtrArray *rows = gs_whatif_candidates(NULL, none, NULL);
+    gs_whatif_opts o = {.device_total = 80 * GiB, .jobs = 2};
+    gs_whatif_run(rows, t, &o);
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        ck_assert_msg(r->search.found, "%s", r->pol->spec);
+        uint64_t m = r->search.min_capacity;
+        ck_assert_msg(m >= 100 * MiB && m <= 130 * MiB, "%s: %" G_GUINT64_FORMAT, r->pol->spec, m);
+        ck_assert(completes(t, r->pol, m, o.device_total));
+        ck_assert(!completes(t, r->pol, m - GS_WHATIF_STEP, o.device_total));
+    }
+    gs_whatif_rows_free(rows);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* The front: a point is on it when it has a minimum, completes uncapped, and no other such
+ * point needs no more memory and no more time with less of one; equal points are both on it. */
+START_TEST(frontier_marks_the_undominated)
+{
+    gs_frontier_point p[] = {
+        {.found = true, .completes = true, .min_capacity = 10, .device_us = 5}, /* front */
+        {.found = true, .completes = true, .min_capacity = 8, .device_us = 9},  /* front */
+        {.found = true, .completes = true, .min_capacity = 10, .device_us = 6}, /* behind 0 */
+        {.found = true, .completes = true, .min_capacity = 8, .device_us = 9},  /* equals 1 */
+        {.found = true, .completes = true, .min_capacity = 12, .device_us = 4}, /* front */
+        {.found = false, .completes = true, .min_capacity = 0, .device_us = 1}, /* no minimum */
+        {.found = true, .completes = false, .min_capacity = 1, .device_us = 1}, /* fails */
+        {.found = true, .completes = true, .min_capacity = 9, .device_us = 10}, /* behind 1 */
+    };
+    gs_frontier_mark(p, G_N_ELEMENTS(p));
+    static const bool want[] = {true, true, false, true, true, false, false, false};
+    for (size_t i = 0; i < G_N_ELEMENTS(p); i++)
+        ck_assert_msg(p[i].pareto == want[i], "point %zu", i);
+}
+END_TEST
+
+/* Every family on a real trace: one point per setting, gpusim's own marked, each ratio its
+ * figures over the bound and over the default's, and the front recomputed by brute force. */
+START_TEST(frontier_of_a_trace)
+{
+    char *path = g_strdup_printf("%s/resnet50.gstrace.gz", data_dir);
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    const char *const extra[] = {"stitch:max_handle_mb:20", "cupy", NULL};
+    GPtrArray *rows = gs_frontier_candidates(extra, NULL);
+    ck_assert_ptr_nonnull(rows);
+    ck_assert_uint_eq(rows->len, 16); /* 8 PyTorch settings, 7 families, one given ("cupy" twice) */
+    gs_whatif_opts o = {.capacity = 1 * GiB, .device_total = t->device_total, .jobs = 2};
+    gs_frontier *f = gs_frontier_run(rows, t, &o);
+    ck_assert_uint_eq(f->n, 16);
+    ck_assert_uint_eq(f->bound, 5832179712); /* resnet50's lower bound */
+    size_t ours = 0, front = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        const gs_frontier_point *a = &f->pts[i];
+        ours += a->ours;
+        ck_assert(a->ours == g_str_has_prefix(a->row->pol->spec, "stitch"));
+        ck_assert_msg(!a->row->at_cap.oom, "%s: the capacity given was not ignored",
+                      a->row->pol->spec);
+        if (a->found) {
+            ck_assert_uint_ge(a->min_capacity, f->bound);
+            ck_assert(fabs(a->memory - (double)a->min_capacity / (double)f->bound) < 1e-12);
+        }
+        ck_assert(fabs(a->time * f->default_us - a->device_us) < 1e-6 * a->device_us + 1e-9);
+        bool dominated = false;
+        for (size_t j = 0; j < f->n; j++) {
+            const gs_frontier_point *b = &f->pts[j];
+            if (b->found && b->completes && b->min_capacity <= a->min_capacity &&
+                b->device_us <= a->device_us &&
+                (b->min_capacity < a->min_capacity || b->device_us < a->device_us))
+                dominated = true;
+        }
+        ck_assert_msg(a->pareto == (a->found && a->completes && !dominated), "%s",
+                      a->row->pol->spec);
+        front += a->pareto;
+    }
+    ck_assert_uint_eq(ours, 2);
+    ck_assert_uint_ge(front, 1);
+    gs_frontier_free(f);
+    gs_trace_free(t);
+    g_free(path);
+}
+END_TEST
+
 static Suite *whatif_suite(void)
 {
     Suite *s = suite_create("whatif");
@@ -185,6 +283,9 @@ static Suite *whatif_suite(void)
     TCase *tr = tcase_create("traces");
     tcase_set_timeout(tr, 300);
     tcase_add_test(tr, min_capacity_verified_by_replay);
+    tcase_add_test(tc, frontier_marks_the_undominated);
+    tcase_add_test(tr, frontier_of_a_trace);
+    tcase_add_test(tr, min_capacity_per_device);
     suite_add_tcase(s, tr);
     return s;
 }
