@@ -323,6 +323,15 @@ static void run_row(gpointer data, gpointer user)
     if (u == &uncapped) gs_result_clear(&uncapped);
     probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};
     gs_whatif_bisect(completes, &p, lo, hi, GS_WHATIF_STEP, &r->search);
+    /* A setting whose choices read the limit (stitch's slack, RMM's arena sized from it, a
+     * preallocated fraction) may fail at the capacity it reserves with no cap, and complete at
+     * a larger one: the ceiling above is then no ceiling, and the search is made again up to
+     * the device's memory (its replays counted with the first's). */
+    if (!r->search.found && hi < x->o->device_total) {
+        unsigned before = r->search.probes;
+        gs_whatif_bisect(completes, &p, lo, x->o->device_total, GS_WHATIF_STEP, &r->search);
+        r->search.probes += before;
+    }
     g_mutex_lock(&x->lock);
     x->done++;
     if (x->o->progress) x->o->progress(x->done, x->rows->len, x->o->progress_ud);

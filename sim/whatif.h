@@ -76,8 +76,10 @@ GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *ex
 void gs_whatif_rows_free(GPtrArray *rows);
 
 /* Replay every row at the cap and search its minimum capacity, rows in parallel. A search goes
- * no higher than the row's peak reserved without a cap (rounded up to a step), where a replay
- * is the uncapped one and completes; that replay is one more per row when there is a cap. */
+ * no higher than the row's peak reserved without a cap (rounded up to a step; its largest
+ * device's, the capacity being each device's limit), where a replay is the uncapped one and
+ * completes; that replay is one more per row when there is a cap. A setting whose choices read
+ * the limit may fail there: its search goes on up to the device's memory. */
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o);
 
 /* The row of PyTorch's default setting, or NULL. */

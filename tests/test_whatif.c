@@ -175,6 +175,32 @@ START_TEST(min_capacity_verified_by_replay)
 }
 END_TEST
 
+/* Settings whose choices read the limit (RMM's arena is sized from it, stitch's slack is
+ * bounded by it) fail on resnet50 at the capacity they reserve with no cap, and complete above:
+ * the search then goes on up to the device's memory. Each had "no minimum". */
+START_TEST(min_capacity_of_settings_that_read_the_limit)
+{
+    char *path = g_strdup_printf("%s/resnet50.gstrace.gz", data_dir);
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    const char *const extra[] = {"rmm-arena", "stitch:slack:0.05", NULL};
+    GPtrArray *rows = gs_whatif_candidates(NULL, extra, NULL);
+    gs_whatif_opts o = {.device_total = t->device_total, .jobs = 2};
+    gs_whatif_run(rows, t, &o);
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (!r->given) continue;
+        ck_assert_msg(r->search.found, "%s: no minimum", r->pol->spec);
+        uint64_t m = r->search.min_capacity;
+        ck_assert(completes(t, r->pol, m, o.device_total));
+        ck_assert(!completes(t, r->pol, m - GS_WHATIF_STEP, o.device_total));
+    }
+    gs_whatif_rows_free(rows);
+    gs_trace_free(t);
+    g_free(path);
+}
+END_TEST
+
 /* A capacity is each device's own limit: on a trace of two devices, each holding 100 MiB at
  * once, the minimum is what one device needs (it was the sum: 202 MiB), and it is verified by
  * replays on both sides. */
@@ -286,6 +312,7 @@ static Suite *whatif_suite(void)
     tcase_add_test(tc, frontier_marks_the_undominated);
     tcase_add_test(tr, frontier_of_a_trace);
     tcase_add_test(tr, min_capacity_per_device);
+    tcase_add_test(tr, min_capacity_of_settings_that_read_the_limit);
     suite_add_tcase(s, tr);
     return s;
 }
