@@ -108,6 +108,7 @@ typedef struct {
     bool stitch;             /* its expandable segments are stitched (stitch.c) */
     uint64_t max_handle;     /* stitched: the largest handle a growth creates (0: any) */
     double slack;            /* stitched: gs_stitch_conf.slack (policy.h) */
+    double ahead;            /* stitched: gs_stitch_conf.ahead */
     uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 

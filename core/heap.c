@@ -49,6 +49,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].stitch = h->pools[i].page && h->P->stitch && h->P->stitch(h->cfg, i, &sc);
         h->pools[i].max_handle = sc.max_handle;
         h->pools[i].slack = sc.slack;
+        h->pools[i].ahead = sc.ahead;
         vmm |= h->pools[i].page != 0;
     }
     /* Each private pool's copies of the policy's pools, ready for when one is made. */
@@ -60,6 +61,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].stitch = base->stitch;
         h->pools[i].max_handle = base->max_handle;
         h->pools[i].slack = base->slack;
+        h->pools[i].ahead = base->ahead;
     }
     h->pool_hi = h->npools;
     bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);

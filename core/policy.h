@@ -48,6 +48,11 @@ typedef struct {
      * (backends/cuda.c), and in a program's steady state such moves repeat every step. Under
      * that bound memory is plentiful; above it every growth stitches first. 0: always stitch. */
     double slack;
+    /* While memory is plentiful, a growth also creates up to ahead x what it needs beyond it
+     * (within the slack and the limit, in the same handle): fewer growths, so fewer driver
+     * calls (each mapping costs its cuMemSetAccess), for handles that a live block pins more
+     * often. 0: exactly what it needs. */
+    double ahead;
 } gs_stitch_conf;
 
 /* One config key of a policy, in the original's syntax (KEY:VALUE, comma-separated). A policy's

@@ -242,6 +242,15 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
         goto out;
     }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
+    if (plenty && fresh && p->ahead > 0) {
+        /* grow ahead (gs_stitch_conf.ahead): within the slack and the limit, and u's room */
+        double room = (double)peak * (1.0 + p->slack) - (double)after;
+        if (h->limit) room = MIN(room, (double)(h->limit - after));
+        uint64_t extra = room > 0 ? (uint64_t)(room / (double)pg) : 0;
+        extra = MIN(extra, (uint64_t)(p->ahead * (double)need));
+        extra = MIN(extra, u->size / pg - MAX(got, need));
+        fresh += extra;
+    }
     if (h->limit && h->total_reserved + fresh * pg > h->limit) {
         st = GS_ERR_OOM;
         goto out;

@@ -58,6 +58,7 @@ enum { kDefaultSlackPermille = 20 };
 typedef struct {
     uint64_t max_handle; /* bytes; 0: any */
     double slack;        /* gs_stitch_conf.slack */
+    double ahead;        /* gs_stitch_conf.ahead */
 } stitch_cfg;
 
 static const gs_pool_desc stitch_pools[] = {
@@ -105,6 +106,7 @@ static bool stitch_stitch(const void *cfgv, unsigned pool, gs_stitch_conf *conf)
     const stitch_cfg *cfg = cfgv;
     conf->max_handle = cfg->max_handle;
     conf->slack = cfg->slack;
+    conf->ahead = cfg->ahead;
     return true;
 }
 
@@ -122,7 +124,8 @@ static bool set_max_handle(void *cfg, const char *key, const char *val, GError *
     return true;
 }
 
-static bool set_slack(void *cfg, const char *key, const char *val, GError **err)
+/* A number from 0 to 1 (slack, ahead). */
+static bool unit_fraction(const char *key, const char *val, double *out, GError **err)
 {
     char *end;
     double f = g_ascii_isdigit(*val) ? g_ascii_strtod(val, &end) : -1;
@@ -131,8 +134,18 @@ static bool set_slack(void *cfg, const char *key, const char *val, GError **err)
                     "%s: '%s' must be a number from 0 to 1", key, val);
         return false;
     }
-    ((stitch_cfg *)cfg)->slack = f;
+    *out = f;
     return true;
+}
+
+static bool set_slack(void *cfg, const char *key, const char *val, GError **err)
+{
+    return unit_fraction(key, val, &((stitch_cfg *)cfg)->slack, err);
+}
+
+static bool set_ahead(void *cfg, const char *key, const char *val, GError **err)
+{
+    return unit_fraction(key, val, &((stitch_cfg *)cfg)->ahead, err);
 }
 
 static const gs_policy_key stitch_keys[] = {
@@ -144,6 +157,11 @@ static const gs_policy_key stitch_keys[] = {
      "0..1: create instead of moving free handles while reserved memory stays\n"
      "within 1+F times the peak allocated (default 0.02; 0: always move first)",
      set_slack},
+    {"ahead", "F",
+     "0..1: while memory is plentiful (slack), also create up to F times what a\n"
+     "growth needs, in the same handle: fewer growths and driver calls, more\n"
+     "memory a live block pins (default 0)",
+     set_ahead},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -19,6 +19,7 @@ static const char *const specs[] = {
     "stitch",
     "stitch:max_handle_mb:4",
     "stitch:slack:0",
+    "stitch:slack:0.5,ahead:1",
     "preallocate",
     "preallocate:fit:first,fraction:1",
     "tlsf",
