@@ -168,6 +168,11 @@ void gs_cli_nomem_disarm(gs_cli_nomem *g);
  * may be NULL) and twice the trace's live peak, else as large as gpusim simulates, so that no
  * search is cut short by a guess. */
 uint64_t gs_cli_unknown_device_total(const gs_trace *t, uint64_t cap, const gs_reference *ref);
+/* --clients MODE of command cmd (NULL: separate), or exit 2. */
+gs_clients_mode gs_cli_clients_mode(const char *cmd, const char *arg);
+/* --plot DIR's plotter (NULL without DIR), or exit 2: its directory is checked now, made later
+ * (gs_plotter_make), and it never writes over inputs (NULL-terminated) or the calibration. */
+gs_plotter *gs_cli_plotter(const gs_cli *c, const char *const *inputs, const char *plot_dir);
 /* Is path a PyTorch memory snapshot (by its name or its first bytes)? */
 bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */

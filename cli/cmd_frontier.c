@@ -12,7 +12,8 @@ static const char frontier_description[] =
     "The settings: PyTorch's default, expandable_segments:True, max_split_size_mb 64/128/256/\n"
     "512, roundup_power2_divisions:4 and garbage_collection_threshold:0.8 (as whatif tries\n"
     "them), one of each other family at its defaults (cupy, bfc, tlsf, rmm-pool, rmm-arena,\n"
-    "cuda-async) and gpusim's own, stitch, marked; then each --policy.\n"
+    "cuda-async) and gpusim's own, stitch, marked; then each --policy. A trace of several\n"
+    "clients replays them as --clients says (separate, the default, shared or cooperative).\n"
     "\n"
     "The table marks the front with '*' and says where stitch stands. --format csv gives a row\n"
     "per trace and setting: trace, policy, family, ours, uncapped_outcome, min_capacity_bytes,\n"
@@ -60,12 +61,16 @@ static void plot_frontier(gs_plotter *pl, const char *name, const gs_frontier *f
 
 int gs_cmd_frontier(int argc, char **argv)
 {
-    char **policies = NULL, *plot_dir = NULL;
+    char **policies = NULL, *plot_dir = NULL, *clients = NULL;
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
          "A setting to place besides the standard ones; repeat for several", "SPEC"},
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also draw each trace's points and front into DIR with gnuplot", "DIR"},
+        {"clients", 0, 0, G_OPTION_ARG_STRING, &clients,
+         "Traces of several clients: separate (an allocator each, the default), shared (one for "
+         "all) or cooperative (an allocator each; on OOM the others release their cache)",
+         "MODE"},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -79,6 +84,7 @@ int gs_cmd_frontier(int argc, char **argv)
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     size_t n = (size_t)argc - 1;
+    gs_clients_mode mode = gs_cli_clients_mode("frontier", clients);
     GPtrArray *ins = g_ptr_array_new();
     for (size_t i = 0; i < n; i++) g_ptr_array_add(ins, argv[i + 1]);
     g_ptr_array_add(ins, c.calibration);
@@ -86,11 +92,7 @@ int gs_cmd_frontier(int argc, char **argv)
     const char *const *inputs = (const char *const *)ins->pdata;
     gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir);
     GError *err = NULL;
-    gs_plotter *plotter = NULL;
-    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &err)))
-        gs_cli_usage_error("--plot: %s", err->message);
-    for (size_t i = 0; plotter && i < n; i++) gs_plotter_keep(plotter, argv[i + 1]);
-    if (plotter) gs_plotter_keep(plotter, c.calibration);
+    gs_plotter *plotter = gs_cli_plotter(&c, inputs, plot_dir);
 
     /* every input read and every setting parsed before the first replay */
     gs_trace **ts = g_new0(gs_trace *, n);
@@ -110,6 +112,7 @@ int gs_cmd_frontier(int argc, char **argv)
                             : ts[i]->device_total ? ts[i]->device_total
                                                   : gs_cli_unknown_device_total(ts[i], 0, NULL),
             .cal = c.cal,
+            .clients = mode,
             .jobs = (unsigned)c.jobs,
             .progress = c.progress ? frontier_progress : NULL,
             .progress_ud = argv[i + 1],
@@ -140,6 +143,7 @@ int gs_cmd_frontier(int argc, char **argv)
     g_ptr_array_free(ins, TRUE);
     g_strfreev(policies);
     g_free(plot_dir);
+    g_free(clients);
     gs_cli_clear(&c);
     return rc;
 }

@@ -133,10 +133,7 @@ int gs_cmd_run(int argc, char **argv)
     GError *err = NULL;
     if (backend && strcmp(backend, "cuda") != 0 && strcmp(backend, "sim") != 0)
         gs_cli_usage_error("run: --backend: '%s': expected cuda or sim", backend);
-    gs_clients_mode mode;
-    if (clients && !gs_clients_mode_parse(clients, &mode))
-        gs_cli_usage_error("run: --clients: '%s' is not one of separate, shared, cooperative",
-                           clients);
+    (void)gs_cli_clients_mode("run", clients); /* checked now; the library reads the name */
     uint64_t total = 0;
     if (device_total && (!gs_parse_size(device_total, &total, &err) || !total))
         gs_cli_usage_error("run: --device-total: %s", err ? err->message : "must not be 0");

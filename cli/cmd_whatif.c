@@ -292,6 +292,61 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     g_ptr_array_free(argv, TRUE);
 }
 
+/* A trace of several clients on which no candidate completes with each on a cache of its own:
+ * the arrangements under which the recorded setting completes with no cap ("shared,
+ * cooperative"), for the verdict to say; NULL when some candidate completes, the trace has one
+ * client, or none does. Two more replays at most. */
+static char *other_arrangements(const GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
+{
+    if (t->clients->len < 2) return NULL;
+    const gs_whatif_row *rec = NULL;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (r->search.found) return NULL;
+        if (r->recorded) rec = r;
+    }
+    if (!rec) return NULL;
+    GString *s = g_string_new(NULL);
+    for (gs_clients_mode m = GS_CLIENTS_SHARED; m < GS_CLIENTS_COUNT; m++) {
+        gs_replay_opts ro = {.device_total = o->device_total, .cal = o->cal, .clients = m};
+        gs_result r;
+        if (gs_replay_run(t, rec->pol, &ro, &r, NULL) && !r.oom && r.error == GS_OK)
+            g_string_append_printf(s, "%s%s", s->len ? " or " : "", gs_clients_mode_name(m));
+        gs_result_clear(&r);
+    }
+    return s->len ? g_string_free(s, FALSE) : (g_string_free(s, TRUE), NULL);
+}
+
+/* The candidates (the recorded setting the reference's, else the trace's), each checked against
+ * the release the trace was recorded with, or exit 2. */
+static GPtrArray *candidates(const gs_trace *t, const gs_reference *ref, char **policies,
+                             const char *input)
+{
+    const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
+                                                  : gs_trace_get_meta(t, "allocator_conf");
+    GError *err = NULL;
+    GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
+    if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    for (guint i = 0; i < rows->len; i++)
+        gs_cli_check_release(((gs_whatif_row *)rows->pdata[i])->pol, t, input);
+    return rows;
+}
+
+/* The verdict where -o says, with the arrangements that complete where none of the separate
+ * caches does (other_arrangements). */
+static void write_verdict(const gs_cli *c, const char *const *inputs, const gs_trace *t,
+                          const GPtrArray *rows, const gs_whatif_opts *o, gs_whatif_cap *wc)
+{
+    gs_cli_out out;
+    gs_cli_open_output(&out, c, inputs, c->output);
+    char *arrangements = o->clients == GS_CLIENTS_SEPARATE ? other_arrangements(rows, t, o) : NULL;
+    wc->clients_complete = arrangements;
+    gs_whatif_report(out.f, c->fmt, inputs[0], t, rows, wc);
+    gs_cli_close_output(&out);
+    wc->clients_complete = NULL;
+    g_free(arrangements);
+}
+
 static void whatif_progress(size_t done, size_t total, void *ud)
 {
     gs_cli_progress_line(ud, done, total, "settings");
@@ -464,7 +519,7 @@ static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char
 
 int gs_cmd_whatif(int argc, char **argv)
 {
-    char **policies = NULL, *reference = NULL, *plot_dir = NULL;
+    char **policies = NULL, *reference = NULL, *plot_dir = NULL, *clients = NULL;
     gboolean verify = FALSE;
     gint assume = G_MININT; /* not given */
     const GOptionEntry own[] = {
@@ -472,17 +527,25 @@ int gs_cmd_whatif(int argc, char **argv)
          "A setting to try besides the standard ones; repeat for several", "SPEC"},
         {"reference", 'r', 0, G_OPTION_ARG_FILENAME, &reference,
          "For a gpusim trace: the reference file of its run (traces/convert.py --reference), "
-         "for the recorded setting and cap", "REF.json"},
+         "for the recorded setting and cap",
+         "REF.json"},
         {"plot", 0, 0, G_OPTION_ARG_FILENAME, &plot_dir,
          "Also draw the verdict into DIR with gnuplot (the minimum capacity per setting; the "
-         "address map at the recorded setting's first OOM)", "DIR"},
+         "address map at the recorded setting's first OOM)",
+         "DIR"},
         {"assume-repeat", 0, 0, G_OPTION_ARG_INT, &assume,
          "For a run that died: assume the program goes on as it went, its last complete period "
          "of requests (found in the trace) repeated N more times past the death; the verdict is "
-         "labelled with it", "N"},
+         "labelled with it",
+         "N"},
+        {"clients", 0, 0, G_OPTION_ARG_STRING, &clients,
+         "A trace of several clients: separate (an allocator each, the default), shared (one "
+         "for all) or cooperative (an allocator each; on OOM the others release their cache)",
+         "MODE"},
         {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
          "Then run the program given after -- on the real GPU under the recorded setting and the "
-         "two best others, at the cap, beside the verdict (gpusim verify)", NULL},
+         "two best others, at the cap, beside the verdict (gpusim verify)",
+         NULL},
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     static const char *const formats[] = {"table", "csv", "json", NULL};
@@ -499,26 +562,17 @@ int gs_cmd_whatif(int argc, char **argv)
     if (verify && argc < 3)
         gs_cli_usage_error("whatif: --verify runs your program: gpusim whatif INPUT --verify -- CMD [ARGS...]");
     const char *input = argv[1];
+    gs_clients_mode mode = gs_cli_clients_mode("whatif", clients);
     const char *const inputs[] = {input, reference, NULL};
     gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir);
-    gs_plotter *plotter = NULL;
     GError *perr = NULL;
     /* a directory that cannot be made fails now, before the replays */
-    if (plot_dir && !(plotter = gs_plotter_new(plot_dir, &perr)))
-        gs_cli_usage_error("--plot: %s", perr->message);
-    for (const char *const *in = inputs; plotter && *in; in++) gs_plotter_keep(plotter, *in);
-    if (plotter) gs_plotter_keep(plotter, c.calibration);
+    gs_plotter *plotter = gs_cli_plotter(&c, inputs, plot_dir);
     gs_trace *t = NULL;
     gs_reference *ref = NULL;
-    GError *err = NULL;
     load_input(&c, input, reference, &t, &ref);
 
-    const char *conf = ref && ref->allocator_conf ? ref->allocator_conf
-                                                  : gs_trace_get_meta(t, "allocator_conf");
-    GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
-    if (!rows) gs_cli_usage_error("whatif: %s", err->message);
-    for (guint i = 0; i < rows->len; i++)
-        gs_cli_check_release(((gs_whatif_row *)rows->pdata[i])->pol, t, input);
+    GPtrArray *rows = candidates(t, ref, policies, input);
     /* the inputs are read and the settings known: the plot directory is made now, so -o may
      * name a file in it */
     if (plotter && !gs_plotter_make(plotter, &perr)) gs_cli_usage_error("--plot: %s", perr->message);
@@ -547,6 +601,7 @@ int gs_cmd_whatif(int argc, char **argv)
         /* the recorded run at its own limit replays with its own segment addresses */
         .ref = !c.capacity && !assumption && ref && ref->seg_addrs->len ? ref : NULL,
         .cal = c.cal,
+        .clients = mode,
         .jobs = (unsigned)c.jobs,
         .progress = c.progress ? whatif_progress : NULL,
         .progress_ud = (void *)input,
@@ -555,13 +610,13 @@ int gs_cmd_whatif(int argc, char **argv)
     if (c.progress) fputs("\r\033[K", stderr);
     gs_whatif_sort(rows);
 
-    gs_cli_out out;
-    gs_cli_open_output(&out, &c, inputs, c.output);
-    gs_whatif_cap wc = {.capacity = cap, .device_total = known_total, .source = cap_words,
-                        .assumption = assumption, .period = has_period ? period.period : 0,
+    gs_whatif_cap wc = {.capacity = cap,
+                        .device_total = known_total,
+                        .source = cap_words,
+                        .assumption = assumption,
+                        .period = has_period ? period.period : 0,
                         .no_period = cv.fatal_oom && !has_period ? no_period : NULL};
-    gs_whatif_report(out.f, c.fmt, input, t, rows, &wc);
-    gs_cli_close_output(&out);
+    write_verdict(&c, inputs, t, rows, &o, &wc);
     int rc = GS_EXIT_OK;
     if (verify) rc = verify_top(&c, rows, cap, argv + 2);
     if (plotter) {
@@ -572,6 +627,7 @@ int gs_cmd_whatif(int argc, char **argv)
         gs_plotter_free(plotter);
     }
 
+    g_free(clients);
     gs_whatif_rows_free(rows);
     gs_reference_free(ref);
     gs_trace_free(t);

@@ -498,3 +498,23 @@ uint64_t gs_cli_unknown_device_total(const gs_trace *t, uint64_t cap, const gs_r
     need = MAX(need, 2 * live);
     return need <= GS_DEFAULT_DEVICE_TOTAL ? GS_DEFAULT_DEVICE_TOTAL : GS_MAX_DEVICE_BYTES;
 }
+
+gs_clients_mode gs_cli_clients_mode(const char *cmd, const char *arg)
+{
+    gs_clients_mode mode = GS_CLIENTS_SEPARATE;
+    if (arg && !gs_clients_mode_parse(arg, &mode))
+        gs_cli_usage_error("%s: --clients: '%s' is not one of separate, shared, cooperative", cmd,
+                           arg);
+    return mode;
+}
+
+gs_plotter *gs_cli_plotter(const gs_cli *c, const char *const *inputs, const char *plot_dir)
+{
+    if (!plot_dir) return NULL;
+    GError *err = NULL;
+    gs_plotter *p = gs_plotter_new(plot_dir, &err);
+    if (!p) gs_cli_usage_error("--plot: %s", err->message);
+    for (const char *const *in = inputs; *in; in++) gs_plotter_keep(p, *in);
+    gs_plotter_keep(p, c->calibration);
+    return p;
+}

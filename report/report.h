@@ -110,6 +110,10 @@ typedef struct {
      * when none, why (for the verdict's next steps) */
     size_t period;
     const char *no_period;
+    /* A trace of several clients replayed separate where no candidate completes: the
+     * arrangements under which the recorded setting completes with no cap ("shared,
+     * cooperative"), NULL when none or not asked */
+    const char *clients_complete;
 } gs_whatif_cap;
 /* The verdict: a row per candidate (rows sorted by gs_whatif_sort), the cap, the
  * recommendation; table, CSV or JSON. Of a trace that ends where its recorded run died, a

@@ -125,7 +125,14 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
     if (cv.fatal_oom) return dying_recommendation(t, cap, rec, best_ok, least);
     char *where = cap_phrase(cap);
     char *out;
-    if (!least) {
+    if (!least && cap->clients_complete) {
+        out =
+            g_strdup_printf("No candidate completes this trace with its %u clients each on a cache "
+                            "of its own (separate): each keeps what it freed, and together they "
+                            "hold more than the device has. With --clients %s the recorded "
+                            "setting completes (gpusim whatif --clients MODE finds its minimum).",
+                            t->clients->len, cap->clients_complete);
+    } else if (!least) {
         out = g_strdup_printf("No candidate completes this trace at any capacity up to the device's "
                               "memory: the trace needs more than the device has.");
     } else if (!best_ok) {

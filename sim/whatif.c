@@ -236,8 +236,11 @@ typedef struct {
 /* bound: the trace's, computed once for every replay of the search (sim/bound.h) */
 static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity, const gs_bound *bound)
 {
-    return (gs_replay_opts){.capacity = capacity, .device_total = o->device_total, .cal = o->cal,
-                            .bound = bound};
+    return (gs_replay_opts){.capacity = capacity,
+                            .device_total = o->device_total,
+                            .cal = o->cal,
+                            .bound = bound,
+                            .clients = o->clients};
 }
 
 /* Completes: no OOM and no device error. */

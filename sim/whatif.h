@@ -62,6 +62,7 @@ typedef struct {
      * cap (the recorded run at its own limit, placed as it was placed) */
     const gs_reference *ref;
     const gs_calibration *cal;
+    gs_clients_mode clients; /* a trace of several clients: their arrangement (opts.h) */
     unsigned jobs;          /* settings replayed at once; 0: one per processor */
     void (*progress)(size_t done, size_t total, void *ud); /* settings finished; serialised */
     void *progress_ud;

@@ -538,6 +538,21 @@ kill -0 "$(cat "$tmp/conv-pid")" 2>/dev/null && fail "whatif: the converter past
 [ -z "$(ls -A "$tmp/tt")" ] || fail "whatif, converter stopped: left $(ls -R "$tmp/tt")"
 expect_error "whatif, a bad time limit" "GPUSIM_CONVERT_TIMEOUT: '1m' is not a number of seconds" \
     env GPUSIM_CONVERT_TIMEOUT=1m "$gpusim" whatif "$snap"
+# --- whatif and frontier on a trace of two libraries: separate caches starve each other, and
+# the verdict names the arrangements that complete instead of "more than the device has" ---
+df=$src/traces/data/dataframe-then-torch.gstrace.gz
+"$gpusim" whatif "$df" -q >"$tmp/df.txt" 2>"$tmp/err" || fail "whatif two clients: exit $?: $(cat "$tmp/err")"
+grep -q "With --clients shared or cooperative the recorded setting completes" "$tmp/df.txt" &&
+    ! grep -q "needs more than the device has" "$tmp/df.txt" ||
+    fail "whatif two clients: the verdict does not name the arrangements: $(tail -2 "$tmp/df.txt")"
+"$gpusim" whatif "$df" -q --clients cooperative -f csv >"$tmp/df.csv" 2>"$tmp/err" ||
+    fail "whatif --clients cooperative: exit $?: $(cat "$tmp/err")"
+grep -q "^[^,]*,pytorch,1,,ok,[0-9]" "$tmp/df.csv" || fail "whatif --clients cooperative: no minimum for the recorded setting: $(head -3 "$tmp/df.csv")"
+"$gpusim" frontier "$df" -q --clients shared -f csv | grep -q "^[^,]*,stitch,stitch,1,ok,[0-9]" ||
+    fail "frontier --clients shared: stitch has no minimum"
+expect_error "whatif --clients nonsense" "is not one of separate, shared, cooperative" "$gpusim" whatif "$df" --clients together
+expect_error "frontier --clients nonsense" "is not one of separate, shared, cooperative" "$gpusim" frontier "$df" --clients together
+
 # --- gpusim frontier: a row per trace and setting, the front as its definition says, stitch
 # marked, the table and the JSON saying the same ---
 "$gpusim" frontier "$trace" "$src/traces/data/batch-alternate.gstrace.gz" -q -f csv -o "$tmp/fr.csv" 2>"$tmp/err" ||
