@@ -404,3 +404,26 @@ char *gs_plot_fit_text(const char *label, long fit)
     g_free(h);
     return r;
 }
+
+void gs_plot_files_begin(gs_plot_files *f, gs_plotter *p, const char *trace, const char *kind)
+{
+    char *stem0 = gs_plotter_stem(p, trace);
+    f->stem = g_strdup_printf("%s-%s", stem0, kind);
+    f->datname = g_strdup_printf("%s.dat", f->stem);
+    f->dat_lit = gs_gp_lit(f->datname);
+    f->dat = g_string_new(NULL);
+    f->g = g_string_new(NULL);
+    g_free(stem0);
+}
+
+gboolean gs_plot_files_finish(gs_plot_files *f, gs_plotter *p, GError **err)
+{
+    gboolean ok = gs_plotter_write(p, f->datname, f->dat, err) &&
+                  gs_plotter_add_script(p, f->stem, f->g, err);
+    g_string_free(f->dat, TRUE);
+    g_string_free(f->g, TRUE);
+    g_free(f->dat_lit);
+    g_free(f->datname);
+    g_free(f->stem);
+    return ok;
+}

@@ -87,10 +87,10 @@ gboolean gs_plot_frontier(gs_plotter *p, const char *trace, const gs_plot_fronti
     axis(x0, x1, &xlo, &xhi);
     axis(y0, y1, &ylo, &yhi);
 
-    char *stem0 = gs_plotter_stem(p, trace);
-    char *stem = g_strdup_printf("%s-frontier", stem0), *datname = g_strdup_printf("%s.dat", stem);
-    char *dat_lit = gs_gp_lit(datname);
-    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    gs_plot_files f;
+    gs_plot_files_begin(&f, p, trace, "frontier");
+    GString *dat = f.dat, *g = f.g;
+    const char *stem = f.stem, *dat_lit = f.dat_lit;
     frontier_dat(dat, trace, pts, n);
 
     const int W = 1280, key_px = 18;
@@ -158,14 +158,8 @@ gboolean gs_plot_frontier(gs_plotter *p, const char *trace, const gs_plot_fronti
     g_ptr_array_free(els, TRUE);
     gs_gp_end(g);
 
-    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    gboolean ok = gs_plot_files_finish(&f, p, err);
     g_free(title);
     g_free(base);
-    g_string_free(dat, TRUE);
-    g_string_free(g, TRUE);
-    g_free(dat_lit);
-    g_free(datname);
-    g_free(stem);
-    g_free(stem0);
     return ok;
 }

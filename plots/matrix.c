@@ -81,10 +81,10 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
         return TRUE;
     }
 
-    char *stem0 = gs_plotter_stem(p, trace);
-    char *stem = g_strdup_printf("%s-matrix", stem0), *datname = g_strdup_printf("%s.dat", stem);
-    char *dat_lit = gs_gp_lit(datname);
-    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    gs_plot_files f;
+    gs_plot_files_begin(&f, p, trace, "matrix");
+    GString *dat = f.dat, *g = f.g;
+    const char *stem = f.stem, *dat_lit = f.dat_lit;
     g_string_append(dat, "# ");
     gs_dat_text(dat, trace);
     g_string_append(dat, ": the sweep's cells, a row per policy setting and a column per capacity\n"
@@ -158,15 +158,9 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
     g_string_append_c(g, '\n');
     gs_gp_end(g);
 
-    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    gboolean ok = gs_plot_files_finish(&f, p, err);
     g_free(title);
     g_free(base);
-    g_string_free(dat, TRUE);
-    g_string_free(g, TRUE);
-    g_free(dat_lit);
-    g_free(datname);
-    g_free(stem);
-    g_free(stem0);
     g_ptr_array_free(rows, TRUE);
     g_array_free(cols, TRUE);
     return ok;

@@ -155,6 +155,16 @@ void gs_gp_end(GString *g);
 void gs_gp_legend_strip(GString *g, double y, double h, const char *const *labels, size_t n,
                         const char *extra);
 
+/* One plot's files, STEM-KIND.gp and STEM-KIND.dat under the trace's stem (gs_plotter_stem):
+ * begin names them and starts both texts, the caller writes the data into dat and the script
+ * into g (dat_lit: the data's name as a gnuplot literal), finish writes both and frees all. */
+typedef struct {
+    char *stem, *datname, *dat_lit;
+    GString *dat, *g;
+} gs_plot_files;
+void gs_plot_files_begin(gs_plot_files *f, gs_plotter *p, const char *trace, const char *kind);
+gboolean gs_plot_files_finish(gs_plot_files *f, gs_plotter *p, GError **err);
+
 /* label, or when it is longer than fit characters its start and end around an ellipsis (a
  * legend entry or a key line that must fit its room). g_free it. */
 char *gs_plot_fit_text(const char *label, long fit);

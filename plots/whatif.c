@@ -131,10 +131,10 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
                         const char *assumption, GError **err)
 {
     if (n == 0) return TRUE;
-    char *stem0 = gs_plotter_stem(p, trace);
-    char *stem = g_strdup_printf("%s-whatif", stem0), *datname = g_strdup_printf("%s.dat", stem);
-    char *dat_lit = gs_gp_lit(datname);
-    GString *dat = g_string_new(NULL), *g = g_string_new(NULL);
+    gs_plot_files f;
+    gs_plot_files_begin(&f, p, trace, "whatif");
+    GString *dat = f.dat, *g = f.g;
+    const char *stem = f.stem, *dat_lit = f.dat_lit;
     whatif_dat(dat, trace, cap, rows, n);
 
     bool any_fail = false, any_oom = false, any_error = false, any_none = false, any_nonmono = false;
@@ -155,9 +155,9 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
         GString *l = g_string_new("(!) fails at a larger capacity than its minimum:");
         for (size_t i = 0; i < n; i++) {
             if (!rows[i].fails_above) continue;
-            char *f = gs_format_size(rows[i].fails_above);
-            g_string_append_printf(l, " %s at %s;", rows[i].policy, f);
-            g_free(f);
+            char *fa = gs_format_size(rows[i].fails_above);
+            g_string_append_printf(l, " %s at %s;", rows[i].policy, fa);
+            g_free(fa);
         }
         l->str[l->len - 1] = '.';
         g_ptr_array_add(notes, g_string_free(l, FALSE));
@@ -302,15 +302,9 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     g_string_append(g, "unset multiplot\n");
     gs_gp_end(g);
 
-    gboolean ok = gs_plotter_write(p, datname, dat, err) && gs_plotter_add_script(p, stem, g, err);
+    gboolean ok = gs_plot_files_finish(&f, p, err);
     g_free(title);
     g_free(cw);
     g_free(base);
-    g_string_free(dat, TRUE);
-    g_string_free(g, TRUE);
-    g_free(dat_lit);
-    g_free(datname);
-    g_free(stem);
-    g_free(stem0);
     return ok;
 }
