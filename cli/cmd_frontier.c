@@ -94,15 +94,17 @@ int gs_cmd_frontier(int argc, char **argv)
     GError *err = NULL;
     gs_plotter *plotter = gs_cli_plotter(&c, inputs, plot_dir);
 
-    /* every input read and every setting parsed before the first replay */
+    /* every input read and every setting parsed before the first replay: each trace its own
+     * rows, which its search fills */
     gs_trace **ts = g_new0(gs_trace *, n);
-    for (size_t i = 0; i < n; i++) ts[i] = gs_cli_load_trace(&c, argv[i + 1]);
-    GPtrArray *probe = gs_frontier_candidates((const char *const *)policies, &err);
-    if (!probe) gs_cli_usage_error("frontier: %s", err->message);
-    for (size_t i = 0; i < n; i++)
-        for (guint k = 0; k < probe->len; k++)
-            gs_cli_check_release(((gs_whatif_row *)probe->pdata[k])->pol, ts[i], argv[i + 1]);
-    gs_whatif_rows_free(probe);
+    GPtrArray **rows = g_new0(GPtrArray *, n);
+    for (size_t i = 0; i < n; i++) {
+        ts[i] = gs_cli_load_trace(&c, argv[i + 1]);
+        rows[i] = gs_frontier_candidates((const char *const *)policies, &err);
+        if (!rows[i]) gs_cli_usage_error("frontier: %s", err->message);
+        for (guint k = 0; k < rows[i]->len; k++)
+            gs_cli_check_release(((gs_whatif_row *)rows[i]->pdata[k])->pol, ts[i], argv[i + 1]);
+    }
     if (plotter && !gs_plotter_make(plotter, &err)) gs_cli_usage_error("--plot: %s", err->message);
 
     gs_frontier **fs = g_new0(gs_frontier *, n);
@@ -117,8 +119,7 @@ int gs_cmd_frontier(int argc, char **argv)
             .progress = c.progress ? frontier_progress : NULL,
             .progress_ud = argv[i + 1],
         };
-        fs[i] =
-            gs_frontier_run(gs_frontier_candidates((const char *const *)policies, NULL), ts[i], &o);
+        fs[i] = gs_frontier_run(rows[i], ts[i], &o); /* (takes the rows) */
         if (c.progress) fputs("\r\033[K", stderr);
     }
 
@@ -139,6 +140,7 @@ int gs_cmd_frontier(int argc, char **argv)
         gs_trace_free(ts[i]);
     }
     g_free(fs);
+    g_free(rows);
     g_free(ts);
     g_ptr_array_free(ins, TRUE);
     g_strfreev(policies);

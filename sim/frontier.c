@@ -1,7 +1,6 @@
 /* frontier.c - every family and setting as a point of memory against time (frontier.h). */
 #include <string.h>
 
-#include "bound.h"
 #include "frontier.h"
 
 /* One of each family besides PyTorch's, at its defaults (docs/policy-families.md); the
@@ -37,11 +36,16 @@ void gs_frontier_mark(gs_frontier_point *pts, size_t n)
     }
 }
 
-/* "pytorch" of "pytorch:expandable_segments:True". */
-static char *family_of(const char *spec)
+/* The trace's lower bound, the largest device's (a capacity is each device's limit): every
+ * replay's result carries it, so it is read from the first row's, not planned again. */
+static uint64_t largest_bound(const GPtrArray *rows)
 {
-    const char *colon = strchr(spec, ':');
-    return colon ? g_strndup(spec, (size_t)(colon - spec)) : g_strdup(spec);
+    if (!rows->len) return 0;
+    const gs_result *r = &((const gs_whatif_row *)rows->pdata[0])->at_cap;
+    if (!r->n_devices) return r->lower_bound_bytes;
+    uint64_t m = 0;
+    for (size_t d = 0; d < r->n_devices; d++) m = MAX(m, r->devices[d].lower_bound_bytes);
+    return m;
 }
 
 gs_frontier *gs_frontier_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
@@ -55,17 +59,14 @@ gs_frontier *gs_frontier_run(GPtrArray *rows, const gs_trace *t, const gs_whatif
     f->rows = rows;
     f->n = rows->len;
     f->pts = g_new0(gs_frontier_point, f->n ? f->n : 1);
-    gs_bound *b = gs_bound_compute(t);
-    for (size_t d = 0; d < b->n_devices; d++)
-        f->bound = MAX(f->bound, b->devices[d].lower_bound_bytes);
-    gs_bound_free(b);
+    f->bound = largest_bound(rows);
     const gs_whatif_row *dflt = gs_whatif_default(rows);
     f->default_us = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
     for (size_t i = 0; i < f->n; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         gs_frontier_point *p = &f->pts[i];
         p->row = r;
-        p->family = family_of(r->pol->spec);
+        p->family = r->pol->ops->name;
         p->ours = strcmp(p->family, GS_FRONTIER_OURS) == 0;
         p->found = r->search.found;
         p->min_capacity = r->search.min_capacity;
@@ -81,7 +82,6 @@ gs_frontier *gs_frontier_run(GPtrArray *rows, const gs_trace *t, const gs_whatif
 void gs_frontier_free(gs_frontier *f)
 {
     if (!f) return;
-    for (size_t i = 0; i < f->n; i++) g_free(f->pts[i].family);
     g_free(f->pts);
     gs_whatif_rows_free(f->rows);
     g_free(f);

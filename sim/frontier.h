@@ -21,7 +21,7 @@ G_BEGIN_DECLS
 
 typedef struct {
     const gs_whatif_row *row;
-    char *family;          /* the spec's name: "pytorch", "cupy", ... */
+    const char *family;    /* the policy's name: "pytorch", "cupy", ... (static) */
     bool ours;             /* gpusim's own (GS_FRONTIER_OURS) */
     bool found;            /* a minimum capacity up to the search's ceiling */
     uint64_t min_capacity; /* when found */
