@@ -395,13 +395,17 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
 
 char *gs_plot_fit_text(const char *label, long fit)
 {
-    long n = g_utf8_strlen(label, -1);
-    if (n <= fit) return g_strdup(label);
+    /* the label comes from a file: where it is not UTF-8, the character walk below would run
+     * past its end (a lead byte claims continuation bytes the string lacks) */
+    char *valid = g_utf8_make_valid(label, -1);
+    long n = g_utf8_strlen(valid, -1);
+    if (n <= fit) return valid;
     long head = (fit - 1) / 2, tail = fit - 1 - head;
-    const char *tail_at = g_utf8_offset_to_pointer(label, n - tail);
-    char *h = g_utf8_substring(label, 0, head);
+    const char *tail_at = g_utf8_offset_to_pointer(valid, n - tail);
+    char *h = g_utf8_substring(valid, 0, head);
     char *r = g_strconcat(h, "\u2026", tail_at, NULL);
     g_free(h);
+    g_free(valid);
     return r;
 }
 
