@@ -264,7 +264,7 @@ void gs_segment_unlink(gs_heap *h, gs_segment *s);
 
 /* "expandable.c" */
 gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                             gs_block **out);
+                             bool check_limit, gs_block **out);
 gs_status gs_expandable_unmap(gs_heap *h, gs_block *b);
 gs_status gs_expandable_release(gs_heap *h, gs_block *b);
 size_t gs_expandable_destroy(gs_heap *h, gs_segment *s);

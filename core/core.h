@@ -390,6 +390,11 @@ unsigned gs_heap_route_of(const gs_heap *h, uint32_t stream);
 /* cudaMalloc a segment of bytes for pool on stream, its one block free in the index. GS_ERR_OOM
  * when the heap's limit or the device refuses (nothing changed). */
 gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes);
+/* For a pool with an expandable_page: map pages at the end of stream's virtual range (after a
+ * free block there, which the new pages extend) until a free block holds bytes, left in the
+ * index. GS_ERR_OOM when the heap's limit (checked against bytes in whole pages) or the device
+ * refuses. */
+gs_status gs_heap_grow_pages(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes);
 /* The policy's words in this heap (GS_POLICY_STATE_WORDS of them, zero at gs_heap_new): where a
  * policy's hooks keep what they must remember between calls. */
 #define GS_POLICY_STATE_WORDS 4

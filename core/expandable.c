@@ -220,13 +220,24 @@ static gs_status map_block(gs_heap *h, gs_block *b, uint64_t size)
 
 /* Grow pool/stream's expandable segment to hold a block of size, and take that block out of the
  * index. Mapping starts at the lowest address that works, so segments stay one piece. PyTorch's
- * try_allocate_expandable_block. */
+ * try_allocate_expandable_block. check_limit: GS_ERR_OOM, nothing mapped, when the pages it
+ * would map take the heap past its limit (PyTorch checks a segment's size before, its caller's
+ * job; a pool that grows by what it lacks checks what it maps). */
 gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                             gs_block **out)
+                             bool check_limit, gs_block **out)
 {
     gs_block *c;
     gs_status st = find_expandable_block(h, pool, stream, size, &c);
     if (st != GS_OK) return st;
+    if (check_limit && h->limit) { /* what the pages below will map, against the limit */
+        uint64_t have = 0, map = 0, pg = c->seg->page;
+        for (gs_block *x = c; have < size; x = x->next) {
+            uint64_t part = MIN(size - have, x->size);
+            if (x->state == GS_BLOCK_UNMAPPED) part = (part + pg - 1) / pg * pg, map += part;
+            have += part;
+        }
+        if (h->total_reserved + map > h->limit) return GS_ERR_OOM;
+    }
     if (c->state == GS_BLOCK_UNMAPPED) {
         st = map_block(h, c, MIN(c->size, size));
         if (st != GS_OK) return st;

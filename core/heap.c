@@ -152,7 +152,7 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
      * creates */
     if (h->pools[pool].stitch) return gs_stitch_grow(h, pool, stream, size, out);
     if (h->limit && h->total_reserved + seg_size > h->limit) return GS_ERR_OOM;
-    if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, out);
+    if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, false, out);
     return malloc_segment(h, pool, stream, seg_size, out);
 }
 
@@ -306,6 +306,15 @@ gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint6
     if (h->limit && h->total_reserved + bytes > h->limit) return GS_ERR_OOM;
     gs_block *b = NULL;
     gs_status st = malloc_segment(h, pool, stream, bytes, &b);
+    if (st == GS_OK) pool_insert(h, b);
+    return st;
+}
+
+gs_status gs_heap_grow_pages(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes)
+{
+    g_assert(h->pools[pool].page);
+    gs_block *b = NULL;
+    gs_status st = gs_expandable_grow(h, pool, stream, bytes, true, &b);
     if (st == GS_OK) pool_insert(h, b);
     return st;
 }

@@ -25,6 +25,15 @@
  *   - when the driver still cannot grow, everything free is trimmed and growth is tried once
  *     more (the ladder's full release, counted as a retry), then the request fails.
  *
+ * Two opt-in rules of the model (keys vmm and small; BENCHMARKS.md, "Two model rules measured
+ * against the same readings"): the real pool's growths were smaller than some requests, so a
+ * block spans memory mapped at different growths; vmm:1 makes the pool one virtual range a
+ * stream whose chunks are mapped at its end, extending a free block there (the core's
+ * expandable segments, the chunk as the page); small:BYTES gives smaller requests a range of
+ * their own. They fit two of the five measured traces exactly and miss two by 7-16% below, so
+ * the fixed chunks stay the default until lab/async_probe.py's request-by-request readings
+ * decide.
+ *
  * Where it departs from the driver, knowingly:
  *   - the driver maps physical memory with its VMM calls and may place a request across
  *     chunks, or move free physical memory behind a new virtual range; the model's chunks are
@@ -49,9 +58,11 @@ typedef struct {
     uint64_t threshold;   /* cudaMemPoolAttrReleaseThreshold */
     bool internal_deps;   /* cudaMemPoolReuseAllowInternalDependencies */
     uint64_t align, granularity, chunk;
+    bool vmm;       /* model: chunks mapped at the end of one virtual range a stream */
+    uint64_t small; /* model: requests below this in a range of their own (0: none) */
 } async_cfg;
 
-static const gs_pool_desc async_pools[] = {{.is_small = false}};
+static const gs_pool_desc async_pools[] = {{.is_small = false}, {.is_small = true}};
 
 static bool set_threshold(void *cfg, const char *key, const char *val, GError **err)
 {
@@ -87,21 +98,39 @@ static bool set_chunk(void *cfg, const char *key, const char *val, GError **err)
     return gs_family_size(key, val, 64 * 1024, &((async_cfg *)cfg)->chunk, err);
 }
 
+static bool set_vmm(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_bool(key, val, &((async_cfg *)cfg)->vmm, err);
+}
+
+static bool set_small(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_size(key, val, 0, &((async_cfg *)cfg)->small, err);
+}
+
 static const gs_policy_key async_keys[] = {
     {"cudaMemPoolAttrReleaseThreshold", "BYTES",
      "free chunks above this go back when the program\n"
-     "waits (default 0; PyTorch's backend:cudaMallocAsync sets UINT64_MAX,\nalso written max)", set_threshold},
+     "waits (default 0; PyTorch's backend:cudaMallocAsync sets UINT64_MAX,\nalso written max)",
+     set_threshold},
     {"cudaMemPoolReuseAllowInternalDependencies", "1",
      "1: a stream may reuse memory freed on another\n"
      "(the driver's default); 0: not",
      set_deps},
-    {"granularity", "BYTES", "model: chunks are whole multiples of this\n"
+    {"granularity", "BYTES",
+     "model: chunks are whole multiples of this\n"
      "(default 32MiB, measured)",
      set_granularity},
-    {"chunk", "BYTES", "model: the smallest chunk the pool reserves\n"
-     "(default 32MiB, measured)", set_chunk},
-    {"align", "N", "model: requests round up to N bytes, a power of two (default 512)",
-     set_align},
+    {"chunk", "BYTES",
+     "model: the smallest chunk the pool reserves\n"
+     "(default 32MiB, measured)",
+     set_chunk},
+    {"align", "N", "model: requests round up to N bytes, a power of two (default 512)", set_align},
+    {"vmm", "1",
+     "model: 1: the pool is one virtual range a stream, grown by\n"
+     "chunks at its end that extend a free block there",
+     set_vmm},
+    {"small", "BYTES", "model: requests below this in chunks of their own", set_small},
     {"release_threshold", "BYTES", NULL, set_threshold},
     {NULL, NULL, NULL, NULL},
 };
@@ -127,7 +156,11 @@ static uint64_t async_round(const void *cfgv, uint64_t size)
     return (size + cfg->align - 1) & ~(cfg->align - 1);
 }
 
-static unsigned async_pool_of(const void *cfg, uint64_t rounded) { return 0; }
+static unsigned async_pool_of(const void *cfgv, uint64_t rounded)
+{
+    const async_cfg *cfg = cfgv;
+    return rounded < cfg->small ? 1 : 0;
+}
 static uint64_t async_segment_size(const void *cfgv, uint64_t rounded)
 {
     const async_cfg *cfg = cfgv;
@@ -154,10 +187,18 @@ static gs_block *async_pick(gs_heap *h, const void *cfgv, unsigned pool, uint32_
     return b;
 }
 
-static gs_status async_grow(gs_heap *h, const void *cfg, unsigned pool, uint32_t stream,
+static gs_status async_grow(gs_heap *h, const void *cfgv, unsigned pool, uint32_t stream,
                             uint64_t rounded, unsigned attempt)
 {
+    const async_cfg *cfg = cfgv;
+    if (cfg->vmm) return gs_heap_grow_pages(h, pool, stream, rounded);
     return gs_heap_grow_segment(h, pool, stream, async_segment_size(cfg, rounded));
+}
+
+static uint64_t async_page(const void *cfgv, unsigned pool)
+{
+    const async_cfg *cfg = cfgv;
+    return cfg->vmm ? cfg->granularity : 0;
 }
 
 /* The synchronisation after a failed growth: trim wholly free chunks, newest first, down to
@@ -167,6 +208,14 @@ static bool async_release_some(gs_heap *h, const void *cfgv, unsigned pool, uint
 {
     const async_cfg *cfg = cfgv;
     bool released = false;
+    if (cfg->vmm) {
+        /* the model's free pages are not chosen one by one here: all of them go back (exact
+         * for the driver's default threshold 0, more than the driver gives back above it) */
+        if (gs_heap_reserved(h) <= cfg->threshold) return false;
+        uint64_t before = gs_heap_reserved(h);
+        *st = gs_heap_release_cached(h);
+        return *st == GS_OK && gs_heap_reserved(h) < before;
+    }
     const gs_segment *s = gs_heap_segments(h);
     while (s && gs_heap_reserved(h) > cfg->threshold) {
         const gs_segment *next = s->next;
@@ -188,11 +237,12 @@ const gs_policy_ops gs_policy_cuda_async = {
     .keys = async_keys,
     .parse = async_parse,
     .cfg_free = g_free,
-    .npools = 1,
+    .npools = 2,
     .pools = async_pools,
     .round_size = async_round,
     .pool_of = async_pool_of,
     .segment_size = async_segment_size,
+    .expandable_page = async_page,
     .fits = async_fits,
     .should_split = async_should_split,
     .fit_rule = gs_family_fit_rule_split_any,

@@ -717,6 +717,52 @@ START_TEST(cuda_async_release_threshold)
 }
 END_TEST
 
+/* vmm:1 (the driver's pool as one virtual range, chunks mapped at its end): a request that
+ * meets a free tail grows by what it lacks, in whole chunks, and its block spans the chunks;
+ * the limit is checked against what is mapped. small:BYTES puts smaller requests in chunks of
+ * their own. */
+START_TEST(cuda_async_vmm_tail_and_small)
+{
+    fixture f = fx_new("cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1", DEV, 64 * MiB);
+    gs_block *a = xalloc(f.heap, 20 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB);
+    gs_block *b = xalloc(f.heap, 40 * MiB, 0); /* 12 MiB of tail and one more chunk */
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 64 * MiB);
+    ck_assert_uint_eq(b->addr, a->addr + 20 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_device_alloc, 2);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    fx_free(&f);
+
+    for (int small = 0; small <= 1; small++) {
+        f = fx_new(small ? "cuda-async:vmm:1,small:1MiB" : "cuda-async:vmm:1", DEV, 0);
+        gs_block *big = xalloc(f.heap, 16 * MiB, 0), *s[100];
+        for (int i = 0; i < 100; i++) s[i] = xalloc(f.heap, 64 << 10, 0);
+        gs_block *c = xalloc(f.heap, 8 * MiB, 0);
+        ck_assert_uint_eq(gs_heap_reserved(f.heap), small ? 64 * MiB : 32 * MiB);
+        for (int i = 0; i < 100; i++) xfree(f.heap, s[i]);
+        xfree(f.heap, big);
+        xfree(f.heap, c);
+        check_heap(f.heap);
+        fx_free(&f);
+    }
+
+    /* threshold 0: a failed growth gives every free page back and grows again, no retry */
+    f = fx_new("cuda-async:vmm:1,small:1MiB", DEV, 64 * MiB);
+    a = xalloc(f.heap, 512 << 10, 0);
+    b = xalloc(f.heap, 32 * MiB, 0);
+    xfree(f.heap, a); /* the large range's 32 MiB and the small range's chunk (free) */
+    gs_block *c = xalloc(f.heap, 32 * MiB, 0);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 64 * MiB);
+    ck_assert_uint_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(cuda_async_config_errors)
 {
     /* the measured default: chunks of whole 32 MiB */
@@ -792,6 +838,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, cuda_async_chunks_and_streams);
     tcase_add_test(tc, cuda_async_no_internal_dependencies);
     tcase_add_test(tc, cuda_async_release_threshold);
+    tcase_add_test(tc, cuda_async_vmm_tail_and_small);
     tcase_add_test(tc, cuda_async_config_errors);
     suite_add_tcase(s, tc);
     return s;

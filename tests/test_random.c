@@ -29,6 +29,8 @@ static const char *const specs[] = {
     "rmm-pool:initial_pool_size:0,maximum_pool_size:256MiB",
     "rmm-arena:arena_size:192MiB",
     "cuda-async",
+    "cuda-async:vmm:1,small:1MiB,granularity:2MiB",
+    "cuda-async:vmm:1,cudaMemPoolAttrReleaseThreshold:max",
 };
 
 /* Sequences per spec and mode. The default keeps .ci/test within its time (docs/testing.md):
@@ -60,7 +62,8 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
 {
     GRand *r = g_rand_new_with_seed(seed);
     bool stitch = g_str_has_prefix(spec, "stitch");
-    bool expandable = strstr(spec, "expandable_segments:True") != NULL || stitch;
+    bool expandable = strstr(spec, "expandable_segments:True") != NULL || stitch ||
+                      strstr(spec, "vmm:1") != NULL;
     /* policies whose segments are not whole 2 MiB pages (the device's granularity) */
     bool exact = g_str_has_prefix(spec, "cupy") || g_str_has_prefix(spec, "bfc") ||
                  g_str_has_prefix(spec, "rmm-pool") || g_str_has_prefix(spec, "rmm-arena");
