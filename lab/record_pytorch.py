@@ -49,6 +49,14 @@ Scenarios (--list prints them):
               the pool's tensors used and freed outside it, the pool deleted, more training.
   twogpu      model parallel in one process: half the layers on cuda:0, half on cuda:1, AdamW,
               8 steps, caps 2.5 GiB on cuda:0 and 2 GiB on cuda:1 (needs 2 GPUs; not in --all).
+  sidecnn     torchvision ResNet-18 trained on 160x160 images with batches made on a side stream
+              (record_stream), cudnn.benchmark (cuDNN tries workspaces; under a cap the tries
+              fail with OOMs PyTorch catches), batch 96/128/64/112, one empty_cache; under the
+              default, expandable segments and max_split_size_mb:128, without a cap and at
+              0.9 of that policy's own uncapped peak (not in --all).
+  compiled    a 4-layer transformer encoder trained under torch.compile(mode="reduce-overhead"):
+              CUDA-graph trees in private pools, two shapes (each its own graph); without a
+              cap and at 0.97 of the uncapped peak (not in --all).
 
 Examples:
   python3 lab/record_pytorch.py --list
@@ -79,12 +87,17 @@ import time
 import traceback
 
 GiB = 1 << 30
-POLICIES = {"default": "", "expandable_segments": "expandable_segments:True"}
+POLICIES = {"default": "", "expandable_segments": "expandable_segments:True",
+            "max_split_size_mb": "max_split_size_mb:128"}
 BOTH = ("default", "expandable_segments")
+THREE = ("default", "expandable_segments", "max_split_size_mb")
 DEFAULT_MAX_ENTRIES = 5_000_000
 EXIT_OOM = 3
 
-# name -> (policies, cap_gib: None | float | {device: float}, max_entries, child timeout s, in --all)
+# name -> (policies, cap_gib, max_entries, child timeout s, in --all). cap_gib: None (no cap), a
+# float, {device: float}, or a list of caps run in turn under each policy, where a string "xF"
+# is F times the peak reserved of the same scenario and policy run without a cap (recorded
+# first, in the same folder), rounded to 0.01 GiB: caps near a program's own peak.
 SCENARIOS = collections.OrderedDict([
     ("sidestream", (BOTH, None, DEFAULT_MAX_ENTRIES, 150, True)),
     ("oomdie", (BOTH, 1.5, DEFAULT_MAX_ENTRIES, 150, True)),
@@ -95,6 +108,8 @@ SCENARIOS = collections.OrderedDict([
     ("mempool", (BOTH, None, DEFAULT_MAX_ENTRIES, 150, True)),
     ("llmgen", (("default",), None, DEFAULT_MAX_ENTRIES, 300, True)),
     ("twogpu", (("default",), {0: 2.5, 1: 2.0}, DEFAULT_MAX_ENTRIES, 200, False)),
+    ("sidecnn", (THREE, [None, "x0.9"], DEFAULT_MAX_ENTRIES, 240, False)),
+    ("compiled", (BOTH, [None, "x0.97"], DEFAULT_MAX_ENTRIES, 400, False)),
 ])
 
 LLMGEN_TARGET_EVENTS = 400_000
@@ -108,8 +123,30 @@ def cap_label(cap):
     return f"{cap:g}"
 
 
-def run_name(scenario, policy):
-    return f"{scenario}__{policy}__{cap_label(SCENARIOS[scenario][1])}"
+def run_name(scenario, policy, cap=None):
+    """cap: the run's own (a scenario with a list of caps); else the scenario's one cap."""
+    if cap is None and not isinstance(SCENARIOS[scenario][1], list):
+        cap = SCENARIOS[scenario][1]
+    return f"{scenario}__{policy}__{cap_label(cap)}"
+
+
+def scenario_caps(scenario):
+    cap = SCENARIOS[scenario][1]
+    return cap if isinstance(cap, list) else [cap]
+
+
+def resolve_cap(scenario, policy, cap, out):
+    """A cap "xF": F times the peak reserved of this scenario and policy without a cap, as that
+    run recorded it in out (None when it has not run or failed)."""
+    if not isinstance(cap, str):
+        return cap
+    path = os.path.join(out, run_name(scenario, policy, None) + ".json")
+    try:
+        with open(path) as f:
+            peak = json.load(f)["memory_stats"]["reserved_bytes.all.peak"]
+    except (OSError, KeyError, ValueError):
+        return None
+    return round(float(cap[1:]) * peak / GiB, 2)
 
 
 # =============================================================================================
@@ -119,14 +156,15 @@ def run_name(scenario, policy):
 class Ctx:
     """What every scenario shares: the cap, the recording, the markers, the output files."""
 
-    def __init__(self, torch, scenario, policy, out):
+    def __init__(self, torch, scenario, policy, out, cap=None):
         self.torch = torch
         self.scenario, self.policy, self.out = scenario, policy, out
-        _, cap, self.max_entries, _, _ = SCENARIOS[scenario]
+        _, scap, self.max_entries, _, _ = SCENARIOS[scenario]
+        cap = cap if isinstance(scap, list) else scap
         self.caps = cap if isinstance(cap, dict) else ({0: cap} if cap is not None else {})
         self.cap = cap
         self.devices = [0, 1] if scenario == "twogpu" else [0]
-        self.name = run_name(scenario, policy)
+        self.name = run_name(scenario, policy, cap)
         self.iter_seconds = []
         self.details = {}
         self.snapshot_taken = False      # set once the snapshot file is written (OOM observer)
@@ -765,16 +803,105 @@ def sc_twogpu(ctx):
         timed_step(ctx, one)
 
 
+def sc_sidecnn(ctx):
+    """A CNN trained with its batches made on a side stream (record_stream), cuDNN choosing
+    algorithms by trial (benchmark mode: under a cap, cuDNN's workspace tries fail with OOMs
+    that PyTorch catches and retries), batch sizes that vary, one empty_cache."""
+    torch = ctx.torch
+    import torchvision
+    F = torch.nn.functional
+    dev = "cuda:0"
+    torch.backends.cudnn.benchmark = True
+    model = torchvision.models.resnet18(num_classes=100).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = [96, 128, 64, 112]
+    steps, empty_at = 16, 8
+    main = torch.cuda.current_stream()
+    s_data = torch.cuda.Stream()
+    ctx.details.update(model="torchvision resnet18 (100 classes), SGD momentum, 160x160 images,"
+                             " cudnn.benchmark", batches=batches, steps=steps,
+                       empty_cache_before_step=empty_at)
+
+    def produce(b):
+        with torch.cuda.stream(s_data):
+            raw = torch.rand(b, 3, 160, 160, device=dev)
+            x = (raw - 0.5) / 0.25
+            y = torch.randint(0, 100, (b,), device=dev)
+            del raw
+        return x, y
+
+    losses = []
+    nxt = produce(batches[0])
+    for step in range(steps):
+        if step == empty_at:
+            ctx.mark("empty_cache")
+            torch.cuda.empty_cache()
+        ctx.mark(f"step{step}")
+        t0 = time.perf_counter()
+        main.wait_stream(s_data)
+        x, y = nxt
+        x.record_stream(main)
+        y.record_stream(main)
+        nxt = produce(batches[(step + 1) % len(batches)]) if step + 1 < steps else None
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+        del x, y, loss
+        ctx.iter_seconds.append(time.perf_counter() - t0)
+    torch.cuda.synchronize()
+    ctx.details["last_loss"] = float(losses[-1])
+
+
+def sc_compiled(ctx):
+    """A transformer block trained under torch.compile(mode="reduce-overhead"): CUDA-graph trees,
+    their private pools, shapes that change (each a recompile and a new graph)."""
+    torch = ctx.torch
+    nn, F = torch.nn, torch.nn.functional
+    dev = "cuda:0"
+    d, heads, n_cls = 512, 8, 64
+    layer = nn.TransformerEncoderLayer(d, heads, 4 * d, batch_first=True, dropout=0.0)
+    model = nn.Sequential(nn.TransformerEncoder(layer, 4), nn.Linear(d, n_cls)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    shapes = [(32, 128), (16, 256), (32, 128)]
+    ctx.details.update(model=f"TransformerEncoder 4x{d} ({heads} heads) + linear, AdamW",
+                       compile='torch.compile(mode="reduce-overhead")', shapes=shapes)
+
+    def step_fn(x, y):
+        out = model(x)
+        loss = F.cross_entropy(out.reshape(-1, n_cls), y.reshape(-1))
+        loss.backward()
+        return loss.detach()
+
+    step_c = torch.compile(step_fn, mode="reduce-overhead")
+    losses = []
+    for rnd in range(3):
+        for i, (b, t) in enumerate(shapes):
+            ctx.mark(f"r{rnd}s{i}")
+
+            def one():
+                torch.compiler.cudagraph_mark_step_begin()
+                x = torch.randn(b, t, d, device=dev)
+                y = torch.randint(0, n_cls, (b, t), device=dev)
+                loss = step_c(x, y)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                losses.append(loss.clone())
+            timed_step(ctx, one)
+    ctx.details["last_loss"] = float(losses[-1])
+
+
 SCENARIO_FUNCS = {
     "sidestream": sc_sidestream, "oomdie": sc_oomdie, "oomcatch": sc_oomcatch, "cut": sc_cut,
     "llmgen": sc_llmgen, "graph": sc_graph, "graphpool": sc_graphpool, "mempool": sc_mempool,
-    "twogpu": sc_twogpu,
+    "twogpu": sc_twogpu, "sidecnn": sc_sidecnn, "compiled": sc_compiled,
 }
 
 
-def child_main(scenario, policy, out):
+def child_main(scenario, policy, out, cap=None):
     import torch
-    ctx = Ctx(torch, scenario, policy, out)
+    ctx = Ctx(torch, scenario, policy, out, cap)
     want = POLICIES[policy]
     got = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
     if got != want:
@@ -805,7 +932,8 @@ def plan(args):
         for p in SCENARIOS[s][0]:
             if args.policy and p not in args.policy:
                 continue
-            runs.append((s, p))
+            for c in scenario_caps(s):
+                runs.append((s, p, c))
     return runs
 
 
@@ -826,14 +954,21 @@ def parent_main(args):
     os.makedirs(args.out, exist_ok=True)
     summary = []
     me = os.path.abspath(__file__)
-    for s, p in runs:
-        name = run_name(s, p)
+    for s, p, c in runs:
+        cap = c if args.dry_run else resolve_cap(s, p, c, args.out)
+        if isinstance(c, str) and cap is None and not args.dry_run:
+            print(f"{s}__{p}__{c}: skipped: its run without a cap did not record a peak",
+                  flush=True)
+            continue
+        name = run_name(s, p, cap) if not isinstance(cap, str) else f"{s}__{p}__{cap}"
         env = dict(os.environ)
         env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         if POLICIES[p]:
             env["PYTORCH_CUDA_ALLOC_CONF"] = POLICIES[p]
         env["PYTHONUNBUFFERED"] = "1"
         cmd = [sys.executable, me, "--child", s, "--child-policy", p, "--out", args.out]
+        if cap is not None and isinstance(SCENARIOS[s][1], list):
+            cmd += ["--child-cap", str(cap)]
         timeout = args.timeout or SCENARIOS[s][3]
         if args.dry_run:
             conf = POLICIES[p] or "(unset)"
@@ -854,7 +989,9 @@ def parent_main(args):
         if os.path.exists(jpath):
             with open(jpath) as f:
                 outcome = json.load(f).get("outcome")
-        expected = (rc == EXIT_OOM) if s == "oomdie" else (rc == 0)
+        # a run capped near its own peak may die of the cap: that is a result, not a failure
+        expected = (rc == EXIT_OOM) if s == "oomdie" else (
+            rc in (0, EXIT_OOM) if isinstance(c, str) else rc == 0)
         entry = {"name": name, "rc": rc, "outcome": outcome, "seconds": round(secs, 1),
                  "as_expected": expected}
         summary.append(entry)
@@ -885,6 +1022,7 @@ def parse_args(argv):
     p.add_argument("--dry-run", action="store_true", help="print the children, run none")
     p.add_argument("--child", choices=list(SCENARIOS), help=argparse.SUPPRESS)
     p.add_argument("--child-policy", choices=list(POLICIES), help=argparse.SUPPRESS)
+    p.add_argument("--child-cap", type=float, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child is None and not a.list and not a.all and not a.scenario:
         p.error("say --all, --scenario NAME or --list")
@@ -896,10 +1034,11 @@ def parse_args(argv):
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     if a.child:
-        return child_main(a.child, a.child_policy, a.out)
+        return child_main(a.child, a.child_policy, a.out, a.child_cap)
     if a.list:
         for s, (pols, cap, me, _, in_all) in SCENARIOS.items():
-            runs = ", ".join(run_name(s, p) for p in pols)
+            runs = ", ".join(f"{s}__{p}__{c}" if isinstance(c, str) else run_name(s, p, c)
+                             for p in pols for c in scenario_caps(s))
             print(f"{s:11s} max_entries {me:>9} {'' if in_all else '(not in --all) '}{runs}")
         return 0
     return parent_main(a)
