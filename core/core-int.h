@@ -109,6 +109,9 @@ typedef struct {
     uint64_t max_handle;     /* stitched: the largest handle a growth creates (0: any) */
     double slack;            /* stitched: gs_stitch_conf.slack (policy.h) */
     double ahead;            /* stitched: gs_stitch_conf.ahead */
+    uint64_t min_grow;       /* stitched: gs_stitch_conf.min_grow */
+    double headroom;         /* stitched: gs_stitch_conf.headroom */
+    uint64_t fine;           /* stitched: gs_stitch_conf.fine */
     uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 

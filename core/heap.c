@@ -50,6 +50,9 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].max_handle = sc.max_handle;
         h->pools[i].slack = sc.slack;
         h->pools[i].ahead = sc.ahead;
+        h->pools[i].min_grow = sc.min_grow;
+        h->pools[i].headroom = sc.headroom;
+        h->pools[i].fine = sc.fine;
         vmm |= h->pools[i].page != 0;
     }
     /* Each private pool's copies of the policy's pools, ready for when one is made. */
@@ -62,6 +65,9 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].max_handle = base->max_handle;
         h->pools[i].slack = base->slack;
         h->pools[i].ahead = base->ahead;
+        h->pools[i].min_grow = base->min_grow;
+        h->pools[i].headroom = base->headroom;
+        h->pools[i].fine = base->fine;
     }
     h->pool_hi = h->npools;
     bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);

@@ -53,6 +53,19 @@ typedef struct {
      * calls (each mapping costs its cuMemSetAccess), for handles that a live block pins more
      * often. 0: exactly what it needs. */
     double ahead;
+    /* While memory is plentiful, a growth creates at least this many bytes (within the slack
+     * and the limit, in the same handle), as PyTorch's default grows a 20 MiB segment for a
+     * 1-10 MiB request: as few growths as the default makes. 0: no floor. */
+    uint64_t min_grow;
+    /* Non-zero: memory is plentiful while the reserved bytes after a growth stay within
+     * (1 - headroom) x the limit (the device's memory when there is none), instead of the
+     * slack's bound. */
+    double headroom;
+    /* Once memory is not plentiful, a growth that creates at most this many bytes creates them
+     * as one handle per page, so that each page can later move or go back alone (a handle
+     * shared by a live block and free pages cannot); larger growths stay one handle (their
+     * block is one request). 0: never. */
+    uint64_t fine;
 } gs_stitch_conf;
 
 /* One config key of a policy, in the original's syntax (KEY:VALUE, comma-separated). A policy's

@@ -38,7 +38,13 @@
  *
  * Config keys: max_handle_mb:N (create new memory in handles of at most N MiB; 0, the
  * default: one handle per growth); slack:F (0 <= F <= 1, default 0.02: memory is plentiful up
- * to 1 + F times the peak allocated bytes; 0: always stitch first).
+ * to 1 + F times the peak allocated bytes; 0: always stitch first); ahead:F (grow ahead while
+ * plentiful); headroom:F (plentiful while within 1 - F times the limit, or the device, instead
+ * of the slack's bound: no move until memory is needed); grow:BYTES (while plentiful, a
+ * large-pool growth creates at least this much, as PyTorch's 20 MiB segments); fine:BYTES
+ * (once not plentiful, a growth of at most this much is one handle per page). The lazy setting,
+ * headroom:0.5,grow:20MiB,ahead:1,fine:128MiB, is the one measured against the target in
+ * docs/stitch.md ("The lazy setting").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,6 +65,9 @@ typedef struct {
     uint64_t max_handle; /* bytes; 0: any */
     double slack;        /* gs_stitch_conf.slack */
     double ahead;        /* gs_stitch_conf.ahead */
+    uint64_t min_grow;   /* gs_stitch_conf.min_grow */
+    double headroom;     /* gs_stitch_conf.headroom */
+    uint64_t fine;       /* gs_stitch_conf.fine */
 } stitch_cfg;
 
 static const gs_pool_desc stitch_pools[] = {
@@ -107,6 +116,9 @@ static bool stitch_stitch(const void *cfgv, unsigned pool, gs_stitch_conf *conf)
     conf->max_handle = cfg->max_handle;
     conf->slack = cfg->slack;
     conf->ahead = cfg->ahead;
+    conf->min_grow = pool == POOL_LARGE ? cfg->min_grow : 0;
+    conf->headroom = cfg->headroom;
+    conf->fine = cfg->fine;
     return true;
 }
 
@@ -148,6 +160,21 @@ static bool set_ahead(void *cfg, const char *key, const char *val, GError **err)
     return unit_fraction(key, val, &((stitch_cfg *)cfg)->ahead, err);
 }
 
+static bool set_min_grow(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_size(key, val, 0, &((stitch_cfg *)cfg)->min_grow, err);
+}
+
+static bool set_headroom(void *cfg, const char *key, const char *val, GError **err)
+{
+    return unit_fraction(key, val, &((stitch_cfg *)cfg)->headroom, err);
+}
+
+static bool set_fine(void *cfg, const char *key, const char *val, GError **err)
+{
+    return gs_family_size(key, val, 0, &((stitch_cfg *)cfg)->fine, err);
+}
+
 static const gs_policy_key stitch_keys[] = {
     {"max_handle_mb", "N",
      "create new memory in handles of at most N MiB (even; 0, the default:\n"
@@ -162,6 +189,19 @@ static const gs_policy_key stitch_keys[] = {
      "growth needs, in the same handle: fewer growths and driver calls, more\n"
      "memory a live block pins (default 0)",
      set_ahead},
+    {"headroom", "F",
+     "0..1: memory is plentiful while reserved memory stays within 1-F times\n"
+     "the limit (the device's memory when there is none) instead of the slack's\n"
+     "bound: no move until memory is needed (default 0: the slack decides)",
+     set_headroom},
+    {"grow", "BYTES",
+     "while memory is plentiful, a growth of the large pool creates at least\n"
+     "this much, as PyTorch's 20 MiB segments do (default 0)",
+     set_min_grow},
+    {"fine", "BYTES",
+     "once memory is not plentiful, a growth of at most this much is made of\n"
+     "one-page handles, each free to move or go back alone (default 0)",
+     set_fine},
     {NULL, NULL, NULL, NULL},
 };
 

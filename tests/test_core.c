@@ -1394,6 +1394,70 @@ START_TEST(stitch_plentiful_memory_creates_instead_of_moving)
 }
 END_TEST
 
+/* headroom (gs_stitch_conf): memory is plentiful while reserved memory stays within 1 - headroom
+ * times the limit, the device's memory when there is none; the slack's scenario above, under
+ * a limit of 100 MiB (bound 50: 44 MiB is plentiful, 10 MiB are created), of 60 MiB (bound 30:
+ * handle A moves), and with no limit (80 GiB: created). */
+START_TEST(stitch_headroom_moves_only_near_the_limit)
+{
+    const uint64_t limits[] = {100 * MiB, 60 * MiB, 0};
+    for (int k = 0; k < 3; k++) {
+        fixture f = fx_new("stitch:headroom:0.5", DEV, limits[k]);
+        gs_block *a = xalloc(f.heap, 10 * MiB, 0);
+        gs_block *b = xalloc(f.heap, 4 * MiB, 0);
+        gs_block *c = xalloc(f.heap, 10 * MiB, 0);
+        xfree(f.heap, a);
+        xfree(f.heap, c);
+        gs_block *d = xalloc(f.heap, 20 * MiB, 0);
+        bool moved = k == 1;
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), moved ? 1 : 0);
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, moved ? 24 * MiB : 34 * MiB);
+        xfree(f.heap, d);
+        xfree(f.heap, b);
+        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+        check_heap(f.heap);
+        ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+        fx_free(&f);
+    }
+}
+END_TEST
+
+/* grow: while plentiful, a large-pool growth creates at least that much, one handle; fine:
+ * once not plentiful, a growth of at most that much is one handle per page. */
+START_TEST(stitch_grow_floor_and_fine_handles)
+{
+    fixture f = fx_new("stitch:headroom:0.5,grow:20MiB,fine:8MiB", DEV, 60 * MiB);
+    gs_block *a = xalloc(f.heap, 4 * MiB, 0); /* 4 MiB <= 30: plentiful, 20 MiB created */
+    const gs_segment *s = a->seg;
+    ck_assert_uint_eq(s->hpages[0], 10);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 20 * MiB);
+    gs_block *b = xalloc(f.heap, 16 * MiB, 0); /* served by the 16 MiB left */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 20 * MiB);
+    uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+    gs_block *c = xalloc(f.heap, 6 * MiB, 0); /* 26 MiB <= 30: plentiful, the floor, capped by
+                                               * the room left: 30 - 20 = 10 MiB, one handle */
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created + 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 30 * MiB);
+    /* 10 MiB: c's handle has 4 MiB free at the end, so 6 MiB more: 36 > 30, not plentiful, no
+     * free whole handle to move: 3 pages created after the free tail, one handle each */
+    gs_block *d = xalloc(f.heap, 10 * MiB, 0);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created + 4);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 36 * MiB);
+    uint64_t slot = (d->addr + 4 * MiB - d->seg->addr) / (2 * MiB);
+    ck_assert_uint_eq(d->seg->hpages[slot], 1);
+    ck_assert_uint_eq(d->seg->hpages[slot + 1], 1);
+    ck_assert_uint_eq(d->seg->hpages[slot + 2], 1);
+    check_heap(f.heap);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, c);
+    xfree(f.heap, d);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
 {
     fixture f = fx_new("stitch", DEV, 40 * MiB);
@@ -1475,6 +1539,8 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_growth_is_one_handle_of_the_size_needed);
     tcase_add_test(tc, stitch_moves_free_handles_instead_of_creating);
     tcase_add_test(tc, stitch_plentiful_memory_creates_instead_of_moving);
+    tcase_add_test(tc, stitch_headroom_moves_only_near_the_limit);
+    tcase_add_test(tc, stitch_grow_floor_and_fine_handles);
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);

@@ -20,6 +20,8 @@ static const char *const specs[] = {
     "stitch:max_handle_mb:4",
     "stitch:slack:0",
     "stitch:slack:0.5,ahead:1",
+    "stitch:headroom:0.5,grow:20MiB,ahead:1,fine:128MiB",
+    "stitch:headroom:0.3,grow:8MiB,fine:8MiB,max_handle_mb:4",
     "preallocate",
     "preallocate:fit:first,fraction:1",
     "tlsf",
