@@ -9,9 +9,10 @@
 # recording), converted with traces/convert.py into OUTDIR. Writes OUTDIR/frontier.csv and
 # OUTDIR/plots/NAME-frontier.png, and prints a line per trace: the front, and stitch against
 # expandable segments (memory over the bound, time over the default's), stitch as it is by
-# default and in its lazy setting (LAZY below: no move until memory is near the limit,
-# PyTorch-sized growths until then, one-page handles after; docs/stitch.md), with whether each
-# meets the target (memory at most expandable segments', time at most 1.1 x the default's).
+# default (the lazy setting: no move until memory is near the limit, PyTorch-sized growths
+# until then, one-page handles after; docs/stitch.md) and in its eager setting (EAGER below,
+# the default until 2026-12-05), with whether each meets the target (memory at most expandable
+# segments', time at most 1.1 x the default's).
 #
 #   bench/frontier.sh                       # build/gpusim, into /tmp/gpusim-frontier
 set -eu
@@ -29,13 +30,13 @@ for p in "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz \
     [ -f "$t" ] || python3 "$here/traces/convert.py" -q "$p" -o "$t"
     set -- "$@" "$t"
 done
-LAZY=stitch:headroom:0.5,grow:20MiB,ahead:1,fine:128MiB
-"$gpusim" frontier "$@" -p "$LAZY" -q -f csv -o "$out/frontier.csv" --plot "$out/plots"
+EAGER=stitch:headroom:0,grow:0,ahead:0,fine:0
+"$gpusim" frontier "$@" -p "$EAGER" -q -f csv -o "$out/frontier.csv" --plot "$out/plots"
 
-python3 - "$out/frontier.csv" "$LAZY" <<'PY'
+python3 - "$out/frontier.csv" "$EAGER" <<'PY'
 import csv, os, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-lazy = sys.argv[2]
+eager = sys.argv[2]
 def fig(r):
     if r["uncapped_outcome"] not in ("ok", "survived"):  # survived: past a dying trace's end
         return "fails"
@@ -49,23 +50,23 @@ def meets(r, ex):
     m = int(r["min_capacity_bytes"]) <= int(ex["min_capacity_bytes"])
     t = float(r["time_over_default"] or "inf") <= 1.1
     return ("M" if m else "m") + ("T" if t else "t")
-print("%-27s %-18s %-18s %-15s %s" % ("trace", "stitch", "stitch lazy", "expandable",
+print("%-27s %-18s %-18s %-15s %s" % ("trace", "stitch", "stitch eager", "expandable",
                                       "the front, by device time"))
-n = {"stitch": 0, lazy: 0}
+n = {"stitch": 0, eager: 0}
 for t in dict.fromkeys(r["trace"] for r in rows):
     pts = [r for r in rows if r["trace"] == t]
     front = sorted((r for r in pts if r["pareto"] == "1"), key=lambda r: float(r["device_time_us"]))
     st = [r for r in pts if r["policy"] == "stitch"][0]
-    sl = [r for r in pts if r["policy"] == lazy][0]
+    se = [r for r in pts if r["policy"] == eager][0]
     ex = [r for r in pts if r["policy"] == "pytorch:expandable_segments:True"][0]
-    for k, r in (("stitch", st), (lazy, sl)):
+    for k, r in (("stitch", st), (eager, se)):
         n[k] += meets(r, ex) == "MT"
     name = os.path.basename(t).split(".gs")[0]
     print("%-27s %-18s %-18s %-15s %s" % (name[:27], fig(st) + " " + meets(st, ex),
-                                          fig(sl) + " " + meets(sl, ex), fig(ex),
-                                          ", ".join("lazy" if r["policy"] == lazy else r["policy"]
+                                          fig(se) + " " + meets(se, ex), fig(ex),
+                                          ", ".join("eager" if r["policy"] == eager else r["policy"]
                                                     for r in front) or "-"))
 print("M/m: memory at most / above expandable segments'; T/t: time at most / above 1.1 x the "
-      "default's; both met: stitch %d, lazy %d of %d traces" % (n["stitch"], n[lazy],
+      "default's; both met: stitch %d, eager %d of %d traces" % (n["stitch"], n[eager],
                                                               len(dict.fromkeys(r["trace"] for r in rows))))
 PY

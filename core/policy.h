@@ -55,7 +55,8 @@ typedef struct {
     double ahead;
     /* While memory is plentiful, a growth creates at least this many bytes (within the slack
      * and the limit, in the same handle), as PyTorch's default grows a 20 MiB segment for a
-     * 1-10 MiB request: as few growths as the default makes. 0: no floor. */
+     * 1-10 MiB request: as few growths as the default makes; and ahead adds at most this much
+     * beyond what a growth needs. 0: no floor, no bound on ahead. */
     uint64_t min_grow;
     /* Non-zero: memory is plentiful while the reserved bytes after a growth stay within
      * (1 - headroom) x the limit (the device's memory when there is none), instead of the

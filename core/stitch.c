@@ -253,6 +253,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
         uint64_t extra = room > 0 ? (uint64_t)(room / (double)pg) : 0;
         uint64_t floor = p->min_grow / pg > fresh ? p->min_grow / pg - fresh : 0;
         extra = MIN(extra, MAX((uint64_t)(p->ahead * (double)need), floor));
+        /* with a floor, ahead adds at most the floor: a large request doubled would be a large
+         * handle that its one block pins, and memory reserved long before it is used */
+        if (p->min_grow) extra = MIN(extra, MAX(floor, p->min_grow / pg));
         extra = MIN(extra, u->size / pg - MAX(got, need));
         fresh += extra;
     }

@@ -14,12 +14,17 @@
  *     becomes a hole that a later growth maps again). Only the rest is created, as one handle
  *     (or pieces of max_handle_mb). So reserved memory grows only when no free whole handle is
  *     left: what stays unusable is the free memory inside handles that a live block pins;
- *   - while memory is plentiful (reserved bytes after the growth within 1 + slack times the peak
- *     allocated bytes, and within the limit) a growth creates what it needs and moves nothing:
+ *   - while memory is plentiful (by default: reserved bytes after the growth within half the
+ *     limit, the device's memory when there is none; with headroom:0, within 1 + slack times
+ *     the peak allocated bytes, and within the limit) a growth creates and moves nothing:
  *     a move unmaps, which on the real driver waits for the whole device, and in a training
  *     loop's steady state moves repeat every step (measured on the H100: ResNet-50 2% slower
- *     per step with 10 moves a step; docs/stitch.md, "stitch on the real GPU"). Above that
- *     bound every growth stitches first;
+ *     per step with 10 moves a step; docs/stitch.md, "stitch on the real GPU"). A plentiful
+ *     growth of the large pool creates at least 20 MiB, as PyTorch's default rounds a 1-10 MiB
+ *     request to a 20 MiB segment, and up to twice what it needs (ahead, at most 20 MiB more):
+ *     as few growths as the default makes. Above that bound every growth stitches first, and
+ *     creates what is still missing, one handle a page when that is at most 128 MiB (fine), so
+ *     each page can move or go back alone;
  *   - empty_cache and the out-of-memory ladder unmap and release every free whole handle.
  *
  * Where it departs from GMLake:
@@ -42,12 +47,13 @@
  * plentiful); headroom:F (plentiful while within 1 - F times the limit, or the device, instead
  * of the slack's bound: no move until memory is needed); grow:BYTES (while plentiful, a
  * large-pool growth creates at least this much, as PyTorch's 20 MiB segments); fine:BYTES
- * (once not plentiful, a growth of at most this much is one handle per page). The lazy setting,
- * headroom:0.5,grow:20MiB,ahead:1,fine:128MiB, is the one measured against the target in
- * docs/stitch.md ("The lazy setting").
+ * (once not plentiful, a growth of at most this much is one handle per page). The default is
+ * the lazy setting, headroom:0.5,grow:20MiB,ahead:1,fine:128MiB (docs/stitch.md, "The lazy
+ * setting"); headroom:0,grow:0,ahead:0,fine:0 is the eager one, the default until 2026-12-05.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "policies.h"
 
@@ -160,9 +166,19 @@ static bool set_ahead(void *cfg, const char *key, const char *val, GError **err)
     return unit_fraction(key, val, &((stitch_cfg *)cfg)->ahead, err);
 }
 
+/* A size (20MiB), or 0: off. */
+static bool size_or_zero(const char *key, const char *val, uint64_t *out, GError **err)
+{
+    if (strcmp(val, "0") == 0) {
+        *out = 0;
+        return true;
+    }
+    return gs_family_size(key, val, 1, out, err);
+}
+
 static bool set_min_grow(void *cfg, const char *key, const char *val, GError **err)
 {
-    return gs_family_size(key, val, 0, &((stitch_cfg *)cfg)->min_grow, err);
+    return size_or_zero(key, val, &((stitch_cfg *)cfg)->min_grow, err);
 }
 
 static bool set_headroom(void *cfg, const char *key, const char *val, GError **err)
@@ -172,7 +188,7 @@ static bool set_headroom(void *cfg, const char *key, const char *val, GError **e
 
 static bool set_fine(void *cfg, const char *key, const char *val, GError **err)
 {
-    return gs_family_size(key, val, 0, &((stitch_cfg *)cfg)->fine, err);
+    return size_or_zero(key, val, &((stitch_cfg *)cfg)->fine, err);
 }
 
 static const gs_policy_key stitch_keys[] = {
@@ -181,26 +197,28 @@ static const gs_policy_key stitch_keys[] = {
      "one handle per growth, fewest driver calls)",
      set_max_handle},
     {"slack", "F",
-     "0..1: create instead of moving free handles while reserved memory stays\n"
-     "within 1+F times the peak allocated (default 0.02; 0: always move first)",
+     "0..1: with headroom:0, create instead of moving free handles while\n"
+     "reserved memory stays within 1+F times the peak allocated (default 0.02;\n"
+     "0: always move first)",
      set_slack},
     {"ahead", "F",
-     "0..1: while memory is plentiful (slack), also create up to F times what a\n"
+     "0..1: while memory is plentiful, also create up to F times what a\n"
      "growth needs, in the same handle: fewer growths and driver calls, more\n"
-     "memory a live block pins (default 0)",
+     "memory a live block pins (default 1)",
      set_ahead},
     {"headroom", "F",
      "0..1: memory is plentiful while reserved memory stays within 1-F times\n"
      "the limit (the device's memory when there is none) instead of the slack's\n"
-     "bound: no move until memory is needed (default 0: the slack decides)",
+     "bound: no move until memory is needed (default 0.5; 0: the slack decides)",
      set_headroom},
     {"grow", "BYTES",
      "while memory is plentiful, a growth of the large pool creates at least\n"
-     "this much, as PyTorch's 20 MiB segments do (default 0)",
+     "this much, as PyTorch's 20 MiB segments do, and ahead adds at most this\n"
+     "much (default 20MiB)",
      set_min_grow},
     {"fine", "BYTES",
      "once memory is not plentiful, a growth of at most this much is made of\n"
-     "one-page handles, each free to move or go back alone (default 0)",
+     "one-page handles, each free to move or go back alone (default 128MiB)",
      set_fine},
     {NULL, NULL, NULL, NULL},
 };
@@ -208,7 +226,12 @@ static const gs_policy_key stitch_keys[] = {
 static void *stitch_parse(const char *conf, GError **err)
 {
     stitch_cfg *cfg = g_new0(stitch_cfg, 1);
+    /* the lazy setting (docs/stitch.md): no move until memory is near the limit */
     cfg->slack = kDefaultSlackPermille / 1000.0;
+    cfg->headroom = 0.5;
+    cfg->min_grow = 20 * GS_MiB;
+    cfg->ahead = 1;
+    cfg->fine = 128 * GS_MiB;
     if (!gs_policy_conf_parse(stitch_keys, cfg, conf, err)) {
         g_free(cfg);
         return NULL;

@@ -1304,9 +1304,13 @@ END_TEST
 
 /* ---- stitch (policies/stitch.c, core/stitch.c) ---- */
 
+/* The mechanism's tests name the eager setting (every growth past the slack stitches first, by
+ * exactly what is missing); the default is the lazy one, tested by name below. */
+#define EAGER "stitch:headroom:0,grow:0,ahead:0,fine:0"
+
 START_TEST(stitch_growth_is_one_handle_of_the_size_needed)
 {
-    fixture f = fx_new("stitch", DEV, 0);
+    fixture f = fx_new(EAGER, DEV, 0);
     gs_block *a = xalloc(f.heap, 30 * MiB, 0);
     const gs_segment *s = a->seg;
     ck_assert(s->expandable && s->hpages);
@@ -1324,7 +1328,7 @@ END_TEST
 
 START_TEST(stitch_moves_free_handles_instead_of_creating)
 {
-    fixture f = fx_new("stitch", DEV, 0);
+    fixture f = fx_new(EAGER, DEV, 0);
     gs_block *a = xalloc(f.heap, 10 * MiB, 0);  /* handle A: [0,10) */
     gs_block *b = xalloc(f.heap, 4 * MiB, 0);   /* handle B: [10,14) */
     gs_block *c = xalloc(f.heap, 10 * MiB, 0);  /* handle C: [14,24) */
@@ -1366,7 +1370,7 @@ END_TEST
 START_TEST(stitch_plentiful_memory_creates_instead_of_moving)
 {
     for (int slack0 = 0; slack0 < 2; slack0++) {
-        fixture f = fx_new(slack0 ? "stitch:slack:0" : "stitch:slack:1", DEV, 0);
+        fixture f = fx_new(slack0 ? EAGER ",slack:0" : EAGER ",slack:1", DEV, 0);
         gs_block *a = xalloc(f.heap, 10 * MiB, 0);
         gs_block *b = xalloc(f.heap, 4 * MiB, 0);
         gs_block *c = xalloc(f.heap, 10 * MiB, 0); /* peak allocated 24 MiB */
@@ -1402,7 +1406,7 @@ START_TEST(stitch_headroom_moves_only_near_the_limit)
 {
     const uint64_t limits[] = {100 * MiB, 60 * MiB, 0};
     for (int k = 0; k < 3; k++) {
-        fixture f = fx_new("stitch:headroom:0.5", DEV, limits[k]);
+        fixture f = fx_new("stitch:headroom:0.5,grow:0,ahead:0,fine:0", DEV, limits[k]);
         gs_block *a = xalloc(f.heap, 10 * MiB, 0);
         gs_block *b = xalloc(f.heap, 4 * MiB, 0);
         gs_block *c = xalloc(f.heap, 10 * MiB, 0);
@@ -1426,7 +1430,7 @@ END_TEST
  * once not plentiful, a growth of at most that much is one handle per page. */
 START_TEST(stitch_grow_floor_and_fine_handles)
 {
-    fixture f = fx_new("stitch:headroom:0.5,grow:20MiB,fine:8MiB", DEV, 60 * MiB);
+    fixture f = fx_new("stitch:headroom:0.5,grow:20MiB,ahead:0,fine:8MiB", DEV, 60 * MiB);
     gs_block *a = xalloc(f.heap, 4 * MiB, 0); /* 4 MiB <= 30: plentiful, 20 MiB created */
     const gs_segment *s = a->seg;
     ck_assert_uint_eq(s->hpages[0], 10);
@@ -1460,7 +1464,7 @@ END_TEST
 
 START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
 {
-    fixture f = fx_new("stitch", DEV, 40 * MiB);
+    fixture f = fx_new(EAGER, DEV, 40 * MiB);
     gs_block *a = xalloc(f.heap, 30 * MiB, 0);  /* one handle of 30 MiB */
     gs_block *p = xalloc(f.heap, 2 * MiB, 0);   /* one of 2 MiB */
     xfree(f.heap, a);
@@ -1483,7 +1487,7 @@ END_TEST
 
 START_TEST(stitch_streams_keep_their_memory)
 {
-    fixture f = fx_new("stitch", DEV, 0);
+    fixture f = fx_new(EAGER, DEV, 0);
     gs_block *a = xalloc(f.heap, 20 * MiB, 0);
     xfree(f.heap, a);
     gs_block *b = xalloc(f.heap, 20 * MiB, 1); /* stream 1 may not take stream 0's handle */
@@ -1496,7 +1500,7 @@ END_TEST
 
 START_TEST(stitch_failed_map_keeps_the_heap_whole)
 {
-    fixture f = faulty_fx("stitch", 0, GS_CALL_MAP, 3, GS_ERR_DEVICE);
+    fixture f = faulty_fx(EAGER, 0, GS_CALL_MAP, 3, GS_ERR_DEVICE);
     gs_block *a = xalloc(f.heap, 10 * MiB, 0);
     gs_block *b = xalloc(f.heap, 10 * MiB, 0);
     xfree(f.heap, a);
@@ -1513,7 +1517,7 @@ END_TEST
 
 START_TEST(stitch_check_catches_a_handle_mapped_twice)
 {
-    fixture f = fx_new("stitch", DEV, 0);
+    fixture f = fx_new(EAGER, DEV, 0);
     gs_block *a = xalloc(f.heap, 4 * MiB, 0);
     gs_block *b = xalloc(f.heap, 4 * MiB, 0);
     gs_segment *s = a->seg;
