@@ -1603,6 +1603,24 @@ class TestEmptyCacheInference(ConverterTestCase):
         self.assertEqual(rows, ["alloc"] * 3 + ["free", "empty_cache", "free", "empty_cache",
                                                 "alloc"])
 
+    def test_no_retry_rules_out_pressure(self):
+        # The unknown-limit case above (60 MiB + 20 > the peak), expandable segments, but the
+        # run's statistics say it never flushed (num_alloc_retries 0, no max_split_size): an
+        # empty_cache(). Read from lab/record_pytorch's JSON and from gpusim verify's.
+        conf = "expandable_segments:True"
+        for sib in ({"total_bytes": H100_TOTAL, "memory_stats": {"num_alloc_retries": 0}},
+                    {"format": "gpusim-verify 1", "outcome": "ok", "limit_bytes": None,
+                     "devices": {"0": {"num_alloc_retries": 0}}}):
+            with self.subTest(sibling=sib):
+                rows, _ = self.rows(self.events("segment_unmap", "segment_map"), sibling=sib,
+                                    name="run__expandable__v", conf=conf)
+                self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
+        # a retry was counted: pressure may explain it, as before
+        sib = {"total_bytes": H100_TOTAL, "memory_stats": {"num_alloc_retries": 1}}
+        rows, _ = self.rows(self.events("segment_unmap", "segment_map"), sibling=sib,
+                            name="run__expandable__w", conf=conf)
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
+
     def test_oom_explains_it(self):
         e = self.events()[:-2] + [ev("oom", 0, 100 * MiB, 10), ev("alloc", 0x9000, 512, 11)]
         rows, _ = self.rows(e)

@@ -67,8 +67,9 @@ empty_cache() inferred (PyTorch logs no event for it): a run of segment_free/seg
 entries of one device is an empty_cache() placed before it, unless the allocator event right
 after the run explains it: an oom; a segment_alloc/segment_map of an allocation that had to
 release (reserved + the segment it needed > L, the run's limit: the .json's cap_gib or --cap,
-else the highest reserved the run reached); or garbage collection (garbage_collection_threshold
-T > 0 and reserved > T x L).
+else the highest reserved the run reached; ruled out when the .json's memory_stats say
+num_alloc_retries 0 and no max_split_size was set); or garbage collection
+(garbage_collection_threshold T > 0 and reserved > T x L).
 
 failed requests, cut logs and several devices: the module's documentation
 (python3 -c "import sys; sys.path.insert(0, 'traces'); import convert; help(convert)") and the
@@ -218,9 +219,14 @@ def infer_all_empty_cache(rec, args, sibling, label):
         if stats is None and dev == 0 and sibling:
             stats = sibling.get("memory_stats")
         peak = stats.get("reserved_bytes.all.peak") if isinstance(stats, dict) else None
+        # no counted retry and no oversize blocks: the allocator never released under pressure
+        retries = stats.get("num_alloc_retries") if isinstance(stats, dict) else None
+        max_split = settings.get("max_split_size")
+        flushed = not (retries == 0 and _is_int(max_split) and
+                       (max_split < 0 or max_split >= 2**62))
         rec.per_device[dev], n = infer_empty_cache(
             events, release_limit(args, sibling, dev, rec.pytorch_version),
-            peak if _is_int(peak) else None, gc, expandable)
+            peak if _is_int(peak) else None, gc, expandable, flushed)
         rec.num_inferred_empty_cache += n
     if rec.num_inferred_empty_cache:
         warn(label, f"inferred {rec.num_inferred_empty_cache} empty_cache() call(s) from segment "

@@ -31,6 +31,11 @@ from .model import Event, EventColumns, MiB, _has_action, warn
 #     expandable segments (whose mappings may pass the limit by less than a page); or
 #   - with garbage_collection_threshold T > 0: reserved > T x L (T x the peak when the limit is
 #     unknown: a lower bound of T x limit, so the test is necessary for a collection).
+# Pressure is ruled out when the run's statistics say it never flushed: num_alloc_retries 0 (the
+# full flush is the counted retry) and no max_split_size (the one other release after a failed
+# attempt, of oversize blocks, is not counted). With expandable segments and no known limit the
+# pressure test above is weak (a limit is only known to be at least the peak less a page), and
+# an empty_cache() before the run's peak passed it: the statistics settle it.
 # "The segment it needed" is what a cudaMalloc for that allocation would take (the limit test in
 # PyTorch's alloc_block uses it, with expandable segments too): the larger of the segment
 # event's size and the allocation size of the request that follows (2 MiB up to 1 MiB, 20 MiB
@@ -377,9 +382,11 @@ def infer_all_pools(rec, label):
                     f"requests of the others replay in the ordinary pools")
 
 
-def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False):
+def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False,
+                      flushed=True):
     """One device's events with an 'empty_cache' Event before every run of releases that no
-    allocation explains (the rule above). Returns (events, number inferred)."""
+    allocation explains (the rule above). flushed: False when the run's statistics rule out an
+    allocator's flush under pressure. Returns (events, number inferred)."""
     if not _has_action(events, RELEASES):
         return events, 0        # (what the walk below gives: the events as they are)
     given, events = events, list(events)
@@ -412,7 +419,7 @@ def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandabl
             if k < len(events) and events[k].action == "alloc":
                 need = max(need, _allocation_size(events[k].size))
             gc_bound = gc_threshold * (limit if limit is not None else peak)
-            explained = (reserved + need > bound or
+            explained = ((flushed and reserved + need > bound) or
                          (gc_threshold > 0 and reserved > gc_bound))
         if not explained:
             out.append(Event("empty_cache", e.device, 0, 0, 0, e.time_us, False, e.where))

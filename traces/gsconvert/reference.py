@@ -55,6 +55,9 @@ def read_sibling(path):
         if by is not None and not (isinstance(by, dict) and all(ok(v) for v in by.values())):
             raise ConvertError(f"sibling {path}: {key}_by_device is out of range (an object of "
                                f"{what})")
+    # gpusim verify's report (torch/verify): its statistics per device are the run's
+    if doc.get("format") == "gpusim-verify 1" and isinstance(doc.get("devices"), dict):
+        doc.setdefault("memory_stats_by_device", doc["devices"])
     return doc
 
 
