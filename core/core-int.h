@@ -106,12 +106,7 @@ typedef struct {
     uint64_t get_free_calls; /* PyTorch's get_free_blocks_call_count (GC ages) */
     uint64_t page;           /* expandable segments' handle size; 0: grows by cudaMalloc */
     bool stitch;             /* its expandable segments are stitched (stitch.c) */
-    uint64_t max_handle;     /* stitched: the largest handle a growth creates (0: any) */
-    double slack;            /* stitched: gs_stitch_conf.slack (policy.h) */
-    double ahead;            /* stitched: gs_stitch_conf.ahead */
-    uint64_t min_grow;       /* stitched: gs_stitch_conf.min_grow */
-    double headroom;         /* stitched: gs_stitch_conf.headroom */
-    uint64_t fine;           /* stitched: gs_stitch_conf.fine */
+    gs_stitch_conf sc;       /* stitched: how it grows (policy.h) */
     uint8_t type;            /* its stat type: GS_STAT_SMALL or GS_STAT_LARGE */
 } gs_pool;
 

@@ -45,14 +45,8 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     for (unsigned i = 0; i < h->npools; i++) {
         h->pools[i].type = h->P->pools[i].is_small ? GS_STAT_SMALL : GS_STAT_LARGE;
         h->pools[i].page = h->P->expandable_page ? h->P->expandable_page(h->cfg, i) : 0;
-        gs_stitch_conf sc = {0};
-        h->pools[i].stitch = h->pools[i].page && h->P->stitch && h->P->stitch(h->cfg, i, &sc);
-        h->pools[i].max_handle = sc.max_handle;
-        h->pools[i].slack = sc.slack;
-        h->pools[i].ahead = sc.ahead;
-        h->pools[i].min_grow = sc.min_grow;
-        h->pools[i].headroom = sc.headroom;
-        h->pools[i].fine = sc.fine;
+        h->pools[i].stitch = h->pools[i].page && h->P->stitch &&
+                             h->P->stitch(h->cfg, i, &h->pools[i].sc);
         vmm |= h->pools[i].page != 0;
     }
     /* Each private pool's copies of the policy's pools, ready for when one is made. */
@@ -62,12 +56,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         h->pools[i].type = base->type;
         h->pools[i].page = base->page;
         h->pools[i].stitch = base->stitch;
-        h->pools[i].max_handle = base->max_handle;
-        h->pools[i].slack = base->slack;
-        h->pools[i].ahead = base->ahead;
-        h->pools[i].min_grow = base->min_grow;
-        h->pools[i].headroom = base->headroom;
-        h->pools[i].fine = base->fine;
+        h->pools[i].sc = base->sc;
     }
     h->pool_hi = h->npools;
     bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);

@@ -228,10 +228,10 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
      * the two types' is the live figure */
     uint64_t alloc = (uint64_t)stat_all(h->st.allocated_bytes) + size;
     uint64_t peak = MAX((uint64_t)h->st.allocated_bytes[GS_STAT_ALL].peak, alloc);
-    double bound = (double)peak * (1.0 + p->slack);
-    if (p->headroom > 0)
-        bound = (double)(h->limit ? h->limit : gs_heap_device_total(h)) * (1.0 - p->headroom);
-    bool plenty = (p->slack > 0 || p->headroom > 0) && (double)after <= bound &&
+    double bound = (double)peak * (1.0 + p->sc.slack);
+    if (p->sc.headroom > 0)
+        bound = (double)(h->limit ? h->limit : gs_heap_device_total(h)) * (1.0 - p->sc.headroom);
+    bool plenty = (p->sc.slack > 0 || p->sc.headroom > 0) && (double)after <= bound &&
                   (!h->limit || after <= h->limit);
     GArray *d = plenty ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
     g_array_sort(d, donor_cmp);
@@ -245,17 +245,17 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
         goto out;
     }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
-    if (plenty && fresh && (p->ahead > 0 || p->min_grow)) {
+    if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow)) {
         /* grow ahead (gs_stitch_conf.ahead, min_grow): within the slack and the limit, and
          * u's room */
         double room = bound - (double)after;
         if (h->limit) room = MIN(room, (double)(h->limit - after));
         uint64_t extra = room > 0 ? (uint64_t)(room / (double)pg) : 0;
-        uint64_t floor = p->min_grow / pg > fresh ? p->min_grow / pg - fresh : 0;
-        extra = MIN(extra, MAX((uint64_t)(p->ahead * (double)need), floor));
+        uint64_t floor = p->sc.min_grow / pg > fresh ? p->sc.min_grow / pg - fresh : 0;
+        extra = MIN(extra, MAX((uint64_t)(p->sc.ahead * (double)need), floor));
         /* with a floor, ahead adds at most the floor: a large request doubled would be a large
          * handle that its one block pins, and memory reserved long before it is used */
-        if (p->min_grow) extra = MIN(extra, MAX(floor, p->min_grow / pg));
+        if (p->sc.min_grow) extra = MIN(extra, p->sc.min_grow / pg);
         extra = MIN(extra, u->size / pg - MAX(got, need));
         fresh += extra;
     }
@@ -265,9 +265,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     }
     /* Create first: a growth that runs out of memory changes nothing. One handle, or pieces of
      * at most max_handle. */
-    uint64_t piece = p->max_handle ? MAX(p->max_handle / pg, 1) : fresh;
+    uint64_t piece = p->sc.max_handle ? MAX(p->sc.max_handle / pg, 1) : fresh;
     /* near the limit, a small growth is made of one-page handles (gs_stitch_conf.fine) */
-    if (!plenty && fresh * pg <= p->fine) piece = 1;
+    if (!plenty && fresh * pg <= p->sc.fine) piece = 1;
     GArray *made = g_array_new(FALSE, FALSE, 2 * sizeof(uint64_t));
     for (uint64_t left = fresh; left > 0 && st == GS_OK;) {
         uint64_t n = MIN(left, piece), hd = 0;
