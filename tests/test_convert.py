@@ -244,6 +244,33 @@ class TestTraceOutput(ConverterTestCase):
             ref = json.load(f)
         self.assertEqual(ref["derived"]["num_deferred_frees"], 3)
 
+    def test_free_pending_when_the_log_ends(self):
+        # A free_requested with no free_completed by the end (record_stream's event not yet
+        # seen complete: the snapshot's active_pending_free) completes after the last row, so
+        # the replay cannot hand the block out again; without the free_done it would read as
+        # an immediate free.
+        events = [ev("alloc", 0x1000, 64, 100, stream=5), ev("alloc", 0x2000, 32, 101),
+                  ev("free_requested", 0x1000, 64, 102, stream=5), ev("alloc", 0x3000, 64, 103),
+                  ev("free_requested", 0x2000, 32, 104)]
+        src = self.write_snapshot("e.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "out.gstrace", "--reference", "ref.json")
+        self.assertEqual(self.event_lines(self.path("out.gstrace")), [
+            "0,0,alloc,torch,0,5,1,64",
+            "1,1,alloc,torch,0,0,2,32",
+            "2,2,free,torch,0,5,1,64",
+            "3,3,alloc,torch,0,0,3,64",
+            "4,4,free,torch,0,0,2,32",
+            "5,4,free_done,torch,0,5,1,64",
+            "6,4,free_done,torch,0,0,2,32",
+        ])
+        with open(self.path("ref.json")) as f:
+            self.assertEqual(json.load(f)["derived"]["num_deferred_frees"], 2)
+        # A log that ends with the OOM the run died of gets no completions after it.
+        events.append(ev("oom", 0, 1 << 40, 105))
+        src = self.write_snapshot("o.pickle", snapshot(events))
+        self.convert_ok(src, "-o", "oom.gstrace")
+        self.assertNotIn("free_done", "\n".join(self.event_lines(self.path("oom.gstrace"))))
+
     def test_alloc_while_pending_free_is_error(self):
         # A block whose free has not completed still owns its address.
         events = [ev("alloc", 0x1000, 64, 1), ev("free_requested", 0x1000, 64, 2),

@@ -139,6 +139,24 @@ def build_trace(rec, label):
         raise ConvertError(f"time_us spans {too_long} microseconds, more than the trace's time "
                            f"column holds (2^64)")
 
+    # A free still waiting for its completion when the log ended (free_requested, no
+    # free_completed: its block was used on another stream, record_stream, and that stream's
+    # event had not been seen complete; the snapshot's segments call it active_pending_free) was
+    # never the allocator's to reuse: it completes after the last row. A trace gives a free no
+    # completion only when the free was immediate, so without these rows the replay would hand
+    # the block out again where the real allocator made a new segment. A log that ends with an
+    # OOM (the run died there) gets none: nothing follows its last row.
+    if pending and not (len(rows.op) and rows.op[-1] == _O_OOM):
+        for blk in pending.values():
+            tr.num_deferred_frees += 1
+            add_t(last_t)
+            add_op(_O_FREE_DONE)
+            add_dev(blk[3])
+            add_stream(blk[2])
+            add_id(blk[0])
+            add_size(blk[1])
+            add_frame(0)
+
     # Blocks still allocated when the log ended but never seen allocated in it were allocated
     # before the log began and held throughout: synthesize them too, so the replay carries that
     # memory. (Blocks freed before the log began with a completion still pending are left out.)
