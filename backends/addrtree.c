@@ -47,7 +47,7 @@ static void upd(gs_addrtree *t, uint32_t x)
 gs_addrtree *gs_addrtree_new(void)
 {
     gs_addrtree *t = g_new0(gs_addrtree, 1);
-    t->cap = 64;
+    t->cap = 8; /* grows by doubling: a replay of 20,000 devices makes three trees each */
     t->used = 1;
     t->nd = g_new0(node, t->cap); /* nd[0]: the empty tree, maxw 0 */
     return t;

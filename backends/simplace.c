@@ -51,7 +51,11 @@ typedef struct {
     spans live; /* offsets into the page */
 } small_page;
 
-#define SLAB 256 /* ranges allocated at once: a replay that makes thousands makes no malloc each */
+/* Ranges are allocated a slab at a time, so a replay that makes thousands makes no malloc each;
+ * the first slab is small (most devices of a trace with thousands hold a range or two) and each
+ * next one twice the last, up to SLAB. */
+#define SLAB 256
+#define SLAB_FIRST 4
 
 struct gs_simplace {
     uint64_t x;          /* X (rule 5) */
@@ -60,7 +64,8 @@ struct gs_simplace {
     gs_addrtree *holes;  /* freed VA below the context's range: by lo, weighted by length */
     uint64_t bottom;     /* the lowest carved address */
     gs_addrtree *pages;  /* small_page* by addr, weighted by the free bytes at its end */
-    GPtrArray *slabs;    /* va_range[SLAB] each */
+    GPtrArray *slabs;    /* va_range[SLAB_FIRST], then twice the last's, up to SLAB */
+    size_t next_slab;    /* the next slab's ranges */
     va_range **spare;    /* the slabs' ranges not in use, their spans empty */
     size_t n_spare, cap_spare;
 };
@@ -139,10 +144,12 @@ static void range_gap(gs_simplace *p, va_range *r)
 static va_range *range_take(gs_simplace *p)
 {
     if (!p->n_spare) {
-        va_range *slab = g_new(va_range, SLAB);
+        size_t n = p->next_slab ? p->next_slab : SLAB_FIRST;
+        p->next_slab = MIN(2 * n, SLAB);
+        va_range *slab = g_new(va_range, n);
         g_ptr_array_add(p->slabs, slab);
-        if (p->cap_spare < SLAB) p->spare = g_renew(va_range *, p->spare, p->cap_spare = SLAB);
-        for (size_t i = SLAB; i-- > 0;) { /* the slab's first on top */
+        if (p->cap_spare < n) p->spare = g_renew(va_range *, p->spare, p->cap_spare = n);
+        for (size_t i = n; i-- > 0;) { /* the slab's first on top */
             spans_init(&slab[i].used);
             p->spare[p->n_spare++] = &slab[i];
         }
@@ -211,9 +218,9 @@ void gs_simplace_free(gs_simplace *p)
     gs_addrtree_free(p->ranges);
     gs_addrtree_free(p->holes);
     gs_addrtree_free(p->pages);
-    for (guint i = 0; i < p->slabs->len; i++) {
+    for (guint i = 0, n = SLAB_FIRST; i < p->slabs->len; i++, n = MIN(2 * n, SLAB)) {
         va_range *slab = p->slabs->pdata[i];
-        for (size_t k = 0; k < SLAB; k++) spans_fini(&slab[k].used);
+        for (size_t k = 0; k < n; k++) spans_fini(&slab[k].used);
         g_free(slab);
     }
     g_ptr_array_free(p->slabs, TRUE);
