@@ -1,6 +1,7 @@
 /* cmd_replay.c - gpusim replay: traces replayed under one or more policies (and, for a trace
  * with several clients, arrangements), reported as a table, CSV or JSON, optionally plotted.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <errno.h>
@@ -144,6 +145,32 @@ static char *clients_list(const gs_trace *t)
     for (guint k = 0; k < t->clients->len; k++)
         g_string_append_printf(s, "%s%s", k ? ", " : "", (const char *)t->clients->pdata[k]);
     return g_string_free(s, FALSE);
+}
+
+static int cmp_device(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The first device named by --capacity or --device-total DEV=SIZE that none of the traces has
+ * (c->n_dev if every one is in some trace). What it allocates is freed before it returns, so a
+ * usage error after it leaves nothing behind that only a register held. */
+static size_t unseen_device(const gs_cli *c, const GPtrArray *traces)
+{
+    if (!c->n_dev) return 0;
+    bool *seen = g_new0(bool, c->n_dev);
+    for (guint a = 0; a < traces->len; a++) {
+        uint32_t *ids = NULL; /* ascending */
+        size_t nd = gs_trace_devices(traces->pdata[a], &ids);
+        for (size_t k = 0; k < c->n_dev; k++)
+            seen[k] |= bsearch(&c->dev[k].device, ids, nd, sizeof *ids, cmp_device) != NULL;
+        g_free(ids);
+    }
+    size_t k = 0;
+    while (k < c->n_dev && seen[k]) k++;
+    g_free(seen);
+    return k;
 }
 
 /* Every NAME of a NAME=SPEC must be a client of the trace. */
@@ -404,10 +431,12 @@ int gs_cmd_replay(int argc, char **argv)
     /* Load every trace before writing anything: a bad second trace must not leave half a
      * report behind. */
     GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
-    replay_ctx x = {.c = &c, .pa = &pa, .modes = modes, .ref = ref, .ref_addresses = !no_ref_addrs,
+    replay_ctx x = {.c = &c,
+                    .pa = &pa,
+                    .modes = modes,
+                    .ref = ref,
+                    .ref_addresses = !no_ref_addrs,
                     .touch = touch};
-    /* each device named by --capacity or --device-total DEV=SIZE: whether some trace has it */
-    bool *dev_seen = g_new0(bool, c.n_dev + 1);
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_cli_load_trace(&c, argv[a]);
         check_assigned(&pa, t, argv[a]);
@@ -418,8 +447,6 @@ int gs_cmd_replay(int argc, char **argv)
         x.columns |= gs_report_columns(t);
         uint32_t *ids = NULL;
         size_t nd = gs_trace_devices(t, &ids);
-        for (size_t k = 0; k < c.n_dev; k++)
-            for (size_t i = 0; i < nd; i++) dev_seen[k] |= ids[i] == c.dev[k].device;
         g_free(ids);
         if (nd > 1 && t->clients->len > 1)
             gs_cli_usage_error("%s: a trace with several devices and several clients is not "
@@ -436,11 +463,11 @@ int gs_cmd_replay(int argc, char **argv)
         g_ptr_array_add(traces, t);
     }
     /* a size for a device no trace has would be ignored: a typo, most likely */
-    for (size_t k = 0; k < c.n_dev; k++)
-        if (!dev_seen[k])
-            gs_cli_usage_error("%s: device %" G_GUINT32_FORMAT " is in no trace given",
-                               c.dev[k].capacity ? "--capacity" : "--device-total", c.dev[k].device);
-    g_free(dev_seen);
+    size_t unseen = unseen_device(&c, traces);
+    if (unseen < c.n_dev)
+        gs_cli_usage_error("%s: device %" G_GUINT32_FORMAT " is in no trace given",
+                           c.dev[unseen].capacity ? "--capacity" : "--device-total",
+                           c.dev[unseen].device);
     if (on_cuda) x.dev = gs_cli_open_device("cuda", NULL, "--backend cuda");
     /* -o must not be an input: the traces, --reference (and --calibration, which the cli knows) */
     GPtrArray *inputs = g_ptr_array_new();
