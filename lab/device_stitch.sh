@@ -8,12 +8,16 @@
 #   expandable  PyTorch's own, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   stitch      gpusim's stitch policy through build/libgpusim_torch.so (GPUSIM_POLICY, default
 #               stitch; GPUSIM_STATS gives its peak reserved)
-# then, if time is left before DEADLINE (seconds since the start, default 300), each workload once
+# then each workload under a cap, CAPS times expandable segments' peak reserved of round 1
+# (default "1.0": where expandable segments surely completes): native PyTorch (its memory
+# fraction), expandable segments (the same) and gpusim through `gpusim run --capacity` (its OOM
+# raised as PyTorch's, so the program records where it died); a cap expandable segments
+# survives, stitch must survive too. Then, if time is left before DEADLINE (seconds since the start, default 300), each workload once
 # more under gpusim with GPUSIM_TRACE, untimed: its requests as a gpusim trace, for replays here.
 # lab/device_stitch_summary.py OUTDIR makes the table (and checks that the outputs are equal).
 #
 # Environment: ROUNDS (default 2), WORKLOADS (default "resnet50 gpt2 llmgen"), POLICY (gpusim's,
-# default stitch), DEADLINE. Needs a built tree (build/libgpusim_torch.so, with the CUDA Toolkit
+# default stitch), CAPS (default 1.0; "" for none), DEADLINE. Needs a built tree (build/libgpusim_torch.so, with the CUDA Toolkit
 # found). On the device machine, which has no GLib, the build made here is carried with its shared
 # libraries (DEVLIB, default ./.devlib; BENCHMARKS.md "Simulator against the real device").
 set -u
@@ -60,6 +64,26 @@ while [ "$r" -le "$rounds" ]; do
             $py --allocator gpusim -o "$out/$w-stitch-$r.json"
     done
     r=$((r + 1))
+done
+
+# the capped runs: gpusim run raises gpusim's OOM as torch.OutOfMemoryError through the shim
+# built here against this machine's PyTorch
+[ -n "${CAPS-1.0}" ] && { sh torch/build-oom.sh build/libgpusim_torch_oom.so >"$out/build-oom.log" 2>&1 ||
+    echo "build-oom: failed (gpusim's OOM will abort the process)" | tee -a "$out/run.log"; }
+for f in ${CAPS-1.0}; do
+    for w in $workloads; do
+        cap=$(python3 -c 'import json, sys; print(int(json.load(open(sys.argv[1]))["max_memory_reserved"] * float(sys.argv[2])))' \
+            "$out/$w-expandable-1.json" "$f") || continue
+        py="python3 lab/device_stitch.py --workload $w --cap-bytes $cap"
+        # shellcheck disable=SC2086
+        run "$w-native-cap$f" PYTORCH_CUDA_ALLOC_CONF= $py --allocator native -o "$out/$w-native-cap$f.json"
+        # shellcheck disable=SC2086
+        run "$w-expandable-cap$f" PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+            $py --allocator native -o "$out/$w-expandable-cap$f.json"
+        # shellcheck disable=SC2086
+        run "$w-stitch-cap$f" PYTORCH_CUDA_ALLOC_CONF= build/gpusim run -p "$policy" --capacity "$cap" \
+            --stats "$out/$w-stitch-stats-cap$f.json" -- $py --allocator hooked -o "$out/$w-stitch-cap$f.json"
+    done
 done
 
 for w in $workloads; do

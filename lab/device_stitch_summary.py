@@ -11,8 +11,13 @@ Per workload and allocator (native, expandable, stitch):
               agrees, else min-max
   step ms     median of the timed steps (after the warm-up) of all rounds together, and in
               brackets each round's median and the 10th-90th percentiles of all timed steps
-  vs native   step median over native's; targets: stitch's peak below native's
-              and expandable's, its step time within 1% of native's
+  vs native   step median over native's, and the median of the per-step ratios (step i of
+              every round against native's step i of the same round: the workloads with varying
+              shapes repeat the same steps in every run, so a ratio of like with like); targets:
+              stitch's peak at most expandable's, its paired step ratio within 1% of native's
+Then, for the capped runs (NAME-KIND-capF.json), one row per workload and cap: each allocator's
+outcome (ok, or oom at step N) and, where all three completed, whether the outputs agree; the
+target: where expandable segments completes, stitch completes.
 Standard library only; exit status 2 with one line for a folder without results.
 """
 import glob
@@ -27,6 +32,42 @@ KINDS = ("native", "expandable", "stitch")
 def load(path):
     with open(path) as f:
         return json.load(f)
+
+
+def paired(runs, ref_runs):
+    """Median over steps of a run's step time over the reference's same step (same round)."""
+    ratios = []
+    for j, r in zip(runs, ref_runs):
+        w = j["warmup"]
+        ratios += [t / u for t, u in zip(j["step_seconds"][w:], r["step_seconds"][w:]) if u > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def outcome(j):
+    return "ok" if j.get("outcome", "ok") == "ok" else f"oom at step {j.get('oom_step', '?')}"
+
+
+def capped(d, workloads, refs):
+    """The capped table's lines and verdicts; refs: each workload's uncapped native outputs."""
+    rows, verdicts = [], []
+    for w in workloads:
+        for p in sorted(glob.glob(os.path.join(d, f"{w}-expandable-cap*.json"))):
+            f = os.path.basename(p)[len(w) + len("-expandable-cap"):-len(".json")]
+            got = {}
+            for k in KINDS:
+                q = os.path.join(d, f"{w}-{k}-cap{f}.json")
+                if os.path.exists(q):
+                    got[k] = load(q)
+            cap = got["expandable"].get("cap_bytes") or 0
+            cells = [("no result" if k not in got else outcome(got[k]) if got[k].get("outcome") != "ok"
+                      else "ok, " + ("same outputs" if got[k]["outputs"] == refs.get(w) else "outputs DIFFER"))
+                     for k in KINDS]
+            rows.append(f"| {w} | {f} x expandable's peak = {cap} ({gib(cap)}) | " + " | ".join(cells) + " |")
+            if "stitch" in got:
+                ok = got["expandable"].get("outcome", "ok") != "ok" or got["stitch"].get("outcome", "ok") == "ok"
+                verdicts.append(f"{w} at {f}x: stitch completes where expandable does "
+                                f"{'met' if ok else 'MISSED'}")
+    return rows, verdicts
 
 
 def gib(n):
@@ -47,9 +88,10 @@ def main(argv):
         w = os.path.basename(f).rsplit("-native-", 1)[0]
         if w not in workloads:
             workloads.append(w)
-    print("| workload | allocator | outputs | peak reserved | step ms, median (per round; spread) | vs native |")
-    print("|---|---|---|---|---|---|")
-    verdicts = []
+    print("| workload | allocator | outputs | peak reserved | step ms, median (per round; spread) "
+          "| vs native | paired |")
+    print("|---|---|---|---|---|---|---|")
+    verdicts, refs = [], {}
     for w in workloads:
         runs, peaks, ref = {}, {}, None
         for k in KINDS:
@@ -69,7 +111,7 @@ def main(argv):
                 else:
                     peaks[k].append(j["max_memory_reserved"])
                 if ref is None:
-                    ref = j["outputs"]
+                    ref = refs[w] = j["outputs"]
         med = {}
         for k in KINDS:
             if not runs[k]:
@@ -84,15 +126,24 @@ def main(argv):
             q = statistics.quantiles(steps, n=10) if len(steps) > 1 else steps * 9
             per += f"; p10-p90 {q[0] * 1e3:.2f}-{q[-1] * 1e3:.2f}"
             vs = f"{(med[k] / med['native'] - 1) * 100:+.1f}%" if "native" in med else "?"
+            pr = paired(runs[k], runs["native"]) if runs["native"] else None
+            prs = "?" if pr is None else f"{(pr - 1) * 100:+.1f}%"
             print(f"| {w} | {k} | {'same' if same else 'DIFFER'} | {peak} | "
-                  f"{med[k] * 1e3:.2f} ({per}) | {vs} |")
-        if peaks.get("stitch") and peaks.get("native") and peaks.get("expandable"):
-            lower = max(peaks["stitch"]) < min(min(peaks["native"]), min(peaks["expandable"]))
-            fast = "stitch" in med and med["stitch"] <= med["native"] * 1.01
-            verdicts.append(f"{w}: peak below both {'met' if lower else 'MISSED'}; "
-                            f"step within 1% {'met' if fast else 'MISSED'}")
+                  f"{med[k] * 1e3:.2f} ({per}) | {vs} | {prs} |")
+        if peaks.get("stitch") and peaks.get("expandable"):
+            lower = max(peaks["stitch"]) <= min(peaks["expandable"])
+            pr = paired(runs["stitch"], runs["native"])
+            fast = pr is not None and pr <= 1.01
+            verdicts.append(f"{w}: peak at most expandable's {'met' if lower else 'MISSED'}; "
+                            f"paired step within 1% {'met' if fast else 'MISSED'}")
+    rows, cv = capped(d, workloads, refs)
+    if rows:
+        print()
+        print("| workload | cap | native | expandable | stitch |")
+        print("|---|---|---|---|---|")
+        print("\n".join(rows))
     print()
-    for v in verdicts:
+    for v in verdicts + cv:
         print(v)
     return 0
 
