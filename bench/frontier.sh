@@ -6,7 +6,8 @@
 # The traces: the bundled ones (traces/data/*), the shared PyTorch 2.11 recordings
 # ($GPUSIM_SHARED/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz; the other settings'
 # recordings hold the same requests) and traces/references/*/ (each workload's default-setting
-# recording), converted with traces/convert.py into OUTDIR. Writes OUTDIR/frontier.csv and
+# recording), converted with traces/convert.py into OUTDIR; and the real programs' traces kept
+# with lab/results (each program once: its default setting's recording). Writes OUTDIR/frontier.csv and
 # OUTDIR/plots/NAME-frontier.png, and prints a line per trace: the front, and stitch against
 # expandable segments (memory over the bound, time over the default's), stitch as it is by
 # default (the lazy setting: no move until memory is near the limit, PyTorch-sized growths
@@ -29,6 +30,11 @@ for p in "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz \
     t="$out/$(basename "$p" .pickle.gz).gstrace.gz"
     [ -f "$t" ] || python3 "$here/traces/convert.py" -q "$p" -o "$t"
     set -- "$@" "$t"
+done
+for p in "$here"/lab/results/h100-2026-12-05-predict/*.default.gstrace.gz \
+         "$here"/lab/results/h100-2026-11-22-validate/train-resnet50.gstrace.gz \
+         "$here"/lab/results/h200-2026-12-06-stitch/*-stitch.gstrace.gz; do
+    [ -f "$p" ] && set -- "$@" "$p"
 done
 EAGER=stitch:headroom:0,grow:0,ahead:0,fine:0
 "$gpusim" frontier "$@" -p "$EAGER" -q -f csv -o "$out/frontier.csv" --plot "$out/plots"
