@@ -395,6 +395,11 @@ gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint6
  * index. GS_ERR_OOM when the heap's limit (checked against bytes in whole pages) or the device
  * refuses. */
 gs_status gs_heap_grow_pages(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes);
+/* For a pool the policy stitches (gs_policy_ops.stitch): a free block of bytes on stream, made
+ * as a stitched pool grows (core/stitch.c: free whole handles of the stream moved behind the
+ * stream's range first, only what is still missing created), left in the index. GS_ERR_OOM as
+ * gs_heap_grow_pages. */
+gs_status gs_heap_grow_stitched(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes);
 /* The policy's words in this heap (GS_POLICY_STATE_WORDS of them, zero at gs_heap_new): where a
  * policy's hooks keep what they must remember between calls. */
 #define GS_POLICY_STATE_WORDS 4

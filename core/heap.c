@@ -314,6 +314,15 @@ gs_status gs_heap_grow_pages(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     return st;
 }
 
+gs_status gs_heap_grow_stitched(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes)
+{
+    g_assert(h->pools[pool].stitch);
+    gs_block *b = NULL;
+    gs_status st = gs_stitch_grow(h, pool, stream, bytes, &b);
+    if (st == GS_OK) pool_insert(h, b);
+    return st;
+}
+
 /* The ladder for a policy that grows its own way (gs_policy_ops.grow): the same steps as
  * grow_pool's, each a growth by the policy followed by a new search of the index (as BFC's
  * Extend then FindChunkPtr), the full release skipped when the policy keeps its cache. */

@@ -763,6 +763,51 @@ START_TEST(cuda_async_vmm_tail_and_small)
 }
 END_TEST
 
+/* remap:1, from the driver's pool read request by request on an H100 (lab/async_probe.py's
+ * designed sequences, lab/results/h100-2026-12-06-fidelity/refs/async): 32 MiB x3, free the
+ * first and the third, 64 MiB: placed where the third was, extending that free tail, with the
+ * first's chunk moved behind it: reserved stays 96 MiB (vmm:1 alone maps a new chunk: 128).
+ * 32 MiB x3, free the middle, 48 MiB: at the end, the middle's chunk moved there and one chunk
+ * made: reserved 128 MiB (vmm:1 alone: 160). */
+START_TEST(cuda_async_remap_moves_free_chunks)
+{
+    for (int remap = 0; remap <= 1; remap++) {
+        const char *spec = remap ? "cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1,remap:1"
+                                 : "cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1";
+        fixture f = fx_new(spec, DEV, 0);
+        gs_block *a = xalloc(f.heap, 32 * MiB, 0), *b = xalloc(f.heap, 32 * MiB, 0);
+        gs_block *c = xalloc(f.heap, 32 * MiB, 0);
+        uint64_t third = c->addr;
+        xfree(f.heap, a);
+        xfree(f.heap, c);
+        gs_block *d = xalloc(f.heap, 64 * MiB, 0);
+        ck_assert_uint_eq(d->addr, third);
+        ck_assert_uint_eq(gs_heap_reserved(f.heap), remap ? 96 * MiB : 128 * MiB);
+        check_heap(f.heap);
+        xfree(f.heap, b);
+        xfree(f.heap, d);
+        fx_free(&f);
+
+        f = fx_new(spec, DEV, 0);
+        a = xalloc(f.heap, 32 * MiB, 0);
+        b = xalloc(f.heap, 32 * MiB, 0);
+        c = xalloc(f.heap, 32 * MiB, 0);
+        xfree(f.heap, b);
+        d = xalloc(f.heap, 48 * MiB, 0);
+        ck_assert_uint_eq(d->addr, c->addr + 32 * MiB);
+        ck_assert_uint_eq(gs_heap_reserved(f.heap), remap ? 128 * MiB : 160 * MiB);
+        check_heap(f.heap);
+        xfree(f.heap, a);
+        xfree(f.heap, c);
+        xfree(f.heap, d);
+        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+        ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+        fx_free(&f);
+    }
+    expect_error("cuda-async:remap:1", "needs vmm:1");
+}
+END_TEST
+
 START_TEST(cuda_async_config_errors)
 {
     /* the measured default: chunks of whole 32 MiB */
@@ -839,6 +884,7 @@ static Suite *families_suite(void)
     tcase_add_test(tc, cuda_async_no_internal_dependencies);
     tcase_add_test(tc, cuda_async_release_threshold);
     tcase_add_test(tc, cuda_async_vmm_tail_and_small);
+    tcase_add_test(tc, cuda_async_remap_moves_free_chunks);
     tcase_add_test(tc, cuda_async_config_errors);
     suite_add_tcase(s, tc);
     return s;
