@@ -80,8 +80,21 @@ def gpt2_model(torch):
     return model, cfg, f"Hugging Face GPT-2 small (random init), transformers {transformers.__version__}"
 
 
-def gpt2_steps(torch, a):
+def gpt2_train_step(torch, model, opt, ids):
+    """One timed training step of GPT-2 on the token ids: (seconds, loss)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    with sdpa_kernel([SDPBackend.MATH]):
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+    opt.step()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, loss.item()
+
+
+def gpt2_steps(torch, a):
     model, cfg, desc = gpt2_model(torch)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -89,15 +102,7 @@ def gpt2_steps(torch, a):
 
     def step(i):
         ids = torch.randint(0, cfg.vocab_size, (8, 512), generator=gen).cuda()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with sdpa_kernel([SDPBackend.MATH]):
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-        return time.perf_counter() - t0, loss.item()
+        return gpt2_train_step(torch, model, opt, ids)
     return step, {"model": desc + ", batch 8 x 512 tokens, AdamW, SDPA math kernel"}
 
 
@@ -130,7 +135,6 @@ def llmgen_steps(torch, a):
 
 def gpt2var_steps(torch, a):
     import random
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     model, cfg, desc = gpt2_model(torch)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -141,15 +145,8 @@ def gpt2var_steps(torch, a):
         seq = rng.choice([64, 128, 192, 256, 384, 512, 768, 1024])
         b = rng.randint(1, max(1, 8192 // seq))     # at most 8192 tokens a step
         ids = torch.randint(0, cfg.vocab_size, (b, seq), generator=gen).cuda()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        with sdpa_kernel([SDPBackend.MATH]):
-            loss = model(input_ids=ids, labels=ids).loss
-            loss.backward()
-        opt.step()
-        torch.cuda.synchronize()
-        return time.perf_counter() - t0, [b, seq, loss.item()]
+        dt, loss = gpt2_train_step(torch, model, opt, ids)
+        return dt, [b, seq, loss]
     return step, {"model": desc + ", batches of 64-1024-token sequences, <= 8192 tokens, AdamW, SDPA math"}
 
 
