@@ -50,13 +50,19 @@ import sys
 import time
 
 
-def resnet50_steps(torch, a):
+def resnet50_training(torch):
+    """lab/train_resnet50.py's ResNet-50 on the GPU with its optimiser and loss: (model, opt,
+    loss_fn, where the model came from)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from train_resnet50 import resnet50
     model, source = resnet50(torch)
     model = model.cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    return model, opt, torch.nn.CrossEntropyLoss(), source
+
+
+def resnet50_steps(torch, a):
+    model, opt, loss_fn, source = resnet50_training(torch)
     gen = torch.Generator().manual_seed(a.seed)
 
     def step(i):
@@ -151,12 +157,7 @@ def gpt2var_steps(torch, a):
 
 
 def twostream_steps(torch, a):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from train_resnet50 import resnet50
-    model, source = resnet50(torch)
-    model = model.cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    model, opt, loss_fn, source = resnet50_training(torch)
     main, side = torch.cuda.current_stream(), torch.cuda.Stream()
     gen = torch.Generator(device="cuda").manual_seed(a.seed)
 
