@@ -16,8 +16,8 @@ Per workload and allocator (native, expandable, stitch):
               shapes repeat the same steps in every run, so a ratio of like with like); targets:
               stitch's peak at most expandable's, its paired step ratio within 1% of native's
 Then, for the capped runs (NAME-KIND-capF.json), one row per workload and cap: each allocator's
-outcome (ok, or oom at step N) and, where all three completed, whether the outputs agree; the
-target: where expandable segments completes, stitch completes.
+outcome (ok, or oom at step N) and, for a run that completed, whether its outputs are native's
+uncapped ones; the target: where expandable segments completes, stitch completes.
 Standard library only; exit status 2 with one line for a folder without results.
 """
 import glob
