@@ -520,10 +520,15 @@ static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char
     return gs_verify_settings(&table, stdout, cap, "the verdict's", specs, preds, n, cmd);
 }
 
+static const char full_replays_help[] =
+    "Replay every capacity a search tries from the trace's first event, the caps that cannot "
+    "bind too, not from checkpoints of the uncapped replay: the same answers at more cost (for "
+    "comparison)";
+
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL, *clients = NULL;
-    gboolean verify = FALSE;
+    gboolean verify = FALSE, full_replays = FALSE;
     gint assume = G_MININT; /* not given */
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
@@ -545,6 +550,7 @@ int gs_cmd_whatif(int argc, char **argv)
          "A trace of several clients: separate (an allocator each, the default), shared (one "
          "for all) or cooperative (an allocator each; on OOM the others release their cache)",
          "MODE"},
+        {"full-replays", 0, 0, G_OPTION_ARG_NONE, &full_replays, full_replays_help, NULL},
         {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
          "Then run the program given after -- on the real GPU under the recorded setting and the "
          "two best others, at the cap, beside the verdict (gpusim verify)",
@@ -606,13 +612,13 @@ int gs_cmd_whatif(int argc, char **argv)
         .cal = c.cal,
         .clients = mode,
         .jobs = (unsigned)c.jobs,
+        .full_replays = full_replays,
         .progress = c.progress ? whatif_progress : NULL,
         .progress_ud = (void *)input,
     };
     gs_whatif_run(rows, t, &o);
     if (c.progress) fputs("\r\033[K", stderr);
     gs_whatif_sort(rows);
-
     gs_whatif_cap wc = {.capacity = cap,
                         .device_total = known_total,
                         .source = cap_words,

@@ -204,6 +204,10 @@ struct gs_heap {
     size_t nspare, spare_cap;
     GPtrArray *slabs;
     uint64_t total_reserved; /* PyTorch's total_allocated_memory */
+    /* The most reserved bytes a limit check has asked for, limit or none (an expandable pool
+     * checks the size of a segment, then maps only the pages it lacks): with the reserved
+     * bytes' peak, the smallest limit that would have refused nothing so far. */
+    uint64_t limit_asked;
     bool peak_reserved_dirty;
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */

@@ -149,6 +149,13 @@ typedef struct gs_policy_ops {
      * cache and no retry (PyTorch 2.12's throw_on_cudamalloc_oom); 0: no such bound. Asked
      * when a heap is made, first with device_total 0, as limit is. */
     uint64_t (*reject_above)(const void *cfg, uint64_t device_total);
+    /* Optional. True when nothing this setting decides reads the heap's limit until a growth
+     * meets it (no arena, threshold or bound sized from the limit): a replay under a cap is
+     * then the uncapped replay, event for event, up to the first growth that would pass the
+     * cap, and whatif starts its replays at a cap from checkpoints of the uncapped one
+     * (sim/probe.h). NULL or false: not known to be; every such replay starts at the trace's
+     * first event. tests/test_probe.c holds each policy that says so to it. */
+    bool (*blind_to_limit)(const void *cfg);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

@@ -413,6 +413,14 @@ void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
+void gs_heap_set_limit(gs_heap *h, uint64_t limit)
+{
+    h->limit = limit;
+}
+uint64_t gs_heap_limit_asked(const gs_heap *h)
+{
+    return MAX(h->limit_asked, (uint64_t)h->st.reserved_bytes[GS_STAT_ALL].peak);
+}
 uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
 void gs_heap_set_tag(gs_heap *h, uint32_t tag) { h->tag = tag; }
 const gs_segment *gs_heap_segments(const gs_heap *h) { return h->segments; }

@@ -78,6 +78,7 @@ const gs_policy_ops gs_policy_cupy = {
     .summary = "CuPy 14's MemoryPool (512-byte rounding, per-stream best fit, split and merge)",
     .keys_help = "(no config keys; --capacity is the pool's set_limit)\n",
     .parse = cupy_parse,
+    .blind_to_limit = gs_policy_always_blind,
     .cfg_free = g_free,
     .npools = 1,
     .pools = cupy_pools,

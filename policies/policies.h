@@ -22,6 +22,8 @@ bool gs_policy_conf_parse(const gs_policy_key *keys, void *cfg, const char *conf
 char *gs_policy_keys_help(const gs_policy_ops *ops);
 /* spec after a "PYTORCH_CUDA_ALLOC_CONF=" in front, if it has one. */
 const char *gs_policy_strip_env(const char *spec);
+/* Whether p's setting reads no limit until a growth meets it (gs_policy_ops.blind_to_limit). */
+bool gs_policy_blind_to_limit(const gs_policy *p);
 /* The registry, NULL-terminated, for --help and tests. */
 const gs_policy_ops *const *gs_policy_registry(void);
 
@@ -34,6 +36,9 @@ extern const gs_policy_ops gs_policy_bfc;         /* bfc.c */
 extern const gs_policy_ops gs_policy_rmm_pool;    /* rmm_pool.c */
 extern const gs_policy_ops gs_policy_rmm_arena;   /* rmm_arena.c */
 extern const gs_policy_ops gs_policy_cuda_async;  /* cuda_async.c */
+
+/* blind_to_limit for a policy none of whose settings reads the limit (cupy, tlsf). */
+bool gs_policy_always_blind(const void *cfg);
 
 /* ---- For the families (family.c): config values, each error naming the key and the value ---- */
 /* 0 < x <= 1 */

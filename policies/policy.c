@@ -20,6 +20,18 @@ static const gs_policy_ops *const registry[] = {
 
 const gs_policy_ops *const *gs_policy_registry(void) { return registry; }
 
+bool gs_policy_blind_to_limit(const gs_policy *p)
+{
+    return p->ops->blind_to_limit && p->ops->blind_to_limit(p->cfg);
+}
+
+/* For a policy whose every setting is blind to the limit. */
+bool gs_policy_always_blind(const void *cfg)
+{
+    (void)cfg;
+    return true;
+}
+
 const char *gs_policy_strip_env(const char *spec)
 {
     static const char env[] = "PYTORCH_CUDA_ALLOC_CONF=";

@@ -158,6 +158,13 @@ static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, ui
     return released >= key;
 }
 
+/* Garbage collection's threshold is a fraction of the limit; nothing else reads it (the own
+ * limit of per_process_memory_fraction is the heap's limit, which a caller's cap replaces). */
+static bool pytorch_blind_to_limit(const void *cfgv)
+{
+    return ((const pytorch_cfg *)cfgv)->gc_threshold <= 0.0;
+}
+
 /* garbage_collect_cached_blocks: free unsplit cached blocks of the large pool whose age (in
  * get_free_block calls since they were cached) is at least the average, until reserved memory
  * is back under threshold * limit. */
@@ -471,6 +478,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .expandable_page = pytorch_expandable_page,
     .limit = gs_pytorch_limit,
     .reject_above = gs_pytorch_reject_above,
+    .blind_to_limit = pytorch_blind_to_limit,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,
 };

@@ -128,6 +128,13 @@ static bool stitch_stitch(const void *cfgv, unsigned pool, gs_stitch_conf *conf)
     return true;
 }
 
+/* The headroom's bound is a fraction of the limit; with none, plentiful memory is the slack's
+ * bound, and the limit is read only as a growth meets it. */
+static bool stitch_blind_to_limit(const void *cfgv)
+{
+    return ((const stitch_cfg *)cfgv)->headroom <= 0.0;
+}
+
 static bool set_max_handle(void *cfg, const char *key, const char *val, GError **err)
 {
     char *end;
@@ -258,4 +265,5 @@ const gs_policy_ops gs_policy_stitch = {
     .oversize = stitch_oversize,
     .expandable_page = stitch_page,
     .stitch = stitch_stitch,
+    .blind_to_limit = stitch_blind_to_limit,
 };

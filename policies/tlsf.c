@@ -133,6 +133,7 @@ const gs_policy_ops gs_policy_tlsf = {
     .summary = "two-level segregated fit (O(1) good fit) over pools of 64 MiB",
     .keys = tlsf_keys,
     .parse = tlsf_parse,
+    .blind_to_limit = gs_policy_always_blind,
     .cfg_free = g_free,
     .npools = 1,
     .pools = tlsf_pools,

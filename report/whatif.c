@@ -322,6 +322,8 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
     gs_jw_object(&w);
     gs_jw_key(&w, "trace");
     gs_jw_str(&w, name);
+    gs_jw_key(&w, "trace_events"); /* what a row's replayed_events are counted against */
+    gs_jw_uint(&w, t->n);
     gs_jw_key(&w, "capacity_bytes");
     if (capacity) gs_jw_uint(&w, capacity);
     else gs_jw_null(&w);
@@ -399,6 +401,8 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_int(&w, r->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
         gs_jw_key(&w, "replays");
         gs_jw_uint(&w, r->search.probes + r->replays);
+        gs_jw_key(&w, "replayed_events"); /* theirs, all together */
+        gs_jw_uint(&w, r->replayed_events);
         gs_jw_key(&w, "lower_bound_bytes");
         gs_jw_uint(&w, r->at_cap.lower_bound_bytes);
         gs_jw_key(&w, "offline_bytes");

@@ -43,6 +43,10 @@ typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
  * run of pages mapped or unmapped), so that the export has one entry per operation, as
  * PyTorch's trace does, and as many as the statistics count. */
 typedef void (*gs_observe_reserve_fn)(const gs_segment *s, uint64_t addr, int64_t bytes, void *ud);
+/* Called before every event of a replay with one allocator (index: events replayed before it),
+ * with the heap as the events before it left it: whatif's checkpoints (sim/probe.h), which may
+ * fork the process there and change the copy's limit. */
+typedef void (*gs_checkpoint_fn)(gs_heap *h, size_t index, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */
@@ -105,6 +109,9 @@ typedef struct {
     /* Optional: the trace's bound (bound.h), computed once by a caller that replays it many
      * times; NULL: gs_replay_run computes it for this replay. */
     const gs_bound *bound;
+    /* optional (see gs_checkpoint_fn); a replay of several clients or devices never calls it */
+    gs_checkpoint_fn checkpoint;
+    void *checkpoint_ud;
 } gs_replay_opts;
 
 G_END_DECLS

@@ -185,9 +185,9 @@ static inline void prefetch_ahead(const gs_event *ev, size_t i, gs_block *const 
 /* One pass over the events. Returns FALSE when the replay must stop (first OOM without
  * --continue-on-oom, or a device failure). mc: several clients, md: several devices (NULL: h
  * serves every event; at most one is set). plain: none of the options that act per event
- * (observe, observe_alloc, touch, probe_driver, progress); prefetch: prefetch_ahead. replay_pass
- * calls this with constants (plain, prefetch, and which of mc and md is NULL), so the compiler
- * drops the checks a replay does not need from its loop (about 15 instructions an event). */
+ * (observe, observe_alloc, touch, probe_driver, progress, checkpoint); prefetch: prefetch_ahead.
+ * replay_pass calls this with constants (plain, prefetch, and which of mc and md is NULL), so the
+ * compiler drops the checks a replay does not need from its loop (about 15 instructions an event). */
 static inline __attribute__((always_inline)) gboolean
 replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs_trace *t,
             gs_block **slots, const gs_replay_opts *o, gs_result *r, size_t done_before,
@@ -198,6 +198,8 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
     for (size_t i = 0; i < n; i++) {
         const gs_event *e = &ev[i];
         if (prefetch && i + PREFETCH_SLOT < n) prefetch_ahead(ev, i, slots);
+        if (!plain && o->checkpoint && !mc && !md)
+            o->checkpoint(h, done_before + i, o->checkpoint_ud);
         gs_status st = GS_OK;
         if (mc) h = gs_clients_route(mc, e, slots);
         else if (md) h = gs_devices_route(md, e);
@@ -310,7 +312,8 @@ static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backe
                             const gs_trace *t, gs_block **slots, const gs_replay_opts *o,
                             gs_result *r, size_t done_before, size_t total, uint64_t *probed)
 {
-    if (!o->observe && !o->observe_alloc && !o->touch && !o->probe_driver && !o->progress) {
+    if (!o->observe && !o->observe_alloc && !o->touch && !o->probe_driver && !o->progress &&
+        !o->checkpoint) {
         /* several devices or clients: a loop each, with the other NULL (about 20 instructions
          * an event fewer) */
         if (md) return replay_loop(h, NULL, md, be, t, slots, o, r, done_before, total, probed,

@@ -1,6 +1,12 @@
 /* whatif.c - the minimum capacity of a trace under each candidate setting (whatif.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "probe.h"
 #include "whatif.h"
 
 /* The replays of one search, remembered by step: each is a whole replay, and the steps near the
@@ -226,13 +232,6 @@ void gs_whatif_sort(GPtrArray *rows) { g_ptr_array_sort(rows, by_min_capacity); 
 
 /* ---- replays ---- */
 
-typedef struct {
-    const gs_trace *t;
-    const gs_whatif_opts *o;
-    const gs_policy *pol;
-    const gs_bound *bound;
-} probe_ctx;
-
 /* bound: the trace's, computed once for every replay of the search (sim/bound.h) */
 static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity, const gs_bound *bound)
 {
@@ -243,15 +242,21 @@ static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity, co
                             .clients = o->clients};
 }
 
+typedef struct {
+    gs_probes *probes;
+    unsigned replays; /* made: a cap that cannot bind needs none */
+    uint64_t events;  /* replayed by them */
+} probe_ctx;
+
 /* Completes: no OOM and no device error. */
 static bool completes(uint64_t capacity, void *ud)
 {
-    const probe_ctx *x = ud;
-    gs_replay_opts ro = replay_opts(x->o, capacity, x->bound);
-    gs_result r;
-    bool ok = gs_replay_run(x->t, x->pol, &ro, &r, NULL) && !r.oom && r.error == GS_OK;
-    gs_result_clear(&r);
-    return ok;
+    probe_ctx *x = ud;
+    gs_probe_result pr;
+    gs_probes_run(x->probes, capacity, &pr);
+    x->replays += pr.replayed;
+    x->events += pr.events;
+    return pr.completes;
 }
 
 /* A capacity is each device's own limit (sim/devices.c), so what a search needs of a result of
@@ -278,37 +283,30 @@ static int64_t per_device_peak(const gs_result *r, int64_t (*fig)(const gs_resul
     return m;
 }
 
+/* What a row's search found, as a search in a process of its own sends it back. */
 typedef struct {
-    GPtrArray *rows;
-    const gs_trace *t;
-    const gs_whatif_opts *o;
-    const gs_bound *bound;
-    GMutex lock;
-    size_t done;
-} run_ctx;
+    gs_whatif_search search;
+    unsigned replays;
+    uint64_t events;
+} found;
 
-static void run_row(gpointer data, gpointer user)
+/* The search of one row: its uncapped replay (the trunk of its probes' checkpoints,
+ * sim/probe.h), then the bisection. */
+static void search_row(const gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts *o,
+                       const gs_bound *bound, found *f)
 {
-    run_ctx *x = user;
-    gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
-    gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
-    if (r->recorded) ro.ref = x->o->ref; /* the recorded run at its limit, placed as it was */
-    (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
+    memset(f, 0, sizeof *f);
+    gs_replay_opts uo = replay_opts(o, 0, bound);
+    gs_result u;
+    probe_ctx p = {.probes = gs_probes_new(t, r->pol, &uo, !o->full_replays, &u)};
+    f->replays = 1;
+    f->events = u.events;
     /* The search's ceiling: what the setting reserves with no cap. At that capacity or more no
      * request meets the limit, so the replay is the uncapped one and completes; above it
      * nothing is left to learn (and no guess at the device's size is searched). */
-    uint64_t hi = x->o->device_total;
-    gs_result uncapped;
-    const gs_result *u = &r->at_cap;
-    r->replays = 1;
-    if (x->o->capacity || ro.ref) {
-        gs_replay_opts uo = replay_opts(x->o, 0, x->bound);
-        (void)gs_replay_run(x->t, r->pol, &uo, &uncapped, NULL);
-        u = &uncapped;
-        r->replays++;
-    }
-    if (!u->oom && u->error == GS_OK) {
-        uint64_t need = (uint64_t)per_device_peak(u, reserved_peak);
+    uint64_t hi = o->device_total;
+    if (!u.oom && u.error == GS_OK) {
+        uint64_t need = (uint64_t)per_device_peak(&u, reserved_peak);
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
@@ -318,27 +316,125 @@ static void run_row(gpointer data, gpointer user)
      * failed in its run (oom events): those are served where memory allows, so with no cap
      * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
     gs_trace_caveats cv;
-    gs_trace_get_caveats(x->t, &cv);
-    int64_t peak = u->oom            ? 0
-                   : cv.n_oom_events ? per_device_peak(u, lower_bound)
-                                     : per_device_peak(u, allocated_peak);
+    gs_trace_get_caveats(t, &cv);
+    int64_t peak = u.oom             ? 0
+                   : cv.n_oom_events ? per_device_peak(&u, lower_bound)
+                                     : per_device_peak(&u, allocated_peak);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
-    if (u == &uncapped) gs_result_clear(&uncapped);
-    probe_ctx p = {.t = x->t, .o = x->o, .pol = r->pol, .bound = x->bound};
-    gs_whatif_bisect(completes, &p, lo, hi, GS_WHATIF_STEP, &r->search);
+    gs_result_clear(&u);
+    size_t trunk = gs_probes_plan(p.probes, lo, hi);
+    f->replays += trunk > 0;
+    f->events += trunk;
+    gs_whatif_bisect(completes, &p, lo, hi, GS_WHATIF_STEP, &f->search);
     /* A setting whose choices read the limit (stitch's slack, RMM's arena sized from it, a
      * preallocated fraction) may fail at the capacity it reserves with no cap, and complete at
      * a larger one: the ceiling above is then no ceiling, and the search is made again up to
-     * the device's memory (its replays counted with the first's). */
-    if (!r->search.found && hi < x->o->device_total) {
-        unsigned before = r->search.probes;
-        gs_whatif_bisect(completes, &p, lo, x->o->device_total, GS_WHATIF_STEP, &r->search);
-        r->search.probes += before;
-    }
+     * the device's memory. */
+    if (!f->search.found && hi < o->device_total)
+        gs_whatif_bisect(completes, &p, lo, o->device_total, GS_WHATIF_STEP, &f->search);
+    f->search.probes = p.replays; /* both searches' */
+    f->replays += p.replays;
+    f->events += p.events;
+    gs_probes_free(p.probes);
+}
+
+static void take(gs_whatif_row *r, const found *f)
+{
+    r->search = f->search;
+    r->replays += f->replays - f->search.probes; /* the uncapped one; the search's are its own */
+    r->replayed_events += f->events;
+}
+
+typedef struct {
+    GPtrArray *rows;
+    const gs_trace *t;
+    const gs_whatif_opts *o;
+    const gs_bound *bound;
+    GMutex lock;
+    size_t done;
+} run_ctx;
+
+static void report_done(run_ctx *x)
+{
     g_mutex_lock(&x->lock);
     x->done++;
     if (x->o->progress) x->o->progress(x->done, x->rows->len, x->o->progress_ud);
     g_mutex_unlock(&x->lock);
+}
+
+/* The replay at the cap: the report's figures (the recorded setting with the recorded run's
+ * addresses). */
+static void at_cap(gpointer data, gpointer user)
+{
+    run_ctx *x = user;
+    gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
+    gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
+    if (r->recorded) ro.ref = x->o->ref; /* the recorded run at its limit, placed as it was */
+    (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
+    r->replays = 1;
+    r->replayed_events = r->at_cap.events;
+}
+
+/* Searches in processes of their own, up to jobs at once: a search's checkpoints are forks,
+ * made where the process has one thread (sim/probe.h). Each sends its row's figures back on
+ * a pipe. A search that cannot be forked, or whose process fails, runs here instead. */
+static void search_forked(run_ctx *x, unsigned jobs)
+{
+    GPtrArray *rows = x->rows;
+    struct running {
+        pid_t pid;
+        int fd;
+        guint row;
+    } *run = g_new0(struct running, jobs);
+    struct pollfd *pf = g_new0(struct pollfd, jobs);
+    unsigned n = 0;
+    guint next = 0;
+    while (next < rows->len || n) {
+        while (n < jobs && next < rows->len) {
+            gs_whatif_row *r = rows->pdata[next];
+            int fds[2];
+            pid_t pid = -1;
+            if (pipe2(fds, O_CLOEXEC) == 0 && (pid = fork()) == 0) {
+                close(fds[0]);
+                found f;
+                search_row(r, x->t, x->o, x->bound, &f);
+                ssize_t w = write(fds[1], &f, sizeof f);
+                _exit(w == (ssize_t)sizeof f ? 0 : 1);
+            }
+            next++;
+            if (pid < 0) {
+                if (fds[0] >= 0) {
+                    close(fds[0]);
+                    close(fds[1]);
+                }
+                found f;
+                search_row(r, x->t, x->o, x->bound, &f);
+                take(r, &f);
+                report_done(x);
+                continue;
+            }
+            close(fds[1]);
+            run[n++] = (struct running){pid, fds[0], next - 1};
+        }
+        if (!n) continue;
+        for (unsigned k = 0; k < n; k++) pf[k] = (struct pollfd){.fd = run[k].fd, .events = POLLIN};
+        if (poll(pf, n, -1) < 0) continue; /* EINTR: ask again */
+        for (unsigned k = n; k-- > 0;) {
+            if (!pf[k].revents) continue;
+            found f;
+            ssize_t got = read(run[k].fd, &f, sizeof f);
+            close(run[k].fd);
+            while (waitpid(run[k].pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+            gs_whatif_row *r = rows->pdata[run[k].row];
+            if (got != (ssize_t)sizeof f) search_row(r, x->t, x->o, x->bound, &f);
+            take(r, &f);
+            report_done(x);
+            run[k] = run[--n];
+        }
+    }
+    g_free(run);
+    g_free(pf);
 }
 
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
@@ -348,12 +444,21 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
     g_mutex_init(&x.lock);
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;
+    /* the replays at the cap on threads; then the searches, whose checkpoints are forks of a
+     * process with one thread: this one, once the pool's threads are gone */
     if (jobs <= 1) {
-        for (guint i = 0; i < rows->len; i++) run_row(GSIZE_TO_POINTER(i + 1), &x);
+        for (guint i = 0; i < rows->len; i++) at_cap(GSIZE_TO_POINTER(i + 1), &x);
+        for (guint i = 0; i < rows->len; i++) {
+            found f;
+            search_row(rows->pdata[i], t, o, bound, &f);
+            take(rows->pdata[i], &f);
+            report_done(&x);
+        }
     } else {
-        GThreadPool *pool = g_thread_pool_new(run_row, &x, (gint)jobs, TRUE, NULL);
+        GThreadPool *pool = g_thread_pool_new(at_cap, &x, (gint)jobs, TRUE, NULL);
         for (guint i = 0; i < rows->len; i++) g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
         g_thread_pool_free(pool, FALSE, TRUE);
+        search_forked(&x, jobs);
     }
     g_mutex_clear(&x.lock);
     gs_bound_free(bound);

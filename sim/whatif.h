@@ -51,6 +51,7 @@ typedef struct {
     bool given;             /* asked for with --policy */
     gs_result at_cap;       /* the replay at the cap */
     unsigned replays;       /* replays besides the search's: at the cap, and uncapped */
+    uint64_t replayed_events; /* events all of them replayed, the search's included */
     gs_whatif_search search;
 } gs_whatif_row;
 
@@ -64,6 +65,10 @@ typedef struct {
     const gs_calibration *cal;
     gs_clients_mode clients; /* a trace of several clients: their arrangement (opts.h) */
     unsigned jobs;          /* settings replayed at once; 0: one per processor */
+    /* Every replay of a search from the trace's first event, none from a checkpoint of the
+     * uncapped replay (sim/probe.h) and none skipped where the cap cannot bind: the same
+     * answers at more cost, for comparison. */
+    bool full_replays;
     void (*progress)(size_t done, size_t total, void *ud); /* settings finished; serialised */
     void *progress_ud;
 } gs_whatif_opts;
@@ -76,11 +81,13 @@ typedef struct {
 GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *extra, GError **err);
 void gs_whatif_rows_free(GPtrArray *rows);
 
-/* Replay every row at the cap and search its minimum capacity, rows in parallel. A search goes
- * no higher than the row's peak reserved without a cap (rounded up to a step; its largest
- * device's, the capacity being each device's limit), where a replay is the uncapped one and
- * completes; that replay is one more per row when there is a cap. A setting whose choices read
- * the limit may fail there: its search goes on up to the device's memory. */
+/* Replay every row at the cap and search its minimum capacity, rows in parallel: the replays at
+ * the cap on threads, then each row's search in a process of its own (its checkpoints are forks,
+ * sim/probe.h; a search that cannot be forked runs in this process). A search starts with the
+ * row's uncapped replay and goes no higher than its peak reserved (rounded up to a step; its
+ * largest device's, the capacity being each device's limit), where a replay is the uncapped one
+ * and completes. A setting whose choices read the limit may fail there: its search goes on up
+ * to the device's memory. Call it where the process has one thread. */
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o);
 
 /* The row of PyTorch's default setting, or NULL. */
