@@ -2,20 +2,22 @@
  * replay.
  *
  * A replay under a cap C is the uncapped replay, event for event, until a growth would take the
- * reserved bytes past C, for a policy that reads the limit nowhere else (gs_policy_ops.
- * blind_to_limit). whatif's search replays each setting at 20-40 caps, and that shared stretch
- * is a quarter to three quarters of each replay on real traces. gs_probes replays the trace
- * uncapped once and leaves checkpoints along the way, each a forked process stopped before an
- * event that holds the replay as it was there (its memory shared with the replay that went on
- * until either writes a page, as Redis's background save keeps its snapshot). A replay at C asks
- * the latest checkpoint whose reserved bytes never passed C to fork once more; that copy sets
- * its heap's limit to C and replays on from there, and sends back what it found.
+ * reserved bytes past C (or a limit check asks for more than C: gs_heap_limit_asked), for a
+ * policy that reads the limit nowhere else (gs_policy_ops.blind_to_limit). whatif's search
+ * replays each setting at 20-50 caps, and that shared stretch is a large part of each replay on
+ * traces whose peak rises late. gs_probes replays the trace uncapped, noting where that peak
+ * rises; gs_probes_plan replays it again as the trunk and leaves checkpoints along the way,
+ * each a forked process stopped before an event that holds the replay as it was there (its
+ * memory shared with the replay that went on until either writes a page, as Redis's background
+ * save keeps its snapshot). A replay at C asks the latest checkpoint whose peak is within C to
+ * fork once more; that copy sets its heap's limit to C, replays on from there, and sends back
+ * what it found.
  *
- * A cap at or above every byte the uncapped replay reserved, with no growth refused on the way,
- * needs no replay at all: it never binds.
+ * A cap at or above all the uncapped replay asked for, with no growth refused on the way, needs
+ * no replay at all: it never binds.
  *
  * fork copies only the calling thread, and a lock another thread held would stay held in the
- * copy: gs_probes_new must be called where the process has one thread (whatif searches in a
+ * copy: gs_probes_plan must be called where the process has one thread (whatif searches in a
  * process of its own per setting, sim/whatif.c). The checkpoints are gone by gs_probes_free.
  */
 #ifndef GS_PROBE_H

@@ -184,9 +184,5 @@ int main(void)
     tcase_add_test(tc, settings_reading_the_limit_replay_from_the_start);
     tcase_add_test(tc, whatif_answers_the_same_from_checkpoints);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }
