@@ -352,6 +352,7 @@ typedef struct {
     const gs_bound *bound;
     GMutex lock;
     size_t done;
+    gint next; /* the next row a thread of at_cap_thread takes */
 } run_ctx;
 
 static void report_done(run_ctx *x)
@@ -373,6 +374,17 @@ static void at_cap(gpointer data, gpointer user)
     (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
     r->replays = 1;
     r->replayed_events = r->at_cap.events;
+}
+
+/* A thread of the replays at the cap: rows until none is left. Joined threads, not a GLib pool,
+ * whose threads may still be exiting after g_thread_pool_free returns: a lock one of them
+ * held (the allocator's, in its exit) would stay held in the searches' forks. */
+static gpointer at_cap_thread(gpointer user)
+{
+    run_ctx *x = user;
+    for (gint i; (i = g_atomic_int_add(&x->next, 1)) < (gint)x->rows->len;)
+        at_cap(GSIZE_TO_POINTER((gsize)i + 1), x);
+    return NULL;
 }
 
 /* Searches in processes of their own, up to jobs at once: a search's checkpoints are forks,
@@ -445,7 +457,7 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;
     /* the replays at the cap on threads; then the searches, whose checkpoints are forks of a
-     * process with one thread: this one, once the pool's threads are gone */
+     * process with one thread: this one, once those threads are joined */
     if (jobs <= 1) {
         for (guint i = 0; i < rows->len; i++) at_cap(GSIZE_TO_POINTER(i + 1), &x);
         for (guint i = 0; i < rows->len; i++) {
@@ -455,9 +467,10 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
             report_done(&x);
         }
     } else {
-        GThreadPool *pool = g_thread_pool_new(at_cap, &x, (gint)jobs, TRUE, NULL);
-        for (guint i = 0; i < rows->len; i++) g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
-        g_thread_pool_free(pool, FALSE, TRUE);
+        GThread **th = g_new(GThread *, jobs);
+        for (unsigned k = 0; k < jobs; k++) th[k] = g_thread_new("whatif", at_cap_thread, &x);
+        for (unsigned k = 0; k < jobs; k++) g_thread_join(th[k]);
+        g_free(th);
         search_forked(&x, jobs);
     }
     g_mutex_clear(&x.lock);
