@@ -4,10 +4,10 @@
  * checkpoint (a fork of the trunk, stopped in the replay's per-event hook, waiting for caps),
  * and a worker (a fork of a checkpoint, which returns from that hook with its heap's limit set
  * and replays on; at the replay's end, in the observe_end hook, before the teardown, it sends
- * its figures and exits). Each checkpoint talks to the trunk's process over a socket pair of its own: the
- * trunk writes a cap, the worker writes back one record, and a checkpoint whose worker died
- * writes a record that says so. send(MSG_NOSIGNAL) rather than write: a checkpoint that is gone
- * is an error to fall back from, not a SIGPIPE.
+ * its figures and exits). Each checkpoint talks to the trunk's process over a socket pair of its
+ * own: the trunk writes a cap, the worker writes back one record, and a checkpoint whose worker
+ * died writes a record that says so. send(MSG_NOSIGNAL) rather than write: a checkpoint that is
+ * gone is an error to fall back from, not a SIGPIPE.
  */
 #include <errno.h>
 #include <string.h>
