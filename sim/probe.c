@@ -260,9 +260,14 @@ static size_t binds_at(const gs_probes *pr, uint64_t c)
     return pr->t->n;
 }
 
+bool gs_probes_may_fork(const gs_trace *t)
+{
+    return t->n >= GS_PROBE_MIN_EVENTS;
+}
+
 size_t gs_probes_plan(gs_probes *pr, uint64_t lo, uint64_t hi)
 {
-    if (!pr->clean || hi <= lo || pr->t->n < GS_PROBE_MIN_EVENTS) return 0;
+    if (!pr->clean || hi <= lo || !gs_probes_may_fork(pr->t)) return 0;
     /* where caps spread over (lo, hi] first bind, each a checkpoint's event */
     size_t shared = 0;
     for (unsigned j = 0; j < GS_PROBE_CHECKPOINTS; j++) {

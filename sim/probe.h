@@ -66,6 +66,9 @@ size_t gs_probes_plan(gs_probes *pr, uint64_t lo, uint64_t hi);
 /* The replay at capacity (bytes, > 0): from the latest checkpoint that applies, else from the
  * first event; none when the cap cannot bind. */
 void gs_probes_run(gs_probes *pr, uint64_t capacity, gs_probe_result *out);
+/* Whether gs_probes_plan may fork on t (long enough for checkpoints): a caller with several
+ * threads searches such a trace in a process of its own. */
+bool gs_probes_may_fork(const gs_trace *t);
 /* Checkpoints alive. */
 unsigned gs_probes_checkpoints(const gs_probes *pr);
 void gs_probes_free(gs_probes *pr);

@@ -352,7 +352,8 @@ typedef struct {
     const gs_bound *bound;
     GMutex lock;
     size_t done;
-    gint next; /* the next row a thread of at_cap_thread takes */
+    gint next;   /* the next row a thread of row_thread takes */
+    bool search; /* the threads search too: no search of this trace forks */
 } run_ctx;
 
 static void report_done(run_ctx *x)
@@ -376,14 +377,21 @@ static void at_cap(gpointer data, gpointer user)
     r->replayed_events = r->at_cap.events;
 }
 
-/* A thread of the replays at the cap: rows until none is left. Joined threads, not a GLib pool,
- * whose threads may still be exiting after g_thread_pool_free returns: a lock one of them
- * held (the allocator's, in its exit) would stay held in the searches' forks. */
-static gpointer at_cap_thread(gpointer user)
+/* A thread of the replays at the cap (and of the searches, x->search): rows until none is left.
+ * Joined threads, not a GLib pool, whose threads may still be exiting after g_thread_pool_free
+ * returns: a lock one of them held (the allocator's, in its exit) would stay held in the searches'
+ * forks. */
+static gpointer row_thread(gpointer user)
 {
     run_ctx *x = user;
-    for (gint i; (i = g_atomic_int_add(&x->next, 1)) < (gint)x->rows->len;)
+    for (gint i; (i = g_atomic_int_add(&x->next, 1)) < (gint)x->rows->len;) {
         at_cap(GSIZE_TO_POINTER((gsize)i + 1), x);
+        if (!x->search) continue;
+        found f;
+        search_row(x->rows->pdata[i], x->t, x->o, x->bound, &f);
+        take(x->rows->pdata[i], &f);
+        report_done(x);
+    }
     return NULL;
 }
 
@@ -456,8 +464,11 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
     g_mutex_init(&x.lock);
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;
-    /* the replays at the cap on threads; then the searches, whose checkpoints are forks of a
-     * process with one thread: this one, once those threads are joined */
+    /* A trace too short for checkpoints (or with them turned off) searches on the threads too:
+     * a process per search would cost more than it saves. Else the replays at the cap on
+     * threads, then the searches, whose checkpoints are forks of a process with one thread:
+     * this one, once those threads are joined. */
+    x.search = o->full_replays || !gs_probes_may_fork(t);
     if (jobs <= 1) {
         for (guint i = 0; i < rows->len; i++) at_cap(GSIZE_TO_POINTER(i + 1), &x);
         for (guint i = 0; i < rows->len; i++) {
@@ -468,10 +479,10 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
         }
     } else {
         GThread **th = g_new(GThread *, jobs);
-        for (unsigned k = 0; k < jobs; k++) th[k] = g_thread_new("whatif", at_cap_thread, &x);
+        for (unsigned k = 0; k < jobs; k++) th[k] = g_thread_new("whatif", row_thread, &x);
         for (unsigned k = 0; k < jobs; k++) g_thread_join(th[k]);
         g_free(th);
-        search_forked(&x, jobs);
+        if (!x.search) search_forked(&x, jobs);
     }
     g_mutex_clear(&x.lock);
     gs_bound_free(bound);

@@ -82,8 +82,9 @@ GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *ex
 void gs_whatif_rows_free(GPtrArray *rows);
 
 /* Replay every row at the cap and search its minimum capacity, rows in parallel: the replays at
- * the cap on threads, then each row's search in a process of its own (its checkpoints are forks,
- * sim/probe.h; a search that cannot be forked runs in this process). A search starts with the
+ * the cap on threads, then, on a trace long enough for checkpoints, each row's search in a
+ * process of its own (its checkpoints are forks, sim/probe.h; a search that cannot be forked
+ * runs in this process); a shorter trace's searches run on the threads. A search starts with the
  * row's uncapped replay and goes no higher than its peak reserved (rounded up to a step; its
  * largest device's, the capacity being each device's limit), where a replay is the uncapped one
  * and completes. A setting whose choices read the limit may fail there: its search goes on up
