@@ -40,11 +40,12 @@ static gs_trace *rising_trace(gs_bound **bound)
     return t;
 }
 
+/* One of each way a growth meets the limit: a segment, an expandable segment (which checks more
+ * than it maps), a pool's own growth, a stitched pool. (PyTorch's other settings grow as the
+ * default does.) */
 static const char *const blind[] = {
     "pytorch",
     "pytorch:expandable_segments:True",
-    "pytorch:max_split_size_mb:128",
-    "pytorch:roundup_power2_divisions:4",
     "cupy",
     "tlsf",
     "stitch:headroom:0",
@@ -85,8 +86,8 @@ START_TEST(probes_from_checkpoints_are_full_replays)
     ck_assert_uint_eq(gs_probes_plan(pr, lo, hi), t->n);
     ck_assert_uint_gt(gs_probes_checkpoints(pr), 0);
     unsigned from_checkpoint = 0, fails = 0;
-    for (unsigned j = 0; j <= 12; j++) {
-        uint64_t cap = (lo - 64 * MiB + (hi - lo + 64 * MiB) / 12 * j) / (2 * MiB) * (2 * MiB);
+    for (unsigned j = 0; j <= 8; j++) {
+        uint64_t cap = (lo - 64 * MiB + (hi - lo + 64 * MiB) / 8 * j) / (2 * MiB) * (2 * MiB);
         gs_probe_result a;
         gs_probes_run(pr, cap, &a);
         if (!a.replayed) {
