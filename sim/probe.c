@@ -46,6 +46,7 @@ struct gs_probes {
     bool clean;       /* completed with no growth refused */
     uint64_t peak;    /* its gs_heap_limit_asked at the end */
     int64_t reserved; /* its reserved bytes' peak */
+    uint64_t state_pages; /* the pages of heap a probe may write, at most */
     /* in a worker */
     int fd;
     size_t start;
@@ -221,6 +222,16 @@ static void at_end(const gs_heap *h, void *ud)
     _exit(send_all(pr->fd, &w, sizeof w) ? 0 : 1);
 }
 
+/* The pages of heap a probe's replay may write, each a page fault to copy in a fork: a block
+ * struct for every live and free block at their peaks, a segment's and its placement's (about
+ * two blocks' worth) for every segment. */
+static uint64_t state_pages(const gs_stats *s)
+{
+    uint64_t blocks = (uint64_t)(s->active[GS_STAT_ALL].peak + s->inactive_split[GS_STAT_ALL].peak +
+                                 3 * s->segment[GS_STAT_ALL].peak);
+    return blocks * sizeof(gs_block) / 4096 + 1;
+}
+
 gs_probes *gs_probes_new(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                          bool checkpoints, gs_result *uncapped)
 {
@@ -247,6 +258,7 @@ gs_probes *gs_probes_new(const gs_trace *t, const gs_policy *p, const gs_replay_
                 !uncapped->stats.num_alloc_retries && !uncapped->stats.num_ooms;
     for (int k = 0; k < GS_CALL_COUNT; k++) pr->clean &= uncapped->calls.failed[k] == 0;
     pr->reserved = uncapped->stats.reserved_bytes[GS_STAT_ALL].peak;
+    pr->state_pages = state_pages(&uncapped->stats);
     return pr;
 }
 
@@ -278,8 +290,10 @@ size_t gs_probes_plan(gs_probes *pr, uint64_t lo, uint64_t hi)
         g_array_append_val(pr->at, e);
     }
     /* Worth a second replay and the forks only if the probes would replay much of the trace
-     * again otherwise: 20-40 of them, each sharing about `shared` events with the trunk. */
-    if (shared < pr->t->n / GS_PROBE_MIN_SHARE || !pr->at->len) {
+     * again otherwise (20-50 of them, each sharing about `shared` events with the trunk), and
+     * more of it than the page faults of copying the heap it may write cost. */
+    if (shared < pr->t->n / GS_PROBE_MIN_SHARE ||
+        shared < pr->state_pages * GS_PROBE_FAULT_EVENTS || !pr->at->len) {
         g_array_set_size(pr->at, 0);
         return 0;
     }

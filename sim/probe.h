@@ -38,6 +38,13 @@ G_BEGIN_DECLS
 #define GS_PROBE_CHECKPOINTS 8
 #define GS_PROBE_MIN_EVENTS ((size_t)1 << 16)
 #define GS_PROBE_MIN_SHARE 8
+/* What a page of the heap a probe may write costs it (the fork's copy, its fault), in replayed
+ * events: checkpoints pay only where the probes share more than that many events per page.
+ * On the million-entry synthetic snapshot (70,000 live blocks, 14,000 segments: about 4,000
+ * pages by state_pages in probe.c), probes sharing 423,000 events each saved nothing on the H100
+ * host (31.2 s of CPU against 32.3) and cost twice the CPU on the development VM: about 70
+ * events a page there; twice that for a margin, as the VM's faults are dearer still. */
+#define GS_PROBE_FAULT_EVENTS 200
 
 typedef struct {
     bool completes; /* no OOM and no device error */
