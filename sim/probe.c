@@ -43,9 +43,9 @@ struct gs_probes {
     GArray *cps;  /* checkpoint, in event order; the live ones have fd >= 0 */
     GArray *pids; /* pid_t of every checkpoint made, to wait for */
     /* the uncapped replay's outcome */
-    bool clean;       /* completed with no growth refused */
-    uint64_t peak;    /* its gs_heap_limit_asked at the end */
-    int64_t reserved; /* its reserved bytes' peak */
+    bool clean;           /* completed with no growth refused */
+    uint64_t peak;        /* its gs_heap_limit_asked at the end */
+    int64_t reserved;     /* its reserved bytes' peak */
     uint64_t state_pages; /* the pages of heap a probe may write, at most */
     /* in a worker */
     int fd;

@@ -44,11 +44,7 @@ static gs_trace *rising_trace(gs_bound **bound)
  * than it maps), a pool's own growth, a stitched pool. (PyTorch's other settings grow as the
  * default does.) */
 static const char *const blind[] = {
-    "pytorch",
-    "pytorch:expandable_segments:True",
-    "cupy",
-    "tlsf",
-    "stitch:headroom:0",
+    "pytorch", "pytorch:expandable_segments:True", "cupy", "tlsf", "stitch:headroom:0",
 };
 
 /* Every figure a probe reports, against the replay of the whole trace at that cap. */
