@@ -90,11 +90,11 @@ static bool recv_all(int fd, void *buf, size_t n)
     return true;
 }
 
-/* Did any growth of the heap fail so far (a device call refused, an OOM, a retry)? Then the
- * uncapped replay took a path a capped one need not take, and no later state is shared. */
-static bool refused(const gs_heap *h, const gs_stats *s)
+/* Did any growth fail so far (a device call refused, an OOM, a retry), by a heap's or a
+ * result's figures? Then the uncapped replay took a path a capped one need not take, and no
+ * later state is shared. */
+static bool refused(const gs_devcalls *c, const gs_stats *s)
 {
-    const gs_devcalls *c = gs_heap_devcalls(h);
     uint64_t failed = 0;
     for (int k = 0; k < GS_CALL_COUNT; k++) failed += c->failed[k];
     return failed || s->num_alloc_retries || s->num_ooms;
@@ -180,7 +180,7 @@ static void at_event(gs_heap *h, size_t i, void *ud)
         i != g_array_index(pr->at, size_t, pr->next))
         return;
     pr->next++;
-    if (refused(h, gs_heap_stats_now(h))) {
+    if (refused(gs_heap_devcalls(h), gs_heap_stats_now(h))) {
         pr->stopped = true;
         return;
     }
@@ -255,8 +255,7 @@ gs_probes *gs_probes_new(const gs_trace *t, const gs_policy *p, const gs_replay_
     }
     bool ok = gs_replay_run(t, p, &uo, uncapped, NULL);
     pr->clean = pr->enabled && pr->single && ok && !uncapped->oom && uncapped->error == GS_OK &&
-                !uncapped->stats.num_alloc_retries && !uncapped->stats.num_ooms;
-    for (int k = 0; k < GS_CALL_COUNT; k++) pr->clean &= uncapped->calls.failed[k] == 0;
+                !refused(&uncapped->calls, &uncapped->stats);
     pr->reserved = uncapped->stats.reserved_bytes[GS_STAT_ALL].peak;
     pr->state_pages = state_pages(&uncapped->stats);
     return pr;
@@ -304,10 +303,9 @@ size_t gs_probes_plan(gs_probes *pr, uint64_t lo, uint64_t hi)
     o.export_ud = pr;
     gs_result r;
     pr->r = &r;
-    bool ok = gs_replay_run(pr->t, pr->p, &o, &r, NULL);
+    (void)gs_replay_run(pr->t, pr->p, &o, &r, NULL);
     if (pr->role == ROLE_WORKER) { /* (at_end exits first; a replay that could not start) */
         wire w = {.ok = 0};
-        (void)ok;
         _exit(send_all(pr->fd, &w, sizeof w) ? 0 : 1);
     }
     pr->r = NULL;

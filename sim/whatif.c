@@ -364,17 +364,25 @@ static void report_done(run_ctx *x)
     g_mutex_unlock(&x->lock);
 }
 
-/* The replay at the cap: the report's figures (the recorded setting with the recorded run's
- * addresses). */
-static void at_cap(gpointer data, gpointer user)
+/* The replay at the cap of row i: the report's figures (the recorded setting with the recorded
+ * run's addresses). */
+static void at_cap(run_ctx *x, guint i)
 {
-    run_ctx *x = user;
-    gs_whatif_row *r = x->rows->pdata[GPOINTER_TO_SIZE(data) - 1];
+    gs_whatif_row *r = x->rows->pdata[i];
     gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
     if (r->recorded) ro.ref = x->o->ref; /* the recorded run at its limit, placed as it was */
     (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
     r->replays = 1;
     r->replayed_events = r->at_cap.events;
+}
+
+/* Row i's search in this process. */
+static void search_here(run_ctx *x, guint i)
+{
+    found f;
+    search_row(x->rows->pdata[i], x->t, x->o, x->bound, &f);
+    take(x->rows->pdata[i], &f);
+    report_done(x);
 }
 
 /* A thread of the replays at the cap (and of the searches, x->search): rows until none is left.
@@ -385,12 +393,8 @@ static gpointer row_thread(gpointer user)
 {
     run_ctx *x = user;
     for (gint i; (i = g_atomic_int_add(&x->next, 1)) < (gint)x->rows->len;) {
-        at_cap(GSIZE_TO_POINTER((gsize)i + 1), x);
-        if (!x->search) continue;
-        found f;
-        search_row(x->rows->pdata[i], x->t, x->o, x->bound, &f);
-        take(x->rows->pdata[i], &f);
-        report_done(x);
+        at_cap(x, (guint)i);
+        if (x->search) search_here(x, (guint)i);
     }
     return NULL;
 }
@@ -411,13 +415,12 @@ static void search_forked(run_ctx *x, unsigned jobs)
     guint next = 0;
     while (next < rows->len || n) {
         while (n < jobs && next < rows->len) {
-            gs_whatif_row *r = rows->pdata[next];
-            int fds[2];
+            int fds[2] = {-1, -1};
             pid_t pid = -1;
             if (pipe2(fds, O_CLOEXEC) == 0 && (pid = fork()) == 0) {
                 close(fds[0]);
                 found f;
-                search_row(r, x->t, x->o, x->bound, &f);
+                search_row(rows->pdata[next], x->t, x->o, x->bound, &f);
                 ssize_t w = write(fds[1], &f, sizeof f);
                 _exit(w == (ssize_t)sizeof f ? 0 : 1);
             }
@@ -427,10 +430,7 @@ static void search_forked(run_ctx *x, unsigned jobs)
                     close(fds[0]);
                     close(fds[1]);
                 }
-                found f;
-                search_row(r, x->t, x->o, x->bound, &f);
-                take(r, &f);
-                report_done(x);
+                search_here(x, next - 1);
                 continue;
             }
             close(fds[1]);
@@ -446,10 +446,12 @@ static void search_forked(run_ctx *x, unsigned jobs)
             close(run[k].fd);
             while (waitpid(run[k].pid, NULL, 0) < 0 && errno == EINTR) {
             }
-            gs_whatif_row *r = rows->pdata[run[k].row];
-            if (got != (ssize_t)sizeof f) search_row(r, x->t, x->o, x->bound, &f);
-            take(r, &f);
-            report_done(x);
+            if (got == (ssize_t)sizeof f) {
+                take(rows->pdata[run[k].row], &f);
+                report_done(x);
+            } else {
+                search_here(x, run[k].row);
+            }
             run[k] = run[--n];
         }
     }
@@ -470,13 +472,8 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
      * this one, once those threads are joined. */
     x.search = o->full_replays || !gs_probes_may_fork(t);
     if (jobs <= 1) {
-        for (guint i = 0; i < rows->len; i++) at_cap(GSIZE_TO_POINTER(i + 1), &x);
-        for (guint i = 0; i < rows->len; i++) {
-            found f;
-            search_row(rows->pdata[i], t, o, bound, &f);
-            take(rows->pdata[i], &f);
-            report_done(&x);
-        }
+        (void)row_thread(&x); /* this thread alone: its searches may fork */
+        for (guint i = 0; !x.search && i < rows->len; i++) search_here(&x, i);
     } else {
         GThread **th = g_new(GThread *, jobs);
         for (unsigned k = 0; k < jobs; k++) th[k] = g_thread_new("whatif", row_thread, &x);
