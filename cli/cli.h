@@ -19,11 +19,12 @@ G_BEGIN_DECLS
  * not a failure. */
 enum {
     GS_EXIT_OK = 0,
-    GS_EXIT_DEVICE = 1,  /* a replay stopped on a device error, or there is no device */
-    GS_EXIT_USAGE = 2,   /* bad usage or bad input: one line on stderr, nothing written */
-    GS_EXIT_PLOT = 3,    /* replay, sweep, plot: gnuplot missing or failed (data written) */
-    GS_EXIT_DIFFERS = 3, /* validate: some check is beyond its tolerance */
-    GS_EXIT_OOM = 4,     /* replay, sweep with --fail-on-oom: some result met an OOM */
+    GS_EXIT_DEVICE = 1,   /* a replay stopped on a device error, or there is no device */
+    GS_EXIT_USAGE = 2,    /* bad usage or bad input: one line on stderr, nothing written */
+    GS_EXIT_PLOT = 3,     /* replay, sweep, plot: gnuplot missing or failed (data written) */
+    GS_EXIT_DIFFERS = 3,  /* validate: some check is beyond its tolerance */
+    GS_EXIT_OOM = 4,      /* replay, sweep with --fail-on-oom: some result met an OOM */
+    GS_EXIT_DECLINED = 3, /* read-snapshot: a snapshot it leaves to the converter's reader */
 };
 
 /* The options several commands share. A command asks for the ones it takes (gs_cli_want) and
@@ -265,6 +266,7 @@ int gs_cmd_convert(int argc, char **argv);
 int gs_cmd_verify(int argc, char **argv);
 int gs_cmd_predict(int argc, char **argv);
 int gs_cmd_run(int argc, char **argv);
+int gs_cmd_read_snapshot(int argc, char **argv);
 
 G_END_DECLS
 

@@ -33,6 +33,7 @@ static const struct {
     {"verify", gs_cmd_verify},
     {"predict", gs_cmd_predict},
     {"run", gs_cmd_run},
+    {"read-snapshot", gs_cmd_read_snapshot},
 };
 /* clang-format on */
 

@@ -98,4 +98,85 @@ char *gs_trace_binary_problem(const gs_trace *t);
 /* Writes t (gs_trace_binary_problem(t) == NULL) to f; 0, or an errno. */
 int gs_trace_binary_write(const gs_trace *t, FILE *f);
 
+/* ---- pickle.c: a snapshot's pickle, read as a stream (snapshot.c's input) ---- */
+
+/* A value of the pickle. Small integers (62 bits), None and the bools are tagged pointers,
+ * never allocated (gs_pv_is_heap false); the rest are counted. */
+typedef struct gs_pv gs_pv;
+enum {
+    GS_PV_INT = 1, /* an integer past 62 bits (and at most 64: wider ones are declined) */
+    GS_PV_FLOAT,
+    GS_PV_STR,
+    GS_PV_TUPLE,
+    GS_PV_LIST,
+    GS_PV_DICT,    /* its pairs in u.seq, key then value, in the order set */
+    GS_PV_DEVLIST, /* a device's list in device_traces: top its device, u.count its entries */
+    GS_PV_GONE,    /* the memo slot of an entry consumed */
+    GS_PV_FRAMES,  /* the memo slot of a consumed entry's frames list: top its top frame */
+};
+#define GS_PV_TOP_UNKNOWN (-1) /* gs_pv.top of a dict not yet read as a frame */
+struct gs_pv {
+    uint32_t refs;
+    uint8_t kind;
+    uint8_t puts;  /* memo slots holding it (saturating) */
+    uint8_t busy;  /* a tuple being written; an entry in a batch being consumed */
+    int32_t top;   /* a dict: what it is as a frame (snapshot.c); GS_PV_FRAMES: its frame */
+    uint32_t slot; /* the memo slot holding it (puts == 1) */
+    union {
+        int64_t i;
+        double f;
+        uint64_t count;
+        struct {
+            gs_pv **v;
+            size_t n, cap;
+        } seq;
+        struct {
+            size_t n;
+            char *s; /* NUL-terminated, right after the struct */
+        } str;
+    } u;
+};
+#define GS_PV_NONE ((gs_pv *)(uintptr_t)2)
+#define GS_PV_TRUE ((gs_pv *)(uintptr_t)6)
+#define GS_PV_FALSE ((gs_pv *)(uintptr_t)10)
+static inline gboolean gs_pv_is_heap(const gs_pv *v)
+{
+    return v && ((uintptr_t)v & 3) == 0;
+}
+static inline gboolean gs_pv_is_kind(const gs_pv *v, int kind)
+{
+    return gs_pv_is_heap(v) && v->kind == kind;
+}
+gs_pv *gs_pv_int(int64_t i);
+/* An integer (not a bool), into *out. */
+gboolean gs_pv_get_int(const gs_pv *v, int64_t *out);
+void gs_pv_unref(gs_pv *v);
+/* A dict's value for a string key (the last one set), or NULL. */
+gs_pv *gs_pv_dict_get(const gs_pv *d, const char *key);
+gboolean gs_pv_is_str(const gs_pv *v, const char *s);
+
+/* The machine, as a consume callback sees it. */
+typedef struct gs_pickle_vm gs_pickle_vm;
+/* A batch of device dev's entries (dicts; the first is its entry number first), appended to
+ * its list: FALSE to decline the snapshot (gs_pickle_decline says why). The callback drops
+ * each entry's memo slot and turns its frames list's into a stand-in (gs_pickle_forget). */
+typedef gboolean (*gs_pickle_consume_fn)(gs_pickle_vm *m, uint32_t dev, uint64_t first,
+                                         gs_pv **items, size_t n, void *ud);
+void gs_pickle_decline(gs_pickle_vm *m, const char *why);
+/* Bytes of the file read so far (compressed, for a gzip input). */
+uint64_t gs_pickle_bytes_read(const gs_pickle_vm *m);
+/* v's memo slot now holds repl (counted), or refuses a reference (repl NULL). FALSE (declined)
+ * when v is in more than one slot. */
+gboolean gs_pickle_forget(gs_pickle_vm *m, gs_pv *v, gs_pv *repl);
+/* Reads the pickle at path (gzip or not) to its STOP: the root value, with *dt the
+ * device_traces list (NULL if none was seen) and *ndev the device lists made; NULL when it
+ * declines, with *why (allocated) saying why. limit: the conversion's memory limit in bytes (0:
+ * none); past half of it, it declines. */
+gs_pv *gs_pickle_load(const char *path, uint64_t limit, gs_pickle_consume_fn consume, void *ud,
+                      gs_pv **dt, uint32_t *ndev, char **why);
+/* Appends root as a pickle (protocol 4) to out, dt written as the list of counts[0..ndev);
+ * FALSE, with *why, for what it cannot write (a self-holding tuple, a stand-in). */
+gboolean gs_pickle_write(GString *out, gs_pv *root, const gs_pv *dt, const uint64_t *counts,
+                         uint32_t ndev, const char **why);
+
 #endif

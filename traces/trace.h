@@ -230,6 +230,14 @@ gboolean gs_trace_save(const gs_trace *t, const char *path, GError **err);
 
 void gs_trace_free(gs_trace *t);
 
+/* A PyTorch memory snapshot read for the converter (traces/snapshot.c says what it appends to
+ * out). FALSE when it declines the snapshot, *why (allocated) saying why: the converter then
+ * reads it itself. limit: the conversion's memory limit in bytes, 0 for none. progress: where
+ * a line "ENTRIES BYTES" (entries read, bytes of the file read) goes every 65,536 entries, or
+ * NULL. */
+gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GString *out,
+                          char **why);
+
 /* Building traces in code (tests, generators): */
 gs_trace *gs_trace_new(void);
 /* Returns the slot of the new allocation. client/stream are names/raw values, interned.

@@ -2,6 +2,7 @@
 """diff_convert.py - the converter against an earlier revision's, on the fuzz loop's inputs.
 
     python3 tests/fuzz/diff_convert.py [--before REV] [--iterations N] [--seed S] [--extra F]...
+    python3 tests/fuzz/diff_convert.py --fast GPUSIM [--iterations N] [--seed S] [--min-fast N]
 
 A change that must not change any result (a faster reader, say) is checked here: each input,
 a mutation of the seed corpus tests/fuzz/corpus/convert/ and of the --extra files (made by
@@ -10,6 +11,12 @@ is converted by traces/convert.py of this tree and by the one of git revision RE
 main), in this process, with --reference; the trace, the reference, stderr and the exit status
 must be identical. Each input that differs is printed (and kept beside the corpus' temporary
 copy); the exit status is 1 when any differed. Standard library only.
+
+With --fast GPUSIM, the two converters are this tree's, one reading snapshots with the C reader
+of GPUSIM (gpusim read-snapshot) where it accepts them, the other always with its own walker
+($GPUSIM_SNAPSHOT_READER=none): the C reader must decline whatever it would read otherwise. The
+unmutated seeds come first; --min-fast N fails the run unless the C reader accepted at least N
+inputs (a reader that declines everything passes every comparison).
 """
 import argparse
 import contextlib
@@ -53,8 +60,11 @@ def checkout_traces(rev, into):
     return os.path.join(into, "traces")
 
 
-def run(mod, data, wd):
-    """(exit status, stderr, trace bytes, reference bytes) of mod.main on data."""
+def run(mod, data, wd, reader=None):
+    """(exit status, stderr, trace bytes, reference bytes) of mod.main on data (reader: the
+    value of $GPUSIM_SNAPSHOT_READER meanwhile, None to leave it)."""
+    if reader is not None:
+        os.environ["GPUSIM_SNAPSHOT_READER"] = reader
     src = os.path.join(wd, "in.pickle")
     with open(src, "wb") as f:
         f.write(data)
@@ -84,26 +94,41 @@ def run(mod, data, wd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", default="main", metavar="REV")
+    ap.add_argument("--fast", metavar="GPUSIM",
+                    help="compare the C snapshot reader of GPUSIM with the converter's own")
+    ap.add_argument("--min-fast", type=int, default=0, metavar="N")
     ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--extra", action="append", default=[], metavar="FILE",
                     help="another seed input (e.g. a small bench/big_snapshot.py snapshot)")
     args = ap.parse_args()
     wd = tempfile.mkdtemp(prefix="diff-convert-")
-    old = checkout_traces(args.before, wd)
-    before = load("convert_before", os.path.join(old, "convert.py"))
     after = load("convert_after", os.path.join(ROOT, "traces", "convert.py"))
+    if args.fast:
+        before = after
+        readers = ("none", os.path.abspath(args.fast))
+    else:
+        old = checkout_traces(args.before, wd)
+        before = load("convert_before", os.path.join(old, "convert.py"))
+        after = load("convert_after", os.path.join(ROOT, "traces", "convert.py"))
+        readers = (None, None)
     seeds = [d for _, d in fz.load_corpus(fz.CORPUS)]
     for path in args.extra:
         with open(path, "rb") as f:
             seeds.append(f.read())
     rng = random.Random(args.seed)
-    differed = 0
-    for i in range(args.iterations):
-        data = rng.choice(seeds)
-        for _ in range(rng.randint(1, 3)):
-            data = fz.mutate(data, rng)
-        a, b = run(before, data, wd), run(after, data, wd)
+    differed = fast = 0
+    inputs = (seeds + [None] * args.iterations) if args.fast else [None] * args.iterations
+    for i, data in enumerate(inputs):
+        if data is None:
+            data = rng.choice(seeds)
+            for _ in range(rng.randint(1, 3)):
+                data = fz.mutate(data, rng)
+        a, b = run(before, data, wd, readers[0]), run(after, data, wd, readers[1])
+        if args.fast:
+            fast += subprocess.run([readers[1], "read-snapshot", os.path.join(wd, "in.pickle")],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL).returncode == 0
         if a != b:
             differed += 1
             keep = os.path.join(wd, f"differs-{i}.pickle")
@@ -111,6 +136,10 @@ def main():
                 f.write(data)
             print(f"input {i} ({keep}): before {a[0]} {a[1][:200]!r}; after {b[0]} "
                   f"{b[1][:200]!r}")
+    if args.fast:
+        print(f"diff_convert: {len(inputs)} inputs, {differed} differed, the C reader took "
+              f"{fast} (of them)")
+        return 1 if differed or fast < args.min_fast else 0
     print(f"diff_convert: {args.iterations} inputs, {differed} differed (before: "
           f"{args.before})")
     return 1 if differed else 0

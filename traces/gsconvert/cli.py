@@ -15,6 +15,7 @@ from .limits import ENV as MEMORY_ENV, MemoryBudget, default_budget, parse_bytes
 from .model import (_O_EMPTY, EXIT_ERROR, PROG, ConvertError, _is_int, _is_num, device_total_ok,
                     header_text, warn)
 from .snapshot import read_snapshot
+from .fastread import read_snapshot_fast
 from .inputs import READERS, Input, Progress, detect_format
 from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
@@ -293,7 +294,8 @@ def convert(args, progress_stream=None, progress_enabled=False):
         budget = MemoryBudget(memory_limit(args, inp.size))
         kind = detect_format(inp.head)
         if kind == "pytorch-snapshot":
-            rec = read_snapshot(inp, progress, budget)
+            rec = (read_snapshot_fast(args.input, inp, budget, progress) or
+                   read_snapshot(inp, progress, budget))
         else:
             rec = READERS[kind](inp.read_all(budget))
     finally:

@@ -86,14 +86,17 @@ class Progress:
         self.t0 = self.last = time.monotonic()
         self.shown = False
 
-    def __call__(self, entries):
+    def __call__(self, entries, pos=None):
+        """entries read so far; pos: the bytes of the input read, where not inp.tell() (the
+        C reader reads the file itself)."""
         if not self.enabled:
             return
         now = time.monotonic()
         if now - self.last < self.INTERVAL:
             return
         self.last = now
-        pct = 100.0 * self.inp.tell() / self.inp.size if self.inp.size else 0.0
+        pos = self.inp.tell() if pos is None else pos
+        pct = 100.0 * pos / self.inp.size if self.inp.size else 0.0
         rate = entries / max(now - self.t0, 1e-9)
         self.stream.write(f"\r{PROG}: {self.label}: {entries:,} entries, {pct:.0f}% of "
                           f"{self.inp.size / MiB:.1f} MiB read, {rate / 1000:.0f}k entries/s ")

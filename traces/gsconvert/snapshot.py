@@ -54,6 +54,22 @@ def read_snapshot(f, progress=None, budget=None):
         return d.feed_batch
 
     snap = SnapshotWalker(f, feeder, progress, budget).load()
+
+    def streamed_events(dev, evs):
+        if not isinstance(evs, _DevList):
+            return None
+        # streamed as it was read: its entries are in streamed[dev]
+        if evs.dev != dev:
+            raise ConvertError(f"snapshot device_traces[{dev}] is laid out out of order in "
+                               f"the pickle (it was read as device {evs.dev})")
+        return evs.count, (streamed[dev].out if dev in streamed else [])
+
+    return _recording_of(rec, snap, streamed_events)
+
+
+def _recording_of(rec, snap, streamed_events):
+    """rec filled from snap, the snapshot as read; streamed_events(dev, evs): (entries, their
+    events) of device dev's list evs when a reader took its entries as they came, else None."""
     if not isinstance(snap, dict) or "device_traces" not in snap or "segments" not in snap:
         what = type(snap).__name__
         if isinstance(snap, dict):
@@ -75,13 +91,10 @@ def read_snapshot(f, progress=None, budget=None):
     check_shared_references(traces)
     check_shared_segments(snap.get("segments"))
     for dev, evs in enumerate(traces):
-        if isinstance(evs, _DevList):
-            # streamed as it was read: its entries are in streamed[dev]
-            if evs.dev != dev:
-                raise ConvertError(f"snapshot device_traces[{dev}] is laid out out of order in "
-                                   f"the pickle (it was read as device {evs.dev})")
-            rec.num_raw_events += evs.count
-            per_device.append(streamed[dev].out if dev in streamed else [])
+        done = streamed_events(dev, evs)
+        if done is not None:
+            rec.num_raw_events += done[0]
+            per_device.append(done[1])
             continue
         if not isinstance(evs, list):
             raise ConvertError(f"snapshot device_traces[{dev}] is not a list")

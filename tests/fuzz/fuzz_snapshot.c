@@ -1,0 +1,106 @@
+/* fuzz_snapshot.c - the converter's snapshot reader in C (traces/snapshot.c, pickle.c: gpusim
+ * read-snapshot), on any bytes.
+ *
+ * Promises checked for every input:
+ *   - gs_snapshot_read either writes its output or declines with one printable line saying why,
+ *     and writes nothing then;
+ *   - what it writes is laid out as snapshot.c says, to the last byte: each device's frames
+ *     are without NUL, each row's action is one of the converter's codes, only a free
+ *     is deferred, its frame is one of its device's, its entry number below the device's count
+ *     and above the row before's; the rest of the snapshot is a pickle of its stated length
+ *     that starts with PROTO 4 and ends with STOP.
+ * Whether the rows are the ones the converter's own reader makes is tests/test_fastread.py's
+ * and tests/fuzz/diff_convert.py --fast's question (the reader is Python).
+ */
+#include "fuzz.h"
+
+#include <string.h>
+
+static size_t take(const GString *o, size_t *pos, size_t n)
+{
+    GS_FUZZ_CHECK(*pos + n <= o->len, "the output ends early at %zu (+%zu of %zu)", *pos, n,
+                  (size_t)o->len);
+    size_t at = *pos;
+    *pos += n;
+    return at;
+}
+
+static uint64_t u(const GString *o, size_t *pos, size_t n)
+{
+    uint64_t v = 0;
+    memcpy(&v, o->str + take(o, pos, n), n); /* (native order, little-endian here) */
+    return v;
+}
+
+static void check_output(const GString *o)
+{
+    size_t pos = 0;
+    GS_FUZZ_CHECK(o->len >= 8 && memcmp(o->str, "GSSNAP01", 8) == 0, "no magic");
+    pos = 8;
+    uint32_t ndev = (uint32_t)u(o, &pos, 4);
+    uint64_t all = 0;
+    for (uint32_t d = 0; d < ndev; d++) {
+        uint64_t entries = u(o, &pos, 8), rows = u(o, &pos, 8);
+        all += entries;
+        GS_FUZZ_CHECK(rows <= entries,
+                      "device %u: %" G_GUINT64_FORMAT " rows of %" G_GUINT64_FORMAT " entries", d,
+                      rows, entries);
+        uint8_t program = (uint8_t)u(o, &pos, 1);
+        GS_FUZZ_CHECK(program <= 1, "program flag %u", program);
+        uint32_t nframes = (uint32_t)u(o, &pos, 4);
+        for (uint32_t f = 0; f < nframes; f++) {
+            uint32_t n = (uint32_t)u(o, &pos, 4);
+            const char *s = o->str + take(o, &pos, n);
+            GS_FUZZ_CHECK(memchr(s, 0, n) == NULL, "a NUL in frame %u of device %u", f, d);
+        }
+        const uint8_t *action = (const uint8_t *)o->str + take(o, &pos, rows);
+        const uint8_t *deferred = (const uint8_t *)o->str + take(o, &pos, rows);
+        take(o, &pos, 8 * rows * 4); /* stream, addr, size, time_us */
+        size_t where_at = take(o, &pos, 8 * rows), frame_at = take(o, &pos, 4 * rows);
+        uint64_t prev = 0;
+        for (uint64_t r = 0; r < rows; r++) {
+            uint64_t w;
+            uint32_t f;
+            memcpy(&w, o->str + where_at + 8 * r, 8);
+            memcpy(&f, o->str + frame_at + 4 * r, 4);
+            GS_FUZZ_CHECK(action[r] <= 7, "row %" G_GUINT64_FORMAT ": action %u", r, action[r]);
+            GS_FUZZ_CHECK(deferred[r] <= (action[r] == 1),
+                          "row %" G_GUINT64_FORMAT ": deferred %u for action %u", r, deferred[r],
+                          action[r]);
+            GS_FUZZ_CHECK(f <= nframes, "row %" G_GUINT64_FORMAT ": frame %u of %u", r, f, nframes);
+            GS_FUZZ_CHECK(w < entries && (r == 0 || w > prev),
+                          "row %" G_GUINT64_FORMAT ": entry %" G_GUINT64_FORMAT
+                          " after %" G_GUINT64_FORMAT,
+                          r, w, prev);
+            prev = w;
+        }
+    }
+    GS_FUZZ_CHECK(all > 0, "an output with no entries");
+    uint32_t nstreams = (uint32_t)u(o, &pos, 4);
+    take(o, &pos, 8 * (size_t)nstreams);
+    uint64_t n = u(o, &pos, 8);
+    size_t at = take(o, &pos, n);
+    GS_FUZZ_CHECK(pos == o->len, "%zu bytes after the rest", (size_t)o->len - pos);
+    GS_FUZZ_CHECK(n >= 3 && memcmp(o->str + at, "\x80\x04", 2) == 0 && o->str[at + n - 1] == '.',
+                  "the rest is no pickle");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = gs_fuzz_file(data, size);
+    GString *out = g_string_new(NULL);
+    char *why = NULL;
+    if (gs_snapshot_read(path, 0, NULL, out, &why)) {
+        GS_FUZZ_CHECK(why == NULL, "an output and a reason");
+        check_output(out);
+    } else {
+        GS_FUZZ_CHECK(why && *why, "declined without a reason");
+        GS_FUZZ_CHECK(out->len == 0, "declined after writing %zu bytes", (size_t)out->len);
+        for (const char *c = why; *c; c++)
+            GS_FUZZ_CHECK((unsigned char)*c >= 0x20 && *c != 0x7f, "reason with byte 0x%02x",
+                          (unsigned char)*c);
+    }
+    g_free(why);
+    g_string_free(out, TRUE);
+    return 0;
+}

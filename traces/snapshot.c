@@ -1,0 +1,441 @@
+/* snapshot.c - a PyTorch memory snapshot's entries turned into the converter's event columns,
+ * in C: the fast path of traces/gsconvert (docs/speed.md, "The snapshot reader in C").
+ *
+ * The Python converter reads a snapshot in its own walker at about 150k entries a second;
+ * this reads the pickle (pickle.c), turns each entry of device_traces into the row the
+ * converter's DeviceEvents would make of it (snapshot.py: the same action codes, the immediate
+ * free folded into its free_requested, the entry's index, its top user frame numbered per
+ * device in order of first use), and hands the converter those columns together with the rest
+ * of the snapshot written back as a small pickle. The converter then goes on as if its own
+ * walker had read it: the empty_cache and pool inference, the trace and its checks stay in one
+ * place, in Python. Anything this reader cannot turn into exactly the rows the Python reader
+ * makes (an entry of a private pool, a float time, an integer past 64 bits, a frame whose
+ * library test needs Unicode digits, an opcode no snapshot holds) it declines, and the
+ * converter reads the snapshot itself: so an answer is the Python reader's, or none.
+ *
+ * The output (gs_snapshot_read; native byte order, both ends run on one machine):
+ *   "GSSNAP01", u32 devices, then for each device:
+ *     u64 entries, u64 rows, u8 whether a program action was seen, u32 frames,
+ *     each frame: u32 length, its UTF-8 bytes (frame k + 1; 0 is none),
+ *     the columns, each rows long: u8 action, u8 deferred, u64 stream, i64 addr, u64 size,
+ *     i64 time_us, u64 entry index, u32 frame;
+ *   u32 streams, u64 each (those of the program's actions);
+ *   u64 length, the snapshot but device_traces as a pickle (device_traces: each device's entry
+ *   count).
+ */
+#include "trace-int.h"
+
+#include <string.h>
+
+/* the converter's action codes (traces/gsconvert/model.py, _ACTIONS) */
+enum { A_ALLOC, A_FREE, A_FREE_DONE, A_SEG_ALLOC, A_SEG_FREE, A_SEG_MAP, A_SEG_UNMAP, A_OOM };
+/* an entry's action: the codes above, then these */
+enum { E_FREE_COMPLETED = 100, E_SNAPSHOT, E_UNKNOWN };
+/* a frame dict's gs_pv.top once read: a library's (skipped), or a frame's number (>= 0) */
+#define TOP_LIBRARY (-2)
+#define NO_FRAME (-1)
+
+typedef struct {
+    GArray *action, *deferred, *stream, *addr, *size, *time, *where, *frame;
+    GArray *local;    /* a frame's number -> its number on this device + 1 (0: not yet) */
+    GArray *frames;   /* this device's frames, in order of first use: their numbers */
+    gboolean program; /* a program action was seen (the converter's rec.devices) */
+    int prev_action;  /* for the immediate free: the previous entry's action and address */
+    int64_t prev_addr;
+    int64_t prev_free; /* the row of the free made from it, or -1 */
+} device;
+
+typedef struct {
+    GPtrArray *devices;     /* device * */
+    GHashTable *frame_of;   /* frame text -> its number + 1 */
+    GPtrArray *frame_texts; /* number -> text */
+    GPtrArray *standins;    /* number + 1 -> its GS_PV_FRAMES (0: none), made as needed */
+    GHashTable *streams;    /* uint64 * set */
+    FILE *progress;         /* where a line goes every 65,536 entries, or NULL */
+    uint64_t entries;       /* entries consumed */
+} reader;
+
+static device *device_new(void)
+{
+    device *d = g_new0(device, 1);
+    d->action = g_array_new(FALSE, FALSE, 1);
+    d->deferred = g_array_new(FALSE, FALSE, 1);
+    d->stream = g_array_new(FALSE, FALSE, 8);
+    d->addr = g_array_new(FALSE, FALSE, 8);
+    d->size = g_array_new(FALSE, FALSE, 8);
+    d->time = g_array_new(FALSE, FALSE, 8);
+    d->where = g_array_new(FALSE, FALSE, 8);
+    d->frame = g_array_new(FALSE, FALSE, 4);
+    d->local = g_array_new(FALSE, TRUE, 4);
+    d->frames = g_array_new(FALSE, FALSE, 4);
+    d->prev_action = E_UNKNOWN;
+    d->prev_free = -1;
+    return d;
+}
+
+static void device_free(gpointer p)
+{
+    device *d = p;
+    GArray *a[] = {d->action, d->deferred, d->stream, d->addr,  d->size,
+                   d->time,   d->where,    d->frame,  d->local, d->frames};
+    for (size_t k = 0; k < G_N_ELEMENTS(a); k++) g_array_free(a[k], TRUE);
+    g_free(d);
+}
+
+/* ---- top user frames (traces/gsconvert/walker.py, top_user_frame) ---- */
+
+/* Whether a file name is PyTorch's or Python's own: _LIBRARY_FRAME, the regex
+ * (^|[/\\])(torch[/\\]|lib[/\\]python\d)|^<, searched. -1 where \d might match a digit
+ * other than 0-9 (Python's \d takes any Unicode digit): declined. */
+static int is_library(const char *s, size_t n)
+{
+    int unsure = 0;
+    if (n && s[0] == '<') return 1;
+    for (size_t p = 0; p < n; p++) {
+        if (p && s[p - 1] != '/' && s[p - 1] != '\\') continue;
+        if (n - p > 5 && memcmp(s + p, "torch", 5) == 0 && (s[p + 5] == '/' || s[p + 5] == '\\'))
+            return 1;
+        if (n - p > 10 && memcmp(s + p, "lib", 3) == 0 && (s[p + 3] == '/' || s[p + 3] == '\\') &&
+            memcmp(s + p + 4, "python", 6) == 0) {
+            unsigned char c = (unsigned char)s[p + 10];
+            if (c >= '0' && c <= '9') return 1;
+            unsure |= c >= 0x80;
+        }
+    }
+    return unsure ? -1 : 0;
+}
+
+/* A frame's number, its text interned. */
+static int32_t frame_number(reader *r, const char *text)
+{
+    gpointer k = g_hash_table_lookup(r->frame_of, text);
+    if (k) return GPOINTER_TO_INT(k) - 1;
+    char *own = g_strdup(text);
+    g_ptr_array_add(r->frame_texts, own);
+    int32_t f = (int32_t)r->frame_texts->len - 1;
+    g_hash_table_insert(r->frame_of, own, GINT_TO_POINTER(f + 1));
+    return f;
+}
+
+/* What frame dict d is: TOP_LIBRARY, or its frame's number; cached in d->top. FALSE to
+ * decline. */
+static gboolean frame_of_dict(gs_pickle_vm *m, reader *r, gs_pv *d)
+{
+    if (d->top != GS_PV_TOP_UNKNOWN) return TRUE;
+    gs_pv *fn = gs_pv_dict_get(d, "filename");
+    if (!gs_pv_is_kind(fn, GS_PV_STR)) {
+        d->top = TOP_LIBRARY;
+        return TRUE;
+    }
+    int lib = is_library(fn->u.str.s, fn->u.str.n);
+    gs_pv *lv = gs_pv_dict_get(d, "line"), *name = gs_pv_dict_get(d, "name");
+    if (memchr(fn->u.str.s, 0, fn->u.str.n) ||
+        (gs_pv_is_kind(name, GS_PV_STR) && memchr(name->u.str.s, 0, name->u.str.n))) {
+        gs_pickle_decline(m, "a frame with a NUL in its text");
+        return FALSE;
+    }
+    if (lib < 0) {
+        gs_pickle_decline(m, "a file name whose library test needs Unicode digits");
+        return FALSE;
+    }
+    if (lib) {
+        d->top = TOP_LIBRARY;
+        return TRUE;
+    }
+    int64_t line = 0;
+    if (!lv || !gs_pv_get_int(lv, &line)) line = 0;
+    GString *t = g_string_new_len(fn->u.str.s, (gssize)fn->u.str.n);
+    g_string_append_printf(t, ":%" G_GINT64_FORMAT ":", line);
+    if (gs_pv_is_kind(name, GS_PV_STR))
+        g_string_append_len(t, name->u.str.s, (gssize)name->u.str.n);
+    d->top = frame_number(r, t->str);
+    g_string_free(t, TRUE);
+    return TRUE;
+}
+
+/* The top user frame of an entry's frames value: *top its number, or NO_FRAME. */
+static gboolean top_frame(gs_pickle_vm *m, reader *r, gs_pv *frames, int32_t *top)
+{
+    *top = NO_FRAME;
+    if (gs_pv_is_kind(frames, GS_PV_FRAMES)) {
+        *top = frames->top;
+        return TRUE;
+    }
+    if (!gs_pv_is_kind(frames, GS_PV_LIST)) return TRUE;
+    for (size_t k = 0; k < frames->u.seq.n; k++) {
+        gs_pv *fr = frames->u.seq.v[k];
+        if (!gs_pv_is_kind(fr, GS_PV_DICT)) return TRUE;
+        if (!frame_of_dict(m, r, fr)) return FALSE;
+        if (fr->top != TOP_LIBRARY) {
+            *top = fr->top;
+            return TRUE;
+        }
+    }
+    return TRUE;
+}
+
+static gs_pv *standin(reader *r, int32_t top)
+{
+    guint k = (guint)(top + 1);
+    if (r->standins->len <= k) g_ptr_array_set_size(r->standins, k + 1);
+    gs_pv *s = g_ptr_array_index(r->standins, k);
+    if (!s) {
+        s = g_new0(gs_pv, 1);
+        s->refs = 1;
+        s->kind = GS_PV_FRAMES;
+        s->top = top;
+        g_ptr_array_index(r->standins, k) = s;
+    }
+    return s;
+}
+
+/* ---- entries ---- */
+
+static int action_of(const gs_pv *a)
+{
+    static const struct {
+        const char *name;
+        int code;
+    } names[] = {
+        {"alloc", A_ALLOC},
+        {"free_requested", A_FREE},
+        {"free_completed", E_FREE_COMPLETED},
+        {"segment_alloc", A_SEG_ALLOC},
+        {"segment_free", A_SEG_FREE},
+        {"segment_map", A_SEG_MAP},
+        {"segment_unmap", A_SEG_UNMAP},
+        {"oom", A_OOM},
+        {"snapshot", E_SNAPSHOT},
+    };
+    if (!gs_pv_is_kind(a, GS_PV_STR)) return E_UNKNOWN;
+    for (size_t k = 0; k < G_N_ELEMENTS(names); k++)
+        if (gs_pv_is_str(a, names[k].name)) return names[k].code;
+    return E_UNKNOWN;
+}
+
+static void add_row(reader *r, device *d, int action, uint64_t stream, int64_t addr, uint64_t size,
+                    int64_t t, int deferred, uint64_t where, int32_t top)
+{
+    (void)r;
+    uint8_t a = (uint8_t)action, df = (uint8_t)deferred;
+    uint32_t f = 0;
+    if (top >= 0) {
+        if (d->local->len <= (guint)top) g_array_set_size(d->local, (guint)top + 1);
+        f = g_array_index(d->local, uint32_t, top);
+        if (!f) {
+            g_array_append_val(d->frames, top);
+            f = g_array_index(d->local, uint32_t, top) = d->frames->len;
+        }
+    }
+    g_array_append_val(d->action, a);
+    g_array_append_val(d->deferred, df);
+    g_array_append_val(d->stream, stream);
+    g_array_append_val(d->addr, addr);
+    g_array_append_val(d->size, size);
+    g_array_append_val(d->time, t);
+    g_array_append_val(d->where, where);
+    g_array_append_val(d->frame, f);
+}
+
+/* An alloc's pool_id: none or (0, 0), the ordinary pools. A private pool's entries are the
+ * Python reader's (it counts them against the pools it infers). */
+static gboolean ordinary_pool(const gs_pv *e)
+{
+    gs_pv *p = gs_pv_dict_get(e, "pool_id");
+    if (!p || p == GS_PV_NONE) return TRUE;
+    int64_t a, b;
+    return (gs_pv_is_kind(p, GS_PV_TUPLE) || gs_pv_is_kind(p, GS_PV_LIST)) && p->u.seq.n == 2 &&
+           gs_pv_get_int(p->u.seq.v[0], &a) && gs_pv_get_int(p->u.seq.v[1], &b) && a == 0 && b == 0;
+}
+
+/* One entry, as DeviceEvents.feed makes it (snapshot.py): FALSE to decline. */
+static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, uint64_t where)
+{
+    int action = action_of(gs_pv_dict_get(e, "action"));
+    if (action == E_UNKNOWN) {
+        gs_pickle_decline(m, "an entry whose action is not one of a snapshot's");
+        return FALSE;
+    }
+    if (action == E_SNAPSHOT) {
+        d->prev_action = E_SNAPSHOT;
+        d->prev_free = -1;
+        return TRUE;
+    }
+    int64_t addr, size, stream, t;
+    if (!gs_pv_get_int(gs_pv_dict_get(e, action == A_OOM ? "device_free" : "addr"), &addr) ||
+        !gs_pv_get_int(gs_pv_dict_get(e, "size"), &size) || size < 0 ||
+        !gs_pv_get_int(gs_pv_dict_get(e, "stream"), &stream) ||
+        !gs_pv_get_int(gs_pv_dict_get(e, "time_us"), &t)) {
+        gs_pickle_decline(m, "an entry field that is not an integer of 64 bits");
+        return FALSE;
+    }
+    int32_t top = NO_FRAME;
+    if ((action == A_ALLOC || action == A_OOM) &&
+        !top_frame(m, r, gs_pv_dict_get(e, "frames"), &top))
+        return FALSE;
+    if (action == A_ALLOC && !ordinary_pool(e)) {
+        gs_pickle_decline(m, "an entry of a private pool");
+        return FALSE;
+    }
+    int64_t this_free = -1;
+    if (action == A_FREE) {
+        this_free = (int64_t)d->action->len;
+        add_row(r, d, A_FREE, (uint64_t)stream, addr, (uint64_t)size, t, 1, where, NO_FRAME);
+    } else if (action == E_FREE_COMPLETED) {
+        if (d->prev_action == A_FREE && d->prev_addr == addr && d->prev_free >= 0)
+            g_array_index(d->deferred, uint8_t, d->prev_free) = 0; /* immediate */
+        else
+            add_row(r, d, A_FREE_DONE, (uint64_t)stream, addr, (uint64_t)size, t, 0, where,
+                    NO_FRAME);
+    } else {
+        add_row(r, d, action, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, top);
+    }
+    if (action == A_ALLOC || action == A_FREE || action == E_FREE_COMPLETED) {
+        d->program = TRUE;
+        uint64_t s = (uint64_t)stream;
+        if (!g_hash_table_contains(r->streams, &s))
+            g_hash_table_add(r->streams, g_memdup2(&s, sizeof s));
+    }
+    d->prev_action = action;
+    d->prev_addr = addr;
+    d->prev_free = this_free;
+    return TRUE;
+}
+
+static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **items, size_t n,
+                        void *ud)
+{
+    reader *r = ud;
+    while (r->devices->len <= dev) g_ptr_array_add(r->devices, device_new());
+    device *d = g_ptr_array_index(r->devices, dev);
+    for (size_t k = 0; k < n; k++)
+        if (!entry(m, r, d, items[k], first + k)) return FALSE;
+    if (r->progress && (r->entries + n) >> 16 != r->entries >> 16) {
+        fprintf(r->progress, "%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", r->entries + n,
+                gs_pickle_bytes_read(m));
+        fflush(r->progress);
+    }
+    r->entries += n;
+    /* the memo slots, as the Python walker's _consume leaves them: an entry's refuses a second
+     * reference, its frames list's reads as the top frame found in it */
+    for (size_t k = 0; k < n; k++) {
+        gs_pv *e = items[k], *fr = gs_pv_dict_get(e, "frames");
+        if (!gs_pickle_forget(m, e, NULL)) return FALSE;
+        if (gs_pv_is_kind(fr, GS_PV_LIST) && fr->puts) {
+            int32_t top;
+            if (!top_frame(m, r, fr, &top) || !gs_pickle_forget(m, fr, standin(r, top)))
+                return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* ---- the output ---- */
+
+static void put(GString *o, const void *p, size_t n)
+{
+    g_string_append_len(o, p, (gssize)n);
+}
+
+static void put_u32(GString *o, uint32_t v)
+{
+    put(o, &v, 4);
+}
+
+static void put_u64(GString *o, uint64_t v)
+{
+    put(o, &v, 8);
+}
+
+static void put_device(GString *o, const reader *r, const device *d, uint64_t entries)
+{
+    put_u64(o, entries);
+    put_u64(o, d ? d->action->len : 0);
+    g_string_append_c(o, d && d->program);
+    put_u32(o, d ? d->frames->len : 0);
+    if (!d) return;
+    for (guint k = 0; k < d->frames->len; k++) {
+        const char *t = g_ptr_array_index(r->frame_texts, g_array_index(d->frames, int32_t, k));
+        put_u32(o, (uint32_t)strlen(t));
+        put(o, t, strlen(t));
+    }
+    const GArray *cols[] = {d->action, d->deferred, d->stream, d->addr,
+                            d->size,   d->time,     d->where,  d->frame};
+    for (size_t k = 0; k < G_N_ELEMENTS(cols); k++)
+        put(o, cols[k]->data, (size_t)cols[k]->len * g_array_get_element_size((GArray *)cols[k]));
+}
+
+/* The root's shape that the Python reader would take: a dict whose device_traces is the list
+ * the device lists were made for, each in its place, with an entry at least. */
+static const char *shape_problem(gs_pv *root, gs_pv *dt, uint32_t ndev)
+{
+    if (!gs_pv_is_kind(root, GS_PV_DICT) || !dt || gs_pv_dict_get(root, "device_traces") != dt)
+        return "no device_traces list where a snapshot has it";
+    if (dt->u.seq.n != ndev) return "device lists outside device_traces";
+    uint64_t all = 0;
+    for (uint32_t k = 0; k < ndev; k++) {
+        gs_pv *l = dt->u.seq.v[k];
+        if (!gs_pv_is_kind(l, GS_PV_DEVLIST) || l->top != (int32_t)k)
+            return "device_traces laid out otherwise";
+        all += l->u.count;
+    }
+    return all ? NULL : "no entries";
+}
+
+gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GString *out,
+                          char **why)
+{
+    reader r = {
+        .progress = progress,
+        .devices = g_ptr_array_new_with_free_func(device_free),
+        .frame_of = g_hash_table_new(g_str_hash, g_str_equal),
+        .frame_texts = g_ptr_array_new_with_free_func(g_free),
+        .standins = g_ptr_array_new(),
+        .streams = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL),
+    };
+    gs_pv *dt = NULL;
+    uint32_t ndev = 0;
+    gs_pv *root = gs_pickle_load(path, limit, consume, &r, &dt, &ndev, why);
+    const char *problem = root ? shape_problem(root, dt, ndev) : NULL;
+    gboolean ok = root && !problem;
+    gsize start = out->len;
+    if (ok) {
+        g_string_append(out, "GSSNAP01");
+        put_u32(out, ndev);
+        uint64_t *counts = g_new0(uint64_t, ndev ? ndev : 1);
+        for (uint32_t k = 0; k < ndev; k++) {
+            counts[k] = dt->u.seq.v[k]->u.count;
+            put_device(out, &r, k < r.devices->len ? g_ptr_array_index(r.devices, k) : NULL,
+                       counts[k]);
+        }
+        put_u32(out, g_hash_table_size(r.streams));
+        GHashTableIter it;
+        gpointer key;
+        g_hash_table_iter_init(&it, r.streams);
+        while (g_hash_table_iter_next(&it, &key, NULL)) put_u64(out, *(uint64_t *)key);
+        gsize at = out->len;
+        put_u64(out, 0);
+        const char *wwhy = NULL;
+        ok = gs_pickle_write(out, root, dt, counts, ndev, &wwhy);
+        uint64_t len = out->len - at - 8;
+        memcpy(out->str + at, &len, 8);
+        g_free(counts);
+        if (!ok) {
+            *why = g_strdup(wwhy);
+            g_string_truncate(out, start); /* nothing written, as the caller is promised */
+        }
+    } else if (problem) {
+        *why = g_strdup(problem);
+    }
+    if (root) {
+        gs_pv_unref(root);
+        gs_pv_unref(dt);
+    }
+    for (guint k = 0; k < r.standins->len; k++) gs_pv_unref(g_ptr_array_index(r.standins, k));
+    g_ptr_array_free(r.devices, TRUE);
+    g_hash_table_destroy(r.frame_of);
+    g_ptr_array_free(r.frame_texts, TRUE);
+    g_ptr_array_free(r.standins, TRUE);
+    g_hash_table_destroy(r.streams);
+    return ok;
+}
