@@ -375,6 +375,9 @@ static gboolean memo_get(vm *m, size_t idx)
     gs_pv *v = m->memo[idx];
     if (v == &m->gone || gs_pv_is_kind(v, GS_PV_DEVLIST))
         DECLINE(m, "a second reference to an entry or a device's list");
+    /* A list or dict taken from the memo is filled no more (the pickler fills each before it
+     * refers to it again): so no value can hold itself, and counting references frees all. */
+    if (gs_pv_is_heap(v)) v->lent = 1;
     push(m, pv_ref(v));
     return TRUE;
 }
@@ -413,8 +416,8 @@ static gboolean append(vm *m, size_t from)
 {
     if (from == 0) DECLINE(m, "APPEND with no list");
     gs_pv *l = m->stack[from - 1];
-    if (!gs_pv_is_heap(l) || (l->kind != GS_PV_LIST && l->kind != GS_PV_DEVLIST))
-        DECLINE(m, "APPEND to what is not a list");
+    if (!gs_pv_is_heap(l) || (l->kind != GS_PV_LIST && l->kind != GS_PV_DEVLIST) || l->lent)
+        DECLINE(m, "APPEND to what is no list, or one referred to before");
     size_t n = m->sp - from;
     if (l->kind == GS_PV_DEVLIST) {
         if (!n) DECLINE(m, "an empty APPENDS to a device's list");
@@ -432,8 +435,9 @@ static gboolean append(vm *m, size_t from)
             gs_pv *x = m->stack[from + k];
             if (!storable(x) && !(l == m->dt && x->kind == GS_PV_DEVLIST))
                 DECLINE(m, "a device's list in another container");
-            seq_push(l, x);
         }
+        for (size_t k = 0; k < n; k++)
+            seq_push(l, m->stack[from + k]); /* (the stack's references move) */
     }
     m->sp = from;
     return TRUE;
@@ -443,7 +447,8 @@ static gboolean setitems(vm *m, size_t from)
 {
     if (from == 0 || (m->sp - from) % 2) DECLINE(m, "SETITEMS with no dict, or an odd count");
     gs_pv *d = m->stack[from - 1];
-    if (!gs_pv_is_heap(d) || d->kind != GS_PV_DICT) DECLINE(m, "SETITEMS to what is not a dict");
+    if (!gs_pv_is_heap(d) || d->kind != GS_PV_DICT || d->lent)
+        DECLINE(m, "SETITEMS to what is no dict, or one referred to before");
     for (size_t k = from; k < m->sp; k += 2) {
         if (!key_ok(m->stack[k]))
             DECLINE(m, "a dict key that is not a string, an integer, None or a bool");
@@ -457,14 +462,10 @@ static gboolean setitems(vm *m, size_t from)
 
 static gboolean tuple(vm *m, size_t from)
 {
+    for (size_t k = from; k < m->sp; k++)
+        if (!storable(m->stack[k])) DECLINE(m, "a device's list in a tuple");
     gs_pv *t = pv_new(GS_PV_TUPLE);
-    for (size_t k = from; k < m->sp; k++) {
-        if (!storable(m->stack[k])) {
-            g_free(t);
-            DECLINE(m, "a device's list in a tuple");
-        }
-        seq_push(t, m->stack[k]);
-    }
+    for (size_t k = from; k < m->sp; k++) seq_push(t, m->stack[k]);
     m->sp = from;
     push(m, t);
     return TRUE;

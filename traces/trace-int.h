@@ -120,6 +120,7 @@ struct gs_pv {
     uint8_t kind;
     uint8_t puts;  /* memo slots holding it (saturating) */
     uint8_t busy;  /* a tuple being written; an entry in a batch being consumed */
+    uint8_t lent;  /* taken from the memo (a list or dict then takes no more items) */
     int32_t top;   /* a dict: what it is as a frame (snapshot.c); GS_PV_FRAMES: its frame */
     uint32_t slot; /* the memo slot holding it (puts == 1) */
     union {
