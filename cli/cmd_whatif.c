@@ -145,9 +145,17 @@ static gboolean run_converter(char **argv, sigset_t *before, unsigned limit_s, G
 {
     GPid pid;
     gint fd = -1;
-    if (!g_spawn_async_with_pipes(NULL, argv, NULL, G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
-                                  child_unblock, before, &pid, NULL, NULL, &fd, err))
-        return FALSE;
+    /* the converter's C snapshot reader is this gpusim, unless the user named one: the same
+     * build as the replays, whichever converter runs (docs/cli.md, "gpusim read-snapshot") */
+    char **envp = g_get_environ();
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    if (exe) envp = g_environ_setenv(envp, "GPUSIM_SNAPSHOT_READER", exe, FALSE);
+    g_free(exe);
+    gboolean started = g_spawn_async_with_pipes(NULL, argv, envp,
+                                                G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
+                                                child_unblock, before, &pid, NULL, NULL, &fd, err);
+    g_strfreev(envp);
+    if (!started) return FALSE;
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     gint64 deadline = limit_s ? g_get_monotonic_time() + (gint64)limit_s * G_USEC_PER_SEC
                               : G_MAXINT64;
