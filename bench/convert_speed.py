@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """convert_speed.py - CPU time and peak memory of the converter, against an earlier one.
 
-    python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV]
+    python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV] [--out NAME]
+    python3 bench/convert_speed.py SNAPSHOT --c-reader GPUSIM [--runs N] [--out NAME]
     python3 bench/convert_speed.py SNAPSHOT --stages
     python3 bench/convert_speed.py TRACE.gstrace.gz --gzip-levels
 
@@ -17,7 +18,11 @@ the CPU time of each stage (reading the snapshot, pool and empty_cache inference
 devices, building the trace, writing it: rendering and gzip, done together as the file is
 written) and the peak RSS after each. --gzip-levels compresses the text of a converted trace
 (gzip) as the converter does (raw deflate, zlib.compressobj) at levels 6 to 9, N times each,
-and prints the median CPU time with its range and the size at each. Standard library only.
+and prints the median CPU time with its range and the size at each. --c-reader GPUSIM
+compares this tree's converter with itself instead: reading snapshots with its own walker
+($GPUSIM_SNAPSHOT_READER=none) and with GPUSIM's C reader (gpusim read-snapshot; its CPU is
+counted, as a child of the converter). --out NAME: the outputs' name (default out.gstrace.gz;
+NAME.gsbin for the binary format, as whatif's conversion). Standard library only.
 """
 import argparse
 import os
@@ -29,10 +34,12 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(convert, snapshot, out):
-    """(cpu seconds, user, sys, peak RSS in MiB) of one conversion in a process of its own."""
+def run(convert, snapshot, out, reader=None):
+    """(cpu seconds, user, sys, peak RSS in MiB) of one conversion in a process of its own
+    (reader: its $GPUSIM_SNAPSHOT_READER, None to leave the environment as it is)."""
+    env = dict(os.environ, GPUSIM_SNAPSHOT_READER=reader) if reader is not None else None
     p = subprocess.Popen([sys.executable, convert, snapshot, "-o", out, "--quiet"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, ru = os.wait4(p.pid, 0)
     err = p.stderr.read().decode(errors="replace")
     p.stderr.close()
@@ -110,6 +117,8 @@ def main():
     ap.add_argument("--before", default="main", metavar="REV")
     ap.add_argument("--stages", action="store_true")
     ap.add_argument("--gzip-levels", action="store_true")
+    ap.add_argument("--c-reader", metavar="GPUSIM")
+    ap.add_argument("--out", default="out.gstrace.gz", metavar="NAME")
     args = ap.parse_args()
     if args.gzip_levels:
         gzip_levels(args.snapshot, args.runs)
@@ -118,19 +127,25 @@ def main():
         stages(args.snapshot)
         return
     tmp = tempfile.mkdtemp(prefix="convert-speed-")
-    # traces/ as it was at REV, whole: the converter with its package (gsconvert/) if it had one
-    tar = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", args.before, "traces"],
-                         capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
-    before = os.path.join(tmp, "traces")
-    converters = [(f"before ({args.before})", os.path.join(before, "convert.py")),
-                  ("this tree", os.path.join(ROOT, "traces", "convert.py"))]
-    results = {name: [] for name, _ in converters}
+    here = os.path.join(ROOT, "traces", "convert.py")
+    if args.c_reader:
+        converters = [("the walker", here, "none"),
+                      ("the C reader", here, os.path.abspath(args.c_reader))]
+    else:
+        # traces/ as it was at REV, whole: the converter with its package (gsconvert/) if it
+        # had one
+        tar = subprocess.run(["git", "-C", ROOT, "archive", "--format=tar", args.before,
+                              "traces"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
+        before = os.path.join(tmp, "traces")
+        converters = [(f"before ({args.before})", os.path.join(before, "convert.py"), None),
+                      ("this tree", here, None)]
+    results = {name: [] for name, _, _ in converters}
     for r in range(args.runs):
         outs = []
-        for k, (name, conv) in enumerate(converters):
-            out = os.path.join(tmp, f"out{k}.gstrace.gz")
-            cpu, user, sys_, rss = run(conv, args.snapshot, out)
+        for k, (name, conv, reader) in enumerate(converters):
+            out = os.path.join(tmp, f"{k}-{args.out}")
+            cpu, user, sys_, rss = run(conv, args.snapshot, out, reader)
             results[name].append((cpu, rss))
             print(f"run {r + 1} {name}: {cpu:.2f} s CPU (user {user:.2f}, sys {sys_:.2f}), "
                   f"peak RSS {rss:.0f} MiB", flush=True)
