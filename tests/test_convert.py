@@ -938,6 +938,41 @@ class TestStreaming(ConverterTestCase):
         self.assertIn("does not carry frames", r.stderr)
 
 
+class TestBinaryFromRows(unittest.TestCase):
+    """The converter writes NAME.gsbin from its rows (gsbin.encode_rows): the bytes must be
+    those of the text it would render, encoded (gsbin.encode_text, itself checked against
+    gpusim convert by tests/test_binary.sh), on every recording here: synthesized allocations
+    (cut), a fatal OOM (oomdie), caught ones (oomcatch), two devices (twogpu), side streams."""
+
+    def test_same_as_from_text(self):
+        import contextlib
+        import importlib.util
+        import io
+        spec = importlib.util.spec_from_file_location("convert_rows", CONVERT)
+        conv = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conv)
+        gsbin = conv.cli.load_gsbin()
+        rows_encoder = gsbin.encode_rows
+        tmp = tempfile.mkdtemp(prefix="gsbin-rows-")
+        snaps = [p for d in REPO_REFERENCES
+                 for p in sorted(glob.glob(os.path.join(d, "*.pickle.gz")))]
+        self.assertGreater(len(snaps), 10)
+        try:
+            for src in snaps:
+                got = []
+                for encoder in (rows_encoder, lambda *a: None):
+                    gsbin.encode_rows = encoder
+                    out = os.path.join(tmp, f"{len(got)}.gsbin")
+                    with contextlib.redirect_stderr(io.StringIO()):
+                        rc = conv.main([src, "-o", out, "-q"])
+                    got.append((rc, open(out, "rb").read() if rc == 0 else None))
+                with self.subTest(src=os.path.basename(src)):
+                    self.assertEqual(got[0], got[1])
+        finally:
+            gsbin.encode_rows = rows_encoder
+            subprocess.run(["rm", "-rf", tmp], check=False)
+
+
 class TestFastEntries(unittest.TestCase):
     """SnapshotWalker builds an entry written as PyTorch writes it at once
     (_ENTRY, _entry) and remembers what each frame reference is (_frame_top); what it reads

@@ -11,12 +11,15 @@ that the converter writes either form (it chooses this one for an output named N
     binary = gsbin.encode_text(text_bytes)
 
 The result is byte for byte what `gpusim convert TRACE -o NAME.gsbin` writes from the same
-text (tests/test_convert.py checks it). The text must be a valid trace: a problem raises
+text (tests/test_convert.py checks it). The converter itself calls encode_rows, which gives the
+same bytes from the rows it would render, without the text. The text must be a valid trace: a problem raises
 ValueError with the line (gpusim's reader is the one that explains bad input; this module
 only refuses it).
 """
 
+import array
 import struct
+import sys
 
 MAGIC = b"\x89GSBIN\r\n"
 VERSION = 1
@@ -37,6 +40,110 @@ def _u64(field, lineno, what):
     if v >= 1 << 64:
         raise ValueError(f"line {lineno}: bad number in column '{what}'")
     return v
+
+
+def _meta(lines, first):
+    """The header's "# key: value" entries of lines (from line number first), as [key, value]
+    in file order, and the device total the last device_total_bytes entry says (or None)."""
+    meta, device_total = [], None
+    for lineno, raw in enumerate(lines, start=first):
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        if line.startswith(b"# ") and b": " in line[2:]:
+            key, value = line[2:].split(b": ", 1)
+            if key and all(c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                           b"0123456789_.-" for c in key):
+                if key == b"device_total_bytes":
+                    device_total = _u64(value, lineno, "device_total_bytes")
+                meta.append([key, value])
+    return meta, device_total
+
+
+def _assemble(meta, device_total, clients, streams, slot_ids, records, nevents):
+    """The file as two pieces: its header, streams, slot ids (each slot's id) and strings, then
+    the records (as given, bytes)."""
+    if len(clients) > 65536 or len(streams) > 65536:
+        raise ValueError("too many clients or streams")
+    # The header entries as gpusim writes them: device_total_bytes holds the number the last
+    # such entry says, in each entry's place.
+    strings = bytearray()
+    for c in clients:
+        strings += struct.pack("<I", len(c)) + c
+    for key, value in meta:
+        if key == b"device_total_bytes":
+            value = str(device_total).encode()
+        strings += struct.pack("<I", len(key)) + key + struct.pack("<I", len(value)) + value
+    n_strings = len(strings)
+    strings += b"\0" * (-n_strings % 8)
+    out = bytearray(HEADER.pack(MAGIC, VERSION, HEADER.size, nevents, len(slot_ids),
+                                len(clients), len(streams), len(meta), RECORD.size, n_strings, 0))
+    out += struct.pack(f"<{len(streams)}Q", *streams)
+    out += array.array("Q", slot_ids).tobytes() if sys.byteorder == "little" else \
+        struct.pack(f"<{len(slot_ids)}Q", *slot_ids)
+    out += strings
+    return [out, records]
+
+
+# the converter's op codes (traces/gsconvert/model.py, _OPS: alloc, free, free_done, oom,
+# empty_cache, mark) as this format's
+_FROM_CONVERTER = bytes([0, 1, 2, 5, 3, 4]) + bytes(250)
+
+
+def encode_rows(head, rows, client):
+    """The binary form of the trace that the converter would render as head (its header lines,
+    the column line last, as bytes) and then rows (a gsconvert TraceRows whose allocations are
+    numbered 1, 2, ... in the order they come, as build_trace numbers them), every row of
+    client (bytes): the bytes encode_text gives of that text, in two pieces to write one after
+    the other, without making the text (a million rows took 3 s and 400 MiB that way). None
+    when the rows are not numbered so (the caller then renders the text)."""
+    lines = head.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if not lines or lines[-1].rstrip(b"\r") != COLUMNS:
+        return None
+    meta, device_total = _meta(lines[1:-1], 2)
+    pre = rows.prefix
+    if any(r[1] != "alloc" for r in pre):
+        return None
+    n = len(pre) + len(rows.op)
+    ops = bytes(len(pre)) + rows.op.tobytes().translate(_FROM_CONVERTER)
+    ids = array.array("q", [r[4] for r in pre]) + rows.id
+    nalloc = ops.count(0)
+    # (compared a batch at a time: a list of a million ints is 36 MiB)
+    k = 0
+    done = bytearray(nalloc + 2)        # done[id]: a free_done of id follows
+    for a in range(0, n, _BATCH):
+        b = min(n, a + _BATCH)
+        got = [i for i, o in zip(ids[a:b], ops[a:b]) if o == 0]
+        if got != list(range(k + 1, k + 1 + len(got))):
+            return None
+        k += len(got)
+        for i, o in zip(ids[a:b], ops[a:b]):
+            if o == 2 and 0 < i <= nalloc:
+                done[i] = 1
+    # the synthesized allocations (a tuple each), then the rows' columns, a batch at a time
+    p = len(pre)
+    parts = [tuple(array.array("Q", [r[c] for r in pre]) for c in (0, 5, 2, 3))]
+    parts += [(rows.t[a:a + _BATCH], rows.size[a:a + _BATCH], rows.dev[a:a + _BATCH],
+               rows.stream[a:a + _BATCH]) for a in range(0, n - p, _BATCH)]
+    if max((max(d) for _, _, d, _ in parts if d), default=0) > 0xFFFFFFFF:
+        raise ValueError("bad number in column 'device'")
+    streams = list(dict.fromkeys(s for part in parts for s in dict.fromkeys(part[3])))
+    index = {s: k for k, s in enumerate(streams)}
+    records = bytearray()
+    a = 0
+    for times, sizes, devs, stream_col in parts:
+        b = a + len(times)
+        bops, bids = ops[a:b], ids[a:b]
+        slots = [i - 1 if o <= 2 else NO_SLOT for i, o in zip(bids, bops)]
+        flags = [DEFERRED if o == 1 and done[i] else 0 for i, o in zip(bids, bops)]
+        sidx = [index[s] for s in stream_col]
+        records += b"".join(map(RECORD.pack, times, sizes, slots, sidx, bytes(b - a), bops,
+                                flags, devs))
+        a = b
+    return _assemble(meta, device_total, [client], streams, range(1, nalloc + 1), records, n)
+
+
+_BATCH = 1 << 16
 
 
 def encode_text(data):
@@ -125,29 +232,6 @@ def encode_text(data):
                        device])
     if in_header:
         raise ValueError("missing column line")
-    if len(clients) > 65536 or len(streams) > 65536:
-        raise ValueError("too many clients or streams")
-
-    # The header entries as gpusim writes them: device_total_bytes holds the number the last
-    # such entry says, in each entry's place.
-    strings = bytearray()
-    for s in clients:
-        strings += struct.pack("<I", len(s)) + s
-    for key, value in meta:
-        if key == b"device_total_bytes":
-            value = str(device_total).encode()
-        strings += struct.pack("<I", len(key)) + key + struct.pack("<I", len(value)) + value
-    n_strings = len(strings)
-    strings += b"\0" * (-n_strings % 8)
-
-    out = bytearray(HEADER.pack(MAGIC, VERSION, HEADER.size, len(events), len(slot_ids),
-                                len(clients), len(streams), len(meta), RECORD.size, n_strings, 0))
-    out += struct.pack(f"<{len(streams)}Q", *streams)
-    out += struct.pack(f"<{len(slot_ids)}Q", *slot_ids)
-    out += strings
-    base = len(out)
-    out += bytes(RECORD.size * len(events))
-    pack = RECORD.pack_into
-    for i, e in enumerate(events):
-        pack(out, base + RECORD.size * i, *e)
-    return bytes(out)
+    records = b"".join(RECORD.pack(*e) for e in events)
+    return b"".join(_assemble(meta, device_total, clients, streams, slot_ids, records,
+                              len(events)))

@@ -3,6 +3,7 @@ conversion from input to outputs (convert), and main, which makes every failure 
 
 import argparse
 import contextlib
+import functools
 import gc
 import io
 import json
@@ -21,7 +22,7 @@ from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
-from .output import maybe_gzip, render_trace, write_chunks, write_whole
+from .output import render_trace, write_chunks, write_whole
 
 
 # ---------------------------------------------------------------------------------------------
@@ -369,15 +370,14 @@ def convert(args, progress_stream=None, progress_enabled=False):
         ref = build_reference(rec, tr, source, sibling, device_total)
 
     if binary:
-        # The binary format: gsbin.py, beside this package (traces/gsbin.py; DATADIR/gpusim
-        # once installed, where the package is too).
-        import importlib.util
-        here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-        path = os.path.join(here, "gsbin.py")
-        spec = importlib.util.spec_from_file_location("gsbin", path)
-        gsbin = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(gsbin)
-        write_whole(args.output, maybe_gzip(args.output, gsbin.encode_text(b"".join(trace_chunks))))
+        # from the rows themselves (encode_rows); the text rendered and parsed back only where
+        # they are not numbered as build_trace numbers them
+        gsbin = load_gsbin()
+        head = next(trace_chunks)
+        pieces = gsbin.encode_rows(head, tr.rows, args.client.encode("utf-8"))
+        if pieces is None:
+            pieces = [gsbin.encode_text(head + b"".join(trace_chunks))]
+        write_chunks(args.output, pieces)
     else:
         write_chunks(args.output, trace_chunks)
     if ref is not None:
@@ -386,6 +386,18 @@ def convert(args, progress_stream=None, progress_enabled=False):
         text = json.dumps(finite(ref), indent=1, sort_keys=True, default=str,
                           allow_nan=False) + "\n"
         write_whole(args.reference, text.encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def load_gsbin():
+    """The binary format's writer: gsbin.py, beside this package (traces/gsbin.py;
+    DATADIR/gpusim once installed, where the package is too)."""
+    import importlib.util
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    spec = importlib.util.spec_from_file_location("gsbin", os.path.join(here, "gsbin.py"))
+    gsbin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gsbin)
+    return gsbin
 
 
 def one_line(text):
