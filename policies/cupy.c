@@ -22,9 +22,12 @@
  *   - CuPy tries a third time after gc.collect() and another free_all_blocks. A replay holds no
  *     garbage, so that attempt sees the same pool and device as the second and fails the same
  *     way; gpusim does not repeat it (a CuPy OOM shows one failed cudaMalloc fewer).
- *   - Among free chunks of equal size CuPy takes whichever its index holds first (by the
- *     chunk object's address in 14.1's std::set; a Python set's order in 14.0); gpusim takes
- *     the lowest device address. Sizes, counts and outcomes do not depend on it.
+ *   - Among free chunks of equal size CuPy takes whichever its index holds first: the lowest
+ *     address of the Python chunk object in 14.1's std::set (a Python set's order in 14.0),
+ *     which no trace records; gpusim takes the lowest device address. Which chunk is taken
+ *     decides what merges later, so sizes and counts can depend on it: on programs of many
+ *     small arrays the replay's peak was exact on two, 0.8% above the real pool's on one
+ *     (docs/cupy-pool.md, "Ties").
  *   - A request of 0 bytes takes no memory in CuPy (a null pointer); here it takes 512 bytes,
  *     as in PyTorch, because the core serves every request with a block.
  *   - CuPy keeps no statistics of PyTorch's kinds; the core's (allocated, reserved, segments,
