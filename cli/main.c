@@ -61,6 +61,7 @@ static const char main_help[] =
     "                    requests captured on the CPU (fake tensors), then whatif's verdict\n"
     "  run -- CMD        run your program, unmodified, on gpusim's allocator on the real GPU\n"
     "                    (PyTorch and CuPy; --trace records its requests)\n"
+    "  read-snapshot S   plumbing for gpusim-convert: its fast reader of a PyTorch snapshot\n"
     "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
     "  version           print the version\n"
     "\n"

@@ -184,6 +184,7 @@ struct gs_heap {
     uint64_t device_total;   /* sizes expandable reservations */
     uint64_t oversize;       /* the policy's oversize threshold, cached */
     bool gc_active;          /* limit set and the policy collects garbage */
+    bool gc_ages;            /* blocks' GC ages kept: gc_active, or asked (gs_heap_keep_gc_ages) */
     bool keeps_cache;        /* the policy's keeps_cache, asked once */
     bool has_rule;           /* the policy's fit_rule gave rule: applied inline (heap.c) */
     bool plain;              /* has_rule, no GC, no pick, no expandable pool, no address order:
@@ -683,7 +684,7 @@ GS_HOT void pool_insert_as(gs_heap *h, gs_block *b, const bool plain)
 {
     gs_pool *p = &h->pools[b->pool];
     b->state = GS_BLOCK_FREE;
-    if (!plain && h->gc_active) b->gc_base = p->get_free_calls;
+    if (!plain && h->gc_ages) b->gc_base = p->get_free_calls;
     b->skey = skey_of(b->stream, b->size);
     findex_insert_as(&p->blocks, b, plain);
 }

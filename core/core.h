@@ -289,15 +289,20 @@ const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);
 /* Change the limit between events: a replay resumed under a cap from a checkpoint of an
- * uncapped one (sim/probe.h). Only the checks of growths against the limit read the new value:
- * what the heap derived from its limit when it was made stays (it collects garbage only if it
- * was made with a limit), so this is the heap made with that limit only for a policy blind to
- * it (gs_policy_ops.blind_to_limit) whose reserved bytes never passed the new limit. */
+ * uncapped one (sim/probe.h). The checks of growths against the limit read the new value, and
+ * garbage collection acts under it where the heap kept the blocks' ages (made with a limit, or
+ * gs_heap_keep_gc_ages before its first event); what else the heap derived from its limit
+ * when it was made stays. So this is the heap made with that limit only for a policy blind to
+ * it (gs_policy_ops.blind_to_limit) whose gs_heap_limit_asked never passed the new limit. */
 void gs_heap_set_limit(gs_heap *h, uint64_t limit);
+/* Before the first event: keep the blocks' garbage-collection ages as a heap with a limit
+ * does, though this one has none yet (a replay that gs_heap_set_limit may cap later). */
+void gs_heap_keep_gc_ages(gs_heap *h);
 /* The smallest limit under which no growth so far would have been refused: the reserved bytes'
  * peak, or more where a check asked for more than was then reserved (an expandable segment's
- * growth checks a whole segment's size). A replay under a cap at least this is, so far, the
- * replay without one. */
+ * growth checks a whole segment's size) or where garbage collection would have acted
+ * (gs_policy_ops.limit_unread). A replay under a cap at least this is, so far, the replay
+ * without one. */
 uint64_t gs_heap_limit_asked(const gs_heap *h);
 uint64_t gs_heap_reserved(const gs_heap *h);
 /* Segments made from now on carry tag (gs_segment.tag; 0 until set): the replay's shared

@@ -37,6 +37,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
     h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
+    h->gc_ages = h->gc_active;
     h->keeps_cache = h->P->keeps_cache && h->P->keeps_cache(h->cfg);
     h->has_rule = h->P->fit_rule && h->P->fit_rule(h->cfg, &h->rule);
     h->npools = h->P->npools;
@@ -61,7 +62,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->pool_hi = h->npools;
     bool by_addr = h->P->addr_order && h->P->addr_order(h->cfg);
     for (unsigned i = 0; i < GS_MAX_POOLS_ALL; i++) h->pools[i].blocks.by_addr = by_addr;
-    h->plain = h->has_rule && !h->gc_active && !h->P->pick && !vmm && !by_addr;
+    h->plain = h->has_rule && !h->gc_ages && !h->P->pick && !vmm && !by_addr;
     if (vmm && !gs_dev_has_vmm(be)) {
         g_free(h);
         return NULL;
@@ -198,7 +199,7 @@ GS_HOT gs_block *find_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
                                  const bool plain)
 {
     gs_pool *p = &h->pools[pool];
-    if (!plain && h->gc_active) p->get_free_calls++;
+    if (!plain && h->gc_ages) p->get_free_calls++;
     gs_fpos at;
     gs_block *b = findex_lower_bound_in(&p->blocks, stream, size, &at);
     if (!b) return NULL;
@@ -324,6 +325,14 @@ gs_status gs_heap_grow_stitched(gs_heap *h, unsigned pool, uint32_t stream, uint
     return st;
 }
 
+/* A growth is about to collect garbage where a limit is set: the least limit under which
+ * that would do nothing counts in gs_heap_limit_asked. */
+static inline void note_gc_asked(gs_heap *h)
+{
+    if (h->P->limit_unread)
+        h->limit_asked = MAX(h->limit_asked, h->P->limit_unread(h->cfg, h->total_reserved));
+}
+
 /* The ladder for a policy that grows its own way (gs_policy_ops.grow): the same steps as
  * grow_pool's, each a growth by the policy followed by a new search of the index (as BFC's
  * Extend then FindChunkPtr), the full release skipped when the policy keeps its cache. */
@@ -342,6 +351,7 @@ static gs_status grow_by_policy(gs_heap *h, unsigned pool, uint32_t stream, uint
         if (st != GS_OK && st != GS_ERR_OOM) return st;                                     \
     } while (0)
     gs_status st = GS_OK;
+    note_gc_asked(h);
     if (h->gc_active) {
         st = P->collect(h, h->cfg);
         if (st != GS_OK) return st;
@@ -388,6 +398,7 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
     if (P->grow) return grow_by_policy(h, pool, stream, size, out);
     uint64_t seg_size = P->segment_size(h->cfg, size);
     gs_status st = GS_OK;
+    note_gc_asked(h);
     if (h->gc_active) {
         st = P->collect(h, h->cfg);
         if (st != GS_OK) return st;

@@ -222,7 +222,7 @@ size_t gs_pool_count(const gs_heap *h, unsigned pool)
 }
 uint64_t gs_block_age(const gs_heap *h, const gs_block *b)
 {
-    return h->gc_active ? h->pools[b->pool].get_free_calls - b->gc_base : 0;
+    return h->gc_ages ? h->pools[b->pool].get_free_calls - b->gc_base : 0;
 }
 
 /* Every mapped byte of a segment is in a free, an allocated or a pending block (unmapped

@@ -150,12 +150,18 @@ typedef struct gs_policy_ops {
      * when a heap is made, first with device_total 0, as limit is. */
     uint64_t (*reject_above)(const void *cfg, uint64_t device_total);
     /* Optional. True when nothing this setting decides reads the heap's limit until a growth
-     * meets it (no arena, threshold or bound sized from the limit): a replay under a cap is
-     * then the uncapped replay, event for event, up to the first growth that would pass the
-     * cap, and whatif starts its replays at a cap from checkpoints of the uncapped one
-     * (sim/probe.h). NULL or false: not known to be; every such replay starts at the trace's
-     * first event. tests/test_probe.c holds each policy that says so to it. */
+     * meets it (no arena, threshold or bound sized from the limit), or until a growth meets the
+     * bound limit_unread says: a replay under a cap is then the uncapped replay, event for
+     * event, up to the first growth that would pass the cap or that bound, and whatif starts
+     * its replays at a cap from checkpoints of the uncapped one (sim/probe.h). NULL or false:
+     * not known to be; every such replay starts at the trace's first event.
+     * tests/test_probe.c holds each policy that says so to it. */
     bool (*blind_to_limit)(const void *cfg);
+    /* Optional, with collect. The smallest limit under which a growth that finds reserved
+     * bytes already reserved leaves collect nothing to do (garbage collection's threshold is
+     * a fraction of the limit); 0 when collect reads no limit. The heap folds it into
+     * gs_heap_limit_asked, so a setting that collects garbage can be blind to the limit too. */
+    uint64_t (*limit_unread)(const void *cfg, uint64_t reserved);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).
      * Called only when the heap has a limit. */

@@ -416,6 +416,15 @@ uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
 void gs_heap_set_limit(gs_heap *h, uint64_t limit)
 {
     h->limit = limit;
+    /* garbage collection starts under the new limit where the ages it reads were kept */
+    if (h->gc_ages) h->gc_active = limit > 0 && h->P->collect != NULL;
+}
+
+void gs_heap_keep_gc_ages(gs_heap *h)
+{
+    if (!h->P->collect || h->gc_ages) return;
+    h->gc_ages = true;
+    h->plain = false; /* (the plain path keeps no ages) */
 }
 uint64_t gs_heap_limit_asked(const gs_heap *h)
 {

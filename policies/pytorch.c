@@ -158,11 +158,28 @@ static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, ui
     return released >= key;
 }
 
-/* Garbage collection's threshold is a fraction of the limit; nothing else reads it (the own
- * limit of per_process_memory_fraction is the heap's limit, which a caller's cap replaces). */
+/* Only garbage collection reads the limit before a growth meets it (the own limit of
+ * per_process_memory_fraction is the heap's limit, which a caller's cap replaces), and
+ * pytorch_limit_unread says up to where it does nothing. */
 static bool pytorch_blind_to_limit(const void *cfgv)
 {
-    return ((const pytorch_cfg *)cfgv)->gc_threshold <= 0.0;
+    (void)cfgv;
+    return true;
+}
+
+/* The least limit C whose threshold, computed as pytorch_collect computes it, (uint64_t)(
+ * gc_threshold * C), is at least reserved: under it a growth's collection frees nothing. */
+static uint64_t pytorch_limit_unread(const void *cfgv, uint64_t reserved)
+{
+    double t = ((const pytorch_cfg *)cfgv)->gc_threshold;
+    if (t <= 0.0 || !reserved) return 0;
+    double guess = ceil((double)reserved / t);
+    if (guess >= 0x1p62) return UINT64_MAX;
+    uint64_t c = (uint64_t)guess;
+    /* (the guess is within a few of it; the product's rounding decides which) */
+    while (c > 0 && (uint64_t)(t * (double)(c - 1)) >= reserved) c--;
+    while ((uint64_t)(t * (double)c) < reserved) c++;
+    return c;
 }
 
 /* garbage_collect_cached_blocks: free unsplit cached blocks of the large pool whose age (in
@@ -479,6 +496,7 @@ const gs_policy_ops gs_policy_pytorch = {
     .limit = gs_pytorch_limit,
     .reject_above = gs_pytorch_reject_above,
     .blind_to_limit = pytorch_blind_to_limit,
+    .limit_unread = pytorch_limit_unread,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,
 };

@@ -176,6 +176,9 @@ static void trace_rise(gs_heap *h, size_t i, void *ud)
 static void at_event(gs_heap *h, size_t i, void *ud)
 {
     gs_probes *pr = ud;
+    /* the checkpoints' copies may collect garbage under their cap: with the ages kept from the
+     * first event, as the heap made with that cap keeps them */
+    if (i == 0 && pr->role == ROLE_TRUNK) gs_heap_keep_gc_ages(h);
     if (pr->role != ROLE_TRUNK || pr->stopped || pr->next >= pr->at->len ||
         i != g_array_index(pr->at, size_t, pr->next))
         return;
