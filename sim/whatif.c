@@ -158,6 +158,7 @@ static gs_whatif_row *add_row(GPtrArray *rows, const char *spec, GError **err)
 
 static void row_free(gs_whatif_row *r)
 {
+    gs_probes_free(r->probes);
     gs_result_clear(&r->at_cap);
     gs_policy_free(r->pol);
     g_free(r);
@@ -291,16 +292,23 @@ typedef struct {
 } found;
 
 /* The search of one row: its uncapped replay (the trunk of its probes' checkpoints,
- * sim/probe.h), then the bisection. */
-static void search_row(const gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts *o,
+ * sim/probe.h; the replay at the cap where there is no cap, at_cap), then the bisection. */
+static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts *o,
                        const gs_bound *bound, found *f)
 {
     memset(f, 0, sizeof *f);
-    gs_replay_opts uo = replay_opts(o, 0, bound);
-    gs_result u;
-    probe_ctx p = {.probes = gs_probes_new(t, r->pol, &uo, !o->full_replays, &u)};
-    f->replays = 1;
-    f->events = u.events;
+    gs_result own;
+    const gs_result *up = &r->at_cap;
+    probe_ctx p = {.probes = r->probes};
+    if (!p.probes) {
+        gs_replay_opts uo = replay_opts(o, 0, bound);
+        p.probes = gs_probes_new(t, r->pol, &uo, !o->full_replays, &own);
+        up = &own;
+        f->replays = 1;
+        f->events = own.events;
+    }
+    r->probes = NULL; /* (freed below, with its checkpoints, in the process that made them) */
+    const gs_result u = *up;
     /* The search's ceiling: what the setting reserves with no cap. At that capacity or more no
      * request meets the limit, so the replay is the uncapped one and completes; above it
      * nothing is left to learn (and no guess at the device's size is searched). */
@@ -321,7 +329,7 @@ static void search_row(const gs_whatif_row *r, const gs_trace *t, const gs_whati
                    : cv.n_oom_events ? per_device_peak(&u, lower_bound)
                                      : per_device_peak(&u, allocated_peak);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
-    gs_result_clear(&u);
+    if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);
     f->replays += trunk > 0;
     f->events += trunk;
@@ -371,7 +379,10 @@ static void at_cap(run_ctx *x, guint i)
     gs_whatif_row *r = x->rows->pdata[i];
     gs_replay_opts ro = replay_opts(x->o, x->o->capacity, x->bound);
     if (r->recorded) ro.ref = x->o->ref; /* the recorded run at its limit, placed as it was */
-    (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
+    if (!ro.capacity && !ro.ref)
+        /* no cap: this is the search's uncapped replay too, made through its probes */
+        r->probes = gs_probes_new(x->t, r->pol, &ro, !x->o->full_replays, &r->at_cap);
+    else (void)gs_replay_run(x->t, r->pol, &ro, &r->at_cap, NULL);
     r->replays = 1;
     r->replayed_events = r->at_cap.events;
 }

@@ -53,6 +53,9 @@ typedef struct {
     unsigned replays;       /* replays besides the search's: at the cap, and uncapped */
     uint64_t replayed_events; /* events all of them replayed, the search's included */
     gs_whatif_search search;
+    /* With no cap, the replay at the cap is the uncapped one the search starts from: made
+     * through the search's probes (sim/probe.h), which the search then takes. Internal. */
+    struct gs_probes *probes;
 } gs_whatif_row;
 
 typedef struct {

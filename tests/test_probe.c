@@ -164,6 +164,12 @@ START_TEST(whatif_answers_the_same_from_checkpoints)
         ck_assert_int_eq(x->search.below_fails, y->search.below_fails);
         ck_assert_uint_eq(x->search.fails_above, y->search.fails_above);
         ck_assert_int_eq(x->at_cap.oom, y->at_cap.oom);
+        ck_assert_int_eq(x->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak,
+                         y->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
+        ck_assert_uint_eq(x->at_cap.stats.num_device_alloc, y->at_cap.stats.num_device_alloc);
+        /* with no cap, the replay at the cap is the search's uncapped replay too (replays
+         * counts those besides the search's probes: 2 before) */
+        ck_assert_uint_eq(y->replays, 1);
         ea += x->replayed_events;
         eb += y->replayed_events;
     }
