@@ -13,9 +13,9 @@ static const char read_snapshot_description[] =
     "snapshot and reads its output: the snapshot's entries as the converter's event columns,\n"
     "and the rest of the snapshot as a small pickle (traces/snapshot.c says the layout).\n"
     "It reads only what it can read exactly as the converter's own reader does; anything else\n"
-    "(a private pool's entries, a float time, an opcode no snapshot holds, a damaged file) it\n"
-    "declines, and the converter then reads the snapshot itself, with its own checks and\n"
-    "messages. Set GPUSIM_SNAPSHOT_READER=none to make the converter always read it itself.\n"
+    "(a float time, an opcode no snapshot holds, a second reference to an entry, a damaged\n"
+    "file) it declines, and the converter then reads the snapshot itself, with its own checks\n"
+    "and messages. Set GPUSIM_SNAPSHOT_READER=none to make the converter always read it itself.\n"
     "Exit status: 0 written to stdout, 3 declined (one line on stderr saying why, nothing\n"
     "written), 2 bad usage.";
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The converter's snapshot reader in C (gpusim read-snapshot, traces/snapshot.c) against the
 converter's own (traces/gsconvert/walker.py): the same trace, reference, messages and exit
-status whichever reads a snapshot, and the C reader taking what PyTorch writes.
+status whichever reads a snapshot, and the C reader taking what PyTorch writes. (The cases of
+test_private_pools_and_frames_outside_entries and the memo's second references came from a
+review of the reader: each was a difference before.)
 
     python3 tests/test_fastread.py GPUSIM
 
@@ -141,7 +143,7 @@ class FastReader(unittest.TestCase):
         """What the C reader leaves to the walker: still converted (or refused) alike."""
         ok = [ev("alloc", 1 << 30, 512, 1), ev("free_requested", 1 << 30, 512, 2)]
         cases = {
-            "private pool": [ev("alloc", 1 << 30, 512, 1, pool_id=(1, 2))],
+            "pool_id not a pair": [ev("alloc", 1 << 30, 512, 1, pool_id=(1, 2, 3))],
             "float time": [ev("alloc", 1 << 30, 512, 1.5)],
             "address past 2^63": [ev("alloc", 1 << 63, 512, 1)],
             "bool size": [ev("alloc", 1 << 30, True, 1)],
@@ -156,6 +158,34 @@ class FastReader(unittest.TestCase):
         # no entries at all, and no segments key: refused alike
         self.same(self.write(snapshot([])), False)
         self.same(self.write({"device_traces": [ok]}), None)
+
+    def test_private_pools_and_frames_outside_entries(self):
+        """2.12's pool_id on allocations (counted, (0, 0) the ordinary pools); frames lists
+        outside the entries (a segment's blocks, allocator_settings), which the walker reads as
+        their top frame wherever the key "frames" precedes them; and the cases its reading of
+        them refuses (a list of more than 1,000 frames, written in two batches) or that make
+        device_traces appear twice."""
+        user, lib = frame("/home/me/train.py", 12, "step"), frame("/usr/lib/python3.11/x.py")
+        entries = [ev("alloc", 1 << 30, 512, 1, pool_id=(1, 2), frames=[lib, user]),
+                   ev("alloc", 2 << 30, 512, 2, pool_id=(0, 0)),
+                   ev("alloc", 3 << 30, 512, 3, pool_id=(1, 2)),
+                   ev("free_requested", 1 << 30, 512, 4, pool_id=(7, 8))]
+        segs = [{"device": 0, "address": 1 << 30, "total_size": 2 << 20, "stream": 0,
+                 "segment_pool_id": (1, 2), "blocks": [
+                     {"address": 1 << 30, "size": 512, "requested_size": 512,
+                      "state": "active_allocated", "frames": [lib, user]}]}]
+        snap = snapshot(entries, segments=segs)
+        snap["allocator_settings"]["frames"] = [lib, user]
+        for protocol in (2, 4, 5):
+            got = self.same(self.write(snap, protocol), True)
+            self.assertEqual(got[0], 0, got[1])
+        # (the frame dicts written once before, so that the long list is all references)
+        deep = snapshot([ev("alloc", 1 << 30, 512, 1, frames=[lib, user]),
+                         ev("alloc", 2 << 30, 512, 2, frames=[lib] * 1000 + [user])])
+        self.same(self.write(deep), False)
+        dt = [[ev("alloc", 1 << 30, 512, 1)]]
+        twice = {"segments": [], "device_traces": dt, "allocator_settings": {"x": dt}}
+        self.same(self.write(twice), False)
 
     def test_shared_references_refused_alike(self):
         """An entry named twice (the memo) is the walker's to refuse."""

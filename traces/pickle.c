@@ -236,7 +236,7 @@ static gboolean in_more(input *in, const char **why)
 /* ---- the machine ---- */
 
 struct gs_pickle_vm {
-    gs_pickle_consume_fn consume;
+    const gs_pickle_hooks *hooks;
     void *ud;
     input in;
     gs_pv **stack;
@@ -290,9 +290,17 @@ static gboolean need(vm *m, size_t n)
         if (!in_more(&m->in, &why)) DECLINE(m, why ? why : "the pickle is cut short");
         /* at every MiB, as the Python reader checks its budget: half of it here, so that the
          * converter's limit is the walker's to report (its message, its judgement) */
-        if (m->limit && resident() > m->limit / 2)
-            DECLINE(m, "more memory than half the conversion's limit");
+        if (!gs_pickle_memory_ok(m)) return FALSE;
     }
+    return TRUE;
+}
+
+gboolean gs_pickle_memory_ok(gs_pickle_vm *m)
+{
+    /* half the limit: the converter's walker then reads the snapshot and judges it (its
+     * message, its measure) */
+    if (m->limit && resident() > m->limit / 2)
+        DECLINE(m, "more memory than half the conversion's limit");
     return TRUE;
 }
 
@@ -373,8 +381,8 @@ static gboolean memo_get(vm *m, size_t idx)
 {
     if (idx >= m->nmemo) DECLINE(m, "a GET of a memo slot never set");
     gs_pv *v = m->memo[idx];
-    if (v == &m->gone || gs_pv_is_kind(v, GS_PV_DEVLIST))
-        DECLINE(m, "a second reference to an entry or a device's list");
+    if (v == &m->gone || gs_pv_is_kind(v, GS_PV_DEVLIST) || (m->dt && v == m->dt))
+        DECLINE(m, "a second reference to an entry or to a device's list, or to device_traces");
     /* A list or dict taken from the memo is filled no more (the pickler fills each before it
      * refers to it again): so no value can hold itself, and counting references frees all. */
     if (gs_pv_is_heap(v)) v->lent = 1;
@@ -427,7 +435,8 @@ static gboolean append(vm *m, size_t from)
                 DECLINE(m, "an entry that is not a dict, or one appended twice");
             e->busy = 1; /* (a second time in one batch is a shared reference) */
         }
-        if (!m->consume(m, (uint32_t)l->top, l->u.count, m->stack + from, n, m->ud)) return FALSE;
+        if (!m->hooks->consume(m, (uint32_t)l->top, l->u.count, m->stack + from, n, m->ud))
+            return FALSE;
         l->u.count += n; /* a device's list counts its entries and keeps none */
         for (size_t k = 0; k < n; k++) gs_pv_unref(m->stack[from + k]);
     } else {
@@ -487,6 +496,72 @@ static gboolean string(vm *m, size_t n)
     push(m, pv_str((const char *)s, n));
     m->in.pos += n;
     return TRUE;
+}
+
+/* At least n bytes ahead, if the input has them: FALSE at its end (or a failure of it, which
+ * need reports when the reading gets there). */
+static gboolean have(vm *m, size_t n)
+{
+    while (m->in.len - m->in.pos < n) {
+        const char *why = NULL;
+        if (!in_more(&m->in, &why)) return FALSE;
+    }
+    return TRUE;
+}
+
+/* The walker's way with a stack (walker.py, EMPTY_LIST): a list made right after the string
+ * "frames" (above the last MARK), written as MEMOIZE, MARK, memo references only and
+ * APPENDS, is read as the top user frame found in it, never as a list: a stand-in, memoized and
+ * pushed in its place. The walker matches that within what it holds of the input, at least
+ * 64 KiB ahead: a longer run is declined. *took when it read the list so. */
+static gboolean frames_shortcut(vm *m, gboolean *took)
+{
+    *took = FALSE;
+    gs_pv *top = m->sp ? m->stack[m->sp - 1] : NULL;
+    if (!gs_pv_is_str(top, "frames") || (m->nmarks && m->marks[m->nmarks - 1] >= m->sp))
+        return TRUE;
+    if (!have(m, 2) || m->in.buf[m->in.pos] != 0x94 || m->in.buf[m->in.pos + 1] != '(') return TRUE;
+    GArray *items = g_array_new(FALSE, FALSE, sizeof(gs_pv *));
+    size_t at = 2;
+    gboolean ok = TRUE, match = FALSE;
+    for (;;) {
+        if (at > 65000) {
+            ok = FALSE;
+            m->why = "a frames list longer than the converter's walker reads at once";
+            break;
+        }
+        if (!have(m, at + 1)) break;
+        unsigned op = m->in.buf[m->in.pos + at];
+        if (op == 'e') {
+            match = TRUE;
+            at++;
+            break;
+        }
+        size_t len = op == 'h' ? 2 : op == 'j' ? 5 : 0;
+        if (!len || !have(m, at + len)) break;
+        const unsigned char *a = m->in.buf + m->in.pos + at + 1;
+        size_t idx = op == 'h' ? a[0] : (size_t)le(a, 4);
+        gs_pv *v = idx < m->nmemo ? m->memo[idx] : NULL;
+        if (!v || v == &m->gone || gs_pv_is_kind(v, GS_PV_DEVLIST) || (m->dt && v == m->dt)) {
+            ok = FALSE;
+            m->why = "a frames list naming a memo slot the walker refuses";
+            break;
+        }
+        g_array_append_val(items, v);
+        at += len;
+    }
+    if (ok && match) {
+        gs_pv *s = m->hooks->frames(m, (gs_pv *const *)(void *)items->data, items->len, m->ud);
+        if (!s) ok = FALSE;
+        else {
+            m->in.pos += at;
+            push(m, s);
+            ok = memo_put(m, m->nmemo); /* (the MEMOIZE the run began with) */
+            *took = ok;
+        }
+    }
+    g_array_free(items, TRUE);
+    return ok;
 }
 
 /* One opcode; *stop set at STOP. */
@@ -550,7 +625,11 @@ static gboolean step(vm *m, gboolean *stop)
     case 'X': /* BINUNICODE */ ARG(4); return string(m, le(a, 4));
     case 0x8d: /* BINUNICODE8 */ ARG(8); return string(m, le(a, 8));
     case '}': push(m, pv_new(GS_PV_DICT)); return TRUE;
-    case ']': return new_list(m);
+    case ']': {
+        gboolean took;
+        if (!frames_shortcut(m, &took)) return FALSE;
+        return took || new_list(m);
+    }
     case ')': push(m, pv_new(GS_PV_TUPLE)); return TRUE;
     case '(':
         if (m->nmarks == m->marks_cap) {
@@ -602,15 +681,15 @@ static gboolean step(vm *m, gboolean *stop)
 #undef POPS
 }
 
-gs_pv *gs_pickle_load(const char *path, uint64_t limit, gs_pickle_consume_fn consume, void *ud,
+gs_pv *gs_pickle_load(const char *path, uint64_t limit, const gs_pickle_hooks *hooks, void *ud,
                       gs_pv **dt, uint32_t *ndev, char **why)
 {
-    vm m = {.consume = consume, .ud = ud, .limit = limit};
+    vm m = {.hooks = hooks, .ud = ud, .limit = limit};
     m.gone.kind = GS_PV_GONE;
     m.gone.refs = 1u << 30;
     m.in.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (m.in.fd < 0) {
-        *why = "the input could not be opened";
+        *why = g_strdup("the input could not be opened");
         return NULL;
     }
     m.in.cap = 2 * CHUNK;
@@ -773,9 +852,17 @@ static gboolean w_value(writer *w, gs_pv *v, int depth, const char **why)
             g_string_append_c(o, v->kind == GS_PV_LIST ? 'e' : 'u');
         }
         return TRUE;
-    default:
-        *why = "a device's list or a consumed entry's frames outside device_traces";
-        return FALSE;
+    case GS_PV_FRAMES: {
+        /* as json writes the walker's own stand-in (str of it): the converter reads a
+         * snapshot's frames nowhere but in its entries */
+        static const char text[] = "<frames read>";
+        g_string_append_c(o, (char)0x8c);
+        g_string_append_c(o, (char)(sizeof text - 1));
+        g_string_append_len(o, text, sizeof text - 1);
+        if (shared) w_memo(w, v);
+        return TRUE;
+    }
+    default: *why = "a device's list or a consumed entry outside device_traces"; return FALSE;
     }
 }
 

@@ -9,8 +9,8 @@
  * of the snapshot written back as a small pickle. The converter then goes on as if its own
  * walker had read it: the empty_cache and pool inference, the trace and its checks stay in one
  * place, in Python. Anything this reader cannot turn into exactly the rows the Python reader
- * makes (an entry of a private pool, a float time, an integer past 64 bits, a frame whose
- * library test needs Unicode digits, an opcode no snapshot holds) it declines, and the
+ * makes (a float time, an integer past 64 bits, a frame whose library test needs Unicode
+ * digits, an opcode no snapshot holds) it declines, and the
  * converter reads the snapshot itself: so an answer is the Python reader's, or none.
  *
  * The output (gs_snapshot_read; native byte order, both ends run on one machine):
@@ -20,6 +20,8 @@
  *     the columns, each rows long: u8 action, u8 deferred, u64 stream, i64 addr, u64 size,
  *     i64 time_us, u64 entry index, u32 frame;
  *   u32 streams, u64 each (those of the program's actions);
+ *   u32 private pools, each i64 and i64 its id, u64 the allocations its entries name (2.12's
+ *   pool_id: DeviceEvents.note_pool);
  *   u64 length, the snapshot but device_traces as a pickle (device_traces: each device's entry
  *   count).
  */
@@ -45,12 +47,19 @@ typedef struct {
     int64_t prev_free; /* the row of the free made from it, or -1 */
 } device;
 
+/* A private pool's allocations (note_pool). */
+typedef struct {
+    int64_t id[2];
+    uint64_t count;
+} pool_count;
+
 typedef struct {
     GPtrArray *devices;     /* device * */
     GHashTable *frame_of;   /* frame text -> its number + 1 */
     GPtrArray *frame_texts; /* number -> text */
     GPtrArray *standins;    /* number + 1 -> its GS_PV_FRAMES (0: none), made as needed */
     GHashTable *streams;    /* uint64 * set */
+    GArray *pools;          /* pool_count, in order of first use */
     FILE *progress;         /* where a line goes every 65,536 entries, or NULL */
     uint64_t entries;       /* entries consumed */
 } reader;
@@ -153,6 +162,23 @@ static gboolean frame_of_dict(gs_pickle_vm *m, reader *r, gs_pv *d)
     return TRUE;
 }
 
+/* The top user frame of a frames list's items: *top its number, or NO_FRAME. */
+static gboolean top_of_items(gs_pickle_vm *m, reader *r, gs_pv *const *items, size_t n,
+                             int32_t *top)
+{
+    *top = NO_FRAME;
+    for (size_t k = 0; k < n; k++) {
+        gs_pv *fr = items[k];
+        if (!gs_pv_is_kind(fr, GS_PV_DICT)) return TRUE;
+        if (!frame_of_dict(m, r, fr)) return FALSE;
+        if (fr->top != TOP_LIBRARY) {
+            *top = fr->top;
+            return TRUE;
+        }
+    }
+    return TRUE;
+}
+
 /* The top user frame of an entry's frames value: *top its number, or NO_FRAME. */
 static gboolean top_frame(gs_pickle_vm *m, reader *r, gs_pv *frames, int32_t *top)
 {
@@ -162,16 +188,7 @@ static gboolean top_frame(gs_pickle_vm *m, reader *r, gs_pv *frames, int32_t *to
         return TRUE;
     }
     if (!gs_pv_is_kind(frames, GS_PV_LIST)) return TRUE;
-    for (size_t k = 0; k < frames->u.seq.n; k++) {
-        gs_pv *fr = frames->u.seq.v[k];
-        if (!gs_pv_is_kind(fr, GS_PV_DICT)) return TRUE;
-        if (!frame_of_dict(m, r, fr)) return FALSE;
-        if (fr->top != TOP_LIBRARY) {
-            *top = fr->top;
-            return TRUE;
-        }
-    }
-    return TRUE;
+    return top_of_items(m, r, frames->u.seq.v, frames->u.seq.n, top);
 }
 
 static gs_pv *standin(reader *r, int32_t top)
@@ -186,6 +203,17 @@ static gs_pv *standin(reader *r, int32_t top)
         s->top = top;
         g_ptr_array_index(r->standins, k) = s;
     }
+    return s;
+}
+
+/* gs_pickle_hooks.frames: a frames list read as the walker reads it, a stand-in. */
+static gs_pv *frames_read(gs_pickle_vm *m, gs_pv *const *items, size_t n, void *ud)
+{
+    reader *r = ud;
+    int32_t top;
+    if (!top_of_items(m, r, items, n, &top)) return NULL;
+    gs_pv *s = standin(r, top);
+    s->refs++; /* (a new reference, for the memo) */
     return s;
 }
 
@@ -237,15 +265,27 @@ static void add_row(reader *r, device *d, int action, uint64_t stream, int64_t a
     g_array_append_val(d->frame, f);
 }
 
-/* An alloc's pool_id: none or (0, 0), the ordinary pools. A private pool's entries are the
- * Python reader's (it counts them against the pools it infers). */
-static gboolean ordinary_pool(const gs_pv *e)
+/* An alloc's pool_id (2.12 and later), as DeviceEvents.note_pool takes it: none, or a pair of
+ * integers, counted when it is not (0, 0), the ordinary pools. FALSE (declined) for anything
+ * else, which the walker refuses with its message. */
+static gboolean note_pool(reader *r, const gs_pv *p)
 {
-    gs_pv *p = gs_pv_dict_get(e, "pool_id");
     if (!p || p == GS_PV_NONE) return TRUE;
     int64_t a, b;
-    return (gs_pv_is_kind(p, GS_PV_TUPLE) || gs_pv_is_kind(p, GS_PV_LIST)) && p->u.seq.n == 2 &&
-           gs_pv_get_int(p->u.seq.v[0], &a) && gs_pv_get_int(p->u.seq.v[1], &b) && a == 0 && b == 0;
+    if (!(gs_pv_is_kind(p, GS_PV_TUPLE) || gs_pv_is_kind(p, GS_PV_LIST)) || p->u.seq.n != 2 ||
+        !gs_pv_get_int(p->u.seq.v[0], &a) || !gs_pv_get_int(p->u.seq.v[1], &b))
+        return FALSE;
+    if (!a && !b) return TRUE;
+    for (guint k = 0; k < r->pools->len; k++) {
+        pool_count *c = &g_array_index(r->pools, pool_count, k);
+        if (c->id[0] == a && c->id[1] == b) {
+            c->count++;
+            return TRUE;
+        }
+    }
+    pool_count c = {{a, b}, 1};
+    g_array_append_val(r->pools, c);
+    return TRUE;
 }
 
 /* One entry, as DeviceEvents.feed makes it (snapshot.py): FALSE to decline. */
@@ -273,8 +313,8 @@ static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, uint64_t 
     if ((action == A_ALLOC || action == A_OOM) &&
         !top_frame(m, r, gs_pv_dict_get(e, "frames"), &top))
         return FALSE;
-    if (action == A_ALLOC && !ordinary_pool(e)) {
-        gs_pickle_decline(m, "an entry of a private pool");
+    if (action == A_ALLOC && !note_pool(r, gs_pv_dict_get(e, "pool_id"))) {
+        gs_pickle_decline(m, "an entry whose pool_id is not a pair of integers");
         return FALSE;
     }
     int64_t this_free = -1;
@@ -316,6 +356,7 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
         fflush(r->progress);
     }
     r->entries += n;
+    if (!gs_pickle_memory_ok(m)) return FALSE;
     /* the memo slots, as the Python walker's _consume leaves them: an entry's refuses a second
      * reference, its frames list's reads as the top frame found in it */
     for (size_t k = 0; k < n; k++) {
@@ -392,10 +433,12 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
         .frame_texts = g_ptr_array_new_with_free_func(g_free),
         .standins = g_ptr_array_new(),
         .streams = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL),
+        .pools = g_array_new(FALSE, FALSE, sizeof(pool_count)),
     };
     gs_pv *dt = NULL;
     uint32_t ndev = 0;
-    gs_pv *root = gs_pickle_load(path, limit, consume, &r, &dt, &ndev, why);
+    static const gs_pickle_hooks hooks = {.consume = consume, .frames = frames_read};
+    gs_pv *root = gs_pickle_load(path, limit, &hooks, &r, &dt, &ndev, why);
     const char *problem = root ? shape_problem(root, dt, ndev) : NULL;
     gboolean ok = root && !problem;
     gsize start = out->len;
@@ -413,6 +456,13 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
         gpointer key;
         g_hash_table_iter_init(&it, r.streams);
         while (g_hash_table_iter_next(&it, &key, NULL)) put_u64(out, *(uint64_t *)key);
+        put_u32(out, r.pools->len);
+        for (guint k = 0; k < r.pools->len; k++) {
+            const pool_count *c = &g_array_index(r.pools, pool_count, k);
+            put_u64(out, (uint64_t)c->id[0]);
+            put_u64(out, (uint64_t)c->id[1]);
+            put_u64(out, c->count);
+        }
         gsize at = out->len;
         put_u64(out, 0);
         const char *wwhy = NULL;
@@ -437,5 +487,6 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
     g_ptr_array_free(r.frame_texts, TRUE);
     g_ptr_array_free(r.standins, TRUE);
     g_hash_table_destroy(r.streams);
+    g_array_free(r.pools, TRUE);
     return ok;
 }

@@ -169,14 +169,27 @@ uint64_t gs_pickle_bytes_read(const gs_pickle_vm *m);
 /* v's memo slot now holds repl (counted), or refuses a reference (repl NULL). FALSE (declined)
  * when v is in more than one slot. */
 gboolean gs_pickle_forget(gs_pickle_vm *m, gs_pv *v, gs_pv *repl);
+/* What the reader asks of its caller: each batch of entries (consume), and the value a frames
+ * list is read as where the Python walker reads it as the top user frame found in it (frames:
+ * a list made right after the string "frames" and written as references only, walker.py's
+ * EMPTY_LIST). frames gets the values referred to (borrowed) and gives a new reference to the
+ * stand-in (GS_PV_FRAMES), or NULL to decline (gs_pickle_decline says why). */
+typedef struct {
+    gs_pickle_consume_fn consume;
+    gs_pv *(*frames)(gs_pickle_vm *m, gs_pv *const *items, size_t n, void *ud);
+} gs_pickle_hooks;
 /* Reads the pickle at path (gzip or not) to its STOP: the root value, with *dt the
  * device_traces list (NULL if none was seen) and *ndev the device lists made; NULL when it
  * declines, with *why (allocated) saying why. limit: the conversion's memory limit in bytes (0:
  * none); past half of it, it declines. */
-gs_pv *gs_pickle_load(const char *path, uint64_t limit, gs_pickle_consume_fn consume, void *ud,
+gs_pv *gs_pickle_load(const char *path, uint64_t limit, const gs_pickle_hooks *hooks, void *ud,
                       gs_pv **dt, uint32_t *ndev, char **why);
-/* Appends root as a pickle (protocol 4) to out, dt written as the list of counts[0..ndev);
- * FALSE, with *why, for what it cannot write (a self-holding tuple, a stand-in). */
+/* Past half the memory limit: declined (FALSE). Checked at every MiB read, and where a caller
+ * makes memory of its own (every batch of entries). */
+gboolean gs_pickle_memory_ok(gs_pickle_vm *m);
+/* Appends root as a pickle (protocol 4) to out, dt written as the list of counts[0..ndev) and
+ * a frames stand-in as the text the converter's walker writes for its own, "<frames read>";
+ * FALSE, with *why, for what it cannot write (a self-holding tuple, a consumed entry). */
 gboolean gs_pickle_write(GString *out, gs_pv *root, const gs_pv *dt, const uint64_t *counts,
                          uint32_t ndev, const char **why);
 

@@ -78,6 +78,15 @@ static void check_output(const GString *o)
     GS_FUZZ_CHECK(all > 0, "an output with no entries");
     uint32_t nstreams = (uint32_t)u(o, &pos, 4);
     take(o, &pos, 8 * (size_t)nstreams);
+    uint32_t npools = (uint32_t)u(o, &pos, 4);
+    for (uint32_t k = 0; k < npools; k++) {
+        int64_t a = (int64_t)u(o, &pos, 8), b = (int64_t)u(o, &pos, 8);
+        uint64_t count = u(o, &pos, 8);
+        GS_FUZZ_CHECK((a || b) && count > 0,
+                      "pool (%" G_GINT64_FORMAT ", %" G_GINT64_FORMAT ") with %" G_GUINT64_FORMAT
+                      " allocations",
+                      a, b, count);
+    }
     uint64_t n = u(o, &pos, 8);
     size_t at = take(o, &pos, n);
     GS_FUZZ_CHECK(pos == o->len, "%zu bytes after the rest", (size_t)o->len - pos);

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 
-from .model import EventColumns, Recording
+from .model import ConvertError, EventColumns, Recording
 from .snapshot import SafeUnpickler, _recording_of
 
 ENV = "GPUSIM_SNAPSHOT_READER"
@@ -67,7 +67,10 @@ def read_snapshot_fast(path, inp, budget, progress=None):
         rec = _parse(memoryview(out))
     except (struct.error, ValueError, IndexError):
         return None     # an output this converter does not know (another gpusim's)
-    budget.check()
+    try:
+        budget.check()
+    except ConvertError:
+        return None     # (past the limit here, holding both: the walker's to judge)
     return rec
 
 
@@ -129,6 +132,12 @@ def _parse(data):
     pos += 4
     rec.streams.update(struct.unpack_from(f"={nstreams}Q", data, pos))
     pos += 8 * nstreams
+    (npools,) = struct.unpack_from("=I", data, pos)
+    pos += 4
+    for _ in range(npools):
+        a, b, count = struct.unpack_from("=qqQ", data, pos)
+        pos += 24
+        rec.pool_ids[(a, b)] = count
     (n,) = struct.unpack_from("=Q", data, pos)
     pos += 8
     if pos + n != len(data):
