@@ -42,19 +42,26 @@ def _u64(field, lineno, what):
     return v
 
 
+def _meta_entry(line, lineno, meta):
+    """A header line (its line break taken off) that is a "# key: value" entry goes to meta as
+    [key, value]; the device total it says, or None."""
+    if line.startswith(b"# ") and b": " in line[2:]:
+        key, value = line[2:].split(b": ", 1)
+        if key and all(c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                       b"0123456789_.-" for c in key):
+            meta.append([key, value])
+            if key == b"device_total_bytes":
+                return _u64(value, lineno, "device_total_bytes")
+    return None
+
+
 def _meta(lines, first):
     """The header's "# key: value" entries of lines (from line number first), as [key, value]
     in file order, and the device total the last device_total_bytes entry says (or None)."""
     meta, device_total = [], None
     for lineno, raw in enumerate(lines, start=first):
-        line = raw[:-1] if raw.endswith(b"\r") else raw
-        if line.startswith(b"# ") and b": " in line[2:]:
-            key, value = line[2:].split(b": ", 1)
-            if key and all(c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                           b"0123456789_.-" for c in key):
-                if key == b"device_total_bytes":
-                    device_total = _u64(value, lineno, "device_total_bytes")
-                meta.append([key, value])
+        total = _meta_entry(raw[:-1] if raw.endswith(b"\r") else raw, lineno, meta)
+        device_total = device_total if total is None else total
     return meta, device_total
 
 
@@ -169,13 +176,9 @@ def encode_text(data):
         if not line:
             continue
         if line.startswith(b"#"):
-            if in_header and line.startswith(b"# ") and b": " in line[2:]:
-                key, value = line[2:].split(b": ", 1)
-                if key and all(c in b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                               b"0123456789_.-" for c in key):
-                    if key == b"device_total_bytes":
-                        device_total = _u64(value, lineno, "device_total_bytes")
-                    meta.append([key, value])
+            if in_header:
+                total = _meta_entry(line, lineno, meta)
+                device_total = device_total if total is None else total
             continue
         if in_header:
             if line != COLUMNS:

@@ -160,14 +160,6 @@ typedef struct {
     uint64_t total; /* bytes of the file read */
 } input;
 
-static ssize_t read_some(int fd, void *b, size_t n)
-{
-    ssize_t r;
-    do r = read(fd, b, n);
-    while (r < 0 && errno == EINTR);
-    return r;
-}
-
 /* More bytes at the end of buf; FALSE at the end of the input or on a failure (why says
  * which: NULL at a clean end). */
 static gboolean in_more(input *in, const char **why)
@@ -182,7 +174,7 @@ static gboolean in_more(input *in, const char **why)
         }
     }
     if (!in->gz) {
-        ssize_t r = read_some(in->fd, in->buf + in->len, CHUNK);
+        ssize_t r = gs_trace_read_some(in->fd, in->buf + in->len, CHUNK);
         if (r < 0) *why = "the input could not be read";
         in->len += r > 0 ? (size_t)r : 0;
         in->total += r > 0 ? (uint64_t)r : 0;
@@ -190,7 +182,7 @@ static gboolean in_more(input *in, const char **why)
     }
     for (;;) {
         if (in->rpos == in->rlen) {
-            ssize_t r = read_some(in->fd, in->raw, CHUNK);
+            ssize_t r = gs_trace_read_some(in->fd, in->raw, CHUNK);
             if (r < 0) {
                 *why = "the input could not be read";
                 return FALSE;
@@ -564,6 +556,16 @@ static gboolean frames_shortcut(vm *m, gboolean *took)
     return ok;
 }
 
+/* SETITEMS' and APPENDS' MARK taken off: the items are stack[*from..sp), their container the
+ * value below them, which must be above the mark before. */
+static gboolean pop_mark(vm *m, size_t *from)
+{
+    if (!m->nmarks) DECLINE(m, "SETITEMS or APPENDS without a MARK");
+    *from = m->marks[--m->nmarks];
+    if (*from <= floor_of(m)) DECLINE(m, "SETITEMS or APPENDS with no container");
+    return TRUE;
+}
+
 /* One opcode; *stop set at STOP. */
 static gboolean step(vm *m, gboolean *stop)
 {
@@ -648,24 +650,18 @@ static gboolean step(vm *m, gboolean *stop)
         POPS(2);
         if (m->sp < floor_of(m) + 3) DECLINE(m, "SETITEM with no dict");
         return setitems(m, m->sp - 2);
-    case 'u': /* SETITEMS */
-        if (!m->nmarks) DECLINE(m, "SETITEMS without a MARK");
-        {
-            size_t from = m->marks[--m->nmarks];
-            if (from <= floor_of(m)) DECLINE(m, "SETITEMS with no dict");
-            return setitems(m, from);
-        }
+    case 'u': /* SETITEMS */ {
+        size_t from;
+        return pop_mark(m, &from) && setitems(m, from);
+    }
     case 'a': /* APPEND */
         POPS(1);
         if (m->sp < floor_of(m) + 2) DECLINE(m, "APPEND with no list");
         return append(m, m->sp - 1);
-    case 'e': /* APPENDS */
-        if (!m->nmarks) DECLINE(m, "APPENDS without a MARK");
-        {
-            size_t from = m->marks[--m->nmarks];
-            if (from <= floor_of(m)) DECLINE(m, "APPENDS with no list");
-            return append(m, from);
-        }
+    case 'e': /* APPENDS */ {
+        size_t from;
+        return pop_mark(m, &from) && append(m, from);
+    }
     case 0x94: /* MEMOIZE */ return memo_put(m, m->nmemo);
     case 'q': /* BINPUT */ ARG(1); return memo_put(m, a[0]);
     case 'r': /* LONG_BINPUT */ ARG(4); return memo_put(m, le(a, 4));

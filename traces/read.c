@@ -1241,8 +1241,7 @@ static void io_fail(parser *p, int e)
     g_set_error(p->err, GS_TRACE_ERROR, GS_TRACE_ERROR_IO, "%s: %s", p->name, g_strerror(e));
 }
 
-/* read() that retries on EINTR; -1 with errno set on error. */
-static ssize_t read_some(int fd, char *buf, size_t n)
+ssize_t gs_trace_read_some(int fd, void *buf, size_t n)
 {
     ssize_t r;
     do
@@ -1266,7 +1265,7 @@ static gboolean gz_refill(parser *p, gz_input *z)
 {
     if (!z->buf)
         z->buf = g_malloc(CHUNK);
-    ssize_t r = read_some(z->fd, z->buf, CHUNK);
+    ssize_t r = gs_trace_read_some(z->fd, z->buf, CHUNK);
     if (r < 0) {
         io_fail(p, errno);
         return FALSE;
@@ -1395,7 +1394,8 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
      * straight into its arrays (binary.c), so only its magic is read here. */
     char magic[sizeof gs_trace_binary_magic];
     ssize_t r = 0, got = 0;
-    while ((size_t)r < sizeof magic && (got = read_some(fd, magic + r, sizeof magic - r)) > 0)
+    while ((size_t)r < sizeof magic &&
+           (got = gs_trace_read_some(fd, magic + r, sizeof magic - r)) > 0)
         r += got;
     int read_errno = got < 0 ? errno : 0;
     if (got < 0)
@@ -1411,7 +1411,7 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
     gboolean ok = TRUE;
     if (r >= 0) {
         memcpy(carry_space(&c, CHUNK), magic, (size_t)r);
-        got = (size_t)r < sizeof magic ? 0 : read_some(fd, c.buf + r, CHUNK - (size_t)r);
+        got = (size_t)r < sizeof magic ? 0 : gs_trace_read_some(fd, c.buf + r, CHUNK - (size_t)r);
         r = got < 0 ? got : r + got;
     } else {
         got = r;
@@ -1423,7 +1423,7 @@ gs_trace *gs_trace_load(const char *path, unsigned flags, gs_trace_warn_fn warn,
         ok = parse_gzip(&p, fd, c.buf, (size_t)r);
     } else {
         while (r > 0 && (ok = carry_commit(&p, &c, (size_t)r)))
-            r = read_some(fd, carry_space(&c, CHUNK), CHUNK);
+            r = gs_trace_read_some(fd, carry_space(&c, CHUNK), CHUNK);
         if (ok && r < 0) {
             io_fail(&p, errno);
             ok = FALSE;

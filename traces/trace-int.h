@@ -80,6 +80,11 @@ static inline gboolean gs_trace_tally_event(struct gs_trace_tally *y, const gs_e
     return gs_trace_tally_device(y, e->device);
 }
 
+/* ---- read.c: the text reader ---- */
+
+/* read() that retries on EINTR; -1 with errno set on error. (pickle.c reads with it too.) */
+ssize_t gs_trace_read_some(int fd, void *buf, size_t n);
+
 /* ---- binary.c: the binary format ---- */
 
 /* The first 8 bytes of a binary trace (docs/trace-format.md, "The binary format"). */
