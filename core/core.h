@@ -296,7 +296,8 @@ uint64_t gs_heap_limit(const gs_heap *h);
  * it (gs_policy_ops.blind_to_limit) whose gs_heap_limit_asked never passed the new limit. */
 void gs_heap_set_limit(gs_heap *h, uint64_t limit);
 /* Before the first event: keep the blocks' garbage-collection ages as a heap with a limit
- * does, though this one has none yet (a replay that gs_heap_set_limit may cap later). */
+ * does, though this one has none yet (a replay that gs_heap_set_limit may cap later), where
+ * the policy's collection reads the limit (gs_policy_ops.limit_unread). */
 void gs_heap_keep_gc_ages(gs_heap *h);
 /* The smallest limit under which no growth so far would have been refused: the reserved bytes'
  * peak, or more where a check asked for more than was then reserved (an expandable segment's

@@ -422,7 +422,9 @@ void gs_heap_set_limit(gs_heap *h, uint64_t limit)
 
 void gs_heap_keep_gc_ages(gs_heap *h)
 {
-    if (!h->P->collect || h->gc_ages) return;
+    /* (a setting whose collection reads no limit, PyTorch's with no threshold, needs none) */
+    if (!h->P->collect || !h->P->limit_unread || !h->P->limit_unread(h->cfg, 1) || h->gc_ages)
+        return;
     h->gc_ages = true;
     h->plain = false; /* (the plain path keeps no ages) */
 }

@@ -121,7 +121,8 @@ static void serve(gs_probes *pr, gs_heap *h, int fd, size_t event)
         if (w > 0)
             while ((got = waitpid(w, &status, 0)) < 0 && errno == EINTR) {
             }
-        if (got != w || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        /* (a fork that failed, w < 0, is a failed probe too: the trunk waits for its answer) */
+        if (w < 0 || got != w || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             wire failed = {0};
             if (!send_all(fd, &failed, sizeof failed)) _exit(0);
         }

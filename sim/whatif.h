@@ -50,7 +50,9 @@ typedef struct {
     bool recorded;          /* the setting the recorded run had */
     bool given;             /* asked for with --policy */
     gs_result at_cap;       /* the replay at the cap */
-    unsigned replays;       /* replays besides the search's: at the cap, and uncapped */
+    unsigned replays;       /* replays besides the search's probes: at the cap, and uncapped
+                             * where there is a cap (without one it is the one at the cap), and
+                             * the checkpoints' trunk */
     uint64_t replayed_events; /* events all of them replayed, the search's included */
     gs_whatif_search search;
     /* With no cap, the replay at the cap is the uncapped one the search starts from: made
