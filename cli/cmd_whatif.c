@@ -53,7 +53,7 @@ static const char whatif_description[] =
     "The converter is $GPUSIM_CONVERT, else gpusim-convert beside gpusim, else the source tree's\n"
     "traces/convert.py (run with python3). It may run $GPUSIM_CONVERT_TIMEOUT seconds (0: no\n"
     "limit), by default 5 minutes and 4 s per MiB of the snapshot (a million entries, 51 MiB of\n"
-    "gzip, convert in about 25 s of CPU): past it, it is killed and whatif says so, as it says\n"
+    "gzip, convert in about 3.3 s of CPU): past it, it is killed and whatif says so, as it says\n"
     "which signal ended a converter that crashed. Its memory: $GPUSIM_CONVERT_MAX_MEMORY\n"
     "(gpusim-convert --help).\n"
     "Exit status: 0 verdict written, 2 bad usage or bad input (a snapshot the converter refuses),\n"

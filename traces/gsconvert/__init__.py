@@ -11,7 +11,7 @@ converter's documentation; gsconvert.cli.main is the program.
              memory, and top_user_frame
   snapshot   the PyTorch snapshot reader (read_snapshot), its checks and its intake
              (DeviceEvents, the final segments)
-  fastread   the same snapshot read by gpusim's C reader (gpusim read-snapshot), about ten
+  fastread   the same snapshot read by gpusim's C reader (gpusim read-snapshot), about seven
              times as fast, where it is there and takes the snapshot
   inputs     the input file (gzip, the format detected from the content, the progress line),
              the RMM log reader, READERS

@@ -1,7 +1,7 @@
-"""A snapshot read by gpusim's C reader (`gpusim read-snapshot`, traces/snapshot.c), about ten
-times as fast as SnapshotWalker: read_snapshot_fast gives the Recording read_snapshot would
-give, or None when the C reader is not there or declines the snapshot, and read_snapshot then
-reads it (docs/speed.md, "The snapshot reader in C").
+"""A snapshot read by gpusim's C reader (`gpusim read-snapshot`, traces/snapshot.c), about seven
+times as fast as SnapshotWalker on a real recording: read_snapshot_fast gives the Recording
+read_snapshot would give, or None when the C reader is not there or declines the snapshot, and
+read_snapshot then reads it (docs/speed.md, "The snapshot reader in C").
 
 The C reader turns each entry into the row DeviceEvents would make of it and writes the rest of
 the snapshot back as a small pickle, device_traces replaced by each device's entry count; from
