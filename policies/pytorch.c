@@ -158,15 +158,6 @@ static bool pytorch_release_some(gs_heap *h, const void *cfgv, unsigned pool, ui
     return released >= key;
 }
 
-/* Only garbage collection reads the limit before a growth meets it (the own limit of
- * per_process_memory_fraction is the heap's limit, which a caller's cap replaces), and
- * pytorch_limit_unread says up to where it does nothing. */
-static bool pytorch_blind_to_limit(const void *cfgv)
-{
-    (void)cfgv;
-    return true;
-}
-
 /* The least limit C whose threshold, computed as pytorch_collect computes it, (uint64_t)(
  * gc_threshold * C), is at least reserved: under it a growth's collection frees nothing. */
 static uint64_t pytorch_limit_unread(const void *cfgv, uint64_t reserved)
@@ -495,7 +486,10 @@ const gs_policy_ops gs_policy_pytorch = {
     .expandable_page = pytorch_expandable_page,
     .limit = gs_pytorch_limit,
     .reject_above = gs_pytorch_reject_above,
-    .blind_to_limit = pytorch_blind_to_limit,
+    /* Only garbage collection reads the limit before a growth meets it (the own limit of
+     * per_process_memory_fraction is the heap's limit, which a caller's cap replaces), and
+     * limit_unread says up to where it does nothing. */
+    .blind_to_limit = gs_policy_always_blind,
     .limit_unread = pytorch_limit_unread,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,

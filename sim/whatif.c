@@ -308,13 +308,12 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
         f->events = own.events;
     }
     r->probes = NULL; /* (freed below, with its checkpoints, in the process that made them) */
-    const gs_result u = *up;
     /* The search's ceiling: what the setting reserves with no cap. At that capacity or more no
      * request meets the limit, so the replay is the uncapped one and completes; above it
      * nothing is left to learn (and no guess at the device's size is searched). */
     uint64_t hi = o->device_total;
-    if (!u.oom && u.error == GS_OK) {
-        uint64_t need = (uint64_t)per_device_peak(&u, reserved_peak);
+    if (!up->oom && up->error == GS_OK) {
+        uint64_t need = (uint64_t)per_device_peak(up, reserved_peak);
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
@@ -325,9 +324,9 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
      * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
-    int64_t peak = u.oom             ? 0
-                   : cv.n_oom_events ? per_device_peak(&u, lower_bound)
-                                     : per_device_peak(&u, allocated_peak);
+    int64_t peak = up->oom           ? 0
+                   : cv.n_oom_events ? per_device_peak(up, lower_bound)
+                                     : per_device_peak(up, allocated_peak);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);

@@ -37,8 +37,12 @@ enum { E_FREE_COMPLETED = 100, E_SNAPSHOT, E_UNKNOWN };
 #define TOP_LIBRARY (-2)
 #define NO_FRAME (-1)
 
+/* A device's columns, in the order they are written (the layout above), and their widths. */
+enum { C_ACTION, C_DEFERRED, C_STREAM, C_ADDR, C_SIZE, C_TIME, C_WHERE, C_FRAME, N_COLUMNS };
+static const guint column_width[N_COLUMNS] = {1, 1, 8, 8, 8, 8, 8, 4};
+
 typedef struct {
-    GArray *action, *deferred, *stream, *addr, *size, *time, *where, *frame;
+    GArray *col[N_COLUMNS];
     GArray *local;    /* a frame's number -> its number on this device + 1 (0: not yet) */
     GArray *frames;   /* this device's frames, in order of first use: their numbers */
     gboolean program; /* a program action was seen (the converter's rec.devices) */
@@ -67,14 +71,7 @@ typedef struct {
 static device *device_new(void)
 {
     device *d = g_new0(device, 1);
-    d->action = g_array_new(FALSE, FALSE, 1);
-    d->deferred = g_array_new(FALSE, FALSE, 1);
-    d->stream = g_array_new(FALSE, FALSE, 8);
-    d->addr = g_array_new(FALSE, FALSE, 8);
-    d->size = g_array_new(FALSE, FALSE, 8);
-    d->time = g_array_new(FALSE, FALSE, 8);
-    d->where = g_array_new(FALSE, FALSE, 8);
-    d->frame = g_array_new(FALSE, FALSE, 4);
+    for (int c = 0; c < N_COLUMNS; c++) d->col[c] = g_array_new(FALSE, FALSE, column_width[c]);
     d->local = g_array_new(FALSE, TRUE, 4);
     d->frames = g_array_new(FALSE, FALSE, 4);
     d->prev_action = E_UNKNOWN;
@@ -85,9 +82,9 @@ static device *device_new(void)
 static void device_free(gpointer p)
 {
     device *d = p;
-    GArray *a[] = {d->action, d->deferred, d->stream, d->addr,  d->size,
-                   d->time,   d->where,    d->frame,  d->local, d->frames};
-    for (size_t k = 0; k < G_N_ELEMENTS(a); k++) g_array_free(a[k], TRUE);
+    for (int c = 0; c < N_COLUMNS; c++) g_array_free(d->col[c], TRUE);
+    g_array_free(d->local, TRUE);
+    g_array_free(d->frames, TRUE);
     g_free(d);
 }
 
@@ -241,10 +238,9 @@ static int action_of(const gs_pv *a)
     return E_UNKNOWN;
 }
 
-static void add_row(reader *r, device *d, int action, uint64_t stream, int64_t addr, uint64_t size,
-                    int64_t t, int deferred, uint64_t where, int32_t top)
+static void add_row(device *d, int action, uint64_t stream, int64_t addr, uint64_t size, int64_t t,
+                    int deferred, uint64_t where, int32_t top)
 {
-    (void)r;
     uint8_t a = (uint8_t)action, df = (uint8_t)deferred;
     uint32_t f = 0;
     if (top >= 0) {
@@ -255,14 +251,14 @@ static void add_row(reader *r, device *d, int action, uint64_t stream, int64_t a
             f = g_array_index(d->local, uint32_t, top) = d->frames->len;
         }
     }
-    g_array_append_val(d->action, a);
-    g_array_append_val(d->deferred, df);
-    g_array_append_val(d->stream, stream);
-    g_array_append_val(d->addr, addr);
-    g_array_append_val(d->size, size);
-    g_array_append_val(d->time, t);
-    g_array_append_val(d->where, where);
-    g_array_append_val(d->frame, f);
+    g_array_append_val(d->col[C_ACTION], a);
+    g_array_append_val(d->col[C_DEFERRED], df);
+    g_array_append_val(d->col[C_STREAM], stream);
+    g_array_append_val(d->col[C_ADDR], addr);
+    g_array_append_val(d->col[C_SIZE], size);
+    g_array_append_val(d->col[C_TIME], t);
+    g_array_append_val(d->col[C_WHERE], where);
+    g_array_append_val(d->col[C_FRAME], f);
 }
 
 /* An alloc's pool_id (2.12 and later), as DeviceEvents.note_pool takes it: none, or a pair of
@@ -288,8 +284,10 @@ static gboolean note_pool(reader *r, const gs_pv *p)
     return TRUE;
 }
 
-/* One entry, as DeviceEvents.feed makes it (snapshot.py): FALSE to decline. */
-static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, uint64_t where)
+/* One entry, as DeviceEvents.feed makes it (snapshot.py), frames its frames value: FALSE to
+ * decline. */
+static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, gs_pv *frames,
+                      uint64_t where)
 {
     int action = action_of(gs_pv_dict_get(e, "action"));
     if (action == E_UNKNOWN) {
@@ -310,25 +308,21 @@ static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, uint64_t 
         return FALSE;
     }
     int32_t top = NO_FRAME;
-    if ((action == A_ALLOC || action == A_OOM) &&
-        !top_frame(m, r, gs_pv_dict_get(e, "frames"), &top))
-        return FALSE;
+    if ((action == A_ALLOC || action == A_OOM) && !top_frame(m, r, frames, &top)) return FALSE;
     if (action == A_ALLOC && !note_pool(r, gs_pv_dict_get(e, "pool_id"))) {
         gs_pickle_decline(m, "an entry whose pool_id is not a pair of integers");
         return FALSE;
     }
     int64_t this_free = -1;
     if (action == A_FREE) {
-        this_free = (int64_t)d->action->len;
-        add_row(r, d, A_FREE, (uint64_t)stream, addr, (uint64_t)size, t, 1, where, NO_FRAME);
+        this_free = (int64_t)d->col[C_ACTION]->len;
+        add_row(d, A_FREE, (uint64_t)stream, addr, (uint64_t)size, t, 1, where, NO_FRAME);
     } else if (action == E_FREE_COMPLETED) {
         if (d->prev_action == A_FREE && d->prev_addr == addr && d->prev_free >= 0)
-            g_array_index(d->deferred, uint8_t, d->prev_free) = 0; /* immediate */
-        else
-            add_row(r, d, A_FREE_DONE, (uint64_t)stream, addr, (uint64_t)size, t, 0, where,
-                    NO_FRAME);
+            g_array_index(d->col[C_DEFERRED], uint8_t, d->prev_free) = 0; /* immediate */
+        else add_row(d, A_FREE_DONE, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, NO_FRAME);
     } else {
-        add_row(r, d, action, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, top);
+        add_row(d, action, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, top);
     }
     if (action == A_ALLOC || action == A_FREE || action == E_FREE_COMPLETED) {
         d->program = TRUE;
@@ -348,19 +342,12 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
     reader *r = ud;
     while (r->devices->len <= dev) g_ptr_array_add(r->devices, device_new());
     device *d = g_ptr_array_index(r->devices, dev);
-    for (size_t k = 0; k < n; k++)
-        if (!entry(m, r, d, items[k], first + k)) return FALSE;
-    if (r->progress && (r->entries + n) >> 16 != r->entries >> 16) {
-        fprintf(r->progress, "%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", r->entries + n,
-                gs_pickle_bytes_read(m));
-        fflush(r->progress);
-    }
-    r->entries += n;
-    if (!gs_pickle_memory_ok(m)) return FALSE;
-    /* the memo slots, as the Python walker's _consume leaves them: an entry's refuses a second
-     * reference, its frames list's reads as the top frame found in it */
     for (size_t k = 0; k < n; k++) {
         gs_pv *e = items[k], *fr = gs_pv_dict_get(e, "frames");
+        if (!entry(m, r, d, e, fr, first + k)) return FALSE;
+        /* its memo slots, as the Python walker's _consume leaves them (once the batch is fed:
+         * feeding reads no slot, so entry by entry is the same): the entry's refuses a second
+         * reference, its frames list's reads as the top frame found in it */
         if (!gs_pickle_forget(m, e, NULL)) return FALSE;
         if (gs_pv_is_kind(fr, GS_PV_LIST) && fr->puts) {
             int32_t top;
@@ -368,7 +355,13 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
                 return FALSE;
         }
     }
-    return TRUE;
+    if (r->progress && (r->entries + n) >> 16 != r->entries >> 16) {
+        fprintf(r->progress, "%" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT "\n", r->entries + n,
+                gs_pickle_bytes_read(m));
+        fflush(r->progress);
+    }
+    r->entries += n;
+    return gs_pickle_memory_ok(m);
 }
 
 /* ---- the output ---- */
@@ -391,7 +384,7 @@ static void put_u64(GString *o, uint64_t v)
 static void put_device(GString *o, const reader *r, const device *d, uint64_t entries)
 {
     put_u64(o, entries);
-    put_u64(o, d ? d->action->len : 0);
+    put_u64(o, d ? d->col[C_ACTION]->len : 0);
     g_string_append_c(o, d && d->program);
     put_u32(o, d ? d->frames->len : 0);
     if (!d) return;
@@ -400,10 +393,8 @@ static void put_device(GString *o, const reader *r, const device *d, uint64_t en
         put_u32(o, (uint32_t)strlen(t));
         put(o, t, strlen(t));
     }
-    const GArray *cols[] = {d->action, d->deferred, d->stream, d->addr,
-                            d->size,   d->time,     d->where,  d->frame};
-    for (size_t k = 0; k < G_N_ELEMENTS(cols); k++)
-        put(o, cols[k]->data, (size_t)cols[k]->len * g_array_get_element_size((GArray *)cols[k]));
+    for (int c = 0; c < N_COLUMNS; c++)
+        put(o, d->col[c]->data, (size_t)d->col[c]->len * column_width[c]);
 }
 
 /* The root's shape that the Python reader would take: a dict whose device_traces is the list
