@@ -557,6 +557,15 @@ class TestHostileInput(ConverterTestCase):
                                    "\\x0db.pickle")
         self.assertEqual(lines[2:4], ["# allocator_conf: ", HEADER_COLS])
 
+    def test_newline_in_file_name_keeps_warnings_one_line(self):
+        # a free of a block never seen allocated: the "starts mid-run" warning names the input
+        events = [ev("free_requested", 0xdead000, 512, 0), ev("free_completed", 0xdead000, 512, 0)]
+        src = self.write_snapshot("w`'\"\nx.pickle", snapshot(events + list(BASIC_EVENTS)))
+        r = self.convert_ok(src, "-o", "o.gstrace")
+        self.assertIn("warning: the log starts mid-run", r.stderr)
+        self.assertEqual(r.stderr.count("\n"), r.stderr.count("warning:"), r.stderr)
+        self.assertIn("w`'\"\\x0ax.pickle: warning:", r.stderr)
+
     def test_c1_and_bidi_in_file_name_are_escaped(self):
         # CSI (U+009B) and a right-to-left override (U+202E) are shown escaped, as gpusim shows
         # them, never written raw into a header a terminal may print

@@ -288,7 +288,7 @@ def convert(args, progress_stream=None, progress_enabled=False):
     if args.output.endswith(".gsbin.gz"):  # as gpusim convert refuses it (traces/write.c)
         raise ConvertError(f"{args.output}: the binary format is read where it lies, never "
                            f"compressed: write NAME.gsbin, or NAME.gstrace.gz for compressed text")
-    label = args.input
+    label = header_text(args.input)     # (in warnings: a line break in a name must not split one)
     inp = Input(args.input)
     progress = Progress(progress_stream, header_text(args.input), inp, progress_enabled)
     try:
