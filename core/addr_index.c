@@ -275,7 +275,7 @@ static bool may_hold(const gs_fstream *s, uint64_t size)
     const gs_frow *r = s->rows[fl];
     if (!r || !(r->bits >> sl)) return false;
     if (r->bits >> sl >> 1) return true;
-    return treap_max(r->cls[sl])->size >= size;
+    return class_max(r, sl)->size >= size;
 }
 
 gs_block *gs_pool_first_fit(const gs_heap *h, unsigned pool, uint32_t stream, uint64_t size)

@@ -47,13 +47,11 @@ static void tally(gs_stat a[GS_STAT_TYPES], int t, int64_t v)
     a[t].current += v;
 }
 
-/* Walk a treap in order, checking order, heap property, and that it holds only blocks in state
- * (free, or unmapped) with the key that state implies; returns the node count. */
-static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs_block *n,
-                         const gs_block **last, uint8_t state)
+/* Block n, met in an index's order after *last: in state (free, or unmapped), with the key that
+ * state implies, of the pool, after *last. */
+static void check_node(check_ctx *c, unsigned pool, const gs_block *n, const gs_block **last,
+                       uint8_t state)
 {
-    if (!n) return 0;
-    size_t k = check_tree(c, h, pool, n->left, last, state);
     INSIST(c, n->state == state, "index of pool %u holds a block in state %d, not %d (" ADDR ")",
            pool, n->state, state, n->addr);
     INSIST(c, n->skey == skey_of(n->stream, state == GS_BLOCK_FREE ? n->size : 0),
@@ -61,11 +59,21 @@ static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs
     INSIST(c, n->pool == pool, "block " ADDR " is in the index of pool %u but belongs to pool %u",
            n->addr, pool, n->pool);
     if (*last) INSIST(c, key_of(*last) < key_of(n), "index of pool %u out of order", pool);
+    *last = n;
+}
+
+/* Walk a treap in order, checking order, heap property, and that it holds only blocks in state
+ * (free, or unmapped) with the key that state implies; returns the node count. */
+static size_t check_tree(check_ctx *c, const gs_heap *h, unsigned pool, const gs_block *n,
+                         const gs_block **last, uint8_t state)
+{
+    if (!n) return 0;
+    size_t k = check_tree(c, h, pool, n->left, last, state);
+    check_node(c, pool, n, last, state);
     if (n->left)
         INSIST(c, prio_of(n->left->addr) <= prio_of(n->addr), "treap heap property broken");
     if (n->right)
         INSIST(c, prio_of(n->right->addr) <= prio_of(n->addr), "treap heap property broken");
-    *last = n;
     return k + 1 + check_tree(c, h, pool, n->right, last, state);
 }
 
@@ -294,11 +302,35 @@ static void check_whole(check_ctx *c, const gs_heap *h, unsigned pool)
            pool, x->nwhole, c->free_whole[pool]);
 }
 
-/* Pool i's size-class index: every class's treap holds blocks of that stream and class only,
- * in order, with the heap property; the bitmaps mark exactly the classes and rows that
- * hold blocks; the counts, each stream's largest and the tournament agree with what the treaps
- * hold. Then a walk in the policies' view (gs_pool_first/next, and back with last/prev) meets
- * every block once, in strictly ascending order, and the lower bound of each (stream, size)
+/* Class sl of row r in pool's index: a treap (check_tree), or a sorted list of free blocks,
+ * each linked back to the one before and the head back to the tail. Returns its blocks; the
+ * last in *last. */
+static size_t check_class(check_ctx *c, const gs_heap *h, unsigned pool, const gs_frow *r,
+                          unsigned sl, const gs_block **last)
+{
+    if (class_is_tree(r, sl)) {
+        INSIST(c, r->cls[sl] != NULL, "pool %u: treap class %u is empty", pool, sl);
+        return check_tree(c, h, pool, r->cls[sl], last, GS_BLOCK_FREE);
+    }
+    size_t k = 0;
+    const gs_block *prev = NULL;
+    for (const gs_block *b = r->cls[sl]; b && k <= c->free_blocks[pool]; b = b->left, k++) {
+        check_node(c, pool, b, last, GS_BLOCK_FREE);
+        if (prev)
+            INSIST(c, b->right == prev, "pool %u: class %u's list: block " ADDR " links back wrong",
+                   pool, sl, b->addr);
+        prev = b;
+    }
+    INSIST(c, !prev || r->cls[sl]->right == prev,
+           "pool %u: class %u's head does not lead to its tail", pool, sl);
+    return k;
+}
+
+/* Pool i's size-class index: every class's list or treap holds blocks of that stream and class
+ * only, in order (a treap with the heap property); the bitmaps mark exactly the classes and rows
+ * that hold blocks; the counts, each stream's largest and the tournament agree with what the
+ * classes hold. Then a walk in the policies' view (gs_pool_first/next, and back with last/prev)
+ * meets every block once, in strictly ascending order, and the lower bound of each (stream, size)
  * met is its first block. Returns the blocks held. */
 static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
 {
@@ -322,12 +354,12 @@ static size_t check_findex(check_ctx *c, const gs_heap *h, unsigned i)
                 INSIST(c, !!(r->bits >> sl & 1) == (r->cls[sl] != NULL),
                        "pool %u stream %u: class %u.%u's bit is wrong", i, si, fl, sl);
                 const gs_block *last = NULL;
-                size_t k = check_tree(c, h, i, r->cls[sl], &last, GS_BLOCK_FREE);
+                size_t k = check_class(c, h, i, r, sl, &last);
                 n += k;
                 if (last) largest = MAX(largest, last->size);
-                /* every block of this treap is of its stream and class */
-                for (const gs_block *b = r->cls[sl] ? treap_min(r->cls[sl]) : NULL; b;
-                     b = treap_after(r->cls[sl], key_of(b))) {
+                /* every block of this class is of its stream and class */
+                for (const gs_block *b = r->cls[sl] ? class_min(r, sl) : NULL; b;
+                     b = class_after(r, sl, b)) {
                     unsigned bsl, bfl = size_class(b->size, &bsl);
                     INSIST(c, b->stream == si && bfl == fl && bsl == sl && b->fl == fl &&
                                   b->sl == sl,

@@ -6,8 +6,8 @@
  * that cross files on the hot path (index descents, block structs, statistics) are static
  * inline here, so the split into files adds no call where a replay spends its time.
  *
- *   index.c       the free-block indexes (size classes of treaps per pool and stream; a treap
- *                 for unmapped blocks) and the policies' view of them
+ *   index.c       the free-block indexes (size classes, each a list or a treap, per pool and
+ *                 stream; a treap for unmapped blocks) and the policies' view of them
  *   heap.c        blocks, segments, malloc and free, the out-of-memory ladder, release
  *   expandable.c  expandable segments: reserve, map, unmap, release
  *   stitch.c      stitched expandable segments: growth by moving free physical handles
@@ -51,25 +51,33 @@ typedef struct {
 } gs_tree;
 
 /* A pool's free blocks, in PyTorch's order (stream, size, addr), as two-level segregated size
- * classes (TLSF's) per stream, each class a small treap by (size, addr):
- *   class    sizes [32 + sl, 33 + sl) << (row - 1) for row >= 1 (32 classes per power of two);
- *            row 0 holds the sizes below 32, one class each. Classes ascend with size, so a
- *            lower bound is the lower bound within the request's own class, else the smallest
- *            block of the next class that holds blocks, which two bitmaps give at once (no
- *            descent through the blocks of other sizes);
+ * classes (TLSF's) per stream, each class a sorted list or a treap by (size, addr):
+ *   class    sizes [GS_SL + sl, GS_SL + sl + 1) << (row - 1) for row >= 1 (GS_SL = 64
+ *            classes per power of two); row 0 holds the sizes below GS_SL, one class each.
+ *            Classes ascend with size, so a lower bound is the lower bound within the
+ *            request's own class, else the smallest block of the next class that holds
+ *            blocks, which two bitmaps give at once (no descent through other sizes);
  *   stream   its rows (allocated when first used), and the largest size it holds, brought up
  *            to date when asked for (the largest moves on most updates where a pool grows by
  *            mapping pages: an update only marks the stream);
  *   pool     its streams by index, and a tournament tree over the streams' largest sizes,
  *            whose root is the pool's.
- * Removing a known block descends only its class's treap. */
+ * A class is a sorted list until a walk along it (an insertion's, a lower bound's) would pass
+ * more than GS_CLASS_WALK blocks; then a treap until it is empty again. Most classes hold a few
+ * blocks, or many of one size where a freed block's place is near the list's head (the lowest
+ * addresses are reused first): a short walk costs fewer instructions and far fewer mispredicted
+ * branches than a treap's descent, and removing a known block from a list is a splice. The
+ * treap keeps a class of thousands (10^6 live blocks) logarithmic, and no walk is longer than
+ * GS_CLASS_WALK. */
 #define GS_SL_BITS 6
 #define GS_SL (1u << GS_SL_BITS)
 #define GS_FL (48 - GS_SL_BITS + 1) /* rows for every size below 2^48 (GS_KEY_SIZE_BITS) */
+#define GS_CLASS_WALK 64 /* the longest walk along a class's list; a longer one makes a treap */
 
 typedef struct {
     uint64_t bits;          /* classes that hold blocks */
-    gs_block *cls[GS_SL];   /* each class's treap */
+    uint64_t tree;          /* classes kept as a treap; the others are sorted lists */
+    gs_block *cls[GS_SL];   /* each class's list head, or its treap's root */
 } gs_frow;
 
 typedef struct {
@@ -426,6 +434,118 @@ static inline gs_block *index_next(const gs_tree *p, const gs_block *b)
     return treap_after(p->root, key_of(b));
 }
 
+/* ---- a size class: a sorted list, or a treap ----
+ *
+ * A list runs through left (the next block, larger key; NULL at the tail) and right (the
+ * previous block; the head's is the tail, so both ends are one load away). Its blocks are of
+ * one stream, so the order (size, addr) is skey's, then addr's. */
+
+static inline bool class_is_tree(const gs_frow *r, unsigned sl)
+{
+    return r->tree >> sl & 1;
+}
+
+static inline gs_block *class_min(const gs_frow *r, unsigned sl)
+{
+    return class_is_tree(r, sl) ? treap_min(r->cls[sl]) : r->cls[sl];
+}
+
+static inline gs_block *class_max(const gs_frow *r, unsigned sl)
+{
+    return class_is_tree(r, sl) ? treap_max(r->cls[sl]) : r->cls[sl]->right;
+}
+
+/* The block after b in its class, or NULL; and the one before. */
+static inline gs_block *class_after(const gs_frow *r, unsigned sl, const gs_block *b)
+{
+    return class_is_tree(r, sl) ? treap_after(r->cls[sl], key_of(b)) : b->left;
+}
+
+static inline gs_block *class_before(const gs_frow *r, unsigned sl, const gs_block *b)
+{
+    if (class_is_tree(r, sl)) return treap_before(r->cls[sl], key_of(b));
+    return b == r->cls[sl] ? NULL : b->right;
+}
+
+void gs_class_to_tree(gs_frow *r, unsigned sl);
+
+/* The first block of the class with skey >= key (the class's blocks are of key's stream), and
+ * in *link the treap's link to it; NULL if none. A list whose walk gets too long becomes a
+ * treap first (a change of form: the policies' const view may cause it too). */
+GS_HOT gs_block *class_lower_bound(gs_frow *r, unsigned sl, uint64_t key, gs_block ***link)
+{
+    if (G_LIKELY(!class_is_tree(r, sl))) {
+        gs_block *b = r->cls[sl];
+        for (unsigned i = 0; b && b->skey < key; i++, b = b->left)
+            if (G_UNLIKELY(i == GS_CLASS_WALK)) goto tree;
+        return b;
+    tree:
+        gs_class_to_tree(r, sl);
+    }
+    *link = treap_lower_bound_link(&r->cls[sl], (gs_key)key << 64);
+    return *link ? **link : NULL;
+}
+
+/* Insert b (its skey set) into class sl of row r. */
+GS_HOT void class_insert(gs_frow *r, unsigned sl, gs_block *b)
+{
+    if (G_UNLIKELY(class_is_tree(r, sl))) {
+        treap_insert(&r->cls[sl], b);
+        return;
+    }
+    gs_block *h = r->cls[sl];
+    gs_key k = key_of(b);
+    if (!h || k < key_of(h)) { /* the new head */
+        b->left = h;
+        b->right = h ? h->right : b;
+        if (h) h->right = b;
+        r->cls[sl] = b;
+        return;
+    }
+    gs_block *p = h;
+    for (unsigned i = 0; p->left && key_of(p->left) < k; i++, p = p->left) {
+        if (G_UNLIKELY(i == GS_CLASS_WALK)) {
+            gs_class_to_tree(r, sl);
+            treap_insert(&r->cls[sl], b);
+            return;
+        }
+    }
+    gs_block *n = p->left;
+    b->left = n;
+    b->right = p;
+    p->left = b;
+    if (n) n->right = b;
+    else h->right = b; /* the new tail */
+}
+
+/* Take b out of class sl of row r; link is the treap's link to it (unused for a list). */
+GS_HOT void class_unlink(gs_frow *r, unsigned sl, gs_block **link, gs_block *b)
+{
+    if (G_UNLIKELY(class_is_tree(r, sl))) {
+        treap_unlink(link, b);
+        if (!r->cls[sl]) r->tree &= ~(UINT64_C(1) << sl); /* empty: a list again */
+        return;
+    }
+    gs_block *h = r->cls[sl], *n = b->left, *p = b->right;
+    if (b == h) {
+        r->cls[sl] = n;
+        if (n) n->right = p; /* p is the tail */
+    } else {
+        p->left = n;
+        if (n) n->right = p;
+        else h->right = p; /* the new tail */
+    }
+}
+
+/* The treap's link to b, a block of tree class sl. */
+static inline gs_block **class_link(gs_frow *r, unsigned sl, const gs_block *b)
+{
+    gs_block **link = &r->cls[sl];
+    gs_key k = key_of(b);
+    while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
+    return link;
+}
+
 /* ---- the size-class index of free blocks ---- */
 
 /* The class of a size: its row, and its class within the row in *sl. */
@@ -445,7 +565,7 @@ typedef struct {
     gs_fstream *s;
     gs_frow *r;
     unsigned fl, sl;
-    gs_block **link;
+    gs_block **link; /* in a treap class; NULL in a list */
 } gs_fpos;
 
 /* The smallest block of stream's with size >= size (the best fit's candidate), with its
@@ -458,10 +578,9 @@ GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint
     if (!s || !s->rows_bits) return NULL;
     unsigned sl, fl = size_class(size, &sl);
     gs_frow *r = s->rows[fl];
-    gs_block **link = NULL;
-    if (r && (r->bits >> sl & 1))
-        link = treap_lower_bound_link(&r->cls[sl], make_key(stream, size, 0));
-    if (!link) {
+    gs_block **link = NULL, *b = NULL;
+    if (r && (r->bits >> sl & 1)) b = class_lower_bound(r, sl, skey_of(stream, size), &link);
+    if (!b) {
         uint64_t above = r ? r->bits >> sl >> 1 : 0; /* the row's larger classes */
         if (above) {
             sl += 1 + (unsigned)__builtin_ctzll(above);
@@ -473,14 +592,16 @@ GS_HOT gs_block *findex_lower_bound_in(const gs_findex *x, uint32_t stream, uint
             sl = (unsigned)__builtin_ctzll(r->bits);
         }
         link = &r->cls[sl];
-        while ((*link)->left) link = &(*link)->left;
+        if (G_UNLIKELY(class_is_tree(r, sl)))
+            while ((*link)->left) link = &(*link)->left;
+        b = *link;
     }
     at->s = s;
     at->r = r;
     at->fl = fl;
     at->sl = sl;
     at->link = link;
-    return *link;
+    return b;
 }
 
 /* The *_as forms take plain (gs_heap.plain) as a constant: gs_heap_malloc and gs_heap_free
@@ -499,7 +620,7 @@ GS_HOT void findex_insert_as(gs_findex *x, gs_block *b, const bool plain)
     if (G_UNLIKELY(!r)) r = gs_findex_row_new(s, fl);
     s->rows_bits |= UINT64_C(1) << fl;
     r->bits |= UINT64_C(1) << sl;
-    treap_insert(&r->cls[sl], b);
+    class_insert(r, sl, b);
     if (!s->dirty && b->size > s->largest) gs_findex_mark(x, s, st);
     if (!plain && G_UNLIKELY(s->addr_order)) gs_addr_insert(x, s, b);
 }
@@ -510,11 +631,11 @@ GS_HOT void findex_insert(gs_findex *x, gs_block *b) { findex_insert_as(x, b, fa
 GS_HOT void findex_unlink_as(gs_findex *x, const gs_fpos *at, gs_block *b, const bool plain)
 {
     gs_fstream *s = at->s;
-    treap_unlink(at->link, b);
-    if (!at->r->cls[at->sl]) {
-        at->r->bits &= ~(UINT64_C(1) << at->sl);
-        if (!at->r->bits) s->rows_bits &= ~(UINT64_C(1) << at->fl);
-    }
+    class_unlink(at->r, at->sl, at->link, b);
+    /* an emptied class, then an emptied row, leaves its bitmap: masks, not branches (whether a
+     * class empties is as good as random) */
+    at->r->bits &= ~((uint64_t)(at->r->cls[at->sl] == NULL) << at->sl);
+    s->rows_bits &= ~((uint64_t)(at->r->bits == 0) << at->fl);
     if (!s->dirty && b->size == s->largest) gs_findex_mark(x, s, b->stream);
     if (!plain && G_UNLIKELY(s->addr_order)) gs_addr_remove(x, s, b);
 }
@@ -524,7 +645,8 @@ GS_HOT void findex_unlink(gs_findex *x, const gs_fpos *at, gs_block *b)
     findex_unlink_as(x, at, b, false);
 }
 
-/* Take out b, a block of the index: a descent of its class's treap only. */
+/* Take out b, a block of the index: a splice from its class's list, or a descent of its
+ * class's treap. */
 GS_HOT void findex_remove_as(gs_findex *x, gs_block *b, const bool plain)
 {
     gs_fpos at;
@@ -532,10 +654,7 @@ GS_HOT void findex_remove_as(gs_findex *x, gs_block *b, const bool plain)
     at.fl = b->fl;
     at.sl = b->sl;
     at.r = at.s->rows[at.fl];
-    gs_block **link = &at.r->cls[at.sl];
-    gs_key k = key_of(b);
-    while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    at.link = link;
+    at.link = G_UNLIKELY(class_is_tree(at.r, at.sl)) ? class_link(at.r, at.sl, b) : NULL;
     findex_unlink_as(x, &at, b, plain);
 }
 
@@ -545,7 +664,7 @@ GS_HOT void findex_remove(gs_findex *x, gs_block *b) { findex_remove_as(x, b, fa
  * first of a later class. The policies' view steps on to later streams (gs_pool_next). */
 GS_HOT gs_block *findex_next_in(const gs_findex *x, const gs_block *b)
 {
-    gs_block *n = treap_after(x->s[b->stream]->rows[b->fl]->cls[b->sl], key_of(b));
+    gs_block *n = class_after(x->s[b->stream]->rows[b->fl], b->sl, b);
     return n ? n : gs_findex_after_class(x, b);
 }
 

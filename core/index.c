@@ -1,14 +1,14 @@
 /* index.c - the free-block indexes and the policies' view of them (gs_pool_*, core.h).
  *
  * A pool's free blocks are kept in PyTorch's order (stream, size, addr) by segregated size
- * classes (core-int.h, gs_findex): per stream, 32 classes per power of two found through two
- * bitmaps, each class a small treap by (size, addr). A best fit descends one class's treap (a
- * handful of blocks of nearly the same size) or none; removing a known block descends its
- * class's treap only; the pool's largest free block is the root of a tournament over its
- * streams' largest, brought up to date when asked for. The hot paths (lower bound, insert,
- * remove) are static inline in core-int.h, with the treaps' insertion and unlinking; here are
- * the cold paths (a stream's or a row's first use, refreshing the largest), stepping through the
- * order, and the policies' view.
+ * classes (core-int.h, gs_findex): per stream, 64 classes per power of two found through two
+ * bitmaps, each class a sorted list or, once a walk along it gets long (GS_CLASS_WALK), a
+ * treap by (size, addr). A best fit walks or descends one class (a handful of blocks of nearly the
+ * same size) or none; removing a known block splices it from its list or descends its class's
+ * treap; the pool's largest free block is the root of a tournament over its streams' largest,
+ * brought up to date when asked for. The hot paths (lower bound, insert, remove) are static inline
+ * in core-int.h, with the treaps' insertion and unlinking; here are the cold paths (a stream's or a
+ * row's first use, refreshing the largest), stepping through the order, and the policies' view.
  *
  * The treaps are intrusive (their links live in the blocks), so inserting and removing never
  * allocate; priorities come from a hash of the address, so a replay is deterministic. A pool's
@@ -27,6 +27,20 @@ void gs_segment_too_large(const gs_segment *s)
 }
 
 /* ---- the size-class index: cold paths ---- */
+
+/* A walk along class sl of row r got too long: its list becomes a treap, which it stays until
+ * it is empty. */
+void gs_class_to_tree(gs_frow *r, unsigned sl)
+{
+    gs_block *b = r->cls[sl];
+    r->cls[sl] = NULL;
+    r->tree |= UINT64_C(1) << sl;
+    while (b) {
+        gs_block *next = b->left; /* treap_insert rewrites b's links */
+        treap_insert(&r->cls[sl], b);
+        b = next;
+    }
+}
 
 /* Recompute the tournament above leaf i. */
 static void tournament_fix(gs_findex *x, uint32_t i)
@@ -76,14 +90,14 @@ static gs_block *stream_first(const gs_fstream *s)
 {
     unsigned fl = (unsigned)__builtin_ctzll(s->rows_bits);
     const gs_frow *r = s->rows[fl];
-    return treap_min(r->cls[__builtin_ctzll(r->bits)]);
+    return class_min(r, (unsigned)__builtin_ctzll(r->bits));
 }
 
 static gs_block *stream_last(const gs_fstream *s)
 {
     unsigned fl = 63u - (unsigned)__builtin_clzll(s->rows_bits);
     const gs_frow *r = s->rows[fl];
-    return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
+    return class_max(r, 63u - (unsigned)__builtin_clzll(r->bits));
 }
 
 /* Bring the marked streams' largest, and the tournament above them, up to date. */
@@ -159,11 +173,11 @@ gs_block *gs_findex_after_class(const gs_findex *x, const gs_block *b)
     unsigned fl = b->fl, sl = b->sl;
     const gs_frow *r = s->rows[fl];
     uint64_t above = r->bits >> sl >> 1;
-    if (above) return treap_min(r->cls[sl + 1 + __builtin_ctzll(above)]);
+    if (above) return class_min(r, sl + 1 + (unsigned)__builtin_ctzll(above));
     uint64_t rows = s->rows_bits >> fl >> 1;
     if (rows) {
         r = s->rows[fl + 1 + __builtin_ctzll(rows)];
-        return treap_min(r->cls[__builtin_ctzll(r->bits)]);
+        return class_min(r, (unsigned)__builtin_ctzll(r->bits));
     }
     return NULL;
 }
@@ -173,14 +187,14 @@ gs_block *gs_findex_prev(const gs_findex *x, const gs_block *b)
     const gs_fstream *s = x->s[b->stream];
     unsigned sl, fl = size_class(b->size, &sl);
     const gs_frow *r = s->rows[fl];
-    gs_block *n = treap_before(r->cls[sl], key_of(b));
+    gs_block *n = class_before(r, sl, b);
     if (n) return n;
     uint64_t below = r->bits & ((UINT64_C(1) << sl) - 1);
-    if (below) return treap_max(r->cls[63 - __builtin_clzll(below)]);
+    if (below) return class_max(r, 63u - (unsigned)__builtin_clzll(below));
     uint64_t rows = s->rows_bits & ((UINT64_C(1) << fl) - 1);
     if (rows) {
         r = s->rows[63 - __builtin_clzll(rows)];
-        return treap_max(r->cls[63 - __builtin_clzll(r->bits)]);
+        return class_max(r, 63u - (unsigned)__builtin_clzll(r->bits));
     }
     uint32_t i = stream_before(x, b->stream);
     return i != UINT32_MAX ? stream_last(x->s[i]) : NULL;
