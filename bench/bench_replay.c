@@ -17,14 +17,18 @@
  *
  * Scaling: the cost per event as the number of live allocations grows.
  *
- *   bench_replay --scaling [--live N]... [--streams S] [--steady M] [--policy SPEC]... [--runs K]
- *   bench_replay --scaling-trace N [--streams S] [--steady M] -o FILE
+ *   bench_replay --scaling [--live N]... [--streams S] [--steady M] [--random-free]
+ *                [--policy SPEC]... [--runs K]
+ *   bench_replay --scaling-trace N [--streams S] [--steady M] [--random-free] -o FILE
  *
  * For each N (default 10^3, 10^4, 10^5, 10^6) the generator below (scaling_trace) builds a trace
  * that ramps up to N live allocations and then churns at that level; it is replayed once per
  * run, and a trace of its ramp alone is replayed too, so the ramp's cost and the steady state's
  * can be told apart: steady ns/event = (CPU of the whole trace - CPU of the ramp) / churn events.
  * --scaling-trace writes the trace for one N (gpusim replay can then replay it).
+ * --random-free churns the other way: every step frees a random live allocation and makes a new
+ * one in its place, so every event lands anywhere in the heap (the default churn's FIFO of
+ * temporaries keeps most events in a small hot set).
  *
  * A benchmark, not a test: it asserts nothing and is not run by 'meson test'.
  */
@@ -186,9 +190,12 @@ typedef struct {
  *            1/4 the turnover of one random long-lived allocation (its free and a new
  *            allocation: the accesses that land anywhere in the heap), else a
  *            short-lived alloc+free pair.
+ *   random   (random_free) per step, 2 events: the free of a random long-lived allocation and
+ *            a new one in its place.
  * Streams: every allocation on stream (i mod streams), i its index. ramp_only: stop after the
  * ramp and free nothing more. */
-static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool ramp_only)
+static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool random_free,
+                               bool ramp_only)
 {
     gs_trace *t = gs_trace_new();
     uint64_t rng = 1;
@@ -207,7 +214,13 @@ static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool r
         }
         peak_bytes = MAX(peak_bytes, live_bytes);
     }
-    if (!ramp_only) {
+    if (!ramp_only && random_free) {
+        for (size_t e = 0; L.n && e < steady; e += 2) {
+            size_t j = rng_next(&rng) % L.n;
+            gs_trace_add_free(t, L.slot[j]);
+            L.slot[j] = ALLOC(scaling_size(&rng));
+        }
+    } else if (!ramp_only) {
         enum { FIFO = 64 };
         uint32_t fifo[FIFO];
         size_t head = 0, filled = 0;
@@ -233,8 +246,8 @@ static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool r
     char *v = g_strdup_printf("%" G_GUINT64_FORMAT, total);
     gs_trace_set_meta(t, "device_total_bytes", v);
     g_free(v);
-    char *src = g_strdup_printf("bench_replay --scaling-trace %zu --streams %u --steady %zu", N,
-                                streams, steady);
+    char *src = g_strdup_printf("bench_replay --scaling-trace %zu --streams %u --steady %zu%s",
+                                N, streams, steady, random_free ? " --random-free" : "");
     gs_trace_set_meta(t, "source", src);
     g_free(src);
     g_free(L.slot);
@@ -246,10 +259,10 @@ static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool r
 static size_t default_steady(size_t N) { return MAX((size_t)3000000, 3 * N); }
 
 static int bench_scaling(const size_t *live, int nlive, unsigned streams, size_t steady_arg,
-                         const char *const *specs, int nspecs, unsigned runs)
+                         bool random_free, const char *const *specs, int nspecs, unsigned runs)
 {
-    printf("scaling: %u stream(s), %u runs each; CPU time per event, median (min-max)\n", streams,
-           runs);
+    printf("scaling: %u stream(s), %s churn, %u runs each; CPU time per event, median "
+           "(min-max)\n", streams, random_free ? "random-free" : "FIFO", runs);
     for (int s = 0; s < nspecs; s++) {
         GError *err = NULL;
         gs_policy *p = gs_policy_new(specs[s], &err);
@@ -264,8 +277,8 @@ static int bench_scaling(const size_t *live, int nlive, unsigned streams, size_t
         double first_steady = 0;
         for (int i = 0; i < nlive; i++) {
             size_t steady = steady_arg ? steady_arg : default_steady(live[i]);
-            gs_trace *full = scaling_trace(live[i], streams, steady, false);
-            gs_trace *ramp = scaling_trace(live[i], streams, steady, true);
+            gs_trace *full = scaling_trace(live[i], streams, steady, random_free, false);
+            gs_trace *ramp = scaling_trace(live[i], streams, steady, random_free, true);
             double whole[MAX_RUNS], rampv[MAX_RUNS], st[MAX_RUNS];
             bool stopped = false;
             for (unsigned k = 0; k < runs; k++) {
@@ -307,9 +320,9 @@ static int usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [TRACE]... [--policy SPEC]... [--repeat N] [--runs K] [--capacity SIZE]\n"
             "           [--continue-on-oom] [--raw]\n"
-            "       %s --scaling [--live N]... [--streams S] [--steady M] [--policy SPEC]... "
-            "[--runs K]\n"
-            "       %s --scaling-trace N [--streams S] [--steady M] -o FILE\n",
+            "       %s --scaling [--live N]... [--streams S] [--steady M] [--random-free]\n"
+            "                [--policy SPEC]... [--runs K]\n"
+            "       %s --scaling-trace N [--streams S] [--steady M] [--random-free] -o FILE\n",
             argv0, argv0, argv0);
     return 2;
 }
@@ -323,7 +336,7 @@ int main(int argc, char **argv)
     unsigned repeat = 200, runs = 7, streams = 1;
     uint64_t capacity = 0;
     size_t steady = 0, trace_n = 0;
-    bool continue_on_oom = false, raw = false, scaling = false;
+    bool continue_on_oom = false, raw = false, scaling = false, random_free = false;
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -341,6 +354,7 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--continue-on-oom") == 0) continue_on_oom = true;
         else if (strcmp(a, "--raw") == 0) raw = true;
         else if (strcmp(a, "--scaling") == 0) scaling = true;
+        else if (strcmp(a, "--random-free") == 0) random_free = true;
         else if (strcmp(a, "--live") == 0 && has && nlive < MAX_LIVE)
             live[nlive++] = (size_t)strtoull(argv[++i], NULL, 10);
         else if (strcmp(a, "--streams") == 0 && has) streams = (unsigned)atoi(argv[++i]);
@@ -361,7 +375,7 @@ int main(int argc, char **argv)
     if (trace_n) {
         if (!out) return usage(argv[0]);
         gs_trace *t = scaling_trace(trace_n, streams, steady ? steady : default_steady(trace_n),
-                                    false);
+                                    random_free, false);
         GError *err = NULL;
         gboolean ok = gs_trace_save(t, out, &err);
         if (!ok) {
@@ -378,7 +392,7 @@ int main(int argc, char **argv)
             static const size_t dflt[] = {1000, 10000, 100000, 1000000};
             for (nlive = 0; nlive < 4; nlive++) live[nlive] = dflt[nlive];
         }
-        return bench_scaling(live, nlive, streams, steady, specs, nspecs, runs);
+        return bench_scaling(live, nlive, streams, steady, random_free, specs, nspecs, runs);
     }
     if (npaths == 0) paths[npaths++] = GS_SOURCE_ROOT "/traces/data/gpt2.gstrace.gz";
     for (int i = 0; i < npaths; i++) {
