@@ -246,8 +246,8 @@ static gs_trace *scaling_trace(size_t N, unsigned streams, size_t steady, bool r
     char *v = g_strdup_printf("%" G_GUINT64_FORMAT, total);
     gs_trace_set_meta(t, "device_total_bytes", v);
     g_free(v);
-    char *src = g_strdup_printf("bench_replay --scaling-trace %zu --streams %u --steady %zu%s",
-                                N, streams, steady, random_free ? " --random-free" : "");
+    char *src = g_strdup_printf("bench_replay --scaling-trace %zu --streams %u --steady %zu%s", N,
+                                streams, steady, random_free ? " --random-free" : "");
     gs_trace_set_meta(t, "source", src);
     g_free(src);
     g_free(L.slot);
@@ -262,7 +262,8 @@ static int bench_scaling(const size_t *live, int nlive, unsigned streams, size_t
                          bool random_free, const char *const *specs, int nspecs, unsigned runs)
 {
     printf("scaling: %u stream(s), %s churn, %u runs each; CPU time per event, median "
-           "(min-max)\n", streams, random_free ? "random-free" : "FIFO", runs);
+           "(min-max)\n",
+           streams, random_free ? "random-free" : "FIFO", runs);
     for (int s = 0; s < nspecs; s++) {
         GError *err = NULL;
         gs_policy *p = gs_policy_new(specs[s], &err);
