@@ -355,12 +355,18 @@ GS_HOT void treap_unlink(gs_block **link, gs_block *b)
     }
 }
 
-static inline void index_remove(gs_tree *p, gs_block *b)
+/* The link to b, a block of the treap at *root: a descent by b's key. */
+static inline gs_block **treap_link(gs_block **root, const gs_block *b)
 {
-    gs_block **link = &p->root;
+    gs_block **link = root;
     gs_key k = key_of(b);
     while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    treap_unlink(link, b);
+    return link;
+}
+
+static inline void index_remove(gs_tree *p, gs_block *b)
+{
+    treap_unlink(treap_link(&p->root, b), b);
     p->count--;
 }
 
@@ -537,15 +543,6 @@ GS_HOT void class_unlink(gs_frow *r, unsigned sl, gs_block **link, gs_block *b)
     }
 }
 
-/* The treap's link to b, a block of tree class sl. */
-static inline gs_block **class_link(gs_frow *r, unsigned sl, const gs_block *b)
-{
-    gs_block **link = &r->cls[sl];
-    gs_key k = key_of(b);
-    while (*link != b) link = k < key_of(*link) ? &(*link)->left : &(*link)->right;
-    return link;
-}
-
 /* ---- the size-class index of free blocks ---- */
 
 /* The class of a size: its row, and its class within the row in *sl. */
@@ -654,7 +651,7 @@ GS_HOT void findex_remove_as(gs_findex *x, gs_block *b, const bool plain)
     at.fl = b->fl;
     at.sl = b->sl;
     at.r = at.s->rows[at.fl];
-    at.link = G_UNLIKELY(class_is_tree(at.r, at.sl)) ? class_link(at.r, at.sl, b) : NULL;
+    at.link = G_UNLIKELY(class_is_tree(at.r, at.sl)) ? treap_link(&at.r->cls[at.sl], b) : NULL;
     findex_unlink_as(x, &at, b, plain);
 }
 
