@@ -1,9 +1,14 @@
 /* addrtree.c - entries keyed by address with the largest weight below each node (addrtree.h).
  *
  * The nodes live in one array (index 0 the empty tree, freed nodes chained for reuse), each
- * with its entry, the largest weight in its subtree (maxw) and its children. Insertion and
- * removal are a descent with a split or a join where the key's priority puts it, fixing maxw on
- * the way back; the searches are descents steered by maxw.
+ * with its entry, the largest weight in its subtree (maxw) and its children. Insertion is a
+ * descent that raises maxw on the way down and splits the subtree where the key's priority puts
+ * it; removal and a new weight are a descent that remembers its path and fixes maxw back up it
+ * only as far as it changes. The searches are descents steered by maxw.
+ *
+ * Loops, not recursion, and the early stop: a replay whose segments come and go under a cap
+ * makes several of these a cudaMalloc or cudaFree (BENCHMARKS.md, "The simulated device's
+ * placement with thousands of segments").
  */
 #include "addrtree.h"
 
@@ -19,6 +24,8 @@ struct gs_addrtree {
     size_t cap, used, len;
     uint32_t spare; /* freed nodes, chained through .l */
     uint32_t root;
+    uint32_t *path; /* a descent's nodes, root first (removal, set_weight) */
+    size_t path_cap;
 };
 
 /* The priority of a key: splitmix64's finalizer, a fixed function of the key. */
@@ -57,6 +64,7 @@ void gs_addrtree_free(gs_addrtree *t)
 {
     if (!t) return;
     g_free(t->nd);
+    g_free(t->path);
     g_free(t);
 }
 
@@ -96,18 +104,26 @@ static uint32_t join(gs_addrtree *t, uint32_t a, uint32_t b)
     return b;
 }
 
-static uint32_t insert_at(gs_addrtree *t, uint32_t x, uint32_t n)
+/* x at the end of the path (depth d so far). */
+static void push(gs_addrtree *t, size_t *d, uint32_t x)
 {
-    if (!x) return n;
-    if (above(t, n, x)) {
-        split(t, x, t->nd[n].e.key, &t->nd[n].l, &t->nd[n].r);
-        upd(t, n);
-        return n;
+    if (*d == t->path_cap) {
+        t->path_cap = t->path_cap ? 2 * t->path_cap : 64;
+        t->path = g_renew(uint32_t, t->path, t->path_cap);
     }
-    if (t->nd[n].e.key < t->nd[x].e.key) t->nd[x].l = insert_at(t, t->nd[x].l, n);
-    else t->nd[x].r = insert_at(t, t->nd[x].r, n);
-    upd(t, x);
-    return x;
+    t->path[(*d)++] = x;
+}
+
+/* maxw of the path's first d nodes again, deepest first, until one does not change: the nodes
+ * above it hold the same subtrees' weights as before. */
+static void fix_up(gs_addrtree *t, size_t d)
+{
+    while (d-- > 0) {
+        node *n = &t->nd[t->path[d]];
+        uint64_t m = MAX(n->e.weight, MAX(t->nd[n->l].maxw, t->nd[n->r].maxw));
+        if (m == n->maxw) return;
+        n->maxw = m;
+    }
 }
 
 void gs_addrtree_insert(gs_addrtree *t, uint64_t key, uint64_t weight, void *value)
@@ -123,46 +139,48 @@ void gs_addrtree_insert(gs_addrtree *t, uint64_t key, uint64_t weight, void *val
         n = (uint32_t)t->used++;
     }
     t->nd[n] = (node){.e = {key, weight, value}, .maxw = weight, .prio = prio(key)};
-    t->root = insert_at(t, t->root, n);
-    t->len++;
-}
-
-/* x without key's node; *gone is that node (0: key not in x). */
-static uint32_t remove_at(gs_addrtree *t, uint32_t x, uint64_t key, uint32_t *gone)
-{
-    if (!x) return 0;
-    if (t->nd[x].e.key == key) {
-        *gone = x;
-        return join(t, t->nd[x].l, t->nd[x].r);
+    /* down past the nodes that stay above n, each of which gets n's weight in its subtree */
+    uint32_t *link = &t->root;
+    while (*link && !above(t, n, *link)) {
+        node *x = &t->nd[*link];
+        x->maxw = MAX(x->maxw, weight);
+        link = key < x->e.key ? &x->l : &x->r;
     }
-    if (key < t->nd[x].e.key) t->nd[x].l = remove_at(t, t->nd[x].l, key, gone);
-    else t->nd[x].r = remove_at(t, t->nd[x].r, key, gone);
-    upd(t, x);
-    return x;
+    split(t, *link, key, &t->nd[n].l, &t->nd[n].r);
+    upd(t, n);
+    *link = n;
+    t->len++;
 }
 
 void *gs_addrtree_remove(gs_addrtree *t, uint64_t key)
 {
-    uint32_t gone = 0;
-    t->root = remove_at(t, t->root, key, &gone);
+    size_t d = 0;
+    uint32_t *link = &t->root;
+    while (*link && t->nd[*link].e.key != key) {
+        push(t, &d, *link);
+        node *x = &t->nd[*link];
+        link = key < x->e.key ? &x->l : &x->r;
+    }
+    uint32_t gone = *link;
     if (!gone) return NULL;
+    *link = join(t, t->nd[gone].l, t->nd[gone].r);
+    fix_up(t, d);
     t->nd[gone].l = t->spare;
     t->spare = gone;
     t->len--;
     return t->nd[gone].e.value;
 }
 
-static void set_at(gs_addrtree *t, uint32_t x, uint64_t key, uint64_t weight)
-{
-    if (!x) return;
-    if (t->nd[x].e.key == key) t->nd[x].e.weight = weight;
-    else set_at(t, key < t->nd[x].e.key ? t->nd[x].l : t->nd[x].r, key, weight);
-    upd(t, x);
-}
-
 void gs_addrtree_set_weight(gs_addrtree *t, uint64_t key, uint64_t weight)
 {
-    set_at(t, t->root, key, weight);
+    size_t d = 0;
+    uint32_t x = t->root;
+    for (; x && t->nd[x].e.key != key; x = key < t->nd[x].e.key ? t->nd[x].l : t->nd[x].r)
+        push(t, &d, x);
+    if (!x) return;
+    t->nd[x].e.weight = weight;
+    push(t, &d, x);
+    fix_up(t, d);
 }
 
 const gs_addrtree_entry *gs_addrtree_find(const gs_addrtree *t, uint64_t key)

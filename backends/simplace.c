@@ -253,8 +253,7 @@ static uint64_t range_base(gs_simplace *p, uint64_t v, uint64_t al)
          h = gs_addrtree_last_fit(p->holes, v + 1, h->key)) {
         uint64_t lo = h->key, hi = h->key + h->weight, b = (hi - v) / al * al;
         if (b <= lo) continue;
-        gs_addrtree_remove(p->holes, lo);
-        hole_add(p, lo, b); /* b > lo: the hole's bottom stays a hole */
+        gs_addrtree_set_weight(p->holes, lo, b - lo); /* b > lo: the hole's bottom stays */
         if (b + v < hi) hole_add(p, b + v, hi);
         return b;
     }
@@ -307,11 +306,9 @@ void gs_simplace_unplace(gs_simplace *p, uint64_t addr)
         gs_addrtree_remove(p->holes, up->key);
     }
     const gs_addrtree_entry *down = h.lo ? gs_addrtree_floor(p->holes, h.lo - 1) : NULL;
-    if (down && down->key + down->weight == h.lo) {
-        h.lo = down->key;
-        gs_addrtree_remove(p->holes, down->key);
-    }
-    if (h.lo == p->bottom) p->bottom = h.hi; /* the carved space shrinks */
+    if (down && down->key + down->weight == h.lo) /* the hole below grows over h */
+        gs_addrtree_set_weight(p->holes, down->key, h.hi - down->key);
+    else if (h.lo == p->bottom) p->bottom = h.hi; /* the carved space shrinks */
     else hole_add(p, h.lo, h.hi);
 }
 
