@@ -259,6 +259,9 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     g_ptr_array_add(argv, g_strdup(trace));
     g_ptr_array_add(argv, g_strdup("--reference"));
     g_ptr_array_add(argv, g_strdup(refp));
+    /* the bound is planned here, once: stored, it would cost the converter a rewrite of the
+     * trace read once */
+    g_ptr_array_add(argv, g_strdup("--no-bound"));
     g_ptr_array_add(argv, g_strdup("--")); /* the input's name is never an option */
     g_ptr_array_add(argv, g_strdup(input));
     g_ptr_array_add(argv, NULL);

@@ -157,7 +157,8 @@ class TestTraceOutput(ConverterTestCase):
     def test_exact_output(self):
         src = self.write_snapshot("basic.pickle",
                                   snapshot(BASIC_EVENTS, conf="expandable_segments:False"))
-        r = self.convert_ok(src, "-o", "out.gstrace", "--device-total", str(H100_TOTAL))
+        r = self.convert_ok(src, "-o", "out.gstrace", "--device-total", str(H100_TOTAL),
+                            "--no-bound")
         self.assertEqual(r.stderr, "")
         self.assertEqual(self.trace_lines(self.path("out.gstrace")), BASIC_EXPECTED)
 
@@ -551,7 +552,7 @@ class TestHostileInput(ConverterTestCase):
 
     def test_newline_in_file_name_is_escaped(self):
         src = self.write_snapshot("a\n# device_total_bytes: 1\rb.pickle", snapshot(BASIC_EVENTS))
-        self.convert_ok(src, "-o", "o.gstrace")
+        self.convert_ok(src, "-o", "o.gstrace", "--no-bound")
         lines = self.trace_lines(self.path("o.gstrace"))
         self.assertEqual(lines[1], "# source: pytorch-snapshot a\\x0a# device_total_bytes: 1"
                                    "\\x0db.pickle")
@@ -1355,6 +1356,54 @@ class TestReference(ConverterTestCase):
         self.assertEqual(self.trace_lines(self.path("gp.gstrace.gz"))[0], "# gpusim-trace 3")
 
 
+class TestBoundStored(ConverterTestCase):
+    """The offline bound in the output's header, written by gpusim convert where a gpusim is at
+    hand: the rest of the output is what --no-bound writes."""
+
+    @staticmethod
+    def package():
+        sys.path.insert(0, os.path.join(ROOT, "traces"))
+        import gsconvert.fastread
+        import gsconvert.output
+        return gsconvert
+
+    def test_bound_in_header_rest_unchanged(self):
+        gpusim = self.package().fastread.gpusim_program()
+        if gpusim is None:
+            self.skipTest("no gpusim built beside the converter or in build/")
+        src = self.write_snapshot("basic.pickle", snapshot(BASIC_EVENTS))
+        for out in ("o.gstrace", "o.gstrace.gz", "o.gsbin"):
+            self.convert_ok(src, "-o", out, "--device-total", str(H100_TOTAL))
+            self.convert_ok(src, "-o", "plain-" + out, "--device-total", str(H100_TOTAL),
+                            "--no-bound")
+        lines = self.trace_lines(self.path("o.gstrace"))
+        self.assertEqual([l for l in lines if not l.startswith("# offline_")],
+                         self.trace_lines(self.path("plain-o.gstrace")))
+        # the bound is gpusim convert's, of the trace without it
+        subprocess.run([gpusim, "convert", "-o", self.path("ref.gstrace"),
+                        self.path("plain-o.gstrace")], check=True)
+        self.assertEqual(lines, self.trace_lines(self.path("ref.gstrace")))
+        self.assertEqual(sum(l.startswith("# offline_bytes_by_device: 0=") for l in lines), 1)
+        os.unlink(self.path("ref.gstrace"))
+        self.assertEqual(self.trace_lines(self.path("o.gstrace.gz")), lines)
+        self.assertNotIn(b"offline_", open(self.path("plain-o.gsbin"), "rb").read())
+        self.assertIn(b"offline_bytes_by_device", open(self.path("o.gsbin"), "rb").read())
+        self.assertEqual(sorted(os.listdir(self.tmp)),
+                         sorted(["basic.pickle", "o.gstrace", "o.gstrace.gz", "o.gsbin",
+                                 "plain-o.gstrace", "plain-o.gstrace.gz", "plain-o.gsbin"]))
+
+    def test_failing_gpusim_leaves_the_trace_without_bound(self):
+        out = self.package().output
+        chunks = [b"# gpusim-trace 1\n", HEADER_COLS.encode() + b"\n", b"0,0,alloc,t,0,0,1,512\n"]
+        for name in ("t.gstrace", "t.gstrace.gz"):
+            got = out.write_bounded(self.path(name), iter(chunks), False, "/bin/false")
+            self.assertIsInstance(got, str)
+            self.assertEqual(self.trace_lines(self.path(name)),
+                             [c.decode().rstrip("\n") for c in chunks])
+        self.assertFalse(out.write_bounded("-", iter(chunks), False, "/bin/false"))
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["t.gstrace", "t.gstrace.gz"])
+
+
 class TestRmmLog(ConverterTestCase):
     def test_basic(self):
         log = ("Thread,Time,Action,Pointer,Size,Stream\n"
@@ -1362,7 +1411,7 @@ class TestRmmLog(ConverterTestCase):
                "140,23:59:59.999995,allocate,0x7f0000000400,256,0x5\n"
                "141,00:00:00.000010,free,0x7f0000000000,1024,0x0\n")
         src = self.write_bytes("rmm.csv", log.encode())
-        self.convert_ok(src, "-o", "out.gstrace", "--client", "rmm")
+        self.convert_ok(src, "-o", "out.gstrace", "--client", "rmm", "--no-bound")
         self.assertEqual(self.trace_lines(self.path("out.gstrace")), [
             "# gpusim-trace 1",
             "# source: rmm-log rmm.csv",

@@ -16,13 +16,13 @@ from .limits import ENV as MEMORY_ENV, MemoryBudget, default_budget, parse_bytes
 from .model import (_O_EMPTY, EXIT_ERROR, PROG, ConvertError, _is_int, _is_num, device_total_ok,
                     header_text, warn)
 from .snapshot import read_snapshot
-from .fastread import read_snapshot_fast
+from .fastread import gpusim_program, read_snapshot_fast
 from .inputs import READERS, Input, Progress, detect_format
 from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
-from .output import render_trace, write_chunks, write_whole
+from .output import render_trace, write_bounded, write_chunks, write_whole
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,6 +182,11 @@ def parse_args(argv):
                    help="show a progress line on stderr (entries read, share of the input, "
                         "rate), even when stderr is not a terminal; on a terminal it is shown "
                         "unless --quiet")
+    p.add_argument("--no-bound", action="store_true",
+                   help="do not store the offline bound in the output's header (by default "
+                        "gpusim convert, when a gpusim is found beside the converter or in the "
+                        "source tree's build/, writes the output with it, so that every replay "
+                        "reads the figure instead of planning it again)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line, even on a terminal")
     return p.parse_args(argv)
@@ -377,9 +382,14 @@ def convert(args, progress_stream=None, progress_enabled=False):
         pieces = gsbin.encode_rows(head, tr.rows, args.client.encode("utf-8"))
         if pieces is None:
             pieces = [gsbin.encode_text(head + b"".join(trace_chunks))]
-        write_chunks(args.output, pieces)
-    else:
+        trace_chunks = pieces
+    bounded = not args.no_bound and write_bounded(args.output, trace_chunks, binary,
+                                                   gpusim_program())
+    if not bounded:
         write_chunks(args.output, trace_chunks)
+    elif bounded is not True:
+        warn(source, f"the offline bound was not stored in {args.output} (gpusim convert: "
+                     f"{one_line(bounded)}); each replay plans it again")
     if ref is not None:
         # a NaN or an infinity (a sibling's memory_stats may hold one: Python's json reads them)
         # is no JSON: written as null, which gpusim reads as "not known"

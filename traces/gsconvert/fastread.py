@@ -31,11 +31,16 @@ _COLUMNS = (("action", "B"), ("deferred", "B"), ("stream", "Q"), ("addr", "q"), 
 
 def snapshot_reader():
     """The gpusim program that reads snapshots: $GPUSIM_SNAPSHOT_READER ('none' or empty: no
-    reader), else gpusim beside the converter (installed), else the source tree's build/gpusim;
-    None when there is none."""
+    reader), else gpusim_program()."""
     env = os.environ.get(ENV)
     if env is not None:
         return None if env in ("", "none") else env
+    return gpusim_program()
+
+
+def gpusim_program():
+    """gpusim beside the converter (installed), else the source tree's build/gpusim; None when
+    there is none."""
     here = os.path.dirname(os.path.realpath(sys.argv[0] or "."))
     package = os.path.dirname(os.path.abspath(__file__))
     for path in (os.path.join(here, "gpusim"),

@@ -5,6 +5,7 @@ import gzip
 import os
 import stat
 import struct
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -210,3 +211,46 @@ def maybe_gzip(path, data):
 
 
 _GZIP_HEADER = maybe_gzip(".gz", b"")[:10]      # what maybe_gzip writes before the deflate data
+
+
+def write_bounded(path, chunks, binary, gpusim):
+    """The trace (chunks: text, or the binary format when binary) written to path by `gpusim
+    convert`, which adds the offline bound to its header (offline_bytes_by_device): a replay of
+    the output then reads the figure instead of planning it, which took longer than the replay
+    (about 100 ms and 60 bytes an event more on 431,000 events; BENCHMARKS.md, "The bound
+    stored by the converter"). The trace goes to a temporary file beside path, uncompressed,
+    and gpusim writes path whole, compressing it when its name ends in .gz. False, with path
+    not written, when this cannot be done (standard output, a target that is not a regular
+    file, no gpusim); a gpusim that fails leaves the trace written as write_chunks writes it,
+    without the bound, and its message is returned."""
+    if gpusim is None or path == "-" or _exists_not_regular(path):
+        return False
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".convert-",
+                                   suffix=".gsbin" if binary else ".gstrace")
+        with os.fdopen(fd, "wb") as f:
+            for c in chunks:
+                f.write(c)
+        try:
+            # argv, no shell; "--": the temporary name is never an option
+            r = subprocess.run([gpusim, "convert", "-o", path, "--", tmp],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            failed = r.returncode != 0 and (r.stderr.decode("utf-8", "replace").strip()
+                                            or f"exit status {r.returncode}")
+        except OSError as e:
+            failed = f"{gpusim}: {e.strerror or e}"
+        if failed:
+            with open(tmp, "rb") as f:
+                write_chunks(path, iter(lambda: f.read(1 << 20), b""))
+            return failed
+        return True
+    except OSError as e:
+        raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
