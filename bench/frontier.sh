@@ -36,7 +36,7 @@ for p in "$here"/lab/results/h100-2026-12-05-predict/*.default.gstrace.gz \
          "$here"/lab/results/h200-2026-12-06-stitch/*-stitch.gstrace.gz; do
     [ -f "$p" ] && set -- "$@" "$p"
 done
-EAGER=stitch:headroom:0,grow:0,ahead:0,fine:0
+EAGER=stitch:headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0
 "$gpusim" frontier "$@" -p "$EAGER" -q -f csv -o "$out/frontier.csv" --plot "$out/plots"
 
 python3 - "$out/frontier.csv" "$EAGER" <<'PY'

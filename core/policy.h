@@ -67,6 +67,14 @@ typedef struct {
      * shared by a live block and free pages cannot); larger growths stay one handle (their
      * block is one request). 0: never. */
     uint64_t fine;
+    /* Non-zero: a growth creates handles of at most this fraction of the limit (the device's
+     * memory when there is none), besides max_handle. A handle's free pages cannot move while
+     * one live block is in it, so the memory a live block can pin is its handle's size: sized
+     * by the limit, that is a bounded share of it however large the requests, where a handle
+     * of one large request (made in one piece while memory was plentiful) later pinned by the
+     * smaller blocks that reuse it strands up to the whole request. With no limit the bound is
+     * loose (about 320 MiB on an 80 GiB device), so growths stay few. */
+    double max_handle_frac;
 } gs_stitch_conf;
 
 /* One config key of a policy, in the original's syntax (KEY:VALUE, comma-separated). A policy's

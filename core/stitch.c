@@ -264,8 +264,12 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
         goto out;
     }
     /* Create first: a growth that runs out of memory changes nothing. One handle, or pieces of
-     * at most max_handle. */
+     * at most max_handle and max_handle_frac of the limit. */
     uint64_t piece = p->sc.max_handle ? MAX(p->sc.max_handle / pg, 1) : fresh;
+    if (p->sc.max_handle_frac > 0) { /* gs_stitch_conf.max_handle_frac */
+        double lim = (double)(h->limit ? h->limit : gs_heap_device_total(h));
+        piece = MIN(piece, MAX((uint64_t)(lim * p->sc.max_handle_frac / (double)pg), 1));
+    }
     /* near the limit, a small growth is made of one-page handles (gs_stitch_conf.fine) */
     if (!plenty && fresh * pg <= p->sc.fine) piece = 1;
     GArray *made = g_array_new(FALSE, FALSE, 2 * sizeof(uint64_t));

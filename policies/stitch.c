@@ -12,8 +12,11 @@
  *     already has: every physical handle lying wholly inside a free block of the same stream,
  *     in either pool, may be unmapped where it is and mapped at the growth (the old range
  *     becomes a hole that a later growth maps again). Only the rest is created, as one handle
- *     (or pieces of max_handle_mb). So reserved memory grows only when no free whole handle is
- *     left: what stays unusable is the free memory inside handles that a live block pins;
+ *     (or pieces of max_handle_mb), in handles of at most 0.004 of the limit (max_handle_frac:
+ *     26 MiB of 6.5 GiB). So reserved memory grows only when no free whole handle is left:
+ *     what stays unusable is the free memory inside handles that a live block pins, at most a
+ *     handle's size for each such block (a large request's memory, reused by smaller blocks
+ *     once it is freed, is not pinned whole by one of them);
  *   - while memory is plentiful (by default: reserved bytes after the growth within half the
  *     limit, the device's memory when there is none; with headroom:0, within 1 + slack times
  *     the peak allocated bytes, and within the limit) a growth creates and moves nothing:
@@ -42,14 +45,17 @@
  *     rule), so only that stream's free handles are stitched.
  *
  * Config keys: max_handle_mb:N (create new memory in handles of at most N MiB; 0, the
- * default: one handle per growth); slack:F (0 <= F <= 1, default 0.02: memory is plentiful up
- * to 1 + F times the peak allocated bytes; 0: always stitch first); ahead:F (grow ahead while
- * plentiful); headroom:F (plentiful while within 1 - F times the limit, or the device, instead
- * of the slack's bound: no move until memory is needed); grow:BYTES (while plentiful, a
- * large-pool growth creates at least this much, as PyTorch's 20 MiB segments); fine:BYTES
- * (once not plentiful, a growth of at most this much is one handle per page). The default is
- * the lazy setting, headroom:0.5,grow:20MiB,ahead:1,fine:128MiB (docs/stitch.md, "The lazy
- * setting"); headroom:0,grow:0,ahead:0,fine:0 is the eager one, the default until 2026-12-05.
+ * default: no such cap); max_handle_frac:F (handles of at most F times the limit, the device's
+ * memory with none; default 0.004, 0: no such cap); slack:F (0 <= F <= 1, default 0.02:
+ * memory is plentiful up to 1 + F times the peak allocated bytes; 0: always stitch first);
+ * ahead:F (grow ahead while plentiful); headroom:F (plentiful while within 1 - F times the
+ * limit, or the device, instead of the slack's bound: no move until memory is needed);
+ * grow:BYTES (while plentiful, a large-pool growth creates at least this much, as PyTorch's
+ * 20 MiB segments); fine:BYTES (once not plentiful, a growth of at most this much is one
+ * handle per page). The default is the lazy setting, headroom:0.5,grow:20MiB,ahead:1,
+ * fine:128MiB with max_handle_frac:0.004 (docs/stitch.md, "The lazy setting");
+ * headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0 is the eager one, the default until
+ * 2026-12-05.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -67,6 +73,10 @@ enum { POOL_LARGE = 0, POOL_SMALL = 1 };
 
 enum { kDefaultSlackPermille = 20 };
 
+/* max_handle_frac's default, in thousandths of the limit: 4 met the target on the most real
+ * traces of 2 to 6 (BENCHMARKS.md, "Handles sized by the limit"). */
+enum { kDefaultHandlePermille = 4 };
+
 typedef struct {
     uint64_t max_handle; /* bytes; 0: any */
     double slack;        /* gs_stitch_conf.slack */
@@ -74,6 +84,7 @@ typedef struct {
     uint64_t min_grow;   /* gs_stitch_conf.min_grow */
     double headroom;     /* gs_stitch_conf.headroom */
     uint64_t fine;       /* gs_stitch_conf.fine */
+    double max_handle_frac; /* gs_stitch_conf.max_handle_frac */
 } stitch_cfg;
 
 static const gs_pool_desc stitch_pools[] = {
@@ -125,14 +136,16 @@ static bool stitch_stitch(const void *cfgv, unsigned pool, gs_stitch_conf *conf)
     conf->min_grow = pool == POOL_LARGE ? cfg->min_grow : 0;
     conf->headroom = cfg->headroom;
     conf->fine = cfg->fine;
+    conf->max_handle_frac = cfg->max_handle_frac;
     return true;
 }
 
-/* The headroom's bound is a fraction of the limit; with none, plentiful memory is the slack's
- * bound, and the limit is read only as a growth meets it. */
+/* The headroom's bound and max_handle_frac's handles are fractions of the limit; with neither,
+ * plentiful memory is the slack's bound, and the limit is read only as a growth meets it. */
 static bool stitch_blind_to_limit(const void *cfgv)
 {
-    return ((const stitch_cfg *)cfgv)->headroom <= 0.0;
+    const stitch_cfg *cfg = cfgv;
+    return cfg->headroom <= 0.0 && cfg->max_handle_frac <= 0.0;
 }
 
 static bool set_max_handle(void *cfg, const char *key, const char *val, GError **err)
@@ -149,7 +162,7 @@ static bool set_max_handle(void *cfg, const char *key, const char *val, GError *
     return true;
 }
 
-/* A number from 0 to 1 (slack, ahead). */
+/* A number from 0 to 1 (slack, ahead, headroom, max_handle_frac). */
 static bool unit_fraction(const char *key, const char *val, double *out, GError **err)
 {
     char *end;
@@ -198,11 +211,21 @@ static bool set_fine(void *cfg, const char *key, const char *val, GError **err)
     return size_or_zero(key, val, &((stitch_cfg *)cfg)->fine, err);
 }
 
+static bool set_max_handle_frac(void *cfg, const char *key, const char *val, GError **err)
+{
+    return unit_fraction(key, val, &((stitch_cfg *)cfg)->max_handle_frac, err);
+}
+
 static const gs_policy_key stitch_keys[] = {
     {"max_handle_mb", "N",
      "create new memory in handles of at most N MiB (even; 0, the default:\n"
-     "one handle per growth, fewest driver calls)",
+     "no such cap, as few driver calls as max_handle_frac allows)",
      set_max_handle},
+    {"max_handle_frac", "F",
+     "0..1: create new memory in handles of at most F times the limit\n"
+     "(the device's memory when there is none), so a live block pins at most\n"
+     "that much (default 0.004: 26 MiB of 6.5 GiB, 326 MiB of 80 GiB; 0: none)",
+     set_max_handle_frac},
     {"slack", "F",
      "0..1: with headroom:0, create instead of moving free handles while\n"
      "reserved memory stays within 1+F times the peak allocated (default 0.02;\n"
@@ -239,6 +262,7 @@ static void *stitch_parse(const char *conf, GError **err)
     cfg->min_grow = 20 * GS_MiB;
     cfg->ahead = 1;
     cfg->fine = 128 * GS_MiB;
+    cfg->max_handle_frac = kDefaultHandlePermille / 1000.0;
     if (!gs_policy_conf_parse(stitch_keys, cfg, conf, err)) {
         g_free(cfg);
         return NULL;

@@ -1305,8 +1305,9 @@ END_TEST
 /* ---- stitch (policies/stitch.c, core/stitch.c) ---- */
 
 /* The mechanism's tests name the eager setting (every growth past the slack stitches first, by
- * exactly what is missing); the default is the lazy one, tested by name below. */
-#define EAGER "stitch:headroom:0,grow:0,ahead:0,fine:0"
+ * exactly what is missing, as one handle of any size); the default is the lazy one, tested by
+ * name below. */
+#define EAGER "stitch:headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0"
 
 START_TEST(stitch_growth_is_one_handle_of_the_size_needed)
 {
@@ -1406,7 +1407,8 @@ START_TEST(stitch_headroom_moves_only_near_the_limit)
 {
     const uint64_t limits[] = {100 * MiB, 60 * MiB, 0};
     for (int k = 0; k < 3; k++) {
-        fixture f = fx_new("stitch:headroom:0.5,grow:0,ahead:0,fine:0", DEV, limits[k]);
+        fixture f =
+            fx_new("stitch:headroom:0.5,grow:0,ahead:0,fine:0,max_handle_frac:0", DEV, limits[k]);
         gs_block *a = xalloc(f.heap, 10 * MiB, 0);
         gs_block *b = xalloc(f.heap, 4 * MiB, 0);
         gs_block *c = xalloc(f.heap, 10 * MiB, 0);
@@ -1430,7 +1432,8 @@ END_TEST
  * once not plentiful, a growth of at most that much is one handle per page. */
 START_TEST(stitch_grow_floor_and_fine_handles)
 {
-    fixture f = fx_new("stitch:headroom:0.5,grow:20MiB,ahead:0,fine:8MiB", DEV, 60 * MiB);
+    fixture f =
+        fx_new("stitch:headroom:0.5,grow:20MiB,ahead:0,fine:8MiB,max_handle_frac:0", DEV, 60 * MiB);
     gs_block *a = xalloc(f.heap, 4 * MiB, 0); /* 4 MiB <= 30: plentiful, 20 MiB created */
     const gs_segment *s = a->seg;
     ck_assert_uint_eq(s->hpages[0], 10);
@@ -1481,6 +1484,46 @@ START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
     check_heap(f.heap);
     xfree(f.heap, p);
     xfree(f.heap, pin);
+    fx_free(&f);
+}
+END_TEST
+
+/* max_handle_frac: handles of at most that share of the limit, so a live block left where a
+ * large request was pins one of them, not the whole request's memory. Under a limit of 64 MiB,
+ * a freed 40 MiB block gets a 4 MiB block at its start; a 56 MiB request must then move the
+ * rest of the old block's memory: with handles of 4 MiB, 36 MiB move and 20 are created (62
+ * MiB); with one 40 MiB handle nothing can move and the 56 MiB do not fit. */
+START_TEST(stitch_handles_sized_by_the_limit)
+{
+    for (int capped = 0; capped < 2; capped++) {
+        fixture f = fx_new(capped ? "stitch:headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0.0625"
+                                  : EAGER,
+                           DEV, 64 * MiB);
+        gs_block *a = xalloc(f.heap, 40 * MiB, 0);
+        gs_block *b = xalloc(f.heap, 2 * MiB, 0); /* keeps the place above a's */
+        ck_assert_uint_eq(a->seg->hpages[0], capped ? 2 : 20);
+        xfree(f.heap, a);
+        gs_block *p = xalloc(f.heap, 4 * MiB, 0);
+        ck_assert_uint_eq(p->addr, b->seg->addr); /* at the start of a's old block */
+        gs_block *c = NULL;
+        ck_assert_int_eq(gs_heap_malloc(f.heap, 56 * MiB, 0, &c), capped ? GS_OK : GS_ERR_OOM);
+        check_heap(f.heap);
+        if (capped) {
+            ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 9);
+            ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 62 * MiB);
+            xfree(f.heap, c);
+        }
+        xfree(f.heap, p);
+        xfree(f.heap, b);
+        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+        ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+        fx_free(&f);
+    }
+    /* the default: with no limit, 0.004 of 80 GiB is 163 pages, so a 1 GiB growth is 4 handles */
+    fixture f = fx_new("stitch", DEV, 0);
+    gs_block *a = xalloc(f.heap, 1 * GiB, 0);
+    ck_assert_uint_eq(a->seg->hpages[0], 163);
+    xfree(f.heap, a);
     fx_free(&f);
 }
 END_TEST
@@ -1546,6 +1589,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_headroom_moves_only_near_the_limit);
     tcase_add_test(tc, stitch_grow_floor_and_fine_handles);
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
+    tcase_add_test(tc, stitch_handles_sized_by_the_limit);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);

@@ -46,8 +46,8 @@ static gs_trace *rising_trace(gs_bound **bound)
  * is a fraction of the limit (gs_policy_ops.limit_unread). (PyTorch's other settings grow as
  * the default does.) */
 static const char *const blind[] = {
-    "pytorch",           "pytorch:expandable_segments:True",         "cupy", "tlsf",
-    "stitch:headroom:0", "pytorch:garbage_collection_threshold:0.8",
+    "pytorch", "pytorch:expandable_segments:True",    "cupy",
+    "tlsf",    "stitch:headroom:0,max_handle_frac:0", "pytorch:garbage_collection_threshold:0.8",
 };
 
 /* Every figure a probe reports, against the replay of the whole trace at that cap. */
@@ -116,10 +116,11 @@ START_TEST(probes_from_checkpoints_are_full_replays)
 END_TEST
 
 /* A setting that reads the limit from the start (an arena sized from it, a growth judged
- * against it) has no checkpoints, and every probe replays from the first event. */
+ * against it, handles sized from it) has no checkpoints, and every probe replays from the
+ * first event. */
 START_TEST(settings_reading_the_limit_replay_from_the_start)
 {
-    static const char *const reads[] = {"rmm-arena", "stitch"};
+    static const char *const reads[] = {"rmm-arena", "stitch", "stitch:headroom:0"};
     gs_bound *bound;
     gs_trace *t = rising_trace(&bound);
     for (size_t k = 0; k < G_N_ELEMENTS(reads); k++) {
