@@ -183,28 +183,38 @@ static gs_status put(gs_heap *h, gs_segment *s, uint64_t i, uint64_t pages, uint
     return GS_OK;
 }
 
-
-/* The place for a growth of size: the lowest unmapped block u of pool/stream (with the free
- * block c just before it, if any) where the donors chosen for it and what must be created fit
- * u. A new reservation when none does. Sets *need (pages) and marks the donors. */
+/* The place for a growth of size: the unmapped block u of pool/stream that needs the fewest
+ * pages mapped (the lowest of those), with the free block c just before it, if any, where the
+ * donors chosen for it and what must be created fit u. A request fits c and the start of u,
+ * or c, the whole of u and the free block after it: mapping a hole between two free blocks
+ * joins the three. Such free blocks are often the free ends of handles that live blocks pin,
+ * which no move can use; mapped whole, the hole puts them to use, where a growth at the top
+ * of the reservation would create a page for each page of the request. A new reservation
+ * when none fits. Sets *need (pages) and marks the donors. */
 static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
                             GArray *d, gs_block **u_out, gs_block **c_out, uint64_t *need,
                             uint64_t *got)
 {
     const gs_tree *ut = &h->pools[pool].unmapped;
-    uint64_t pg = h->pools[pool].page;
-    for (gs_block *u = index_lower_bound(ut, stream, 0, 0); u && u->stream == stream;
+    uint64_t pg = h->pools[pool].page, best = UINT64_MAX;
+    gs_block *bu = NULL, *bc = NULL;
+    for (gs_block *u = index_lower_bound(ut, stream, 0, 0); u && u->stream == stream && best;
          u = index_next(ut, u)) {
         gs_block *c = u->prev && u->prev->state == GS_BLOCK_FREE ? u->prev : NULL;
-        uint64_t have = c ? c->size : 0;
-        if (have + u->size < size) continue;
-        uint64_t n = have >= size ? 0 : (size - have + pg - 1) / pg;
+        gs_block *after = u->next && u->next->state == GS_BLOCK_FREE ? u->next : NULL;
+        uint64_t have = c ? c->size : 0, n = UINT64_MAX;
+        if (have + u->size >= size) n = have >= size ? 0 : (size - have + pg - 1) / pg;
+        if (after && have + u->size + after->size >= size) n = MIN(n, u->size / pg);
+        if (n >= best) continue;
         uint64_t g = choose(d, n, c, u->next);
         if (MAX(g, n) * pg > u->size) continue;
-        *u_out = u;
-        *c_out = c;
-        *need = n;
-        *got = g;
+        bu = u, bc = c, best = n;
+    }
+    if (bu) {
+        *u_out = bu;
+        *c_out = bc;
+        *need = best;
+        *got = choose(d, best, bc, bu->next); /* the last choose may have been another place's */
         return GS_OK;
     }
     gs_block *u;

@@ -1528,6 +1528,54 @@ START_TEST(stitch_handles_sized_by_the_limit)
 }
 END_TEST
 
+/* A growth maps a hole whole when that joins the free blocks on both sides into one that holds
+ * the request: fewer pages than a growth at the top. Handles of 6 MiB at [0,6) [6,12) [12,18)
+ * and 2 MiB at [18,20); the middle one moves up for an 8 MiB request, leaving a hole at
+ * [6,12); then the handles on either side each keep a live block and a free part beside the
+ * hole, [2,6) and [12,16), which no move can take. A 14 MiB request maps the hole's 6 MiB (28
+ * MiB reserved), where at the top it would create 14 (36). */
+START_TEST(stitch_growth_fills_a_hole_between_free_blocks)
+{
+    fixture f = fx_new(EAGER ",slack:0", DEV, 0);
+    gs_block *a1 = xalloc(f.heap, 6 * MiB, 0);
+    gs_block *a2 = xalloc(f.heap, 6 * MiB, 0);
+    gs_block *a3 = xalloc(f.heap, 6 * MiB, 0);
+    gs_block *g = xalloc(f.heap, 2 * MiB, 0);
+    uint64_t base = a1->seg->addr;
+    xfree(f.heap, a2);
+    gs_block *y = xalloc(f.heap, 8 * MiB, 0); /* a2's handle moves to [20,26), 2 MiB created */
+    ck_assert_uint_eq(y->addr, base + 20 * MiB);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    xfree(f.heap, a1);
+    xfree(f.heap, a3);
+    gs_block *r1 = xalloc(f.heap, 4 * MiB, 0);
+    gs_block *r2 = xalloc(f.heap, 2 * MiB, 0);
+    gs_block *q1 = xalloc(f.heap, 2 * MiB, 0);
+    gs_block *q2 = xalloc(f.heap, 4 * MiB, 0);
+    ck_assert_uint_eq(r1->addr, base + 12 * MiB);
+    ck_assert_uint_eq(r2->addr, base + 16 * MiB);
+    ck_assert_uint_eq(q1->addr, base);
+    ck_assert_uint_eq(q2->addr, base + 2 * MiB);
+    xfree(f.heap, r1);
+    xfree(f.heap, q2);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 22 * MiB);
+    gs_block *d = xalloc(f.heap, 14 * MiB, 0);
+    ck_assert_uint_eq(d->addr, base + 2 * MiB);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 28 * MiB);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    check_heap(f.heap);
+    xfree(f.heap, d);
+    xfree(f.heap, q1);
+    xfree(f.heap, r2);
+    xfree(f.heap, y);
+    xfree(f.heap, g);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(stitch_streams_keep_their_memory)
 {
     fixture f = fx_new(EAGER, DEV, 0);
@@ -1590,6 +1638,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_grow_floor_and_fine_handles);
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
     tcase_add_test(tc, stitch_handles_sized_by_the_limit);
+    tcase_add_test(tc, stitch_growth_fills_a_hole_between_free_blocks);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
