@@ -146,6 +146,15 @@ def _write_in_place(path, write):
         raise ConvertError(f"cannot write {what}: {e.strerror or e}") from None
 
 
+def _discard(tmp):
+    """A temporary file removed, if there is one (what a write that failed left)."""
+    if tmp is not None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def _write_atomic(path, write):
     """write(f) into a temporary file beside path, then rename it over path (write_whole); path
     "-" is standard output, as for gpusim's -o."""
@@ -171,11 +180,7 @@ def _write_atomic(path, write):
     except OSError as e:
         raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _discard(tmp)
 
 
 def write_chunks(path, chunks):
@@ -249,8 +254,4 @@ def write_bounded(path, chunks, binary, gpusim):
     except OSError as e:
         raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        _discard(tmp)
