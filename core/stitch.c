@@ -75,10 +75,15 @@ static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
     return d;
 }
 
-/* Largest first; equal sizes by address, so a replay is deterministic. */
+/* The highest free block first: growths go to the top of the reservation, so the free blocks
+ * near it are the recent ones, and the older free blocks below keep their pages for the
+ * requests that best fit reuses there (taking their pages first left their partial pages at
+ * both ends as fragments that only a growth into the hole could join again). Within a block,
+ * largest first; equal sizes by address, so a replay is deterministic. */
 static int donor_cmp(const void *a, const void *b)
 {
     const donor *x = a, *y = b;
+    if (x->b->addr != y->b->addr) return x->b->addr > y->b->addr ? -1 : 1;
     if (x->pages != y->pages) return x->pages > y->pages ? -1 : 1;
     uint64_t ax = x->s->addr + x->slot, ay = y->s->addr + y->slot;
     return ax < ay ? -1 : ax > ay;
@@ -86,10 +91,10 @@ static int donor_cmp(const void *a, const void *b)
 
 /* Mark the donors to move for need pages, leaving out those inside blocks c and n (the blocks
  * around the place being mapped: unmapping inside them would change that place). Fills first
- * with handles that fit what is left, largest first; then the smallest handle that covers the
- * rest, if it overshoots by no more than the rest itself (a far larger handle would be pinned
- * by one small block at its new place), else nothing more: the rest is created. Returns the
- * pages marked. */
+ * with handles that fit what is left, in donor_cmp's order; then the smallest handle that
+ * covers the rest (the first in that order of those as small), if it overshoots by no more
+ * than the rest itself (a far larger handle would be pinned by one small block at its new
+ * place), else nothing more: the rest is created. Returns the pages marked. */
 static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_block *n)
 {
     uint64_t got = 0;
@@ -102,7 +107,9 @@ static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_blo
         donor *best = NULL;
         for (guint i = 0; i < d->len; i++) {
             donor *x = &g_array_index(d, donor, i);
-            if (!x->take && x->b != c && x->b != n && got + x->pages >= need) best = x;
+            if (!x->take && x->b != c && x->b != n && got + x->pages >= need &&
+                (!best || x->pages < best->pages))
+                best = x;
         }
         if (best && best->pages - (need - got) <= need - got) {
             best->take = true;

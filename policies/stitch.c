@@ -11,7 +11,8 @@
  *     lowest free-and-unmapped run that holds it), and maps there first the free memory it
  *     already has: every physical handle lying wholly inside a free block of the same stream,
  *     in either pool, may be unmapped where it is and mapped at the growth (the old range
- *     becomes a hole that a later growth maps again). Only the rest is created, as one handle
+ *     becomes a hole that a later growth maps again), from the highest free block down (the
+ *     older free blocks below stay whole for best fit). Only the rest is created, as one handle
  *     (or pieces of max_handle_mb), in handles of at most 0.004 of the limit (max_handle_frac:
  *     26 MiB of 6.5 GiB). So reserved memory grows only when no free whole handle is left:
  *     what stays unusable is the free memory inside handles that a live block pins, at most a

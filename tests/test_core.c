@@ -1576,6 +1576,46 @@ START_TEST(stitch_growth_fills_a_hole_between_free_blocks)
 }
 END_TEST
 
+/* A growth takes its handles from the highest free block first: the free blocks near the top,
+ * where growths go, are the recent ones; an older one below stays whole for best fit. */
+START_TEST(stitch_takes_handles_from_the_highest_free_block)
+{
+    fixture f = fx_new(EAGER ",slack:0", DEV, 0);
+    gs_block *a = xalloc(f.heap, 4 * MiB, 0);  /* handle A: [0,4) */
+    gs_block *g1 = xalloc(f.heap, 2 * MiB, 0); /* [4,6) */
+    gs_block *b = xalloc(f.heap, 4 * MiB, 0);  /* handle B: [6,10) */
+    gs_block *g2 = xalloc(f.heap, 2 * MiB, 0); /* [10,12) */
+    gs_block *t = xalloc(f.heap, 2 * MiB, 0);  /* [12,14) */
+    uint64_t base = a->seg->addr;
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    xfree(f.heap, t); /* free: [0,4), [6,10) and the top [12,14); none holds 6 MiB */
+    uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+    /* 6 MiB at the top: [12,14) and 2 pages, B's (the higher of two free handles alike) */
+    gs_block *d = xalloc(f.heap, 6 * MiB, 0);
+    ck_assert_uint_eq(d->addr, base + 12 * MiB);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    const gs_segment *s = d->seg;
+    ck_assert_int_eq(s->head->state, GS_BLOCK_FREE); /* A stays where it was */
+    ck_assert_uint_eq(s->head->size, 4 * MiB);
+    ck_assert_int_eq(g1->next->state, GS_BLOCK_UNMAPPED); /* B's old range: a hole */
+    ck_assert_uint_eq(g1->next->addr, base + 6 * MiB);
+    check_heap(f.heap);
+    gs_block *e = xalloc(f.heap, 4 * MiB, 0); /* best fit: A, no growth */
+    ck_assert_uint_eq(e->addr, base);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 1);
+    xfree(f.heap, e);
+    xfree(f.heap, d);
+    xfree(f.heap, g1);
+    xfree(f.heap, g2);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(stitch_streams_keep_their_memory)
 {
     fixture f = fx_new(EAGER, DEV, 0);
@@ -1639,6 +1679,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
     tcase_add_test(tc, stitch_handles_sized_by_the_limit);
     tcase_add_test(tc, stitch_growth_fills_a_hole_between_free_blocks);
+    tcase_add_test(tc, stitch_takes_handles_from_the_highest_free_block);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
