@@ -165,6 +165,11 @@ typedef struct gs_policy_ops {
      * not known to be; every such replay starts at the trace's first event.
      * tests/test_probe.c holds each policy that says so to it. */
     bool (*blind_to_limit)(const void *cfg);
+    /* Optional. Whether settings a and b of this policy take the same decision at every step of
+     * a replay whose largest request (before rounding) is largest bytes: they differ only in
+     * thresholds that no block of such a trace reaches (PyTorch's max_split_size_mb above its
+     * largest segment). whatif then searches once for both. NULL or false: not known to. */
+    bool (*same_decisions)(const void *a, const void *b, uint64_t largest);
     /* Optional, with collect. The smallest limit under which a growth that finds reserved
      * bytes already reserved leaves collect nothing to do (garbage collection's threshold is
      * a fraction of the limit); 0 when collect reads no limit. The heap folds it into

@@ -24,6 +24,9 @@ char *gs_policy_keys_help(const gs_policy_ops *ops);
 const char *gs_policy_strip_env(const char *spec);
 /* Whether p's setting reads no limit until a growth meets it (gs_policy_ops.blind_to_limit). */
 bool gs_policy_blind_to_limit(const gs_policy *p);
+/* Whether a and b decide alike on a trace whose largest request is largest bytes
+ * (gs_policy_ops.same_decisions): the same family, and its op says so. */
+bool gs_policy_same_decisions(const gs_policy *a, const gs_policy *b, uint64_t largest);
 /* The registry, NULL-terminated, for --help and tests. */
 const gs_policy_ops *const *gs_policy_registry(void);
 

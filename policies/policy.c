@@ -25,6 +25,12 @@ bool gs_policy_blind_to_limit(const gs_policy *p)
     return p->ops->blind_to_limit && p->ops->blind_to_limit(p->cfg);
 }
 
+bool gs_policy_same_decisions(const gs_policy *a, const gs_policy *b, uint64_t largest)
+{
+    return a->ops == b->ops && a->ops->same_decisions &&
+           a->ops->same_decisions(a->cfg, b->cfg, largest);
+}
+
 /* For a policy whose every setting is blind to the limit. */
 bool gs_policy_always_blind(const void *cfg)
 {

@@ -123,6 +123,35 @@ static uint64_t pytorch_expandable_page(const void *cfgv, unsigned pool)
     return pool == POOL_SMALL ? kSmallBuffer : cfg->large_segment;
 }
 
+/* The oversize rules (pytorch_fits, pytorch_should_split, pytorch_release_some and the oversize
+ * statistics) all need a block or a request of max_split_size bytes or more. Without expandable
+ * segments no block outgrows its segment, and no segment of a trace whose largest request is
+ * largest bytes is larger than that request's segment or the large pool's floor
+ * (pytorch_segment_size, monotonic but for that floor). So two settings that differ in
+ * max_split_size_mb alone, both above that, decide alike at every step; only the
+ * max_split_size statistic, which reports the setting, tells them apart. */
+static bool pytorch_same_decisions(const void *av, const void *bv, uint64_t largest)
+{
+    const pytorch_cfg *a = av, *b = bv;
+    /* every field but max_split_size compared below: a new field must be added there (the size
+     * is LP64's) */
+    _Static_assert(sizeof(pytorch_cfg) == 136, "pytorch_cfg changed: compare its new field");
+    if (a->release != b->release || a->needs != b->needs ||
+        g_strcmp0(a->needs_key, b->needs_key) != 0 ||
+        a->max_non_split_rounding != b->max_non_split_rounding ||
+        a->non_split_given != b->non_split_given || a->large_segment != b->large_segment ||
+        memcmp(a->divisions, b->divisions, sizeof a->divisions) != 0 ||
+        a->gc_threshold != b->gc_threshold || a->fraction != b->fraction ||
+        a->expandable != b->expandable || a->throw_on_oom != b->throw_on_oom ||
+        a->es_reserve != b->es_reserve || a->es_reserve_by_class != b->es_reserve_by_class ||
+        a->es_reserve_bad != b->es_reserve_bad)
+        return false;
+    if (a->expandable) return false; /* a segment grows: its free blocks may pass any size */
+    uint64_t seg = MAX(pytorch_segment_size(a, gs_pytorch_round_size(a, largest)),
+                       MAX(a->large_segment, (uint64_t)kSmallBuffer));
+    return a->max_split_size > seg && b->max_split_size > seg;
+}
+
 /* ---- release paths (§1.10) ---- */
 
 /* release_available_cached_blocks: free one cached oversize block big enough for the request,
@@ -490,6 +519,7 @@ const gs_policy_ops gs_policy_pytorch = {
      * per_process_memory_fraction is the heap's limit, which a caller's cap replaces), and
      * limit_unread says up to where it does nothing. */
     .blind_to_limit = gs_policy_always_blind,
+    .same_decisions = pytorch_same_decisions,
     .limit_unread = pytorch_limit_unread,
     .collect = pytorch_collect,
     .release_some = pytorch_release_some,

@@ -357,6 +357,8 @@ typedef struct {
     const gs_trace *t;
     const gs_whatif_opts *o;
     const gs_bound *bound;
+    /* For each row, the earlier row whose search it takes (same_decisions), or -1: searched */
+    gint *same_as;
     GMutex lock;
     size_t done;
     gint next;   /* the next row a thread of row_thread takes */
@@ -389,6 +391,7 @@ static void at_cap(run_ctx *x, guint i)
 /* Row i's search in this process. */
 static void search_here(run_ctx *x, guint i)
 {
+    if (x->same_as[i] >= 0) return; /* taken from its row's, after the searches */
     found f;
     search_row(x->rows->pdata[i], x->t, x->o, x->bound, &f);
     take(x->rows->pdata[i], &f);
@@ -425,6 +428,10 @@ static void search_forked(run_ctx *x, unsigned jobs)
     guint next = 0;
     while (next < rows->len || n) {
         while (n < jobs && next < rows->len) {
+            if (x->same_as[next] >= 0) {
+                next++;
+                continue;
+            }
             int fds[2] = {-1, -1};
             pid_t pid = -1;
             if (pipe2(fds, O_CLOEXEC) == 0 && (pid = fork()) == 0) {
@@ -469,10 +476,64 @@ static void search_forked(run_ctx *x, unsigned jobs)
     g_free(pf);
 }
 
+/* The largest request of t, failed ones included (before any rounding). */
+static uint64_t largest_request(const gs_trace *t)
+{
+    uint64_t m = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        if ((e->op == GS_OP_ALLOC || e->op == GS_OP_OOM) && e->size > m) m = e->size;
+    }
+    return m;
+}
+
+/* Which rows decide alike on t at every step (gs_policy_same_decisions: PyTorch's
+ * max_split_size_mb above every segment the trace can make): each such row takes the search of
+ * the first row it decides alike with, which alone is searched. Its replay at the cap is still
+ * made: that is its report's, whose max_split_size statistic is its own. */
+static gint *rows_alike(GPtrArray *rows, const gs_trace *t)
+{
+    gint *same_as = g_new(gint, rows->len ? rows->len : 1);
+    uint64_t largest = largest_request(t);
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        same_as[i] = -1;
+        for (guint k = 0; k < i && same_as[i] < 0; k++) {
+            const gs_whatif_row *q = rows->pdata[k];
+            if (same_as[k] < 0 && gs_policy_same_decisions(q->pol, r->pol, largest))
+                same_as[i] = (gint)k;
+        }
+    }
+    return same_as;
+}
+
+/* The rows that took another's search: its answer, none of its replays. */
+static void take_alike(run_ctx *x)
+{
+    for (guint i = 0; i < x->rows->len; i++) {
+        if (x->same_as[i] < 0) continue;
+        gs_whatif_row *r = x->rows->pdata[i];
+        const gs_whatif_row *from = x->rows->pdata[x->same_as[i]];
+        r->search = from->search;
+        r->search.probes = 0;
+        gs_probes_free(r->probes); /* its replay at the cap's, which no search takes */
+        r->probes = NULL;
+        report_done(x);
+    }
+}
+
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
 {
     gs_bound *bound = gs_bound_compute(t);
-    run_ctx x = {.rows = rows, .t = t, .o = o, .bound = bound};
+    run_ctx x = {.rows = rows,
+                 .t = t,
+                 .o = o,
+                 .bound = bound,
+                 .same_as = o->full_replays ? NULL : rows_alike(rows, t)};
+    if (!x.same_as) { /* --full-replays: every row searched, for comparison */
+        x.same_as = g_new(gint, rows->len ? rows->len : 1);
+        for (guint i = 0; i < rows->len; i++) x.same_as[i] = -1;
+    }
     g_mutex_init(&x.lock);
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;
@@ -491,6 +552,8 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
         g_free(th);
         if (!x.search) search_forked(&x, jobs);
     }
+    take_alike(&x);
+    g_free(x.same_as);
     g_mutex_clear(&x.lock);
     gs_bound_free(bound);
 }

@@ -89,6 +89,33 @@ START_TEST(config_parses_pytorch_syntax)
 }
 END_TEST
 
+/* Two settings decide alike on a trace when they differ in max_split_size_mb alone and no block
+ * of it reaches either threshold: its largest segment, the largest request rounded to 2 MiB (a
+ * block of exactly the threshold is oversize), or the 20 MiB floor of the large pool. */
+START_TEST(same_decisions_below_max_split_size)
+{
+    gs_policy *d = policy("pytorch"), *m256 = policy("pytorch:max_split_size_mb:256"),
+              *m64 = policy("pytorch:max_split_size_mb:64"),
+              *es = policy("pytorch:expandable_segments:True"),
+              *es256 = policy("pytorch:expandable_segments:True,max_split_size_mb:256"),
+              *gc = policy("pytorch:max_split_size_mb:256,garbage_collection_threshold:0.8"),
+              *r4 = policy("pytorch:max_split_size_mb:256,roundup_power2_divisions:4"),
+              *cupy = policy("cupy");
+    ck_assert(gs_policy_same_decisions(d, m256, 200 * MiB));
+    ck_assert(gs_policy_same_decisions(m256, d, 254 * MiB));      /* a 254 MiB segment */
+    ck_assert(!gs_policy_same_decisions(m256, d, 254 * MiB + 1)); /* 256 MiB: oversize */
+    ck_assert(gs_policy_same_decisions(m256, m64, 62 * MiB));
+    ck_assert(!gs_policy_same_decisions(m256, m64, 62 * MiB + 1));
+    ck_assert(gs_policy_same_decisions(d, d, 80 * GiB));      /* no threshold at all */
+    ck_assert(!gs_policy_same_decisions(es, es256, 1 * MiB)); /* a segment grows */
+    ck_assert(!gs_policy_same_decisions(m256, gc, 1 * MiB));
+    ck_assert(!gs_policy_same_decisions(m256, r4, 1 * MiB));
+    ck_assert(!gs_policy_same_decisions(d, cupy, 1 * MiB));
+    gs_policy *both[] = {d, m256, m64, es, es256, gc, r4, cupy};
+    for (size_t i = 0; i < G_N_ELEMENTS(both); i++) gs_policy_free(both[i]);
+}
+END_TEST
+
 START_TEST(config_errors_name_the_key)
 {
     expect_error("pytorch:max_split_sise_mb:128", "unknown key 'max_split_sise_mb'");
@@ -352,6 +379,7 @@ static Suite *policy_suite(void)
     Suite *s = suite_create("policy");
     TCase *tc = tcase_create("pytorch");
     tcase_add_test(tc, round_size_default);
+    tcase_add_test(tc, same_decisions_below_max_split_size);
     tcase_add_test(tc, round_size_power2_divisions);
     tcase_add_test(tc, divisions_list_intervals);
     tcase_add_test(tc, config_parses_pytorch_syntax);

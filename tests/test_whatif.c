@@ -175,6 +175,46 @@ START_TEST(min_capacity_verified_by_replay)
 }
 END_TEST
 
+/* resnet50's largest request is 302 MiB (a 302 MiB segment): max_split_size_mb:512 decides as
+ * the default at every step, so it takes the default's search (one replay, at the cap, where
+ * it had its own search of dozens), and 256 is searched (its 302 MiB block is oversize). The
+ * answers are --full-replays', which searches every row. */
+START_TEST(settings_alike_share_a_search)
+{
+    char *path = g_strdup_printf("%s/resnet50.gstrace.gz", data_dir);
+    gs_trace *t = gs_trace_load(path, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    GPtrArray *rows[2];
+    for (int full = 0; full < 2; full++) {
+        rows[full] = gs_whatif_candidates(NULL, NULL, NULL);
+        gs_whatif_opts o = {.device_total = t->device_total, .jobs = 2, .full_replays = full};
+        gs_whatif_run(rows[full], t, &o);
+    }
+    const gs_whatif_row *dflt = NULL;
+    for (guint i = 0; i < rows[0]->len; i++) {
+        const gs_whatif_row *r = rows[0]->pdata[i], *f = rows[1]->pdata[i];
+        ck_assert_str_eq(r->pol->spec, f->pol->spec);
+        ck_assert_uint_eq(r->search.found, f->search.found);
+        ck_assert_uint_eq(r->search.min_capacity, f->search.min_capacity);
+        ck_assert_uint_eq(r->search.fails_above, f->search.fails_above);
+        ck_assert_uint_gt(f->search.probes, 1);
+        if (strcmp(r->pol->spec, "pytorch") == 0) dflt = r;
+        bool alike = strcmp(r->pol->spec, "pytorch:max_split_size_mb:512") == 0;
+        ck_assert_msg(alike == (r->search.probes == 0), "%s: %u probes", r->pol->spec,
+                      r->search.probes);
+        if (alike) {
+            ck_assert_ptr_nonnull(dflt); /* the default comes first */
+            ck_assert_uint_eq(r->search.min_capacity, dflt->search.min_capacity);
+            ck_assert_uint_eq(r->replays, 1); /* at the cap: its report's, made all the same */
+        }
+    }
+    gs_whatif_rows_free(rows[0]);
+    gs_whatif_rows_free(rows[1]);
+    gs_trace_free(t);
+    g_free(path);
+}
+END_TEST
+
 /* Settings whose choices read the limit (RMM's arena is sized from it, stitch's slack is
  * bounded by it) fail on resnet50 at the capacity they reserve with no cap, and complete above:
  * the search then goes on up to the device's memory. Each had "no minimum". */
@@ -313,6 +353,7 @@ static Suite *whatif_suite(void)
     tcase_add_test(tr, frontier_of_a_trace);
     tcase_add_test(tr, min_capacity_per_device);
     tcase_add_test(tr, min_capacity_of_settings_that_read_the_limit);
+    tcase_add_test(tr, settings_alike_share_a_search);
     suite_add_tcase(s, tr);
     return s;
 }
