@@ -36,9 +36,13 @@
  * growth first moves the stream's free whole chunks behind the new range and creates only what
  * is missing (the core's stitched pools, a handle a chunk, always moving); they refute a
  * range of its own for small requests (a 16 MiB block, 100 of 64 KiB and one of 8 MiB shared
- * one 32 MiB chunk). The fixed chunks stay the default: where the real pool places a request
- * follows neither the smallest fitting block nor the lowest one (in the readings of the cut
- * trace, 424 of 681 requests went elsewhere), and that placement is not modelled yet.
+ * one 32 MiB chunk). The fixed chunks stay the default. Where the real pool places a request is
+ * known now (lab/driver_pool.py, exact on every reading: BENCHMARKS.md, "The driver's pool: the
+ * placement rule"): best fit among the blocks freed since the last synchronisation or miss
+ * ("young", which merge only with each other), then among the others, numbered ties. This
+ * model does not follow it: the core merges every free neighbour and splits a block only from
+ * its start; and which blocks are young depends on where the program synchronised, which a
+ * trace does not record.
  *
  * Where it departs from the driver, knowingly:
  *   - the driver maps physical memory with its VMM calls and may place a request across

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""async_modes.py - does the driver's cudaMallocAsync pool place requests the same way when the
+program synchronises, or while the GPU is busy? lab/driver_pool.py's rule was read from runs
+that never synchronised on an idle GPU (lab/async_probe.py); real programs do both.
+
+  python3 lab/async_modes.py device OUTDIR     on the GPU machine (CuPy there): OUTDIR/logs.tgz
+  python3 lab/async_modes.py check DIR         here: lab/driver_pool.py's rule on each log of DIR
+
+`device` replays four traces' requests (the cut and LLM generation reference runs, the bundled
+ResNet-50 and GPT-2) through the device's default pool, release threshold UINT64_MAX, on the
+default stream, in three modes, logging each request as lab/async_probe.py does (i, op, id, size,
+ptr from the run's lowest address, ReservedMemCurrent, UsedMemCurrent):
+  plain  as async_probe.py: no synchronisation, an idle GPU (cut twice: the same run again);
+  sync   cudaStreamSynchronize after every free;
+  busy   a kernel that spins for the whole run is queued first, so every free is still pending
+         on the stream when later requests come.
+Standard library only, except CuPy on the device.
+"""
+import csv
+import gzip
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+PLAN = [("cut", "plain"), ("cut", "plain"), ("cut", "sync"), ("cut", "busy"),
+        ("resnet50", "plain"), ("resnet50", "sync"), ("resnet50", "busy"),
+        ("gpt2", "plain"), ("gpt2", "sync"), ("gpt2", "busy"),
+        ("llmgen", "sync"), ("llmgen", "busy")]
+
+
+def run(cupy, events, deferred, mode, path):
+    from device_pools import attr, frees_at
+    rt = cupy.cuda.runtime
+    threshold = attr(rt, "cudaMemPoolAttrReleaseThreshold", 4)
+    reserved = attr(rt, "cudaMemPoolAttrReservedMemCurrent", 5)
+    used = attr(rt, "cudaMemPoolAttrUsedMemCurrent", 7)
+    pool = rt.deviceGetDefaultMemPool(0)
+    cupy.cuda.Device().synchronize()
+    rt.memPoolTrimTo(pool, 0)
+    rt.memPoolSetAttribute(pool, threshold, (1 << 64) - 1)
+    if mode == "busy":  # about 3 s plus 40 us an event at 2 GHz: past the run's end
+        spin = cupy.RawKernel(r'''extern "C" __global__ void spin(long long n)
+            { long long t = clock64(); while (clock64() - t < n); }''', "spin")
+        spin((1,), (1,), (cupy.int64(int(2e9 * (3 + len(events) * 40e-6))),))
+    live, rows = {}, []
+    for i, (op, _stream, ident, size) in enumerate(events):
+        if op == "alloc":
+            ptr = rt.mallocAsync(max(size, 1), 0)
+            live[ident] = ptr
+        elif frees_at(op, ident, deferred) and ident in live:
+            ptr = live.pop(ident)
+            rt.freeAsync(ptr, 0)
+            if mode == "sync":
+                rt.streamSynchronize(0)
+        else:
+            continue
+        rows.append([i, op, ident, size, ptr, rt.memPoolGetAttribute(pool, reserved),
+                     rt.memPoolGetAttribute(pool, used)])
+    still_busy = not cupy.cuda.Stream.null.done
+    for ptr in live.values():
+        rt.freeAsync(ptr, 0)
+    cupy.cuda.Device().synchronize()
+    rt.memPoolTrimTo(pool, 0)
+    base = min(r[4] for r in rows if r[4])
+    with gzip.open(path, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["i", "op", "id", "size", "ptr", "reserved", "used"])
+        for r in rows:
+            r[4] = r[4] - base if r[4] else ""
+            w.writerow(r)
+    return still_busy
+
+
+def device(out):
+    import cupy
+    from device_pools import read_trace
+    tmp = tempfile.mkdtemp(prefix="async-modes-")
+    traces = {"resnet50": os.path.join(ROOT, "traces", "data", "resnet50.gstrace.gz"),
+              "gpt2": os.path.join(ROOT, "traces", "data", "gpt2.gstrace.gz")}
+    for name in ("cut", "llmgen"):
+        traces[name] = os.path.join(tmp, name + ".gstrace.gz")
+        subprocess.run([sys.executable, os.path.join(ROOT, "traces", "convert.py"), "-q",
+                        "--no-bound", "-o", traces[name], "--",
+                        os.path.join(ROOT, "traces", "references", "pytorch-2.11-h100",
+                                     name + "__default__nocap.pickle.gz")], check=True)
+    logs = os.path.join(tmp, "logs")
+    os.makedirs(logs)
+    seen = {}
+    for trace, mode in PLAN:
+        seen[(trace, mode)] = seen.get((trace, mode), 0) + 1
+        name = f"{trace}-{mode}" + ("" if seen[(trace, mode)] == 1 else str(seen[(trace, mode)]))
+        events, deferred = read_trace(traces[trace])
+        t0 = time.time()
+        busy = run(cupy, events, deferred, mode, os.path.join(logs, name + ".csv.gz"))
+        print(f"{name}: {time.time() - t0:.1f} s, the GPU {'still busy' if busy else 'idle'} "
+              f"at the end", flush=True)
+    os.makedirs(out, exist_ok=True)
+    with tarfile.open(os.path.join(out, "logs.tgz"), "w:gz") as tar:
+        tar.add(logs, arcname="logs")
+    return 0
+
+
+def check(folder):
+    import driver_pool
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".csv.gz"):
+            continue
+        rows = driver_pool.load(os.path.join(folder, name))
+        mode = driver_pool.mode_of(name)
+        n, hits, ops, res_ok, misses = driver_pool.replay(rows, False, mode)
+        _, forced, _, _, _ = driver_pool.replay(rows, True, mode)
+        print(f"{name[:-7]:<18} {mode:<5} allocs {n:6d}  forced {forced:6d}  free-run {hits:6d}  "
+              f"reserved right {res_ok}/{ops}"
+              + (f"  first misses (i, size, real, model): {misses}" if misses else ""))
+    return 0
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == "device":
+        return device(argv[1])
+    if len(argv) == 2 and argv[0] == "check":
+        return check(argv[1])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
