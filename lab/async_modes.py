@@ -16,8 +16,6 @@ ptr from the run's lowest address, ReservedMemCurrent, UsedMemCurrent):
          on the stream when later requests come.
 Standard library only, except CuPy on the device.
 """
-import csv
-import gzip
 import os
 import subprocess
 import sys
@@ -35,51 +33,21 @@ PLAN = [("cut", "plain"), ("cut", "plain"), ("cut", "sync"), ("cut", "busy"),
         ("llmgen", "sync"), ("llmgen", "busy")]
 
 
-def run(cupy, events, deferred, mode, path):
-    from device_pools import attr, frees_at
-    rt = cupy.cuda.runtime
-    threshold = attr(rt, "cudaMemPoolAttrReleaseThreshold", 4)
-    reserved = attr(rt, "cudaMemPoolAttrReservedMemCurrent", 5)
-    used = attr(rt, "cudaMemPoolAttrUsedMemCurrent", 7)
-    pool = rt.deviceGetDefaultMemPool(0)
-    cupy.cuda.Device().synchronize()
-    rt.memPoolTrimTo(pool, 0)
-    rt.memPoolSetAttribute(pool, threshold, (1 << 64) - 1)
-    if mode == "busy":  # about 3 s plus 40 us an event at 2 GHz: past the run's end
-        spin = cupy.RawKernel(r'''extern "C" __global__ void spin(long long n)
+def run(events, deferred, mode, path):
+    """One trace through the pool in mode (plain, sync, busy) into the log at path."""
+    from async_probe import drive, write_log
+
+    def spin(cupy):  # about 3 s plus 40 us an event at 2 GHz: past the run's end (it was)
+        k = cupy.RawKernel(r'''extern "C" __global__ void spin(long long n)
             { long long t = clock64(); while (clock64() - t < n); }''', "spin")
-        spin((1,), (1,), (cupy.int64(int(2e9 * (3 + len(events) * 40e-6))),))
-    live, rows = {}, []
-    for i, (op, _stream, ident, size) in enumerate(events):
-        if op == "alloc":
-            ptr = rt.mallocAsync(max(size, 1), 0)
-            live[ident] = ptr
-        elif frees_at(op, ident, deferred) and ident in live:
-            ptr = live.pop(ident)
-            rt.freeAsync(ptr, 0)
-            if mode == "sync":
-                rt.streamSynchronize(0)
-        else:
-            continue
-        rows.append([i, op, ident, size, ptr, rt.memPoolGetAttribute(pool, reserved),
-                     rt.memPoolGetAttribute(pool, used)])
-    still_busy = not cupy.cuda.Stream.null.done
-    for ptr in live.values():
-        rt.freeAsync(ptr, 0)
-    cupy.cuda.Device().synchronize()
-    rt.memPoolTrimTo(pool, 0)
-    base = min(r[4] for r in rows if r[4])
-    with gzip.open(path, "wt", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["i", "op", "id", "size", "ptr", "reserved", "used"])
-        for r in rows:
-            r[4] = r[4] - base if r[4] else ""
-            w.writerow(r)
-    return still_busy
+        k((1,), (1,), (cupy.int64(int(2e9 * (3 + len(events) * 40e-6))),))
+
+    rows, base = drive(events, deferred, before=spin if mode == "busy" else None,
+                       after_free=(lambda rt: rt.streamSynchronize(0)) if mode == "sync" else None)
+    write_log(path, rows, base)
 
 
 def device(out):
-    import cupy
     from device_pools import read_trace
     tmp = tempfile.mkdtemp(prefix="async-modes-")
     traces = {"resnet50": os.path.join(ROOT, "traces", "data", "resnet50.gstrace.gz"),
@@ -98,9 +66,8 @@ def device(out):
         name = f"{trace}-{mode}" + ("" if seen[(trace, mode)] == 1 else str(seen[(trace, mode)]))
         events, deferred = read_trace(traces[trace])
         t0 = time.time()
-        busy = run(cupy, events, deferred, mode, os.path.join(logs, name + ".csv.gz"))
-        print(f"{name}: {time.time() - t0:.1f} s, the GPU {'still busy' if busy else 'idle'} "
-              f"at the end", flush=True)
+        run(events, deferred, mode, os.path.join(logs, name + ".csv.gz"))
+        print(f"{name}: {time.time() - t0:.1f} s", flush=True)
     os.makedirs(out, exist_ok=True)
     with tarfile.open(os.path.join(out, "logs.tgz"), "w:gz") as tar:
         tar.add(logs, arcname="logs")

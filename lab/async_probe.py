@@ -67,6 +67,15 @@ def designed():
 
 
 def run(events, deferred, out_csv):
+    rows, base = drive(events, deferred)
+    write_log(out_csv, rows, base)
+    return rows[-1][5] if rows else 0
+
+
+def drive(events, deferred, before=None, after_free=None):
+    """events through the device's default pool, trimmed to zero and its release threshold at
+    UINT64_MAX, on the default stream: a row per request ([i, op, id, size, ptr, reserved,
+    used]) and the lowest address. before(cupy) runs first, after_free(rt) after each free."""
     import cupy
 
     rt = cupy.cuda.runtime
@@ -78,6 +87,8 @@ def run(events, deferred, out_csv):
     cupy.cuda.Device().synchronize()
     rt.memPoolTrimTo(pool, 0)
     rt.memPoolSetAttribute(pool, a_thresh, (1 << 64) - 1)
+    if before:
+        before(cupy)
     live, rows, base = {}, [], None
     for i, (op, _s, ident, size) in enumerate(events):
         if op == "alloc":
@@ -90,6 +101,8 @@ def run(events, deferred, out_csv):
         elif frees_at(op, ident, deferred) and ident in live:
             ptr = live.pop(ident)
             rt.freeAsync(ptr, 0)
+            if after_free:
+                after_free(rt)
         else:
             continue
         base = ptr if base is None or (ptr and ptr < base) else base
@@ -99,13 +112,18 @@ def run(events, deferred, out_csv):
         rt.freeAsync(ptr, 0)
     cupy.cuda.Device().synchronize()
     rt.memPoolTrimTo(pool, 0)
+    return rows, base
+
+
+def write_log(out_csv, rows, base):
+    """rows ([i, op, id, size, ptr, reserved, used]) as a log, each ptr from base (the run's
+    lowest; none for a row without one)."""
     with gzip.open(out_csv, "wt", newline="") as f:
         w = csv.writer(f)
         w.writerow(["i", "op", "id", "size", "ptr", "reserved", "used"])
         for r in rows:
             r[4] = r[4] - base if r[4] else ""
             w.writerow(r)
-    return rows[-1][5] if rows else 0
 
 
 def main(argv):

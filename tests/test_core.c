@@ -1387,10 +1387,7 @@ START_TEST(stitch_plentiful_memory_creates_instead_of_moving)
         ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, slack0 ? 24 * MiB : 34 * MiB);
         xfree(f.heap, d);
         xfree(f.heap, b);
-        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
-        check_heap(f.heap);
-        ck_assert_uint_eq(dev_used_bytes(f.be), 0);
-        fx_free(&f);
+        fx_free_emptied(&f);
     }
     GError *err = NULL;
     ck_assert_ptr_null(gs_policy_new("stitch:slack:1.5", &err));
@@ -1420,10 +1417,7 @@ START_TEST(stitch_headroom_moves_only_near_the_limit)
         ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, moved ? 24 * MiB : 34 * MiB);
         xfree(f.heap, d);
         xfree(f.heap, b);
-        ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
-        check_heap(f.heap);
-        ck_assert_uint_eq(dev_used_bytes(f.be), 0);
-        fx_free(&f);
+        fx_free_emptied(&f);
     }
 }
 END_TEST
@@ -1569,10 +1563,7 @@ START_TEST(stitch_growth_fills_a_hole_between_free_blocks)
     xfree(f.heap, r2);
     xfree(f.heap, y);
     xfree(f.heap, g);
-    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
-    check_heap(f.heap);
-    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
-    fx_free(&f);
+    fx_free_emptied(&f);
 }
 END_TEST
 
@@ -1609,10 +1600,7 @@ START_TEST(stitch_takes_handles_from_the_highest_free_block)
     xfree(f.heap, d);
     xfree(f.heap, g1);
     xfree(f.heap, g2);
-    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
-    check_heap(f.heap);
-    ck_assert_uint_eq(dev_used_bytes(f.be), 0);
-    fx_free(&f);
+    fx_free_emptied(&f);
 }
 END_TEST
 

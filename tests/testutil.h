@@ -104,6 +104,15 @@ static inline uint64_t dev_used_bytes(gs_backend *be)
     return tot - fr;
 }
 
+/* The end of a test that freed every block: empty_cache gives every byte back to the device. */
+static inline void fx_free_emptied(fixture *f)
+{
+    ck_assert_int_eq(gs_heap_empty_cache(f->heap), GS_OK);
+    check_heap(f->heap);
+    ck_assert_uint_eq(dev_used_bytes(f->be), 0);
+    fx_free(f);
+}
+
 /* Run a suite; fork: one process per test (Check's default, so a crash is one failure), or all
  * in this process (state built by one test, such as a CUDA context or converted files, is
  * reused by the next). */
