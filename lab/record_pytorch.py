@@ -932,9 +932,33 @@ def plan(args):
         for p in SCENARIOS[s][0]:
             if args.policy and p not in args.policy:
                 continue
-            for c in scenario_caps(s):
+            for c in scenario_caps(s) if args.caps is None else args.caps:
                 runs.append((s, p, c))
     return runs
+
+
+def caps_arg(text):
+    """--caps: "none", "xF" (F times the same policy's uncapped peak) or GiB, comma-separated."""
+    caps = []
+    for item in text.split(","):
+        item = item.strip()
+        if item == "none":
+            caps.append(None)
+        elif item.startswith("x") and _is_float(item[1:]) and float(item[1:]) > 0:
+            caps.append(item)
+        elif _is_float(item) and float(item) > 0:
+            caps.append(float(item))
+        else:
+            raise argparse.ArgumentTypeError(f"'{item}' is not none, xF or a number of GiB")
+    return caps
+
+
+def _is_float(text):
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def run_child(cmd, env, log, timeout):
@@ -1017,6 +1041,10 @@ def parse_args(argv):
     p.add_argument("--policy", action="append", choices=list(POLICIES),
                    help="only these policies (repeatable; default: each scenario's own list)")
     p.add_argument("--out", default="refs", help="output folder (default: refs)")
+    p.add_argument("--caps", type=caps_arg, metavar="LIST",
+                   help="the caps to run instead of the scenario's own, for a scenario with a "
+                        "list of caps (sidecnn, compiled): none, xF (F times the same policy's "
+                        "uncapped peak, run first) or GiB, comma-separated: none,x0.8")
     p.add_argument("--timeout", type=int, help="seconds per child (default: per scenario)")
     p.add_argument("--list", action="store_true", help="list the scenarios and their runs")
     p.add_argument("--dry-run", action="store_true", help="print the children, run none")
@@ -1028,6 +1056,9 @@ def parse_args(argv):
         p.error("say --all, --scenario NAME or --list")
     if a.all and a.scenario:
         p.error("--all and --scenario exclude each other")
+    if a.caps is not None and not all(isinstance(SCENARIOS[s][1], list)
+                                      for s in (a.scenario or [])):
+        p.error("--caps needs scenarios with a list of caps (sidecnn, compiled)")
     return a
 
 
