@@ -306,6 +306,8 @@ void gs_simplace_unplace(gs_simplace *p, uint64_t addr)
         gs_addrtree_remove(p->holes, up->key);
     }
     const gs_addrtree_entry *down = h.lo ? gs_addrtree_floor(p->holes, h.lo - 1) : NULL;
+    /* (no hole starts at the bottom: the lowest thing carved is always a range, so a hole
+     * below h that grows over it is never the carved space's end) */
     if (down && down->key + down->weight == h.lo) /* the hole below grows over h */
         gs_addrtree_set_weight(p->holes, down->key, h.hi - down->key);
     else if (h.lo == p->bottom) p->bottom = h.hi; /* the carved space shrinks */

@@ -75,8 +75,9 @@ static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
     return d;
 }
 
-/* The highest free block first: growths go to the top of the reservation, so the free blocks
- * near it are the recent ones, and the older free blocks below keep their pages for the
+/* The highest free block first: growths go to the top of a reservation, so the free blocks
+ * near it are the recent ones (across a pool's reservations the address orders them as the
+ * simulated device carves them, upward), and the older free blocks below keep their pages for the
  * requests that best fit reuses there (taking their pages first left their partial pages at
  * both ends as fragments that only a growth into the hole could join again). Within a block,
  * largest first; equal sizes by address, so a replay is deterministic. */

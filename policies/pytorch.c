@@ -133,19 +133,15 @@ static uint64_t pytorch_expandable_page(const void *cfgv, unsigned pool)
 static bool pytorch_same_decisions(const void *av, const void *bv, uint64_t largest)
 {
     const pytorch_cfg *a = av, *b = bv;
-    /* every field but max_split_size compared below: a new field must be added there (the size
-     * is LP64's) */
-    _Static_assert(sizeof(pytorch_cfg) == 136, "pytorch_cfg changed: compare its new field");
-    if (a->release != b->release || a->needs != b->needs ||
-        g_strcmp0(a->needs_key, b->needs_key) != 0 ||
-        a->max_non_split_rounding != b->max_non_split_rounding ||
-        a->non_split_given != b->non_split_given || a->large_segment != b->large_segment ||
-        memcmp(a->divisions, b->divisions, sizeof a->divisions) != 0 ||
-        a->gc_threshold != b->gc_threshold || a->fraction != b->fraction ||
-        a->expandable != b->expandable || a->throw_on_oom != b->throw_on_oom ||
-        a->es_reserve != b->es_reserve || a->es_reserve_by_class != b->es_reserve_by_class ||
-        a->es_reserve_bad != b->es_reserve_bad)
-        return false;
+    /* (a larger request fails before any rounding, which could wrap: gs_policy_rounded) */
+    if (largest > GS_MAX_REQUEST) return false;
+    /* every field but max_split_size alike: b with a's threshold is a, byte for byte (both made
+     * by g_new0 and set field by field, so their padding is zero; a field added later is
+     * compared with the others) */
+    pytorch_cfg x;
+    memcpy(&x, b, sizeof x); /* (padding too, which an assignment need not copy) */
+    x.max_split_size = a->max_split_size;
+    if (memcmp(&x, a, sizeof x) != 0) return false;
     if (a->expandable) return false; /* a segment grows: its free blocks may pass any size */
     uint64_t seg = MAX(pytorch_segment_size(a, gs_pytorch_round_size(a, largest)),
                        MAX(a->large_segment, (uint64_t)kSmallBuffer));

@@ -476,13 +476,17 @@ static void search_forked(run_ctx *x, unsigned jobs)
     g_free(pf);
 }
 
-/* The largest request of t, failed ones included (before any rounding). */
+/* The largest request of t that a heap rounds, failed ones included (before any rounding): one
+ * above GS_MAX_REQUEST fails before any rounding in every setting, so it is left out (its
+ * rounding could wrap to a small size). */
 static uint64_t largest_request(const gs_trace *t)
 {
     uint64_t m = 0;
     for (size_t i = 0; i < t->n; i++) {
         const gs_event *e = &t->ev[i];
-        if ((e->op == GS_OP_ALLOC || e->op == GS_OP_OOM) && e->size > m) m = e->size;
+        if ((e->op == GS_OP_ALLOC || e->op == GS_OP_OOM) && e->size > m &&
+            e->size <= GS_MAX_REQUEST)
+            m = e->size;
     }
     return m;
 }

@@ -19,6 +19,7 @@ import re
 import signal
 import struct
 import subprocess
+import time
 import sys
 import tempfile
 import unittest
@@ -1402,6 +1403,15 @@ class TestBoundStored(ConverterTestCase):
                              [c.decode().rstrip("\n") for c in chunks])
         self.assertFalse(out.write_bounded("-", iter(chunks), False, "/bin/false"))
         self.assertEqual(sorted(os.listdir(self.tmp)), ["t.gstrace", "t.gstrace.gz"])
+
+    def test_gpusim_that_does_not_answer_is_stopped(self):
+        out = self.package().output
+        slow = self.write_bytes("slow.sh", b"#!/bin/sh\nexec sleep 30\n")
+        os.chmod(slow, 0o755)
+        t0 = time.monotonic()
+        got = out._gpusim_convert(slow, self.path("o.gstrace"), self.path("none"), 1)
+        self.assertEqual(got, "no answer in 1 s")
+        self.assertLess(time.monotonic() - t0, 15)
 
 
 class TestRmmLog(ConverterTestCase):

@@ -111,6 +111,9 @@ START_TEST(same_decisions_below_max_split_size)
     ck_assert(!gs_policy_same_decisions(m256, gc, 1 * MiB));
     ck_assert(!gs_policy_same_decisions(m256, r4, 1 * MiB));
     ck_assert(!gs_policy_same_decisions(d, cupy, 1 * MiB));
+    /* a request past GS_MAX_REQUEST, whose rounding would wrap, says nothing of the others */
+    ck_assert(!gs_policy_same_decisions(d, m256, UINT64_MAX));
+    ck_assert(!gs_policy_same_decisions(d, m256, GS_MAX_REQUEST + 1));
     gs_policy *both[] = {d, m256, m64, es, es256, gc, r4, cupy};
     for (size_t i = 0; i < G_N_ELEMENTS(both); i++) gs_policy_free(both[i]);
 }

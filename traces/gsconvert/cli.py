@@ -388,8 +388,9 @@ def convert(args, progress_stream=None, progress_enabled=False):
     if not bounded:
         write_chunks(args.output, trace_chunks)
     elif bounded is not True:
-        warn(source, f"the offline bound was not stored in {args.output} (gpusim convert: "
-                     f"{one_line(bounded)}); each replay plans it again")
+        warn(header_text(source), f"the offline bound was not stored in "
+                                  f"{header_text(args.output)} (gpusim convert: "
+                                  f"{one_line(bounded)}); each replay plans it again")
     if ref is not None:
         # a NaN or an infinity (a sibling's memory_stats may hold one: Python's json reads them)
         # is no JSON: written as null, which gpusim reads as "not known"

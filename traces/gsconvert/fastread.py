@@ -39,12 +39,17 @@ def snapshot_reader():
 
 
 def gpusim_program():
-    """gpusim beside the converter (installed), else the source tree's build/gpusim; None when
-    there is none."""
-    here = os.path.dirname(os.path.realpath(sys.argv[0] or "."))
+    """gpusim beside the converter (installed: gpusim-convert in gpusim's folder), else the
+    source tree's build/gpusim; None when there is none. Beside the converter only when the
+    program running is the converter: under `python3 -c` or an interpreter, sys.argv[0] names
+    no file, and the folder it would give is the working directory, whose gpusim is no one's
+    to run."""
+    script = sys.argv[0] if sys.argv else ""
+    beside = ([os.path.join(os.path.dirname(os.path.realpath(script)), "gpusim")]
+              if os.path.basename(script) in ("convert.py", "gpusim-convert") else [])
     package = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "gpusim"),
-                 os.path.join(os.path.dirname(os.path.dirname(package)), "build", "gpusim")):
+    for path in beside + [os.path.join(os.path.dirname(os.path.dirname(package)), "build",
+                                       "gpusim")]:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None

@@ -223,31 +223,31 @@ def write_bounded(path, chunks, binary, gpusim):
     convert`, which adds the offline bound to its header (offline_bytes_by_device): a replay of
     the output then reads the figure instead of planning it, which took longer than the replay
     (about 100 ms and 60 bytes an event more on 431,000 events; BENCHMARKS.md, "The bound
-    stored by the converter"). The trace goes to a temporary file beside path, uncompressed,
-    and gpusim writes path whole, compressing it when its name ends in .gz. False, with path
-    not written, when this cannot be done (standard output, a target that is not a regular
-    file, no gpusim); a gpusim that fails leaves the trace written as write_chunks writes it,
-    without the bound, and its message is returned."""
+    stored by the converter"). The trace goes to a temporary file beside path (gzip level 1
+    when path ends in .gz, so that the whole text is never on the disk), and gpusim writes path
+    whole, compressing it as its name says. False, with path not written, when this cannot be
+    done (standard output, a target that is not a regular file, no gpusim); a gpusim that fails
+    or does not answer leaves the trace written as write_chunks writes it, without the bound,
+    and why is returned."""
     if gpusim is None or path == "-" or _exists_not_regular(path):
         return False
+    gz = path.endswith(".gz")
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".convert-",
-                                   suffix=".gsbin" if binary else ".gstrace")
+                                   suffix=(".gsbin" if binary else ".gstrace") + (".gz" * gz))
         with os.fdopen(fd, "wb") as f:
+            out = gzip.GzipFile(fileobj=f, mode="wb", compresslevel=1, mtime=0) if gz else f
             for c in chunks:
-                f.write(c)
-        try:
-            # argv, no shell; "--": the temporary name is never an option
-            r = subprocess.run([gpusim, "convert", "-o", path, "--", tmp],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            failed = r.returncode != 0 and (r.stderr.decode("utf-8", "replace").strip()
-                                            or f"exit status {r.returncode}")
-        except OSError as e:
-            failed = f"{gpusim}: {e.strerror or e}"
+                out.write(c)
+            if gz:
+                out.close()
+        # a minute, and more for a large trace: the planner is O(n log n), gpusim convert of
+        # 431,000 events takes 0.2 s
+        failed = _gpusim_convert(gpusim, path, tmp, 60 + os.path.getsize(tmp) // (1 << 20))
         if failed:
-            with open(tmp, "rb") as f:
+            with (gzip.open if gz else open)(tmp, "rb") as f:
                 write_chunks(path, iter(lambda: f.read(1 << 20), b""))
             return failed
         return True
@@ -255,3 +255,33 @@ def write_bounded(path, chunks, binary, gpusim):
         raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         _discard(tmp)
+
+
+def _gpusim_convert(gpusim, path, tmp, limit_s):
+    """`gpusim convert` of tmp into path: None, or why not (its message, no answer in limit_s
+    seconds, the program not run). On an interrupt it waits for gpusim, which takes the
+    interrupt only once its output is whole or gone (gs_output_open), and the interrupt goes
+    on: no temporary file of gpusim's is left behind."""
+    try:
+        # argv, no shell; "--": the temporary name is never an option
+        proc = subprocess.Popen([gpusim, "convert", "-o", path, "--", tmp],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+    except OSError as e:
+        return f"{gpusim}: {e.strerror or e}"
+    try:
+        _, err = proc.communicate(timeout=limit_s)
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # (its output is then whole or gone, as on an interrupt)
+        try:
+            proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        return f"no answer in {limit_s} s"
+    except KeyboardInterrupt:
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        return err.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
+    return None
