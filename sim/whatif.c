@@ -388,10 +388,23 @@ static void at_cap(run_ctx *x, guint i)
     r->replayed_events = r->at_cap.events;
 }
 
+/* Row i, which takes another row's search (take_alike, once that is made): done now, its replay
+ * at the cap's probes freed here, in the process that made them, not carried into every fork. */
+static void settle_alike(run_ctx *x, guint i)
+{
+    gs_whatif_row *r = x->rows->pdata[i];
+    gs_probes_free(r->probes);
+    r->probes = NULL;
+    report_done(x);
+}
+
 /* Row i's search in this process. */
 static void search_here(run_ctx *x, guint i)
 {
-    if (x->same_as[i] >= 0) return; /* taken from its row's, after the searches */
+    if (x->same_as[i] >= 0) {
+        settle_alike(x, i);
+        return;
+    }
     found f;
     search_row(x->rows->pdata[i], x->t, x->o, x->bound, &f);
     take(x->rows->pdata[i], &f);
@@ -429,7 +442,7 @@ static void search_forked(run_ctx *x, unsigned jobs)
     while (next < rows->len || n) {
         while (n < jobs && next < rows->len) {
             if (x->same_as[next] >= 0) {
-                next++;
+                settle_alike(x, next++);
                 continue;
             }
             int fds[2] = {-1, -1};
@@ -520,9 +533,6 @@ static void take_alike(run_ctx *x)
         const gs_whatif_row *from = x->rows->pdata[x->same_as[i]];
         r->search = from->search;
         r->search.probes = 0;
-        gs_probes_free(r->probes); /* its replay at the cap's, which no search takes */
-        r->probes = NULL;
-        report_done(x);
     }
 }
 
