@@ -1655,9 +1655,10 @@ class TestEmptyCacheInference(ConverterTestCase):
         r = self.convert_ok(src, "-o", "out.gstrace", *extra)
         return [l.split(",")[2] for l in self.event_lines(self.path("out.gstrace"))], r
 
-    # Three 20 MiB segments; two are freed by the program and released, then a new one is made.
+    # Three 20 MiB segments; two are freed by the program and released, then a new one is made
+    # (of last bytes, for a request as large: 30 MiB is more than a freed block can serve).
     @staticmethod
-    def events(release="segment_free", grow="segment_alloc", pending=False):
+    def events(release="segment_free", grow="segment_alloc", pending=False, last=20 * MiB):
         e = [
             ev(grow, 0x1_0000_0000, 20 * MiB, 1),
             ev("alloc", 0x1_0000_0000, 20 * MiB, 2),
@@ -1677,8 +1678,8 @@ class TestEmptyCacheInference(ConverterTestCase):
         e += [ev(release, 0x2_0000_0000, 20 * MiB, 9),
               ev(release, 0x3_0000_0000, 20 * MiB, 9),
               # the next allocation misses the now empty cache: a new segment right away
-              ev(grow, 0x4_0000_0000, 20 * MiB, 10),
-              ev("alloc", 0x4_0000_0000, 20 * MiB, 10)]
+              ev(grow, 0x4_0000_0000, last, 10),
+              ev("alloc", 0x4_0000_0000, last, 10)]
         return e
 
     def test_segment_free_then_alloc_is_empty_cache(self):
@@ -1702,20 +1703,44 @@ class TestEmptyCacheInference(ConverterTestCase):
         self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache"])
 
     def test_cap_pressure_explains_it(self):
-        # 60 MiB reserved, 20 more needed, a 70 MiB limit: the allocation had to release.
+        # 60 MiB reserved, 30 more needed (the freed 20 MiB blocks cannot serve it), a 70 MiB
+        # limit: the allocation had to release.
         for extra, sib in ((("--cap", str(70 * MiB)), None),
                            ((), {"total_bytes": 1 << 30, "cap_gib": 70 / 1024})):
             with self.subTest(cap=extra or "sibling"):
-                rows, r = self.rows(self.events(), *extra, sibling=sib,
+                rows, r = self.rows(self.events(last=30 * MiB), *extra, sibling=sib,
                                     name="run__default__x")
                 self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
                 self.assertNotIn("empty_cache", r.stderr)
+
+    def test_a_freed_block_that_serves_the_request_rules_out_pressure(self):
+        # The same limit, but the request is 20 MiB: the blocks freed just before the releases
+        # serve it, so the allocator had no need to grow, nor to release. An empty_cache()
+        # (cuDNN trying a workspace under a cap: free it, empty the cache, go on), not a flush.
+        rows, r = self.rows(self.events(), "--cap", str(70 * MiB), name="run__default__x")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
+        # the same with expandable segments (the unmaps of a cuDNN workspace's pages)
+        rows, _ = self.rows(self.events("segment_unmap", "segment_map"), "--cap", str(70 * MiB),
+                            name="run__expandable__x", conf="expandable_segments:True")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
+        # a block of another stream serves nothing: pressure may explain it
+        e = [x if x["action"] != "alloc" or x["addr"] != 0x4_0000_0000 else dict(x, stream=7)
+             for x in self.events()]
+        rows, _ = self.rows(e, "--cap", str(70 * MiB), name="run__default__x")
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
+        # with max_split_size_mb a block may be kept from a request: nothing is ruled out
+        snap = snapshot(self.events(), conf="max_split_size_mb:20")
+        snap["allocator_settings"]["max_split_size"] = 20 * MiB
+        src = self.write_snapshot("ms__default__x.pickle", snap)
+        self.convert_ok(src, "-o", "out.gstrace", "--cap", str(70 * MiB))
+        rows = [l.split(",")[2] for l in self.event_lines(self.path("out.gstrace"))]
+        self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
 
     def test_unknown_cap_uses_the_peak(self):
         # No limit known: 60 MiB reserved + 20 more needed passes the run's peak (60 MiB), so
         # the releases may have been forced (a limit is only known to be at least the peak):
         # not inferred.
-        rows, _ = self.rows(self.events(), sibling={"total_bytes": H100_TOTAL},
+        rows, _ = self.rows(self.events(last=30 * MiB), sibling={"total_bytes": H100_TOTAL},
                             name="run__default__y")
         self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
         # A release at 40 MiB reserved, before a 20 MiB segment: 60 MiB, within the peak, so
@@ -1747,8 +1772,8 @@ class TestEmptyCacheInference(ConverterTestCase):
                 self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "empty_cache", "alloc"])
         # a retry was counted: pressure may explain it, as before
         sib = {"total_bytes": H100_TOTAL, "memory_stats": {"num_alloc_retries": 1}}
-        rows, _ = self.rows(self.events("segment_unmap", "segment_map"), sibling=sib,
-                            name="run__expandable__w", conf=conf)
+        rows, _ = self.rows(self.events("segment_unmap", "segment_map", last=30 * MiB),
+                            sibling=sib, name="run__expandable__w", conf=conf)
         self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
 
     def test_oom_explains_it(self):
@@ -1762,8 +1787,9 @@ class TestEmptyCacheInference(ConverterTestCase):
         snap_conf = "garbage_collection_threshold:0.5"
         rows, _ = self.rows(self.events(), sibling=sib, name="run__gc__1", conf=snap_conf)
         self.assertEqual(rows.count("empty_cache"), 1)
-        # ... but with a 100 MiB limit 60 MiB is above 50: a collection, not empty_cache()
-        snap = snapshot(self.events(), conf=snap_conf)
+        # ... but with a 100 MiB limit 60 MiB is above 50: a collection, not empty_cache() (for a
+        # request no freed block serves: PyTorch collects only before a growth)
+        snap = snapshot(self.events(last=30 * MiB), conf=snap_conf)
         snap["allocator_settings"]["garbage_collection_threshold"] = 0.5
         src = self.write_snapshot("gc__default__x.pickle", snap)
         with open(self.path("gc__default__x.json"), "w") as f:

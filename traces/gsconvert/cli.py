@@ -229,11 +229,11 @@ def infer_all_empty_cache(rec, args, sibling, label):
         # no counted retry and no oversize blocks: the allocator never released under pressure
         retries = stats.get("num_alloc_retries") if isinstance(stats, dict) else None
         max_split = settings.get("max_split_size")
-        flushed = not (retries == 0 and _is_int(max_split) and
-                       (max_split < 0 or max_split >= 2**62))
+        no_oversize = _is_int(max_split) and (max_split < 0 or max_split >= 2**62)
+        flushed = not (retries == 0 and no_oversize)
         rec.per_device[dev], n = infer_empty_cache(
             events, release_limit(args, sibling, dev, rec.pytorch_version),
-            peak if _is_int(peak) else None, gc, expandable, flushed)
+            peak if _is_int(peak) else None, gc, expandable, flushed, no_oversize)
         rec.num_inferred_empty_cache += n
     if rec.num_inferred_empty_cache:
         warn(label, f"inferred {rec.num_inferred_empty_cache} empty_cache() call(s) from segment "

@@ -40,6 +40,13 @@ from .model import Event, EventColumns, MiB, _has_action, warn
 # PyTorch's alloc_block uses it, with expandable segments too): the larger of the segment
 # event's size and the allocation size of the request that follows (2 MiB up to 1 MiB, 20 MiB
 # below 10 MiB, else rounded up to 2 MiB).
+# Nor is there pressure where a block at least as large as that request, of its stream and
+# pool, was freed just before the run or within it (no request between): best fit serves the
+# request from it, and the allocator grows (and collects garbage, which it does only before a
+# growth) only when nothing does. That holds where no
+# oversize rule keeps a block from a smaller request (no max_split_size_mb): a library that
+# tries a large workspace, frees it and calls empty_cache() (cuDNN's benchmark under a cap),
+# whose next request then needs a growth, is an empty_cache() and not a flush.
 # ---------------------------------------------------------------------------------------------
 
 RELEASES = ("segment_free", "segment_unmap")
@@ -382,11 +389,29 @@ def infer_all_pools(rec, label):
                     f"requests of the others replay in the ordinary pools")
 
 
+def _served_by_a_free(events, i, j, req):
+    """Whether a block freed just before events[i:j] (the frees right before it, no request
+    between) or within it, of req's stream and pool, is at least req's size rounded."""
+    size = max(512, -(-req.size // 512) * 512)
+
+    def serves(e):
+        done = e.action == "free_done" or (e.action == "free" and not e.deferred)
+        return (done and e.stream == req.stream and e.size >= size and
+                (e.size > MiB) == (req.size > MiB))
+    b = i - 1
+    while b >= 0 and events[b].action in ("free", "free_done"):
+        if serves(events[b]):
+            return True
+        b -= 1
+    return any(serves(events[x]) for x in range(i, j))
+
+
 def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandable=False,
-                      flushed=True):
+                      flushed=True, no_oversize=False):
     """One device's events with an 'empty_cache' Event before every run of releases that no
     allocation explains (the rule above). flushed: False when the run's statistics rule out an
-    allocator's flush under pressure. Returns (events, number inferred)."""
+    allocator's flush under pressure; no_oversize: the setting has no max_split_size_mb, so a
+    free block as large as a request serves it. Returns (events, number inferred)."""
     if not _has_action(events, RELEASES):
         return events, 0        # (what the walk below gives: the events as they are)
     given, events = events, list(events)
@@ -416,11 +441,15 @@ def infer_empty_cache(events, limit=None, peak=None, gc_threshold=0.0, expandabl
             k = j
             while k < len(events) and events[k].action in GROWTHS:
                 k += 1
-            if k < len(events) and events[k].action == "alloc":
-                need = max(need, _allocation_size(events[k].size))
+            req = events[k] if k < len(events) and events[k].action == "alloc" else None
+            if req is not None:
+                need = max(need, _allocation_size(req.size))
             gc_bound = gc_threshold * (limit if limit is not None else peak)
             explained = ((flushed and reserved + need > bound) or
                          (gc_threshold > 0 and reserved > gc_bound))
+            if explained and no_oversize and req is not None and \
+                    _served_by_a_free(events, i, j, req):
+                explained = False
         if not explained:
             out.append(Event("empty_cache", e.device, 0, 0, 0, e.time_us, False, e.where))
             n += 1
