@@ -2,7 +2,8 @@
 # lab/fidelity.sh [DIR...] - real PyTorch vs gpusim, run by run, device by device.
 #
 # For every reference run in each DIR (default: ../shared/traces/pytorch-2.11-h100 when it is
-# there, and every folder of traces/references/: real PyTorch 2.11 snapshots, NAME.pickle.gz,
+# there, every folder of traces/references/, and the folders of lab/results that hold such runs:
+# real PyTorch 2.11 snapshots, NAME.pickle.gz,
 # with what the allocator did under a policy and a cap in NAME.json), convert the run's own
 # snapshot (traces/convert.py, which writes the reference too), replay it under that run's
 # policy and truncated cap (each device its own), once with segments at the real run's
@@ -20,6 +21,15 @@ known=$root/tests/data/fidelity-known.tsv
 if [ $# -eq 0 ]; then
     [ -d "$root/../shared/traces/pytorch-2.11-h100" ] && set -- "$root/../shared/traces/pytorch-2.11-h100"
     for d in "$root"/traces/references/*/; do set -- "$@" "${d%/}"; done
+    # and the snapshots the device scripts left in lab/results with their statistics beside
+    for d in "$root"/lab/results/*/; do
+        for p in "$d"*.pickle.gz; do
+            if [ -f "${p%.pickle.gz}.json" ]; then
+                set -- "$@" "${d%/}"
+                break
+            fi
+        done
+    done
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
