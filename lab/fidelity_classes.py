@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fidelity_classes.py [--markdown | --readme] [DIR...] - the reference runs by program class.
+"""fidelity_classes.py [--markdown | --write] [DIR...] - the reference runs by program class.
 
 lab/fidelity.sh holds every reference run (a real PyTorch snapshot with the allocator's own
 events: ../shared/traces/pytorch-2.11-h100 beside a checkout, and traces/references/*/) to the
@@ -7,8 +7,8 @@ whole contract, once with the real run's segment addresses and once with the dri
 model alone. This runs it and counts, by program class (the run's name before "__"), the runs
 exact in each mode: a run of several devices is exact when each of its devices is.
 
-  --markdown   print the table README.md holds between its "fidelity-refs-table" marks
-  --readme     write it there
+  --markdown   print the table docs/fidelity.md holds between its "fidelity-refs-table" marks
+  --write      write it there
 DIR: as lab/fidelity.sh takes them (default: its own). lab/fidelity_recorded.py does the same
 for the real runs without reference files. Standard library only.
 """
@@ -74,13 +74,13 @@ def markdown(got):
     return "\n".join(lines) + "\n"
 
 
-def write_readme(table):
-    path = os.path.join(ROOT, "README.md")
+def write_doc(table):
+    path = os.path.join(ROOT, "docs", "fidelity.md")
     with open(path) as f:
         text = f.read()
     a, b = text.find(BEGIN), text.find(END)
     if a < 0 or b < a:
-        sys.exit(f"fidelity_classes.py: README.md has no {BEGIN} ... {END}")
+        sys.exit(f"fidelity_classes.py: docs/fidelity.md has no {BEGIN} ... {END}")
     with open(path, "w") as f:
         f.write(text[:a + len(BEGIN)] + "\n" + table + text[b:])
     return 0
@@ -90,14 +90,14 @@ def main(argv):
     p = argparse.ArgumentParser(prog="fidelity_classes.py", description=__doc__.split("\n")[0])
     p.add_argument("dirs", nargs="*", metavar="DIR")
     p.add_argument("--markdown", action="store_true", help="print only the table")
-    p.add_argument("--readme", action="store_true", help="write the table into README.md")
+    p.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
     a = p.parse_args(argv)
     got = runs(a.dirs)
     if not got:
         sys.exit("fidelity_classes.py: lab/fidelity.sh found no run")
     table = markdown(got)
-    if a.readme:
-        return write_readme(table)
+    if a.write:
+        return write_doc(table)
     print(table, end="")
     if not a.markdown:
         print(f"{len(got)} runs: {sum(m.get('reference', False) for _, m in got)} exact "
