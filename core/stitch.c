@@ -235,6 +235,13 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
     return GS_OK;
 }
 
+/* What the headroom and max_handle_frac are fractions of: the limit, the device's memory with
+ * none. */
+static double limit_or_device(gs_heap *h)
+{
+    return (double)(h->limit ? h->limit : gs_heap_device_total(h));
+}
+
 gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
                          gs_block **out)
 {
@@ -247,8 +254,7 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     uint64_t alloc = (uint64_t)stat_all(h->st.allocated_bytes) + size;
     uint64_t peak = MAX((uint64_t)h->st.allocated_bytes[GS_STAT_ALL].peak, alloc);
     double bound = (double)peak * (1.0 + p->sc.slack);
-    if (p->sc.headroom > 0)
-        bound = (double)(h->limit ? h->limit : gs_heap_device_total(h)) * (1.0 - p->sc.headroom);
+    if (p->sc.headroom > 0) bound = limit_or_device(h) * (1.0 - p->sc.headroom);
     bool plenty = (p->sc.slack > 0 || p->sc.headroom > 0) && (double)after <= bound &&
                   (!h->limit || after <= h->limit);
     GArray *d = plenty ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
@@ -284,10 +290,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     /* Create first: a growth that runs out of memory changes nothing. One handle, or pieces of
      * at most max_handle and max_handle_frac of the limit. */
     uint64_t piece = p->sc.max_handle ? MAX(p->sc.max_handle / pg, 1) : fresh;
-    if (p->sc.max_handle_frac > 0) { /* gs_stitch_conf.max_handle_frac */
-        double lim = (double)(h->limit ? h->limit : gs_heap_device_total(h));
-        piece = MIN(piece, MAX((uint64_t)(lim * p->sc.max_handle_frac / (double)pg), 1));
-    }
+    if (p->sc.max_handle_frac > 0) /* gs_stitch_conf.max_handle_frac */
+        piece =
+            MIN(piece, MAX((uint64_t)(limit_or_device(h) * p->sc.max_handle_frac / (double)pg), 1));
     /* near the limit, a small growth is made of one-page handles (gs_stitch_conf.fine) */
     if (!plenty && fresh * pg <= p->sc.fine) piece = 1;
     GArray *made = g_array_new(FALSE, FALSE, 2 * sizeof(uint64_t));

@@ -507,15 +507,16 @@ static uint64_t largest_request(const gs_trace *t)
 /* Which rows decide alike on t at every step (gs_policy_same_decisions: PyTorch's
  * max_split_size_mb above every segment the trace can make): each such row takes the search of
  * the first row it decides alike with, which alone is searched. Its replay at the cap is still
- * made: that is its report's, whose max_split_size statistic is its own. */
-static gint *rows_alike(GPtrArray *rows, const gs_trace *t)
+ * made: that is its report's, whose max_split_size statistic is its own. With share false
+ * (--full-replays, for comparison) every row is searched. */
+static gint *rows_alike(GPtrArray *rows, const gs_trace *t, bool share)
 {
     gint *same_as = g_new(gint, rows->len ? rows->len : 1);
-    uint64_t largest = largest_request(t);
+    uint64_t largest = share ? largest_request(t) : 0;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         same_as[i] = -1;
-        for (guint k = 0; k < i && same_as[i] < 0; k++) {
+        for (guint k = 0; share && k < i && same_as[i] < 0; k++) {
             const gs_whatif_row *q = rows->pdata[k];
             if (same_as[k] < 0 && gs_policy_same_decisions(q->pol, r->pol, largest))
                 same_as[i] = (gint)k;
@@ -543,11 +544,7 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
                  .t = t,
                  .o = o,
                  .bound = bound,
-                 .same_as = o->full_replays ? NULL : rows_alike(rows, t)};
-    if (!x.same_as) { /* --full-replays: every row searched, for comparison */
-        x.same_as = g_new(gint, rows->len ? rows->len : 1);
-        for (guint i = 0; i < rows->len; i++) x.same_as[i] = -1;
-    }
+                 .same_as = rows_alike(rows, t, !o->full_replays)};
     g_mutex_init(&x.lock);
     unsigned jobs = o->jobs ? o->jobs : g_get_num_processors();
     if (jobs > rows->len) jobs = rows->len;

@@ -392,7 +392,7 @@ def infer_all_pools(rec, label):
 def _served_by_a_free(events, i, j, req):
     """Whether a block freed just before events[i:j] (the frees right before it, no request
     between) or within it, of req's stream and pool, is at least req's size rounded."""
-    size = max(512, -(-req.size // 512) * 512)
+    size = _round512(req.size)
 
     def serves(e):
         done = e.action == "free_done" or (e.action == "free" and not e.deferred)
