@@ -13,7 +13,8 @@
 # default (the lazy setting: no move until memory is near the limit, PyTorch-sized growths
 # until then, one-page handles after; docs/stitch.md) and in its eager setting (EAGER below,
 # the default until 2026-12-05), with whether each meets the target (memory at most expandable
-# segments', time at most 1.1 x the default's).
+# segments', time at most 1.1 x the default's), and stitch's peak reserved with no cap over
+# expandable segments' (the target on the GPU: at most theirs).
 #
 #   bench/frontier.sh                       # build/gpusim, into /tmp/gpusim-frontier
 set -eu
@@ -50,15 +51,21 @@ def fig(r):
         return "no minimum"
     return "%.4f %5.2f%s" % (float(r["memory_over_bound"]), float(r["time_over_default"] or 0),
                              " *" if r["pareto"] == "1" else "")
+def peak(r, ex):
+    """r's peak reserved with no cap over expandable segments' (both complete uncapped)."""
+    if r["uncapped_outcome"] not in ("ok", "survived") or ex["uncapped_outcome"] != r["uncapped_outcome"]:
+        return "-"
+    return "%.4f" % (int(r["uncapped_peak_reserved_bytes"]) / int(ex["uncapped_peak_reserved_bytes"]))
 def meets(r, ex):
     if not (r["min_capacity_bytes"] and ex["min_capacity_bytes"]):
         return "-"
     m = int(r["min_capacity_bytes"]) <= int(ex["min_capacity_bytes"])
     t = float(r["time_over_default"] or "inf") <= 1.1
     return ("M" if m else "m") + ("T" if t else "t")
-print("%-27s %-18s %-18s %-15s %s" % ("trace", "stitch", "stitch eager", "expandable",
-                                      "the front, by device time"))
+print("%-27s %-18s %-7s %-18s %-15s %s" % ("trace", "stitch", "peak", "stitch eager",
+                                           "expandable", "the front, by device time"))
 n = {"stitch": 0, eager: 0}
+under = 0
 for t in dict.fromkeys(r["trace"] for r in rows):
     pts = [r for r in rows if r["trace"] == t]
     front = sorted((r for r in pts if r["pareto"] == "1"), key=lambda r: float(r["device_time_us"]))
@@ -67,12 +74,15 @@ for t in dict.fromkeys(r["trace"] for r in rows):
     ex = [r for r in pts if r["policy"] == "pytorch:expandable_segments:True"][0]
     for k, r in (("stitch", st), (eager, se)):
         n[k] += meets(r, ex) == "MT"
+    under += peak(st, ex) != "-" and float(peak(st, ex)) <= 1
     name = os.path.basename(t).split(".gs")[0]
-    print("%-27s %-18s %-18s %-15s %s" % (name[:27], fig(st) + " " + meets(st, ex),
-                                          fig(se) + " " + meets(se, ex), fig(ex),
+    print("%-27s %-18s %-7s %-18s %-15s %s" % (name[:27], fig(st) + " " + meets(st, ex),
+                                               peak(st, ex), fig(se) + " " + meets(se, ex), fig(ex),
                                           ", ".join("eager" if r["policy"] == eager else r["policy"]
                                                     for r in front) or "-"))
 print("M/m: memory at most / above expandable segments'; T/t: time at most / above 1.1 x the "
       "default's; both met: stitch %d, eager %d of %d traces" % (n["stitch"], n[eager],
                                                               len(dict.fromkeys(r["trace"] for r in rows))))
+print("peak: stitch's peak reserved with no cap over expandable segments'; at most theirs on %d"
+      % under)
 PY

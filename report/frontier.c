@@ -7,7 +7,8 @@
 
 static const char *const csv_header =
     "trace,policy,family,ours,uncapped_outcome,min_capacity_bytes,lower_bound_bytes,"
-    "memory_over_bound,device_time_us,time_over_default,pareto,replays\n";
+    "memory_over_bound,device_time_us,time_over_default,pareto,replays,"
+    "uncapped_peak_reserved_bytes\n";
 
 /* What gpusim's own policy is against the front, in words ("on the front", "behind it: SPEC
  * needs no more memory and less time"); NULL when no point is ours. g_free it. */
@@ -87,7 +88,9 @@ static void csv_rows(FILE *out, const char *name, const gs_frontier *f)
         if (p->found && f->bound) fprintf(out, "%.6f", p->memory);
         fprintf(out, ",%.1f,", p->device_us);
         if (p->time > 0) fprintf(out, "%.6f", p->time);
-        fprintf(out, ",%d,%u\n", p->pareto, p->row->replays + p->row->search.probes);
+        fprintf(out, ",%d,%u,%" G_GINT64_FORMAT "\n", p->pareto,
+                p->row->replays + p->row->search.probes,
+                p->row->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
         g_free(qs);
         g_free(qf);
     }
@@ -131,6 +134,8 @@ static void json_trace(gs_jw *w, const char *name, const gs_trace *t, const gs_f
         gs_jw_bool(w, p->pareto);
         gs_jw_key(w, "replays");
         gs_jw_uint(w, p->row->replays + p->row->search.probes);
+        gs_jw_key(w, "uncapped_peak_reserved_bytes");
+        gs_jw_int(w, p->row->at_cap.stats.reserved_bytes[GS_STAT_ALL].peak);
         gs_jw_object_end(w);
     }
     gs_jw_array_end(w);

@@ -578,11 +578,13 @@ for t in traces:
                   for q in ok)
         want = r in ok and not dom
         assert (r["pareto"] == "1") == want, (r["policy"], r["pareto"], want)
+        if r["uncapped_outcome"] == "ok":
+            assert int(r["uncapped_peak_reserved_bytes"]) >= int(r["lower_bound_bytes"]), r
 PY
 "$gpusim" frontier "$trace" -q >"$tmp/fr.txt" 2>"$tmp/err" || fail "frontier table: exit $?: $(cat "$tmp/err")"
 grep -q "^stitch .*(gpusim's own)$" "$tmp/fr.txt" && grep -q "^stitch, gpusim's own policy, is " "$tmp/fr.txt" ||
     fail "frontier table: stitch not marked: $(cat "$tmp/fr.txt")"
-[ "$(grep -c '[0-9] \*' "$tmp/fr.txt")" -eq "$(grep -c "^$trace,.*,1,[0-9]*$" "$tmp/fr.csv")" ] ||
+[ "$(grep -c '[0-9] \*' "$tmp/fr.txt")" -eq "$(grep -c "^$trace,.*,1,[0-9]*,[0-9]*$" "$tmp/fr.csv")" ] ||
     fail "frontier: the table's front is not the CSV's"
 "$gpusim" frontier "$trace" -q -f json | python3 -c "
 import json, sys; d = json.load(sys.stdin); p = d[0]['points']
