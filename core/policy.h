@@ -51,7 +51,8 @@ typedef struct {
     /* While memory is plentiful, a growth also creates up to ahead x what it needs beyond it
      * (within the slack and the limit, in the same handle): fewer growths, so fewer driver
      * calls (each mapping costs its cuMemSetAccess), for handles that a live block pins more
-     * often. 0: exactly what it needs. */
+     * often; what it adds beyond min_grow never takes the reserved bytes past their peak so
+     * far. 0: exactly what it needs. */
     double ahead;
     /* While memory is plentiful, a growth creates at least this many bytes (within the slack
      * and the limit, in the same handle), as PyTorch's default grows a 20 MiB segment for a

@@ -242,6 +242,29 @@ static double limit_or_device(gs_heap *h)
     return (double)(h->limit ? h->limit : gs_heap_device_total(h));
 }
 
+/* The pages a plentiful growth creates beyond the fresh ones it needs (gs_stitch_conf.ahead and
+ * min_grow): within room bytes (the slack's or headroom's bound less after, the reserved bytes
+ * after a growth of the request's size), the limit and space pages of its unmapped block. */
+static uint64_t ahead_pages(const gs_heap *h, const gs_pool *p, double room, uint64_t after,
+                            uint64_t fresh, uint64_t need, uint64_t space)
+{
+    uint64_t pg = p->page, at = h->total_reserved + fresh * pg;
+    if (h->limit) room = MIN(room, (double)(h->limit - after)); /* plenty: after <= limit */
+    uint64_t extra = room > 0 ? (uint64_t)(room / (double)pg) : 0;
+    uint64_t floor = p->sc.min_grow / pg > fresh ? p->sc.min_grow / pg - fresh : 0;
+    extra = MIN(extra, MAX((uint64_t)(p->sc.ahead * (double)need), floor));
+    /* with a floor, ahead adds at most the floor: a large request doubled would be a large
+     * handle that its one block pins, and memory reserved long before it is used */
+    if (p->sc.min_grow) extra = MIN(extra, p->sc.min_grow / pg);
+    extra = MIN(extra, space);
+    /* ahead beyond the floor stays within the peak reserved so far: memory made ahead of need
+     * that later requests did not use set the run's peak (up to 2% above expandable segments'
+     * with no limit, on most real traces: BENCHMARKS.md, "Growth ahead within the peak"); only
+     * what the growth needs, and the floor's PyTorch-sized growths, may raise it */
+    uint64_t top = (uint64_t)h->st.reserved_bytes[GS_STAT_ALL].peak;
+    return MIN(extra, MAX(floor, top > at ? (top - at) / pg : 0));
+}
+
 gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
                          gs_block **out)
 {
@@ -269,20 +292,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
         goto out;
     }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
-    if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow)) {
-        /* grow ahead (gs_stitch_conf.ahead, min_grow): within the slack and the limit, and
-         * u's room */
-        double room = bound - (double)after;
-        if (h->limit) room = MIN(room, (double)(h->limit - after));
-        uint64_t extra = room > 0 ? (uint64_t)(room / (double)pg) : 0;
-        uint64_t floor = p->sc.min_grow / pg > fresh ? p->sc.min_grow / pg - fresh : 0;
-        extra = MIN(extra, MAX((uint64_t)(p->sc.ahead * (double)need), floor));
-        /* with a floor, ahead adds at most the floor: a large request doubled would be a large
-         * handle that its one block pins, and memory reserved long before it is used */
-        if (p->sc.min_grow) extra = MIN(extra, p->sc.min_grow / pg);
-        extra = MIN(extra, u->size / pg - MAX(got, need));
-        fresh += extra;
-    }
+    if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow))
+        fresh += ahead_pages(h, p, bound - (double)after, after, fresh, need,
+                             u->size / pg - MAX(got, need));
     if (h->limit && h->total_reserved + fresh * pg > h->limit) {
         st = GS_ERR_OOM;
         goto out;

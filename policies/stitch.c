@@ -25,10 +25,10 @@
  *     loop's steady state moves repeat every step (measured on the H100: ResNet-50 2% slower
  *     per step with 10 moves a step; docs/stitch.md, "stitch on the real GPU"). A plentiful
  *     growth of the large pool creates at least 20 MiB, as PyTorch's default rounds a 1-10 MiB
- *     request to a 20 MiB segment, and up to twice what it needs (ahead, at most 20 MiB more):
- *     as few growths as the default makes. Above that bound every growth stitches first, and
- *     creates what is still missing, one handle a page when that is at most 128 MiB (fine), so
- *     each page can move or go back alone;
+ *     request to a 20 MiB segment, and up to twice what it needs (ahead, at most 20 MiB more,
+ *     and never past the peak reserved so far): as few growths as the default makes. Above
+ *     that bound every growth stitches first, and creates what is still missing, one handle a
+ *     page when that is at most 128 MiB (fine), so each page can move or go back alone;
  *   - empty_cache and the out-of-memory ladder unmap and release every free whole handle.
  *
  * Where it departs from GMLake:

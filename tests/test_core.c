@@ -1459,6 +1459,36 @@ START_TEST(stitch_grow_floor_and_fine_handles)
 }
 END_TEST
 
+/* ahead: what a plentiful growth creates ahead of need stays within the peak reserved so far;
+ * only what it needs raises the peak (no floor here: grow:0). */
+START_TEST(stitch_ahead_stays_within_the_peak)
+{
+    fixture f = fx_new("stitch:headroom:0.5,grow:0,ahead:1,fine:0,max_handle_frac:0", DEV, 0);
+    gs_block *a = xalloc(f.heap, 10 * MiB, 0); /* a new peak: nothing ahead (20 MiB before) */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 10 * MiB);
+    gs_block *b = xalloc(f.heap, 20 * MiB, 0); /* a new peak again: 30 MiB */
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 30 * MiB);
+    xfree(f.heap, a);
+    xfree(f.heap, b);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    /* 4 MiB under a peak of 30: ahead doubles it, one handle of 8 MiB */
+    uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+    gs_block *c = xalloc(f.heap, 4 * MiB, 0);
+    ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created + 1);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 8 * MiB);
+    /* 22 MiB: 4 MiB free at the top serve part, 9 pages needed, ahead clipped at the peak:
+     * 26 + 4 = 30 MiB */
+    gs_block *d = xalloc(f.heap, 22 * MiB, 0);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 30 * MiB);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).peak, 30 * MiB);
+    check_heap(f.heap);
+    xfree(f.heap, c);
+    xfree(f.heap, d);
+    fx_free_emptied(&f);
+}
+END_TEST
+
 START_TEST(stitch_pinned_handle_stays_and_limit_counts_only_new_memory)
 {
     fixture f = fx_new(EAGER, DEV, 40 * MiB);
@@ -1664,6 +1694,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_plentiful_memory_creates_instead_of_moving);
     tcase_add_test(tc, stitch_headroom_moves_only_near_the_limit);
     tcase_add_test(tc, stitch_grow_floor_and_fine_handles);
+    tcase_add_test(tc, stitch_ahead_stays_within_the_peak);
     tcase_add_test(tc, stitch_pinned_handle_stays_and_limit_counts_only_new_memory);
     tcase_add_test(tc, stitch_handles_sized_by_the_limit);
     tcase_add_test(tc, stitch_growth_fills_a_hole_between_free_blocks);
