@@ -5,6 +5,11 @@ that never synchronised on an idle GPU (lab/async_probe.py); real programs do bo
 
   python3 lab/async_modes.py device OUTDIR     on the GPU machine (CuPy there): OUTDIR/logs.tgz
   python3 lab/async_modes.py check DIR         here: lab/driver_pool.py's rule on each log of DIR
+  python3 lab/async_modes.py model DIR [GPUSIM [SPEC...]]
+                                               here: gpusim's cuda-async settings (default:
+                                               vmm:0, vmm:1,remap:0 and its default, vmm:1,remap:1)
+                                               replaying each log's requests, peak reserved
+                                               against the pool's
 
 `device` replays four traces' requests (the cut and LLM generation reference runs, the bundled
 ResNet-50 and GPT-2) through the device's default pool, release threshold UINT64_MAX, on the
@@ -89,7 +94,49 @@ def check(folder):
     return 0
 
 
+def model(folder, gpusim, specs):
+    """Each log's requests as a gpusim trace, replayed under specs: peak reserved over the real
+    pool's (the log's largest ReservedMemCurrent), and the final reserved."""
+    import csv
+    import gzip
+    tmp = tempfile.mkdtemp(prefix="async-model-")
+    specs = specs or ["cuda-async:vmm:0", "cuda-async:vmm:1,remap:0", "cuda-async"]
+    print("%-18s %-5s %10s  %s" % ("log", "mode", "real MiB", "  ".join(
+        "%s MiB (x real)" % s for s in specs)))
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".csv.gz"):
+            continue
+        path = os.path.join(tmp, name[:-7] + ".gstrace")
+        peak, live = 0, set()
+        with gzip.open(os.path.join(folder, name), "rt") as f, open(path, "w") as out:
+            out.write("# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n")
+            for r in csv.DictReader(f):
+                peak = max(peak, int(r["reserved"]))
+                if r["op"] == "alloc":
+                    live.add(r["id"])
+                elif r["id"] in live:
+                    live.discard(r["id"])
+                else:
+                    continue
+                out.write("%s,%s,%s,torch,0,0,%s,%s\n" % (r["i"], r["i"], r["op"], r["id"],
+                                                          r["size"] if r["op"] == "alloc" else 0))
+        cmd = [gpusim, "replay", path, "-q", "-f", "csv"]
+        for s in specs:
+            cmd += ["-p", s]
+        res = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        got = {r["policy"]: int(r["peak_reserved_bytes"]) for r in csv.DictReader(res.splitlines())
+               if r["peak_reserved_bytes"]}
+        import driver_pool
+        print("%-18s %-5s %10.0f  %s" % (name[:-7], driver_pool.mode_of(name), peak / 2**20,
+                                         "  ".join("%6.0f (%.3f)" % (got[s] / 2**20, got[s] / peak)
+                                                   for s in specs)))
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[0] == "model":
+        return model(argv[1], argv[2] if len(argv) > 2 else os.path.join(ROOT, "build", "gpusim"),
+                     argv[3:])
     if len(argv) == 2 and argv[0] == "device":
         return device(argv[1])
     if len(argv) == 2 and argv[0] == "check":

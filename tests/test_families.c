@@ -653,7 +653,7 @@ END_TEST
 
 START_TEST(cuda_async_chunks_and_streams)
 {
-    fixture f = fx_new("cuda-async:granularity:2MiB,chunk:2MiB", DEV, 0);
+    fixture f = fx_new("cuda-async:vmm:0,granularity:2MiB,chunk:2MiB", DEV, 0);
     gs_block *a = xalloc(f.heap, 1000, 0);
     ck_assert_uint_eq(a->size, 1024); /* 512-byte alignment */
     ck_assert_uint_eq(gs_heap_reserved(f.heap), 2 * MiB); /* one 2 MiB chunk */
@@ -671,8 +671,9 @@ END_TEST
 
 START_TEST(cuda_async_no_internal_dependencies)
 {
-    fixture f = fx_new("cuda-async:cudaMemPoolReuseAllowInternalDependencies:0,chunk:8MiB,"
-                       "granularity:2MiB", DEV, 0);
+    fixture f = fx_new("cuda-async:vmm:0,cudaMemPoolReuseAllowInternalDependencies:0,chunk:8MiB,"
+                       "granularity:2MiB",
+                       DEV, 0);
     gs_block *a = xalloc(f.heap, 1 * MiB, 0);
     ck_assert_uint_eq(gs_heap_reserved(f.heap), 8 * MiB);
     gs_block *b = xalloc(f.heap, 1 * MiB, 1); /* not from stream 0's chunk */
@@ -710,10 +711,11 @@ static void threshold_case(const char *spec, uint64_t retries)
 
 START_TEST(cuda_async_release_threshold)
 {
-    threshold_case("cuda-async:granularity:2MiB,chunk:2MiB", 0);
-    threshold_case("cuda-async:cudaMemPoolAttrReleaseThreshold:UINT64_MAX,granularity:2MiB,"
-                   "chunk:2MiB", 1);
-    threshold_case("cuda-async:release_threshold:max,granularity:2MiB,chunk:2MiB", 1);
+    threshold_case("cuda-async:vmm:0,granularity:2MiB,chunk:2MiB", 0);
+    threshold_case("cuda-async:vmm:0,cudaMemPoolAttrReleaseThreshold:UINT64_MAX,granularity:2MiB,"
+                   "chunk:2MiB",
+                   1);
+    threshold_case("cuda-async:vmm:0,release_threshold:max,granularity:2MiB,chunk:2MiB", 1);
 }
 END_TEST
 
@@ -773,7 +775,7 @@ START_TEST(cuda_async_remap_moves_free_chunks)
 {
     for (int remap = 0; remap <= 1; remap++) {
         const char *spec = remap ? "cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1,remap:1"
-                                 : "cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1";
+                                 : "cuda-async:cudaMemPoolAttrReleaseThreshold:max,vmm:1,remap:0";
         fixture f = fx_new(spec, DEV, 0);
         gs_block *a = xalloc(f.heap, 32 * MiB, 0), *b = xalloc(f.heap, 32 * MiB, 0);
         gs_block *c = xalloc(f.heap, 32 * MiB, 0);
@@ -804,20 +806,26 @@ START_TEST(cuda_async_remap_moves_free_chunks)
         ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
         fx_free(&f);
     }
-    expect_error("cuda-async:remap:1", "needs vmm:1");
+    expect_error("cuda-async:vmm:0,remap:1", "needs vmm:1");
 }
 END_TEST
 
 START_TEST(cuda_async_config_errors)
 {
-    /* the measured default: chunks of whole 32 MiB */
-    fixture f = fx_new("cuda-async", DEV, 0);
-    gs_block *a = xalloc(f.heap, 1, 0);
-    gs_block *b = xalloc(f.heap, 40 * MiB, 0);
-    ck_assert_uint_eq(gs_heap_reserved(f.heap), 32 * MiB + 64 * MiB);
-    xfree(f.heap, a);
-    xfree(f.heap, b);
-    fx_free(&f);
+    /* the default: one range of 32 MiB chunks, the 40 MiB request extending the first chunk's
+     * free tail by one more; vmm:0 alone: fixed chunks of whole 32 MiB, remap off with it */
+    const char *specs[] = {"cuda-async", "cuda-async:vmm:0"};
+    const uint64_t want[] = {64 * MiB, 32 * MiB + 64 * MiB};
+    for (int k = 0; k < 2; k++) {
+        fixture f = fx_new(specs[k], DEV, 0);
+        gs_block *a = xalloc(f.heap, 1, 0);
+        gs_block *b = xalloc(f.heap, 40 * MiB, 0);
+        ck_assert_uint_eq(gs_heap_reserved(f.heap), want[k]);
+        ck_assert(b->seg->expandable == (k == 0));
+        xfree(f.heap, a);
+        xfree(f.heap, b);
+        fx_free(&f);
+    }
     expect_error("cuda-async:cudaMemPoolAttrReleaseThreshold:lots", "cudaMemPoolAttrReleaseThreshold");
     expect_error("cuda-async:cudaMemPoolReuseAllowInternalDependencies:2", "true or false");
     expect_error("cuda-async:granularity:3MiB", "power of two");

@@ -31,6 +31,7 @@ static const char *const specs[] = {
     "rmm-pool:initial_pool_size:0,maximum_pool_size:256MiB",
     "rmm-arena:arena_size:192MiB",
     "cuda-async",
+    "cuda-async:vmm:0",
     "cuda-async:vmm:1,small:1MiB,granularity:2MiB",
     "cuda-async:vmm:1,cudaMemPoolAttrReleaseThreshold:max",
 };
@@ -63,9 +64,6 @@ static uint64_t random_size(GRand *r)
 static void run_sequence(const char *spec, uint32_t seed, bool limited, bool faulty)
 {
     GRand *r = g_rand_new_with_seed(seed);
-    bool stitch = g_str_has_prefix(spec, "stitch");
-    bool expandable = strstr(spec, "expandable_segments:True") != NULL || stitch ||
-                      strstr(spec, "vmm:1") != NULL;
     /* policies whose segments are not whole 2 MiB pages (the device's granularity) */
     bool exact = g_str_has_prefix(spec, "cupy") || g_str_has_prefix(spec, "bfc") ||
                  g_str_has_prefix(spec, "rmm-pool") || g_str_has_prefix(spec, "rmm-arena");
@@ -82,6 +80,11 @@ static void run_sequence(const char *spec, uint32_t seed, bool limited, bool fau
         be = gs_faulty_backend_new(be, &fc);
     }
     fixture f = fx_new_on(spec, be, limit);
+    /* how the setting grows, from the policy (pool 0 is every family's large or only pool) */
+    const gs_policy *pol = gs_heap_policy(f.heap);
+    gs_stitch_conf scf;
+    bool expandable = pol->ops->expandable_page && pol->ops->expandable_page(pol->cfg, 0);
+    bool stitch = expandable && pol->ops->stitch && pol->ops->stitch(pol->cfg, 0, &scf);
     gs_block *live[MAXLIVE] = {0};
     gs_block *pending[MAXLIVE] = {0};
     uint64_t live_req = 0, live_sz = 0;
