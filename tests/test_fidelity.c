@@ -405,6 +405,17 @@ int main(int argc, char **argv)
     }
     g_free(py);
     g_array_sort(runs, by_name);
+    /* a run is known by its name alone (its conversions in the work folder, the known list,
+     * the bench scripts that gather every folder's runs into one): two folders must not hold
+     * one name */
+    for (guint i = 1; i < runs->len; i++) {
+        const run *a = &g_array_index(runs, run, i - 1), *b = &g_array_index(runs, run, i);
+        if (strcmp(a->name, b->name) == 0) {
+            fprintf(stderr, "test_fidelity: %s.pickle.gz is in %s and in %s: rename one\n", a->name,
+                    a->dir, b->dir);
+            return 1;
+        }
+    }
     load_known();
     clear_work_dir();
     Suite *s = suite_create("fidelity");
