@@ -74,10 +74,11 @@ for t in dict.fromkeys(r["trace"] for r in rows):
     ex = [r for r in pts if r["policy"] == "pytorch:expandable_segments:True"][0]
     for k, r in (("stitch", st), (eager, se)):
         n[k] += meets(r, ex) == "MT"
-    under += peak(st, ex) != "-" and float(peak(st, ex)) <= 1
+    pk = peak(st, ex)
+    under += pk != "-" and float(pk) <= 1
     name = os.path.basename(t).split(".gs")[0]
     print("%-27s %-18s %-7s %-18s %-15s %s" % (name[:27], fig(st) + " " + meets(st, ex),
-                                               peak(st, ex), fig(se) + " " + meets(se, ex), fig(ex),
+                                               pk, fig(se) + " " + meets(se, ex), fig(ex),
                                           ", ".join("eager" if r["policy"] == eager else r["policy"]
                                                     for r in front) or "-"))
 print("M/m: memory at most / above expandable segments'; T/t: time at most / above 1.1 x the "

@@ -96,40 +96,40 @@ def check(folder):
 
 def model(folder, gpusim, specs):
     """Each log's requests as a gpusim trace, replayed under specs: peak reserved over the real
-    pool's (the log's largest ReservedMemCurrent), and the final reserved."""
+    pool's (the log's largest ReservedMemCurrent)."""
     import csv
     import gzip
-    tmp = tempfile.mkdtemp(prefix="async-model-")
+    import driver_pool
     specs = specs or ["cuda-async:vmm:0", "cuda-async:vmm:1,remap:0", "cuda-async"]
     print("%-18s %-5s %10s  %s" % ("log", "mode", "real MiB", "  ".join(
         "%s MiB (x real)" % s for s in specs)))
-    for name in sorted(os.listdir(folder)):
-        if not name.endswith(".csv.gz"):
-            continue
-        path = os.path.join(tmp, name[:-7] + ".gstrace")
-        peak, live = 0, set()
-        with gzip.open(os.path.join(folder, name), "rt") as f, open(path, "w") as out:
-            out.write("# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n")
-            for r in csv.DictReader(f):
-                peak = max(peak, int(r["reserved"]))
-                if r["op"] == "alloc":
-                    live.add(r["id"])
-                elif r["id"] in live:
-                    live.discard(r["id"])
-                else:
-                    continue
-                out.write("%s,%s,%s,torch,0,0,%s,%s\n" % (r["i"], r["i"], r["op"], r["id"],
-                                                          r["size"] if r["op"] == "alloc" else 0))
-        cmd = [gpusim, "replay", path, "-q", "-f", "csv"]
-        for s in specs:
-            cmd += ["-p", s]
-        res = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        got = {r["policy"]: int(r["peak_reserved_bytes"]) for r in csv.DictReader(res.splitlines())
-               if r["peak_reserved_bytes"]}
-        import driver_pool
-        print("%-18s %-5s %10.0f  %s" % (name[:-7], driver_pool.mode_of(name), peak / 2**20,
-                                         "  ".join("%6.0f (%.3f)" % (got[s] / 2**20, got[s] / peak)
-                                                   for s in specs)))
+    with tempfile.TemporaryDirectory(prefix="async-model-") as tmp:
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".csv.gz"):
+                continue
+            path = os.path.join(tmp, name[:-7] + ".gstrace")
+            peak, live = 0, set()
+            with gzip.open(os.path.join(folder, name), "rt") as f, open(path, "w") as out:
+                out.write("# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n")
+                for r in csv.DictReader(f):
+                    peak = max(peak, int(r["reserved"]))
+                    if r["op"] == "alloc":
+                        live.add(r["id"])
+                    elif r["id"] in live:
+                        live.discard(r["id"])
+                    else:
+                        continue
+                    out.write("%s,%s,%s,torch,0,0,%s,%s\n" % (
+                        r["i"], r["i"], r["op"], r["id"], r["size"] if r["op"] == "alloc" else 0))
+            cmd = [gpusim, "replay", path, "-q", "-f", "csv"]
+            for s in specs:
+                cmd += ["-p", s]
+            res = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            got = {r["policy"]: int(r["peak_reserved_bytes"])
+                   for r in csv.DictReader(res.splitlines()) if r["peak_reserved_bytes"]}
+            print("%-18s %-5s %10.0f  %s" % (
+                name[:-7], driver_pool.mode_of(name), peak / 2**20,
+                "  ".join("%6.0f (%.3f)" % (got[s] / 2**20, got[s] / peak) for s in specs)))
     return 0
 
 
