@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """convert_speed.py - CPU time and peak memory of the converter, against an earlier one.
 
-    python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV] [--out NAME]
+    python3 bench/convert_speed.py SNAPSHOT [--runs N] [--before REV [--before-gpusim GPUSIM]]
+                                   [--out NAME]
     python3 bench/convert_speed.py SNAPSHOT --c-reader GPUSIM [--runs N] [--out NAME]
     python3 bench/convert_speed.py SNAPSHOT --stages
     python3 bench/convert_speed.py TRACE.gstrace.gz --gzip-levels
@@ -21,7 +22,9 @@ written) and the peak RSS after each. --gzip-levels compresses the text of a con
 and prints the median CPU time with its range and the size at each. --c-reader GPUSIM
 compares this tree's converter with itself instead: reading snapshots with its own walker
 ($GPUSIM_SNAPSHOT_READER=none) and with GPUSIM's C reader (gpusim read-snapshot; its CPU is
-counted, as a child of the converter). --out NAME: the outputs' name (default out.gstrace.gz;
+counted, as a child of the converter). --before-gpusim GPUSIM: a gpusim built at REV, which
+the converter of REV then runs as this tree's runs build/gpusim (its snapshot reader in C, the
+bound it stores); without it that converter finds none. --out NAME: the outputs' name (default out.gstrace.gz;
 NAME.gsbin for the binary format, as whatif's conversion). Standard library only.
 """
 import argparse
@@ -118,6 +121,7 @@ def main():
     ap.add_argument("--stages", action="store_true")
     ap.add_argument("--gzip-levels", action="store_true")
     ap.add_argument("--c-reader", metavar="GPUSIM")
+    ap.add_argument("--before-gpusim", metavar="GPUSIM")
     ap.add_argument("--out", default="out.gstrace.gz", metavar="NAME")
     args = ap.parse_args()
     if args.gzip_levels:
@@ -138,6 +142,10 @@ def main():
                               "traces"], capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
         before = os.path.join(tmp, "traces")
+        if args.before_gpusim:
+            # the before tree's own build/gpusim, found by its converter as this tree's is
+            os.mkdir(os.path.join(tmp, "build"))
+            os.symlink(os.path.abspath(args.before_gpusim), os.path.join(tmp, "build", "gpusim"))
         converters = [(f"before ({args.before})", os.path.join(before, "convert.py"), None),
                       ("this tree", here, None)]
     results = {name: [] for name, _, _ in converters}

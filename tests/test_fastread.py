@@ -13,6 +13,7 @@ sanitizers). Each conversion runs twice, once with $GPUSIM_SNAPSHOT_READER=GPUSI
 the snapshot itself), and where a case says it takes the snapshot, it must take it.
 """
 
+import contextlib
 import glob
 import os
 import pickle
@@ -193,6 +194,90 @@ class FastReader(unittest.TestCase):
         for snap in (snapshot([e, e]), snapshot([e], [e])):
             got = self.same(self.write(snap), False)
             self.assertEqual(got[0], 2)
+
+    def scan_of(self, src):
+        """(the Scan the C reader made of src's one device with events, None where it made
+        none; whether the conversion ran build_trace's pass in Python all the same)."""
+        sys.path.insert(0, os.path.join(ROOT, "traces"))
+        try:
+            from gsconvert import build, cli, fastread, inputs, limits
+        finally:
+            sys.path.pop(0)
+        old, orig, ran = os.environ.get(fastread.ENV), build._scan, []
+        os.environ[fastread.ENV] = GPUSIM
+        build._scan = lambda events: ran.append(1) or orig(events)
+        inp = inputs.Input(src)
+        try:
+            rec = fastread.read_snapshot_fast(src, inp, limits.MemoryBudget(None))
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                cli.main([src, "-o", os.path.join(self.tmp, "x.gstrace"), "--no-bound", "-q"])
+        except SystemExit:
+            pass
+        finally:
+            inp.close()
+            build._scan = orig
+            if old is None:
+                os.environ.pop(fastread.ENV)
+            else:
+                os.environ[fastread.ENV] = old
+        self.assertIsNotNone(rec, src)
+        used = [evs for evs in rec.per_device if len(evs)]
+        self.assertEqual(len(used), 1)
+        return used[0].scan, bool(ran)
+
+    def test_rows_made_in_c(self):
+        """build_trace's pass, made by the C reader beside the columns (traces/snaprows.c) and
+        taken by the converter where no inference added an event: the same trace whichever
+        makes it, on a log that starts and ends mid-run (frees of blocks allocated before it,
+        immediate and deferred, a completion of a free before it, a free's size unlike its
+        alloc's, a clock that goes back, frees still pending at its end, blocks held
+        throughout), on one that dies of an OOM with frees pending, on a device used among idle
+        ones, with a segment freed that the log never saw made (an inferred empty_cache: the
+        converter's own pass); and no rows where the pass raises, which the converter then
+        reports as its own pass does."""
+        a, b, c = 1 << 30, 2 << 30, 3 << 30
+        mid = [ev("free_requested", c, 256, 5),                  # synthesized, immediate
+               ev("free_completed", c, 256, 5),
+               ev("free_requested", c + 512, 512, 6, stream=9),  # synthesized, deferred
+               ev("free_completed", b + 4096, 64, 7),            # its free before the log
+               ev("alloc", a, 1024, 10, frames=[frame("/home/me/t.py", 3, "g")]),
+               ev("alloc", b, 2048, 9),                          # the clock went back
+               ev("free_requested", a, 1000, 11),                # a size unlike its alloc's
+               ev("free_completed", a, 1000, 11),
+               ev("segment_alloc", 8 << 30, 2 << 20, 12),
+               ev("alloc", a, 4096, 13),
+               ev("free_requested", b, 2048, 14, stream=4)]      # pending at the end
+        held = [{"device": 0, "address": 9 << 30, "total_size": 2 << 20, "stream": 0,
+                 "blocks": [{"address": 9 << 30, "size": 512, "requested_size": 512,
+                             "state": "active_allocated"}]}]
+        unseen = mid[:4] + [ev("segment_free", 7 << 30, 2 << 20, 8)] + mid[4:]
+        cases = {"mid-run": (snapshot(mid, segments=held), False),
+                 "died": (snapshot(mid + [ev("oom", 0, 1 << 40, 15)]), False),
+                 "one device of three": (snapshot([], mid, []), False),
+                 "segment never seen made": (snapshot(unseen), True)}
+        for what, (snap, python) in cases.items():
+            with self.subTest(what=what):
+                src = self.write(snap)
+                got = self.same(src, True)
+                self.assertEqual(got[0], 0, got[1])
+                sc, ran = self.scan_of(src)
+                self.assertIsNotNone(sc)
+                self.assertEqual(ran, python)
+                self.assertEqual((sc.nalloc, sc.dropped_done, sc.size_mismatch, sc.clamped,
+                                  len(sc.synthesized), len(sc.pending), sc.unseen_segment),
+                                 (3, 1, 1, 1, 2, 2, python))
+        raising = {
+            "alloc at a live address": [ev("alloc", a, 512, 1), ev("alloc", a, 512, 2)],
+            "freed twice": [ev("alloc", a, 512, 1), ev("free_requested", a, 512, 2),
+                            ev("free_requested", a, 512, 3)],
+            "completed, never freed": [ev("alloc", a, 512, 1), ev("free_completed", a, 512, 2)],
+        }
+        for what, entries in raising.items():
+            with self.subTest(what=what):
+                src = self.write(snapshot(entries))
+                got = self.same(src, True)
+                self.assertEqual(got[0], 2, got[1])
+                self.assertEqual(self.scan_of(src), (None, True))
 
     def test_memory_limit(self):
         """Past half the conversion's limit, the C reader declines."""

@@ -14,11 +14,12 @@
  * converter reads the snapshot itself: so an answer is the Python reader's, or none.
  *
  * The output (gs_snapshot_read; native byte order, both ends run on one machine):
- *   "GSSNAP01", u32 devices, then for each device:
+ *   "GSSNAP02", u32 devices, then for each device:
  *     u64 entries, u64 rows, u8 whether a program action was seen, u32 frames,
  *     each frame: u32 length, its UTF-8 bytes (frame k + 1; 0 is none),
  *     the columns, each rows long: u8 action, u8 deferred, u64 stream, i64 addr, u64 size,
  *     i64 time_us, u64 entry index, u32 frame;
+ *     the rows the converter's build_trace would make of those columns (snaprows.c);
  *   u32 streams, u64 each (those of the program's actions);
  *   u32 private pools, each i64 and i64 its id, u64 the allocations its entries name (2.12's
  *   pool_id: DeviceEvents.note_pool);
@@ -387,7 +388,10 @@ static void put_device(GString *o, const reader *r, const device *d, uint64_t en
     put_u64(o, d ? d->col[C_ACTION]->len : 0);
     g_string_append_c(o, d && d->program);
     put_u32(o, d ? d->frames->len : 0);
-    if (!d) return;
+    if (!d) {
+        g_string_append_c(o, 0); /* no rows */
+        return;
+    }
     for (guint k = 0; k < d->frames->len; k++) {
         const char *t = g_ptr_array_index(r->frame_texts, g_array_index(d->frames, int32_t, k));
         put_u32(o, (uint32_t)strlen(t));
@@ -395,6 +399,17 @@ static void put_device(GString *o, const reader *r, const device *d, uint64_t en
     }
     for (int c = 0; c < N_COLUMNS; c++)
         put(o, d->col[c]->data, (size_t)d->col[c]->len * column_width[c]);
+    gs_snap_columns c = {
+        .action = (const uint8_t *)d->col[C_ACTION]->data,
+        .deferred = (const uint8_t *)d->col[C_DEFERRED]->data,
+        .stream = (const uint64_t *)d->col[C_STREAM]->data,
+        .size = (const uint64_t *)d->col[C_SIZE]->data,
+        .addr = (const int64_t *)d->col[C_ADDR]->data,
+        .time = (const int64_t *)d->col[C_TIME]->data,
+        .frame = (const uint32_t *)d->col[C_FRAME]->data,
+        .n = d->col[C_ACTION]->len,
+    };
+    gs_snapshot_put_rows(o, &c);
 }
 
 /* The root's shape that the Python reader would take: a dict whose device_traces is the list
@@ -434,7 +449,7 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
     gboolean ok = root && !problem;
     gsize start = out->len;
     if (ok) {
-        g_string_append(out, "GSSNAP01");
+        g_string_append(out, "GSSNAP02");
         put_u32(out, ndev);
         uint64_t *counts = g_new0(uint64_t, ndev ? ndev : 1);
         for (uint32_t k = 0; k < ndev; k++) {

@@ -198,4 +198,18 @@ gboolean gs_pickle_memory_ok(gs_pickle_vm *m);
 gboolean gs_pickle_write(GString *out, gs_pv *root, const gs_pv *dt, const uint64_t *counts,
                          uint32_t ndev, const char **why);
 
+/* ---- snaprows.c: a device's snapshot events made into the trace's rows ---- */
+
+/* One device's event columns as snapshot.c made them (the converter's, each n long). */
+typedef struct {
+    const uint8_t *action, *deferred;
+    const uint64_t *stream, *size;
+    const int64_t *addr, *time;
+    const uint32_t *frame;
+    size_t n;
+} gs_snap_columns;
+/* Appends the rows the converter's build_trace pass makes of c, and what the pass leaves
+ * (snaprows.c says the layout), or a 0 byte where that pass would raise. */
+void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c);
+
 #endif

@@ -4,8 +4,8 @@ death of a run: the rows after a fatal OOM taken off (trim_after_death), the lim
 
 from .model import (_A_ALLOC, _A_EMPTY_CACHE, _A_FREE, _A_FREE_DONE, _A_OOM, _A_POOL_BEGIN,
                     _ACTION_CODE, _ACTIONS, _O_ALLOC, _O_EMPTY, _O_FREE, _O_FREE_DONE, _O_OOM,
-                    _OP_CODE, U64_LIMIT, ConvertError, EventColumns, MiB, Trace, _frame_number,
-                    _said, warn)
+                    _OP_CODE, U64_LIMIT, ConvertError, EventColumns, MiB, Scan, Trace,
+                    _frame_number, _said, warn)
 from .inference import GROWTHS, RELEASES
 
 
@@ -13,12 +13,8 @@ from .inference import GROWTHS, RELEASES
 # Address -> id resolution (shared by all readers)
 # ---------------------------------------------------------------------------------------------
 
-def build_trace(rec, label):
-    """The trace of rec.events, in one pass: each row is made as its event comes (its time
-    relative to the first row's, held non-decreasing), an alloc's id being its number among the
-    log's allocs; the synthesized allocs, known only at the end, come first with ids 1..S, and
-    the others' ids are then moved up by S. An error of the events' order is raised as it is
-    met, one of the time span after the pass (as when the rows were made in a second pass)."""
+def _scan(events):
+    """build_trace's pass over the events (a Scan): the rows, and what is left open."""
     # a block: (id, size, stream, device, where) of an allocation (where as an Event's)
     live = {}        # (device, addr) -> block, allocated and not yet freed
     pending = {}     # (device, addr) -> block, freed but completion deferred (free_done later)
@@ -28,15 +24,14 @@ def build_trace(rec, label):
     size_mismatch = 0
     segments = set()   # (device, addr) of the segments the log saw made and not yet freed
     unseen_segment = False
-    tr = Trace()
-    rows = tr.rows
+    sc = Scan()
+    rows = sc.rows
     base = None        # the first row's time
     last_t = 0
     clamped = 0
     too_long = None    # the first time past the time column's reach (raised after the pass)
     nalloc = 0
 
-    events = rec.events
     if isinstance(events, EventColumns) and not events.big:
         # the columns as they are (no Event made): action codes, frames as their numbers
         ftab, fno = events.frames, events.frame_no
@@ -91,18 +86,18 @@ def build_trace(rec, label):
                 # Its free_requested was before the log began: nothing to complete.
                 dropped_done += 1
                 continue
-            tr.num_deferred_frees += 1
+            sc.num_deferred_frees += 1
             op, ident, size, frame = _O_FREE_DONE, blk[0], blk[1], 0
         elif action == _A_EMPTY_CACHE:
             op, ident, size, frame = _O_EMPTY, 0, 0, 0
         elif action >= _A_POOL_BEGIN:
-            tr.num_pool_rows += 1
+            sc.num_pool_rows += 1
             op, ident, frame = _OP_CODE[_ACTIONS[action]], addr, 0
         elif action == _A_OOM:
             # The request the program made, at its place: a row of its own ('oom', version 2 of
             # the format), and the allocator's record of it in the reference.
             alloc_events.append(["oom", addr, size, len(rows.op), dev])
-            tr.num_ooms += 1
+            sc.num_ooms += 1
             op, ident = _O_OOM, 0
         else:
             name = _ACTIONS[action]
@@ -138,6 +133,35 @@ def build_trace(rec, label):
     if too_long is not None:
         raise ConvertError(f"time_us spans {too_long} microseconds, more than the trace's time "
                            f"column holds (2^64)")
+
+    sc.live, sc.pending, sc.synthesized, sc.alloc_events, sc.segments = (
+        live, pending, synthesized, alloc_events, segments)
+    sc.nalloc, sc.dropped_done, sc.size_mismatch, sc.clamped = (nalloc, dropped_done,
+                                                                 size_mismatch, clamped)
+    sc.last_t, sc.unseen_segment = last_t, unseen_segment
+    return sc
+
+
+def build_trace(rec, label):
+    """The trace of rec.events, in one pass (_scan, or the C reader's of the same events): each
+    row is made as its event comes (its time relative to the first row's, held
+    non-decreasing), an alloc's id being its number among the log's allocs; the synthesized
+    allocs, known only at the end, come first with ids 1..S, and the others' ids are then moved
+    up by S. An error of the events' order is raised as it is met, one of the time span after
+    the pass (as when the rows were made in a second pass)."""
+    scan = getattr(rec.events, "scan", None) or _scan(rec.events)
+    tr = Trace()
+    tr.rows = rows = scan.rows
+    live, pending, synthesized, segments = (scan.live, scan.pending, scan.synthesized,
+                                            scan.segments)
+    add_t, add_op, add_dev, add_stream, add_id, add_size, add_frame = (
+        rows.t.append, rows.op.append, rows.dev.append, rows.stream.append, rows.id.append,
+        rows.size.append, rows.frame.append)
+    last_t, nalloc, alloc_events = scan.last_t, scan.nalloc, scan.alloc_events
+    unseen_segment = scan.unseen_segment
+    dropped_done, size_mismatch, clamped = scan.dropped_done, scan.size_mismatch, scan.clamped
+    tr.num_deferred_frees, tr.num_ooms, tr.num_pool_rows = (scan.num_deferred_frees,
+                                                             scan.num_ooms, scan.num_pool_rows)
 
     # A free still waiting for its completion when the log ended (free_requested, no
     # free_completed: its block was used on another stream, record_stream, and that stream's

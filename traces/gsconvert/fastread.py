@@ -19,11 +19,11 @@ import subprocess
 import sys
 import threading
 
-from .model import ConvertError, EventColumns, Recording
+from .model import _ACTIONS, ConvertError, EventColumns, Recording, Scan
 from .snapshot import SafeUnpickler, _recording_of
 
 ENV = "GPUSIM_SNAPSHOT_READER"
-MAGIC = b"GSSNAP01"
+MAGIC = b"GSSNAP02"
 # the columns in the order the C reader writes them (snapshot.c), with their array types
 _COLUMNS = (("action", "B"), ("deferred", "B"), ("stream", "Q"), ("addr", "q"), ("size", "Q"),
             ("time", "q"), ("where", "Q"), ("frame", "I"))
@@ -109,6 +109,69 @@ def _run(reader, path, budget, progress):
     return out, rc
 
 
+# the rows' columns in the order the C reader writes them (snaprows.c), with their array types
+_ROW_COLUMNS = (("t", "Q"), ("op", "B"), ("stream", "Q"), ("id", "q"), ("size", "Q"),
+                ("frame", "I"))
+
+
+def _column(data, pos, code, n):
+    a = array.array(code)
+    end = pos + n * a.itemsize
+    if end > len(data):
+        raise ValueError("cut short")
+    a.frombytes(data[pos:end])
+    return a, end
+
+
+def _parse_scan(data, pos, dev, cols):
+    """(the Scan of build_trace's pass over dev's events that the C reader made, or None where
+    that pass would raise; the position after it)."""
+    (made,) = struct.unpack_from("=B", data, pos)
+    pos += 1
+    if not made:
+        return None, pos
+    sc = Scan()
+    rows = sc.rows
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    for name, code in _ROW_COLUMNS:
+        a, pos = _column(data, pos, code, n)
+        setattr(rows, name, a)
+    rows.dev = array.array("Q", [dev]) * n
+    rows.frames, rows.frame_no = cols.frames, cols.frame_no
+    (sc.nalloc, sc.dropped_done, sc.size_mismatch, sc.clamped, sc.num_deferred_frees,
+     sc.num_ooms, sc.last_t, unseen) = struct.unpack_from("=8Q", data, pos)
+    pos += 64
+    sc.unseen_segment = bool(unseen)
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    for k, (size, stream) in enumerate(struct.iter_unpack("=QQ", data[pos:pos + 16 * n]), 1):
+        sc.synthesized.append((-k, size, stream, dev, None))
+    pos += 16 * n
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    for addr, ident, size, stream in struct.iter_unpack("=qqQQ", data[pos:pos + 32 * n]):
+        sc.pending[dev, addr] = (ident, size, stream, dev, None)
+    pos += 32 * n
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    sc.live = {(dev, addr) for (addr,) in struct.iter_unpack("=q", data[pos:pos + 8 * n])}
+    pos += 8 * n
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    sc.segments = {(dev, addr) for (addr,) in struct.iter_unpack("=q", data[pos:pos + 8 * n])}
+    pos += 8 * n
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    sc.alloc_events = [[_ACTIONS[a], addr, size, seq, dev]
+                       for a, addr, size, seq in struct.iter_unpack("=BqQQ",
+                                                                    data[pos:pos + 25 * n])]
+    pos += 25 * n
+    if pos > len(data):
+        raise ValueError("cut short")
+    return sc, pos
+
+
 def _parse(data):
     rec = Recording("pytorch-snapshot")
     pos = len(MAGIC)
@@ -127,14 +190,10 @@ def _parse(data):
             cols.frame_no[frame] = len(cols.frames)
             cols.frames.append(frame)
         for name, code in _COLUMNS:
-            a = array.array(code)
-            end = pos + rows * a.itemsize
-            if end > len(data):
-                raise ValueError("cut short")
-            a.frombytes(data[pos:end])
+            a, pos = _column(data, pos, code, rows)
             setattr(cols, name, a)
-            pos = end
         cols.device = array.array("Q", [dev]) * rows
+        cols.scan, pos = _parse_scan(data, pos, dev, cols)
         if program:
             rec.devices.add(dev)
         devices.append((entries, cols if entries else []))

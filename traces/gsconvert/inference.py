@@ -471,8 +471,11 @@ def merge_devices(rec):
     merge."""
     if rec.per_device is None:
         return
-    if len(rec.per_device) == 1:
-        rec.events = rec.per_device[0]      # (what the merge of one gives, in its order)
+    nonempty = [evs for evs in rec.per_device if len(evs)]
+    if len(nonempty) <= 1:
+        # (what the merge of one gives, in its order: a snapshot of a machine with several
+        # devices names them all, and a program often used one)
+        rec.events = nonempty[0] if nonempty else rec.per_device[0]
         return
     out = EventColumns()
     for e in heapq.merge(*rec.per_device, key=lambda e: e.time_us):

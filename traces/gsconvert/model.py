@@ -91,7 +91,7 @@ class EventColumns:
     big, keyed by (column, index), with _BIG in the array; frames are numbers in frames."""
 
     __slots__ = ("action", "device", "stream", "addr", "size", "time", "deferred", "where",
-                 "frame", "big", "frames", "frame_no")
+                 "frame", "big", "frames", "frame_no", "scan")
 
     def __init__(self):
         self.action = array.array("B")
@@ -106,6 +106,8 @@ class EventColumns:
         self.big = {}
         self.frames = [None]            # frame number -> top user frame (0: none)
         self.frame_no = {None: 0}
+        # build_trace's pass over exactly these events, made by the C reader (a Scan), or None
+        self.scan = None
 
     def add(self, action, device, stream, addr, size, t, deferred, where, frame):
         """action: its code (_ACTION_CODE); the rest as an Event's fields."""
@@ -369,6 +371,27 @@ class TraceRows:
     def num_framed(self):
         """Rows that have a frame."""
         return len(self.frame) - self.frame.count(0)
+
+
+class Scan:
+    """What build_trace's pass over a recording's events leaves (build.py, _scan): the rows,
+    and the state the rest of build_trace reads. The C reader makes one beside the columns it
+    reads (traces/snaprows.c), so that the pass is not run again in Python."""
+
+    __slots__ = ("rows", "live", "pending", "synthesized", "alloc_events", "segments", "nalloc",
+                 "dropped_done", "size_mismatch", "clamped", "num_deferred_frees", "num_ooms",
+                 "num_pool_rows", "last_t", "unseen_segment")
+
+    def __init__(self):
+        self.rows = TraceRows()
+        self.live = {}          # (device, addr) -> block (or a set of the keys: only tested)
+        self.pending = {}       # (device, addr) -> block, freed and not yet completed
+        self.synthesized = []   # blocks freed without a recorded alloc
+        self.alloc_events = []  # [action, addr, size, rows before it, device]
+        self.segments = set()   # (device, addr) of the segments made and not yet freed
+        self.nalloc = self.dropped_done = self.size_mismatch = self.clamped = 0
+        self.num_deferred_frees = self.num_ooms = self.num_pool_rows = self.last_t = 0
+        self.unseen_segment = False
 
 
 class Trace:

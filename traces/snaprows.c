@@ -1,0 +1,251 @@
+/* snaprows.c - a device's snapshot events made into the trace's rows, in C: build_trace's pass
+ * (traces/gsconvert/build.py, _scan), done by gpusim read-snapshot beside the columns it hands
+ * the converter (docs/speed.md, "The snapshot reader in C").
+ *
+ * The pass was the converter's largest cost once the snapshot was read in C: about 0.6 s of
+ * Python for 431k events. It is the same pass over the same columns, so the converter takes
+ * these rows only where it would have run it on exactly those columns (no inference added an
+ * event, one device had events); otherwise it makes its own. Where the pass would raise (an
+ * alloc at an address still in use, a free of a block already freed, a completion of a block
+ * never freed) this writes no rows, and the converter's own pass reports it with its message:
+ * one judge, as for the reader.
+ *
+ * The section, after a device's columns (native byte order):
+ *   u8 1 (0: no rows, nothing follows);
+ *   u64 rows, then the columns, each rows long: u64 t, u8 op, u64 stream, i64 id, u64 size,
+ *   u32 frame;
+ *   u64 each: allocs, completions dropped, size mismatches, times clamped, deferred frees,
+ *   ooms, the last row's time, whether a segment was freed that was not seen made;
+ *   u64 synthesized blocks, each u64 size, u64 stream (in the order met);
+ *   u64 pending frees, each i64 addr, i64 id, u64 size, u64 stream (in the order freed);
+ *   u64 live blocks, each i64 addr;
+ *   u64 live segments, each i64 addr;
+ *   u64 allocator events, each u8 action, i64 addr, u64 size, u64 rows before it.
+ */
+#include "trace-int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* the converter's action and row codes (traces/gsconvert/model.py: _ACTIONS, _OPS) */
+enum { A_ALLOC, A_FREE, A_FREE_DONE, A_SEG_ALLOC, A_SEG_FREE, A_SEG_MAP, A_SEG_UNMAP, A_OOM };
+enum { O_ALLOC, O_FREE, O_FREE_DONE, O_OOM };
+
+typedef struct {
+    int64_t addr; /* the key (the table's key points here) */
+    int64_t id;   /* the alloc's number, or -k for the k-th synthesized block */
+    uint64_t size, stream;
+    uint64_t order; /* when it became pending */
+    gboolean freed; /* pending: freed, its completion not yet seen */
+} block;
+
+typedef struct {
+    GArray *t, *op, *stream, *id, *size, *frame;
+    GArray *synth;  /* u64 size, u64 stream pairs */
+    GArray *events; /* allocator events, as written */
+    uint64_t nalloc, dropped, mismatch, clamped, deferred, ooms, last_t, unseen;
+} pass;
+
+static void put(GString *o, const void *p, size_t n)
+{
+    g_string_append_len(o, p, (gssize)n);
+}
+
+static void put_u64(GString *o, uint64_t v)
+{
+    put(o, &v, 8);
+}
+
+static void put_array(GString *o, const GArray *a)
+{
+    put(o, a->data, (size_t)a->len * g_array_get_element_size((GArray *)a));
+}
+
+static void add_event(pass *p, uint8_t action, int64_t addr, uint64_t size)
+{
+    uint64_t seq = p->t->len;
+    g_array_append_vals(p->events, &action, 1);
+    g_array_append_vals(p->events, &addr, 8);
+    g_array_append_vals(p->events, &size, 8);
+    g_array_append_vals(p->events, &seq, 8);
+}
+
+/* The row of event k, or FALSE where the converter's pass would raise. *row: whether it makes
+ * a row (op, id, size, frame set). */
+static gboolean step(pass *p, GHashTable *blocks, GHashTable *segments, const gs_snap_columns *c,
+                     size_t k, uint64_t *order, gboolean *row, uint8_t *op, int64_t *id,
+                     uint64_t *size, uint32_t *frame)
+{
+    int64_t addr = c->addr[k];
+    block *b = g_hash_table_lookup(blocks, &addr);
+    *row = TRUE;
+    *size = c->size[k];
+    *frame = 0;
+    switch (c->action[k]) {
+    case A_ALLOC:
+        if (b) return FALSE;
+        b = g_new(block, 1);
+        *b = (block){addr, (int64_t)++p->nalloc, c->size[k], c->stream[k], 0, FALSE};
+        g_hash_table_insert(blocks, &b->addr, b);
+        *op = O_ALLOC;
+        *id = b->id;
+        *frame = c->frame[k];
+        return TRUE;
+    case A_FREE:
+        if (b && b->freed) return FALSE; /* freed twice */
+        if (!b) {                        /* allocated before the log began */
+            uint64_t pair[2] = {c->size[k], c->stream[k]};
+            g_array_append_vals(p->synth, pair, 2);
+            b = g_new(block, 1);
+            *b = (block){addr, -(int64_t)(p->synth->len / 2), c->size[k], c->stream[k], 0, FALSE};
+        } else {
+            g_hash_table_steal(blocks, &addr);
+            p->mismatch += b->size != c->size[k];
+        }
+        *op = O_FREE;
+        *id = b->id;
+        *size = b->size;
+        if (c->deferred[k]) {
+            b->freed = TRUE;
+            b->order = (*order)++;
+            g_hash_table_insert(blocks, &b->addr, b);
+        } else {
+            g_free(b);
+        }
+        return TRUE;
+    case A_FREE_DONE:
+        if (b && !b->freed) return FALSE; /* never freed */
+        if (!b) {
+            p->dropped++;
+            *row = FALSE;
+            return TRUE;
+        }
+        p->deferred++;
+        *op = O_FREE_DONE;
+        *id = b->id;
+        *size = b->size;
+        g_hash_table_remove(blocks, &addr);
+        return TRUE;
+    case A_OOM:
+        add_event(p, A_OOM, addr, c->size[k]);
+        p->ooms++;
+        *op = O_OOM;
+        *id = 0;
+        *frame = c->frame[k];
+        return TRUE;
+    default:
+        if (c->action[k] == A_SEG_ALLOC) {
+            if (!g_hash_table_contains(segments, &addr))
+                g_hash_table_add(segments, g_memdup2(&addr, sizeof addr));
+        } else if (c->action[k] == A_SEG_FREE) {
+            if (!g_hash_table_remove(segments, &addr)) p->unseen = 1;
+        }
+        add_event(p, c->action[k], addr, c->size[k]);
+        *row = FALSE;
+        return TRUE;
+    }
+}
+
+static int by_order(const void *a, const void *b)
+{
+    const block *x = *(block *const *)a, *y = *(block *const *)b;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* What the pass leaves: the rows, its counts, and the blocks and segments still open. */
+static void put_pass(GString *o, const pass *p, GHashTable *blocks, GHashTable *segments)
+{
+    put_u64(o, p->t->len);
+    put_array(o, p->t);
+    put_array(o, p->op);
+    put_array(o, p->stream);
+    put_array(o, p->id);
+    put_array(o, p->size);
+    put_array(o, p->frame);
+    uint64_t counts[] = {p->nalloc,   p->dropped, p->mismatch, p->clamped,
+                         p->deferred, p->ooms,    p->last_t,   p->unseen};
+    put(o, counts, sizeof counts);
+    put_u64(o, p->synth->len / 2);
+    put_array(o, p->synth);
+
+    GPtrArray *pending = g_ptr_array_new();
+    GArray *live = g_array_new(FALSE, FALSE, 8);
+    GHashTableIter it;
+    gpointer v;
+    g_hash_table_iter_init(&it, blocks);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        block *b = v;
+        if (b->freed) g_ptr_array_add(pending, b);
+        else g_array_append_val(live, b->addr);
+    }
+    /* the converter's dict gives its pending frees in the order they were freed */
+    qsort(pending->pdata, pending->len, sizeof(gpointer), by_order);
+    put_u64(o, pending->len);
+    for (guint k = 0; k < pending->len; k++) {
+        const block *b = g_ptr_array_index(pending, k);
+        int64_t f[4] = {b->addr, b->id, (int64_t)b->size, (int64_t)b->stream};
+        put(o, f, sizeof f);
+    }
+    put_u64(o, live->len);
+    put_array(o, live);
+    put_u64(o, g_hash_table_size(segments));
+    g_hash_table_iter_init(&it, segments);
+    gpointer key;
+    while (g_hash_table_iter_next(&it, &key, NULL)) put(o, key, 8);
+    put_u64(o, p->events->len / 25);
+    put_array(o, p->events);
+    g_ptr_array_free(pending, TRUE);
+    g_array_free(live, TRUE);
+}
+
+void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
+{
+    pass p = {
+        .t = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
+        .op = g_array_sized_new(FALSE, FALSE, 1, (guint)c->n),
+        .stream = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
+        .id = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
+        .size = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
+        .frame = g_array_sized_new(FALSE, FALSE, 4, (guint)c->n),
+        .synth = g_array_new(FALSE, FALSE, 8),
+        .events = g_array_new(FALSE, FALSE, 1),
+    };
+    GHashTable *blocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+    GHashTable *segments = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+    gboolean ok = TRUE, started = FALSE;
+    int64_t base = 0;
+    uint64_t order = 0;
+    for (size_t k = 0; k < c->n && ok; k++) {
+        gboolean row;
+        uint8_t op;
+        int64_t id;
+        uint64_t size;
+        uint32_t frame;
+        ok = step(&p, blocks, segments, c, k, &order, &row, &op, &id, &size, &frame);
+        if (!ok || !row) continue;
+        int64_t t = c->time[k];
+        if (!started) {
+            started = TRUE;
+            base = t;
+        }
+        /* the time from the first row's, held non-decreasing (a clock that went back) */
+        uint64_t rel = t >= base ? (uint64_t)t - (uint64_t)base : 0;
+        if (t < base || rel < p.last_t) {
+            p.clamped++;
+            rel = p.last_t;
+        }
+        p.last_t = rel;
+        g_array_append_val(p.t, rel);
+        g_array_append_val(p.op, op);
+        g_array_append_val(p.stream, c->stream[k]);
+        g_array_append_val(p.id, id);
+        g_array_append_val(p.size, size);
+        g_array_append_val(p.frame, frame);
+    }
+    g_string_append_c(out, (char)ok);
+    if (ok) put_pass(out, &p, blocks, segments);
+    g_hash_table_destroy(blocks);
+    g_hash_table_destroy(segments);
+    GArray *arrays[] = {p.t, p.op, p.stream, p.id, p.size, p.frame, p.synth, p.events};
+    for (size_t k = 0; k < G_N_ELEMENTS(arrays); k++) g_array_free(arrays[k], TRUE);
+}
