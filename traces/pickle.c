@@ -119,6 +119,17 @@ void gs_pv_unref(gs_pv *v)
     if (todo != local) g_free(todo);
 }
 
+/* Room for extra more items at once: a dict's or a tuple's items come together, and growing
+ * by doubling from 8 made each entry's dict three allocations where one does. */
+static void seq_reserve(gs_pv *c, size_t extra)
+{
+    if (c->u.seq.cap - c->u.seq.n >= extra) return;
+    size_t cap = c->u.seq.cap ? 2 * c->u.seq.cap : 8;
+    if (cap < c->u.seq.n + extra) cap = c->u.seq.n + extra;
+    c->u.seq.cap = cap;
+    c->u.seq.v = g_renew(gs_pv *, c->u.seq.v, cap);
+}
+
 static void seq_push(gs_pv *c, gs_pv *x)
 {
     if (c->u.seq.n == c->u.seq.cap) {
@@ -437,6 +448,7 @@ static gboolean append(vm *m, size_t from)
             if (!storable(x) && !(l == m->dt && x->kind == GS_PV_DEVLIST))
                 DECLINE(m, "a device's list in another container");
         }
+        seq_reserve(l, n);
         for (size_t k = 0; k < n; k++)
             seq_push(l, m->stack[from + k]); /* (the stack's references move) */
     }
@@ -455,6 +467,7 @@ static gboolean setitems(vm *m, size_t from)
             DECLINE(m, "a dict key that is not a string, an integer, None or a bool");
         if (!storable(m->stack[k + 1])) DECLINE(m, "a device's list in a dict");
     }
+    seq_reserve(d, m->sp - from);
     for (size_t k = from; k < m->sp; k++) seq_push(d, m->stack[k]);
     d->top = GS_PV_TOP_UNKNOWN; /* what it says as a frame may have changed */
     m->sp = from;
@@ -466,6 +479,7 @@ static gboolean tuple(vm *m, size_t from)
     for (size_t k = from; k < m->sp; k++)
         if (!storable(m->stack[k])) DECLINE(m, "a device's list in a tuple");
     gs_pv *t = pv_new(GS_PV_TUPLE);
+    seq_reserve(t, m->sp - from);
     for (size_t k = from; k < m->sp; k++) seq_push(t, m->stack[k]);
     m->sp = from;
     push(m, t);

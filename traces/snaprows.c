@@ -32,15 +32,85 @@ enum { A_ALLOC, A_FREE, A_FREE_DONE, A_SEG_ALLOC, A_SEG_FREE, A_SEG_MAP, A_SEG_U
 enum { O_ALLOC, O_FREE, O_FREE_DONE, O_OOM };
 
 typedef struct {
-    int64_t addr; /* the key (the table's key points here) */
-    int64_t id;   /* the alloc's number, or -k for the k-th synthesized block */
+    int64_t addr;
+    int64_t id; /* the alloc's number, or -k for the k-th synthesized block */
     uint64_t size, stream;
     uint64_t order; /* when it became pending */
-    gboolean freed; /* pending: freed, its completion not yet seen */
+    uint8_t used;   /* the slot holds a block */
+    uint8_t freed;  /* pending: freed, its completion not yet seen */
 } block;
 
+/* The open blocks by address: open addressing, linear probing, deletion by moving back the
+ * blocks after a hole (no tombstones), at most half full. A GHashTable cost about 300
+ * instructions an event here, a third of the pass. */
 typedef struct {
-    GArray *t, *op, *stream, *id, *size, *frame;
+    block *slot;
+    size_t mask, n;
+} table;
+
+static size_t home(const table *t, int64_t addr)
+{
+    return (size_t)(((uint64_t)addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & t->mask;
+}
+
+static block *find(const table *t, int64_t addr)
+{
+    for (size_t i = home(t, addr);; i = (i + 1) & t->mask) {
+        block *b = &t->slot[i];
+        if (!b->used) return NULL;
+        if (b->addr == addr) return b;
+    }
+}
+
+static block *add(table *t, const block *b);
+
+static void grow(table *t)
+{
+    table old = *t;
+    t->mask = 2 * old.mask + 1;
+    t->slot = g_new0(block, t->mask + 1);
+    t->n = 0;
+    for (size_t i = 0; i <= old.mask; i++)
+        if (old.slot[i].used) add(t, &old.slot[i]);
+    g_free(old.slot);
+}
+
+static block *add(table *t, const block *b)
+{
+    if (2 * (t->n + 1) > t->mask + 1) grow(t);
+    size_t i = home(t, b->addr);
+    while (t->slot[i].used) i = (i + 1) & t->mask;
+    t->slot[i] = *b;
+    t->slot[i].used = 1;
+    t->n++;
+    return &t->slot[i];
+}
+
+static void drop(table *t, block *b)
+{
+    size_t i = (size_t)(b - t->slot), j = i;
+    t->n--;
+    for (;;) {
+        t->slot[i].used = 0;
+        for (;;) {
+            j = (j + 1) & t->mask;
+            if (!t->slot[j].used) return;
+            size_t k = home(t, t->slot[j].addr);
+            /* stays where it is unless its home lies cyclically outside (i, j] */
+            if (i <= j ? (i < k && k <= j) : (i < k || k <= j)) continue;
+            break;
+        }
+        t->slot[i] = t->slot[j];
+        i = j;
+    }
+}
+
+typedef struct {
+    uint64_t *t, *stream, *size;
+    int64_t *id;
+    uint8_t *op;
+    uint32_t *frame;
+    size_t rows;
     GArray *synth;  /* u64 size, u64 stream pairs */
     GArray *events; /* allocator events, as written */
     uint64_t nalloc, dropped, mismatch, clamped, deferred, ooms, last_t, unseen;
@@ -63,7 +133,7 @@ static void put_array(GString *o, const GArray *a)
 
 static void add_event(pass *p, uint8_t action, int64_t addr, uint64_t size)
 {
-    uint64_t seq = p->t->len;
+    uint64_t seq = p->rows;
     g_array_append_vals(p->events, &action, 1);
     g_array_append_vals(p->events, &addr, 8);
     g_array_append_vals(p->events, &size, 8);
@@ -72,47 +142,45 @@ static void add_event(pass *p, uint8_t action, int64_t addr, uint64_t size)
 
 /* The row of event k, or FALSE where the converter's pass would raise. *row: whether it makes
  * a row (op, id, size, frame set). */
-static gboolean step(pass *p, GHashTable *blocks, GHashTable *segments, const gs_snap_columns *c,
+static gboolean step(pass *p, table *blocks, GHashTable *segments, const gs_snap_columns *c,
                      size_t k, uint64_t *order, gboolean *row, uint8_t *op, int64_t *id,
                      uint64_t *size, uint32_t *frame)
 {
     int64_t addr = c->addr[k];
-    block *b = g_hash_table_lookup(blocks, &addr);
+    block *b = find(blocks, addr);
     *row = TRUE;
     *size = c->size[k];
     *frame = 0;
     switch (c->action[k]) {
     case A_ALLOC:
         if (b) return FALSE;
-        b = g_new(block, 1);
-        *b = (block){addr, (int64_t)++p->nalloc, c->size[k], c->stream[k], 0, FALSE};
-        g_hash_table_insert(blocks, &b->addr, b);
+        b = add(blocks, &(block){addr, (int64_t)++p->nalloc, c->size[k], c->stream[k], 0, 1, 0});
         *op = O_ALLOC;
         *id = b->id;
         *frame = c->frame[k];
         return TRUE;
-    case A_FREE:
+    case A_FREE: {
         if (b && b->freed) return FALSE; /* freed twice */
-        if (!b) {                        /* allocated before the log began */
+        block f;
+        if (!b) { /* allocated before the log began */
             uint64_t pair[2] = {c->size[k], c->stream[k]};
             g_array_append_vals(p->synth, pair, 2);
-            b = g_new(block, 1);
-            *b = (block){addr, -(int64_t)(p->synth->len / 2), c->size[k], c->stream[k], 0, FALSE};
+            f = (block){addr, -(int64_t)(p->synth->len / 2), c->size[k], c->stream[k], 0, 1, 0};
         } else {
-            g_hash_table_steal(blocks, &addr);
+            f = *b;
             p->mismatch += b->size != c->size[k];
+            drop(blocks, b);
         }
         *op = O_FREE;
-        *id = b->id;
-        *size = b->size;
+        *id = f.id;
+        *size = f.size;
         if (c->deferred[k]) {
-            b->freed = TRUE;
-            b->order = (*order)++;
-            g_hash_table_insert(blocks, &b->addr, b);
-        } else {
-            g_free(b);
+            f.freed = 1;
+            f.order = (*order)++;
+            add(blocks, &f);
         }
         return TRUE;
+    }
     case A_FREE_DONE:
         if (b && !b->freed) return FALSE; /* never freed */
         if (!b) {
@@ -124,7 +192,7 @@ static gboolean step(pass *p, GHashTable *blocks, GHashTable *segments, const gs
         *op = O_FREE_DONE;
         *id = b->id;
         *size = b->size;
-        g_hash_table_remove(blocks, &addr);
+        drop(blocks, b);
         return TRUE;
     case A_OOM:
         add_event(p, A_OOM, addr, c->size[k]);
@@ -153,15 +221,16 @@ static int by_order(const void *a, const void *b)
 }
 
 /* What the pass leaves: the rows, its counts, and the blocks and segments still open. */
-static void put_pass(GString *o, const pass *p, GHashTable *blocks, GHashTable *segments)
+static void put_pass(GString *o, const pass *p, const table *blocks, GHashTable *segments)
 {
-    put_u64(o, p->t->len);
-    put_array(o, p->t);
-    put_array(o, p->op);
-    put_array(o, p->stream);
-    put_array(o, p->id);
-    put_array(o, p->size);
-    put_array(o, p->frame);
+    size_t n = p->rows;
+    put_u64(o, n);
+    put(o, p->t, 8 * n);
+    put(o, p->op, n);
+    put(o, p->stream, 8 * n);
+    put(o, p->id, 8 * n);
+    put(o, p->size, 8 * n);
+    put(o, p->frame, 4 * n);
     uint64_t counts[] = {p->nalloc,   p->dropped, p->mismatch, p->clamped,
                          p->deferred, p->ooms,    p->last_t,   p->unseen};
     put(o, counts, sizeof counts);
@@ -170,11 +239,9 @@ static void put_pass(GString *o, const pass *p, GHashTable *blocks, GHashTable *
 
     GPtrArray *pending = g_ptr_array_new();
     GArray *live = g_array_new(FALSE, FALSE, 8);
-    GHashTableIter it;
-    gpointer v;
-    g_hash_table_iter_init(&it, blocks);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        block *b = v;
+    for (size_t i = 0; i <= blocks->mask; i++) {
+        block *b = &blocks->slot[i];
+        if (!b->used) continue;
         if (b->freed) g_ptr_array_add(pending, b);
         else g_array_append_val(live, b->addr);
     }
@@ -189,8 +256,9 @@ static void put_pass(GString *o, const pass *p, GHashTable *blocks, GHashTable *
     put_u64(o, live->len);
     put_array(o, live);
     put_u64(o, g_hash_table_size(segments));
-    g_hash_table_iter_init(&it, segments);
+    GHashTableIter it;
     gpointer key;
+    g_hash_table_iter_init(&it, segments);
     while (g_hash_table_iter_next(&it, &key, NULL)) put(o, key, 8);
     put_u64(o, p->events->len / 25);
     put_array(o, p->events);
@@ -200,17 +268,18 @@ static void put_pass(GString *o, const pass *p, GHashTable *blocks, GHashTable *
 
 void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
 {
+    size_t n = c->n ? c->n : 1;
     pass p = {
-        .t = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
-        .op = g_array_sized_new(FALSE, FALSE, 1, (guint)c->n),
-        .stream = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
-        .id = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
-        .size = g_array_sized_new(FALSE, FALSE, 8, (guint)c->n),
-        .frame = g_array_sized_new(FALSE, FALSE, 4, (guint)c->n),
+        .t = g_new(uint64_t, n),
+        .stream = g_new(uint64_t, n),
+        .size = g_new(uint64_t, n),
+        .id = g_new(int64_t, n),
+        .op = g_new(uint8_t, n),
+        .frame = g_new(uint32_t, n),
         .synth = g_array_new(FALSE, FALSE, 8),
         .events = g_array_new(FALSE, FALSE, 1),
     };
-    GHashTable *blocks = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+    table blocks = {g_new0(block, 1024), 1023, 0};
     GHashTable *segments = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     gboolean ok = TRUE, started = FALSE;
     int64_t base = 0;
@@ -221,7 +290,7 @@ void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
         int64_t id;
         uint64_t size;
         uint32_t frame;
-        ok = step(&p, blocks, segments, c, k, &order, &row, &op, &id, &size, &frame);
+        ok = step(&p, &blocks, segments, c, k, &order, &row, &op, &id, &size, &frame);
         if (!ok || !row) continue;
         int64_t t = c->time[k];
         if (!started) {
@@ -235,17 +304,24 @@ void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
             rel = p.last_t;
         }
         p.last_t = rel;
-        g_array_append_val(p.t, rel);
-        g_array_append_val(p.op, op);
-        g_array_append_val(p.stream, c->stream[k]);
-        g_array_append_val(p.id, id);
-        g_array_append_val(p.size, size);
-        g_array_append_val(p.frame, frame);
+        size_t r = p.rows++;
+        p.t[r] = rel;
+        p.op[r] = op;
+        p.stream[r] = c->stream[k];
+        p.id[r] = id;
+        p.size[r] = size;
+        p.frame[r] = frame;
     }
     g_string_append_c(out, (char)ok);
-    if (ok) put_pass(out, &p, blocks, segments);
-    g_hash_table_destroy(blocks);
+    if (ok) put_pass(out, &p, &blocks, segments);
+    g_free(blocks.slot);
     g_hash_table_destroy(segments);
-    GArray *arrays[] = {p.t, p.op, p.stream, p.id, p.size, p.frame, p.synth, p.events};
-    for (size_t k = 0; k < G_N_ELEMENTS(arrays); k++) g_array_free(arrays[k], TRUE);
+    g_free(p.t);
+    g_free(p.stream);
+    g_free(p.size);
+    g_free(p.id);
+    g_free(p.op);
+    g_free(p.frame);
+    g_array_free(p.synth, TRUE);
+    g_array_free(p.events, TRUE);
 }
