@@ -6,15 +6,16 @@
 # The traces: the bundled ones (traces/data/*), the shared PyTorch 2.11 recordings
 # ($GPUSIM_SHARED/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz; the other settings'
 # recordings hold the same requests) and traces/references/*/ (each workload's default-setting
-# recording), converted with traces/convert.py into OUTDIR; and the real programs' traces kept
-# with lab/results (each program once: its default setting's recording). Writes OUTDIR/frontier.csv and
-# OUTDIR/plots/NAME-frontier.png, and prints a line per trace: the front, and stitch against
-# expandable segments (memory over the bound, time over the default's), stitch as it is by
-# default (the lazy setting: no move until memory is near the limit, PyTorch-sized growths
-# until then, one-page handles after; docs/stitch.md) and in its eager setting (EAGER below,
-# the default until 2026-12-05), with whether each meets the target (memory at most expandable
-# segments', time at most 1.1 x the default's), and stitch's peak reserved with no cap over
-# expandable segments' (the target on the GPU: at most theirs).
+# recording), converted with traces/convert.py into OUTDIR; the real programs' traces kept
+# with lab/results (each program once: its default setting's recording); and the synthetic
+# adversaries of bench/adversaries.py, a set for each seed of $ADV_SEEDS (default 1). Writes
+# OUTDIR/frontier.csv and OUTDIR/plots/NAME-frontier.png, and prints a line per trace: the
+# front, and stitch against expandable segments (memory over the bound, time over the
+# default's), stitch as it is by default (the lazy setting: no move until memory is near the
+# limit, PyTorch-sized growths until then, one-page handles after; docs/stitch.md) and in its
+# eager setting (EAGER below, the default until 2026-12-05), with whether each meets the target
+# (memory at most expandable segments', time at most 1.1 x the default's), and stitch's peak
+# reserved with no cap over expandable segments' (the target on the GPU: at most theirs).
 #
 #   bench/frontier.sh                       # build/gpusim, into /tmp/gpusim-frontier
 set -eu
@@ -36,6 +37,11 @@ for p in "$here"/lab/results/h100-2026-12-05-predict/*.default.gstrace.gz \
          "$here"/lab/results/h100-2026-11-22-validate/train-resnet50.gstrace.gz \
          "$here"/lab/results/h200-2026-12-06-stitch/*-stitch.gstrace.gz; do
     [ -f "$p" ] && set -- "$@" "$p"
+done
+# the synthetic adversaries (bench/adversaries.py), one set a seed of ADV_SEEDS (default 1)
+for seed in ${ADV_SEEDS:-1}; do
+    python3 "$here/bench/adversaries.py" "$out" --seed "$seed" >/dev/null
+    for t in "$out"/adv-s"$seed"-*.gstrace; do set -- "$@" "$t"; done
 done
 EAGER=stitch:headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0
 "$gpusim" frontier "$@" -p "$EAGER" -q -f csv -o "$out/frontier.csv" --plot "$out/plots"
