@@ -136,6 +136,9 @@ def encode_rows(head, rows, client):
         raise ValueError("bad number in column 'device'")
     streams = list(dict.fromkeys(s for part in parts for s in dict.fromkeys(part[3])))
     index = {s: k for k, s in enumerate(streams)}
+    if sys.byteorder == "little":
+        records = _records_by_column(pre, rows, ops, ids, done, index, n)
+        return _assemble(meta, device_total, [client], streams, range(1, nalloc + 1), records, n)
     records = bytearray()
     a = 0
     for times, sizes, devs, stream_col in parts:
@@ -151,6 +154,27 @@ def encode_rows(head, rows, client):
 
 
 _BATCH = 1 << 16
+
+
+def _records_by_column(pre, rows, ops, ids, done, index, n):
+    """The records of encode_rows, each field written for every event at once (a strided
+    memoryview assignment per field, in C) where packing event by event cost about half a
+    microsecond each; little-endian machines only, as the records are."""
+    times, sizes, devs, stream_col = (array.array("Q", [r[c] for r in pre]) + col
+                                      for c, col in ((0, rows.t), (5, rows.size), (2, rows.dev),
+                                                     (3, rows.stream)))
+    records = bytearray(RECORD.size * n)
+    per = RECORD.size // 8
+    q, i32, b = (memoryview(records).cast(f) for f in ("Q", "I", "B"))
+    q[0::per] = times
+    q[1::per] = sizes
+    i32[4::2 * per] = array.array("I", [i - 1 if o <= 2 else NO_SLOT for i, o in zip(ids, ops)])
+    i32[5::2 * per] = array.array("I", [index[s] for s in stream_col])
+    b[26::RECORD.size] = ops
+    b[27::RECORD.size] = bytes([DEFERRED if o == 1 and done[i] else 0
+                                for i, o in zip(ids, ops)])
+    i32[7::2 * per] = array.array("I", devs)
+    return records
 
 
 def encode_text(data):
