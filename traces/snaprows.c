@@ -24,7 +24,6 @@
  */
 #include "trace-int.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* the converter's action and row codes (traces/gsconvert/model.py: _ACTIONS, _OPS) */
@@ -214,7 +213,7 @@ static gboolean step(pass *p, table *blocks, GHashTable *segments, const gs_snap
     }
 }
 
-static int by_order(const void *a, const void *b)
+static gint by_order(gconstpointer a, gconstpointer b)
 {
     const block *x = *(block *const *)a, *y = *(block *const *)b;
     return x->order < y->order ? -1 : x->order > y->order;
@@ -246,7 +245,7 @@ static void put_pass(GString *o, const pass *p, const table *blocks, GHashTable 
         else g_array_append_val(live, b->addr);
     }
     /* the converter's dict gives its pending frees in the order they were freed */
-    qsort(pending->pdata, pending->len, sizeof(gpointer), by_order);
+    g_ptr_array_sort(pending, by_order);
     put_u64(o, pending->len);
     for (guint k = 0; k < pending->len; k++) {
         const block *b = g_ptr_array_index(pending, k);
