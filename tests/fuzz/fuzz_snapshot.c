@@ -7,7 +7,9 @@
  *   - what it writes is laid out as snapshot.c says, to the last byte: each device's frames
  *     are without NUL, each row's action is one of the converter's codes, only a free
  *     is deferred, its frame is one of its device's, its entry number below the device's count
- *     and above the row before's; the rest of the snapshot is a pickle of its stated length
+ *     and above the row before's; each device's trace rows (snaprows.c) at most one an event,
+ *     their times from 0 and never going back, each alloc numbered in turn, every allocator
+ *     event at one of them; the rest of the snapshot is a pickle of its stated length
  *     that starts with PROTO 4 and ends with STOP.
  * Whether the rows are the ones the converter's own reader makes is tests/test_fastread.py's
  * and tests/fuzz/diff_convert.py --fast's question (the reader is Python).
@@ -32,10 +34,70 @@ static uint64_t u(const GString *o, size_t *pos, size_t n)
     return v;
 }
 
+/* A device's rows, made by build_trace's pass in C (traces/snaprows.c): at most a row an event,
+ * times from 0 and never going back, the converter's row codes, each alloc numbered in turn,
+ * each allocator event at a row of the trace. */
+static void check_rows(const GString *o, size_t *pos, uint32_t d, uint64_t events, uint32_t nframes)
+{
+    uint8_t made = (uint8_t)u(o, pos, 1);
+    GS_FUZZ_CHECK(made <= 1, "device %u: rows flag %u", d, made);
+    if (!made) return;
+    uint64_t n = u(o, pos, 8);
+    GS_FUZZ_CHECK(n <= events,
+                  "device %u: %" G_GUINT64_FORMAT " rows of %" G_GUINT64_FORMAT " events", d, n,
+                  events);
+    size_t t_at = take(o, pos, 8 * n);
+    const uint8_t *op = (const uint8_t *)o->str + take(o, pos, n);
+    take(o, pos, 8 * n); /* stream */
+    size_t id_at = take(o, pos, 8 * n);
+    take(o, pos, 8 * n); /* size */
+    size_t frame_at = take(o, pos, 4 * n);
+    uint64_t prev_t = 0, allocs = 0;
+    for (uint64_t r = 0; r < n; r++) {
+        uint64_t t;
+        int64_t id;
+        uint32_t f;
+        memcpy(&t, o->str + t_at + 8 * r, 8);
+        memcpy(&id, o->str + id_at + 8 * r, 8);
+        memcpy(&f, o->str + frame_at + 4 * r, 4);
+        GS_FUZZ_CHECK(op[r] <= 3, "device %u row %" G_GUINT64_FORMAT ": op %u", d, r, op[r]);
+        GS_FUZZ_CHECK(r ? t >= prev_t : t == 0,
+                      "device %u row %" G_GUINT64_FORMAT ": time %" G_GUINT64_FORMAT
+                      " after %" G_GUINT64_FORMAT,
+                      d, r, t, prev_t);
+        GS_FUZZ_CHECK(f <= nframes, "device %u row %" G_GUINT64_FORMAT ": frame %u", d, r, f);
+        if (op[r] == 0)
+            GS_FUZZ_CHECK(id == (int64_t)++allocs,
+                          "device %u row %" G_GUINT64_FORMAT ": alloc %" G_GINT64_FORMAT, d, r, id);
+        prev_t = t;
+    }
+    uint64_t counts[8];
+    for (int k = 0; k < 8; k++) counts[k] = u(o, pos, 8);
+    GS_FUZZ_CHECK(counts[0] == allocs && counts[6] == prev_t && counts[7] <= 1,
+                  "device %u: the pass's counts", d);
+    uint64_t synth = u(o, pos, 8);
+    take(o, pos, 16 * synth);
+    uint64_t pending = u(o, pos, 8);
+    take(o, pos, 32 * pending);
+    uint64_t live = u(o, pos, 8);
+    take(o, pos, 8 * live);
+    GS_FUZZ_CHECK(live <= allocs && pending <= allocs + synth, "device %u: blocks left open", d);
+    uint64_t segments = u(o, pos, 8);
+    take(o, pos, 8 * segments);
+    uint64_t nev = u(o, pos, 8);
+    for (uint64_t k = 0; k < nev; k++) {
+        uint8_t a = (uint8_t)u(o, pos, 1);
+        take(o, pos, 16); /* addr, size */
+        uint64_t seq = u(o, pos, 8);
+        GS_FUZZ_CHECK(a >= 3 && a <= 7 && seq <= n,
+                      "device %u: allocator event %u at row %" G_GUINT64_FORMAT, d, a, seq);
+    }
+}
+
 static void check_output(const GString *o)
 {
     size_t pos = 0;
-    GS_FUZZ_CHECK(o->len >= 8 && memcmp(o->str, "GSSNAP01", 8) == 0, "no magic");
+    GS_FUZZ_CHECK(o->len >= 8 && memcmp(o->str, "GSSNAP02", 8) == 0, "no magic");
     pos = 8;
     uint32_t ndev = (uint32_t)u(o, &pos, 4);
     uint64_t all = 0;
@@ -74,6 +136,7 @@ static void check_output(const GString *o)
                           r, w, prev);
             prev = w;
         }
+        check_rows(o, &pos, d, rows, nframes);
     }
     GS_FUZZ_CHECK(all > 0, "an output with no entries");
     uint32_t nstreams = (uint32_t)u(o, &pos, 4);
