@@ -1356,6 +1356,31 @@ class TestReference(ConverterTestCase):
         self.convert_ok(snaps[0], "-o", "gp.gstrace.gz")
         self.assertEqual(self.trace_lines(self.path("gp.gstrace.gz"))[0], "# gpusim-trace 3")
 
+    def test_binary_or_text(self):
+        # whatif's conversion: binary where the format carries the trace, else text beside it
+        # (the same text as -o NAME.gstrace), and no warning about the frames binary drops
+        refs = os.path.join(ROOT, "traces", "references", "*")
+        pools = glob.glob(os.path.join(refs, "graphpool__default__*.pickle.gz"))[0]
+        events = [dict(e) for e in BASIC_EVENTS]
+        for e in events:
+            if e["action"] == "alloc":
+                e["frames"] = [{"filename": "/home/me/train.py", "line": 7, "name": "step"}]
+        plain = self.write_snapshot("framed.pickle", snapshot(events))
+        r = self.convert_ok(pools, "-o", "gp.gsbin", "--binary-or-text", "--no-bound", "-q")
+        self.assertFalse(os.path.exists(self.path("gp.gsbin")))
+        self.convert_ok(pools, "-o", "gp2.gstrace", "--no-bound", "-q")
+        with open(self.path("gp.gstrace"), "rb") as a, open(self.path("gp2.gstrace"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        r = self.convert_ok(plain, "-o", "r.gsbin", "--binary-or-text", "--no-bound", "-q")
+        self.assertNotIn("frames", r.stderr)
+        r2 = self.convert_ok(plain, "-o", "r2.gsbin", "--no-bound", "-q")
+        self.assertIn("does not carry frames", r2.stderr)
+        self.assertFalse(os.path.exists(self.path("r.gstrace")))
+        with open(self.path("r.gsbin"), "rb") as a, open(self.path("r2.gsbin"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        r = self.run_convert(plain, "-o", "r.gstrace", "--binary-or-text")
+        self.assert_one_line_error(r, "--binary-or-text needs -o NAME.gsbin")
+
 
 class TestBoundStored(ConverterTestCase):
     """The offline bound in the output's header, written by gpusim convert where a gpusim is at

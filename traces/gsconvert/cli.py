@@ -187,9 +187,17 @@ def parse_args(argv):
                         "gpusim convert, when a gpusim is found beside the converter or in the "
                         "source tree's build/, writes the output with it, so that every replay "
                         "reads the figure instead of planning it again)")
+    p.add_argument("--binary-or-text", action="store_true",
+                   help="with -o NAME.gsbin: the binary format where it carries the trace, "
+                        "else (private pools' events) text to NAME.gstrace beside it; frames "
+                        "are left out without a warning (gpusim whatif's conversion: the trace "
+                        "is read once)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress line, even on a terminal")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.binary_or_text and not args.output.endswith(".gsbin"):
+        p.error(f"--binary-or-text needs -o NAME.gsbin (got {args.output})")
+    return args
 
 
 def release_limit(args, sibling, dev, version=None):
@@ -360,12 +368,16 @@ def convert(args, progress_stream=None, progress_enabled=False):
 
     source = os.path.basename(args.input)
     binary = args.output.endswith(".gsbin")
+    if binary and tr.num_pool_rows and args.binary_or_text:
+        binary = False
+        args.output = args.output[:-len(".gsbin")] + ".gstrace"
+        refuse_overwrite(args)
     if binary and tr.num_pool_rows:
         # as gpusim convert refuses it (traces/binary.c): binary version 1 has no pool events
         raise ConvertError(f"{tr.num_pool_rows} private pool event(s) (trace version 3) are not "
                            f"carried by the binary format: write text (-o NAME.gstrace.gz)")
     framed = tr.rows.num_framed()
-    if binary and framed:
+    if binary and framed and not args.binary_or_text:
         warn(source, f"the binary format does not carry frames: the top user frames of "
                      f"{framed} allocation(s) are left out (write text to keep them)")
     trace_chunks = render_trace(rec, tr, source, device_total, args.client, totals,
