@@ -29,6 +29,7 @@
 /* the converter's action and row codes (traces/gsconvert/model.py: _ACTIONS, _OPS) */
 enum { A_ALLOC, A_FREE, A_FREE_DONE, A_SEG_ALLOC, A_SEG_FREE, A_SEG_MAP, A_SEG_UNMAP, A_OOM };
 enum { O_ALLOC, O_FREE, O_FREE_DONE, O_OOM };
+#define EVENT_BYTES 25 /* an allocator event as written: u8 action, i64 addr, u64 size, u64 row */
 
 typedef struct {
     int64_t addr;
@@ -45,11 +46,15 @@ typedef struct {
 typedef struct {
     block *slot;
     size_t mask, n;
+    int shift; /* 64 less log2 of the slots */
 } table;
 
+/* The slot an address starts from: the product's top bits (Fibonacci hashing), which every bit
+ * of the address moves. Bits from the middle of it left addresses equal modulo 2^(20 + log2
+ * slots) on one slot: 200,000 allocations 1 TiB apart took 55 s. */
 static size_t home(const table *t, int64_t addr)
 {
-    return (size_t)(((uint64_t)addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & t->mask;
+    return (size_t)(((uint64_t)addr * UINT64_C(0x9E3779B97F4A7C15)) >> t->shift);
 }
 
 static block *find(const table *t, int64_t addr)
@@ -67,6 +72,7 @@ static void grow(table *t)
 {
     table old = *t;
     t->mask = 2 * old.mask + 1;
+    t->shift--;
     t->slot = g_new0(block, t->mask + 1);
     t->n = 0;
     for (size_t i = 0; i <= old.mask; i++)
@@ -111,7 +117,7 @@ typedef struct {
     uint32_t *frame;
     size_t rows;
     GArray *synth;  /* u64 size, u64 stream pairs */
-    GArray *events; /* allocator events, as written */
+    GArray *events; /* allocator events, as written (EVENT_BYTES each) */
     uint64_t nalloc, dropped, mismatch, clamped, deferred, ooms, last_t, unseen;
 } pass;
 
@@ -133,10 +139,12 @@ static void put_array(GString *o, const GArray *a)
 static void add_event(pass *p, uint8_t action, int64_t addr, uint64_t size)
 {
     uint64_t seq = p->rows;
-    g_array_append_vals(p->events, &action, 1);
-    g_array_append_vals(p->events, &addr, 8);
-    g_array_append_vals(p->events, &size, 8);
-    g_array_append_vals(p->events, &seq, 8);
+    char rec[EVENT_BYTES];
+    rec[0] = (char)action;
+    memcpy(rec + 1, &addr, 8);
+    memcpy(rec + 9, &size, 8);
+    memcpy(rec + 17, &seq, 8);
+    g_array_append_vals(p->events, rec, 1);
 }
 
 /* The row of event k, or FALSE where the converter's pass would raise. *row: whether it makes
@@ -259,7 +267,7 @@ static void put_pass(GString *o, const pass *p, const table *blocks, GHashTable 
     gpointer key;
     g_hash_table_iter_init(&it, segments);
     while (g_hash_table_iter_next(&it, &key, NULL)) put(o, key, 8);
-    put_u64(o, p->events->len / 25);
+    put_u64(o, p->events->len);
     put_array(o, p->events);
     g_ptr_array_free(pending, TRUE);
     g_array_free(live, TRUE);
@@ -276,9 +284,9 @@ void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
         .op = g_new(uint8_t, n),
         .frame = g_new(uint32_t, n),
         .synth = g_array_new(FALSE, FALSE, 8),
-        .events = g_array_new(FALSE, FALSE, 1),
+        .events = g_array_new(FALSE, FALSE, EVENT_BYTES),
     };
-    table blocks = {g_new0(block, 1024), 1023, 0};
+    table blocks = {g_new0(block, 1024), 1023, 0, 64 - 10};
     GHashTable *segments = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
     gboolean ok = TRUE, started = FALSE;
     int64_t base = 0;

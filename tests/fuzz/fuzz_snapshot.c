@@ -53,6 +53,7 @@ static void check_rows(const GString *o, size_t *pos, uint32_t d, uint64_t event
     take(o, pos, 8 * n); /* size */
     size_t frame_at = take(o, pos, 4 * n);
     uint64_t prev_t = 0, allocs = 0;
+    int64_t least = 0; /* the lowest id a free named (-k: the k-th synthesized block) */
     for (uint64_t r = 0; r < n; r++) {
         uint64_t t;
         int64_t id;
@@ -69,6 +70,13 @@ static void check_rows(const GString *o, size_t *pos, uint32_t d, uint64_t event
         if (op[r] == 0)
             GS_FUZZ_CHECK(id == (int64_t)++allocs,
                           "device %u row %" G_GUINT64_FORMAT ": alloc %" G_GINT64_FORMAT, d, r, id);
+        if (op[r] == 1 || op[r] == 2) { /* a free names an alloc before it, or a synthesized one */
+            GS_FUZZ_CHECK(id && id <= (int64_t)allocs && f == 0,
+                          "device %u row %" G_GUINT64_FORMAT ": free of %" G_GINT64_FORMAT
+                          " (frame %u) after %" G_GUINT64_FORMAT " allocs",
+                          d, r, id, f, allocs);
+            least = id < least ? id : least;
+        }
         prev_t = t;
     }
     uint64_t counts[8];
@@ -77,6 +85,10 @@ static void check_rows(const GString *o, size_t *pos, uint32_t d, uint64_t event
                   "device %u: the pass's counts", d);
     uint64_t synth = u(o, pos, 8);
     take(o, pos, 16 * synth);
+    GS_FUZZ_CHECK(least >= -(int64_t)synth,
+                  "device %u: a free of block %" G_GINT64_FORMAT " of %" G_GUINT64_FORMAT
+                  " synthesized",
+                  d, least, synth);
     uint64_t pending = u(o, pos, 8);
     take(o, pos, 32 * pending);
     uint64_t live = u(o, pos, 8);
