@@ -132,10 +132,7 @@ static void seq_reserve(gs_pv *c, size_t extra)
 
 static void seq_push(gs_pv *c, gs_pv *x)
 {
-    if (c->u.seq.n == c->u.seq.cap) {
-        c->u.seq.cap = c->u.seq.cap ? 2 * c->u.seq.cap : 8;
-        c->u.seq.v = g_renew(gs_pv *, c->u.seq.v, c->u.seq.cap);
-    }
+    seq_reserve(c, 1);
     c->u.seq.v[c->u.seq.n++] = x;
 }
 

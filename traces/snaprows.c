@@ -121,19 +121,9 @@ typedef struct {
     uint64_t nalloc, dropped, mismatch, clamped, deferred, ooms, last_t, unseen;
 } pass;
 
-static void put(GString *o, const void *p, size_t n)
-{
-    g_string_append_len(o, p, (gssize)n);
-}
-
-static void put_u64(GString *o, uint64_t v)
-{
-    put(o, &v, 8);
-}
-
 static void put_array(GString *o, const GArray *a)
 {
-    put(o, a->data, (size_t)a->len * g_array_get_element_size((GArray *)a));
+    gs_put(o, a->data, (size_t)a->len * g_array_get_element_size((GArray *)a));
 }
 
 static void add_event(pass *p, uint8_t action, int64_t addr, uint64_t size)
@@ -231,17 +221,17 @@ static gint by_order(gconstpointer a, gconstpointer b)
 static void put_pass(GString *o, const pass *p, const table *blocks, GHashTable *segments)
 {
     size_t n = p->rows;
-    put_u64(o, n);
-    put(o, p->t, 8 * n);
-    put(o, p->op, n);
-    put(o, p->stream, 8 * n);
-    put(o, p->id, 8 * n);
-    put(o, p->size, 8 * n);
-    put(o, p->frame, 4 * n);
+    gs_put_u64(o, n);
+    gs_put(o, p->t, 8 * n);
+    gs_put(o, p->op, n);
+    gs_put(o, p->stream, 8 * n);
+    gs_put(o, p->id, 8 * n);
+    gs_put(o, p->size, 8 * n);
+    gs_put(o, p->frame, 4 * n);
     uint64_t counts[] = {p->nalloc,   p->dropped, p->mismatch, p->clamped,
                          p->deferred, p->ooms,    p->last_t,   p->unseen};
-    put(o, counts, sizeof counts);
-    put_u64(o, p->synth->len / 2);
+    gs_put(o, counts, sizeof counts);
+    gs_put_u64(o, p->synth->len / 2);
     put_array(o, p->synth);
 
     GPtrArray *pending = g_ptr_array_new();
@@ -254,20 +244,20 @@ static void put_pass(GString *o, const pass *p, const table *blocks, GHashTable 
     }
     /* the converter's dict gives its pending frees in the order they were freed */
     g_ptr_array_sort(pending, by_order);
-    put_u64(o, pending->len);
+    gs_put_u64(o, pending->len);
     for (guint k = 0; k < pending->len; k++) {
         const block *b = g_ptr_array_index(pending, k);
         int64_t f[4] = {b->addr, b->id, (int64_t)b->size, (int64_t)b->stream};
-        put(o, f, sizeof f);
+        gs_put(o, f, sizeof f);
     }
-    put_u64(o, live->len);
+    gs_put_u64(o, live->len);
     put_array(o, live);
-    put_u64(o, g_hash_table_size(segments));
+    gs_put_u64(o, g_hash_table_size(segments));
     GHashTableIter it;
     gpointer key;
     g_hash_table_iter_init(&it, segments);
-    while (g_hash_table_iter_next(&it, &key, NULL)) put(o, key, 8);
-    put_u64(o, p->events->len);
+    while (g_hash_table_iter_next(&it, &key, NULL)) gs_put(o, key, 8);
+    gs_put_u64(o, p->events->len);
     put_array(o, p->events);
     g_ptr_array_free(pending, TRUE);
     g_array_free(live, TRUE);
@@ -288,8 +278,8 @@ void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
     };
     table blocks = {g_new0(block, 1024), 1023, 0, 64 - 10};
     GHashTable *segments = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-    gboolean ok = TRUE, started = FALSE;
-    int64_t base = 0;
+    gboolean ok = TRUE;
+    int64_t base = 0; /* the first row's time */
     uint64_t order = 0;
     for (size_t k = 0; k < c->n && ok; k++) {
         gboolean row;
@@ -300,10 +290,7 @@ void gs_snapshot_put_rows(GString *out, const gs_snap_columns *c)
         ok = step(&p, &blocks, segments, c, k, &order, &row, &op, &id, &size, &frame);
         if (!ok || !row) continue;
         int64_t t = c->time[k];
-        if (!started) {
-            started = TRUE;
-            base = t;
-        }
+        if (!p.rows) base = t;
         /* the time from the first row's, held non-decreasing (a clock that went back) */
         uint64_t rel = t >= base ? (uint64_t)t - (uint64_t)base : 0;
         if (t < base || rel < p.last_t) {

@@ -367,38 +367,23 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
 
 /* ---- the output ---- */
 
-static void put(GString *o, const void *p, size_t n)
-{
-    g_string_append_len(o, p, (gssize)n);
-}
-
-static void put_u32(GString *o, uint32_t v)
-{
-    put(o, &v, 4);
-}
-
-static void put_u64(GString *o, uint64_t v)
-{
-    put(o, &v, 8);
-}
-
 static void put_device(GString *o, const reader *r, const device *d, uint64_t entries)
 {
-    put_u64(o, entries);
-    put_u64(o, d ? d->col[C_ACTION]->len : 0);
+    gs_put_u64(o, entries);
+    gs_put_u64(o, d ? d->col[C_ACTION]->len : 0);
     g_string_append_c(o, d && d->program);
-    put_u32(o, d ? d->frames->len : 0);
+    gs_put_u32(o, d ? d->frames->len : 0);
     if (!d) {
         g_string_append_c(o, 0); /* no rows */
         return;
     }
     for (guint k = 0; k < d->frames->len; k++) {
         const char *t = g_ptr_array_index(r->frame_texts, g_array_index(d->frames, int32_t, k));
-        put_u32(o, (uint32_t)strlen(t));
-        put(o, t, strlen(t));
+        gs_put_u32(o, (uint32_t)strlen(t));
+        gs_put(o, t, strlen(t));
     }
     for (int c = 0; c < N_COLUMNS; c++)
-        put(o, d->col[c]->data, (size_t)d->col[c]->len * column_width[c]);
+        gs_put(o, d->col[c]->data, (size_t)d->col[c]->len * column_width[c]);
     gs_snap_columns c = {
         .action = (const uint8_t *)d->col[C_ACTION]->data,
         .deferred = (const uint8_t *)d->col[C_DEFERRED]->data,
@@ -450,27 +435,27 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
     gsize start = out->len;
     if (ok) {
         g_string_append(out, "GSSNAP02");
-        put_u32(out, ndev);
+        gs_put_u32(out, ndev);
         uint64_t *counts = g_new0(uint64_t, ndev ? ndev : 1);
         for (uint32_t k = 0; k < ndev; k++) {
             counts[k] = dt->u.seq.v[k]->u.count;
             put_device(out, &r, k < r.devices->len ? g_ptr_array_index(r.devices, k) : NULL,
                        counts[k]);
         }
-        put_u32(out, g_hash_table_size(r.streams));
+        gs_put_u32(out, g_hash_table_size(r.streams));
         GHashTableIter it;
         gpointer key;
         g_hash_table_iter_init(&it, r.streams);
-        while (g_hash_table_iter_next(&it, &key, NULL)) put_u64(out, *(uint64_t *)key);
-        put_u32(out, r.pools->len);
+        while (g_hash_table_iter_next(&it, &key, NULL)) gs_put_u64(out, *(uint64_t *)key);
+        gs_put_u32(out, r.pools->len);
         for (guint k = 0; k < r.pools->len; k++) {
             const pool_count *c = &g_array_index(r.pools, pool_count, k);
-            put_u64(out, (uint64_t)c->id[0]);
-            put_u64(out, (uint64_t)c->id[1]);
-            put_u64(out, c->count);
+            gs_put_u64(out, (uint64_t)c->id[0]);
+            gs_put_u64(out, (uint64_t)c->id[1]);
+            gs_put_u64(out, c->count);
         }
         gsize at = out->len;
-        put_u64(out, 0);
+        gs_put_u64(out, 0);
         const char *wwhy = NULL;
         ok = gs_pickle_write(out, root, dt, counts, ndev, &wwhy);
         uint64_t len = out->len - at - 8;

@@ -198,6 +198,21 @@ gboolean gs_pickle_memory_ok(gs_pickle_vm *m);
 gboolean gs_pickle_write(GString *out, gs_pv *root, const gs_pv *dt, const uint64_t *counts,
                          uint32_t ndev, const char **why);
 
+/* ---- snapshot.c and snaprows.c: read-snapshot's output, in native byte order ---- */
+
+static inline void gs_put(GString *o, const void *p, size_t n)
+{
+    g_string_append_len(o, p, (gssize)n);
+}
+static inline void gs_put_u32(GString *o, uint32_t v)
+{
+    gs_put(o, &v, 4);
+}
+static inline void gs_put_u64(GString *o, uint64_t v)
+{
+    gs_put(o, &v, 8);
+}
+
 /* ---- snaprows.c: a device's snapshot events made into the trace's rows ---- */
 
 /* One device's event columns as snapshot.c made them (the converter's, each n long). */

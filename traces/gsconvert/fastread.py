@@ -123,6 +123,17 @@ def _column(data, pos, code, n):
     return a, end
 
 
+def _records(data, pos, fmt):
+    """(the records of struct format fmt after a u64 count at pos, as tuples; the position
+    after them)."""
+    (n,) = struct.unpack_from("=Q", data, pos)
+    pos += 8
+    end = pos + n * struct.calcsize(fmt)
+    if end > len(data):
+        raise ValueError("cut short")
+    return list(struct.iter_unpack(fmt, data[pos:end])), end
+
+
 def _parse_scan(data, pos, dev, cols):
     """(the Scan of build_trace's pass over dev's events that the C reader made, or None where
     that pass would raise; the position after it)."""
@@ -143,32 +154,18 @@ def _parse_scan(data, pos, dev, cols):
      sc.num_ooms, sc.last_t, unseen) = struct.unpack_from("=8Q", data, pos)
     pos += 64
     sc.unseen_segment = bool(unseen)
-    (n,) = struct.unpack_from("=Q", data, pos)
-    pos += 8
-    for k, (size, stream) in enumerate(struct.iter_unpack("=QQ", data[pos:pos + 16 * n]), 1):
-        sc.synthesized.append((-k, size, stream, dev, None))
-    pos += 16 * n
-    (n,) = struct.unpack_from("=Q", data, pos)
-    pos += 8
-    for addr, ident, size, stream in struct.iter_unpack("=qqQQ", data[pos:pos + 32 * n]):
-        sc.pending[dev, addr] = (ident, size, stream, dev, None)
-    pos += 32 * n
-    (n,) = struct.unpack_from("=Q", data, pos)
-    pos += 8
-    sc.live = {(dev, addr) for (addr,) in struct.iter_unpack("=q", data[pos:pos + 8 * n])}
-    pos += 8 * n
-    (n,) = struct.unpack_from("=Q", data, pos)
-    pos += 8
-    sc.segments = {(dev, addr) for (addr,) in struct.iter_unpack("=q", data[pos:pos + 8 * n])}
-    pos += 8 * n
-    (n,) = struct.unpack_from("=Q", data, pos)
-    pos += 8
-    sc.alloc_events = [[_ACTIONS[a], addr, size, seq, dev]
-                       for a, addr, size, seq in struct.iter_unpack("=BqQQ",
-                                                                    data[pos:pos + 25 * n])]
-    pos += 25 * n
-    if pos > len(data):
-        raise ValueError("cut short")
+    synthesized, pos = _records(data, pos, "=QQ")
+    sc.synthesized = [(-k, size, stream, dev, None)
+                      for k, (size, stream) in enumerate(synthesized, 1)]
+    pending, pos = _records(data, pos, "=qqQQ")
+    sc.pending = {(dev, addr): (ident, size, stream, dev, None)
+                  for addr, ident, size, stream in pending}
+    live, pos = _records(data, pos, "=q")
+    sc.live = {(dev, addr) for (addr,) in live}
+    segments, pos = _records(data, pos, "=q")
+    sc.segments = {(dev, addr) for (addr,) in segments}
+    events, pos = _records(data, pos, "=BqQQ")
+    sc.alloc_events = [[_ACTIONS[a], addr, size, seq, dev] for a, addr, size, seq in events]
     return sc, pos
 
 
