@@ -66,6 +66,9 @@ class Trace:
     def free_done(self, block, stream=0):
         self._row("free_done", stream, block[0], block[1])
 
+    def empty_cache(self):
+        self._row("empty_cache", 0, 0, 0)
+
     def pool(self, op, pool, stream=0, flag=0):
         self.pools = True
         self._row(op, stream, pool, flag)
@@ -88,10 +91,10 @@ def layers_forward(t, rng, widths, scale, stream=0):
     return acts
 
 
-def layers_backward(t, rng, widths, acts, stream=0):
+def layers_backward(t, rng, acts, stream=0):
     """The backward pass: activations freed last layer first, a gradient made per layer."""
     grad = None
-    for w, a in zip(reversed(widths), reversed(acts)):
+    for a in reversed(acts):
         g = t.alloc(a[1] * rng.uniform(0.8, 1.2), stream)
         if grad:
             t.free(grad, stream)
@@ -108,7 +111,7 @@ def varying_shapes(rng):
     for _ in range(60):
         scale = rng.uniform(0.25, 1.0)
         acts = layers_forward(t, rng, widths, scale)
-        layers_backward(t, rng, widths, acts)
+        layers_backward(t, rng, acts)
         upd = [t.alloc(w[1]) for w in weights[:8]]   # the optimizer's temporaries
         for u in upd:
             t.free(u)
@@ -161,7 +164,7 @@ def two_streams(rng):
         staging = t.alloc(rng.randint(1, 24) * MiB, side)
         t.free(staging, side)
         acts = layers_forward(t, rng, widths, rng.uniform(0.4, 1.0))
-        layers_backward(t, rng, widths, acts)
+        layers_backward(t, rng, acts)
         waiting.append(t.free(batch, side))                  # used on the main stream
         if len(waiting) > 2:
             t.free_done(waiting.pop(0), side)
@@ -178,7 +181,7 @@ def graph_pools(rng):
     weights = [t.alloc(rng.randint(4, 48) * MiB) for _ in range(24)]
     buckets = [0.25, 0.5, 0.75, 1.0]
     for scale in buckets:                            # eager warm-up at each shape
-        layers_backward(t, rng, widths, layers_forward(t, rng, widths, scale))
+        layers_backward(t, rng, layers_forward(t, rng, widths, scale))
     kept = {}
     for pool, scale in enumerate(buckets, 1):        # a capture per bucket, into its pool
         t.pool("pool_begin", pool, stream=pool)
@@ -197,9 +200,9 @@ def graph_pools(rng):
         for b in kept[pool]:
             t.free(b, pool)
         t.pool("pool_release", pool, stream=pool)
-    t._row("empty_cache", 0, 0, 0)
+    t.empty_cache()
     for _ in range(10):
-        layers_backward(t, rng, widths, layers_forward(t, rng, widths, 1.0))
+        layers_backward(t, rng, layers_forward(t, rng, widths, 1.0))
     for w in weights:
         t.free(w)
     return t
