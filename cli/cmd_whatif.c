@@ -445,6 +445,30 @@ static void load_input(const gs_cli *c, const char *input, const char *reference
     }
 }
 
+/* A run of several devices whose limits differ (a memory fraction per device): whatif replays
+ * every device at one cap, so its verdict would be drawn for all of them at device 0's; refused
+ * unless --capacity says which one cap to ask at (gpusim replay -r replays each device at its
+ * own). */
+static void refuse_device_limits(const char *input, const gs_reference *ref)
+{
+    if (!ref || ref->n_devices < 2) return;
+    uint64_t first = gs_reference_limit(ref->devices[0], NULL);
+    for (size_t k = 1; k < ref->n_devices; k++) {
+        if (gs_reference_limit(ref->devices[k], NULL) == first) continue;
+        GString *each = g_string_new(NULL);
+        for (size_t j = 0; j < ref->n_devices; j++) {
+            uint64_t lim = gs_reference_limit(ref->devices[j], NULL);
+            char *sz = lim ? gs_format_capacity(lim, " ") : g_strdup("none");
+            g_string_append_printf(each, "%s%u: %s", j ? ", " : "", ref->device_ids[j], sz);
+            g_free(sz);
+        }
+        gs_cli_usage_error("whatif: %s: the run's devices had different limits (device %s); "
+                           "whatif replays every device at one cap: give it with --capacity "
+                           "(gpusim replay -r replays each device at its own)",
+                           input, each->str);
+    }
+}
+
 /* The cap, and where it comes from (docs/cli.md, "The limit a run met"): --capacity; the run's
  * cap (its NAME.json); the limit it met where it died, from the snapshot (the device was full);
  * else none (0). A run that died with none of these is refused: its verdict would be drawn at a
@@ -454,6 +478,7 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
 {
     const char *limit_source = NULL;
     uint64_t limit = gs_reference_limit(ref, &limit_source);
+    if (!c->capacity) refuse_device_limits(input, ref);
     uint64_t cap = c->capacity ? c->cap : limit;
     *cap_words = c->capacity ? "cap given" : limit ? limit_source : NULL;
     gs_trace_caveats cv;

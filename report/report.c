@@ -400,14 +400,18 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
     }
 }
 
-/* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per
- * device of a trace that names several. The planner always finishes (offline >= lower). */
+/* The trace's bound (sim/bound.h), the same for every result of it, as a capacity reads it
+ * (each device's own limit: for several devices the largest device's figures, whose sum no
+ * capacity is compared with): one line, and one per device of a trace that names several.
+ * The planner always finishes (offline >= lower). */
 void gs_report_bound(FILE *out, const gs_result *r)
 {
-    char *lb = gs_format_size(r->lower_bound_bytes);
-    char *off = gs_format_size(r->offline_bytes);
-    fprintf(out, "  bound: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
-                 "an offline planner needs %s\n", lb, off);
+    char *lb = gs_format_size((uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND));
+    char *off = gs_format_size((uint64_t)gs_result_per_device(r, GS_FIG_OFFLINE));
+    fprintf(out,
+            "  bound%s: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
+            "an offline planner needs %s\n",
+            r->n_devices ? ", per device (the largest device's)" : "", lb, off);
     g_free(lb);
     g_free(off);
     for (size_t k = 0; k < r->n_devices; k++) {

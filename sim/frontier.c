@@ -36,16 +36,13 @@ void gs_frontier_mark(gs_frontier_point *pts, size_t n)
     }
 }
 
-/* The trace's lower bound, the largest device's (a capacity is each device's limit): every
- * replay's result carries it, so it is read from the first row's, not planned again. */
+/* The trace's lower bound, the largest device's: every replay's result carries it, so it is
+ * read from the first row's, not planned again. */
 static uint64_t largest_bound(const GPtrArray *rows)
 {
     if (!rows->len) return 0;
     const gs_result *r = &((const gs_whatif_row *)rows->pdata[0])->at_cap;
-    if (!r->n_devices) return r->lower_bound_bytes;
-    uint64_t m = 0;
-    for (size_t d = 0; d < r->n_devices; d++) m = MAX(m, r->devices[d].lower_bound_bytes);
-    return m;
+    return (uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND);
 }
 
 gs_frontier *gs_frontier_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)

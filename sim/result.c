@@ -37,6 +37,25 @@ const char *gs_result_outcome(const gs_result *r)
     return r->oom ? "oom" : r->survived ? "survived" : "ok";
 }
 
+static int64_t fig_of(const gs_result *r, gs_result_fig fig)
+{
+    switch (fig) {
+    case GS_FIG_RESERVED_PEAK: return r->stats.reserved_bytes[GS_STAT_ALL].peak;
+    case GS_FIG_ALLOCATED_PEAK: return r->stats.allocated_bytes[GS_STAT_ALL].peak;
+    case GS_FIG_LOWER_BOUND: return (int64_t)r->lower_bound_bytes;
+    case GS_FIG_OFFLINE: return (int64_t)r->offline_bytes;
+    }
+    return 0;
+}
+
+int64_t gs_result_per_device(const gs_result *r, gs_result_fig fig)
+{
+    if (!r->n_devices) return fig_of(r, fig);
+    int64_t m = 0;
+    for (size_t d = 0; d < r->n_devices; d++) m = MAX(m, fig_of(&r->devices[d], fig));
+    return m;
+}
+
 /* ---- metrics ---- */
 
 double gs_result_frag_peak(const gs_result *r)

@@ -146,6 +146,18 @@ void gs_result_move(gs_result *dst, gs_result *src);
 /* "error", "oom", "survived" (the trace's recorded death got past: result.h) or "ok". */
 const char *gs_result_outcome(const gs_result *r);
 
+/* A figure of r as a capacity reads it: a capacity is each device's own limit (sim/devices.c),
+ * so for a result of several devices the largest device's figure, not the sum over them (the
+ * sum made the minimum of a two-GPU trace twice what either device needed); fig(r) for one
+ * device. The peaks of reserved and allocated bytes and the bound's two figures: */
+typedef enum {
+    GS_FIG_RESERVED_PEAK,
+    GS_FIG_ALLOCATED_PEAK,
+    GS_FIG_LOWER_BOUND,
+    GS_FIG_OFFLINE,
+} gs_result_fig;
+int64_t gs_result_per_device(const gs_result *r, gs_result_fig fig);
+
 /* ---- metrics (docs/metrics.md) ---- */
 double gs_result_frag_peak(const gs_result *r);
 double gs_result_internal_frag(const gs_result *r);

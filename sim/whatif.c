@@ -260,30 +260,6 @@ static bool completes(uint64_t capacity, void *ud)
     return pr.completes;
 }
 
-/* A capacity is each device's own limit (sim/devices.c), so what a search needs of a result of
- * several devices is its largest device's figure, not the sum over them: the sum made the
- * minimum of a two-GPU trace twice what either device needed. */
-static int64_t reserved_peak(const gs_result *r)
-{
-    return r->stats.reserved_bytes[GS_STAT_ALL].peak;
-}
-static int64_t allocated_peak(const gs_result *r)
-{
-    return r->stats.allocated_bytes[GS_STAT_ALL].peak;
-}
-static int64_t lower_bound(const gs_result *r)
-{
-    return (int64_t)r->lower_bound_bytes;
-}
-
-static int64_t per_device_peak(const gs_result *r, int64_t (*fig)(const gs_result *))
-{
-    if (!r->n_devices) return fig(r);
-    int64_t m = 0;
-    for (size_t d = 0; d < r->n_devices; d++) m = MAX(m, fig(&r->devices[d]));
-    return m;
-}
-
 /* What a row's search found, as a search in a process of its own sends it back. */
 typedef struct {
     gs_whatif_search search;
@@ -313,7 +289,7 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
      * nothing is left to learn (and no guess at the device's size is searched). */
     uint64_t hi = o->device_total;
     if (!up->oom && up->error == GS_OK) {
-        uint64_t need = (uint64_t)per_device_peak(up, reserved_peak);
+        uint64_t need = (uint64_t)gs_result_per_device(up, GS_FIG_RESERVED_PEAK);
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
@@ -325,8 +301,8 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     int64_t peak = up->oom           ? 0
-                   : cv.n_oom_events ? per_device_peak(up, lower_bound)
-                                     : per_device_peak(up, allocated_peak);
+                   : cv.n_oom_events ? gs_result_per_device(up, GS_FIG_LOWER_BOUND)
+                                     : gs_result_per_device(up, GS_FIG_ALLOCATED_PEAK);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);

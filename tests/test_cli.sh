@@ -1155,6 +1155,21 @@ PY
         [ "$(cut -d, -f4 "$tmp/two-sweep.csv" | tail -n 2 | tr '\n' ' ')" = \
           "pytorch:max_split_size_mb:64 pytorch:max_split_size_mb:128 " ] ||
         fail "sweep of two devices: $(cat "$tmp/two-sweep.csv")"
+    # whatif: one cap for every device, so devices recorded under different caps are refused
+    # unless --capacity names one; a figure a capacity is compared with is the largest device's
+    expect_error "whatif, devices' caps differ" "different limits (device 0: 2.5 GiB, 1: 2 GiB)" \
+        "$gpusim" whatif -q -j 1 "$refs/pytorch-2.11-2xh200/twogpu__default__2.5+2.pickle.gz"
+    "$gpusim" whatif -q -j 1 "$tmp/two.gstrace.gz" --capacity 2GiB -p pytorch >"$tmp/two-w.txt" &&
+        grep -q "^  bound, per device (the largest device's): no allocator needs less than 1.127 GiB" \
+            "$tmp/two-w.txt" || fail "whatif of two devices: $(cat "$tmp/two-w.txt")"
+    "$gpusim" whatif -q -j 1 "$tmp/two.gstrace.gz" --capacity 2GiB -f json >"$tmp/two-w.json"
+    python3 - "$tmp/two-w.json" <<'PY' || fail "whatif JSON of two devices"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    # device 1's bound (the larger), not the two devices' sum
+    assert r["lower_bound_bytes"] == 1210056704, r
+    assert r["lower_bound_bytes"] <= r["min_capacity_bytes"] <= r["peak_reserved_bytes"], r
+PY
 fi
 
 # --- top user frames: the OOM line names the failed request's frame ---
