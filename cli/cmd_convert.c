@@ -1,7 +1,7 @@
 /* cmd_convert.c - gpusim convert: a trace from one form into another (text, gzip text, binary),
  * through the reader and the writer of traces/, so the output is exactly the trace the input
  * was: text -> binary -> text gives back the bytes gs_trace_save writes. One addition, unless
- * --no-bound: the offline planner's figures (sim/bound.h) as two header entries, since the
+ * --no-bound: the offline planner's figures (sim/bound.h) as three header entries, since the
  * planner can cost more than the replay itself (BENCHMARKS.md, "End to end") and a trace is
  * converted once and replayed many times.
  */
@@ -26,10 +26,11 @@ static const char convert_description[] =
     "To convert a PyTorch memory snapshot, use gpusim-convert (traces/convert.py), which writes\n"
     "the binary format too when its output ends in .gsbin.\n"
     "\n"
-    "The output's header gains the trace's offline bound (offline_bytes_by_device and\n"
-    "offline_planner, docs/trace-format.md): the figure every replay reports as offline_bytes,\n"
-    "whose planner can take longer than the replay. Replays of the output take it from there\n"
-    "instead of planning again; --no-bound leaves the header as it was.\n"
+    "The output's header gains the trace's offline bound (offline_bytes_by_device, with\n"
+    "offline_planner and offline_events, docs/trace-format.md): the figure every replay reports\n"
+    "as offline_bytes, whose planner can take longer than the replay. Replays of the output take\n"
+    "it from there instead of planning again, as long as the trace has offline_events events (a\n"
+    "trace cut from it plans again); --no-bound leaves the header as it was.\n"
     "Exit status: 0 written, 2 bad usage or bad input (one line on stderr, nothing written).";
 
 int gs_cmd_convert(int argc, char **argv)
@@ -53,7 +54,11 @@ int gs_cmd_convert(int argc, char **argv)
     gs_cli_refuse_input(&c, inputs, c.output, "--output");
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
     if (!no_bound) {
-        gs_bound *b = gs_bound_compute(t);
+        /* a figure stored with the count of events it was planned over is this trace's; one
+         * from before that count was written is planned again, not passed on as checked */
+        gs_bound *b = gs_trace_get_meta(t, "offline_events")
+                          ? gs_bound_compute(t)
+                          : gs_bound_compute_with(t, GS_PLAN_AUTO);
         gs_bound_store(b, t);
         gs_bound_free(b);
     }

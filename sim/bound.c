@@ -569,7 +569,10 @@ void gs_bound_store(const gs_bound *b, gs_trace *t)
                                b->devices[d].device, b->devices[d].offline_bytes);
     }
     if (v->len) {
+        char n[24];
+        g_snprintf(n, sizeof n, "%zu", t->n);
         gs_trace_set_meta(t, "offline_planner", GS_BOUND_PLANNER);
+        gs_trace_set_meta(t, "offline_events", n);
         gs_trace_set_meta(t, "offline_bytes_by_device", v->str);
     }
     g_string_free(v, TRUE);
@@ -598,6 +601,21 @@ static size_t *slots_by_device(const uint32_t *dix, size_t ns, const size_t *per
     }
     *first = f;
     return order;
+}
+
+/* Per device of b, the peak of a layout that puts every request beside all the others, as the
+ * planner sizes them, rounded up to the page: no planner's answer is above it. */
+static uint64_t *side_by_side(const gs_trace *t, const gs_bound *b)
+{
+    uint64_t *sum = g_new0(uint64_t, b->n_devices);
+    for (size_t i = 0; i < t->n; i++) {
+        const gs_event *e = &t->ev[i];
+        if (e->op != GS_OP_ALLOC || e->slot >= t->n_slots) continue;
+        size_t d = device_index(b, e->device);
+        if (d < b->n_devices) sum[d] += MAX(ALIGN, round_up(counted(e->size), ALIGN));
+    }
+    for (size_t d = 0; d < b->n_devices; d++) sum[d] = round_up(sum[d], PAGE);
+    return sum;
 }
 
 static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
@@ -657,13 +675,18 @@ static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
     uint64_t *kept = g_new0(uint64_t, b->n_devices);
     bool *has_kept = g_new0(bool, b->n_devices);
     if (stored) gs_trace_stored_offlines(t, GS_BOUND_PLANNER, ids, b->n_devices, kept, has_kept);
+    /* Figures stored without the count of events they were planned over (before it was
+     * written): at most what every request placed side by side takes, or planned again. A
+     * trace cut from a longer one kept the longer one's figure. */
+    uint64_t *side = NULL;
+    if (stored && !gs_trace_get_meta(t, "offline_events")) side = side_by_side(t, b);
     size_t *first = NULL; /* the slots by device: first[d] .. first[d + 1] in order[] */
     size_t *order = NULL;
     for (size_t d = 0; d < b->n_devices; d++) {
         gs_bound_dev *bd = &b->devices[d];
         bd->lower_bound_bytes = round_up(bd->peak_live_bytes, PAGE);
         if (has_kept[d] && kept[d] % PAGE == 0 && kept[d] >= bd->lower_bound_bytes &&
-            (kept[d] > 0) == (per_dev[d] > 0)) {
+            (kept[d] > 0) == (per_dev[d] > 0) && (!side || kept[d] <= side[d])) {
             bd->offline_bytes = kept[d];
         } else {
             if (!all) {
@@ -685,6 +708,7 @@ static gs_bound *bound(const gs_trace *t, gs_plan_method meth, bool stored)
     g_free(first);
     g_free(kept);
     g_free(has_kept);
+    g_free(side);
     g_free(per_dev);
     g_free(dix);
     g_free(ids);

@@ -24,17 +24,19 @@ for f in "$src"/traces/data/*.gstrace.gz; do
     cmp -s "$tmp/$n.gstrace" "$tmp/$n.back.gstrace" || fail "$n: text -> binary -> text differs"
     "$gpusim" convert --no-bound "$tmp/$n.plain.gsbin" -o "$tmp/$n.back.gstrace.gz" || fail "$n: convert to gzip"
     gzip -dc "$tmp/$n.back.gstrace.gz" | cmp -s "$tmp/$n.gstrace" - || fail "$n: binary -> gzip differs"
-    # with the bound: the header gains exactly its two entries, before the column line (or
-    # keeps them, the same, where the bundled trace has them already: gpt2, resnet50)
+    # with the bound: the header gains exactly its three entries, before the column line (or
+    # keeps the figure, planned again, where the bundled trace has it already without the
+    # count of events: gpt2, resnet50)
     "$gpusim" convert "$f" -o "$tmp/$n.gsbin" || fail "$n: convert to binary with the bound"
     "$gpusim" convert --no-bound "$tmp/$n.gsbin" -o "$tmp/$n.bound.gstrace" || fail "$n: bound to text"
-    grep -v '^# offline_planner: \|^# offline_bytes_by_device: ' "$tmp/$n.gstrace" >"$tmp/$n.nobound"
-    grep -v '^# offline_planner: \|^# offline_bytes_by_device: ' "$tmp/$n.bound.gstrace" |
+    grep -v '^# offline_' "$tmp/$n.gstrace" >"$tmp/$n.nobound"
+    grep -v '^# offline_' "$tmp/$n.bound.gstrace" |
         cmp -s "$tmp/$n.nobound" - || fail "$n: convert changed more than the bound's entries"
     if grep -q '^# offline_' "$tmp/$n.gstrace"; then
-        cmp -s "$tmp/$n.gstrace" "$tmp/$n.bound.gstrace" || fail "$n: its stored bound changed"
+        [ "$(grep '^# offline_bytes' "$tmp/$n.gstrace")" = \
+          "$(grep '^# offline_bytes' "$tmp/$n.bound.gstrace")" ] || fail "$n: its stored bound changed"
     fi
-    [ "$(grep -c '^# offline_' "$tmp/$n.bound.gstrace")" = 2 ] || fail "$n: the bound's entries missing"
+    [ "$(grep -c '^# offline_' "$tmp/$n.bound.gstrace")" = 3 ] || fail "$n: the bound's entries missing"
     python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import gsbin
 sys.stdout.buffer.write(gsbin.encode_text(open(sys.argv[2], 'rb').read()))" \
         "$src/traces" "$tmp/$n.gstrace" >"$tmp/$n.py.gsbin" || fail "$n: gsbin.py"
@@ -135,6 +137,27 @@ gzip -dc "$r" | sed "s/^seq,/# offline_planner: gpusim-auto-3\\n# offline_bytes_
 [ "$(col offline_bytes "$tmp/kept.csv")" = "$lb" ] || fail "a possible stored bound was not taken"
 gzip -dc "$r" | sed 's/^seq,/# offline_bytes_by_device: zero\nseq,/' >"$tmp/bad.gstrace"
 expect_error "malformed stored bound" "offline_bytes_by_device" "$gpusim" replay "$tmp/bad.gstrace"
+gzip -dc "$r" | sed 's/^seq,/# offline_events: many\nseq,/' >"$tmp/bad.gstrace"
+expect_error "malformed count of the bound's events" "offline_events" "$gpusim" replay "$tmp/bad.gstrace"
+# A trace cut from a longer one (head) plans again: the bundled trace's figure, stored before
+# offline_events was written, is above every request of the cut side by side; gpusim convert
+# writes the count, and a cut of its output plans again too.
+head300() { gzip -dcf "$1" | head -n 300; }
+for from in "$r" "$tmp/counted.gstrace"; do
+    [ "$from" = "$r" ] || "$gpusim" convert "$r" -o "$from" || fail "convert resnet50"
+    head300 "$from" >"$tmp/h300.gstrace"
+    grep -v '^# offline_' "$tmp/h300.gstrace" >"$tmp/h300-plain.gstrace"
+    "$gpusim" replay "$tmp/h300.gstrace" --format csv -o "$tmp/h300.csv" &&
+        "$gpusim" replay "$tmp/h300-plain.gstrace" --format csv -o "$tmp/h300-plain.csv" ||
+        fail "replay of a cut trace"
+    [ "$(col offline_bytes "$tmp/h300.csv")" = "$(col offline_bytes "$tmp/h300-plain.csv")" ] &&
+        [ "$(col offline_bytes "$tmp/h300.csv")" != "$off" ] ||
+        fail "a cut of $from kept the whole trace's bound: $(col offline_bytes "$tmp/h300.csv")"
+done
+grep -q "^# offline_events: $(gzip -dc "$r" | grep -c '^[0-9]')$" "$tmp/counted.gstrace" ||
+    fail "gpusim convert wrote no count of events: $(head -n 9 "$tmp/counted.gstrace")"
+"$gpusim" replay "$tmp/counted.gstrace" --format csv -o "$tmp/counted.csv" &&
+    [ "$(col offline_bytes "$tmp/counted.csv")" = "$off" ] || fail "the counted bound was not taken"
 
 expect_error "convert without -o" "convert needs -o" "$gpusim" convert "$b"
 cp "$b" "$tmp/same.gsbin"

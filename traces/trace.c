@@ -148,6 +148,8 @@ const char *gs_trace_header_problem(const gs_trace *t)
     if (!by_device_ok(gs_trace_get_meta(t, "device_total_bytes_by_device")))
         return "header 'device_total_bytes_by_device' is not a list DEVICE=BYTES,... "
                "(BYTES at most 16 TiB)";
+    (void)meta_u64(t, "offline_events", &v, &bad);
+    if (bad) return "bad number in header 'offline_events'";
     if (!by_device_ok(gs_trace_get_meta(t, "offline_bytes_by_device")))
         return "header 'offline_bytes_by_device' is not a list DEVICE=BYTES,... "
                "(BYTES at most 16 TiB)";
@@ -305,7 +307,11 @@ void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint
                               uint64_t *out, bool *found)
 {
     const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
-    GArray *a = ob && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0
+    /* figures planned over other events (a trace cut with head, say) are not this trace's */
+    const char *ev = gs_trace_get_meta(t, "offline_events");
+    uint64_t n_ev = 0;
+    bool same = !ev || (gs_trace_parse_u64(ev, strlen(ev), &n_ev) && n_ev == t->n);
+    GArray *a = ob && same && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0
                     ? by_device_sorted(ob)
                     : NULL;
     memset(found, 0, n * sizeof *found);

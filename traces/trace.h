@@ -300,8 +300,10 @@ uint64_t gs_trace_device_total(const gs_trace *t, uint32_t device);
  * device read it whole each time, 65,536 devices times a list of 65,536). */
 void gs_trace_device_totals(const gs_trace *t, const uint32_t *ids, size_t n, uint64_t *out);
 /* The offline planner's peak for device stored in the header (offline_bytes_by_device), when
- * the header's offline_planner is planner: true and *out. The value is the file's word, checked
- * only for form (sim/bound.c checks it against the trace's lower bound). */
+ * the header's offline_planner is planner and its offline_events, where it has one, is the
+ * trace's count of events: true and *out. The value is the file's word, checked only for form
+ * (sim/bound.c checks it against the trace's lower bound, and against its requests where the
+ * header has no count). */
 bool gs_trace_stored_offline(const gs_trace *t, const char *planner, uint32_t device,
                              uint64_t *out);
 /* The same for each of devices ids[0..n): found[k] and out[k], the list read once. */
