@@ -34,13 +34,27 @@ static void vs_default_text(char *buf, size_t n, const gs_whatif_row *r, const g
     g_snprintf(buf, n, "%+.2f ms (%+.0f%%)", ms, 100.0 * (v - 1.0));
 }
 
-/* "at the cap of 5.75 GiB (recorded cap)", or "with no cap". g_free it. */
+/* "at the cap of 5.75 GiB (recorded cap)", or "with no cap". A cap of a GiB or more that is
+ * no round number of GiB (PyTorch's limit under a memory fraction, 2147483647 B; a device's
+ * memory, 81079 MiB) is said in GiB, as every other figure, with its exact value beside it.
+ * g_free it. */
 static char *cap_phrase(const gs_whatif_cap *cap)
 {
     if (!cap->capacity) return g_strdup("with no cap");
-    char *c = gs_format_capacity(cap->capacity, " ");
-    char *out = cap->source ? g_strdup_printf("at the cap of %s (%s)", c, cap->source)
-                            : g_strdup_printf("at the cap of %s", c);
+    char *c = gs_format_capacity(cap->capacity, " "), *shown = c, *exact = NULL;
+    if (cap->capacity >= GS_GiB && !g_str_has_suffix(c, "GiB")) {
+        shown = gs_format_size(cap->capacity);
+        exact = c;
+    }
+    char *out = g_strdup_printf("at the cap of %s%s%s%s%s", shown, exact || cap->source ? " (" : "",
+                                exact ? exact : "", exact && cap->source ? ", " : "",
+                                cap->source ? cap->source : "");
+    if (exact || cap->source) {
+        char *closed = g_strconcat(out, ")", NULL);
+        g_free(out);
+        out = closed;
+    }
+    if (shown != c) g_free(shown);
     g_free(c);
     return out;
 }
@@ -259,12 +273,23 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
             g_free(f);
         }
     }
-    fprintf(out, "(at cap, retries, dev frees (cudaFree and page unmaps, as gpusim replay counts "
-                 "them), device ms: the replay at the cap; vs dflt: its modelled device time "
-                 "against the default setting's%s)\n",
+    /* requests the recorded program saw fail and went past (oom events before the end): a
+     * replay fails them too, where memory is short, and goes on as the program did */
+    size_t caught = cv.n_oom_events - (cv.fatal_oom ? 1 : 0);
+    char *caught_words =
+        caught ? g_strdup_printf("; ok, min capacity: no OOM but at the %zu request%s the recorded "
+                                 "program caught failing and went past",
+                                 caught, caught == 1 ? "" : "s")
+               : g_strdup("");
+    fprintf(out,
+            "(at cap, retries, dev frees (cudaFree and page unmaps, as gpusim replay counts "
+            "them), device ms: the replay at the cap; vs dflt: its modelled device time "
+            "against the default setting's%s%s)\n",
+            caught_words,
             cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
                            ">= : the memory to get that far, a lower bound"
                          : "");
+    g_free(caught_words);
     fprintf(out, "\n%s\n", rec_text);
 }
 

@@ -461,7 +461,7 @@ PY
 # 102,393 GiB of headroom on an 80 GiB device)
 "$gpusim" whatif "$trace" -q -c 100TiB >"$tmp/wb.txt" 2>"$tmp/err" || fail "whatif -c 100TiB: exit"
 grep -q "warning: --capacity 102400 GiB is more than the device's 81079 MiB" "$tmp/err" &&
-    grep -q "at the cap of 81079 MiB" "$tmp/wb.txt" || fail "whatif -c 100TiB: $(cat "$tmp/err"; head -1 "$tmp/wb.txt")"
+    grep -q "at the cap of 79.179 GiB (81079 MiB, device memory)" "$tmp/wb.txt" || fail "whatif -c 100TiB: $(cat "$tmp/err"; head -1 "$tmp/wb.txt")"
 # a run recorded under backend:cudaMallocAsync: its recorded setting is the cuda-async policy,
 # beside the others (the whole run was refused: "backend: 'cudaMallocAsync' is not simulated")
 { echo '# gpusim-trace 1'; echo '# allocator_conf: backend:cudaMallocAsync'; gzip -dc "$trace" | grep -v '^# gpusim-trace\|^# allocator_conf'; } >"$tmp/async.gstrace"
@@ -782,6 +782,12 @@ rec = [r for r in v["results"] if r["recorded"]][0]
 assert rec["outcome"] == "ok" and rec["retries"] == 5 and rec["num_ooms"] == 5, rec
 assert rec["min_capacity_bytes"] <= v["capacity_bytes"], rec
 PY
+# ... and the table says the cap in GiB, with PyTorch's exact limit beside it, and that its
+# minimum capacities allow the requests the program caught failing
+"$gpusim" whatif -q -j 1 -p pytorch "$tmp/oomcatch__default__2.pickle.gz" >"$tmp/catch.txt" &&
+    grep -q "at the cap of 2.000 GiB (2147483647 B, recorded cap)$" "$tmp/catch.txt" &&
+    grep -q "no OOM but at the 5 requests the recorded program caught failing and went past" \
+        "$tmp/catch.txt" || fail "whatif oomcatch's table: $(cat "$tmp/catch.txt")"
 # A complete run with no cap: no cap is guessed ("with no cap"), and no search goes above what
 # a setting reserves uncapped (up to the device's 79 GiB, gpt2's rows took 43-44 replays).
 "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" --format json -o "$tmp/nocap.json" 2>/dev/null ||
