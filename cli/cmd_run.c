@@ -5,6 +5,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include <glib/gstdio.h>
+
 #include "cli.h"
 
 static const char run_description[] =
@@ -37,7 +39,40 @@ static const char run_description[] =
     "      python3 etl_then_train.py\n"
     "  gpusim replay two.gstrace --clients separate,shared,cooperative -p pytorch -p cupy=cupy\n"
     "\n"
-    "Exit status: the program's, or 2 for bad usage or a program that cannot be started.";
+    "--trace and --stats are checked before the program starts (a directory that is not there\n"
+    "fails at once, not after the run). The library writes them when the program exits; one\n"
+    "that was not written then (the program made no request through gpusim's allocator: it\n"
+    "imported neither torch nor cupy; or the writing failed, said above) is said on stderr.\n"
+    "\n"
+    "Exit status: the program's; 1 when it exited 0 but a --trace or --stats file was not\n"
+    "written; 2 for bad usage or a program that cannot be started.";
+
+/* A file the library writes as the program exits (--trace, --stats), as it was before the run:
+ * after it, a regular file that is not there, or is the one it was, was not written (the
+ * library writes a new file in its place; one that is not a regular file, written in place,
+ * is not checked). */
+typedef struct {
+    const char *flag, *path;
+    bool existed, regular;
+    GStatBuf st;
+} run_output;
+
+static void note_output(run_output *o, const char *flag, const char *path)
+{
+    o->flag = flag;
+    o->path = path && *path ? path : NULL;
+    o->existed = o->path && g_stat(o->path, &o->st) == 0;
+    o->regular = !o->existed || S_ISREG(o->st.st_mode);
+}
+
+static bool output_missing(const run_output *o)
+{
+    if (!o->path || !o->regular) return false;
+    GStatBuf now;
+    if (g_stat(o->path, &now) != 0) return true;
+    return o->existed && now.st_ino == o->st.st_ino && now.st_dev == o->st.st_dev &&
+           now.st_mtime == o->st.st_mtime && now.st_size == o->st.st_size;
+}
 
 /* libgpusim_torch.so: $GPUSIM_TORCH_LIB, beside gpusim (build/), else the installed one
  * (GS_LIBDIR, relative to the prefix: BINDIR/../LIBDIR). NULL when none is there. */
@@ -140,6 +175,9 @@ int gs_cmd_run(int argc, char **argv)
     if (device_total && (!backend || strcmp(backend, "sim") != 0))
         gs_cli_usage_error("run: --device-total is the simulated device's (--backend sim); the "
                            "GPU's is its own");
+    const char *const no_inputs[] = {NULL};
+    gs_cli_check_output(&c, no_inputs, trace, "--trace", NULL);
+    gs_cli_check_output(&c, no_inputs, stats, "--stats", NULL);
     char *lib = torch_lib();
     if (!lib)
         gs_cli_usage_error("run: libgpusim_torch.so not found beside gpusim or where it is "
@@ -159,6 +197,9 @@ int gs_cmd_run(int argc, char **argv)
     for (size_t i = 0; i < G_N_ELEMENTS(vars); i++)
         env = vars[i][1] && *vars[i][1] ? g_environ_setenv(env, vars[i][0], vars[i][1], TRUE)
                                         : g_environ_unsetenv(env, vars[i][0]);
+    run_output outs[2];
+    note_output(&outs[0], "--trace", trace);
+    note_output(&outs[1], "--stats", stats);
     gint status = 0;
     bool ran = g_spawn_sync(NULL, argv + first, env,
                             G_SPAWN_SEARCH_PATH | G_SPAWN_CHILD_INHERITS_STDIN, NULL, NULL, NULL,
@@ -169,10 +210,18 @@ int gs_cmd_run(int argc, char **argv)
     g_strfreev(policies);
     g_free(clients);
     g_free(device_total);
-    g_free(trace);
-    g_free(stats);
     g_free(backend);
     gs_cli_clear(&c);
     if (!ran) gs_cli_usage_error("run: cannot run %s: %s", argv[first], err->message);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    for (size_t i = 0; i < G_N_ELEMENTS(outs); i++) {
+        if (!output_missing(&outs[i])) continue;
+        gs_cli_say("run: %s %s was not written: the program made no request through gpusim's "
+                   "allocator (it imported neither torch nor cupy?), or writing it failed (above)",
+                   outs[i].flag, outs[i].path);
+        if (rc == 0) rc = 1;
+    }
+    g_free(trace);
+    g_free(stats);
+    return rc;
 }

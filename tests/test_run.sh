@@ -158,6 +158,22 @@ rc=$?
 # a program that imports neither runs untouched
 "$gpusim" run --backend sim -- python3 -c "import sys; assert 'torch' not in sys.modules" ||
     fail "run: the hook imported torch itself"
+# --trace and --stats: a place that cannot be written fails before the program runs; a file
+# the library did not write at the exit (no request was made) is said, and a program that
+# exited 0 then exits 1 (another status stays the program's)
+expect_error "run --trace into no directory" "--trace $tmp/no/x.gstrace: cannot write" \
+    "$gpusim" run --backend sim --trace "$tmp/no/x.gstrace" -- python3 -c "print('ran')"
+expect_error "run --stats into no directory" "--stats $tmp/no/s.json: cannot write" \
+    "$gpusim" run --backend sim --stats "$tmp/no/s.json" -- python3 -c "print('ran')"
+for code in 0 5; do
+    "$gpusim" run --backend sim --trace "$tmp/run.gstrace" --stats "$tmp/none.json" -- \
+        python3 -c "import sys; sys.exit($code)" >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq "$([ $code = 0 ] && echo 1 || echo $code)" ] &&
+        grep -q "^gpusim: run: --trace $tmp/run.gstrace was not written" "$tmp/err" &&
+        grep -q "^gpusim: run: --stats $tmp/none.json was not written" "$tmp/err" ||
+        fail "run with no request, exit $code: exit $rc: $(cat "$tmp/err")"
+done
 expect_error "run with no program" "no -- CMD given" "$gpusim" run --backend sim
 expect_error "run with a bad setting" "run: " "$gpusim" run -p pytorch:no_such_key:1 -- python3 -c pass
 expect_error "run --backend junk" "expected cuda or sim" "$gpusim" run --backend junk -- python3 -c pass

@@ -561,7 +561,7 @@ static void write_outputs(void)
     }
     GError *err = NULL;
     if (a->trace && !gs_trace_save(a->trace, a->trace_path, &err)) {
-        fprintf(stderr, "gpusim: GPUSIM_TRACE: %s\n", err->message);
+        fprintf(stderr, "gpusim: the trace (GPUSIM_TRACE, gpusim run --trace): %s\n", err->message);
         g_clear_error(&err);
     }
     if (a->stats_path && *a->stats_path) {
@@ -597,7 +597,8 @@ static void write_outputs(void)
         for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
         if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
         if (!gs_write_whole(a->stats_path, buf, len, &err)) { /* (a link stays a link) */
-            fprintf(stderr, "gpusim: GPUSIM_STATS: %s\n", err->message);
+            fprintf(stderr, "gpusim: the statistics (GPUSIM_STATS, gpusim run --stats): %s\n",
+                    err->message);
             g_clear_error(&err);
         }
         free(buf);
