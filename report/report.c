@@ -400,18 +400,21 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
     }
 }
 
-/* The trace's bound (sim/bound.h), the same for every result of it, as a capacity reads it
- * (each device's own limit: for several devices the largest device's figures, whose sum no
- * capacity is compared with): one line, and one per device of a trace that names several.
+/* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per
+ * device of a trace that names several. The headline is the devices' sum, as the table's totals
+ * are, or with per_device (whatif: a capacity is each device's own limit) the largest device's.
  * The planner always finishes (offline >= lower). */
-void gs_report_bound(FILE *out, const gs_result *r)
+void gs_report_bound(FILE *out, const gs_result *r, bool per_device)
 {
-    char *lb = gs_format_size((uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND));
-    char *off = gs_format_size((uint64_t)gs_result_per_device(r, GS_FIG_OFFLINE));
+    bool largest = per_device && r->n_devices;
+    char *lb = gs_format_size(largest ? (uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND)
+                                      : r->lower_bound_bytes);
+    char *off = gs_format_size(largest ? (uint64_t)gs_result_per_device(r, GS_FIG_OFFLINE)
+                                       : r->offline_bytes);
     fprintf(out,
             "  bound%s: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
             "an offline planner needs %s\n",
-            r->n_devices ? ", per device (the largest device's)" : "", lb, off);
+            largest ? ", per device (the largest device's)" : "", lb, off);
     g_free(lb);
     g_free(off);
     for (size_t k = 0; k < r->n_devices; k++) {
@@ -469,7 +472,7 @@ static void report_table(FILE *out, const char *name, const gs_trace *t, const g
     fprintf(out, "trace %s: %zu events, %zu allocations\n", shown, t->n, t->n_slots);
     g_free(shown);
     gs_report_caveats(out, t);
-    if (n) gs_report_bound(out, &rs[0]);
+    if (n) gs_report_bound(out, &rs[0], false);
     char **labels = g_new0(char *, n + 1);
     int w = 6;
     for (size_t i = 0; i < n; i++) {

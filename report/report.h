@@ -88,8 +88,9 @@ char *gs_oom_message(const gs_oom_report *o);
  * its recording began (a cut log). Nothing for a complete recording. */
 void gs_report_caveats(FILE *out, const gs_trace *t);
 /* The trace's bound (sim/bound.h) as r carries it, under the first line: "  bound: ...", and a
- * line per device of a trace that names several. */
-void gs_report_bound(FILE *out, const gs_result *r);
+ * line per device of a trace that names several; the first line's figures are the devices' sum,
+ * or with per_device the largest device's (a capacity is each device's own limit). */
+void gs_report_bound(FILE *out, const gs_result *r, bool per_device);
 
 /* ---- gpusim frontier (frontier.c) ---- */
 /* Each trace's points (fs[i] for traces[i], named names[i]): a table per trace, or one CSV or

@@ -223,7 +223,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     gs_report_caveats(out, t); /* a minimum capacity of a dying trace: to get that far */
     if (cap->assumption) fprintf(out, "  assumed, not recorded: %s\n", cap->assumption);
     /* the trace's bound (sim/bound.h): no minimum capacity can be below it */
-    if (rows->len) gs_report_bound(out, &((const gs_whatif_row *)rows->pdata[0])->at_cap);
+    if (rows->len) gs_report_bound(out, &((const gs_whatif_row *)rows->pdata[0])->at_cap, true);
     int w = 7, wm = 12;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
