@@ -180,6 +180,10 @@ bool gs_cli_is_snapshot(const char *path);
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path);
 /* A usage error, before anything is replayed, when p names no release and a key of its needs a
  * newer release than the one trace t (read from path) was recorded with (gs_policy_at_release). */
+/* --reference REF against the trace at path: exit 2 where REF cannot be its run (another set
+ * of devices, a death at an event it does not have); a warning where REF names another
+ * recording (gs_reference_mismatch). */
+void gs_cli_check_reference(const gs_reference *ref, const gs_trace *t, const char *path);
 void gs_cli_check_release(const gs_policy *p, const gs_trace *t, const char *path);
 /* The registered policies and their keys, for --help. g_free it. */
 char *gs_cli_policies_help(void);

@@ -439,6 +439,7 @@ int gs_cmd_replay(int argc, char **argv)
                     .touch = touch};
     for (int a = 1; a < argc; a++) {
         gs_trace *t = gs_cli_load_trace(&c, argv[a]);
+        if (ref) gs_cli_check_reference(ref, t, argv[a]);
         check_assigned(&pa, t, argv[a]);
         for (guint i = 0; i < pa.compared->len; i++)
             gs_cli_check_release(pa.compared->pdata[i], t, argv[a]);

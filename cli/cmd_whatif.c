@@ -444,6 +444,7 @@ static void load_input(const gs_cli *c, const char *input, const char *reference
         *t = gs_cli_load_trace(c, input);
         if (reference && !(*ref = gs_reference_load(reference, &err)))
             gs_cli_usage_error("%s", err->message);
+        if (*ref) gs_cli_check_reference(*ref, *t, input);
     }
 }
 

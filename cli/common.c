@@ -453,6 +453,17 @@ gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
     return t;
 }
 
+void gs_cli_check_reference(const gs_reference *ref, const gs_trace *t, const char *path)
+{
+    char *warning = NULL, *why = gs_reference_mismatch(ref, t, &warning);
+    if (why) gs_cli_usage_error("--reference: %s (%s): not this trace's run", why, path);
+    if (warning)
+        gs_cli_say("warning: --reference: %s (%s): another recording? Its cap and addresses are "
+                   "applied all the same",
+                   warning, path);
+    g_free(warning);
+}
+
 void gs_cli_check_release(const gs_policy *p, const gs_trace *t, const char *path)
 {
     GError *err = NULL;

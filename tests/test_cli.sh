@@ -1161,6 +1161,18 @@ PY
         [ "$(cut -d, -f4 "$tmp/two-sweep.csv" | tail -n 2 | tr '\n' ' ')" = \
           "pytorch:max_split_size_mb:64 pytorch:max_split_size_mb:128 " ] ||
         fail "sweep of two devices: $(cat "$tmp/two-sweep.csv")"
+    # a reference is checked against the trace: another set of devices is refused, another
+    # recording's name warned of (its cap is applied all the same)
+    python3 "$src/traces/convert.py" "$refs/pytorch-2.11-2xh200/twogpu__default__2.5+2.pickle.gz" \
+        -o "$tmp/two2.gstrace" --reference "$tmp/two.ref.json" 2>/dev/null || fail "convert twogpu -r"
+    expect_error "a two-GPU reference for one GPU's trace" "two.ref.json is of a run of 2 devices, the trace names device 0" \
+        "$gpusim" replay -q "$src/traces/data/resnet50.gstrace.gz" -r "$tmp/two.ref.json"
+    "$gpusim" replay -q "$src/traces/data/resnet50.gstrace.gz" -r "$tmp/catch.ref.json" \
+        >/dev/null 2>"$tmp/err" &&
+        grep -q "catch.ref.json is of 'pytorch-snapshot oomcatch__default__2.pickle.gz', the trace of 'pytorch-snapshot resnet50__default__nocap.pickle.gz'" \
+            "$tmp/err" || fail "another recording's reference: $(cat "$tmp/err")"
+    "$gpusim" replay -q "$tmp/two2.gstrace" -r "$tmp/two.ref.json" >/dev/null 2>"$tmp/err" &&
+        [ ! -s "$tmp/err" ] || fail "the two-GPU run's own reference: $(cat "$tmp/err")"
     # whatif: one cap for every device, so devices recorded under different caps are refused
     # unless --capacity names one; a figure a capacity is compared with is the largest device's
     expect_error "whatif, devices' caps differ" "different limits (device 0: 2.5 GiB, 1: 2 GiB)" \

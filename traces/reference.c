@@ -27,6 +27,11 @@ static gs_reference *ref_from_json(const char *path, const gs_json *j, const cha
     if ((v = gs_json_get(j, "allocator_conf")) && v->type == GS_JSON_STRING)
         r->allocator_conf = g_strdup(v->str);
     if ((v = gs_json_get(j, "outcome")) && v->type == GS_JSON_STRING) r->outcome = g_strdup(v->str);
+    const gs_json *kind = gs_json_get(j, "source_kind");
+    if ((v = gs_json_get(j, "source")) && v->type == GS_JSON_STRING)
+        r->source = kind && kind->type == GS_JSON_STRING
+                        ? g_strdup_printf("%s %s", kind->str, v->str)
+                        : g_strdup(v->str);
     if ((v = gs_json_get(j, "device_total_bytes"))) gs_json_uint(v, &r->device_total);
     if ((v = gs_json_get(j, "cap_bytes"))) gs_json_uint(v, &r->cap_bytes);
     if ((v = gs_json_get(j, "limit_bytes"))) gs_json_uint(v, &r->limit_bytes);
@@ -130,6 +135,7 @@ void gs_reference_free(gs_reference *r)
     g_free(r->devices);
     g_free(r->device_ids);
     g_free(r->path);
+    g_free(r->source);
     g_free(r->allocator_conf);
     g_free(r->outcome);
     g_free(r->limit_source);
@@ -165,6 +171,32 @@ const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device)
         else hi = mid;
     }
     return r && lo < r->n_devices && r->device_ids[lo] == device ? r->devices[lo] : NULL;
+}
+
+char *gs_reference_mismatch(const gs_reference *r, const gs_trace *t, char **warning)
+{
+    *warning = NULL;
+    const char *src = gs_trace_get_meta(t, "source");
+    if (r->source && src && strcmp(r->source, src) != 0)
+        *warning = g_strdup_printf("%s is of '%s', the trace of '%s'", r->path, r->source, src);
+    uint32_t *ids = NULL;
+    size_t n = gs_trace_devices(t, &ids);
+    bool same = r->n_devices ? n == r->n_devices && memcmp(ids, r->device_ids, n * sizeof *ids) == 0
+                             : n <= 1;
+    char *why = NULL;
+    if (!same) {
+        GString *g = g_string_new(NULL);
+        for (size_t k = 0; k < n; k++) g_string_append_printf(g, "%s%u", k ? ", " : "", ids[k]);
+        why = g_strdup_printf("%s is of a run of %zu device%s, the trace names device%s %s",
+                              r->path, r->n_devices ? r->n_devices : 1, r->n_devices > 1 ? "s" : "",
+                              n == 1 ? "" : "s", g->str);
+        g_string_free(g, TRUE);
+    } else if (r->has_outcome_event && r->outcome_event >= t->n) {
+        why = g_strdup_printf("%s says its run died at event %zu; the trace has %zu events",
+                              r->path, r->outcome_event, t->n);
+    }
+    g_free(ids);
+    return why;
 }
 
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "trace.h"
+
 G_BEGIN_DECLS
 
 /* What a reference file (traces/convert.py --reference) says the real allocator did. With
@@ -18,6 +20,8 @@ G_BEGIN_DECLS
  * as PyTorch's memory_stats() gives by default). */
 typedef struct gs_reference {
     char *path;
+    char *source;            /* the recording it came from, as a trace's header says it
+                              * ("pytorch-snapshot NAME"); NULL if unknown */
     char *allocator_conf;    /* PYTORCH_CUDA_ALLOC_CONF of the real run */
     uint64_t device_total;   /* 0 if unknown */
     uint64_t cap_bytes;      /* PyTorch's truncated limit; 0 if the run had no cap */
@@ -52,6 +56,13 @@ gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out)
 uint64_t gs_reference_limit(const gs_reference *r, const char **source);
 /* The reference of one device of a several-device run; NULL if it has none. */
 const gs_reference *gs_reference_device(const gs_reference *r, uint32_t device);
+
+/* Whether r can be t's run: NULL, or why not in words (g_free it). Not when r's devices are not
+ * t's (a reference of one device for a trace of several, or another set of them), or r's run
+ * died at an event t does not have. *warning (g_free it; NULL: none): r names another recording
+ * than t's header does (the converter writes both from the same snapshot's name), so its cap
+ * and addresses may be another run's. */
+char *gs_reference_mismatch(const gs_reference *r, const gs_trace *t, char **warning);
 
 G_END_DECLS
 
