@@ -253,6 +253,27 @@ static gs_device_opts *device_opts(const replay_ctx *x, const gs_trace *t, size_
     return d;
 }
 
+/* A cap above the memory of the device it limits limits nothing: the device refuses first.
+ * Said once per trace and device, as whatif says it (the replay goes on at that cap). */
+static void warn_cap_above_device(const gs_cli *c, const gs_trace *t, const char *path,
+                                  const gs_device_opts *dev, size_t n_dev)
+{
+    for (size_t k = 0; k < MAX(n_dev, (size_t)1); k++) {
+        uint64_t cap = n_dev && dev[k].capacity ? dev[k].capacity : c->cap;
+        uint64_t total = n_dev && dev[k].device_total ? dev[k].device_total
+                         : c->total                   ? c->total
+                         : t->device_total            ? t->device_total
+                                                      : GS_DEFAULT_DEVICE_TOTAL;
+        if (!cap || cap <= total) continue;
+        char *cw = gs_format_capacity(cap, " "), *tw = gs_format_capacity(total, " ");
+        gs_cli_say("warning: %s: the cap of %s is more than device %u's %s: the device refuses "
+                   "first",
+                   path, cw, n_dev ? dev[k].device : 0, tw);
+        g_free(cw);
+        g_free(tw);
+    }
+}
+
 /* Replay one trace under every compared policy (times every arrangement, with several clients)
  * and write its report; plots too. Returns GS_EXIT_DEVICE if a replay stopped on a device error,
  * GS_EXIT_OOM if one met an OOM and --fail-on-oom was given. */
@@ -280,6 +301,7 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
     int rc = GS_EXIT_OK;
     size_t n_dev = 0;
     gs_device_opts *dev = device_opts(x, t, &n_dev);
+    warn_cap_above_device(c, t, path, dev, n_dev);
     gs_bound *bound = gs_bound_compute(t); /* once for every policy's replay */
     for (guint i = 0; i < n; i++) {
         const gs_policy *pol = only ? only : x->pa->compared->pdata[i % npols];

@@ -613,7 +613,10 @@ int gs_cmd_whatif(int argc, char **argv)
                     GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
-    if (argc > 2 && !verify) gs_cli_usage_error("whatif: one INPUT at a time (got %d)", argc - 1);
+    if (argc > 2 && !verify)
+        gs_cli_usage_error("whatif: one INPUT at a time (got %d; a program to run after -- needs "
+                           "--verify)",
+                           argc - 1);
     if (verify && argc < 3)
         gs_cli_usage_error("whatif: --verify runs your program: gpusim whatif INPUT --verify -- CMD [ARGS...]");
     const char *input = argv[1];

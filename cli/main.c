@@ -112,8 +112,12 @@ int main(int argc, char **argv)
         printf("gpusim %s\n", GS_VERSION);
         return finish(GS_EXIT_OK, closed);
     }
-    gs_cli_usage_error(
-        "unknown command '%s' (commands: replay, validate, sweep, plot, whatif, verify, predict, run, "
-        "convert, help, version)",
-        cmd);
+    /* the list from the table, so a command added is a command named (on the stack: the
+     * error exits, and the leak checker would call a heap list lost) */
+    char names[512] = "";
+    for (size_t i = 0; i < G_N_ELEMENTS(commands); i++) {
+        g_strlcat(names, commands[i].name, sizeof names);
+        g_strlcat(names, ", ", sizeof names);
+    }
+    gs_cli_usage_error("unknown command '%s' (commands: %shelp, version)", cmd, names);
 }

@@ -390,7 +390,11 @@ static bool set_backend(void *cfg, const char *key, const char *val, GError **er
 {
     if (strcmp(val, "native") == 0) return true;
     g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
-                "backend: '%s' is not simulated (only 'native' is)", val);
+                "backend: '%s' is not simulated as a key of pytorch (only 'native' is)%s", val,
+                g_ascii_strcasecmp(val, "cudaMallocAsync") == 0
+                    ? ": the driver's pool that backend:cudaMallocAsync uses is its own policy, "
+                      "-p cuda-async"
+                    : "");
     return false;
 }
 

@@ -298,7 +298,11 @@ static gboolean add_cells(gs_sweep *s, const char *tmpl, const expansion *pe, co
         if (caps) {
             const expansion *ce = &g_array_index(caps, expansion, k);
             GError *e2 = NULL;
-            if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
+            if (strchr(ce->text, '=')) { /* as every command but replay says it */
+                g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT,
+                            "--capacity: sizes per device (DEV=SIZE) apply to gpusim replay only");
+                ok = FALSE;
+            } else if (!gs_parse_size(ce->text, &cell.capacity, &e2)) {
                 g_set_error(err, GS_SWEEP_ERROR, GS_SWEEP_ERROR_INPUT, "--capacity: %s", e2->message);
                 g_error_free(e2);
                 ok = FALSE;

@@ -105,6 +105,19 @@ PY
 
 # --- errors ---
 expect_error "unknown command" "unknown command 'replya'" "$gpusim" replya
+# ... with every command named, from the table the dispatch reads
+for cmd in frontier read-snapshot convert whatif; do
+    expect_error "unknown command lists $cmd" "commands: .*$cmd, " "$gpusim" replya
+done
+expect_error "pytorch's backend:cudaMallocAsync" "its own policy, -p cuda-async" \
+    "$gpusim" replay "$trace" -p pytorch:backend:cudaMallocAsync
+expect_error "whatif with a program but no --verify" "needs --verify" \
+    "$gpusim" whatif "$trace" -- python3 prog.py
+expect_error "sweep with sizes per device" "sizes per device (DEV=SIZE) apply to gpusim replay only" \
+    "$gpusim" sweep -q -j 1 "$trace" -c '0=2.5GiB,1=2GiB'
+"$gpusim" replay -q "$trace" --capacity 4GiB --device-total 2GiB >/dev/null 2>"$tmp/err" &&
+    grep -q "the cap of 4 GiB is more than device 0's 2 GiB" "$tmp/err" ||
+    fail "replay of a cap above the device: $(cat "$tmp/err")"
 expect_error "missing trace" "no TRACE" "$gpusim" replay
 expect_error "unreadable trace" "$tmp/nope.gstrace" "$gpusim" replay "$tmp/nope.gstrace"
 expect_error "bad flag" "--bogus" "$gpusim" replay --bogus "$trace"
