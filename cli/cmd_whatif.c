@@ -571,6 +571,18 @@ static const char full_replays_help[] =
     "bind too, not from checkpoints of the uncapped replay: the same answers at more cost (for "
     "comparison)";
 
+/* One INPUT, and a program after it only with --verify, which needs one. */
+static void check_args(int argc, bool verify)
+{
+    if (argc > 2 && !verify)
+        gs_cli_usage_error("whatif: one INPUT at a time (got %d; a program to run after -- needs "
+                           "--verify)",
+                           argc - 1);
+    if (verify && argc < 3)
+        gs_cli_usage_error(
+            "whatif: --verify runs your program: gpusim whatif INPUT --verify -- CMD [ARGS...]");
+}
+
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL, *clients = NULL;
@@ -613,12 +625,7 @@ int gs_cmd_whatif(int argc, char **argv)
                     GS_CLI_CALIBRATION | GS_CLI_QUIET | GS_CLI_JOBS,
                 own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "INPUT");
-    if (argc > 2 && !verify)
-        gs_cli_usage_error("whatif: one INPUT at a time (got %d; a program to run after -- needs "
-                           "--verify)",
-                           argc - 1);
-    if (verify && argc < 3)
-        gs_cli_usage_error("whatif: --verify runs your program: gpusim whatif INPUT --verify -- CMD [ARGS...]");
+    check_args(argc, verify);
     const char *input = argv[1];
     gs_clients_mode mode = gs_cli_clients_mode("whatif", clients);
     const char *const inputs[] = {input, reference, NULL};
