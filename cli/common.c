@@ -179,11 +179,28 @@ static void device_sizes(gs_cli *c, const char *opt, const char *arg, uint64_t *
     g_strfreev(parts);
 }
 
+/* GLib takes a short option's value only as the next argument: "-j4" is an unknown option,
+ * and "-j" last takes what follows as its value. Where an argument glues a value to a short
+ * option that takes one, words that say so (a literal or ""), for the parse error. */
+static const char *glued_value(const gs_cli *c, int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == '-' || !a[1] || !a[2]) continue;
+        for (const GOptionEntry *e = c->entries; e && e->long_name; e++)
+            if (e->short_name == a[1] && e->arg != G_OPTION_ARG_NONE)
+                return "; a short option's value goes after a space (-j 4, not -j4)";
+    }
+    return "";
+}
+
 void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *what)
 {
     GError *err = NULL;
-    if (!g_option_context_parse(c->ctx, argc, argv, &err))
-        gs_cli_usage_error("%s (try 'gpusim %s --help')", err->message, c->cmd);
+    if (!g_option_context_parse(c->ctx, argc, argv, &err)) {
+        const char *hint = glued_value(c, *argc, *argv);
+        gs_cli_usage_error("%s%s (try 'gpusim %s --help')", err->message, hint, c->cmd);
+    }
     /* "--" ends the options (replay -- -odd-name.gstrace): GLib leaves it among the arguments
      * when one after it starts with '-' */
     for (int i = 1; i < *argc; i++)

@@ -109,6 +109,7 @@ expect_error "unknown command" "unknown command 'replya'" "$gpusim" replya
 for cmd in frontier read-snapshot convert whatif; do
     expect_error "unknown command lists $cmd" "commands: .*$cmd, " "$gpusim" replya
 done
+expect_error "a value glued to a short option" "value goes after a space" "$gpusim" replay "$trace" -c5GiB
 expect_error "pytorch's backend:cudaMallocAsync" "its own policy, -p cuda-async" \
     "$gpusim" replay "$trace" -p pytorch:backend:cudaMallocAsync
 expect_error "whatif with a program but no --verify" "needs --verify" \
