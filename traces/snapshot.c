@@ -58,6 +58,22 @@ typedef struct {
     uint64_t count;
 } pool_count;
 
+/* The keys read of every entry (reader.entry_keys) and frame dict (reader.frame_keys). */
+enum {
+    K_ACTION,
+    K_ADDR,
+    K_DEVICE_FREE,
+    K_SIZE,
+    K_STREAM,
+    K_TIME_US,
+    K_POOL_ID,
+    K_FRAMES,
+    N_ENTRY_KEYS
+};
+static const char *const entry_keys[N_ENTRY_KEYS] = {"action", "addr",    "device_free", "size",
+                                                     "stream", "time_us", "pool_id",     "frames"};
+static const char *const frame_keys[] = {"filename", "line", "name"};
+
 typedef struct {
     GPtrArray *devices;     /* device * */
     GHashTable *frame_of;   /* frame text -> its number + 1 */
@@ -67,6 +83,7 @@ typedef struct {
     GArray *pools;          /* pool_count, in order of first use */
     FILE *progress;         /* where a line goes every 65,536 entries, or NULL */
     uint64_t entries;       /* entries consumed */
+    gs_pv_keys entry_keys, frame_keys;
 } reader;
 
 static device *device_new(void)
@@ -129,13 +146,14 @@ static int32_t frame_number(reader *r, const char *text)
 static gboolean frame_of_dict(gs_pickle_vm *m, reader *r, gs_pv *d)
 {
     if (d->top != GS_PV_TOP_UNKNOWN) return TRUE;
-    gs_pv *fn = gs_pv_dict_get(d, "filename");
+    gs_pv *f[G_N_ELEMENTS(frame_keys)];
+    gs_pv_dict_fields(d, &r->frame_keys, f);
+    gs_pv *fn = f[0], *lv = f[1], *name = f[2];
     if (!gs_pv_is_kind(fn, GS_PV_STR)) {
         d->top = TOP_LIBRARY;
         return TRUE;
     }
     int lib = is_library(fn->u.str.s, fn->u.str.n);
-    gs_pv *lv = gs_pv_dict_get(d, "line"), *name = gs_pv_dict_get(d, "name");
     if (memchr(fn->u.str.s, 0, fn->u.str.n) ||
         (gs_pv_is_kind(name, GS_PV_STR) && memchr(name->u.str.s, 0, name->u.str.n))) {
         gs_pickle_decline(m, "a frame with a NUL in its text");
@@ -285,12 +303,11 @@ static gboolean note_pool(reader *r, const gs_pv *p)
     return TRUE;
 }
 
-/* One entry, as DeviceEvents.feed makes it (snapshot.py), frames its frames value: FALSE to
+/* One entry, as DeviceEvents.feed makes it (snapshot.py), f its fields (K_*): FALSE to
  * decline. */
-static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, gs_pv *frames,
-                      uint64_t where)
+static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *const *f, uint64_t where)
 {
-    int action = action_of(gs_pv_dict_get(e, "action"));
+    int action = action_of(f[K_ACTION]);
     if (action == E_UNKNOWN) {
         gs_pickle_decline(m, "an entry whose action is not one of a snapshot's");
         return FALSE;
@@ -301,16 +318,15 @@ static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *e, gs_pv *fr
         return TRUE;
     }
     int64_t addr, size, stream, t;
-    if (!gs_pv_get_int(gs_pv_dict_get(e, action == A_OOM ? "device_free" : "addr"), &addr) ||
-        !gs_pv_get_int(gs_pv_dict_get(e, "size"), &size) || size < 0 ||
-        !gs_pv_get_int(gs_pv_dict_get(e, "stream"), &stream) ||
-        !gs_pv_get_int(gs_pv_dict_get(e, "time_us"), &t)) {
+    if (!gs_pv_get_int(f[action == A_OOM ? K_DEVICE_FREE : K_ADDR], &addr) ||
+        !gs_pv_get_int(f[K_SIZE], &size) || size < 0 || !gs_pv_get_int(f[K_STREAM], &stream) ||
+        !gs_pv_get_int(f[K_TIME_US], &t)) {
         gs_pickle_decline(m, "an entry field that is not an integer of 64 bits");
         return FALSE;
     }
     int32_t top = NO_FRAME;
-    if ((action == A_ALLOC || action == A_OOM) && !top_frame(m, r, frames, &top)) return FALSE;
-    if (action == A_ALLOC && !note_pool(r, gs_pv_dict_get(e, "pool_id"))) {
+    if ((action == A_ALLOC || action == A_OOM) && !top_frame(m, r, f[K_FRAMES], &top)) return FALSE;
+    if (action == A_ALLOC && !note_pool(r, f[K_POOL_ID])) {
         gs_pickle_decline(m, "an entry whose pool_id is not a pair of integers");
         return FALSE;
     }
@@ -344,8 +360,10 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
     while (r->devices->len <= dev) g_ptr_array_add(r->devices, device_new());
     device *d = g_ptr_array_index(r->devices, dev);
     for (size_t k = 0; k < n; k++) {
-        gs_pv *e = items[k], *fr = gs_pv_dict_get(e, "frames");
-        if (!entry(m, r, d, e, fr, first + k)) return FALSE;
+        gs_pv *e = items[k], *f[N_ENTRY_KEYS];
+        gs_pv_dict_fields(e, &r->entry_keys, f);
+        gs_pv *fr = f[K_FRAMES];
+        if (!entry(m, r, d, f, first + k)) return FALSE;
         /* its memo slots, as the Python walker's _consume leaves them (once the batch is fed:
          * feeding reads no slot, so entry by entry is the same): the entry's refuses a second
          * reference, its frames list's reads as the top frame found in it */
@@ -425,11 +443,17 @@ gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GStr
         .standins = g_ptr_array_new(),
         .streams = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL),
         .pools = g_array_new(FALSE, FALSE, sizeof(pool_count)),
+        .entry_keys = {.text = entry_keys, .nk = N_ENTRY_KEYS},
+        .frame_keys = {.text = frame_keys, .nk = G_N_ELEMENTS(frame_keys)},
     };
     gs_pv *dt = NULL;
     uint32_t ndev = 0;
     static const gs_pickle_hooks hooks = {.consume = consume, .frames = frames_read};
     gs_pv *root = gs_pickle_load(path, limit, &hooks, &r, &dt, &ndev, why);
+    /* (the keys' references go before the root is written: a string held twice is written
+     * memoized) */
+    gs_pv_keys_clear(&r.entry_keys);
+    gs_pv_keys_clear(&r.frame_keys);
     const char *problem = root ? shape_problem(root, dt, ndev) : NULL;
     gboolean ok = root && !problem;
     gsize start = out->len;

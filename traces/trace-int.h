@@ -159,6 +159,23 @@ gboolean gs_pv_get_int(const gs_pv *v, int64_t *out);
 void gs_pv_unref(gs_pv *v);
 /* A dict's value for a string key (the last one set), or NULL. */
 gs_pv *gs_pv_dict_get(const gs_pv *d, const char *key);
+/* The keys read of many dicts (every entry's "action", "addr", ...): their texts, and the key
+ * strings met so far, each with the index of the key it is (-1: none of them), a reference held
+ * (so that address is never another string's). A pickle memoizes its keys, so every entry's
+ * dict holds the same few strings: each pair's key is found among them by its address, where
+ * a lookup by text took a length check and often a memcmp for every pair, for each key. */
+#define GS_PV_KNOWN 16
+typedef struct {
+    const char *const *text; /* nk of them, at most 64 */
+    size_t nk;
+    gs_pv *known[GS_PV_KNOWN];
+    int8_t index[GS_PV_KNOWN];
+    size_t n_known;
+} gs_pv_keys;
+/* out[i] = gs_pv_dict_get(d, k->text[i]) for each key, in one pass over d's pairs. */
+void gs_pv_dict_fields(const gs_pv *d, gs_pv_keys *k, gs_pv **out);
+/* Drops k's references (before the values are written out, or freed). */
+void gs_pv_keys_clear(gs_pv_keys *k);
 gboolean gs_pv_is_str(const gs_pv *v, const char *s);
 
 /* The machine, as a consume callback sees it. */
