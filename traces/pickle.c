@@ -42,19 +42,6 @@ gs_pv *gs_pv_int(int64_t i)
     return v;
 }
 
-gboolean gs_pv_get_int(const gs_pv *v, int64_t *out)
-{
-    if ((uintptr_t)v & 1) {
-        *out = (int64_t)((intptr_t)v >> 2);
-        return TRUE;
-    }
-    if (gs_pv_is_heap(v) && v->kind == GS_PV_INT) {
-        *out = v->u.i;
-        return TRUE;
-    }
-    return FALSE;
-}
-
 static gs_pv *pv_new(uint8_t kind)
 {
     gs_pv *v = g_new0(gs_pv, 1);
@@ -75,12 +62,6 @@ static gs_pv *pv_str(const char *s, size_t n)
     v->u.str.s = (char *)(v + 1);
     memcpy(v->u.str.s, s, n);
     v->u.str.s[n] = '\0';
-    return v;
-}
-
-static inline gs_pv *pv_ref(gs_pv *v)
-{
-    if (gs_pv_is_heap(v)) v->refs++;
     return v;
 }
 
@@ -134,66 +115,6 @@ static void seq_push(gs_pv *c, gs_pv *x)
 {
     seq_reserve(c, 1);
     c->u.seq.v[c->u.seq.n++] = x;
-}
-
-gs_pv *gs_pv_dict_get(const gs_pv *d, const char *key)
-{
-    size_t n = strlen(key);
-    /* the last pair of a key wins, as dict assignment leaves it */
-    for (size_t k = d->u.seq.n; k >= 2; k -= 2) {
-        const gs_pv *kv = d->u.seq.v[k - 2];
-        if (gs_pv_is_heap(kv) && kv->kind == GS_PV_STR && kv->u.str.n == n &&
-            memcmp(kv->u.str.s, key, n) == 0)
-            return d->u.seq.v[k - 1];
-    }
-    return NULL;
-}
-
-/* Which of k's keys the string kv, the at-th key of its dict from the end, is: its index, or
- * -1. Found among the strings met by address, first where the first dict had its at-th (dicts
- * of one shape repeat their keys in one order); else by its text, and remembered while there
- * is room. */
-static int key_index(gs_pv_keys *k, gs_pv *kv, size_t at)
-{
-    if (at < k->n_known && k->known[at] == kv) return k->index[at];
-    for (size_t i = 0; i < k->n_known; i++)
-        if (k->known[i] == kv) return k->index[i];
-    int idx = -1;
-    for (size_t i = 0; i < k->nk && idx < 0; i++)
-        if (kv->u.str.n == strlen(k->text[i]) && memcmp(kv->u.str.s, k->text[i], kv->u.str.n) == 0)
-            idx = (int)i;
-    if (k->n_known < GS_PV_KNOWN) {
-        k->known[k->n_known] = pv_ref(kv);
-        k->index[k->n_known++] = (int8_t)idx;
-    }
-    return idx;
-}
-
-void gs_pv_dict_fields(const gs_pv *d, gs_pv_keys *k, gs_pv **out)
-{
-    for (size_t i = 0; i < k->nk; i++) out[i] = NULL;
-    uint64_t want = k->nk >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << k->nk) - 1;
-    /* from the end, so the last pair of a key is the one taken, as in gs_pv_dict_get */
-    for (size_t j = d->u.seq.n; j >= 2 && want; j -= 2) {
-        gs_pv *kv = d->u.seq.v[j - 2];
-        if (!gs_pv_is_heap(kv) || kv->kind != GS_PV_STR) continue;
-        int i = key_index(k, kv, (d->u.seq.n - j) / 2);
-        if (i < 0 || !(want >> i & 1)) continue;
-        out[i] = d->u.seq.v[j - 1];
-        want &= ~(UINT64_C(1) << i);
-    }
-}
-
-void gs_pv_keys_clear(gs_pv_keys *k)
-{
-    for (size_t i = 0; i < k->n_known; i++) gs_pv_unref(k->known[i]);
-    k->n_known = 0;
-}
-
-gboolean gs_pv_is_str(const gs_pv *v, const char *s)
-{
-    return gs_pv_is_heap(v) && v->kind == GS_PV_STR && strcmp(v->u.str.s, s) == 0 &&
-           strlen(s) == v->u.str.n;
 }
 
 /* ---- the input: the file, gunzipped as it is read when it starts as gzip does ---- */
@@ -410,7 +331,7 @@ static gboolean memo_put(vm *m, size_t idx)
         m->memo_cap = m->memo_cap ? 2 * m->memo_cap : 1024;
         m->memo = g_renew(gs_pv *, m->memo, m->memo_cap);
     }
-    m->memo[m->nmemo++] = pv_ref(v);
+    m->memo[m->nmemo++] = gs_pv_ref(v);
     if (gs_pv_is_heap(v)) {
         if (v->puts < 255) v->puts++;
         v->slot = (uint32_t)idx;
@@ -427,7 +348,7 @@ static gboolean memo_get(vm *m, size_t idx)
     /* A list or dict taken from the memo is filled no more (the pickler fills each before it
      * refers to it again): so no value can hold itself, and counting references frees all. */
     if (gs_pv_is_heap(v)) v->lent = 1;
-    push(m, pv_ref(v));
+    push(m, gs_pv_ref(v));
     return TRUE;
 }
 
@@ -437,7 +358,7 @@ gboolean gs_pickle_forget(gs_pickle_vm *m, gs_pv *v, gs_pv *repl)
 {
     if (!gs_pv_is_heap(v) || !v->puts) return TRUE;
     if (v->puts != 1 || m->memo[v->slot] != v) DECLINE(m, "an entry or frames list memoized twice");
-    m->memo[v->slot] = repl ? pv_ref(repl) : &m->gone;
+    m->memo[v->slot] = repl ? gs_pv_ref(repl) : &m->gone;
     v->puts = 0;
     gs_pv_unref(v);
     return TRUE;
@@ -455,7 +376,7 @@ static gboolean new_list(vm *m)
         return TRUE;
     }
     gs_pv *l = pv_new(GS_PV_LIST);
-    if (!m->dt && top && gs_pv_is_str(top, "device_traces")) m->dt = pv_ref(l);
+    if (!m->dt && top && gs_pv_is_str(top, "device_traces")) m->dt = gs_pv_ref(l);
     push(m, l);
     return TRUE;
 }

@@ -153,6 +153,11 @@ static inline gboolean gs_pv_is_kind(const gs_pv *v, int kind)
 {
     return gs_pv_is_heap(v) && v->kind == kind;
 }
+static inline gs_pv *gs_pv_ref(gs_pv *v)
+{
+    if (gs_pv_is_heap(v)) v->refs++;
+    return v;
+}
 gs_pv *gs_pv_int(int64_t i);
 /* An integer (not a bool), into *out. */
 gboolean gs_pv_get_int(const gs_pv *v, int64_t *out);
