@@ -407,14 +407,19 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
 void gs_report_bound(FILE *out, const gs_result *r, bool per_device)
 {
     bool largest = per_device && r->n_devices;
-    char *lb = gs_format_size(largest ? (uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND)
+    char *lb = gs_format_size(largest ? (uint64_t)gs_result_per_allocator(r, GS_FIG_LOWER_BOUND)
                                       : r->lower_bound_bytes);
-    char *off = gs_format_size(largest ? (uint64_t)gs_result_per_device(r, GS_FIG_OFFLINE)
+    char *off = gs_format_size(largest ? (uint64_t)gs_result_per_allocator(r, GS_FIG_OFFLINE)
                                        : r->offline_bytes);
+    /* clients each under the cap alone: the bound is of all of them together, not of one */
+    bool clients = per_device && gs_result_capacity_per_client(r);
     fprintf(out,
             "  bound%s: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
-            "an offline planner needs %s\n",
-            largest ? ", per device (the largest device's)" : "", lb, off);
+            "an offline planner needs %s%s\n",
+            largest ? ", per device (the largest device's)" : "", lb, off,
+            clients ? " (its clients' allocators together: each client's, capped alone, may "
+                      "need less)"
+                    : "");
     g_free(lb);
     g_free(off);
     for (size_t k = 0; k < r->n_devices; k++) {

@@ -325,10 +325,10 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
                 ",%d,%s,%s\n",
                 r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
                 device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
-                vs_default(r, dflt), gs_result_per_device(&r->at_cap, GS_FIG_RESERVED_PEAK),
+                vs_default(r, dflt), gs_result_per_allocator(&r->at_cap, GS_FIG_RESERVED_PEAK),
                 r->search.probes + r->replays,
-                (uint64_t)gs_result_per_device(&r->at_cap, GS_FIG_LOWER_BOUND),
-                (uint64_t)gs_result_per_device(&r->at_cap, GS_FIG_OFFLINE),
+                (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_LOWER_BOUND),
+                (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_OFFLINE),
                 cv.fatal_oom && r->search.found, sq, aq);
         g_free(pq);
     }
@@ -426,15 +426,15 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         if (v > 0) gs_jw_num(&w, "%.4f", v);
         else gs_jw_null(&w);
         gs_jw_key(&w, "peak_reserved_bytes");
-        gs_jw_int(&w, gs_result_per_device(&r->at_cap, GS_FIG_RESERVED_PEAK));
+        gs_jw_int(&w, gs_result_per_allocator(&r->at_cap, GS_FIG_RESERVED_PEAK));
         gs_jw_key(&w, "replays");
         gs_jw_uint(&w, r->search.probes + r->replays);
         gs_jw_key(&w, "replayed_events"); /* theirs, all together */
         gs_jw_uint(&w, r->replayed_events);
         gs_jw_key(&w, "lower_bound_bytes");
-        gs_jw_int(&w, gs_result_per_device(&r->at_cap, GS_FIG_LOWER_BOUND));
+        gs_jw_int(&w, gs_result_per_allocator(&r->at_cap, GS_FIG_LOWER_BOUND));
         gs_jw_key(&w, "offline_bytes");
-        gs_jw_int(&w, gs_result_per_device(&r->at_cap, GS_FIG_OFFLINE));
+        gs_jw_int(&w, gs_result_per_allocator(&r->at_cap, GS_FIG_OFFLINE));
         gs_jw_object_end(&w);
     }
     gs_jw_finish_list(&w, out);

@@ -42,7 +42,7 @@ static uint64_t largest_bound(const GPtrArray *rows)
 {
     if (!rows->len) return 0;
     const gs_result *r = &((const gs_whatif_row *)rows->pdata[0])->at_cap;
-    return (uint64_t)gs_result_per_device(r, GS_FIG_LOWER_BOUND);
+    return (uint64_t)gs_result_per_allocator(r, GS_FIG_LOWER_BOUND);
 }
 
 gs_frontier *gs_frontier_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)

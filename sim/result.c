@@ -37,18 +37,36 @@ const char *gs_result_outcome(const gs_result *r)
     return r->oom ? "oom" : r->survived ? "survived" : "ok";
 }
 
+bool gs_result_capacity_per_client(const gs_result *r)
+{
+    if (r->n_devices)
+        return r->devices[0].n_clients && gs_result_capacity_per_client(&r->devices[0]);
+    return r->n_clients > 1 && r->arrangement && strcmp(r->arrangement, "shared") != 0;
+}
+
+static int64_t stat_fig(const gs_stats *s, gs_result_fig fig)
+{
+    return fig == GS_FIG_RESERVED_PEAK ? s->reserved_bytes[GS_STAT_ALL].peak
+                                       : s->allocated_bytes[GS_STAT_ALL].peak;
+}
+
+/* One device's figure: its allocator's, or its largest client's where each client had one. */
 static int64_t fig_of(const gs_result *r, gs_result_fig fig)
 {
     switch (fig) {
-    case GS_FIG_RESERVED_PEAK: return r->stats.reserved_bytes[GS_STAT_ALL].peak;
-    case GS_FIG_ALLOCATED_PEAK: return r->stats.allocated_bytes[GS_STAT_ALL].peak;
     case GS_FIG_LOWER_BOUND: return (int64_t)r->lower_bound_bytes;
     case GS_FIG_OFFLINE: return (int64_t)r->offline_bytes;
+    case GS_FIG_RESERVED_PEAK:
+    case GS_FIG_ALLOCATED_PEAK:
+        if (!gs_result_capacity_per_client(r)) return stat_fig(&r->stats, fig);
+        int64_t m = 0;
+        for (size_t c = 0; c < r->n_clients; c++) m = MAX(m, stat_fig(&r->clients[c].stats, fig));
+        return m;
     }
     return 0;
 }
 
-int64_t gs_result_per_device(const gs_result *r, gs_result_fig fig)
+int64_t gs_result_per_allocator(const gs_result *r, gs_result_fig fig)
 {
     if (!r->n_devices) return fig_of(r, fig);
     int64_t m = 0;

@@ -146,17 +146,23 @@ void gs_result_move(gs_result *dst, gs_result *src);
 /* "error", "oom", "survived" (the trace's recorded death got past: result.h) or "ok". */
 const char *gs_result_outcome(const gs_result *r);
 
-/* A figure of r as a capacity reads it: a capacity is each device's own limit (sim/devices.c),
- * so for a result of several devices the largest device's figure, not the sum over them (the
- * sum made the minimum of a two-GPU trace twice what either device needed); fig(r) for one
- * device. The peaks of reserved and allocated bytes and the bound's two figures: */
+/* A figure of r as a capacity reads it: a capacity is each allocator's own limit, a device's
+ * (sim/devices.c) or, with several clients arranged separate or cooperative, each client's (sim/
+ * clients.c). So for a result of several devices or such clients, the largest one's figure, not
+ * the sum over them (the sum made the minimum of a two-GPU trace twice what either device
+ * needed, and clamped a two-client trace's minimum to both clients' peaks together); fig(r) for
+ * one allocator. The bound's two figures are the device's, all its clients together (the bound
+ * knows no client: gs_result_capacity_per_client says when a capacity may be below them). */
 typedef enum {
     GS_FIG_RESERVED_PEAK,
     GS_FIG_ALLOCATED_PEAK,
     GS_FIG_LOWER_BOUND,
     GS_FIG_OFFLINE,
 } gs_result_fig;
-int64_t gs_result_per_device(const gs_result *r, gs_result_fig fig);
+int64_t gs_result_per_allocator(const gs_result *r, gs_result_fig fig);
+/* Whether r's clients (of its devices, with several) each had an allocator of their own under
+ * the capacity: the separate and cooperative arrangements of several clients. */
+bool gs_result_capacity_per_client(const gs_result *r);
 
 /* ---- metrics (docs/metrics.md) ---- */
 double gs_result_frag_peak(const gs_result *r);

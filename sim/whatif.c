@@ -289,7 +289,7 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
      * nothing is left to learn (and no guess at the device's size is searched). */
     uint64_t hi = o->device_total;
     if (!up->oom && up->error == GS_OK) {
-        uint64_t need = (uint64_t)gs_result_per_device(up, GS_FIG_RESERVED_PEAK);
+        uint64_t need = (uint64_t)gs_result_per_allocator(up, GS_FIG_RESERVED_PEAK);
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
@@ -300,9 +300,12 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
      * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
+    /* (the bound is the device's, every client together: no floor for one client's own) */
     int64_t peak = up->oom           ? 0
-                   : cv.n_oom_events ? gs_result_per_device(up, GS_FIG_LOWER_BOUND)
-                                     : gs_result_per_device(up, GS_FIG_ALLOCATED_PEAK);
+                   : cv.n_oom_events ? (gs_result_capacity_per_client(up)
+                                            ? 0
+                                            : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND))
+                                     : gs_result_per_allocator(up, GS_FIG_ALLOCATED_PEAK);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);
@@ -513,6 +516,67 @@ static void take_alike(run_ctx *x)
     }
 }
 
+/* A replay from the first event at a capacity, for second_chance's bisection. */
+typedef struct {
+    const gs_trace *t;
+    const gs_policy *p;
+    const gs_whatif_opts *o;
+    const gs_bound *bound;
+    unsigned replays;
+    uint64_t events;
+} plain_ctx;
+
+static bool completes_plain(uint64_t capacity, void *ud)
+{
+    plain_ctx *x = ud;
+    gs_replay_opts ro = replay_opts(x->o, capacity, x->bound);
+    gs_result r;
+    bool ok = gs_replay_run(x->t, x->p, &ro, &r, NULL) && !r.oom && r.error == GS_OK;
+    x->replays++;
+    x->events += r.events;
+    gs_result_clear(&r);
+    return ok;
+}
+
+static gint cmp_u64(gconstpointer a, gconstpointer b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A setting whose search found no capacity (it fails at the most it was given, and at every
+ * point the bisection and its grid replayed) may still complete in a window of capacities,
+ * narrower than the grid's step (two clients of which one, capped, fails the other less): the
+ * other settings' minimum capacities are replayed for it, in ascending order, and from the
+ * first that completes the least one is found below it. Its failure at the top stays said
+ * (fails_above: the most it was given). */
+static void second_chance(run_ctx *x)
+{
+    GArray *caps = g_array_new(FALSE, FALSE, sizeof(uint64_t));
+    for (guint i = 0; i < x->rows->len; i++) {
+        const gs_whatif_row *r = x->rows->pdata[i];
+        if (x->same_as[i] < 0 && r->search.found) g_array_append_val(caps, r->search.min_capacity);
+    }
+    g_array_sort(caps, cmp_u64);
+    for (guint i = 0; caps->len && i < x->rows->len; i++) {
+        gs_whatif_row *r = x->rows->pdata[i];
+        if (x->same_as[i] >= 0 || r->search.found) continue;
+        plain_ctx p = {.t = x->t, .p = r->pol, .o = x->o, .bound = x->bound};
+        unsigned before = r->search.probes;
+        for (guint k = 0; k < caps->len; k++) {
+            uint64_t c = g_array_index(caps, uint64_t, k);
+            if ((k && c == g_array_index(caps, uint64_t, k - 1)) || !completes_plain(c, &p))
+                continue;
+            gs_whatif_bisect(completes_plain, &p, 0, c, GS_WHATIF_STEP, &r->search);
+            if (!r->search.fails_above) r->search.fails_above = x->o->device_total;
+            break;
+        }
+        r->search.probes = before + p.replays; /* (the bisection's are among them) */
+        r->replayed_events += p.events;
+    }
+    g_array_free(caps, TRUE);
+}
+
 void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
 {
     gs_bound *bound = gs_bound_compute(t);
@@ -539,6 +603,7 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o)
         g_free(th);
         if (!x.search) search_forked(&x, jobs);
     }
+    second_chance(&x);
     take_alike(&x);
     g_free(x.same_as);
     g_mutex_clear(&x.lock);

@@ -8,7 +8,9 @@
  * there restarts the search below it; the steps just above the answer and a grid up to the
  * largest capacity are replayed too; and any failure at a capacity above the answer is reported
  * (the setting survives at some capacity and fails at a larger one). A failure between the
- * points replayed can still go unseen: only a replay at every step would rule it out.
+ * points replayed can still go unseen: only a replay at every step would rule it out. A setting
+ * for which no point replayed completes is replayed at the other settings' minimum capacities
+ * (gs_whatif_run), where a window of success narrower than the grid's step may lie.
  */
 #ifndef GS_WHATIF_H
 #define GS_WHATIF_H

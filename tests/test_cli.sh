@@ -802,6 +802,29 @@ PY
     grep -q "at the cap of 2.000 GiB (2147483647 B, recorded cap)$" "$tmp/catch.txt" &&
     grep -q "no OOM but at the 5 requests the recorded program caught failing and went past" \
         "$tmp/catch.txt" || fail "whatif oomcatch's table: $(cat "$tmp/catch.txt")"
+# Two clients, each its own allocator under the cap (cooperative, separate): a minimum is one
+# client's allocator's, not the two clients' peaks together (which set the search's floor: every
+# setting ok at 10 GiB had a minimum of 12 GiB); and a setting that completes only in a window of
+# capacities (max_split_size_mb:256 here: not at 4 GiB, not uncapped on the trace's 15 GiB
+# device) is found from the others' minimums, its failure above said (!)
+pc=$src/traces/data/producer-consumer.gstrace.gz
+"$gpusim" whatif -q -j 1 "$pc" --clients cooperative --capacity 10GiB -f json -o "$tmp/pc.json" &&
+    "$gpusim" whatif -q -j 1 "$pc" --capacity 4GiB -f json -o "$tmp/pc4.json" ||
+    fail "whatif of two clients: exit $?"
+python3 - "$tmp/pc.json" "$tmp/pc4.json" <<'PY' || fail "whatif of two clients"
+import json, sys
+v, w = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for r in v["results"]:
+    assert r["outcome"] == "ok" and r["min_capacity_bytes"] <= 10 << 30, r
+r = [r for r in w["results"] if r["policy"] == "pytorch:max_split_size_mb:256"][0]
+assert r["min_capacity_bytes"] == 9051308032 and r["fails_above_bytes"], r
+PY
+for c in 8632MiB 8630MiB; do
+    "$gpusim" replay -q "$pc" -p pytorch:max_split_size_mb:256 --capacity $c -f csv | sed -n 2p | cut -d, -f4
+done | tr '\n' ' ' | grep -qx "ok oom " || fail "max_split_size_mb:256 at its minimum and a step below"
+"$gpusim" whatif -q -j 1 "$pc" --capacity 10GiB -p pytorch | grep -q \
+    "(its clients' allocators together: each client's, capped alone, may need less)$" ||
+    fail "whatif of two clients: the bound's words"
 # A complete run with no cap: no cap is guessed ("with no cap"), and no search goes above what
 # a setting reserves uncapped (up to the device's 79 GiB, gpt2's rows took 43-44 replays).
 "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" --format json -o "$tmp/nocap.json" 2>/dev/null ||
