@@ -232,8 +232,8 @@ char *gs_plot_file_part(const char *s) { return file_part(s); }
 char *gs_plot_stem(const char *trace)
 {
     char *base = g_path_get_basename(trace);
-    static const char *const exts[] = {".gz", ".gstrace", ".trace", ".csv", ".json", ".txt",
-                                       ".pickle", ".pkl"};
+    static const char *const exts[] = {".gz",   ".gstrace", ".gsbin",  ".trace", ".csv",
+                                       ".json", ".txt",     ".pickle", ".pkl"};
     for (bool cut = true; cut;) {
         cut = false;
         for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {

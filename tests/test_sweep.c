@@ -511,6 +511,9 @@ START_TEST(stems_and_csv_fields)
     s = gs_plot_stem("run.json");
     ck_assert_str_eq(s, "run");
     g_free(s);
+    s = gs_plot_stem("dir/resnet50.gsbin"); /* the binary form names its plots alike */
+    ck_assert_str_eq(s, "resnet50");
+    g_free(s);
     GString *f = g_string_new(NULL);
     gs_csv_field(f, "pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6");
     ck_assert_str_eq(f->str, "\"pytorch:max_split_size_mb:128,garbage_collection_threshold:0.6\"");
