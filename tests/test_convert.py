@@ -869,7 +869,8 @@ class TestStreaming(ConverterTestCase):
     def test_progress_when_asked(self):
         src = self.big(30_000)
         code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
-                "convert.Progress.INTERVAL = 0; sys.exit(convert.main(sys.argv[2:]))")
+                "convert.Progress.INTERVAL = convert.Progress.LOG_INTERVAL = 0; "
+                "sys.exit(convert.main(sys.argv[2:]))")
         r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
                             "-o", "o.gstrace", "--progress"], cwd=self.tmp,
                            capture_output=True)
@@ -877,6 +878,22 @@ class TestStreaming(ConverterTestCase):
         self.assertIn(b"entries, ", r.stderr)
         self.assertIn(b"% of ", r.stderr)
         self.assertIn(b"entries/s", r.stderr)
+        # stderr a pipe (a batch job's log): whole lines, no control codes
+        self.assertTrue(r.stderr.startswith(b"convert.py: "), repr(r.stderr[:40]))
+        self.assertTrue(r.stderr.endswith(b"\n"), repr(r.stderr[-40:]))
+        self.assertNotIn(b"\r", r.stderr)
+        self.assertNotIn(b"\x1b", r.stderr)
+
+    def test_progress_on_a_terminal(self):
+        # on a terminal: one line rewritten in place, erased at the end
+        src = self.big(30_000)
+        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
+                "convert.Progress.INTERVAL = 0; sys.stderr.isatty = lambda: True; "
+                "sys.exit(convert.main(sys.argv[2:]))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
+                            "-o", "o.gstrace", "--progress"], cwd=self.tmp,
+                           capture_output=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(r.stderr.startswith(b"\rconvert.py: "), repr(r.stderr[:40]))
         self.assertTrue(r.stderr.endswith(b"\r\x1b[K"), repr(r.stderr[-40:]))
 

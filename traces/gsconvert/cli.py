@@ -180,8 +180,8 @@ def parse_args(argv):
                         f"${MEMORY_ENV}, else 2 GiB or 32 times the input's size, the larger")
     p.add_argument("--progress", action="store_true",
                    help="show a progress line on stderr (entries read, share of the input, "
-                        "rate), even when stderr is not a terminal; on a terminal it is shown "
-                        "unless --quiet")
+                        "rate), even when stderr is not a terminal (then a plain line every 5 "
+                        "seconds, for a log); on a terminal it is shown unless --quiet")
     p.add_argument("--no-bound", action="store_true",
                    help="do not store the offline bound in the output's header (by default "
                         "gpusim convert, when a gpusim is found beside the converter or in the "

@@ -75,16 +75,23 @@ class Input:
 
 class Progress:
     """A progress line on stderr for a long conversion: entries read, the share of the input
-    read, the rate; rewritten in place (carriage return) at most 4 times a second, and erased
-    at the end. Nothing at all unless enabled (--progress, or stderr a terminal and no
+    read, the rate; on a terminal rewritten in place (carriage return) at most 4 times a second,
+    and erased at the end. Where stderr is no terminal (--progress into a batch job's log), a
+    plain line every 5 seconds instead, each ended by a newline, none erased: a log holds no
+    control codes. Nothing at all unless enabled (--progress, or stderr a terminal and no
     --quiet)."""
 
     INTERVAL = 0.25     # seconds between two updates of the line
+    LOG_INTERVAL = 5.0  # between two lines into a file or a pipe
 
     def __init__(self, stream, label, inp, enabled):
         self.stream, self.label, self.inp, self.enabled = stream, label, inp, enabled
         self.t0 = self.last = time.monotonic()
         self.shown = False
+        isatty = getattr(stream, "isatty", None)
+        self.tty = bool(enabled and isatty and isatty())
+        if not self.tty:
+            self.last -= self.LOG_INTERVAL  # a log's first line at once: the run is under way
 
     def __call__(self, entries, pos=None):
         """entries read so far; pos: the bytes of the input read, where not inp.tell() (the
@@ -92,28 +99,30 @@ class Progress:
         if not self.enabled:
             return
         now = time.monotonic()
-        if now - self.last < self.INTERVAL:
+        if now - self.last < (self.INTERVAL if self.tty else self.LOG_INTERVAL):
             return
         self.last = now
         pos = self.inp.tell() if pos is None else pos
         pct = 100.0 * pos / self.inp.size if self.inp.size else 0.0
         rate = entries / max(now - self.t0, 1e-9)
-        self.stream.write(f"\r{PROG}: {self.label}: {entries:,} entries, {pct:.0f}% of "
-                          f"{self.inp.size / MiB:.1f} MiB read, {rate / 1000:.0f}k entries/s ")
+        line = (f"{PROG}: {self.label}: {entries:,} entries, {pct:.0f}% of "
+                f"{self.inp.size / MiB:.1f} MiB read, {rate / 1000:.0f}k entries/s")
+        self.stream.write(f"\r{line} " if self.tty else line + "\n")
         self.stream.flush()
         self.shown = True
 
     def step(self, what):
         """A later stage (no count of its own): said on the line, when there is one."""
         if self.enabled and self.shown:
-            self.stream.write(f"\r\x1b[K{PROG}: {self.label}: {what}")
+            line = f"{PROG}: {self.label}: {what}"
+            self.stream.write(f"\r\x1b[K{line}" if self.tty else line + "\n")
             self.stream.flush()
 
     def done(self):
-        if self.shown:
+        if self.shown and self.tty:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
-            self.shown = False
+        self.shown = False
 
 
 def detect_format(data):
