@@ -2,8 +2,10 @@
  * requests captured on the CPU (capture.c), then whatif's verdict on them, run as a child
  * gpusim so that the capture's temporary trace is removed whatever whatif says of its options.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -82,6 +84,31 @@ static int run_whatif(GPtrArray *args)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* whatif's options (all but predict's own), checked by whatif itself before the program is
+ * captured, which can take minutes and the GPU: a bad one is its one line and exit 2 now. The
+ * file --trace names must be writable too. */
+static int check_whatif_usage(const GPtrArray *args, const char *keep, bool verify)
+{
+    if (keep) {
+        char *dir = g_path_get_dirname(keep);
+        bool ok = access(dir, W_OK | X_OK) == 0;
+        int e = errno;
+        g_free(dir);
+        if (!ok) gs_cli_usage_error("predict: --trace %s: cannot write: %s", keep, g_strerror(e));
+    }
+    GPtrArray *check = g_ptr_array_new();
+    for (guint i = 0; i < args->len; i++) g_ptr_array_add(check, args->pdata[i]);
+    g_ptr_array_add(check, (char *)"--check-usage");
+    g_ptr_array_add(check, (char *)"/dev/null"); /* (an INPUT: not read) */
+    if (verify) {                                /* (and a program for --verify, not run) */
+        g_ptr_array_add(check, (char *)"--");
+        g_ptr_array_add(check, (char *)"true");
+    }
+    int rc = run_whatif(check);
+    g_ptr_array_free(check, TRUE);
+    return rc;
+}
+
 int gs_cmd_predict(int argc, char **argv)
 {
     int dash = 1;
@@ -118,6 +145,11 @@ int gs_cmd_predict(int argc, char **argv)
         verify |= strcmp(argv[i], "--verify") == 0;
         quiet |= strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0;
         g_ptr_array_add(args, argv[i]);
+    }
+    int checked = check_whatif_usage(args, keep, verify);
+    if (checked != GS_EXIT_OK) {
+        g_ptr_array_free(args, TRUE);
+        return checked;
     }
     GError *err = NULL;
     char *dir = keep ? NULL : g_dir_make_tmp("gpusim-predict-XXXXXX", &err);

@@ -571,6 +571,20 @@ static const char full_replays_help[] =
     "bind too, not from checkpoints of the uncapped replay: the same answers at more cost (for "
     "comparison)";
 
+/* --check-usage (hidden; gpusim predict's: its whatif's options checked before the program is
+ * captured): the options parsed, and the settings too (a candidate list with no recorded
+ * setting); INPUT is not read. */
+static int checked_usage(gs_cli *c, char **policies)
+{
+    GError *err = NULL;
+    GPtrArray *rows = gs_whatif_candidates(NULL, (const char *const *)policies, &err);
+    if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    gs_whatif_rows_free(rows);
+    g_strfreev(policies);
+    gs_cli_clear(c);
+    return GS_EXIT_OK;
+}
+
 /* One INPUT, and a program after it only with --verify, which needs one. */
 static void check_args(int argc, bool verify)
 {
@@ -586,7 +600,7 @@ static void check_args(int argc, bool verify)
 int gs_cmd_whatif(int argc, char **argv)
 {
     char **policies = NULL, *reference = NULL, *plot_dir = NULL, *clients = NULL;
-    gboolean verify = FALSE, full_replays = FALSE;
+    gboolean verify = FALSE, full_replays = FALSE, check_usage = FALSE;
     gint assume = G_MININT; /* not given */
     const GOptionEntry own[] = {
         {"policy", 'p', 0, G_OPTION_ARG_STRING_ARRAY, &policies,
@@ -609,6 +623,7 @@ int gs_cmd_whatif(int argc, char **argv)
          "for all) or cooperative (an allocator each; on OOM the others release their cache)",
          "MODE"},
         {"full-replays", 0, 0, G_OPTION_ARG_NONE, &full_replays, full_replays_help, NULL},
+        {"check-usage", 0, G_OPTION_FLAG_HIDDEN, G_OPTION_ARG_NONE, &check_usage, NULL, NULL},
         {"verify", 0, 0, G_OPTION_ARG_NONE, &verify,
          "Then run the program given after -- on the real GPU under the recorded setting and the "
          "two best others, at the cap, beside the verdict (gpusim verify)",
@@ -630,6 +645,7 @@ int gs_cmd_whatif(int argc, char **argv)
     gs_clients_mode mode = gs_cli_clients_mode("whatif", clients);
     const char *const inputs[] = {input, reference, NULL};
     gs_cli_check_output(&c, inputs, c.output, "--output", plot_dir);
+    if (check_usage) return checked_usage(&c, policies);
     GError *perr = NULL;
     /* a directory that cannot be made fails now, before the replays */
     gs_plotter *plotter = gs_cli_plotter(&c, inputs, plot_dir);

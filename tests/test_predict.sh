@@ -158,6 +158,14 @@ expect_error "predict with no program" "give the program after --" "$gpusim" pre
 expect_error "predict with -- and nothing after" "give the program after --" "$gpusim" predict --
 expect_error "predict --device-total junk" "predict: --device-total" "$gpusim" predict --device-total x -- true
 expect_error "predict --trace with no value" "--trace needs a value" "$gpusim" predict --trace -- true
+# whatif's options are checked before the program is captured (which takes minutes and the
+# GPU): each a usage error at once, the program never started (no "capturing" line)
+for bad in "--capacity banana" "-p pytorch:nonsense:1" "--format xml" "--bogus" \
+           "-o $tmp/no/x.json" "--trace $tmp/no/x.gstrace"; do
+    # shellcheck disable=SC2086
+    expect_error "predict $bad" "" "$gpusim" predict $bad -- sh -c "touch $tmp/ran"
+    [ ! -e "$tmp/ran" ] || fail "predict $bad: the program ran"
+done
 "$gpusim" predict --help | grep -q "^usage: gpusim predict" || fail "predict --help"
 "$gpusim" help | grep -q "predict -- CMD" || fail "gpusim help names predict"
 [ "$fails" -eq 0 ] || exit 1
