@@ -23,7 +23,8 @@ static const char whatif_description[] =
     "\n"
     "The cap is the memory the recorded run's allocator could reserve: --capacity when given\n"
     "(to ask: what if the job had this much?), else the run's own (its sibling JSON's, or\n"
-    "--reference's), else the limit the snapshot shows it met (a full device), else none.\n"
+    "--reference's), else the recorded setting's per_process_memory_fraction of the device or\n"
+    "the limit the snapshot shows it met (a full device), the lower, else none.\n"
     "\n"
     "Every candidate setting is replayed at the cap: the recorded setting, PyTorch's default,\n"
     "expandable_segments:True, max_split_size_mb 64/128/256/512, roundup_power2_divisions:4,\n"
@@ -477,11 +478,23 @@ static void refuse_device_limits(const char *input, const gs_reference *ref)
  * else none (0). A run that died with none of these is refused: its verdict would be drawn at a
  * limit it never had. */
 static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t,
-                           const gs_reference *ref, uint64_t total, const char **cap_words)
+                           const gs_reference *ref, uint64_t total, const GPtrArray *rows,
+                           const char **cap_words)
 {
     const char *limit_source = NULL;
     uint64_t limit = gs_reference_limit(ref, &limit_source);
     if (!c->capacity) refuse_device_limits(input, ref);
+    /* the recorded setting's own limit (per_process_memory_fraction x the device), where the
+     * run's cap is not known otherwise: its limit met at a death, if lower, is the other's */
+    uint64_t own = 0;
+    for (guint i = 0; i < rows->len && !(ref && ref->cap_bytes); i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (r->recorded) own = gs_replay_own_limit(t, r->pol, total);
+    }
+    if (own && (!limit || own < limit)) {
+        limit = own;
+        limit_source = "the recorded setting's per_process_memory_fraction";
+    }
     uint64_t cap = c->capacity ? c->cap : limit;
     *cap_words = c->capacity ? "cap given" : limit ? limit_source : NULL;
     gs_trace_caveats cv;
@@ -667,7 +680,7 @@ int gs_cmd_whatif(int argc, char **argv)
     uint64_t total = known_total ? known_total
                                  : gs_cli_unknown_device_total(t, c.capacity ? c.cap : 0, ref);
     const char *cap_words = NULL, *no_period = NULL;
-    uint64_t cap = whatif_cap(&c, input, t, ref, total, &cap_words);
+    uint64_t cap = whatif_cap(&c, input, t, ref, total, rows, &cap_words);
     /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);

@@ -504,6 +504,19 @@ static gboolean for_release(const gs_trace *t, const gs_policy **p, const gs_rep
     return perr == NULL;
 }
 
+uint64_t gs_replay_own_limit(const gs_trace *t, const gs_policy *p, uint64_t device_total)
+{
+    GPtrArray *own = g_ptr_array_new_with_free_func((GDestroyNotify)gs_policy_free);
+    const gs_policy **cp = NULL;
+    gs_replay_opts o = {.device_total = device_total}, so;
+    uint64_t limit = 0;
+    if (for_release(t, &p, &o, &so, own, &cp, NULL) && p->ops->limit)
+        limit = p->ops->limit(p->cfg, sc_total(&so));
+    g_ptr_array_free(own, TRUE);
+    g_free(cp);
+    return limit;
+}
+
 gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                        gs_result *r, GError **err)
 {

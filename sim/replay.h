@@ -22,6 +22,10 @@
 
 G_BEGIN_DECLS
 
+/* The limit p's own settings set (per_process_memory_fraction) on a device of device_total
+ * bytes (0: gpusim's default), as a replay of t with no cap applies it (p at t's release): 0
+ * for none, or where p asks for a release newer than t's. */
+uint64_t gs_replay_own_limit(const gs_trace *t, const gs_policy *p, uint64_t device_total);
 
 /* Replay t under policy p. Returns FALSE only for setup errors (err set); an OOM or a device
  * failure during the replay is an outcome, recorded in r. */

@@ -825,6 +825,14 @@ done | tr '\n' ' ' | grep -qx "ok oom " || fail "max_split_size_mb:256 at its mi
 "$gpusim" whatif -q -j 1 "$pc" --capacity 10GiB -p pytorch | grep -q \
     "(its clients' allocators together: each client's, capped alone, may need less)$" ||
     fail "whatif of two clients: the bound's words"
+# A recorded setting with per_process_memory_fraction: its limit is the run's cap (0.3 of 10 GiB),
+# where every candidate fails, not "no cap", where all but it completed
+printf '# gpusim-trace 1\n# device_total_bytes: 10737418240\n# allocator_conf: per_process_memory_fraction:0.3\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,3221225472\n1,1,free,torch,0,0,1,0\n2,2,alloc,torch,0,0,2,4294967296\n3,3,free,torch,0,0,2,0\n' \
+    >"$tmp/f03.gstrace"
+"$gpusim" whatif -q -j 1 "$tmp/f03.gstrace" >"$tmp/f03.txt" &&
+    grep -q "at the cap of 3 GiB (the recorded setting's per_process_memory_fraction)$" "$tmp/f03.txt" &&
+    grep -q "^No candidate completes at the cap of 3 GiB" "$tmp/f03.txt" ||
+    fail "whatif of a recorded fraction: $(cat "$tmp/f03.txt")"
 # A complete run with no cap: no cap is guessed ("with no cap"), and no search goes above what
 # a setting reserves uncapped (up to the device's 79 GiB, gpt2's rows took 43-44 replays).
 "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" --format json -o "$tmp/nocap.json" 2>/dev/null ||
