@@ -255,8 +255,8 @@ gs_policy *gs_policy_at_release(const gs_policy *p, const char *recorded, GError
     if (cfg->needs > use) {
         const char *colon = strchr(p->spec, ':');
         char *said = r ? g_strdup_printf("the trace was recorded with PyTorch %s", recorded)
-                       : g_strdup("the trace does not say which PyTorch recorded it, so plain "
-                                  "pytorch is 2.11");
+                       : g_strdup("no release is known (a trace's pytorch_version; gpusim run "
+                                  "emulates 2.11), so plain pytorch is 2.11");
         char *msg = g_strdup_printf("policy '%s': %s is a key of PyTorch 2.%u and later, and %s; "
                                     "name the release: pytorch@2.%u:%s",
                                     p->spec, cfg->needs_key, cfg->needs, said, cfg->needs,

@@ -147,6 +147,22 @@ assert a["clients"]["torch"]["peak_allocated_bytes"] == 400 * 2**20
 assert a["clients"]["cupy"]["peak_allocated_bytes"] == 50 * 2**20
 PY
 done
+# a setting's own limit (per_process_memory_fraction of the simulated 1 GiB) is the run's: said
+# in the OOM's words and in the statistics, as the replay of the run's trace says it
+"$gpusim" run --backend sim --device-total 1GiB -p pytorch:per_process_memory_fraction:0.25 \
+    --stats "$tmp/frac.json" --trace "$tmp/frac.gstrace" -- \
+    python3 -c "import torch; torch.cuda.alloc(300 << 20)" >/dev/null 2>"$tmp/err"
+grep -q "capacity 0.25 GiB" "$tmp/err" || fail "run with a fraction: the OOM's words: $(cat "$tmp/err")"
+"$gpusim" replay -q "$tmp/frac.gstrace" -p pytorch:per_process_memory_fraction:0.25 \
+    --device-total 1GiB -f json -o "$tmp/frac-replay.json" || fail "replay of the fraction's run"
+python3 - "$tmp/frac.json" "$tmp/frac-replay.json" <<'PY' || fail "run with a fraction: its capacity"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+assert a["capacity_bytes"] == b["capacity_bytes"] == 256 << 20, (a["capacity_bytes"], b["capacity_bytes"])
+PY
+expect_error "run -p with a key of a newer release" "name the release: pytorch@2.12" \
+    "$gpusim" run --backend sim -p pytorch:throw_on_cudamalloc_oom:True -- python3 -c "print('ran')"
 expect_error "run --clients junk" "not one of separate" "$gpusim" run --clients junk -- python3 -c pass
 expect_error "run -p twice" "a setting was given already" "$gpusim" run -p pytorch -p cupy -- python3 -c pass
 expect_error "run -p Bad=cupy" "a client name is" "$gpusim" run -p Bad=cupy -- python3 -c pass

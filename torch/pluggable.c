@@ -297,7 +297,9 @@ static void oom_message(char *buf, size_t n, gs_pluggable *a, const gs_heap *h, 
 {
     char *want = gs_format_size((uint64_t)size), *res = gs_format_size(gs_heap_reserved(h));
     char *al = gs_format_size((uint64_t)gs_heap_stats(h)->allocated_bytes[GS_STAT_ALL].current);
-    char *cap = a->capacity ? gs_format_capacity(a->capacity, " ") : g_strdup("no limit");
+    /* the heap's own limit: the cap given, else its setting's (per_process_memory_fraction) */
+    uint64_t limit = gs_heap_limit(h);
+    char *cap = limit ? gs_format_capacity(limit, " ") : g_strdup("no limit");
     g_snprintf(buf, n,
                "CUDA out of memory. Tried to allocate %s on device %d (gpusim, policy %s, "
                "capacity %s): %s reserved, %s of it allocated.",

@@ -257,7 +257,11 @@ void gs_tenants_result(gs_tenants *t, int d, gs_result *r)
 {
     device *dv = t->dev[d];
     r->device = (uint32_t)d;
+    /* the limit the heaps had: the cap given, else their settings' own (a memory fraction) */
     r->capacity = t->capacity;
+    if (!r->capacity)
+        for (size_t k = 0; k < t->n; k++)
+            r->capacity = MAX(r->capacity, gs_heap_limit(dv->heap[k]));
     if (t->n == 1 || t->mode == GS_CLIENTS_SHARED) {
         r->stats = *gs_heap_stats(dv->heap[0]);
         r->calls = *gs_heap_devcalls(dv->heap[0]);
