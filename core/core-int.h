@@ -220,6 +220,7 @@ struct gs_heap {
     bool peak_reserved_dirty;
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
+    bool moving; /* stitch is moving a handle: its unmap is no release (gs_heap_moving) */
     gs_stats st;             /* freed and active figures stale until gs_heap_stats */
     /* Calls that may change the statistics (the public malloc, free and release entry points),
      * and their number when gs_heap_stats last filled in the derived figures. */

@@ -288,6 +288,10 @@ void gs_stats_add(gs_stats *d, const gs_stats *s);
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h);
 const gs_policy *gs_heap_policy(const gs_heap *h);
 uint64_t gs_heap_limit(const gs_heap *h);
+/* Whether h is moving memory (stitch: a free handle unmapped from one place to be mapped in
+ * another), so that on_reserve's unmap is no release: the device frees counted (num_device_free)
+ * are releases only. */
+bool gs_heap_moving(const gs_heap *h);
 /* Change the limit between events: a replay resumed under a cap from a checkpoint of an
  * uncapped one (sim/probe.h). The checks of growths against the limit read the new value, and
  * garbage collection acts under it where the heap kept the blocks' ages (made with a limit, or

@@ -413,6 +413,10 @@ void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }
 const gs_policy *gs_heap_policy(const gs_heap *h) { return h->policy; }
 uint64_t gs_heap_limit(const gs_heap *h) { return h->limit; }
+bool gs_heap_moving(const gs_heap *h)
+{
+    return h->moving;
+}
 void gs_heap_set_limit(gs_heap *h, uint64_t limit)
 {
     h->limit = limit;

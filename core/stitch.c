@@ -333,7 +333,9 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     for (guint i = 0; i < d->len && st == GS_OK; i++) {
         donor *x = &g_array_index(d, donor, i);
         if (!x->take) continue;
+        h->moving = true; /* (its unmap is no release: gs_heap_moving) */
         uint64_t hd = lift(h, x, &st);
+        h->moving = false;
         if (st != GS_OK) break;
         st = put(h, s, at, x->pages, hd);
         if (st != GS_OK) { /* the handle is in no table now: give it back */

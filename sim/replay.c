@@ -89,7 +89,8 @@ static void tally_on_reserve(void *ud, const gs_segment *s, uint64_t addr, int64
             for (size_t j = 0; j < pt->n; j++) pt->rows[j].reserved_at_peak = pt->rows[j].reserved_end;
         }
     } else {
-        row->device_frees++;
+        /* a release, as the heap counts device frees; not a handle stitch moves */
+        if (!gs_heap_moving(pt->h)) row->device_frees++;
         row->reserved_end -= (uint64_t)-bytes;
         pt->total -= (uint64_t)-bytes;
     }

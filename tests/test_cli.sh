@@ -1206,6 +1206,18 @@ PY
         [ "$(cut -d, -f4 "$tmp/two-sweep.csv" | tail -n 2 | tr '\n' ' ')" = \
           "pytorch:max_split_size_mb:64 pytorch:max_split_size_mb:128 " ] ||
         fail "sweep of two devices: $(cat "$tmp/two-sweep.csv")"
+    # private pools: the rows by pool sum to the result's device calls, stitch's too (its moves
+    # unmap a handle to map it elsewhere: no release, so no device free of a row either)
+    python3 "$src/traces/convert.py" "$refs/pytorch-2.11-h100/graph__default__nocap.pickle.gz" \
+        -o "$tmp/graph.gstrace" 2>/dev/null || fail "convert graph"
+    "$gpusim" replay -q "$tmp/graph.gstrace" -c 150MiB --continue-on-oom -p pytorch -p stitch \
+        -p pytorch:expandable_segments:True -p cupy -f json -o "$tmp/graph.json" || fail "replay graph"
+    python3 - "$tmp/graph.json" <<'PY' || fail "graph: the rows by pool"
+import json, sys
+for r in json.load(open(sys.argv[1]))[0]["results"]:
+    for k in ("num_device_alloc", "num_device_free"):
+        assert sum(p[k] for p in r["pools"]) == r[k], (r["policy"], k, r[k], r["pools"])
+PY
     # a reference is checked against the trace: another set of devices is refused, another
     # recording's name warned of (its cap is applied all the same)
     python3 "$src/traces/convert.py" "$refs/pytorch-2.11-2xh200/twogpu__default__2.5+2.pickle.gz" \
