@@ -573,9 +573,10 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
             r->policy = clients_label(t, p, o);
         }
     } else {
-        /* a trace with private pools: a row per pool, from the core's reserve callback */
+        /* a trace with private pools: a row per pool, from the core's reserve callback; none
+         * for a policy that has no private pools (a grow hook: its pool events do nothing) */
         uint32_t *pids = NULL;
-        size_t npids = gs_trace_pool_ids(t, &pids);
+        size_t npids = p->ops->grow ? 0 : gs_trace_pool_ids(t, &pids);
         if (npids) {
             tally.rows = g_new0(gs_pool_result, npids + 1);
             for (size_t k = 0; k < npids; k++) tally.rows[k + 1].id = pids[k];

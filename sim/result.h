@@ -130,8 +130,9 @@ typedef struct gs_result {
     /* The trace's bound (bound.h; docs/metrics.md): no allocator needs less than
      * lower_bound_bytes, an offline planner needs offline_bytes. A device's result: its own. */
     uint64_t lower_bound_bytes, offline_bytes;
-    /* A one-allocator replay of a trace with private pools: a row per pool (gs_pool_result),
-     * the ordinary pools first; NULL/0 otherwise (the result is exactly as before). */
+    /* A one-allocator replay of a trace with private pools, under a policy that has them (no
+     * grow hook): a row per pool (gs_pool_result), the ordinary pools first; NULL/0 otherwise
+     * (the result is exactly as before). */
     gs_pool_result *pools;
     size_t n_pools;
 } gs_result;
