@@ -388,6 +388,18 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
         fprintf(out, "  recording started mid-run: %" G_GUINT64_FORMAT " allocation%s synthesized, "
                      "results below that point are approximate\n",
                 cv.synthesized, cv.synthesized == 1 ? "" : "s");
+    /* the release plain pytorch follows, where it is not 2.11's rules (the table's rows say
+     * only "pytorch"; a release the trace names gpusim does not emulate is warned of apart) */
+    const char *rec = gs_trace_get_meta(t, "pytorch_version");
+    unsigned rel = gs_pytorch_release_of_trace(rec);
+    if (rel > GS_PYTORCH_FIRST) {
+        char *shown = gs_printable(rec);
+        fprintf(out,
+                "  recorded with PyTorch %s: plain pytorch replays it as 2.%u (a setting "
+                "pytorch@2.N:... names another release)\n",
+                shown, rel);
+        g_free(shown);
+    }
     if (cv.captured) {
         char *how = gs_printable(cv.captured);
         char *unknown = cv.capture_unknown ? gs_printable(cv.capture_unknown) : NULL;

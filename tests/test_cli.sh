@@ -1305,6 +1305,10 @@ expect_error "a 2.12 key, a trace that names no release" "pytorch@2.12:per_proce
     "$gpusim" replay -p "$spec" "$tmp/r00.gstrace"
 expect_error "a 2.12 key given to 2.11" "PyTorch 2.12 and later" \
     "$gpusim" replay -p pytorch@2.11:throw_on_cudamalloc_oom:True "$tmp/r00.gstrace"
+# the table says which release plain pytorch followed, where it is not 2.11's
+"$gpusim" replay -q "$tmp/r12.gstrace" | grep -q "^  recorded with PyTorch 2.12.0+cu130: plain pytorch replays it as 2.12 " &&
+    ! "$gpusim" replay -q "$tmp/r00.gstrace" | grep -q "recorded with PyTorch" ||
+    fail "the release a 2.12 trace is replayed as: $("$gpusim" replay -q "$tmp/r12.gstrace")"
 rel_trace "2.17.0" >"$tmp/r17.gstrace"
 "$gpusim" replay -q "$tmp/r17.gstrace" >/dev/null 2>"$tmp/err" || fail "a 2.17 trace: exit $?"
 grep -q "recorded with PyTorch 2.17.0; gpusim emulates 2.11 to 2.14, and plain pytorch replays it as 2.14" "$tmp/err" ||
