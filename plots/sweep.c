@@ -104,18 +104,40 @@ static size_t choose_x(const char *const *params, size_t n_params, const char *c
     return 0;
 }
 
+/* The column of the template that made a cell, where a sweep has several (sim/sweep.c). */
+static bool is_template(const char *param)
+{
+    return strcmp(param, "template") == 0;
+}
+
 /* A line's legend entry: the other parameters' values ("capacity 5.75GiB"), the template only
- * when nothing else tells its lines apart; against the capacity, the cell's policy spec. */
+ * when nothing else tells its lines apart. Against the capacity, a line is a cell's setting:
+ * its spec, or where a grid of keys made it, its family and the keys' values ("pytorch:
+ * max_split_size_mb 64, roundup_power2_divisions 4"), which a legend cut in its middle kept
+ * apart no more (two specs that differ in a middle value). */
 static char *line_label(const char *const *params, size_t n_params, const char *const *values,
                         size_t c, size_t xk, const gs_plot_run *cell, bool is_capacity)
 {
-    if (is_capacity) return g_strdup(cell->policy);
     GString *l = g_string_new(NULL);
+    if (is_capacity) {
+        for (size_t k = 0; k < n_params; k++) {
+            const char *v = values[c * n_params + k];
+            if (k != xk && *v && !is_template(params[k]))
+                g_string_append_printf(l, "%s%s %s", l->len ? ", " : "", params[k], v);
+        }
+        if (!l->len) {
+            g_string_free(l, TRUE);
+            return g_strdup(cell->policy);
+        }
+        g_string_prepend(l, ": ");
+        g_string_prepend_len(l, cell->policy, (gssize)strcspn(cell->policy, ":@"));
+        return g_string_free(l, FALSE);
+    }
     const char *tmpl = NULL;
     for (size_t k = 0; k < n_params; k++) {
         const char *v = values[c * n_params + k];
         if (k == xk || !*v) continue;
-        if (strcmp(params[k], "policy") == 0) {
+        if (is_template(params[k])) {
             tmpl = v;
             continue;
         }
@@ -424,11 +446,12 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
     size_t entries = ax->lines->len + (any_oom ? 1 : 0);
     int h = MAX(800, 110 + 19 * (int)entries);
     /* the legend as wide as its longest entry needs (about 7.4 pixels a character at Sans 10,
-     * and the sample), from a sixth to a third of the width; the panels share the rest */
+     * and the sample), from a sixth to 0.45 of the width (a grid of two keys' values, 60
+     * characters, whole); the panels share the rest */
     size_t longest = 10;
     for (guint l = 0; l < ax->lines->len; l++)
         longest = MAX(longest, (size_t)g_utf8_strlen(ax->labels->pdata[l], -1));
-    double kw = CLAMP((7.4 * (double)longest + 80.0) / 1280.0, 1.0 / 6, 1.0 / 3);
+    double kw = CLAMP((7.4 * (double)longest + 80.0) / 1280.0, 1.0 / 6, 0.45);
     double top = 1.0 - 60.0 / h, ph = top / 2, kx = 1.0 - kw, pw = kx / 2;
     gs_gp_begin(g, stem, "the sweep", 1280, h);
     g_string_append(g, "set multiplot title ");

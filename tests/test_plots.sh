@@ -371,7 +371,9 @@ g=$tmp/mx/batch-alternate-sweep.gp
 grep -q "set xtics ('5.75GiB' 5.75, '5.875GiB' 5.875, '6.25GiB' 6.25) nomirror" "$g" || fail "mixed sweep: x is not the capacity to scale"
 grep -q "set xlabel 'capacity (GiB)'" "$g" || fail "mixed sweep: x not named with its unit"
 [ "$(grep -c "^plot NaN \|^     NaN " "$g")" -eq 6 ] || fail "mixed sweep: want a legend entry per setting and one for the OOMs"
-grep -q "title 'pytorch:garbage_collection_threshold:0.8'" "$g" || fail "mixed sweep: the legend does not name the settings"
+grep -q "title 'pytorch: garbage_collection_threshold 0.8'" "$g" &&
+    grep -q "title 'pytorch:expandable_segments:True'" "$g" ||
+    fail "mixed sweep: the legend does not name the settings (a grid's by its keys' values)"
 # the first panel, peak reserved: its y axis starts near its values, not at 0
 awk '/^set yrange/ { split($3, r, /[\[:\]]/); exit !(r[2] > 5) }' "$g" || fail "mixed sweep: peak reserved forced to start at 0"
 grep -q "^set key at screen" "$g" || fail "mixed sweep: the legend is not a panel of its own"
