@@ -163,6 +163,21 @@ assert a["capacity_bytes"] == b["capacity_bytes"] == 256 << 20, (a["capacity_byt
 PY
 expect_error "run -p with a key of a newer release" "name the release: pytorch@2.12" \
     "$gpusim" run --backend sim -p pytorch:throw_on_cudamalloc_oom:True -- python3 -c "print('ran')"
+# CuPy's OOM says what its allocator held and its limit, as CuPy's own pool's does
+cat >"$tmp/cupy_oom.py" <<'PY'
+import cupy
+M = 1 << 20
+x = cupy.empty(600 * M)
+try:
+    cupy.empty(600 * M)
+except cupy.cuda.memory.OutOfMemoryError as e:
+    size, held, limit = e.args
+    assert size == 600 * M and held >= 600 * M and limit == 1 << 30, e.args
+    print("oom said", held)
+PY
+"$gpusim" run --backend sim --capacity 1GiB -p cupy=cupy -- python3 "$tmp/cupy_oom.py" \
+    >"$tmp/out" 2>"$tmp/err" && grep -q "^oom said " "$tmp/out" ||
+    fail "run: cupy's OOM: $(cat "$tmp/out" "$tmp/err")"
 expect_error "run --clients junk" "not one of separate" "$gpusim" run --clients junk -- python3 -c pass
 expect_error "run -p twice" "a setting was given already" "$gpusim" run -p pytorch -p cupy -- python3 -c pass
 expect_error "run -p Bad=cupy" "a client name is" "$gpusim" run -p Bad=cupy -- python3 -c pass

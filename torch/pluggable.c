@@ -116,6 +116,8 @@ void *gpusim_client_malloc(int client, ssize_t size, int device, void *stream);
 void gpusim_client_free(int client, void *ptr, ssize_t size, int device, void *stream);
 void gpusim_client_empty_cache(int client);
 size_t gpusim_reserved(int device);
+size_t gpusim_client_reserved(int client, int device);
+size_t gpusim_client_limit(int client, int device);
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
@@ -546,6 +548,32 @@ size_t gpusim_reserved(int device)
                    : 0;
     pthread_mutex_unlock(&a->lock);
     return r;
+}
+
+/* Client's allocator on device: what it holds (which = 0) or may hold (1: its limit, 0 for
+ * none); 0 for a client or device it has not used. What CuPy's OutOfMemoryError says: the
+ * bytes "allocated so far" and the limit. */
+static size_t client_figure(int client, int device, int which)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    size_t r = 0;
+    if (a->ready && !a->failed && device >= 0 && device < MAX_DEVICES && a->used[device] &&
+        known_client(a, client)) {
+        const gs_heap *h = gs_tenants_heap(a->tenants, device, client);
+        if (h) r = which ? (size_t)gs_heap_limit(h) : (size_t)gs_heap_reserved(h);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return r;
+}
+
+size_t gpusim_client_reserved(int client, int device)
+{
+    return client_figure(client, device, 0);
+}
+size_t gpusim_client_limit(int client, int device)
+{
+    return client_figure(client, device, 1);
 }
 
 /* At exit: the statistics (one result per device used) and the trace, each written whole. The

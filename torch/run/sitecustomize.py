@@ -50,6 +50,9 @@ def use_for_cupy(cupy, lib):
     so.gpusim_client_free.restype = None
     so.gpusim_client_free.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_ssize_t,
                                       ctypes.c_int, ctypes.c_void_p)
+    for f in (so.gpusim_client_reserved, so.gpusim_client_limit):
+        f.restype = ctypes.c_size_t
+        f.argtypes = (ctypes.c_int, ctypes.c_int)
     client = so.gpusim_client(b"cupy")  # CuPy's own client: GPUSIM_CLIENTS says how it shares
     memory = cupy.cuda.memory
 
@@ -62,8 +65,10 @@ def use_for_cupy(cupy, lib):
             self.device = cupy.cuda.runtime.getDevice()
             self.stream = cupy.cuda.get_current_stream().ptr
             self.ptr = so.gpusim_client_malloc(client, size, self.device, self.stream)
-            if not self.ptr:
-                raise memory.OutOfMemoryError(size, 0, 0)
+            if not self.ptr:  # as CuPy's pool says it: the bytes held so far, the limit
+                raise memory.OutOfMemoryError(size,
+                                              so.gpusim_client_reserved(client, self.device),
+                                              so.gpusim_client_limit(client, self.device))
 
         def __del__(self):
             if self.ptr:
