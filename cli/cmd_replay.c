@@ -445,8 +445,6 @@ int gs_cmd_replay(int argc, char **argv)
     }
     policy_args pa;
     parse_policies(&pa, policies, ref);
-    for (guint i = 0; i < pa.compared->len; i++) gs_cli_warn_policy(pa.compared->pdata[i], c.cap > 0);
-    for (guint i = 0; i < pa.assigned->len; i++) gs_cli_warn_policy(pa.assigned->pdata[i], c.cap > 0);
     GArray *modes = parse_modes(clients);
     if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
 
@@ -485,6 +483,12 @@ int gs_cmd_replay(int argc, char **argv)
                                "several %s", argv[a], nd > 1 ? "devices" : "clients");
         g_ptr_array_add(traces, t);
     }
+    /* the settings' warnings once every trace has taken them (a key refused at a trace's
+     * release is refused, not first warned of) */
+    for (guint i = 0; i < pa.compared->len; i++)
+        gs_cli_warn_policy(pa.compared->pdata[i], c.cap > 0);
+    for (guint i = 0; i < pa.assigned->len; i++)
+        gs_cli_warn_policy(pa.assigned->pdata[i], c.cap > 0);
     /* a size for a device no trace has would be ignored: a typo, most likely */
     size_t unseen = unseen_device(&c, traces);
     if (unseen < c.n_dev)
