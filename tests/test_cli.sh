@@ -1303,6 +1303,9 @@ grep -q "^[^,]*,\"\?$spec\"\?,.*,oom," "$tmp/rel.csv" && grep -q "pytorch@2.11:p
     fail "a 2.12 trace: plain pytorch not 2.12, or @2.11 not 2.11: $(cat "$tmp/rel.csv")"
 expect_error "a 2.12 key, a trace that names no release" "pytorch@2.12:per_process_memory_fraction" \
     "$gpusim" replay -p "$spec" "$tmp/r00.gstrace"
+# (refused alone: its warning about the bound it would set is not said first)
+expect_error "a 2.12 key alone, a trace that names no release" "pytorch@2.12:throw_on_cudamalloc_oom:True" \
+    "$gpusim" replay -p pytorch:throw_on_cudamalloc_oom:True "$tmp/r00.gstrace"
 expect_error "a 2.12 key given to 2.11" "PyTorch 2.12 and later" \
     "$gpusim" replay -p pytorch@2.11:throw_on_cudamalloc_oom:True "$tmp/r00.gstrace"
 # the table says which release plain pytorch followed, where it is not 2.11's
