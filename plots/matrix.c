@@ -106,7 +106,14 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
      * for "12 retries" says so, a narrow one gives the number alone */
     int top_px = 96, row_px = 44, bottom_px = 64;
     int h = top_px + row_px * (int)rows->len + bottom_px;
-    double lm = 0.30, rm = 0.97;
+    /* the left margin as wide as the longest setting needs (about 7.6 pixels a character at
+     * the tics' font), from 0.15 to 0.6 of the width: a fixed 0.3 cut a grid's long specs at
+     * the picture's edge; a longer one is cut in its middle (gs_plot_fit_text) */
+    size_t longest = 8;
+    for (guint i = 0; i < rows->len; i++)
+        longest = MAX(longest, (size_t)g_utf8_strlen(rows->pdata[i], -1));
+    double lm = CLAMP((7.6 * (double)longest + 60.0) / 1280.0, 0.15, 0.6), rm = 0.97;
+    long fit = (long)((lm * 1280.0 - 60.0) / 7.6);
     double cell_px = 1280.0 * (rm - lm) / (double)cols->len;
     bool wide = cell_px >= 96;
     char *base = g_path_get_basename(trace);
@@ -132,7 +139,9 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
     g_string_append(g, ")\nset ytics nomirror scale 0 (");
     for (guint i = 0; i < rows->len; i++) {
         if (i) g_string_append(g, ", ");
-        gs_gp_str(g, rows->pdata[i]);
+        char *shown = gs_plot_fit_text(rows->pdata[i], fit);
+        gs_gp_str(g, shown);
+        g_free(shown);
         g_string_append_printf(g, " %u", i + 1);
     }
     g_string_append_printf(g,

@@ -359,6 +359,15 @@ grep -q "warning: --plot: batch-alternate-matrix not drawn: 301 settings, more t
 [ -e "$tmp/big/batch-alternate-matrix.gp" ] && fail "sweep of 301 settings: a matrix drawn"
 check_plot "$tmp/big" batch-alternate-sweep 1280 800
 
+# --- the matrix of a grid of two keys: its long settings whole, left of the cells (a fixed
+# margin cut them at the picture's edge) ---
+"$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128},roundup_power2_divisions:{1,4}' \
+    -c '{5.75,6}GiB' -q -j 2 -o "$tmp/mk.csv" --plot "$tmp/mk" 2>"$tmp/err" || fail "sweep of two keys: $(cat "$tmp/err")"
+g=$tmp/mk/batch-alternate-matrix.gp
+grep -q "'pytorch:max_split_size_mb:128,roundup_power2_divisions:4' 4" "$g" &&
+    awk '/^set lmargin at screen/ { exit !($5 * 1280 >= 7.6 * 56 + 40) }' "$g" ||
+    fail "matrix of two keys: a setting cut: $(grep -e lmargin -e ytics "$g")"
+
 # --- the sweep plot of a mixed grid: several templates, a capacity list ---
 # x is the capacity (every cell has it), to scale; a line per setting, in a legend panel of its
 # own; y fits the values
