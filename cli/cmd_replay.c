@@ -349,7 +349,8 @@ static int replay_trace(const replay_ctx *x, FILE *out, const char *path, const 
             if (gs_cli_is_output(c, sp))
                 gs_cli_usage_error("--export-snapshot %s: that is the report (-o) of this run; "
                                    "not overwritten", sp);
-            if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity, &err))
+            if (!gs_snapshot_write(rec, sp, path, pol->spec, o.capacity,
+                                   o.device_total ? o.device_total : GS_DEFAULT_DEVICE_TOTAL, &err))
                 gs_cli_usage_error("--export-snapshot: %s", err->message);
             g_free(sp);
             gs_snapshot_rec_free(rec);

@@ -76,9 +76,12 @@ void gs_snapshot_observe(const gs_heap *h, const gs_event *e, size_t index, void
 void gs_snapshot_observe_alloc(const gs_heap *h, const gs_event *e, const gs_block *b, void *rec);
 void gs_snapshot_observe_end(const gs_heap *h, void *rec);
 void gs_snapshot_observe_reserve(const gs_segment *s, uint64_t addr, int64_t bytes, void *rec);
-/* The pickle (protocol 2), written whole to path. */
+/* The pickle (protocol 2), written whole to path. Its "gpusim" dict says what it is: the
+ * trace, the policy, the capacity (0: none) and the simulated device's memory, which the
+ * converter takes as the device total of a trace made back from it. */
 gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const char *trace_name,
-                           const char *policy, uint64_t capacity, GError **err);
+                           const char *policy, uint64_t capacity, uint64_t device_total,
+                           GError **err);
 
 /* PyTorch's words for an OOM: "Tried to allocate 516.00 MiB; ... allocated by PyTorch, and ...
  * reserved by PyTorch but unallocated". g_free it. */

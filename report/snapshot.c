@@ -397,7 +397,8 @@ static uint64_t raw_stream(const gs_trace *t, uint32_t s)
 }
 
 gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const char *trace_name,
-                           const char *policy, uint64_t capacity, GError **err)
+                           const char *policy, uint64_t capacity, uint64_t device_total,
+                           GError **err)
 {
     pickler p = {.b = g_string_new(NULL)};
     g_string_append_len(p.b, "\x80\x02", 2); /* PROTO 2 */
@@ -502,6 +503,7 @@ gboolean gs_snapshot_write(const gs_snapshot_rec *r, const char *path, const cha
     kv_str(&p, "policy", policy);
     if (capacity) kv_uint(&p, "capacity_bytes", capacity);
     else pk_str(&p, "capacity_bytes"), pk_none(&p), pk_value(&p);
+    kv_uint(&p, "device_total_bytes", device_total);
     pk_close_dict(&p);
     pk_value(&p);
 

@@ -225,6 +225,11 @@ def release_limit(args, sibling, dev, version=None):
 def infer_all_empty_cache(rec, args, sibling, label):
     if rec.per_device is None:
         return
+    # a gpusim export of a policy not PyTorch's: the releases are that policy's own (stitch
+    # moves a free handle by an unmap and a map), none an empty_cache() PyTorch would infer
+    policy = (rec.gpusim_export or {}).get("policy")
+    if isinstance(policy, str) and not policy.startswith("pytorch"):
+        return
     settings = rec.allocator_settings or {}
     gc = settings.get("garbage_collection_threshold")
     gc = gc if _is_num(gc) else 0.0
@@ -324,6 +329,10 @@ def convert(args, progress_stream=None, progress_enabled=False):
     device_total = args.device_total
     if device_total is None and sibling and _is_int(sibling.get("total_bytes")):
         device_total = sibling["total_bytes"]
+    # gpusim's own export says the simulated device's memory (a real snapshot says none)
+    export = rec.gpusim_export or {}
+    if device_total is None and _is_int(export.get("device_total_bytes")):
+        device_total = export["device_total_bytes"]
     if device_total is not None and not device_total_ok(device_total):
         raise ConvertError(f"device total {device_total} bytes is out of range (1 to 2^44, the "
                            f"most gpusim simulates)")

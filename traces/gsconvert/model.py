@@ -216,6 +216,9 @@ class Recording:
         # 2.12+ snapshots name each entry's private pool (pool_id): {pool id: allocations} of
         # the pools other than the ordinary ones, a check on the pools inferred.
         self.pool_ids = {}
+        # gpusim replay --export-snapshot's own dict ("gpusim": simulated, trace, policy,
+        # capacity_bytes, device_total_bytes), or None for a snapshot of a real run.
+        self.gpusim_export = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -81,6 +81,9 @@ def _recording_of(rec, snap, streamed_events):
     if not isinstance(traces, list):
         raise ConvertError("snapshot 'device_traces' is not a list")
 
+    export = snap.get("gpusim")
+    if isinstance(export, dict) and export.get("simulated") is True:
+        rec.gpusim_export = export
     settings = snap.get("allocator_settings")
     if isinstance(settings, dict):
         rec.allocator_settings = settings
