@@ -46,6 +46,33 @@ static const char *cell_colour(const gs_plot_run *c)
     return gs_plot_outcome_through(w) ? ok_colour : strcmp(w, "OOM") == 0 ? oom_colour : error_colour;
 }
 
+/* The left margin, as a share of the width, as wide as the longest setting needs (about 7.6
+ * pixels a character at the tics' font), from 0.15 to 0.6: a fixed 0.3 cut a grid's long specs
+ * at the picture's edge. *fit: the characters it holds (a longer setting is cut in its middle,
+ * gs_plot_fit_text). */
+static double label_margin(const GPtrArray *rows, long *fit)
+{
+    size_t longest = 8;
+    for (guint i = 0; i < rows->len; i++)
+        longest = MAX(longest, (size_t)g_utf8_strlen(rows->pdata[i], -1));
+    double lm = CLAMP((7.6 * (double)longest + 60.0) / 1280.0, 0.15, 0.6);
+    *fit = (long)((lm * 1280.0 - 60.0) / 7.6);
+    return lm;
+}
+
+/* The y axis: a row per setting, each named as it fits. */
+static void row_tics(GString *g, const GPtrArray *rows, long fit)
+{
+    g_string_append(g, "set ytics nomirror scale 0 (");
+    for (guint i = 0; i < rows->len; i++) {
+        if (i) g_string_append(g, ", ");
+        char *shown = gs_plot_fit_text(rows->pdata[i], fit);
+        gs_gp_str(g, shown);
+        g_free(shown);
+        g_string_append_printf(g, " %u", i + 1);
+    }
+}
+
 gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *params,
                         size_t n_params, const char *const *values, const gs_plot_run *cells,
                         size_t n_cells, GError **err)
@@ -106,14 +133,8 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
      * for "12 retries" says so, a narrow one gives the number alone */
     int top_px = 96, row_px = 44, bottom_px = 64;
     int h = top_px + row_px * (int)rows->len + bottom_px;
-    /* the left margin as wide as the longest setting needs (about 7.6 pixels a character at
-     * the tics' font), from 0.15 to 0.6 of the width: a fixed 0.3 cut a grid's long specs at
-     * the picture's edge; a longer one is cut in its middle (gs_plot_fit_text) */
-    size_t longest = 8;
-    for (guint i = 0; i < rows->len; i++)
-        longest = MAX(longest, (size_t)g_utf8_strlen(rows->pdata[i], -1));
-    double lm = CLAMP((7.6 * (double)longest + 60.0) / 1280.0, 0.15, 0.6), rm = 0.97;
-    long fit = (long)((lm * 1280.0 - 60.0) / 7.6);
+    long fit;
+    double lm = label_margin(rows, &fit), rm = 0.97;
     double cell_px = 1280.0 * (rm - lm) / (double)cols->len;
     bool wide = cell_px >= 96;
     char *base = g_path_get_basename(trace);
@@ -136,14 +157,8 @@ gboolean gs_plot_matrix(gs_plotter *p, const char *trace, const char *const *par
         gs_gp_str(g, g_array_index(cols, matrix_col, j).label);
         g_string_append_printf(g, " %u", j + 1);
     }
-    g_string_append(g, ")\nset ytics nomirror scale 0 (");
-    for (guint i = 0; i < rows->len; i++) {
-        if (i) g_string_append(g, ", ");
-        char *shown = gs_plot_fit_text(rows->pdata[i], fit);
-        gs_gp_str(g, shown);
-        g_free(shown);
-        g_string_append_printf(g, " %u", i + 1);
-    }
+    g_string_append(g, ")\n");
+    row_tics(g, rows, fit);
     g_string_append_printf(g,
         ")\nplot %s using 1:2:($1-0.5):($1+0.5):($2-0.5):($2+0.5):6 with boxxyerror lc rgb variable "
         "notitle, \\\n"
