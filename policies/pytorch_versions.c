@@ -220,6 +220,10 @@ void gs_pytorch_release_warnings(const pytorch_cfg *cfg, bool has_limit, GPtrArr
         g_ptr_array_add(out, g_strdup("expandable_segments_reserve: not a positive fraction or "
                                       "number of GiB (40G); PyTorch ignores it with a warning, "
                                       "and so does the replay"));
+    else if (cfg->es_reserve && !cfg->expandable)
+        g_ptr_array_add(out, g_strdup("expandable_segments_reserve without "
+                                      "expandable_segments:True: there is no expandable segment "
+                                      "to reserve for, and it changes nothing"));
     else if (cfg->es_reserve)
         g_ptr_array_add(out, g_strdup("expandable_segments_reserve is not simulated: PyTorch 2.14 "
                                       "reserves that much address space for each expandable "

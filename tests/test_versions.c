@@ -264,8 +264,14 @@ END_TEST
  * (parseReserveSpec), a class list must have its brackets. */
 START_TEST(reserves_are_accepted_and_noted)
 {
-    char *w = warnings("pytorch@2.14:expandable_segments_reserve:0.5", false);
+    char *w =
+        warnings("pytorch@2.14:expandable_segments:True,expandable_segments_reserve:0.5", false);
     ck_assert_ptr_nonnull(strstr(w, "expandable_segments_reserve is not simulated"));
+    g_free(w);
+    /* without expandable segments it reserves for none: said so, not "differs" */
+    w = warnings("pytorch@2.14:expandable_segments_reserve:0.5", false);
+    ck_assert_ptr_nonnull(strstr(w, "there is no expandable segment to reserve for"));
+    ck_assert_ptr_null(strstr(w, "is not simulated"));
     g_free(w);
     w = warnings("pytorch@2.14:expandable_segments_reserve:-1", false);
     ck_assert_ptr_nonnull(strstr(w, "PyTorch ignores it"));
