@@ -866,15 +866,21 @@ class TestStreaming(ConverterTestCase):
             events.append(ev("free_completed", 0x1000 + 512 * i, 64, 2 * i + 1))
         return self.write_snapshot("big.pickle", snapshot(events))
 
-    def test_progress_when_asked(self):
+    def convert_with_progress(self, setup):
+        """convert.py --progress of a big snapshot, with the Python statements setup run first
+        (the intervals, a terminal); the finished process, its exit status 0."""
         src = self.big(30_000)
-        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
-                "convert.Progress.INTERVAL = convert.Progress.LOG_INTERVAL = 0; "
-                "sys.exit(convert.main(sys.argv[2:]))")
+        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; " + setup +
+                "; sys.exit(convert.main(sys.argv[2:]))")
         r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
                             "-o", "o.gstrace", "--progress"], cwd=self.tmp,
                            capture_output=True)
         self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_progress_when_asked(self):
+        r = self.convert_with_progress(
+            "convert.Progress.INTERVAL = convert.Progress.LOG_INTERVAL = 0")
         self.assertIn(b"entries, ", r.stderr)
         self.assertIn(b"% of ", r.stderr)
         self.assertIn(b"entries/s", r.stderr)
@@ -886,14 +892,8 @@ class TestStreaming(ConverterTestCase):
 
     def test_progress_on_a_terminal(self):
         # on a terminal: one line rewritten in place, erased at the end
-        src = self.big(30_000)
-        code = ("import sys, time; sys.path.insert(0, sys.argv[1]); import convert; "
-                "convert.Progress.INTERVAL = 0; sys.stderr.isatty = lambda: True; "
-                "sys.exit(convert.main(sys.argv[2:]))")
-        r = subprocess.run([sys.executable, "-c", code, os.path.dirname(CONVERT), src,
-                            "-o", "o.gstrace", "--progress"], cwd=self.tmp,
-                           capture_output=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.convert_with_progress(
+            "convert.Progress.INTERVAL = 0; sys.stderr.isatty = lambda: True")
         self.assertTrue(r.stderr.startswith(b"\rconvert.py: "), repr(r.stderr[:40]))
         self.assertTrue(r.stderr.endswith(b"\r\x1b[K"), repr(r.stderr[-40:]))
 
