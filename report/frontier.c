@@ -41,14 +41,12 @@ static void table(FILE *out, const char *name, const gs_trace *t, const gs_front
 {
     char *b = gs_format_size(f->bound);
     char *pn = gs_printable(name); /* a name is data: nothing in it reaches the terminal raw */
-    /* clients each under the cap alone: the bound is of all of them together, not of one */
-    bool clients = f->n && gs_result_capacity_per_client(&f->pts[0].row->at_cap);
-    fprintf(out,
-            "frontier %s: %zu events; the bound %s (the largest device's peak live requests%s)\n",
-            pn, t->n, b,
-            clients ? ", its clients' allocators together: each client's, capped alone, may need "
-                      "less, and x bound be below 1"
-                    : "");
+    const char *clients = f->n ? gs_report_bound_of_clients(&f->pts[0].row->at_cap) : NULL;
+    fprintf(
+        out,
+        "frontier %s: %zu events; the bound %s (the largest device's peak live requests%s%s%s)\n",
+        pn, t->n, b, clients ? ", " : "", clients ? clients : "",
+        clients ? ", and x bound be below 1" : "");
     g_free(pn);
     g_free(b);
     fprintf(out, "%-42s %14s %9s %11s %10s %s\n", "setting", "min capacity", "x bound", "device ms",

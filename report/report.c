@@ -412,6 +412,13 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
     }
 }
 
+const char *gs_report_bound_of_clients(const gs_result *r)
+{
+    return gs_result_capacity_per_client(r)
+               ? "its clients' allocators together: each client's, capped alone, may need less"
+               : NULL;
+}
+
 /* The trace's bound (sim/bound.h), the same for every result of it: one line, and one per
  * device of a trace that names several. The headline is the devices' sum, as the table's totals
  * are, or with per_device (whatif: a capacity is each device's own limit) the largest device's.
@@ -423,15 +430,12 @@ void gs_report_bound(FILE *out, const gs_result *r, bool per_device)
                                       : r->lower_bound_bytes);
     char *off = gs_format_size(largest ? (uint64_t)gs_result_per_allocator(r, GS_FIG_OFFLINE)
                                        : r->offline_bytes);
-    /* clients each under the cap alone: the bound is of all of them together, not of one */
-    bool clients = per_device && gs_result_capacity_per_client(r);
+    const char *clients = per_device ? gs_report_bound_of_clients(r) : NULL;
     fprintf(out,
             "  bound%s: no allocator needs less than %s (peak live requests, in 2 MiB pages); "
-            "an offline planner needs %s%s\n",
-            largest ? ", per device (the largest device's)" : "", lb, off,
-            clients ? " (its clients' allocators together: each client's, capped alone, may "
-                      "need less)"
-                    : "");
+            "an offline planner needs %s%s%s%s\n",
+            largest ? ", per device (the largest device's)" : "", lb, off, clients ? " (" : "",
+            clients ? clients : "", clients ? ")" : "");
     g_free(lb);
     g_free(off);
     for (size_t k = 0; k < r->n_devices; k++) {

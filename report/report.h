@@ -94,6 +94,9 @@ void gs_report_caveats(FILE *out, const gs_trace *t);
  * line per device of a trace that names several; the first line's figures are the devices' sum,
  * or with per_device the largest device's (a capacity is each device's own limit). */
 void gs_report_bound(FILE *out, const gs_result *r, bool per_device);
+/* Where r's clients were each capped alone (gs_result_capacity_per_client), the words that say
+ * the bound is theirs together, which one client's allocator may need less than; else NULL. */
+const char *gs_report_bound_of_clients(const gs_result *r);
 
 /* ---- gpusim frontier (frontier.c) ---- */
 /* Each trace's points (fs[i] for traces[i], named names[i]): a table per trace, or one CSV or
