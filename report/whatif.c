@@ -41,22 +41,25 @@ static void vs_default_text(char *buf, size_t n, const gs_whatif_row *r, const g
 static char *cap_phrase(const gs_whatif_cap *cap)
 {
     if (!cap->capacity) return g_strdup("with no cap");
-    char *c = gs_format_capacity(cap->capacity, " "), *shown = c, *exact = NULL;
-    if (cap->capacity >= GS_GiB && !g_str_has_suffix(c, "GiB")) {
-        shown = gs_format_size(cap->capacity);
-        exact = c;
+    char *exact = gs_format_capacity(cap->capacity, " ");
+    GString *g = g_string_new("at the cap of ");
+    /* in the parentheses: the exact value, where GiB rounded it, then where the cap came from */
+    GPtrArray *said = g_ptr_array_new();
+    if (cap->capacity >= GS_GiB && !g_str_has_suffix(exact, "GiB")) {
+        char *shown = gs_format_size(cap->capacity);
+        g_string_append(g, shown);
+        g_free(shown);
+        g_ptr_array_add(said, exact);
+    } else {
+        g_string_append(g, exact);
     }
-    char *out = g_strdup_printf("at the cap of %s%s%s%s%s", shown, exact || cap->source ? " (" : "",
-                                exact ? exact : "", exact && cap->source ? ", " : "",
-                                cap->source ? cap->source : "");
-    if (exact || cap->source) {
-        char *closed = g_strconcat(out, ")", NULL);
-        g_free(out);
-        out = closed;
-    }
-    if (shown != c) g_free(shown);
-    g_free(c);
-    return out;
+    if (cap->source) g_ptr_array_add(said, (char *)cap->source);
+    for (guint i = 0; i < said->len; i++)
+        g_string_append_printf(g, "%s%s", i ? ", " : " (", (char *)said->pdata[i]);
+    if (said->len) g_string_append_c(g, ')');
+    g_ptr_array_free(said, TRUE);
+    g_free(exact);
+    return g_string_free(g, FALSE);
 }
 
 static const char next_steps[] =
