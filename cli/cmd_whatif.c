@@ -487,10 +487,8 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
     /* the recorded setting's own limit (per_process_memory_fraction x the device), where the
      * run's cap is not known otherwise: its limit met at a death, if lower, is the other's */
     uint64_t own = 0;
-    for (guint i = 0; i < rows->len && !(ref && ref->cap_bytes); i++) {
-        const gs_whatif_row *r = rows->pdata[i];
-        if (r->recorded) own = gs_replay_own_limit(t, r->pol, total);
-    }
+    const gs_whatif_row *rec = gs_whatif_recorded(rows);
+    if (rec && !(ref && ref->cap_bytes)) own = gs_replay_own_limit(t, rec->pol, total);
     if (own && (!limit || own < limit)) {
         limit = own;
         limit_source = "the recorded setting's per_process_memory_fraction";

@@ -220,6 +220,15 @@ const gs_whatif_row *gs_whatif_default(const GPtrArray *rows)
     return NULL;
 }
 
+const gs_whatif_row *gs_whatif_recorded(const GPtrArray *rows)
+{
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        if (r->recorded) return r;
+    }
+    return NULL;
+}
+
 static gint by_min_capacity(gconstpointer a, gconstpointer b)
 {
     const gs_whatif_row *x = *(gs_whatif_row *const *)a, *y = *(gs_whatif_row *const *)b;
@@ -267,6 +276,22 @@ typedef struct {
     uint64_t events;
 } found;
 
+/* The least a capacity can be and complete, from the uncapped replay up (0: none known). No
+ * allocator completes below the trace's peak allocated bytes under this setting's rounding
+ * (reserved >= allocated at every moment), so the bisection starts there. That peak is the same
+ * at every capacity that completes, unless the trace has requests that failed in its run (oom
+ * events): those are served where memory allows, so with no cap they add to it, and only the
+ * bound (live requests, any allocator) holds at every cap; but the bound is the device's,
+ * every client together, so it is no floor for one client's allocator capped alone. */
+static int64_t search_floor(const gs_trace *t, const gs_result *up)
+{
+    if (up->oom) return 0;
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    if (!cv.n_oom_events) return gs_result_per_allocator(up, GS_FIG_ALLOCATED_PEAK);
+    return gs_result_capacity_per_client(up) ? 0 : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND);
+}
+
 /* The search of one row: its uncapped replay (the trunk of its probes' checkpoints,
  * sim/probe.h; the replay at the cap where there is no cap, at_cap), then the bisection. */
 static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts *o,
@@ -293,19 +318,7 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
-    /* No allocator completes below the trace's peak allocated bytes under this setting's
-     * rounding (reserved >= allocated at every moment), so the bisection starts there. That
-     * peak is the same at every capacity that completes, unless the trace has requests that
-     * failed in its run (oom events): those are served where memory allows, so with no cap
-     * they add to it, and only the bound (live requests, any allocator) holds at every cap. */
-    gs_trace_caveats cv;
-    gs_trace_get_caveats(t, &cv);
-    /* (the bound is the device's, every client together: no floor for one client's own) */
-    int64_t peak = up->oom           ? 0
-                   : cv.n_oom_events ? (gs_result_capacity_per_client(up)
-                                            ? 0
-                                            : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND))
-                                     : gs_result_per_allocator(up, GS_FIG_ALLOCATED_PEAK);
+    int64_t peak = search_floor(t, up);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);

@@ -100,6 +100,8 @@ void gs_whatif_run(GPtrArray *rows, const gs_trace *t, const gs_whatif_opts *o);
 
 /* The row of PyTorch's default setting, or NULL. */
 const gs_whatif_row *gs_whatif_default(const GPtrArray *rows);
+/* The row of the recorded run's setting, or NULL. */
+const gs_whatif_row *gs_whatif_recorded(const GPtrArray *rows);
 /* Sort: most memory saved first (smallest minimum capacity; none found last). */
 void gs_whatif_sort(GPtrArray *rows);
 
