@@ -308,9 +308,9 @@ void gs_trace_stored_offlines(const gs_trace *t, const char *planner, const uint
 {
     const char *ob = gs_trace_get_meta(t, "offline_bytes_by_device");
     /* figures planned over other events (a trace cut with head, say) are not this trace's */
-    const char *ev = gs_trace_get_meta(t, "offline_events");
     uint64_t n_ev = 0;
-    bool same = !ev || (gs_trace_parse_u64(ev, strlen(ev), &n_ev) && n_ev == t->n);
+    gboolean bad = FALSE;
+    bool same = meta_u64(t, "offline_events", &n_ev, &bad) ? n_ev == t->n : !bad;
     GArray *a = ob && same && g_strcmp0(gs_trace_get_meta(t, "offline_planner"), planner) == 0
                     ? by_device_sorted(ob)
                     : NULL;
