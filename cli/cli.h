@@ -102,6 +102,9 @@ typedef struct {
                          * there directly, never replaced */
 } gs_cli_out;
 
+/* 0 when path can be written as gs_cli_open_output writes it, or the errno that says why not
+ * (for a path a child writes, where no gs_cli is at hand: gpusim predict's --trace). */
+int gs_cli_output_errno(const char *path);
 /* Open the output named by path (NULL or "-": stdout). Refused, exit 2 with one line, before
  * anything runs: a path that is one of the command's inputs (the same file, by device and inode,
  * through any link: the traces in inputs, NULL-terminated, and --calibration), and stdout

@@ -2,10 +2,8 @@
  * requests captured on the CPU (capture.c), then whatif's verdict on them, run as a child
  * gpusim so that the capture's temporary trace is removed whatever whatif says of its options.
  */
-#include <errno.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -89,13 +87,8 @@ static int run_whatif(GPtrArray *args)
  * file --trace names must be writable too. */
 static int check_whatif_usage(const GPtrArray *args, const char *keep, bool verify)
 {
-    if (keep) {
-        char *dir = g_path_get_dirname(keep);
-        bool ok = access(dir, W_OK | X_OK) == 0;
-        int e = errno;
-        g_free(dir);
-        if (!ok) gs_cli_usage_error("predict: --trace %s: cannot write: %s", keep, g_strerror(e));
-    }
+    int e = keep ? gs_cli_output_errno(keep) : 0;
+    if (e) gs_cli_usage_error("predict: --trace %s: cannot write: %s", keep, g_strerror(e));
     GPtrArray *check = g_ptr_array_new();
     for (guint i = 0; i < args->len; i++) g_ptr_array_add(check, args->pdata[i]);
     g_ptr_array_add(check, (char *)"--check-usage");

@@ -331,6 +331,11 @@ static int output_error(const char *path, const char *plot_dir)
     return e;
 }
 
+int gs_cli_output_errno(const char *path)
+{
+    return output_error(path, NULL);
+}
+
 void gs_cli_check_output(const gs_cli *c, const char *const *inputs, const char *path,
                          const char *flag, const char *plot_dir)
 {
