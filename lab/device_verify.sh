@@ -16,20 +16,11 @@
 # GPUSIM: a gpusim built here (with its GLib beside it: LD_LIBRARY_PATH). Everything goes to
 # OUTDIR (logs, verdicts, verifications, tables); results.txt sums it up. The caps come from the
 # uncapped run's minima, so the script picks them on any GPU.
-set -u
-root=$(cd "$(dirname "$0")/.." && pwd)
-G=${1:?usage: device_verify.sh GPUSIM OUTDIR}
-out=${2:?usage: device_verify.sh GPUSIM OUTDIR}
-mkdir -p "$out"
-export GPUSIM_CONVERT="$root/traces/convert.py" GPUSIM_VERIFY_HOOK="$root/torch/verify"
-export PYTHONUNBUFFERED=1
+usage="usage: device_verify.sh GPUSIM OUTDIR"
+. "$(dirname "$0")/verify_setup.sh"
 prog="$root/lab/verify_prog.py"
 settings="-p pytorch -p pytorch:expandable_segments:True -p pytorch:max_split_size_mb:64 -p pytorch:max_split_size_mb:128 -p pytorch:garbage_collection_threshold:0.8"
 res=$out/results.txt
-{
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-} >"$out/env.txt" 2>&1
 total=$(python3 -c 'import torch; print(torch.cuda.get_device_properties(0).total_memory)')
 
 # D: the whole program, uncapped
