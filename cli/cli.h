@@ -181,6 +181,10 @@ gs_plotter *gs_cli_plotter(const gs_cli *c, const char *const *inputs, const cha
 bool gs_cli_is_snapshot(const char *path);
 /* Load a trace as the shared options say (--lenient), or exit 2 with FILE:LINE. */
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path);
+/* Exit 2 where trace t (read from path) is one no replay takes: several devices and several
+ * clients together (sim/devices.c refuses them). Every command that replays checks it before
+ * its first replay, so none reports a verdict made of refused replays. */
+void gs_cli_check_replayable(const gs_trace *t, const char *path);
 /* A usage error, before anything is replayed, when p names no release and a key of its needs a
  * newer release than the one trace t (read from path) was recorded with (gs_policy_at_release). */
 /* --reference REF against the trace at path: exit 2 where REF cannot be its run (another set

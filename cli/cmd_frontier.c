@@ -102,6 +102,7 @@ int gs_cmd_frontier(int argc, char **argv)
     GPtrArray **rows = g_new0(GPtrArray *, n);
     for (size_t i = 0; i < n; i++) {
         ts[i] = gs_cli_load_trace(&c, argv[i + 1]);
+        gs_cli_check_replayable(ts[i], argv[i + 1]);
         rows[i] = gs_frontier_candidates((const char *const *)policies, &err);
         if (!rows[i]) gs_cli_usage_error("frontier: %s", err->message);
         for (guint k = 0; k < rows[i]->len; k++)

@@ -467,12 +467,10 @@ int gs_cmd_replay(int argc, char **argv)
         for (guint i = 0; i < pa.assigned->len; i++)
             gs_cli_check_release(pa.assigned->pdata[i], t, argv[a]);
         x.columns |= gs_report_columns(t);
+        gs_cli_check_replayable(t, argv[a]);
         uint32_t *ids = NULL;
         size_t nd = gs_trace_devices(t, &ids);
         g_free(ids);
-        if (nd > 1 && t->clients->len > 1)
-            gs_cli_usage_error("%s: a trace with several devices and several clients is not "
-                               "supported", argv[a]);
         if (nd > 1 && on_cuda)
             gs_cli_usage_error("%s: a trace with several devices replays on the simulated "
                                "device only", argv[a]);

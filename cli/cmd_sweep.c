@@ -295,6 +295,7 @@ int gs_cmd_sweep(int argc, char **argv)
     if (shard) gs_sweep_shard(sw, shard_k, shard_n);
     gs_calibration *builtin = c.cal ? NULL : gs_calibration_builtin(); /* one table, every cell */
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
+    gs_cli_check_replayable(t, argv[1]);
     for (guint i = 0; i < sw->cells->len; i++)
         gs_cli_check_release(g_array_index(sw->cells, gs_sweep_cell, i).pol, t, argv[1]);
     const char *inputs[] = {argv[1], NULL};

@@ -100,7 +100,10 @@ int gs_cmd_validate(int argc, char **argv)
     }
     if (!pols->len) g_ptr_array_add(pols, gs_policy_new("pytorch", NULL));
     GPtrArray *traces = g_ptr_array_new_with_free_func((GDestroyNotify)gs_trace_free);
-    for (int a = 1; a < argc; a++) g_ptr_array_add(traces, gs_cli_load_trace(&c, argv[a]));
+    for (int a = 1; a < argc; a++) {
+        g_ptr_array_add(traces, gs_cli_load_trace(&c, argv[a]));
+        gs_cli_check_replayable(traces->pdata[a - 1], argv[a]);
+    }
     gs_calibration *stand_in_cal = NULL;
     gs_backend *dev = checked_device(backend, traces->pdata[0], &stand_in_cal);
 

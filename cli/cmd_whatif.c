@@ -447,6 +447,7 @@ static void load_input(const gs_cli *c, const char *input, const char *reference
             gs_cli_usage_error("%s", err->message);
         if (*ref) gs_cli_check_reference(*ref, *t, input);
     }
+    gs_cli_check_replayable(*t, input);
 }
 
 /* A run of several devices whose limits differ (a memory fraction per device): whatif replays

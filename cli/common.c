@@ -446,6 +446,17 @@ bool gs_cli_is_snapshot(const char *path)
            g_str_has_suffix(path, ".pkl") || g_str_has_suffix(path, ".pkl.gz");
 }
 
+void gs_cli_check_replayable(const gs_trace *t, const char *path)
+{
+    uint32_t *ids = NULL;
+    size_t nd = gs_trace_devices(t, &ids);
+    g_free(ids);
+    if (nd > 1 && t->clients->len > 1)
+        gs_cli_usage_error("%s: a trace with several devices (%zu) and several clients (%u) is "
+                           "not supported",
+                           path, nd, t->clients->len);
+}
+
 gs_trace *gs_cli_load_trace(const gs_cli *c, const char *path)
 {
     GError *err = NULL;

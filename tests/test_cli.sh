@@ -21,6 +21,16 @@ done
 "$gpusim" whatif --help | grep -q "^  gpusim whatif \[OPTION" || fail "whatif --help: the usage line does not name gpusim"
 expect_error "sweep --merge of nothing" "no SHARD.csv given" "$gpusim" sweep --merge
 
+# --- a trace no replay takes (several devices and several clients) is refused by every command
+# that replays, before any verdict: whatif and frontier used to print one made of refused replays
+# (a bound of 0 B, every setting "ok" with no minimum) and exit 0 ---
+printf '# gpusim-trace 1\nseq,time_us,op,client,device,stream,id,size\n0,0,alloc,torch,0,0,1,1000\n1,0,alloc,torch,1,0,2,5000000\n2,0,alloc,cupy,1,0,3,5000000\n' \
+    >"$tmp/devcli.gstrace"
+for cmd in replay whatif frontier sweep validate; do
+    expect_error "$cmd: two devices and two clients" "devcli.gstrace: a trace with several devices (2) and several clients (2) is not supported" \
+        "$gpusim" "$cmd" "$tmp/devcli.gstrace"
+done
+
 # --- "--" ends the options: a trace whose name starts with '-' ---
 cp "$trace" "$tmp/-dash.gstrace.gz"
 (cd "$tmp" && "$gpusim" replay -q -p cupy -- -dash.gstrace.gz) >"$tmp/dash" 2>"$tmp/err" ||
