@@ -226,6 +226,7 @@ typedef struct {
     char *spec;                 /* the setting */
     char outcome[16];           /* "ok", "oom" (died of torch.OutOfMemoryError), "error" */
     char *died_of;              /* the uncaught exception's type, or NULL */
+    char *hook_error;           /* why the start-up hook could not set the cap, or NULL */
     bool reported;              /* the start-up hook wrote its report (a Python program) */
     bool has_stats;             /* with the allocator's statistics (CUDA was used) */
     int exit_status;            /* the program's (128 + N: killed by signal N) */

@@ -23,7 +23,9 @@ static const char verify_description[] =
     "comes from a complete trace), or differs and how. A prediction from a trace that ends where\n"
     "its run died says 'survived' for a setting that gets that far: a run that then completes\n"
     "'agrees (as far as the trace goes)', one that dies later 'differs: died after the recorded\n"
-    "death' (the rest of the program needed more).\n"
+    "death' (the rest of the program needed more). A run that measured nothing is 'unmeasured':\n"
+    "the hook could not set the cap (PyTorch not importable by that Python, no device; the\n"
+    "program is then not run), or PyTorch never used CUDA memory.\n"
     "\n"
     "Settings are PyTorch's: pytorch (the default), pytorch:KEY:VALUE,... and cuda-async\n"
     "(backend:cudaMallocAsync). Without -p: the prediction's settings, else pytorch.\n"
@@ -36,7 +38,7 @@ static const char verify_description[] =
     "  gpusim whatif oom.pickle --verify -- python3 train.py      (the top settings, chained)\n"
     "\n"
     "Exit status: 0 every run agrees with its prediction (or none was given), 3 some verdict\n"
-    "differs, 2 bad usage or a program that cannot be started.";
+    "differs or is unmeasured, 2 bad usage or a program that cannot be started.";
 
 static void pred_from_json(const gs_json *r, gs_verify_prediction *p)
 {
@@ -165,6 +167,8 @@ static void write_table(FILE *out, char *const *cmd, uint64_t cap, const char *c
                     g_strsignal(runs[i].signal),
                     runs[i].signal == SIGKILL ? ": the kernel's out-of-memory killer (host memory) "
                                                 "sends this one, among others" : "");
+        else if (runs[i].hook_error)
+            fprintf(out, "  %s: %s (the program was not run)\n", runs[i].spec, runs[i].hook_error);
         else if (!runs[i].reported)
             fprintf(out, "  %s: no report from the program (exit %d): it did not run Python, or "
                          "left through os._exit\n", runs[i].spec, runs[i].exit_status);
@@ -229,6 +233,9 @@ static void write_json(FILE *out, uint64_t cap, const char *cap_words, const gs_
         gs_jw_key(&w, "predicted_retries");
         if (p && p->has_retries) gs_jw_uint(&w, p->retries);
         else gs_jw_null(&w);
+        gs_jw_key(&w, "hook_error");
+        if (r->hook_error) gs_jw_str(&w, r->hook_error);
+        else gs_jw_null(&w);
         gs_jw_key(&w, "verdict");
         gs_jw_str(&w, gs_verify_judge(r, preds ? &preds[i] : NULL));
         gs_jw_object_end(&w);
@@ -247,7 +254,8 @@ int gs_verify_settings(const gs_cli *c, FILE *out, uint64_t cap, const char *cap
         GError *err = NULL;
         if (!gs_verify_one(specs[i], cap, cmd, &runs[i], &err)) gs_cli_usage_error("verify: %s", err->message);
         const char *v = gs_verify_judge(&runs[i], preds ? &preds[i] : NULL);
-        if (g_str_has_prefix(v, "differs")) rc = GS_EXIT_DIFFERS;
+        if (g_str_has_prefix(v, "differs") || g_str_has_prefix(v, "unmeasured"))
+            rc = GS_EXIT_DIFFERS;
     }
     if (c->fmt == GS_FMT_JSON) write_json(out, cap, cap_words, runs, preds, n);
     else write_table(out, cmd, cap, cap_words, runs, preds, n);

@@ -69,6 +69,8 @@ static void read_report(const char *path, gs_verify_run *r)
         g_strlcpy(r->outcome, v->str, sizeof r->outcome);
     if ((v = gs_json_get(j, "died_of")) && v->type == GS_JSON_STRING)
         r->died_of = g_strdup(v->str);
+    if ((v = gs_json_get(j, "hook_error")) && v->type == GS_JSON_STRING)
+        r->hook_error = g_strdup(v->str);
     gs_json_double(gs_json_get(j, "wall_s"), &r->program_s);
     gs_json_uint(gs_json_get(j, "limit_bytes"), &r->limit);
     const gs_json *devs = gs_json_get(j, "devices");
@@ -151,6 +153,7 @@ void gs_verify_run_clear(gs_verify_run *r)
 {
     g_free(r->spec);
     g_free(r->died_of);
+    g_free(r->hook_error);
     memset(r, 0, sizeof *r);
 }
 
@@ -169,8 +172,11 @@ void gs_verify_predict(const gs_result *r, gs_verify_prediction *p)
 const char *gs_verify_judge(const gs_verify_run *r, const gs_verify_prediction *p)
 {
     if (!p || !p->have) return "-";
+    /* a run that measured nothing is no evidence either way: it agrees with nothing */
+    if (r->hook_error) return "unmeasured: the cap was not set";
     bool real_oom = strcmp(r->outcome, "oom") == 0, real_ok = strcmp(r->outcome, "ok") == 0;
     if (!real_oom && !real_ok) return "differs (the run failed otherwise)";
+    if (!r->has_stats) return "unmeasured: PyTorch used no CUDA memory";
     if (strcmp(p->outcome, "survived") == 0)
         return real_ok ? "agrees (as far as the trace goes)"
                        : "differs: died after the recorded death";

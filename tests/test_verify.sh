@@ -77,6 +77,28 @@ sed 's/"pytorch", "outcome": "oom", "retries": 2, "peak_reserved_bytes": 9000000
 grep -q "^pytorch .*differs: died after the recorded death" "$tmp/out" || fail "verify, dying: $(cat "$tmp/out")"
 grep -q "^pytorch:expandable_segments:True .*| agrees$" "$tmp/out" || fail "verify, dying: $(cat "$tmp/out")"
 
+# a run that measured nothing is no agreement: a Python without torch (the hook cannot set the
+# cap: the program is not run at all), and a program that never used CUDA (no statistics);
+# both printed "ok ... agrees" before
+printf 'print("program ran")\n' >"$tmp/nocuda.py"
+PYTHONPATH= "$gpusim" verify --prediction "$tmp/pred.json" -p pytorch -- python3 "$tmp/nocuda.py" \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 3 ] || fail "verify without torch: exit 3 (unmeasured)"
+grep -q "^pytorch  *error .*| unmeasured: the cap was not set$" "$tmp/out" &&
+    grep -q "pytorch: cannot set the cap: ModuleNotFoundError: No module named 'torch' (the program was not run)" "$tmp/out" ||
+    fail "verify without torch: $(cat "$tmp/out")"
+! grep -q "program ran" "$tmp/err" || fail "verify without torch: the program ran without its cap"
+sed 's/"capacity_bytes": 9663676416/"capacity_bytes": null/' "$tmp/pred.json" >"$tmp/nocap.json"
+"$gpusim" verify --prediction "$tmp/nocap.json" -p pytorch:expandable_segments:True -f json \
+    -o "$tmp/nc.json" -- python3 "$tmp/nocuda.py" 2>/dev/null
+[ $? -eq 3 ] || fail "verify of a program that used no CUDA: exit 3 (unmeasured)"
+python3 - "$tmp/nc.json" <<'PY' || fail "verify of a program that used no CUDA: $(cat "$tmp/nc.json")"
+import json, sys
+r = json.load(open(sys.argv[1]))["runs"][0]
+assert r["outcome"] == "ok" and r["peak_reserved_bytes"] is None and r["hook_error"] is None, r
+assert r["verdict"] == "unmeasured: PyTorch used no CUDA memory", r
+PY
+
 # whatif --verify: the verdict, then the recorded setting and the two best others run for real
 # at its cap (here the program needs more than the verdict's trace: every verdict differs)
 "$gpusim" whatif "$src/traces/data/resnet50.gstrace.gz" --capacity 5.75GiB --verify -- \

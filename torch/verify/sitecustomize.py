@@ -10,7 +10,9 @@ out of the environment, so the program's own children, data-loader workers among
 untouched):
 - GPUSIM_VERIFY_CAP=BYTES: torch.cuda.set_per_process_memory_fraction(BYTES / total) on every
   visible device before the program's first CUDA allocation; PyTorch then enforces
-  (size_t)(fraction * total), which the report gives as limit_bytes;
+  (size_t)(fraction * total), which the report gives as limit_bytes. Where that fails (no torch
+  in this Python, no device) the report's outcome is "error" with hook_error saying why, and the
+  program is not run: a run without its cap would measure nothing that was asked;
 - the allocator setting itself comes from PYTORCH_CUDA_ALLOC_CONF, which gpusim sets;
 - at exit: GPUSIM_VERIFY_OUT gets one JSON object: the outcome ("oom" when the program died of
   torch.OutOfMemoryError, "error" for another uncaught exception, else "ok"), the allocator's
@@ -57,6 +59,9 @@ def _write():
            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")}
     died = _state["died_of"]
     doc["outcome"] = ("oom" if died in ("OutOfMemoryError",) else "error" if died else "ok")
+    if _state.get("hook_error"):
+        doc["outcome"] = "error"
+        doc["hook_error"] = _state["hook_error"]
     if torch is not None:
         doc["torch"] = getattr(torch, "__version__", None)
         try:
@@ -71,25 +76,39 @@ def _write():
     os.replace(tmp, _OUT)
 
 
+def _set_cap(cap):
+    import torch  # the user's own
+
+    limits = []
+    for d in range(torch.cuda.device_count()):
+        total = torch.cuda.get_device_properties(d).total_memory
+        # PyTorch enforces (size_t)(fraction * total): the least fraction that gives the cap
+        # itself (cap / total alone can give a byte less, and a last 2 MiB page may hang on it)
+        frac = min(1.0, cap / total)
+        while frac < 1.0 and int(frac * total) < cap:
+            frac = math.nextafter(frac, 2.0)
+        torch.cuda.set_per_process_memory_fraction(frac, d)
+        limits.append(int(frac * total))
+    if not limits:
+        raise RuntimeError("torch.cuda sees no device")
+    _state["limit_bytes"] = min(limits)
+
+
 if _OUT:
     _previous_hook = sys.excepthook
     sys.excepthook = _excepthook
     atexit.register(_write)
     if _CAP:
-        import torch  # the user's own
-
-        cap = int(_CAP)
-        limits = []
-        for d in range(torch.cuda.device_count()):
-            total = torch.cuda.get_device_properties(d).total_memory
-            # PyTorch enforces (size_t)(fraction * total): the least fraction that gives the cap
-            # itself (cap / total alone can give a byte less, and a last 2 MiB page may hang on it)
-            frac = min(1.0, cap / total)
-            while frac < 1.0 and int(frac * total) < cap:
-                frac = math.nextafter(frac, 2.0)
-            torch.cuda.set_per_process_memory_fraction(frac, d)
-            limits.append(int(frac * total))
-        _state["limit_bytes"] = min(limits) if limits else None
+        try:
+            _set_cap(int(_CAP))
+        except Exception as e:  # noqa: BLE001 - any failure leaves the run without its cap
+            # A run without the cap measures nothing verify asked for (it printed "ok" for a
+            # program whose hook could not import torch): the report says why, and the program
+            # is not run for nothing (os._exit: no cleanup of a program that has not started).
+            _state["hook_error"] = f"cannot set the cap: {type(e).__name__}: {e}"
+            print(f"gpusim verify: {_state['hook_error']}", file=sys.stderr)
+            _write()
+            os._exit(2)
 
 runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hookchain.py"),
                {"HOOK": __file__}, "__gpusim_chain__")  # the user's own sitecustomize, after this one
