@@ -16,6 +16,7 @@
 #
 #   bench/stitch_target.sh                      # build/gpusim, policy "stitch"
 #   bench/stitch_target.sh build/gpusim stitch:max_handle_mb:20
+#   bench/stitch_target.sh build/gpusim stitch:headroom:0,grow:0,ahead:0,fine:0,max_handle_frac:0
 set -eu
 gpusim=${1:-build/gpusim}
 spec=${2:-stitch}
@@ -24,39 +25,73 @@ shared=${GPUSIM_SHARED:-$here/../shared}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-traces="$here/traces/data/resnet50.gstrace.gz $here/traces/data/gpt2.gstrace.gz"
+# The trace list is the positional parameters (GPUSIM and SPEC are read above), so that a path
+# with a space or a glob character stays one word.
+set -- "$here/traces/data/resnet50.gstrace.gz" "$here/traces/data/gpt2.gstrace.gz"
 for p in "$shared"/traces/pytorch-2.11-h100/*__default__nocap.pickle.gz \
          "$here"/traces/references/*/*__default__*.pickle.gz; do
     [ -f "$p" ] || continue
     out="$tmp/$(basename "$p" .pickle.gz).gstrace.gz"
     python3 "$here/traces/convert.py" -q "$p" -o "$out"
-    traces="$traces $out"
+    set -- "$@" "$out"
 done
+
+# gpusim's CSV quotes a field with a comma in it (a policy spec such as
+# "stitch:headroom:0,grow:0"), so the columns are split as CSV, not at every comma, and found by
+# their names in the header. The fields come back as strings: compare them as numbers with +0.
+csv='function csvsplit(s, a,    n, i, c, q, f) {
+        n = 0; f = ""; q = 0
+        for (i = 1; i <= length(s); i++) {
+            c = substr(s, i, 1)
+            if (q) {
+                if (c != "\"") f = f c
+                else if (substr(s, i + 1, 1) == "\"") { f = f c; i++ }
+                else q = 0
+            } else if (c == "\"") q = 1
+            else if (c == ",") { a[++n] = f; f = "" }
+            else f = f c
+        }
+        a[++n] = f
+        return n
+    }
+    FNR == 1 { f++; nc = csvsplit($0, h); for (i = 1; i <= nc; i++) col[h[i]] = i; next }
+    { csvsplit($0, r) }'
 
 printf '%-34s %12s %12s %-5s %7s %5s %7s %9s %9s %6s %s\n' trace peak_alloc capacity \
     outc retries ooms frag dev_ms dflt_ms ratio target
-for t in $traces; do
+for t do
     # the default policy with no limit: the peak allocated per device, and the device time
     "$gpusim" replay "$t" --policy pytorch --format csv >"$tmp/d.csv"
     # (rows with no peak_allocated_bytes are a private pool's: docs/cli.md, the CSV pool rows)
-    cap=$(awk -F, 'NR > 1 && $12 != "" { rows[++n] = $12 } END {
-        page = 2097152
-        if (n == 1) { c = int((rows[1] * 1.02 + page - 1) / page) * page; printf "%.0f", c; exit }
-        for (i = 2; i <= n; i++) {
-            c = int((rows[i] * 1.02 + page - 1) / page) * page
-            printf "%s%d=%.0f", (i > 2 ? "," : ""), i - 2, c
-        }
-    }' "$tmp/d.csv")
-    "$gpusim" replay "$t" --policy "$spec" --capacity "$cap" --format csv >"$tmp/s.csv" || true
-    name=$(basename "$t" .gstrace.gz)
+    cap=$(awk "$csv"'
+        r[col["peak_allocated_bytes"]] != "" { rows[++n] = r[col["peak_allocated_bytes"]] + 0 }
+        END {
+            page = 2097152
+            if (n == 1) { c = int((rows[1] * 1.02 + page - 1) / page) * page; printf "%.0f", c; exit }
+            for (i = 2; i <= n; i++) {
+                c = int((rows[i] * 1.02 + page - 1) / page) * page
+                printf "%s%d=%.0f", (i > 2 ? "," : ""), i - 2, c
+            }
+        }' "$tmp/d.csv")
+    # an OOM is a result (exit 0) and a device error is the outcome "error" (exit 1); anything
+    # else (a SPEC gpusim refuses: exit 2) stops the script
+    rc=0
+    "$gpusim" replay "$t" --policy "$spec" --capacity "$cap" --format csv >"$tmp/s.csv" || rc=$?
+    [ "$rc" -le 1 ] || exit "$rc"
     # the first row is the whole run (the sum over devices): its outcome, retries, OOMs and time;
     # fragmentation and the capacity are judged per device where the trace has several
-    awk -F, -v name="$name" -v cap="$cap" 'FNR == 1 { f++; next }
-        $12 == "" { next }
-        f == 1 && FNR == 2 { dpa = $12; dus = $24 }
-        f == 2 && FNR == 2 { outc = $4; ret = $19; oom = $20; us = $24; frag = $15 }
-        f == 2 && FNR > 2 { if ($15 > frag) frag = $15 }
+    name=$(basename "$t" .gstrace.gz) cap=$cap awk "$csv"'
+        r[col["peak_allocated_bytes"]] == "" { next }
+        f == 1 && !seen1++ { dpa = r[col["peak_allocated_bytes"]] + 0; dus = r[col["device_time_us"]] + 0 }
+        f == 2 && !seen2++ {
+            outc = r[col["outcome"]]; ret = r[col["num_alloc_retries"]] + 0
+            oom = r[col["num_ooms"]] + 0; us = r[col["device_time_us"]] + 0
+            frag = r[col["frag_peak"]] + 0
+            next
+        }
+        f == 2 { if (r[col["frag_peak"]] + 0 > frag) frag = r[col["frag_peak"]] + 0 }
         END {
+            name = ENVIRON["name"]; cap = ENVIRON["cap"]
             ratio = dus > 0 ? us / dus : 0
             ok = outc == "ok" && ret == 0 && oom == 0 && frag <= 0.01 && ratio <= 1.1
             why = ""
@@ -64,8 +99,9 @@ for t in $traces; do
             if (ret > 0) why = why " retry"
             if (frag > 0.01) why = why " frag"
             if (ratio > 1.1) why = why " time"
+            target = ok ? "met" : "missed:" why
             printf "%-34s %12.0f %12s %-5s %7d %5d %6.2f%% %9.2f %9.2f %6.2f %s\n", name, dpa, \
                 (length(cap) > 12 ? "per-device" : cap), outc, ret, oom, 100 * frag, us / 1000, \
-                dus / 1000, ratio, ok ? "met" : "missed:" why
+                dus / 1000, ratio, target
         }' "$tmp/d.csv" "$tmp/s.csv"
 done
