@@ -153,6 +153,14 @@ static void threads_body(void)
         if (!ep.m(1 << 20, 0, NULL)) _exit(96);
 }
 
+/* An integer member of a JSON object (the test fails without it). */
+static int64_t jint(const gs_json *o, const char *key)
+{
+    int64_t v = -1;
+    ck_assert_msg(gs_json_int(gs_json_get(o, key), &v), "no %s", key);
+    return v;
+}
+
 static int64_t mstat(const gs_json *res, const char *key)
 {
     int64_t v = -1;
@@ -280,10 +288,62 @@ START_TEST(empty_unknown_and_over_capacity_requests)
     ck_assert_int_eq(mstat(res, "num_ooms"), 1);
     ck_assert_int_eq(mstat(res, "allocation.all.allocated"), 1);
     ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"), 0);
-    ck_assert_str_eq(gs_json_get(res, "outcome")->str, "oom");
+    /* the program went on after the request that failed: caught, as a replay of the recorded
+     * trace says (it said "oom", at event 0 of size 0) */
+    ck_assert_str_eq(gs_json_get(res, "outcome")->str, "ok");
+    ck_assert_int_eq(jint(res, "caught_ooms"), 1);
+    ck_assert_ptr_null(gs_json_get(res, "first_oom"));
     gs_json_free(j);
     g_free(e1);
     g_free(stats);
+}
+END_TEST
+
+/* The request that failed is the process's last: the run died of it. */
+static void dies_of_oom_body(void)
+{
+    entry_points e = load();
+    void *a = e.m(512 << 10, 0, NULL), *b = e.m(12 << 20, 0, NULL); /* 2 + 12 MiB reserved */
+    if (!a || !b) _exit(97);
+    e.f(a, 512 << 10, 0, NULL);
+    if (e.m(30 << 20, 0, NULL) != NULL) _exit(98); /* over the 20 MiB capacity: the end */
+}
+
+START_TEST(an_oom_at_the_end_is_the_outcome)
+{
+    char *stats = path_in("dies.json"), *trace = path_in("dies.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats),
+         *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *env[] = {
+        "GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", "GPUSIM_TORCH_OOM=none", e1, e2, NULL};
+    ck_assert_int_eq(in_child(dies_of_oom_body, env), 0);
+    gs_json *j = gs_json_load(stats, NULL);
+    ck_assert_ptr_nonnull(j);
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
+    ck_assert_str_eq(gs_json_get(res, "outcome")->str, "oom");
+    ck_assert_int_eq(jint(res, "caught_ooms"), 0);
+    const gs_json *f = gs_json_get(res, "first_oom");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(jint(f, "event"), 3); /* alloc, alloc, free, then it */
+    ck_assert_int_eq(jint(f, "size"), 30 << 20);
+    /* a replay of the recorded trace at the same capacity says the same */
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, NULL);
+    ck_assert_ptr_nonnull(t);
+    gs_policy *p = gs_policy_new("pytorch", NULL);
+    gs_replay_opts o = {.capacity = 20 << 20};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert(r.oom);
+    ck_assert_uint_eq(r.first_oom_event, 3);
+    ck_assert_uint_eq(r.first_oom_size, 30 << 20);
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_trace_free(t);
+    gs_json_free(j);
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
 }
 END_TEST
 
@@ -549,13 +609,6 @@ static const gs_json *client_json(const gs_json *res, const char *name)
     return c;
 }
 
-static int64_t jint(const gs_json *o, const char *key)
-{
-    int64_t v = -1;
-    ck_assert_msg(gs_json_int(gs_json_get(o, key), &v), "no %s", key);
-    return v;
-}
-
 START_TEST(two_libraries_separate_die_shared_and_cooperative_complete_as_replays_predict)
 {
     const char *modes[] = {"separate", "shared", "cooperative"};
@@ -668,6 +721,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, outputs_through_links_write_their_targets);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
+    tcase_add_test(tc, an_oom_at_the_end_is_the_outcome);
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
     tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
     tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);

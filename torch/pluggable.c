@@ -101,6 +101,12 @@ typedef struct {
     raise_oom_fn raise_oom;            /* libgpusim_torch_oom.so's, or NULL */
     bool said_null;                    /* the one line about an OOM returned as NULL */
     uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
+    /* The last request that failed for lack of memory: its event number (requests and frees
+     * before it), size, device and client. The statistics judge it as a replay of the recorded
+     * trace does: fatal when the process made no request after it, caught otherwise. */
+    uint64_t last_oom_event, last_oom_size;
+    int last_oom_device, last_oom_client;
+    uint64_t dev_ooms[MAX_DEVICES];    /* requests that failed for lack of memory, per device */
     double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
     int used[MAX_DEVICES];             /* devices that got a request */
     pid_t pid;                         /* the process that set it up: the one that writes */
@@ -132,6 +138,21 @@ G_GNUC_NORETURN static void start_failed(gs_pluggable *a, const char *var, const
 }
 
 static void write_outputs(void);
+
+/* Device d's OOMs in r as `gpusim replay` of the recorded trace gives them (sim/replay.c): a
+ * request that failed with more requests or frees after it was caught (the program went on); one
+ * that was the process's last event is the fatal OOM, the run's outcome. (The result said "oom"
+ * with event 0 and size 0 for any OOM, one the program caught included.) */
+static void judge_ooms(const gs_pluggable *a, int d, gs_result *r)
+{
+    bool fatal = a->ooms && a->last_oom_device == d &&
+                 a->last_oom_event + 1 == a->requests + a->frees;
+    r->caught_ooms = a->dev_ooms[d] - (fatal ? 1 : 0);
+    r->oom = fatal;
+    r->first_oom_event = fatal ? a->last_oom_event : 0;
+    r->first_oom_size = fatal ? a->last_oom_size : 0;
+    if (fatal && r->n_clients) r->first_oom_client = (size_t)a->last_oom_client;
+}
 
 static void fork_prepare(void) { pthread_mutex_lock(&the_allocator.lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&the_allocator.lock); }
@@ -343,6 +364,11 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
         g_hash_table_insert(a->live[k][device], p, b);
     } else if (st == GS_ERR_OOM) {
         a->ooms++;
+        a->dev_ooms[device]++;
+        a->last_oom_event = a->requests + a->frees - 1;
+        a->last_oom_size = (uint64_t)size;
+        a->last_oom_device = device;
+        a->last_oom_client = k;
         oom_message(oom, n, a, gs_tenants_heap(a->tenants, device, k), size, device);
     } else {
         a->device_errors++;
@@ -603,7 +629,7 @@ static void write_outputs(void)
             memset(r, 0, sizeof *r);
             gs_tenants_result(a->tenants, d, r);
             r->backend = a->be[d]->ops->name;
-            if (!r->n_clients) r->oom = a->ooms > 0;
+            judge_ooms(a, d, r);
             r->events = a->requests + a->frees;
             r->host_seconds = a->host_us / 1e6;
         }
