@@ -319,9 +319,11 @@ class TestTraceOutput(ConverterTestCase):
         self.assertEqual(r.returncode, 0)
         self.assertIn("examples:", r.stdout)
         self.assertIn("--reference", r.stdout)
-        # what the OOM-event work added: the rule, the OOM observer, the version with oom rows
+        # what the OOM-event work added: the rule, the OOM observer, the version with oom rows;
+        # and the version with private pools'
         for words in ("empty_cache() inferred", "_cuda_attach_out_of_memory_observer",
-                      "fatal_oom_event", "text format 1, or 2", "max_entries"):
+                      "fatal_oom_event", "text format 1; 2 when", "3 when it has private",
+                      "max_entries"):
             self.assertIn(words, r.stdout)
 
 

@@ -147,7 +147,10 @@ def parse_args(argv):
     p = _OneLineParser(
         prog="convert.py",
         description="Convert a PyTorch memory snapshot (or an RMM log CSV) into a gpusim trace "
-                    "(text format 1, or 2 when the log has requests that failed: 'oom' rows), "
+                    "(text format 1; 2 when the log has requests that failed: 'oom' rows; 3 "
+                    "when it has private memory pools, a CUDA graph's or a MemPool's: "
+                    "pool_begin, pool_end and pool_release rows, which the binary format does "
+                    "not carry; docs/trace-format.md), "
                     "optionally writing what the recorded allocator did as a reference JSON. "
                     "The input format is detected from the content; gzip is detected too. "
                     "Requests that failed stay in the trace, at their place (a last one is the "
