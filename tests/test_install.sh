@@ -4,9 +4,10 @@
 # gpusim-synth run and write what the source tree's scripts write; the example traces are all
 # there and replay; gpusim whatif, with GPUSIM_CONVERT unset, finds and runs the gpusim-convert
 # installed beside it; the PyTorch library exports its two functions; the man pages render
-# without a warning (MAN_PAGES is 1 when meson made them); every page of docs/ is there, and the
-# README's links resolve. The converter also runs under Python 3.10 where one is found
-# (python3.10, or pyenv's 3.10), and writes the same bytes. Exits 77 (skipped) when there is no meson to install with.
+# without a warning (MAN_PAGES is 1 when meson made them); every page of docs/ and picture of
+# plots/gallery is there, and every relative link and image of the installed pages resolves.
+# The converter also runs under Python 3.10 where one is found (python3.10, or pyenv's 3.10),
+# and writes the same bytes. Exits 77 (skipped) when there is no meson to install with.
 set -u
 meson=$1 build=$2 src=$3 prefix=$4 bindir=$5 libdir=$6 datadir=$7 mandir=$8 man_pages=$9
 . "$src/tests/clitest.sh"
@@ -55,6 +56,24 @@ done
 grep -o '](\.\./[A-Z]*\.md' "$share/doc/gpusim/docs/"*.md | sed 's/.*](\.\.\///' | sort -u |
     while read -r f; do [ -f "$share/doc/gpusim/$f" ] || echo "$f"; done >"$tmp/missing"
 [ ! -s "$tmp/missing" ] || fail "installed docs link to what is not installed: $(cat "$tmp/missing")"
+# the gallery the pages show: every PNG of plots/gallery, as is, and no other
+n=0
+for f in "$src"/plots/gallery/*.png; do
+    cmp -s "$f" "$share/doc/gpusim/plots/gallery/$(basename "$f")" ||
+        fail "picture not installed as is: share/doc/gpusim/plots/gallery/$(basename "$f")"
+    n=$((n + 1))
+done
+m=$(ls "$share/doc/gpusim/plots/gallery/" 2>/dev/null | grep -c '\.png$')
+[ "$m" -eq "$n" ] || fail "installed $m pictures in share/doc/gpusim/plots/gallery, plots/gallery has $n"
+# every relative link and image of every installed page (README, BENCHMARKS, docs/), anchors
+# aside, names a file or folder that is installed there
+for page in "$share/doc/gpusim/"*.md "$share/doc/gpusim/docs/"*.md; do
+    dir=$(dirname "$page")
+    grep -o '](\([^)]*\))' "$page" | sed -e 's/^](//' -e 's/)$//' -e 's/#.*//' |
+        grep -v -e '^$' -e '^[a-z][a-z]*:' | sort -u |
+        while IFS= read -r l; do [ -e "$dir/$l" ] || echo "${page#"$share/doc/gpusim/"} -> $l"; done
+done >"$tmp/missing"
+[ ! -s "$tmp/missing" ] || fail "installed pages link to what is not installed: $(cat "$tmp/missing")"
 # gpusim verify's start-up hook, found by the installed gpusim: a program under it reports (the
 # stand-in torch of tests/data/faketorch: no GPU here)
 [ -s "$share/gpusim/verify/sitecustomize.py" ] || fail "not installed: share/gpusim/verify/sitecustomize.py"
