@@ -27,7 +27,7 @@ static const char frontier_description[] =
     "  gpusim frontier traces/data/gpt2.gstrace.gz -p 'stitch:max_handle_mb:20' --plot plots/\n"
     "  gpusim frontier traces/data/*.gstrace.gz --format csv -o frontier.csv\n"
     "\n"
-    "A snapshot is converted first: gpusim-convert SNAPSHOT -o TRACE.gsbin (traces/convert.py\n"
+    "A snapshot is converted first: gpusim-convert SNAPSHOT -o TRACE.gstrace.gz (traces/convert.py\n"
     "in the source tree).\n"
     "Exit status: 0 written, 2 bad usage, bad input or the host out of memory, 3 --plot could\n"
     "not draw (gnuplot missing or failed; the report and the plots' data are written all the\n"

@@ -284,14 +284,15 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
                                  "program caught failing and went past",
                                  caught, caught == 1 ? "" : "s")
                : g_strdup("");
-    fprintf(out,
-            "(at cap, retries, dev frees (cudaFree and page unmaps, as gpusim replay counts "
-            "them), device ms: the replay at the cap; vs dflt: its modelled device time "
-            "against the default setting's%s%s)\n",
-            caught_words,
-            cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
-                           ">= : the memory to get that far, a lower bound"
-                         : "");
+    fprintf(
+        out,
+        "(at cap, retries, dev frees (cudaFree calls and expandable segments' blocks unmapped, "
+        "as gpusim replay counts them), device ms: the replay at the cap; vs dflt: its modelled device time "
+        "against the default setting's%s%s)\n",
+        caught_words,
+        cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
+                       ">= : the memory to get that far, a lower bound"
+                     : "");
     g_free(caught_words);
     fprintf(out, "\n%s\n", rec_text);
 }
