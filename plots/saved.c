@@ -149,15 +149,16 @@ static const char *run_from_csv(gs_plot_run *pr, char **r, const int col[N_NEED]
     return NULL;
 }
 
-/* A replay's CSV: the plots of each trace, from its rows (which are consecutive). */
-static gboolean plot_csv_traces(gs_plotter *p, GPtrArray *rows, int trace_col,
-                                const gs_plot_run *runs, size_t n, GError **err)
+/* A replay's CSV: the plots of each trace, from its runs (whose traces, trace_of, come in
+ * runs of one name). */
+static gboolean plot_csv_traces(gs_plotter *p, const char *const *trace_of, const gs_plot_run *runs,
+                                size_t n, GError **err)
 {
     gboolean ok = TRUE;
     for (size_t i = 0; ok && i < n;) {
-        const char *tr = ((char **)rows->pdata[i + 1])[trace_col];
+        const char *tr = trace_of[i];
         size_t k = i;
-        while (k < n && strcmp(((char **)rows->pdata[k + 1])[trace_col], tr) == 0) k++;
+        while (k < n && strcmp(trace_of[k], tr) == 0) k++;
         ok = gs_plot_trace(p, tr, runs + i, k - i, err);
         i = k;
     }
@@ -191,14 +192,20 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
         }
     }
     guint width = g_strv_length(h);
+    /* a replay's rows of a client, a device or a private pool follow their result's row (docs/
+     * cli.md, the CSV): parts of a run, not runs (each drew a bar of its own, a CuPy client's
+     * row a "pytorch" bar that completed in a run that died) */
+    const int part_col[] = {gs_csv_column(h, "client"), gs_csv_column(h, "device"),
+                            gs_csv_column(h, "pool")};
     /* a sweep's CSV: cell, then one column per parameter, then the replay's columns */
     bool sweep = strcmp(h[0], "cell") == 0;
     size_t n_params = sweep ? (size_t)col[C_TRACE] - 1 : 0;
-    size_t n = rows->len - 1;
-    gs_plot_run *runs = g_new0(gs_plot_run, n);
-    const char **values = g_new0(const char *, n * n_params + 1);
+    size_t n = 0;
+    gs_plot_run *runs = g_new0(gs_plot_run, rows->len);
+    const char **values = g_new0(const char *, rows->len *n_params + 1);
+    const char **trace_of = g_new0(const char *, rows->len);
     gboolean ok = TRUE;
-    for (size_t i = 0; ok && i < n; i++) {
+    for (size_t i = 0; ok && i + 1 < rows->len; i++) {
         char **r = rows->pdata[i + 1];
         if (g_strv_length(r) != width) {
             char *m = gs_located_printf(path, g_array_index(lines, size_t, i + 1),
@@ -208,7 +215,11 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
             ok = FALSE;
             break;
         }
-        const char *bad = run_from_csv(&runs[i], r, col);
+        bool part = false;
+        for (size_t k = 0; k < G_N_ELEMENTS(part_col); k++)
+            part |= part_col[k] >= 0 && *r[part_col[k]];
+        if (part) continue;
+        const char *bad = run_from_csv(&runs[n], r, col);
         if (bad) {
             int k = gs_csv_column(h, bad);
             char *m = gs_located_printf(path, g_array_index(lines, size_t, i + 1),
@@ -218,7 +229,8 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
             ok = FALSE;
             break;
         }
-        for (size_t k = 0; k < n_params; k++) values[i * n_params + k] = r[1 + k];
+        for (size_t k = 0; k < n_params; k++) values[n * n_params + k] = r[1 + k];
+        trace_of[n++] = r[col[C_TRACE]];
     }
     if (!ok || !p) {
         /* read and checked only (gs_plot_saved with no plotter) */
@@ -227,9 +239,9 @@ static gboolean plot_saved_csv(gs_plotter *p, const char *path, const char *text
                            n_params, values, runs, n, err) &&
              gs_plot_matrix(p, ((char **)rows->pdata[1])[col[C_TRACE]], (const char *const *)h + 1,
                             n_params, values, runs, n, err);
-    else
-        ok = plot_csv_traces(p, rows, col[C_TRACE], runs, n, err);
+    else ok = plot_csv_traces(p, trace_of, runs, n, err);
     g_free(values);
+    g_free(trace_of);
     runs_free(runs, n);
     g_ptr_array_free(rows, TRUE);
     g_array_free(lines, TRUE);

@@ -84,6 +84,16 @@ json.dump(d, open(sys.argv[3], 'w'))" "$tmp/named.json" "$n" "$tmp/dot.json"
     "$gpusim" plot "$tmp/dot.json" -o "$tmp/dot" 2>"$tmp/err" || fail "plot a trace named '$n': $(cat "$tmp/err")"
     [ -z "$(ls -A "$tmp/dot" | grep '^\.')" ] || fail "plot a trace named '$n': hidden files $(ls -A "$tmp/dot")"
 done
+# a replay CSV's rows of a client or a private pool are parts of a run, not runs: one bar a
+# setting (each client drew a bar of its own, CuPy's a "pytorch" bar; a pool row's empty
+# figures stopped the plot with "bad number")
+for t in "$src/traces/data/dataframe-then-torch.gstrace.gz" "$src/tests/pools.gstrace"; do
+    "$gpusim" replay "$t" -q -p pytorch -p tlsf -f csv -o "$tmp/parts.csv" || fail "replay csv of $t"
+    rm -rf "$tmp/parts"
+    "$gpusim" plot "$tmp/parts.csv" -o "$tmp/parts" 2>"$tmp/err" || fail "plot a CSV with part rows: $(cat "$tmp/err")"
+    bars=$(grep -c "with boxes .* title '" "$tmp"/parts/*-bars.gp)
+    [ "$bars" -eq 2 ] || fail "plot of $(basename "$t")'s CSV: $bars bars, want 2: $(grep title "$tmp"/parts/*-bars.gp)"
+done
 # a run that fails before its first plot leaves no directory behind
 "$gpusim" replay "$alt" -q --format json -o "$tmp/good.json" || fail "replay json: exit"
 # a RESULT on a pipe is read once, checked and drawn (it was read twice: "no header and rows")
