@@ -177,8 +177,10 @@ static gs_status arena_grow(gs_heap *h, const void *cfgv, unsigned pool, uint32_
 {
     const arena_cfg *cfg = cfgv;
     uint64_t arena = arena_bytes(h, cfg);
-    /* the upstream allocation itself: RMM's constructor fails when the device lacks it */
-    if (gs_heap_limit(h) && arena > gs_heap_limit(h)) return GS_ERR_OOM;
+    /* the upstream allocation itself: RMM's constructor fails when the device lacks it, under
+     * a limit or with none (an arena of 100 GiB on an 80 GiB device "completed") */
+    uint64_t room = gs_heap_limit(h) ? gs_heap_limit(h) : gs_heap_device_total(h);
+    if (room && arena > room) return GS_ERR_OOM;
     /* The empty superblocks of large allocations were back in the global arena at their free:
      * hand them back before carving a new one (same private pool's large pool). */
     gs_status st = GS_OK;

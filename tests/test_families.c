@@ -635,6 +635,15 @@ START_TEST(rmm_arena_default_size_and_errors)
     ck_assert_int_eq(try_alloc(f.heap, 1000, &x), GS_ERR_OOM);
     ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
     fx_free(&f);
+    /* with no limit, an arena larger than the device fails the same way (it completed) */
+    f = fx_new("rmm-arena:arena_size:8GiB", DEV, 0);
+    ck_assert_int_eq(try_alloc(f.heap, 1000, &x), GS_ERR_OOM);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    fx_free(&f);
+    f = fx_new("rmm-arena:arena_size:4GiB", DEV, 0); /* the whole device: it fits */
+    ck_assert_int_eq(try_alloc(f.heap, 1000, &x), GS_OK);
+    xfree(f.heap, x);
+    fx_free(&f);
     expect_error("rmm-arena:arena_size:1000", "arena_size");
     expect_error("rmm-arena:arena_size:150%", "percentage");
     expect_error("rmm-arena:dump_log_on_failure:maybe", "true or false");
