@@ -61,7 +61,7 @@ static char **record_fields(const char *path, size_t line, const char *s, size_t
  * first row, with the grid's parameters when given). */
 typedef struct {
     char **h;
-    int tc, oc;
+    int tc, oc, cc; /* trace, outcome, capacity_bytes */
     bool checked;
 } merge_header;
 
@@ -71,8 +71,11 @@ static gboolean header_fits(merge_header *hd, const char *path, const gs_sweep *
     char **h = hd->h;
     hd->tc = gs_csv_column(h, "trace");
     hd->oc = gs_csv_column(h, "outcome");
-    if (hd->tc < 0 || hd->oc < 0)
-        return merge_bad(err, path, 1, "no column 'trace' and 'outcome': not a sweep's CSV");
+    hd->cc = gs_csv_column(h, "capacity_bytes");
+    if (hd->tc < 0 || hd->oc < 0 || hd->cc < 0)
+        return merge_bad(err, path, 1,
+                         "no column 'trace', 'outcome' and 'capacity_bytes': not a "
+                         "sweep's CSV");
     if (grid) { /* the grid given: its parameters are the columns after "cell" */
         guint np = grid->params->len;
         if ((guint)hd->tc != np + 1)
@@ -117,6 +120,14 @@ static gboolean row_fits(char **f, merge_header *hd, const char *path, size_t li
             return merge_bad(err, path, line, "cell %zu has %s '%.60s', where the grid given has "
                              "'%.60s' (another sweep's shard?)", cell, h[1 + k], f[1 + k],
                              c->values[k]);
+    /* the capacity too: a shard run without the -c the others had merged as one sweep */
+    char cap[24];
+    g_snprintf(cap, sizeof cap, "%" G_GUINT64_FORMAT, c->capacity);
+    if (strcmp(f[hd->cc], cap) != 0)
+        return merge_bad(err, path, line,
+                         "cell %zu has capacity_bytes '%.60s', where the grid "
+                         "given has %s (another sweep's shard, or one run with another -c?)",
+                         cell, f[hd->cc], cap);
     return TRUE;
 }
 

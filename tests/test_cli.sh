@@ -1107,6 +1107,13 @@ expect_error "--merge with --plot" "--merge takes" "$gpusim" sweep --merge "$tmp
 # shellcheck disable=SC2086
 expect_error "--merge another grid's shard" "grid2.csv:2: cell 2 has max_split_size_mb '512', where the grid given has '128'" \
     "$gpusim" sweep --merge "$tmp/shard-0.csv" "$tmp/shard-1.csv" "$tmp/grid2.csv" "$tmp/shard-3.csv" $grid
+# a shard run without the -c the other had (one capacity: no capacity column): merged with exit
+# 0 before, its capacity_bytes 0 beside the other's 6 GiB
+"$gpusim" sweep "$alt" -q -j 1 -p 'pytorch:max_split_size_mb:{64,128,256}' --shard 0/2 -o "$tmp/nocap0.csv" &&
+    "$gpusim" sweep "$alt" -q -j 1 -p 'pytorch:max_split_size_mb:{64,128,256}' -c 6GiB --shard 1/2 \
+        -o "$tmp/cap1.csv" || fail "shards with and without -c"
+expect_error "--merge a shard without the -c" "nocap0.csv:2: cell 0 has capacity_bytes '0', where the grid given has 6442450944" \
+    "$gpusim" sweep --merge "$tmp/nocap0.csv" "$tmp/cap1.csv" -p 'pytorch:max_split_size_mb:{64,128,256}' -c 6GiB
 # shellcheck disable=SC2086
 "$gpusim" sweep "$trace" $grid --shard 1/4 -o "$tmp/r50.csv" || fail "another trace's shard"
 expect_error "--merge another trace's shard" "trace 'resnet50.gstrace.gz', where the first row's is 'batch-alternate.gstrace.gz'" \
