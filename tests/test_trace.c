@@ -12,6 +12,8 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -1020,6 +1022,46 @@ START_TEST(test_binary_writer_refuses)
 }
 END_TEST
 
+/* An interrupt that comes while a trace is written (the stop signals held back meanwhile)
+ * leaves the file it was to replace as it was, and no temporary file: it was written in full
+ * and renamed over it, then the run exited 130 (gpusim convert of 786k events, Ctrl-C after a
+ * second). Here the signal is made pending before the save, with the mask already holding it,
+ * so the save meets it as it would mid-write and the test process goes on. */
+START_TEST(test_interrupted_save_keeps_the_old_file)
+{
+    gs_trace *t = gs_trace_new();
+    for (int i = 0; i < 20000; i++) gs_trace_add_alloc(t, "torch", 0, 512 + (uint64_t)i);
+    char *dir = make_tmpdir();
+    const char *names[] = {"t.gstrace.gz", "t.gstrace", "t.gsbin"};
+    sigset_t intr, before;
+    sigemptyset(&intr);
+    sigaddset(&intr, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &intr, &before);
+    for (size_t k = 0; k < G_N_ELEMENTS(names); k++) {
+        char *path = g_build_filename(dir, names[k], NULL);
+        ck_assert(g_file_set_contents(path, "OLD\n", -1, NULL));
+        raise(SIGINT); /* pending: held back */
+        GError *err = NULL;
+        ck_assert_msg(!gs_trace_save(t, path, &err), "%s: saved though interrupted", names[k]);
+        ck_assert_msg(strstr(err->message, g_strerror(EINTR)), "%s", err->message);
+        g_clear_error(&err);
+        char *text = NULL;
+        ck_assert(g_file_get_contents(path, &text, NULL, NULL));
+        ck_assert_str_eq(text, "OLD\n");
+        g_free(text);
+        ck_assert_uint_eq(count_entries(dir), 1); /* no temporary file left */
+        int got = 0;
+        ck_assert_int_eq(sigwait(&intr, &got), 0); /* taken: the next save meets none */
+        ck_assert_msg(gs_trace_save(t, path, &err), "%s", err ? err->message : "?");
+        g_unlink(path);
+        g_free(path);
+    }
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    remove_tmpdir(dir);
+    gs_trace_free(t);
+}
+END_TEST
+
 static const char canonical[] =
     "# gpusim-trace 1\n"
     "# source: pytorch-snapshot resnet50 torch-2.11.0 H100\n"
@@ -1907,6 +1949,7 @@ static Suite *trace_suite(void)
     tc = tcase_create("assumed repeat");
     tcase_add_test(tc, test_repeat_finds_the_period_and_continues_it);
     tcase_add_test(tc, test_repeat_refuses_what_it_cannot_see);
+    tcase_add_test(tc, test_interrupted_save_keeps_the_old_file);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -57,8 +57,13 @@ static void sink_zpass(sink *k, const char *in, size_t len, gboolean finish)
 
 static void sink_flush(sink *k, gboolean finish)
 {
-    if (k->err_no || k->zerr)
+    /* interrupted (a stop signal held back since gs_output_open): nothing more is written, and
+     * nothing is committed */
+    if (!k->err_no && !k->zerr && gs_stop_pending()) k->err_no = EINTR;
+    if (k->err_no || k->zerr) {
+        k->n = 0; /* discarded: a full buffer kept full made sink_put loop for ever */
         return;
+    }
     if (k->gz)
         sink_zpass(k, k->buf, k->n, finish);
     else if (k->n && fwrite(k->buf, 1, k->n, k->f) != k->n)

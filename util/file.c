@@ -77,6 +77,16 @@ void gs_stop_signals(sigset_t *set)
     sigaddset(set, SIGQUIT);
 }
 
+bool gs_stop_pending(void)
+{
+    sigset_t stop, pending;
+    gs_stop_signals(&stop);
+    if (sigpending(&pending) != 0) return false;
+    for (int s = 1; s < NSIG; s++)
+        if (sigismember(&stop, s) == 1 && sigismember(&pending, s) == 1) return true;
+    return false;
+}
+
 char *gs_temp_beside(const char *path)
 {
     char *dir = g_path_get_dirname(path);
@@ -125,6 +135,9 @@ int gs_output_commit(const char *path, gs_output *o, int fd, int e)
 {
     if (fd >= 0 && close(fd) != 0 && !e) e = errno;
     if (o->tmp) {
+        /* a stop signal held back meanwhile ends the run at the unmask below: the file it was
+         * to replace stays as it was (it was replaced, then the run exited 130) */
+        if (!e && gs_stop_pending()) e = EINTR;
         if (!e && rename(o->tmp, path) != 0) e = errno;
         if (e) unlink(o->tmp);
         g_free(o->tmp);

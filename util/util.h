@@ -83,6 +83,9 @@ gboolean gs_read_text(const char *path, char **text, size_t *len, GError **err);
 /* The signals that stop a run from a terminal or a scheduler (SIGINT, SIGTERM, SIGHUP, SIGQUIT):
  * held back where an interrupt must not leave a temporary file or directory behind. */
 void gs_stop_signals(sigset_t *set);
+/* Whether a stop signal came while held back (gs_output_open holds them): a long writer asks
+ * between its buffers and gives up (EINTR), so an interrupt acts without waiting for the end. */
+bool gs_stop_pending(void);
 /* A mkstemp template for a temporary file beside path: a short name of its own in path's
  * directory (path with a suffix could pass NAME_MAX: a name of 250 bytes is a valid output, one
  * 7 bytes longer is not). g_free it. */
