@@ -62,9 +62,9 @@ static char *as_pytorch_conf(const char *spec)
     return NULL;
 }
 
-gs_policy *gs_policy_new(const char *given, GError **err)
+/* gs_policy_new of a setting of printable text. */
+static gs_policy *policy_new(const char *given, GError **err)
 {
-    given = gs_policy_strip_env(given);
     char *full = as_pytorch_conf(given);
     const char *spec = full ? full : given;
     const char *colon = strchr(spec, ':');
@@ -116,6 +116,34 @@ gs_policy *gs_policy_new(const char *given, GError **err)
     g_string_free(names, TRUE);
     g_free(full);
     return NULL;
+}
+
+gs_policy *gs_policy_new(const char *given, GError **err)
+{
+    given = gs_policy_strip_env(given);
+    /* A setting is shown on one line (a table's row, a CSV field, a file name's part):
+     * white space in it (a tab, a line break) is a space, as good as none to PyTorch, whose
+     * ConfigTokenizer drops every isspace() byte; any other control byte would reach the
+     * output raw, and PyTorch would take it into a key: refused. */
+    char *norm = NULL;
+    for (const char *c = given; *c; c++) {
+        unsigned char u = (unsigned char)*c;
+        if (u >= 0x20 && u != 0x7f) continue;
+        if (g_ascii_isspace(u)) {
+            if (!norm) norm = g_strdup(given);
+            norm[c - given] = ' ';
+            continue;
+        }
+        char *safe = gs_printable(given);
+        g_set_error(err, GS_POLICY_ERROR, GS_POLICY_ERROR_CONFIG,
+                    "policy '%s': a control character (byte 0x%02x) in the setting", safe, u);
+        g_free(safe);
+        g_free(norm);
+        return NULL;
+    }
+    gs_policy *p = policy_new(norm ? norm : given, err);
+    g_free(norm);
+    return p;
 }
 
 /* Split "k:v,k:v" at top-level commas (a roundup list contains commas inside brackets), its

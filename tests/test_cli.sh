@@ -136,6 +136,15 @@ expect_error "bad size" "bad size '12 parsecs'" "$gpusim" replay "$trace" --capa
 expect_error "bad format" "--format" "$gpusim" replay "$trace" --format xml
 expect_error "bad policy key" "unknown key 'max_split_sise_mb'" "$gpusim" replay "$trace" --policy pytorch:max_split_sise_mb:128
 expect_error "unknown policy" "unknown policy 'tcmalloc'" "$gpusim" replay "$trace" --policy tcmalloc
+# white space in a setting (a line break, a tab) is a space, as good as none to PyTorch: the
+# table's row stays one line (it split in two, the CSV field held the break raw); another control
+# byte is refused
+"$gpusim" replay -q "$trace" --policy "pytorch:max_split_size_mb:128$nl" -f csv >"$tmp/out" 2>"$tmp/err" ||
+    fail "a line break in a setting: exit $?: $(cat "$tmp/err")"
+[ "$(wc -l <"$tmp/out")" -eq 2 ] && grep -q ",pytorch:max_split_size_mb:128 ,0," "$tmp/out" ||
+    fail "a line break in a setting: $(cat "$tmp/out")"
+expect_error "a control byte in a setting" "policy 'pytorch:\\\\x01max_split_size_mb:256': a control character (byte 0x01)" \
+    "$gpusim" sweep "$trace" --policy "$(printf 'pytorch:\001max_split_size_mb:256')"
 expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
 printf 'op,size_bytes,median_us\ncudaMalloc,1024,nan\n' >"$tmp/nan.csv"
 expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
