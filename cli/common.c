@@ -126,7 +126,9 @@ void gs_cli_init(gs_cli *c, const char *cmd, const char *params, const char *sum
         if (shared[i].flag == GS_CLI_FORMAT) {
             char *list = g_strjoinv(", ", (char **)formats);
             /* kept for the context's lifetime: freed in gs_cli_clear */
-            e.description = g_strdup_printf("Output: %s (default: %s)", list, formats[0]);
+            e.description = g_strdup_printf("Output: %s (default: %s, or by -o's name: .json, "
+                                            ".csv)",
+                                            list, formats[0]);
             g_free(list);
         }
         c->entries[n++] = e;
@@ -194,6 +196,24 @@ static const char *glued_value(const gs_cli *c, int argc, char **argv)
     return "";
 }
 
+/* Without --format, the output's name says the format where the command writes it (-o
+ * out.json wrote a table into a file named .json, which a script then failed to read); else
+ * the table. */
+static gs_format output_format_by_name(const gs_cli *c)
+{
+    static const struct {
+        const char *suffix, *name;
+        gs_format fmt;
+    } by_name[] = {{".json", "json", GS_FMT_JSON}, {".csv", "csv", GS_FMT_CSV}};
+    for (size_t k = 0; c->output && k < G_N_ELEMENTS(by_name); k++) {
+        size_t n = strlen(c->output), m = strlen(by_name[k].suffix);
+        if (n <= m || g_ascii_strcasecmp(c->output + n - m, by_name[k].suffix) != 0) continue;
+        for (size_t i = 0; c->formats && c->formats[i]; i++)
+            if (strcmp(c->formats[i], by_name[k].name) == 0) return by_name[k].fmt;
+    }
+    return GS_FMT_TABLE;
+}
+
 void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *what)
 {
     GError *err = NULL;
@@ -222,7 +242,7 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
                  : strcmp(c->format, "csv") == 0 ? GS_FMT_CSV
                                                  : GS_FMT_TABLE;
     } else {
-        c->fmt = GS_FMT_TABLE;
+        c->fmt = output_format_by_name(c);
     }
     if ((c->want & GS_CLI_CAPACITY) && c->capacity)
         device_sizes(c, "--capacity", c->capacity, &c->cap, false);

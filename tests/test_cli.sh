@@ -31,6 +31,14 @@ for cmd in replay whatif frontier sweep validate; do
         "$gpusim" "$cmd" "$tmp/devcli.gstrace"
 done
 
+# --- without --format, -o's name says the format (-o out.json wrote the table); --format wins ---
+"$gpusim" replay -q "$trace" -p cupy -o "$tmp/by-name.json" || fail "replay -o .json: exit $?"
+python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$tmp/by-name.json" || fail "replay -o .json: not JSON: $(head -c 80 "$tmp/by-name.json")"
+"$gpusim" replay -q "$trace" -p cupy -o "$tmp/by-name.CSV" && head -1 "$tmp/by-name.CSV" | grep -q '^trace,policy,' ||
+    fail "replay -o .CSV: not CSV: $(head -1 "$tmp/by-name.CSV")"
+"$gpusim" replay -q "$trace" -p cupy -f table -o "$tmp/forced.json" && grep -q '^policy ' "$tmp/forced.json" ||
+    fail "replay -f table -o .json: $(head -2 "$tmp/forced.json")"
+
 # --- "--" ends the options: a trace whose name starts with '-' ---
 cp "$trace" "$tmp/-dash.gstrace.gz"
 (cd "$tmp" && "$gpusim" replay -q -p cupy -- -dash.gstrace.gz) >"$tmp/dash" 2>"$tmp/err" ||
