@@ -352,7 +352,7 @@ static GPtrArray *candidates(const gs_trace *t, const gs_reference *ref, char **
                                                   : gs_trace_get_meta(t, "allocator_conf");
     GError *err = NULL;
     GPtrArray *rows = gs_whatif_candidates(conf, (const char *const *)policies, &err);
-    if (!rows) gs_cli_usage_error("whatif: %s", err->message);
+    if (!rows) gs_cli_usage_error("whatif: %s: %s", input, err->message);
     for (guint i = 0; i < rows->len; i++)
         gs_cli_check_release(((gs_whatif_row *)rows->pdata[i])->pol, t, input);
     return rows;

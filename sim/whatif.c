@@ -199,6 +199,9 @@ GPtrArray *gs_whatif_candidates(const char *recorded_conf, const char *const *ex
     gs_whatif_row *r = add_row(rows, rec, err);
     g_free(rec);
     if (!r) { /* a recorded setting gpusim cannot parse: say so, with the trace's words */
+        char *shown = gs_printable(recorded_conf);
+        g_prefix_error(err, "the recorded setting (allocator_conf '%s'): ", shown);
+        g_free(shown);
         g_ptr_array_free(rows, TRUE);
         return NULL;
     }

@@ -515,6 +515,12 @@ grep -q '^cuda-async (recorded) ' "$tmp/wa.txt" && grep -q '^pytorch ' "$tmp/wa.
 "$gpusim" whatif "$tmp/spaced.gstrace" -q -c 6GiB >"$tmp/ws.txt" 2>"$tmp/err" || fail "whatif of a spaced setting: $(cat "$tmp/err")"
 [ "$(grep -c '^pytorch:max_split_size_mb: *128 ' "$tmp/ws.txt")" -eq 1 ] ||
     fail "whatif of a spaced setting: rows $(grep '^pytorch:max_split' "$tmp/ws.txt")"
+# a recorded setting gpusim cannot run names the trace and the setting it read there (the message
+# named neither: a user could not tell their trace's header from their -p)
+{ echo '# gpusim-trace 1'; echo '# allocator_conf: max_split_size_mb:5'; gzip -dc "$trace" | grep -v '^# gpusim-trace\|^# allocator_conf'; } >"$tmp/badconf.gstrace"
+expect_error "whatif of an unrunnable recorded setting" \
+    "badconf.gstrace: the recorded setting (allocator_conf 'max_split_size_mb:5'): " \
+    "$gpusim" whatif "$tmp/badconf.gstrace" -q -c 6GiB
 # a snapshot converted on the fly: the recorded cap comes from its sibling JSON (1.5 GiB)
 snap=$src/traces/references/pytorch-2.11-h100/oomdie__default__1.5.pickle.gz
 "$gpusim" whatif "$snap" --format csv >"$tmp/w.csv" 2>"$tmp/err" || fail "whatif snapshot: $(cat "$tmp/err")"
