@@ -242,6 +242,36 @@ static double limit_or_device(gs_heap *h)
     return (double)(h->limit ? h->limit : gs_heap_device_total(h));
 }
 
+/* The place of a growth and the free handles to move there (find_place; *d holds them, for
+ * the caller to free). None while memory is plentiful. Past the headroom's bound, a growth that
+ * fits the limit still moves nothing: it creates what it needs, in one-page handles (fine);
+ * free handles move only when creating would pass the limit (the device's memory with none).
+ * A move leaves the partial pages at both ends of its free block beside a hole, where a live
+ * neighbour pins them, and moves made before memory was needed had left more of those than
+ * expandable segments' whole ranges do (a ResNet-50 fed from a side stream: BENCHMARKS.md,
+ * "Moves only at the limit"). The eager setting (headroom:0) moves on every growth past the
+ * slack's bound, as before, and so does a private pool past the headroom's. */
+static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool plenty,
+                             GArray **d, gs_block **u, gs_block **c, uint64_t *need, uint64_t *got)
+{
+    /* not in a private pool: the out-of-memory ladder gives back no free memory of a pool still
+     * in use, so memory it creates before it must stays its own; moving what it holds keeps it
+     * small (CUDA graphs' pools needed 2-3% more memory with creation first) */
+    bool late = !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
+    *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
+    g_array_sort(*d, donor_cmp);
+    gs_status st = find_place(h, pool, stream, size, *d, u, c, need, got);
+    uint64_t pg = h->pools[pool].page;
+    if (st == GS_OK && late && *need > *got &&
+        (double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h)) {
+        g_array_free(*d, TRUE);
+        *d = find_donors(h, pool, stream);
+        g_array_sort(*d, donor_cmp);
+        st = find_place(h, pool, stream, size, *d, u, c, need, got);
+    }
+    return st;
+}
+
 /* The pages a plentiful growth creates beyond the fresh ones it needs (gs_stitch_conf.ahead and
  * min_grow): within room bytes (the slack's or headroom's bound less after, the reserved bytes
  * after a growth of the request's size), the limit and space pages of its unmapped block. */
@@ -280,11 +310,10 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     if (p->sc.headroom > 0) bound = limit_or_device(h) * (1.0 - p->sc.headroom);
     bool plenty = (p->sc.slack > 0 || p->sc.headroom > 0) && (double)after <= bound &&
                   (!h->limit || after <= h->limit);
-    GArray *d = plenty ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
-    g_array_sort(d, donor_cmp);
+    GArray *d;
     gs_block *u, *c;
     uint64_t need, got;
-    gs_status st = find_place(h, pool, stream, size, d, &u, &c, &need, &got);
+    gs_status st = plan_growth(h, pool, stream, size, plenty, &d, &u, &c, &need, &got);
     if (st != GS_OK) goto out;
     if (need == 0) { /* c holds it already: frees drained by the ladder's flush merged into it */
         pool_remove(h, c);

@@ -1397,13 +1397,16 @@ START_TEST(stitch_plentiful_memory_creates_instead_of_moving)
 END_TEST
 
 /* headroom (gs_stitch_conf): memory is plentiful while reserved memory stays within 1 - headroom
- * times the limit, the device's memory when there is none; the slack's scenario above, under
- * a limit of 100 MiB (bound 50: 44 MiB is plentiful, 10 MiB are created), of 60 MiB (bound 30:
- * handle A moves), and with no limit (80 GiB: created). */
+ * times the limit, the device's memory when there is none, and past that bound a growth still
+ * creates while what it creates fits the limit; free handles move only when it would not. The
+ * slack's scenario above: under a limit of 100 MiB (bound 50: 44 MiB is plentiful, 10 MiB are
+ * created), of 60 MiB (bound 30: 34 MiB fit the limit, so 10 MiB are created, nothing moves;
+ * before moves waited for the limit, handle A moved here), of 30 MiB (bound 15; 44 MiB would
+ * not fit: handle A moves) and with no limit (80 GiB: created). */
 START_TEST(stitch_headroom_moves_only_near_the_limit)
 {
-    const uint64_t limits[] = {100 * MiB, 60 * MiB, 0};
-    for (int k = 0; k < 3; k++) {
+    const uint64_t limits[] = {100 * MiB, 60 * MiB, 30 * MiB, 0};
+    for (int k = 0; k < 4; k++) {
         fixture f =
             fx_new("stitch:headroom:0.5,grow:0,ahead:0,fine:0,max_handle_frac:0", DEV, limits[k]);
         gs_block *a = xalloc(f.heap, 10 * MiB, 0);
@@ -1412,7 +1415,7 @@ START_TEST(stitch_headroom_moves_only_near_the_limit)
         xfree(f.heap, a);
         xfree(f.heap, c);
         gs_block *d = xalloc(f.heap, 20 * MiB, 0);
-        bool moved = k == 1;
+        bool moved = k == 2;
         ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), moved ? 1 : 0);
         ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, moved ? 24 * MiB : 34 * MiB);
         xfree(f.heap, d);
