@@ -27,8 +27,11 @@
  *     growth of the large pool creates at least 20 MiB, as PyTorch's default rounds a 1-10 MiB
  *     request to a 20 MiB segment, and up to twice what it needs (ahead, at most 20 MiB more,
  *     and never past the peak reserved so far): as few growths as the default makes. Above
- *     that bound every growth stitches first, and creates what is still missing, one handle a
- *     page when that is at most 128 MiB (fine), so each page can move or go back alone;
+ *     that bound a growth creates what it needs, one handle a page when that is at most 128
+ *     MiB (fine), so each page can move or go back alone, and stitches first only when
+ *     creating would pass the limit (with headroom; a private pool, whose free memory the
+ *     out-of-memory ladder cannot give back, and the eager setting stitch on every growth
+ *     past the bound);
  *   - empty_cache and the out-of-memory ladder unmap and release every free whole handle.
  *
  * Where it departs from GMLake:
@@ -37,7 +40,9 @@
  *     handle is mapped once: it moves, and its old range is a hole (so gs_heap_check can insist
  *     that no handle is mapped twice, and the device's mappings are the core's page tables);
  *   - GMLake stitches only when an allocation would otherwise fail (and then keeps the
- *     stitched block cached); this policy stitches on every growth, so it creates memory only
+ *     stitched block cached); by default this policy too stitches only when creating would
+ *     pass the limit, but before the cache is released and with no stitched block kept, and
+ *     the eager setting stitches on every growth past the slack, so it creates memory only
  *     when there is no free handle anywhere, whatever the limit;
  *   - GMLake creates fixed 2 MiB chunks; here a growth's new memory is one handle of the size
  *     needed (fewer driver calls: cuMemSetAccess costs per mapping), so a handle is the unit
