@@ -65,27 +65,32 @@ static const shared_option shared[] = {
                             "Memory the allocator may reserve (default: no limit)", "SIZE")},
     {GS_CLI_DEVICE_TOTAL,
      ENTRY("device-total", 0, G_OPTION_ARG_STRING,
-           "Physical memory of the simulated device (default: from the trace, else 80GiB)", "SIZE")},
+           "Physical memory of the simulated device (default: from the trace, else 80GiB)",
+           "SIZE")},
     {GS_CLI_FORMAT, ENTRY("format", 'f', G_OPTION_ARG_STRING, NULL, "FMT")},
-    {GS_CLI_OUTPUT, ENTRY("output", 'o', G_OPTION_ARG_FILENAME,
-                          "Write the output to FILE (whole, via a temporary file) instead of stdout",
-                          "FILE")},
+    {GS_CLI_OUTPUT,
+     ENTRY("output", 'o', G_OPTION_ARG_FILENAME,
+           "Write the output to FILE (whole, via a temporary file) instead of stdout", "FILE")},
     {GS_CLI_CONTINUE, ENTRY("continue-on-oom", 0, G_OPTION_ARG_NONE,
                             "Count and skip OOMs instead of stopping at the first, as the program "
-                            "would", NULL)},
-    {GS_CLI_LENIENT, ENTRY("lenient", 0, G_OPTION_ARG_NONE,
-                           "Turn trace errors such as a free of an unknown id into counted warnings",
-                           NULL)},
+                            "would",
+                            NULL)},
+    {GS_CLI_LENIENT,
+     ENTRY("lenient", 0, G_OPTION_ARG_NONE,
+           "Turn trace errors such as a free of an unknown id into counted warnings", NULL)},
     {GS_CLI_CALIBRATION, ENTRY("calibration", 0, G_OPTION_ARG_FILENAME,
                                "Device-call latency table of the simulated device (CSV as "
-                               "bench/results/*/calibration-*.csv; default: built-in H100)",
+                               "gpusim validate --save-calibration writes, e.g. "
+                               "lab/results/h100-2026-11-22-validate/calibration-resnet50.csv; "
+                               "default: built-in H100)",
                                "FILE")},
     {GS_CLI_QUIET, ENTRY("quiet", 'q', G_OPTION_ARG_NONE, "No progress on stderr", NULL)},
     {GS_CLI_FAIL_ON_OOM, ENTRY("fail-on-oom", 0, G_OPTION_ARG_NONE,
                                "Exit with status 4 when some result met an OOM (for scripts; the "
-                               "report is written all the same)", NULL)},
-    {GS_CLI_JOBS, ENTRY("jobs", 'j', G_OPTION_ARG_INT,
-                        "Replays run at once (default: one per processor)", "N")},
+                               "report is written all the same)",
+                               NULL)},
+    {GS_CLI_JOBS,
+     ENTRY("jobs", 'j', G_OPTION_ARG_INT, "Replays run at once (default: one per processor)", "N")},
 };
 #undef ENTRY
 

@@ -160,6 +160,10 @@ expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$tra
 printf 'op,size_bytes,median_us\ncudaMalloc,512,48\n\000cudaMalloc,512,99\ngarbage line\n' >"$tmp/nul.csv"
 expect_error "calibration with a NUL byte" "nul.csv: byte 42: a NUL byte" "$gpusim" replay "$trace" --calibration "$tmp/nul.csv"
 expect_error "calibration missing" "nothere.csv: No such file or directory" "$gpusim" replay "$trace" --calibration "$tmp/nothere.csv"
+# the table --help names as an example exists and loads (it named bench/results/*/, where none is)
+cal=$("$gpusim" replay --help | sed -n 's/.*e\.g\. \([^;]*calibration[^;]*\.csv\);.*/\1/p')
+[ -n "$cal" ] && [ -f "$src/$cal" ] || fail "--calibration's example in --help: '$cal' is not in the tree"
+"$gpusim" replay "$trace" -q --calibration "$src/$cal" >/dev/null 2>"$tmp/err" || fail "--calibration $cal: $(cat "$tmp/err")"
 expect_error "touch on sim" "--touch needs --backend cuda" "$gpusim" replay "$trace" --touch
 # --backend cuda where there is no GPU (CI): one line saying so, non-zero, nothing on stdout.
 # (Skipped where a GPU is present: tests/test_cuda.c covers that.)
