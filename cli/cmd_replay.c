@@ -448,6 +448,15 @@ int gs_cmd_replay(int argc, char **argv)
     policy_args pa;
     parse_policies(&pa, policies, ref);
     GArray *modes = parse_modes(clients);
+    /* a client's own policy is for the modes with an allocator per client: with shared alone
+     * it would be ignored, and the shared allocator run under the default instead */
+    bool per_client = false;
+    for (guint i = 0; i < modes->len; i++)
+        per_client |= g_array_index(modes, gs_clients_mode, i) != GS_CLIENTS_SHARED;
+    if (pa.assigned->len && !per_client)
+        gs_cli_usage_error("--policy %s=...: --clients shared has one allocator for every client; "
+                           "give its policy as --policy SPEC",
+                           (const char *)pa.assigned_to->pdata[0]);
     if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
 
     /* Load every trace before writing anything: a bad second trace must not leave half a

@@ -155,6 +155,12 @@ expect_error "a control byte in a setting" "policy 'pytorch:\\\\x01max_split_siz
     "$gpusim" sweep "$trace" --policy "$(printf 'pytorch:\001max_split_size_mb:256')"
 expect_error "bad backend" "--backend" "$gpusim" replay "$trace" --backend tpu
 printf 'op,size_bytes,median_us\ncudaMalloc,1024,nan\n' >"$tmp/nan.csv"
+# a client's own policy under --clients shared alone was ignored: the shared allocator ran the
+# default, and the report said nothing
+expect_error "a client's policy with --clients shared" "clients shared has one allocator for every client" \
+    "$gpusim" replay "$src/traces/data/producer-consumer.gstrace.gz" --clients shared -p torch=cupy -q
+"$gpusim" replay "$src/traces/data/producer-consumer.gstrace.gz" --clients shared,separate -p torch=cupy -q \
+    >/dev/null 2>"$tmp/err" || fail "a client's policy with shared and separate: $(cat "$tmp/err")"
 expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
 # a NUL byte cut the table short without a word (the rows after it were dropped)
 printf 'op,size_bytes,median_us\ncudaMalloc,512,48\n\000cudaMalloc,512,99\ngarbage line\n' >"$tmp/nul.csv"
