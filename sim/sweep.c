@@ -75,10 +75,31 @@ static char **expand_range(const char *item, const char **why)
     return (char **)g_ptr_array_free(out, FALSE);
 }
 
+/* inner split at its commas outside square brackets: a choice may be a list of its own, as
+ * roundup_power2_divisions' "[256:1,>:4]" (split there, "{[256:1,>:4],2}" had three choices,
+ * and the policy refused the first, "[256:1"). A bracket left open is the policy's to refuse. */
+static char **split_choices(const char *inner)
+{
+    GPtrArray *out = g_ptr_array_new();
+    int depth = 0;
+    const char *start = inner;
+    for (const char *c = inner;; c++) {
+        if (*c == '[') depth++;
+        else if (*c == ']' && depth > 0) depth--;
+        else if ((*c == ',' && depth == 0) || !*c) {
+            g_ptr_array_add(out, g_strndup(start, (size_t)(c - start)));
+            start = c + 1;
+        }
+        if (!*c) break;
+    }
+    g_ptr_array_add(out, NULL);
+    return (char **)g_ptr_array_free(out, FALSE);
+}
+
 /* The choices of one brace list: its comma-separated items, a range expanded in place. */
 static char **brace_choices(const char *inner, const char **why)
 {
-    char **items = g_strsplit(inner, ",", -1);
+    char **items = split_choices(inner);
     GPtrArray *out = g_ptr_array_new();
     *why = NULL;
     for (char **it = items; *it && !*why; it++) {

@@ -543,6 +543,17 @@ START_TEST(brace_ranges)
 }
 END_TEST
 
+/* A choice may be a bracketed list of its own: its commas do not split the braces' choices. */
+START_TEST(brace_choices_keep_bracketed_lists)
+{
+    gs_sweep *s = sweep_of("pytorch:roundup_power2_divisions:{[256:1,>:4],2}", NULL, NULL);
+    ck_assert_uint_eq(s->cells->len, 2);
+    ck_assert_str_eq(cell(s, 0)->values[0], "[256:1,>:4]");
+    ck_assert_str_eq(cell(s, 1)->values[0], "2");
+    gs_sweep_free(s);
+}
+END_TEST
+
 static Suite *sweep_suite(void)
 {
     Suite *s = suite_create("sweep and plots");
@@ -550,6 +561,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, grid_is_the_product_first_list_outermost);
     tcase_add_test(tc, several_templates_add_a_template_parameter);
     tcase_add_test(tc, brace_ranges);
+    tcase_add_test(tc, brace_choices_keep_bracketed_lists);
     tcase_add_test(tc, bad_grids_are_errors);
     tcase_add_test(tc, grid_past_the_cell_limit_is_an_error);
     tcase_add_test(tc, stems_and_csv_fields);
