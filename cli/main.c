@@ -62,7 +62,7 @@ static const char main_help[] =
     "  run -- CMD        run your program, unmodified, on gpusim's allocator on the real GPU\n"
     "                    (PyTorch and CuPy; --trace records its requests)\n"
     "  read-snapshot S   plumbing for gpusim-convert: its fast reader of a PyTorch snapshot\n"
-    "  help              this text; 'gpusim COMMAND --help' for a command's options\n"
+    "  help [COMMAND]    this text, or a command's options (as 'gpusim COMMAND --help')\n"
     "  version           print the version\n"
     "\n"
     "Traces are gpusim's text format, or its binary one (docs/trace-format.md); convert a\n"
@@ -92,19 +92,32 @@ int main(int argc, char **argv)
         return GS_EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    char *help_argv[] = {NULL, NULL, "--help", NULL};
+    bool help = strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0;
+    if (help && argc > 2) { /* "gpusim help replay" is "gpusim replay --help" */
+        cmd = argv[2];
+        help_argv[0] = argv[0];
+        help_argv[1] = argv[2];
+        argc = 3;
+        argv = help_argv;
+    }
     for (size_t i = 0; i < G_N_ELEMENTS(commands); i++)
         if (strcmp(cmd, commands[i].name) == 0) {
             /* the command's argv[0], which GLib's usage line names: "gpusim replay [OPTION...]" */
             char *prog = g_strdup_printf("gpusim %s", cmd);
-            argv[1] = prog;
+            char **args = g_new(char *, argc + 1);
+            memcpy(args, argv, sizeof *args * (size_t)argc);
+            args[argc] = NULL;
+            args[1] = prog;
             gs_cli_nomem nomem; /* out of host memory: one line and exit 2, not GLib's abort */
             gs_cli_nomem_arm(&nomem, cmd);
-            int rc = commands[i].run(argc - 1, argv + 1);
+            int rc = commands[i].run(argc - 1, args + 1);
             gs_cli_nomem_disarm(&nomem);
+            g_free(args);
             g_free(prog);
             return finish(rc, closed);
         }
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+    if (help && (argv != help_argv || strcmp(cmd, "help") == 0 || strcmp(cmd, "version") == 0)) {
         fputs(main_help, stdout);
         return finish(GS_EXIT_OK, closed);
     }

@@ -13,6 +13,13 @@ trace=$src/traces/data/resnet50.gstrace.gz
 # --- help teaches ---
 "$gpusim" help >"$tmp/h" || fail "help exits non-zero"
 grep -q "replay" "$tmp/h" || fail "help lacks the replay command"
+# "gpusim help COMMAND" is the command's own help (it printed the general text)
+for cmd in replay whatif sweep convert; do
+    "$gpusim" help $cmd >"$tmp/h1" 2>&1 || fail "help $cmd exits non-zero"
+    "$gpusim" $cmd --help >"$tmp/h2" 2>&1
+    cmp -s "$tmp/h1" "$tmp/h2" || fail "help $cmd is not $cmd --help: $(head -2 "$tmp/h1")"
+done
+expect_error "help of no such command" "unknown command 'replya'" "$gpusim" help replya
 "$gpusim" replay --help >"$tmp/h" || fail "replay --help exits non-zero"
 for word in --policy --capacity --format --continue-on-oom --reference max_split_size_mb Examples "Exit status"; do
     grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
