@@ -89,8 +89,8 @@ static const shared_option shared[] = {
                                "Exit with status 4 when some result met an OOM (for scripts; the "
                                "report is written all the same)",
                                NULL)},
-    {GS_CLI_JOBS,
-     ENTRY("jobs", 'j', G_OPTION_ARG_INT, "Replays run at once (default: one per processor)", "N")},
+    {GS_CLI_JOBS, ENTRY("jobs", 'j', G_OPTION_ARG_INT,
+                        "Replays run at once (default, or 0: one per processor)", "N")},
 };
 #undef ENTRY
 
