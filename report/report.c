@@ -234,14 +234,52 @@ char *gs_oom_message(const gs_oom_report *o)
     return m;
 }
 
-/* The two lines under a first OOM: PyTorch's words, then where the free memory was. */
-static void report_oom_lines(FILE *out, const gs_oom_report *o)
+/* A byte count as Python's "{:,}" writes it: 885,445,120. g_free it. */
+static char *thousands(uint64_t v)
 {
+    char digits[24];
+    int n = g_snprintf(digits, sizeof digits, "%" G_GUINT64_FORMAT, v);
+    GString *s = g_string_new(NULL);
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0) g_string_append_c(s, ',');
+        g_string_append_c(s, digits[i]);
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* The first line under a first OOM: the failing allocator's own words where gpusim knows them
+ * (PyTorch's; CuPy's OutOfMemoryError, its pool's rounded size and total bytes held), else
+ * PyTorch's figures, labelled as such: another library would not say them. */
+static void report_oom_words(FILE *out, const gs_oom_report *o, const char *spec)
+{
+    size_t fam = strcspn(spec, ":@");
+    if (fam == 4 && strncmp(spec, "cupy", 4) == 0) {
+        char *sz = thousands(o->rounded), *tot = thousands(o->reserved);
+        char *l = o->limit ? thousands(o->limit) : NULL;
+        char *lim = l ? g_strdup_printf(", limit set to: %s bytes", l) : g_strdup("");
+        fprintf(
+            out,
+            "    CuPy would say: Out of memory allocating %s bytes (allocated so far: %s bytes%s).\n",
+            sz, tot, lim);
+        g_free(l);
+        g_free(sz);
+        g_free(tot);
+        g_free(lim);
+        return;
+    }
     char *msg = gs_oom_message(o);
+    bool torch = fam == 7 && strncmp(spec, "pytorch", 7) == 0;
+    fprintf(out, "    %s: %s\n", torch ? "PyTorch would say" : "in PyTorch's terms", msg);
+    g_free(msg);
+}
+
+/* The two lines under a first OOM: the allocator's words, then where the free memory was. */
+static void report_oom_lines(FILE *out, const gs_oom_report *o, const char *spec)
+{
     char *free_b = gs_format_size(o->free_total), *lg = gs_format_size(o->largest_free);
     char *lp = gs_format_size(o->largest_in_pool), *ls = gs_format_size(o->largest_on_stream);
     char *small = gs_format_size(o->free_too_small), *rq = gs_format_size(o->rounded);
-    fprintf(out, "    PyTorch would say: %s\n", msg);
+    report_oom_words(out, o, spec);
     /* a request routed to a private pool could use only that pool's blocks: say which */
     char *which = o->private_pool ? g_strdup_printf(" (private pool %" G_GUINT32_FORMAT ")",
                                                     o->private_pool)
@@ -250,7 +288,6 @@ static void report_oom_lines(FILE *out, const gs_oom_report *o)
                  "stream %s); %s of it in blocks smaller than the request as rounded (%s)\n",
             free_b, lg, which, lp, ls, small, rq);
     g_free(which);
-    g_free(msg);
     g_free(free_b);
     g_free(lg);
     g_free(lp);
@@ -295,7 +332,8 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         }
         fputc('\n', out);
         g_free(sz);
-        if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
+        if (r->first_oom_report)
+            report_oom_lines(out, r->first_oom_report, r->clients[r->first_oom_client].policy);
     } else if (r->oom) {
         char *sz = gs_format_size(r->first_oom_size);
         char *dev = r->n_devices ? g_strdup_printf(" on device %u", r->first_oom_device)
@@ -308,7 +346,7 @@ static void report_outcome(FILE *out, const gs_result *r, const char *label)
         g_free(at);
         g_free(dev);
         g_free(sz);
-        if (r->first_oom_report) report_oom_lines(out, r->first_oom_report);
+        if (r->first_oom_report) report_oom_lines(out, r->first_oom_report, r->policy);
     }
     if (r->caught_ooms)
         fprintf(out, "  %s: %zu OOM%s caught and gone past, as the recorded program did\n", label,

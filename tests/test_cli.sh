@@ -168,6 +168,12 @@ expect_error "a client's policy with --clients shared" "clients shared has one a
     "$gpusim" replay "$src/traces/data/producer-consumer.gstrace.gz" --clients shared -p torch=cupy -q
 "$gpusim" replay "$src/traces/data/producer-consumer.gstrace.gz" --clients shared,separate -p torch=cupy -q \
     >/dev/null 2>"$tmp/err" || fail "a client's policy with shared and separate: $(cat "$tmp/err")"
+# the words under a first OOM are the failing allocator's: PyTorch's and CuPy's own (golden
+# files), and for another family PyTorch's figures, labelled as such (it read "PyTorch would
+# say" under every family, CuPy's client included)
+"$gpusim" replay "$trace" -q -p tlsf -c 5.5GiB >"$tmp/t.txt" 2>"$tmp/err" || fail "tlsf at 5.5GiB: $(cat "$tmp/err")"
+grep -q "^    in PyTorch's terms: Tried to allocate" "$tmp/t.txt" && ! grep -q "PyTorch would say" "$tmp/t.txt" ||
+    fail "tlsf's OOM words: $(grep -i pytorch "$tmp/t.txt")"
 expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
 # a NUL byte cut the table short without a word (the rows after it were dropped)
 printf 'op,size_bytes,median_us\ncudaMalloc,512,48\n\000cudaMalloc,512,99\ngarbage line\n' >"$tmp/nul.csv"
