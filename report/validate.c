@@ -226,10 +226,17 @@ void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_t
         g_snprintf(cap, sizeof cap, " @%s", c);
         g_free(c);
     }
-    fprintf(out, "validate %s under %s%s: simulator vs real device (%u timed runs after a warm-up, "
-                 "medians)\n",
-            name, v->sim.policy, cap, v->runs);
-    fprintf(out, "%-30s %14s %14s %12s  %s\n", "", "simulator", "real device", "sim - real", "check");
+    /* --backend sim: a second simulated device stands in for the GPU; the table says so rather
+     * than call it a real device */
+    bool stand_in = v->real.backend && strcmp(v->real.backend, "sim") == 0;
+    fprintf(out,
+            "validate %s under %s%s: simulator vs %s (%u timed runs after a warm-up, "
+            "medians)\n",
+            name, v->sim.policy, cap,
+            stand_in ? "a simulated stand-in for the device (--backend sim)" : "real device",
+            v->runs);
+    fprintf(out, "%-30s %14s %14s %12s  %s\n", "", "simulator",
+            stand_in ? "stand-in" : "real device", "sim - real", "check");
     for (guint i = 0; i < rows->len; i++) {
         const row *r = &g_array_index(rows, row, i);
         char a[40], b[40], d[40];
@@ -248,7 +255,7 @@ void gs_validation_report(FILE *out, gs_format fmt, const char *name, const gs_t
     }
     if (!v->runs_agree) fprintf(out, "the timed runs did not all make the same calls: DIFFERS\n");
     if (v->real.error != GS_OK)
-        fprintf(out, "the real device failed: %s\n",
+        fprintf(out, "the %s failed: %s\n", stand_in ? "stand-in" : "real device",
                 v->real.error_msg ? v->real.error_msg : gs_strerror(v->real.error));
     fprintf(out, "verdict: %s\n", rows_ok(v, rows) ? "agrees within tolerance" : "DIFFERS");
     g_array_free(rows, TRUE);
