@@ -6,6 +6,8 @@
  * renamed into place only when it succeeds, so a failed run leaves no half image behind.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,17 +16,40 @@
 
 #include "plot-int.h"
 
+static gboolean render_in(const gs_plotter *p, const char *prog, const char *stem,
+                          const char *tmpdir, GError **err);
+
+/* An interrupt (a stop signal: util.h) while an image is drawn is held back until its temporary
+ * folder is gone, and then ends the run with the old images in place: it had left the folder
+ * behind with a half-drawn PNG in it. */
 static gboolean render_one(const gs_plotter *p, const char *prog, const char *stem, GError **err)
 {
     const char *dir = p->dir;
+    sigset_t stop, before;
+    gs_stop_signals(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, &before);
     char *tmpdir = g_build_filename(dir, ".gpusim-render-XXXXXX", NULL);
+    gboolean ok;
     if (!g_mkdtemp(tmpdir)) {
         int en = errno;
         g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s: cannot make a folder to draw in: %s",
                     dir, g_strerror(en));
-        g_free(tmpdir);
-        return FALSE;
+        ok = FALSE;
+    } else {
+        ok = render_in(p, prog, stem, tmpdir, err);
+        g_rmdir(tmpdir);
     }
+    g_free(tmpdir);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    return ok;
+}
+
+/* gnuplot on stem's script, drawing into tmpdir; the images renamed into place if it drew them
+ * and no stop signal is pending. */
+static gboolean render_in(const gs_plotter *p, const char *prog, const char *stem,
+                          const char *tmpdir, GError **err)
+{
+    const char *dir = p->dir;
     char *base = g_path_get_basename(tmpdir);
     char *tmp = g_strdup_printf("%s/%s", base, stem); /* relative to dir, where gnuplot runs */
     g_free(base);
@@ -50,6 +75,10 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
         g_free(msg);
         ok = FALSE;
     }
+    if (ok && gs_stop_pending()) {
+        g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_IO, "%s/%s: interrupted", dir, script);
+        ok = FALSE;
+    }
     static const char *const exts[] = {"png", "svg"};
     for (size_t i = 0; i < G_N_ELEMENTS(exts); i++) {
         char *from = g_strdup_printf("%s/%s.%s", dir, tmp, exts[i]);
@@ -64,8 +93,6 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
         g_free(from);
         g_free(to);
     }
-    g_rmdir(tmpdir);
-    g_free(tmpdir);
     g_free(serr);
     g_free(arg);
     g_free(script);

@@ -245,6 +245,24 @@ grep -qv '^\.gpusim-render-[A-Za-z0-9]\{6\} 700$' "$tmp/spy.log" && fail "gnuplo
 [ -s "$tmp/spy.log" ] || fail "the spying gnuplot was not run"
 [ ! -e "$tmp/victim" ] || fail "a planted link was followed"
 ls -a "$tmp/spyplots" | grep -q '^\.gpusim-render' && fail "the drawing folder was left behind"
+# an interrupt while gnuplot draws: the run ends (130) once the drawing folder is gone, and the
+# images already there stay (the folder was left behind, with a half-drawn PNG)
+cat >"$tmp/int-gnuplot" <<'SH'
+#!/bin/sh
+for a; do case $a in out=*) out=${a#out=}; out=${out#\'}; out=${out%\'} ;; esac; done
+: >"$out.png" && : >"$out.svg"
+kill -INT $PPID
+SH
+chmod +x "$tmp/int-gnuplot"
+mkdir -p "$tmp/intplots"
+for f in timeline bars; do echo old >"$tmp/intplots/batch-alternate-$f.png"; done
+GPUSIM_GNUPLOT=$tmp/int-gnuplot "$gpusim" replay "$alt" -q --plot "$tmp/intplots" >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 130 ] || fail "interrupted plot: exit $rc, want 130"
+ls -a "$tmp/intplots" | grep -q '^\.gpusim-render' && fail "an interrupt left the drawing folder behind"
+for f in timeline bars; do
+    [ "$(cat "$tmp/intplots/batch-alternate-$f.png")" = old ] || fail "an interrupted plot replaced $f.png"
+done
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 3 ] || fail "failing gnuplot: exit $rc, want 3"
