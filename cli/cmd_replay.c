@@ -72,6 +72,7 @@ typedef struct {
     GPtrArray *compared;     /* gs_policy*: each applied to every client */
     GPtrArray *assigned;     /* gs_policy*: the policy of client assigned_to[i] */
     GPtrArray *assigned_to;  /* char*: client names */
+    bool defaulted;          /* no plain --policy given: compared holds the default */
 } policy_args;
 
 /* Parse every policy before replaying anything: a typo in the last one should not cost a long
@@ -100,6 +101,7 @@ static void parse_policies(policy_args *pa, char **specs, const gs_reference *re
         g_ptr_array_add(named ? pa->assigned : pa->compared, pol);
         if (named) g_ptr_array_add(pa->assigned_to, g_strndup(*p, nlen));
     }
+    pa->defaulted = pa->compared->len == 0;
     if (pa->compared->len == 0) {
         char *spec = ref && ref->allocator_conf && *ref->allocator_conf
                          ? g_strdup_printf("pytorch:%s", ref->allocator_conf)
@@ -448,14 +450,15 @@ int gs_cmd_replay(int argc, char **argv)
     policy_args pa;
     parse_policies(&pa, policies, ref);
     GArray *modes = parse_modes(clients);
-    /* a client's own policy is for the modes with an allocator per client: with shared alone
-     * it would be ignored, and the shared allocator run under the default instead */
+    /* a client's own policy is for the modes with an allocator per client: given alone with
+     * shared alone, the shared allocator would run the default, the setting silently dropped
+     * (beside a plain --policy it is the shared one's, as the same words run every mode) */
     bool per_client = false;
     for (guint i = 0; i < modes->len; i++)
         per_client |= g_array_index(modes, gs_clients_mode, i) != GS_CLIENTS_SHARED;
-    if (pa.assigned->len && !per_client)
-        gs_cli_usage_error("--policy %s=...: --clients shared has one allocator for every client; "
-                           "give its policy as --policy SPEC",
+    if (pa.assigned->len && pa.defaulted && !per_client)
+        gs_cli_usage_error("--policy %s=...: --clients shared has one allocator for every client, "
+                           "which would run the default; give its policy as --policy SPEC",
                            (const char *)pa.assigned_to->pdata[0]);
     if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
 
