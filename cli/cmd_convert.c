@@ -44,7 +44,7 @@ int gs_cmd_convert(int argc, char **argv)
     gs_cli c;
     gs_cli_init(&c, "convert", "TRACE - convert a trace between text and binary",
                 "Read a trace (text, gzip text or binary) and write it in the form OUT's name says.",
-                convert_description, GS_CLI_OUTPUT | GS_CLI_LENIENT, own, NULL);
+                convert_description, GS_CLI_OUTPUT | GS_CLI_LENIENT | GS_CLI_QUIET, own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (argc != 2) gs_cli_usage_error("convert takes one TRACE (got %d)", argc - 1);
     if (!c.output || !*c.output || g_strcmp0(c.output, "-") == 0)

@@ -31,8 +31,8 @@ int gs_cmd_plot(int argc, char **argv)
     };
     gs_cli c;
     gs_cli_init(&c, "plot", "RESULT... - plot saved results",
-                "Draw gpusim's plots from a saved report, with gnuplot.", plot_description, 0, own,
-                NULL);
+                "Draw gpusim's plots from a saved report, with gnuplot.", plot_description,
+                GS_CLI_QUIET, own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "RESULT");
     GError *err = NULL;
     int rc = GS_EXIT_OK;

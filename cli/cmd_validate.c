@@ -87,7 +87,8 @@ int gs_cmd_validate(int argc, char **argv)
                 "Replay traces on the simulated device and on the real GPU and compare them, check "
                 "by check.",
                 validate_description,
-                GS_CLI_CAPACITY | GS_CLI_FORMAT | GS_CLI_OUTPUT | GS_CLI_CALIBRATION, own, formats);
+                GS_CLI_CAPACITY | GS_CLI_FORMAT | GS_CLI_OUTPUT | GS_CLI_CALIBRATION | GS_CLI_QUIET,
+                own, formats);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (runs < 1 || runs > 1000) gs_cli_usage_error("--runs: %d is not between 1 and 1000", runs);
     GError *err = NULL;

@@ -25,6 +25,11 @@ for word in --policy --capacity --format --continue-on-oom --reference max_split
     grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
 done
 "$gpusim" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no command: want exit 2"
+# every command that reads a trace or a report takes -q, so a script can pass it to each (convert,
+# plot and validate refused it: "Unknown option -q")
+for cmd in replay validate sweep plot whatif frontier convert; do
+    "$gpusim" $cmd --help | grep -q -- "-q, --quiet" || fail "$cmd --help: no -q"
+done
 "$gpusim" whatif --help | grep -q "^  gpusim whatif \[OPTION" || fail "whatif --help: the usage line does not name gpusim"
 expect_error "sweep --merge of nothing" "no SHARD.csv given" "$gpusim" sweep --merge
 
