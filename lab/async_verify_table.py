@@ -33,7 +33,7 @@ def main(argv):
         if not name.endswith(".json"):
             continue
         prog = name[:-5]
-        runs = {r["policy"]: r for r in json.load(open(os.path.join(folder, name)))[0]["runs"]}
+        runs = {r["policy"]: r for r in json.load(open(os.path.join(folder, name)))["runs"]}
         a, n = runs["cuda-async"], runs["pytorch"]
         trace = os.path.join(REC, prog + ".default.gstrace.gz")
         old = replay_peak(gpusim, trace, "cuda-async:vmm:0")
