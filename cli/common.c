@@ -219,6 +219,21 @@ static gs_format output_format_by_name(const gs_cli *c)
     return GS_FMT_TABLE;
 }
 
+/* An empty file or folder name given to an option ("-o ''", a shell variable unset) is refused
+ * by the option's name: it had reached the writer as "gpusim: : cannot write". */
+static void check_no_empty_names(const gs_cli *c)
+{
+    for (const GOptionEntry *e = c->entries; e && e->long_name; e++) {
+        if (e->arg == G_OPTION_ARG_FILENAME) {
+            const char *v = *(char **)e->arg_data;
+            if (v && !*v) gs_cli_usage_error("--%s: an empty name", e->long_name);
+        } else if (e->arg == G_OPTION_ARG_FILENAME_ARRAY) {
+            for (char **v = *(char ***)e->arg_data; v && *v; v++)
+                if (!**v) gs_cli_usage_error("--%s: an empty name", e->long_name);
+        }
+    }
+}
+
 void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *what)
 {
     GError *err = NULL;
@@ -234,6 +249,7 @@ void gs_cli_parse(gs_cli *c, int *argc, char ***argv, int min_args, const char *
             (*argc)--;
             break;
         }
+    check_no_empty_names(c);
     if (*argc - 1 < min_args)
         gs_cli_usage_error("%s: no %s given (try 'gpusim %s --help')", c->cmd, what, c->cmd);
     if (c->format) {

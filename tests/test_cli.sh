@@ -179,6 +179,10 @@ expect_error "a client's policy with --clients shared" "clients shared has one a
 "$gpusim" replay "$trace" -q -p tlsf -c 5.5GiB >"$tmp/t.txt" 2>"$tmp/err" || fail "tlsf at 5.5GiB: $(cat "$tmp/err")"
 grep -q "^    in PyTorch's terms: Tried to allocate" "$tmp/t.txt" && ! grep -q "PyTorch would say" "$tmp/t.txt" ||
     fail "tlsf's OOM words: $(grep -i pytorch "$tmp/t.txt")"
+# an empty file name (an unset shell variable) is refused by its option's name (it read
+# "gpusim: : cannot write")
+expect_error "an empty -o" "--output: an empty name" "$gpusim" replay "$trace" -q -o ''
+expect_error "an empty --plot" "--plot: an empty name" "$gpusim" replay "$trace" -q --plot ''
 expect_error "calibration with nan" "nan.csv:2: expected" "$gpusim" replay "$trace" --calibration "$tmp/nan.csv"
 # a NUL byte cut the table short without a word (the rows after it were dropped)
 printf 'op,size_bytes,median_us\ncudaMalloc,512,48\n\000cudaMalloc,512,99\ngarbage line\n' >"$tmp/nul.csv"
