@@ -252,12 +252,15 @@ static double limit_or_device(gs_heap *h)
  * "Moves only at the limit"). The eager setting (headroom:0) moves on every growth past the
  * slack's bound, as before, and so does a private pool past the headroom's. */
 static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool plenty,
-                             GArray **d, gs_block **u, gs_block **c, uint64_t *need, uint64_t *got)
+                             bool *waited, GArray **d, gs_block **u, gs_block **c, uint64_t *need,
+                             uint64_t *got)
 {
     /* not in a private pool: the out-of-memory ladder gives back no free memory of a pool still
      * in use, so memory it creates before it must stays its own; moving what it holds keeps it
-     * small (CUDA graphs' pools needed 2-3% more memory with creation first) */
-    bool late = !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
+     * small (CUDA graphs' pools needed 2-3% more memory with creation first). *waited is the
+     * caller's: in, whether moves may wait; out, whether they did (no donor looked at). */
+    bool late = *waited && !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
+    *waited = false;
     *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
     g_array_sort(*d, donor_cmp);
     gs_status st = find_place(h, pool, stream, size, *d, u, c, need, got);
@@ -268,6 +271,8 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
         *d = find_donors(h, pool, stream);
         g_array_sort(*d, donor_cmp);
         st = find_place(h, pool, stream, size, *d, u, c, need, got);
+    } else {
+        *waited = late;
     }
     return st;
 }
@@ -295,8 +300,9 @@ static uint64_t ahead_pages(const gs_heap *h, const gs_pool *p, double room, uin
     return MIN(extra, MAX(floor, top > at ? (top - at) / pg : 0));
 }
 
-gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                         gs_block **out)
+/* One try of gs_stitch_grow; *waited as plan_growth's. */
+static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool *waited,
+                      gs_block **out)
 {
     gs_pool *p = &h->pools[pool];
     uint64_t pg = p->page;
@@ -313,7 +319,7 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     GArray *d;
     gs_block *u, *c;
     uint64_t need, got;
-    gs_status st = plan_growth(h, pool, stream, size, plenty, &d, &u, &c, &need, &got);
+    gs_status st = plan_growth(h, pool, stream, size, plenty, waited, &d, &u, &c, &need, &got);
     if (st != GS_OK) goto out;
     if (need == 0) { /* c holds it already: frees drained by the ladder's flush merged into it */
         pool_remove(h, c);
@@ -403,6 +409,21 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
     }
 out:
     g_array_free(d, TRUE);
+    return st;
+}
+
+/* A growth whose moves waited for the limit (plan_growth) may still be refused by the device
+ * below it, where other allocators hold the rest of its memory (two libraries, a full device):
+ * it tries again, moving free handles, before the out-of-memory ladder releases the whole cache
+ * (or, during a capture, where the ladder does not, before it fails). */
+gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, gs_block **out)
+{
+    bool waited = true;
+    gs_status st = grow(h, pool, stream, size, &waited, out);
+    if (st == GS_ERR_OOM && waited) {
+        waited = false; /* moves no longer wait */
+        st = grow(h, pool, stream, size, &waited, out);
+    }
     return st;
 }
 
