@@ -263,6 +263,15 @@ ls -a "$tmp/intplots" | grep -q '^\.gpusim-render' && fail "an interrupt left th
 for f in timeline bars; do
     [ "$(cat "$tmp/intplots/batch-alternate-$f.png")" = old ] || fail "an interrupted plot replaced $f.png"
 done
+# ... and gnuplot itself runs with no stop signal blocked: Ctrl-C or a scheduler's SIGTERM stops
+# it too (it inherited gpusim's held-back mask, and a hung gnuplot took SIGKILL)
+if [ -r /proc/self/status ]; then
+    printf '#!/bin/sh\nsed -n "s/^SigBlk:[[:space:]]*//p" /proc/$$/status >"%s"\n' "$tmp/sigblk" >"$tmp/blk-gnuplot"
+    chmod +x "$tmp/blk-gnuplot"
+    mkdir -p "$tmp/blkplots"
+    GPUSIM_GNUPLOT=$tmp/blk-gnuplot "$gpusim" replay "$alt" -q --plot "$tmp/blkplots" >/dev/null 2>&1
+    [ "$(cat "$tmp/sigblk")" = 0000000000000000 ] || fail "gnuplot ran with signals blocked: $(cat "$tmp/sigblk")"
+fi
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 3 ] || fail "failing gnuplot: exit $rc, want 3"
