@@ -458,8 +458,9 @@ int gs_cmd_replay(int argc, char **argv)
         per_client |= g_array_index(modes, gs_clients_mode, i) != GS_CLIENTS_SHARED;
     if (pa.assigned->len && pa.defaulted && !per_client)
         gs_cli_usage_error("--policy %s=...: --clients shared has one allocator for every client, "
-                           "which would run the default; give its policy as --policy SPEC",
-                           (const char *)pa.assigned_to->pdata[0]);
+                           "which would run %s; give its policy as --policy SPEC",
+                           (const char *)pa.assigned_to->pdata[0],
+                           ref ? "the reference run's setting" : "the default");
     if (no_ref_addrs && !ref) gs_cli_usage_error("--no-reference-addresses needs --reference");
 
     /* Load every trace before writing anything: a bad second trace must not leave half a

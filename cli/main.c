@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     char *help_argv[] = {NULL, NULL, "--help", NULL};
     bool help = strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0;
-    if (help && argc > 2) { /* "gpusim help replay" is "gpusim replay --help" */
+    if (help && argc > 2 && argv[2][0] != '-') { /* "gpusim help replay": "gpusim replay --help" */
         cmd = argv[2];
         help_argv[0] = argv[0];
         help_argv[1] = argv[2];

@@ -20,6 +20,9 @@ for cmd in replay whatif sweep convert; do
     cmp -s "$tmp/h1" "$tmp/h2" || fail "help $cmd is not $cmd --help: $(head -2 "$tmp/h1")"
 done
 expect_error "help of no such command" "unknown command 'replya'" "$gpusim" help replya
+for opt in --help -h; do
+    "$gpusim" help $opt 2>&1 | grep -q "^usage: gpusim COMMAND" || fail "help $opt: not the general help"
+done
 "$gpusim" replay --help >"$tmp/h" || fail "replay --help exits non-zero"
 for word in --policy --capacity --format --continue-on-oom --reference max_split_size_mb Examples "Exit status"; do
     grep -q -- "$word" "$tmp/h" || fail "replay --help lacks '$word'"
