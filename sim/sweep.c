@@ -451,7 +451,15 @@ gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts
     if (jobs <= 1) {
         for (guint i = 0; i < s->cells->len; i++) run_cell(GSIZE_TO_POINTER(i + 1), &x);
     } else {
+        /* the workers start with the stop signals blocked (an exclusive pool starts them here,
+         * with this thread's mask), and GLib keeps some idle after the pool is freed: one of
+         * them would otherwise take an interrupt meant for the main thread, which holds it back
+         * while it writes a file or draws a plot (util.h, gs_stop_signals) */
+        sigset_t stop, before;
+        gs_stop_signals(&stop);
+        pthread_sigmask(SIG_BLOCK, &stop, &before);
         GThreadPool *pool = g_thread_pool_new(run_cell, &x, (gint)jobs, TRUE, NULL);
+        pthread_sigmask(SIG_SETMASK, &before, NULL);
         for (guint i = 0; i < s->cells->len; i++)
             g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
         g_thread_pool_free(pool, FALSE, TRUE); /* wait for every cell */

@@ -263,6 +263,14 @@ ls -a "$tmp/intplots" | grep -q '^\.gpusim-render' && fail "an interrupt left th
 for f in timeline bars; do
     [ "$(cat "$tmp/intplots/batch-alternate-$f.png")" = old ] || fail "an interrupted plot replaced $f.png"
 done
+# the same in a sweep of two workers: GLib keeps idle worker threads after the pool, which took
+# the interrupt while the main thread held it back, and the folder stayed
+mkdir -p "$tmp/intsweep"
+GPUSIM_GNUPLOT=$tmp/int-gnuplot "$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -j 2 -q \
+    --plot "$tmp/intsweep" -o "$tmp/intsweep/s.csv" >/dev/null 2>&1
+rc=$?
+[ "$rc" -eq 130 ] || fail "interrupted sweep plot: exit $rc, want 130"
+ls -a "$tmp/intsweep" | grep -q '^\.gpusim-render' && fail "an interrupt of a sweep -j 2 left the drawing folder"
 # ... and gnuplot itself runs with no stop signal blocked: Ctrl-C or a scheduler's SIGTERM stops
 # it too (it inherited gpusim's held-back mask, and a hung gnuplot took SIGKILL)
 if [ -r /proc/self/status ]; then
