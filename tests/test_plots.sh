@@ -271,8 +271,10 @@ GPUSIM_GNUPLOT=$tmp/int-gnuplot "$gpusim" sweep "$alt" -p 'pytorch:max_split_siz
 rc=$?
 [ "$rc" -eq 130 ] || fail "interrupted sweep plot: exit $rc, want 130"
 ls -a "$tmp/intsweep" | grep -q '^\.gpusim-render' && fail "an interrupt of a sweep -j 2 left the drawing folder"
-# ... and gnuplot itself runs with no stop signal blocked: Ctrl-C or a scheduler's SIGTERM stops
-# it too (it inherited gpusim's held-back mask, and a hung gnuplot took SIGKILL)
+# ... and gnuplot itself runs with no stop signal blocked, so Ctrl-C or a scheduler's SIGTERM
+# stops it too: GLib's spawn gives the child an empty mask; a child_setup restoring the mask
+# itself made GLib fork instead, and under AddressSanitizer the child then ran with every signal
+# blocked
 if [ -r /proc/self/status ]; then
     printf '#!/bin/sh\nsed -n "s/^SigBlk:[[:space:]]*//p" /proc/$$/status >"%s"\n' "$tmp/sigblk" >"$tmp/blk-gnuplot"
     chmod +x "$tmp/blk-gnuplot"
