@@ -59,22 +59,6 @@ static void handles_in(gs_block *b, GArray *out)
     }
 }
 
-/* Every free whole handle of stream's in the stitched pools of pool's group: the ordinary
- * pools, or one private pool's (core.h: a private pool's memory never serves anyone else). */
-static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
-{
-    GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
-    unsigned first = pool - gs_pool_kind(pool);
-    for (unsigned p = first; p < first + h->npools; p++) {
-        if (!h->pools[p].stitch) continue;
-        const gs_findex *x = &h->pools[p].blocks;
-        for (gs_block *b = gs_findex_first_from(x, stream); b && b->stream == stream;
-             b = findex_next_in(x, b))
-            if (b->seg->hpages) handles_in(b, d);
-    }
-    return d;
-}
-
 /* The highest free block first: growths go to the top of a reservation, so the free blocks
  * near it are the recent ones (across a pool's reservations the address orders them as the
  * simulated device carves them, upward), and the older free blocks below keep their pages for the
@@ -88,6 +72,24 @@ static int donor_cmp(const void *a, const void *b)
     if (x->pages != y->pages) return x->pages > y->pages ? -1 : 1;
     uint64_t ax = x->s->addr + x->slot, ay = y->s->addr + y->slot;
     return ax < ay ? -1 : ax > ay;
+}
+
+/* Every free whole handle of stream's in the stitched pools of pool's group: the ordinary
+ * pools, or one private pool's (core.h: a private pool's memory never serves anyone else), in
+ * donor_cmp's order. */
+static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
+{
+    GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
+    unsigned first = pool - gs_pool_kind(pool);
+    for (unsigned p = first; p < first + h->npools; p++) {
+        if (!h->pools[p].stitch) continue;
+        const gs_findex *x = &h->pools[p].blocks;
+        for (gs_block *b = gs_findex_first_from(x, stream); b && b->stream == stream;
+             b = findex_next_in(x, b))
+            if (b->seg->hpages) handles_in(b, d);
+    }
+    g_array_sort(d, donor_cmp);
+    return d;
 }
 
 /* Mark the donors to move for need pages, leaving out those inside blocks c and n (the blocks
@@ -252,24 +254,22 @@ static double limit_or_device(gs_heap *h)
  * "Moves only at the limit"). The eager setting (headroom:0) moves on every growth past the
  * slack's bound, as before, and so does a private pool past the headroom's. */
 static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool plenty,
-                             bool *waited, GArray **d, gs_block **u, gs_block **c, uint64_t *need,
-                             uint64_t *got)
+                             bool may_wait, bool *waited, GArray **d, gs_block **u, gs_block **c,
+                             uint64_t *need, uint64_t *got)
 {
     /* not in a private pool: the out-of-memory ladder gives back no free memory of a pool still
      * in use, so memory it creates before it must stays its own; moving what it holds keeps it
-     * small (CUDA graphs' pools needed 2-3% more memory with creation first). *waited is the
-     * caller's: in, whether moves may wait; out, whether they did (no donor looked at). */
-    bool late = *waited && !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
+     * small (CUDA graphs' pools needed 2-3% more memory with creation first). may_wait: the
+     * caller's first try; *waited: the moves waited, no donor looked at. */
+    bool late = may_wait && !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
     *waited = false;
     *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
-    g_array_sort(*d, donor_cmp);
     gs_status st = find_place(h, pool, stream, size, *d, u, c, need, got);
     uint64_t pg = h->pools[pool].page;
     if (st == GS_OK && late && *need > *got &&
         (double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h)) {
         g_array_free(*d, TRUE);
         *d = find_donors(h, pool, stream);
-        g_array_sort(*d, donor_cmp);
         st = find_place(h, pool, stream, size, *d, u, c, need, got);
     } else {
         *waited = late;
@@ -300,9 +300,9 @@ static uint64_t ahead_pages(const gs_heap *h, const gs_pool *p, double room, uin
     return MIN(extra, MAX(floor, top > at ? (top - at) / pg : 0));
 }
 
-/* One try of gs_stitch_grow; *waited as plan_growth's. */
-static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool *waited,
-                      gs_block **out)
+/* One try of gs_stitch_grow; may_wait and *waited as plan_growth's. */
+static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, bool may_wait,
+                      bool *waited, gs_block **out)
 {
     gs_pool *p = &h->pools[pool];
     uint64_t pg = p->page;
@@ -319,7 +319,8 @@ static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
     GArray *d;
     gs_block *u, *c;
     uint64_t need, got;
-    gs_status st = plan_growth(h, pool, stream, size, plenty, waited, &d, &u, &c, &need, &got);
+    gs_status st =
+        plan_growth(h, pool, stream, size, plenty, may_wait, waited, &d, &u, &c, &need, &got);
     if (st != GS_OK) goto out;
     if (need == 0) { /* c holds it already: frees drained by the ladder's flush merged into it */
         pool_remove(h, c);
@@ -418,12 +419,9 @@ out:
  * (or, during a capture, where the ladder does not, before it fails). */
 gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, gs_block **out)
 {
-    bool waited = true;
-    gs_status st = grow(h, pool, stream, size, &waited, out);
-    if (st == GS_ERR_OOM && waited) {
-        waited = false; /* moves no longer wait */
-        st = grow(h, pool, stream, size, &waited, out);
-    }
+    bool waited;
+    gs_status st = grow(h, pool, stream, size, true, &waited, out);
+    if (st == GS_ERR_OOM && waited) st = grow(h, pool, stream, size, false, &waited, out);
     return st;
 }
 
