@@ -47,7 +47,7 @@ int gs_cmd_convert(int argc, char **argv)
                 convert_description, GS_CLI_OUTPUT | GS_CLI_LENIENT | GS_CLI_QUIET, own, NULL);
     gs_cli_parse(&c, &argc, &argv, 1, "TRACE");
     if (argc != 2) gs_cli_usage_error("convert takes one TRACE (got %d)", argc - 1);
-    if (!c.output || !*c.output || g_strcmp0(c.output, "-") == 0)
+    if (!c.output || g_strcmp0(c.output, "-") == 0) /* an empty name: gs_cli_parse */
         gs_cli_usage_error("convert needs -o OUT (a file: NAME.gsbin, NAME.gstrace.gz or "
                            "NAME.gstrace)");
     const char *const inputs[] = {argv[1], NULL};
