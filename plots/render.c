@@ -17,12 +17,11 @@
 #include "plot-int.h"
 
 static gboolean render_in(const gs_plotter *p, const char *prog, const char *stem,
-                          const char *tmpdir, GError **err);
+                          const char *tmpdir, const sigset_t *before, GError **err);
 
 /* An interrupt (a stop signal: util.h) while an image is drawn is held back until its temporary
  * folder is gone, and then ends the run with the old images in place: it had left the folder
- * behind with a half-drawn PNG in it. gnuplot itself is not held back: GLib's spawn starts it
- * with no signal blocked (tests/test_plots.sh checks). */
+ * behind with a half-drawn PNG in it. */
 static gboolean render_one(const gs_plotter *p, const char *prog, const char *stem, GError **err)
 {
     const char *dir = p->dir;
@@ -37,7 +36,7 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
                     dir, g_strerror(en));
         ok = FALSE;
     } else {
-        ok = render_in(p, prog, stem, tmpdir, err);
+        ok = render_in(p, prog, stem, tmpdir, &before, err);
         g_rmdir(tmpdir);
     }
     g_free(tmpdir);
@@ -45,10 +44,19 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
     return ok;
 }
 
+/* In gnuplot's process, before it runs: the signal mask gpusim had before it held the stop
+ * signals back, so that an interrupt or a scheduler's SIGTERM stops gnuplot too. A blocked mask
+ * survives exec, and GLib's spawn keeps it (tests/test_plots.sh reads the child's). sigprocmask
+ * is async-signal-safe, as a forked child needs. */
+static void child_unblock(gpointer before)
+{
+    sigprocmask(SIG_SETMASK, before, NULL);
+}
+
 /* gnuplot on stem's script, drawing into tmpdir; the images renamed into place if it drew them
  * and no stop signal is pending. */
 static gboolean render_in(const gs_plotter *p, const char *prog, const char *stem,
-                          const char *tmpdir, GError **err)
+                          const char *tmpdir, const sigset_t *before, GError **err)
 {
     const char *dir = p->dir;
     char *base = g_path_get_basename(tmpdir);
@@ -61,8 +69,8 @@ static gboolean render_in(const gs_plotter *p, const char *prog, const char *ste
     char *serr = NULL;
     int status = 0;
     GError *se = NULL;
-    gboolean ok = g_spawn_sync(dir, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &serr,
-                               &status, &se);
+    gboolean ok = g_spawn_sync(dir, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, child_unblock,
+                               (gpointer)before, NULL, &serr, &status, &se);
     if (!ok) {
         g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_GNUPLOT, "%s: %s", prog, se->message);
         g_error_free(se);

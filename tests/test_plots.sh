@@ -271,16 +271,22 @@ GPUSIM_GNUPLOT=$tmp/int-gnuplot "$gpusim" sweep "$alt" -p 'pytorch:max_split_siz
 rc=$?
 [ "$rc" -eq 130 ] || fail "interrupted sweep plot: exit $rc, want 130"
 ls -a "$tmp/intsweep" | grep -q '^\.gpusim-render' && fail "an interrupt of a sweep -j 2 left the drawing folder"
-# ... and gnuplot itself runs with no stop signal blocked, so Ctrl-C or a scheduler's SIGTERM
-# stops it too: GLib's spawn gives the child an empty mask; a child_setup restoring the mask
-# itself made GLib fork instead, and under AddressSanitizer the child then ran with every signal
-# blocked
+# ... and gnuplot itself runs with the signal mask the test runs with, so Ctrl-C or a scheduler's
+# SIGTERM stops it too: gpusim's held-back stop signals must not reach it. Each mask is read by
+# shell builtins alone: a shell blocks every signal while it forks, and a child reading its
+# parent's status then (sed, in the first version of this check) saw them all blocked.
 if [ -r /proc/self/status ]; then
-    printf '#!/bin/sh\nsed -n "s/^SigBlk:[[:space:]]*//p" /proc/$$/status >"%s"\n' "$tmp/sigblk" >"$tmp/blk-gnuplot"
+    cat >"$tmp/blk-gnuplot" <<SH
+#!/bin/sh
+while read -r k v; do [ "\$k" = SigBlk: ] && printf '%s\n' "\$v" >"$tmp/sigblk"; done </proc/\$\$/status
+SH
     chmod +x "$tmp/blk-gnuplot"
+    mine=
+    while read -r k v; do [ "$k" = SigBlk: ] && mine=$v; done </proc/$$/status
     mkdir -p "$tmp/blkplots"
     GPUSIM_GNUPLOT=$tmp/blk-gnuplot "$gpusim" replay "$alt" -q --plot "$tmp/blkplots" >/dev/null 2>&1
-    [ "$(cat "$tmp/sigblk")" = 0000000000000000 ] || fail "gnuplot ran with signals blocked: $(cat "$tmp/sigblk")"
+    [ "$(cat "$tmp/sigblk")" = "$mine" ] ||
+        fail "gnuplot ran with signals blocked: $(cat "$tmp/sigblk"), the test's own $mine"
 fi
 GPUSIM_GNUPLOT=false "$gpusim" replay "$alt" --plot "$tmp/bad" >"$tmp/out" 2>"$tmp/err"
 rc=$?
