@@ -85,14 +85,6 @@ static GPtrArray *converter_argv(void)
     return argv;
 }
 
-/* In the converter, before its exec: the mask gpusim started with (before, the user data), so
- * the signals whatif holds back are the converter's to take (a Ctrl-C ends it at once).
- * sigprocmask: the child of a fork may call only async-signal-safe functions. */
-static void child_unblock(gpointer before)
-{
-    sigprocmask(SIG_SETMASK, before, NULL);
-}
-
 /* The converter's time limit (docs/cli.md, "gpusim whatif"), in seconds, 0 for none:
  * $GPUSIM_CONVERT_TIMEOUT, else CONVERT_BASE_S and CONVERT_S_PER_MIB per MiB of the input. A
  * conversion costs about 0.5 s of CPU per MiB of gzip (BENCHMARKS.md, "Converting a large
@@ -156,9 +148,10 @@ static gboolean run_converter(char **argv, sigset_t *before, unsigned limit_s, G
     char *exe = g_file_read_link("/proc/self/exe", NULL);
     if (exe) envp = g_environ_setenv(envp, "GPUSIM_SNAPSHOT_READER", exe, FALSE);
     g_free(exe);
-    gboolean started = g_spawn_async_with_pipes(NULL, argv, envp,
-                                                G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
-                                                child_unblock, before, &pid, NULL, NULL, &fd, err);
+    /* the converter takes the signals whatif holds back (a Ctrl-C ends it at once) */
+    gboolean started =
+        g_spawn_async_with_pipes(NULL, argv, envp, G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
+                                 gs_child_restore_mask, before, &pid, NULL, NULL, &fd, err);
     g_strfreev(envp);
     if (!started) return FALSE;
     (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);

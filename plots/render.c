@@ -44,15 +44,6 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
     return ok;
 }
 
-/* In gnuplot's process, before it runs: the signal mask gpusim had before it held the stop
- * signals back, so that an interrupt or a scheduler's SIGTERM stops gnuplot too. A blocked mask
- * survives exec, and GLib's spawn keeps it (tests/test_plots.sh reads the child's). sigprocmask
- * is async-signal-safe, as a forked child needs. */
-static void child_unblock(gpointer before)
-{
-    sigprocmask(SIG_SETMASK, before, NULL);
-}
-
 /* gnuplot on stem's script, drawing into tmpdir; the images renamed into place if it drew them
  * and no stop signal is pending. */
 static gboolean render_in(const gs_plotter *p, const char *prog, const char *stem,
@@ -69,7 +60,8 @@ static gboolean render_in(const gs_plotter *p, const char *prog, const char *ste
     char *serr = NULL;
     int status = 0;
     GError *se = NULL;
-    gboolean ok = g_spawn_sync(dir, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, child_unblock,
+    /* gnuplot takes the stop signals held back here: an interrupt stops a hung gnuplot too */
+    gboolean ok = g_spawn_sync(dir, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, gs_child_restore_mask,
                                (gpointer)before, NULL, &serr, &status, &se);
     if (!ok) {
         g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_GNUPLOT, "%s: %s", prog, se->message);

@@ -87,6 +87,12 @@ bool gs_stop_pending(void)
     return false;
 }
 
+/* sigprocmask: the child of a fork may call only async-signal-safe functions */
+void gs_child_restore_mask(gpointer before)
+{
+    sigprocmask(SIG_SETMASK, before, NULL);
+}
+
 char *gs_temp_beside(const char *path)
 {
     char *dir = g_path_get_dirname(path);

@@ -86,6 +86,10 @@ void gs_stop_signals(sigset_t *set);
 /* Whether a stop signal came while held back (gs_output_open holds them): a long writer asks
  * between its buffers and gives up (EINTR), so an interrupt acts without waiting for the end. */
 bool gs_stop_pending(void);
+/* A g_spawn child_setup: in the child, before its exec, the signal mask *before (a sigset_t*
+ * saved where the stop signals were held back), so the program takes them: a blocked mask
+ * survives exec, and GLib's spawn keeps it. */
+void gs_child_restore_mask(gpointer before);
 /* A mkstemp template for a temporary file beside path: a short name of its own in path's
  * directory (path with a suffix could pass NAME_MAX: a name of 250 bytes is a valid output, one
  * 7 bytes longer is not). g_free it. */
