@@ -575,8 +575,8 @@ static int verify_top(const gs_cli *c, const GPtrArray *rows, uint64_t cap, char
 
 static const char full_replays_help[] =
     "Replay every capacity a search tries from the trace's first event, the caps that cannot "
-    "bind too, not from checkpoints of the uncapped replay: the same answers at more cost (for "
-    "comparison)";
+    "bind and those another replay answers for too, not from checkpoints of the uncapped "
+    "replay: the same answers at more cost (for comparison)";
 
 /* --check-usage (hidden; gpusim predict's: its whatif's options checked before the program is
  * captured): the options parsed, and the settings too (a candidate list with no recorded

@@ -217,6 +217,10 @@ struct gs_heap {
      * checks the size of a segment, then maps only the pages it lacks): with the reserved
      * bytes' peak, the smallest limit that would have refused nothing so far. */
     uint64_t limit_asked;
+    /* Under a limit, the limits that would have decided every check so far as this one did
+     * (gs_heap_same_limits): those in [limit_kept, limit_refused). A check that passed asked for
+     * at most limit_kept; the least one refused asked for limit_refused. */
+    uint64_t limit_kept, limit_refused;
     bool peak_reserved_dirty;
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
@@ -792,6 +796,30 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
     else nb->seg->head = nb;
     if (after) after->prev = nb;
     return nb;
+}
+
+/* ---- the limit ---- */
+
+/* Would reserved bytes of total pass the heap's limit (none: never)? The answer is noted for
+ * gs_heap_same_limits: every check of a growth against the limit is made here. */
+static inline bool over_limit(gs_heap *h, uint64_t total)
+{
+    if (!h->limit) return false;
+    if (total > h->limit) {
+        h->limit_refused = MIN(h->limit_refused, total);
+        return true;
+    }
+    h->limit_kept = MAX(h->limit_kept, total);
+    return false;
+}
+
+/* The limit is read as a number (a fraction of it, the room left under it): from here on only
+ * this very limit is known to decide as it did (gs_heap_same_limits). */
+static inline void limit_read_exactly(gs_heap *h)
+{
+    if (!h->limit) return;
+    h->limit_kept = MAX(h->limit_kept, h->limit);
+    h->limit_refused = MIN(h->limit_refused, h->limit + 1);
 }
 
 /* ---- the pools' two indexes ---- */

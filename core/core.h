@@ -309,6 +309,16 @@ void gs_heap_keep_gc_ages(gs_heap *h);
  * (gs_policy_ops.limit_unread). A replay under a cap at least this is, so far, the replay
  * without one. */
 uint64_t gs_heap_limit_asked(const gs_heap *h);
+/* Under a limit: the limits in [*lo, *hi) that would have decided every check against it so far
+ * as this one did (*hi UINT64_MAX: every limit from *lo up). For a policy blind to the limit
+ * (gs_policy_ops.blind_to_limit), a replay under any of them is, so far, this one, event for
+ * event: whatif's search answers those capacities without replaying them. A policy that
+ * reads the limit as a number (garbage collection's threshold once it acts, stitch's headroom)
+ * narrows it to the limit alone. */
+void gs_heap_same_limits(const gs_heap *h, uint64_t *lo, uint64_t *hi);
+/* A policy that read the limit (its garbage collection's threshold) would have decided alike
+ * under any limit in [lo, hi): folded into gs_heap_same_limits. */
+void gs_heap_limit_decides(gs_heap *h, uint64_t lo, uint64_t hi);
 uint64_t gs_heap_reserved(const gs_heap *h);
 /* Segments made from now on carry tag (gs_segment.tag; 0 until set): the replay's shared
  * arrangement marks each with the client whose request made it. */

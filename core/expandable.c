@@ -236,7 +236,7 @@ gs_status gs_expandable_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_
             if (x->state == GS_BLOCK_UNMAPPED) part = (part + pg - 1) / pg * pg, map += part;
             have += part;
         }
-        if (h->total_reserved + map > h->limit) return GS_ERR_OOM;
+        if (over_limit(h, h->total_reserved + map)) return GS_ERR_OOM;
     }
     if (c->state == GS_BLOCK_UNMAPPED) {
         st = map_block(h, c, MIN(c->size, size));

@@ -22,6 +22,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
     h->cfg = policy->cfg;
     h->be = be;
     h->limit = cfg ? cfg->limit : 0;
+    h->limit_refused = UINT64_MAX;
     h->device_total = cfg ? cfg->device_total : 0;
     if (cfg) h->cb = *cfg;
     /* the policy's own bounds, fractions of the device (PyTorch's memory fraction): the device
@@ -148,7 +149,7 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
      * creates */
     if (h->pools[pool].stitch) return gs_stitch_grow(h, pool, stream, size, out);
     h->limit_asked = MAX(h->limit_asked, h->total_reserved + seg_size);
-    if (h->limit && h->total_reserved + seg_size > h->limit) return GS_ERR_OOM;
+    if (over_limit(h, h->total_reserved + seg_size)) return GS_ERR_OOM;
     if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, false, out);
     return malloc_segment(h, pool, stream, seg_size, out);
 }
@@ -300,7 +301,7 @@ static gs_block *pick_free_block(gs_heap *h, unsigned pool, uint32_t stream, uin
 
 gs_status gs_heap_grow_segment(gs_heap *h, unsigned pool, uint32_t stream, uint64_t bytes)
 {
-    if (h->limit && h->total_reserved + bytes > h->limit) return GS_ERR_OOM;
+    if (over_limit(h, h->total_reserved + bytes)) return GS_ERR_OOM;
     gs_block *b = NULL;
     gs_status st = malloc_segment(h, pool, stream, bytes, &b);
     if (st == GS_OK) pool_insert(h, b);
@@ -329,8 +330,14 @@ gs_status gs_heap_grow_stitched(gs_heap *h, unsigned pool, uint32_t stream, uint
  * that would do nothing counts in gs_heap_limit_asked. */
 static inline void note_gc_asked(gs_heap *h)
 {
-    if (h->P->limit_unread)
-        h->limit_asked = MAX(h->limit_asked, h->P->limit_unread(h->cfg, h->total_reserved));
+    uint64_t unread = h->P->limit_unread ? h->P->limit_unread(h->cfg, h->total_reserved) : 0;
+    h->limit_asked = MAX(h->limit_asked, unread);
+    /* under a limit: a check of unread against it; past it the collection acts, and what it
+     * frees depends on its threshold, a fraction of the limit: the policy says for which
+     * limits it frees the same (policy.h, limit_unread) */
+    if (!h->gc_active) return;
+    if (!h->P->limit_unread) limit_read_exactly(h);
+    else (void)over_limit(h, unread);
 }
 
 /* The ladder for a policy that grows its own way (gs_policy_ops.grow): the same steps as
@@ -424,8 +431,7 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
     }
     /* Other allocators on the device may hold what this one needs in their caches: only
      * worth asking when the device refused, not this heap's own limit. */
-    if (st == GS_ERR_OOM && h->cb.reclaim &&
-        !(h->limit && h->total_reserved + seg_size > h->limit)) {
+    if (st == GS_ERR_OOM && h->cb.reclaim && !over_limit(h, h->total_reserved + seg_size)) {
         gs_status rst = GS_OK;
         bool again = h->cb.reclaim(h->cb.ud, h, seg_size, &rst);
         if (rst != GS_OK) return rst;

@@ -174,7 +174,10 @@ typedef struct gs_policy_ops {
     /* Optional, with collect. The smallest limit under which a growth that finds reserved
      * bytes already reserved leaves collect nothing to do (garbage collection's threshold is
      * a fraction of the limit); 0 when collect reads no limit. The heap folds it into
-     * gs_heap_limit_asked, so a setting that collects garbage can be blind to the limit too. */
+     * gs_heap_limit_asked, so a setting that collects garbage can be blind to the limit too.
+     * A collect that acts under a limit then says with gs_heap_limit_decides for which limits
+     * it would have done the same (with no limit_unread, the heap takes it to read the limit
+     * exactly). */
     uint64_t (*limit_unread)(const void *cfg, uint64_t reserved);
 
     /* Optional. Before growing: free cached memory by policy (PyTorch's garbage collection).

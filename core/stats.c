@@ -420,6 +420,10 @@ bool gs_heap_moving(const gs_heap *h)
 void gs_heap_set_limit(gs_heap *h, uint64_t limit)
 {
     h->limit = limit;
+    /* what was asked so far passed (a copy of an uncapped replay that refused nothing, capped
+     * at no less than that: probe.h) */
+    h->limit_kept = gs_heap_limit_asked(h);
+    h->limit_refused = UINT64_MAX;
     /* garbage collection starts under the new limit where the ages it reads were kept */
     if (h->gc_ages) h->gc_active = limit > 0 && h->P->collect != NULL;
 }
@@ -435,6 +439,16 @@ void gs_heap_keep_gc_ages(gs_heap *h)
 uint64_t gs_heap_limit_asked(const gs_heap *h)
 {
     return MAX(h->limit_asked, (uint64_t)h->st.reserved_bytes[GS_STAT_ALL].peak);
+}
+void gs_heap_same_limits(const gs_heap *h, uint64_t *lo, uint64_t *hi)
+{
+    *lo = h->limit_kept;
+    *hi = h->limit_refused;
+}
+void gs_heap_limit_decides(gs_heap *h, uint64_t lo, uint64_t hi)
+{
+    h->limit_kept = MAX(h->limit_kept, lo);
+    h->limit_refused = MIN(h->limit_refused, hi);
 }
 uint64_t gs_heap_reserved(const gs_heap *h) { return h->total_reserved; }
 void gs_heap_set_tag(gs_heap *h, uint32_t tag) { h->tag = tag; }

@@ -241,6 +241,7 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
  * none. */
 static double limit_or_device(gs_heap *h)
 {
+    limit_read_exactly(h);
     return (double)(h->limit ? h->limit : gs_heap_device_total(h));
 }
 
@@ -315,7 +316,7 @@ static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
     double bound = (double)peak * (1.0 + p->sc.slack);
     if (p->sc.headroom > 0) bound = limit_or_device(h) * (1.0 - p->sc.headroom);
     bool plenty = (p->sc.slack > 0 || p->sc.headroom > 0) && (double)after <= bound &&
-                  (!h->limit || after <= h->limit);
+                  !over_limit(h, after);
     GArray *d;
     gs_block *u, *c;
     uint64_t need, got;
@@ -328,10 +329,12 @@ static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
         goto out;
     }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
-    if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow))
+    if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow)) {
+        limit_read_exactly(h); /* the room left under it */
         fresh += ahead_pages(h, p, bound - (double)after, after, fresh, need,
                              u->size / pg - MAX(got, need));
-    if (h->limit && h->total_reserved + fresh * pg > h->limit) {
+    }
+    if (over_limit(h, h->total_reserved + fresh * pg)) {
         st = GS_ERR_OOM;
         goto out;
     }

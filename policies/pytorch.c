@@ -218,7 +218,9 @@ static gs_status pytorch_collect(gs_heap *h, const void *cfgv)
         }
     }
     bool freed = true;
+    uint64_t before = 0; /* reclaimed before the last pass */
     while (reclaimed < target && freed && count > 0) {
+        before = reclaimed;
         double age_threshold = (double)total_age / (double)count;
         freed = false;
         gs_block *b = gs_pool_first(h, POOL_LARGE);
@@ -237,6 +239,13 @@ static gs_status pytorch_collect(gs_heap *h, const void *cfgv)
             b = next;
         }
     }
+    /* A pass frees every old enough block, so the same passes run for any target in (before,
+     * reclaimed], or above before where the loop ran out of blocks; the threshold is then in
+     * [reserved - reclaimed, reserved - before), and the limits that give it follow
+     * (gs_heap_limit_decides: whatif answers those caps without replaying them). */
+    bool more = freed && count > 0;
+    gs_heap_limit_decides(h, more ? pytorch_limit_unread(cfg, reserved - reclaimed) : 0,
+                          pytorch_limit_unread(cfg, reserved - before));
     return GS_OK;
 }
 

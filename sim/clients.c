@@ -302,6 +302,18 @@ void gs_clients_free_slot(gs_clients *c, uint32_t slot, gs_block *b)
     end_event(c, NULL);
 }
 
+bool gs_clients_same_limits(const gs_clients *c, uint64_t *lo, uint64_t *hi)
+{
+    *lo = 0, *hi = UINT64_MAX;
+    for (size_t k = 0; k < c->n; k++) {
+        if (!c->heap[k] || !gs_policy_blind_to_limit(c->pol[k])) return false;
+        uint64_t l, h;
+        gs_heap_same_limits(c->heap[k], &l, &h);
+        *lo = MAX(*lo, l), *hi = MIN(*hi, h);
+    }
+    return c->n > 0;
+}
+
 void gs_clients_finish(gs_clients *c, gs_result *r)
 {
     if (r) {

@@ -48,6 +48,11 @@ uint64_t gs_clients_reserved(const gs_clients *c);
 void gs_clients_free_slot(gs_clients *c, uint32_t slot, gs_block *b);
 /* Fill r's device-wide stats and calls and its clients, then free everything. */
 void gs_clients_finish(gs_clients *c, gs_result *r);
+/* Each allocator under the replay's limit, every one of a policy blind to it: the limits that
+ * would have decided every allocator's checks as this one did, [*lo, *hi) (gs_heap_same_limits
+ * of each, intersected); false where a policy reads the limit otherwise. Before
+ * gs_clients_finish. */
+bool gs_clients_same_limits(const gs_clients *c, uint64_t *lo, uint64_t *hi);
 
 G_END_DECLS
 

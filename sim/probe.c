@@ -207,6 +207,8 @@ static void fill(gs_probe_result *out, const gs_result *r, bool ok, size_t start
     out->peak_reserved = r->stats.reserved_bytes[GS_STAT_ALL].peak;
     out->device_allocs = r->stats.num_device_alloc;
     out->retries = r->stats.num_alloc_retries;
+    out->same_lo = r->same_lo;
+    out->same_hi = r->same_hi;
 }
 
 /* The first replay's end: the least cap that never binds. */
@@ -334,6 +336,8 @@ void gs_probes_run(gs_probes *pr, uint64_t capacity, gs_probe_result *out)
     if (pr->clean && capacity >= pr->peak) {
         out->completes = true; /* the uncapped replay, never past the cap */
         out->peak_reserved = pr->reserved;
+        out->same_lo = pr->peak;
+        out->same_hi = UINT64_MAX;
         return;
     }
     for (checkpoint *c; (c = checkpoint_for(pr, capacity));) {

@@ -56,6 +56,8 @@ typedef struct {
     int64_t peak_reserved;  /* reserved bytes' peak */
     uint64_t device_allocs; /* num_device_alloc */
     uint64_t retries;       /* num_alloc_retries */
+    /* every capacity in [same_lo, same_hi) replays as this one (gs_result's; 0, 0: unknown) */
+    uint64_t same_lo, same_hi;
 } gs_probe_result;
 
 typedef struct gs_probes gs_probes;

@@ -612,12 +612,18 @@ static gboolean replay_run(const gs_trace *t, const gs_policy *p, const gs_repla
     r->script_used = gs_sim_script_used(be);
     r->backend = be->ops->name;
     if (r->error != GS_OK && gs_dev_last_error(be)) r->error_msg = g_strdup(gs_dev_last_error(be));
+    /* (a heap's limit: o's capacity, or one set since, where a checkpoint's copy was capped) */
+    bool spans = !o->backend && r->error != GS_ERR_NOMEM;
     if (mc) {
+        if (spans && o->capacity && !gs_clients_same_limits(mc, &r->same_lo, &r->same_hi))
+            r->same_lo = r->same_hi = 0;
         gs_clients_finish(mc, r);
     } else {
         r->stats = *gs_heap_stats(h);
         r->calls = *gs_heap_devcalls(h);
         if (tally.n) tally_finish(&tally, h, r);
+        if (spans && gs_heap_limit(h) && gs_policy_blind_to_limit(p))
+            gs_heap_same_limits(h, &r->same_lo, &r->same_hi);
         if (o->observe_end) o->observe_end(h, o->export_ud);
         r->teardown_failures = gs_heap_free_all(h);
     }

@@ -135,6 +135,10 @@ typedef struct gs_result {
      * (the result is exactly as before). */
     gs_pool_result *pools;
     size_t n_pools;
+    /* A capped replay of one allocator under a policy blind to the limit: every capacity in
+     * [same_lo, same_hi) replays as this one did, event for event (gs_heap_same_limits); both
+     * 0 where that is not known (no cap, several allocators or devices, a real device). */
+    uint64_t same_lo, same_hi;
 } gs_result;
 
 /* Free what r owns (its strings, its clients, json_extra) and zero it. */

@@ -24,19 +24,27 @@ typedef struct {
 } prober;
 
 typedef struct {
-    uint64_t k;
+    uint64_t lo, hi; /* the steps it answers for, lo <= hi: the one replayed, or more */
     bool ok;
 } probe_done;
 
-/* Does the trace complete at k steps? Replayed once (counted in out->probes), then remembered. */
+/* Does the trace complete at k steps? Replayed once (counted in out->probes), then remembered
+ * with every step the replay answered for too. */
 static bool ok_at(prober *p, uint64_t k)
 {
     for (guint i = 0; i < p->done->len; i++) {
         const probe_done *d = &g_array_index(p->done, probe_done, i);
-        if (d->k == k) return d->ok;
+        if (d->lo <= k && k <= d->hi) return d->ok;
     }
     p->out->probes++;
-    probe_done d = {k, p->probe(k * p->step, p->ud)};
+    const uint64_t c = k * p->step;
+    uint64_t same[2] = {c, c + 1};
+    probe_done d = {k, k, p->probe(c, p->ud, same)};
+    /* the multiples of step in [same[0], same[1]) */
+    if (same[0] <= c && c < same[1]) {
+        d.lo = (same[0] + p->step - 1) / p->step;
+        d.hi = same[1] / p->step - (same[1] % p->step == 0);
+    }
     g_array_append_val(p->done, d);
     return d.ok;
 }
@@ -260,18 +268,20 @@ static gs_replay_opts replay_opts(const gs_whatif_opts *o, uint64_t capacity, co
 
 typedef struct {
     gs_probes *probes;
+    bool spans;       /* the caps a replay answers for too are taken (not --full-replays) */
     unsigned replays; /* made: a cap that cannot bind needs none */
     uint64_t events;  /* replayed by them */
 } probe_ctx;
 
 /* Completes: no OOM and no device error. */
-static bool completes(uint64_t capacity, void *ud)
+static bool completes(uint64_t capacity, void *ud, uint64_t same[2])
 {
     probe_ctx *x = ud;
     gs_probe_result pr;
     gs_probes_run(x->probes, capacity, &pr);
     x->replays += pr.replayed;
     x->events += pr.events;
+    if (x->spans && pr.same_hi) same[0] = pr.same_lo, same[1] = pr.same_hi;
     return pr.completes;
 }
 
@@ -306,7 +316,7 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
     memset(f, 0, sizeof *f);
     gs_result own;
     const gs_result *up = &r->at_cap;
-    probe_ctx p = {.probes = r->probes};
+    probe_ctx p = {.probes = r->probes, .spans = !o->full_replays};
     if (!p.probes) {
         gs_replay_opts uo = replay_opts(o, 0, bound);
         p.probes = gs_probes_new(t, r->pol, &uo, !o->full_replays, &own);
@@ -557,7 +567,7 @@ typedef struct {
     uint64_t events;
 } plain_ctx;
 
-static bool completes_plain(uint64_t capacity, void *ud)
+static bool completes_plain(uint64_t capacity, void *ud, uint64_t same[2])
 {
     plain_ctx *x = ud;
     gs_replay_opts ro = replay_opts(x->o, capacity, x->bound);
@@ -565,6 +575,7 @@ static bool completes_plain(uint64_t capacity, void *ud)
     bool ok = gs_replay_run(x->t, x->p, &ro, &r, NULL) && !r.oom && r.error == GS_OK;
     x->replays++;
     x->events += r.events;
+    if (!x->o->full_replays && r.same_hi) same[0] = r.same_lo, same[1] = r.same_hi;
     gs_result_clear(&r);
     return ok;
 }
@@ -596,7 +607,8 @@ static void second_chance(run_ctx *x)
         unsigned before = r->search.probes;
         for (guint k = 0; k < caps->len; k++) {
             uint64_t c = g_array_index(caps, uint64_t, k);
-            if ((k && c == g_array_index(caps, uint64_t, k - 1)) || !completes_plain(c, &p))
+            uint64_t same[2] = {c, c + 1};
+            if ((k && c == g_array_index(caps, uint64_t, k - 1)) || !completes_plain(c, &p, same))
                 continue;
             gs_whatif_bisect(completes_plain, &p, 0, c, GS_WHATIF_STEP, &r->search);
             if (!r->search.fails_above) r->search.fails_above = x->o->device_total;

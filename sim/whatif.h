@@ -27,8 +27,11 @@ G_BEGIN_DECLS
 
 /* ---- the search, apart from replays (so it can be tested on any predicate) ---- */
 
-/* Does the trace complete at this capacity (bytes)? */
-typedef bool (*gs_whatif_probe_fn)(uint64_t capacity, void *ud);
+/* Does the trace complete at this capacity (bytes)? same comes in as [capacity, capacity + 1);
+ * the probe may widen it to capacities known to answer as this one does, [same[0], same[1])
+ * (a replay under any of them is this one: gs_result.same_lo), which the search then answers
+ * without asking again. */
+typedef bool (*gs_whatif_probe_fn)(uint64_t capacity, void *ud, uint64_t same[2]);
 
 typedef struct {
     bool found;             /* some capacity <= hi completes */
@@ -36,7 +39,7 @@ typedef struct {
     bool below_fails;       /* min_capacity - step was replayed and fails (or is below lo) */
     /* A capacity above min_capacity at which the trace fails (0: none seen): more memory hurt. */
     uint64_t fails_above;
-    unsigned probes;        /* replays made */
+    unsigned probes; /* replays made (a capacity a replay answered for too: none) */
 } gs_whatif_search;
 
 /* Bisection over multiples of step in (lo, hi]: lo is known to fail (e.g. below the peak
@@ -73,8 +76,9 @@ typedef struct {
     gs_clients_mode clients; /* a trace of several clients: their arrangement (opts.h) */
     unsigned jobs;          /* settings replayed at once; 0: one per processor */
     /* Every replay of a search from the trace's first event, none from a checkpoint of the
-     * uncapped replay (sim/probe.h) and none skipped where the cap cannot bind: the same
-     * answers at more cost, for comparison. */
+     * uncapped replay (sim/probe.h), none skipped where the cap cannot bind and none answered
+     * by another replay's span (gs_result.same_lo): the same answers at more cost, for
+     * comparison. */
     bool full_replays;
     void (*progress)(size_t done, size_t total, void *ud); /* settings finished; serialised */
     void *progress_ud;

@@ -115,6 +115,125 @@ START_TEST(probes_from_checkpoints_are_full_replays)
 }
 END_TEST
 
+/* The figures of two replays of the whole trace at different caps, all alike. */
+static void same_replay(const gs_result *a, const gs_result *b, const char *spec, uint64_t cap)
+{
+    ck_assert_msg(a->oom == b->oom && a->events == b->events &&
+                      (!a->oom || a->first_oom_event == b->first_oom_event),
+                  "%s: the replay at %" G_GUINT64_FORMAT " went otherwise", spec, cap);
+    ck_assert_int_eq(a->error, b->error);
+    ck_assert_int_eq(a->stats.reserved_bytes[GS_STAT_ALL].peak,
+                     b->stats.reserved_bytes[GS_STAT_ALL].peak);
+    ck_assert_int_eq(a->stats.allocated_bytes[GS_STAT_ALL].peak,
+                     b->stats.allocated_bytes[GS_STAT_ALL].peak);
+    ck_assert_uint_eq(a->stats.num_device_alloc, b->stats.num_device_alloc);
+    ck_assert_uint_eq(a->stats.num_device_free, b->stats.num_device_free);
+    ck_assert_uint_eq(a->stats.num_alloc_retries, b->stats.num_alloc_retries);
+    ck_assert_uint_eq(a->stats.num_ooms, b->stats.num_ooms);
+    ck_assert_double_eq(gs_devcalls_total_us(&a->calls), gs_devcalls_total_us(&b->calls));
+}
+
+/* A capped replay says which caps replay as it did (gs_result.same_lo), and whatif's search
+ * answers those without replaying them: replays at both ends of each span (or at twice its
+ * start, where it has no end) and between them are this one in every figure. Some spans are
+ * wider than the search's step (else the test proves nothing), and under garbage collection some
+ * replay's collection acted (segments released with no retry), where what it frees depends on its
+ * threshold, a fraction of the cap. */
+START_TEST(a_capped_replay_holds_for_the_caps_it_says)
+{
+    gs_bound *bound;
+    gs_trace *t = rising_trace(&bound);
+    gs_policy *p = gs_policy_new(blind[_i], NULL);
+    gs_replay_opts o = {.device_total = DEVICE, .bound = bound};
+    gs_result u;
+    ck_assert(gs_replay_run(t, p, &o, &u, NULL));
+    ck_assert_uint_eq(u.same_hi, 0); /* no cap: nothing said */
+    uint64_t lo = (uint64_t)u.stats.allocated_bytes[GS_STAT_ALL].peak / (2 * MiB) * (2 * MiB);
+    uint64_t hi = ((uint64_t)u.stats.reserved_bytes[GS_STAT_ALL].peak / (2 * MiB) + 1) * (2 * MiB);
+    gs_result_clear(&u);
+    unsigned wide = 0, collected = 0;
+    for (unsigned j = 0; j <= 8; j++) {
+        uint64_t cap = (lo - 64 * MiB + (hi - lo + 64 * MiB) / 8 * j) / (2 * MiB) * (2 * MiB);
+        gs_result r;
+        o.capacity = cap;
+        ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+        ck_assert_msg(r.same_lo <= cap && cap < r.same_hi, "%s at %" G_GUINT64_FORMAT, p->spec,
+                      cap);
+        wide += r.same_hi - r.same_lo > 2 * MiB;
+        collected += r.stats.num_device_free > 0 && !r.stats.num_alloc_retries;
+        /* its ends and caps spread between them */
+        uint64_t top = r.same_hi == UINT64_MAX ? 2 * r.same_lo : r.same_hi - 1;
+        for (unsigned e = 0; e <= 6; e++) {
+            uint64_t c = r.same_lo + (top - r.same_lo) / 6 * e +
+                         (e == 6 ? (top - r.same_lo) % 6 : 0);
+            if (c == cap || !c) continue;
+            gs_result x;
+            o.capacity = c;
+            ck_assert(gs_replay_run(t, p, &o, &x, NULL));
+            same_replay(&r, &x, p->spec, c);
+            gs_result_clear(&x);
+        }
+        gs_result_clear(&r);
+    }
+    /* (stitch's growths ahead read the room left under the cap: its spans are the cap alone) */
+    if (!strstr(p->spec, "stitch"))
+        ck_assert_msg(wide > 0, "%s: no span wider than a step", p->spec);
+    if (strstr(p->spec, "garbage")) ck_assert_uint_gt(collected, 0);
+    gs_policy_free(p);
+    gs_bound_free(bound);
+    gs_trace_free(t);
+}
+END_TEST
+
+/* Garbage collection says for which caps it frees what it freed: a live 400 MiB block, cached
+ * blocks X (100 MiB, the oldest), Y (100 MiB) and H (30 MiB, the youngest), then a 120 MiB
+ * request that no cached block serves. Under a 700 MiB cap the threshold is 560 MiB of the
+ * 630 reserved: one pass frees X, enough for any threshold of 530 MiB or more, caps from
+ * 662.5 MiB; from 787.5 MiB the collection does nothing. At 655 MiB the request would fit
+ * after one pass too (650 MiB), but the collection makes two, so the span must stop at 662.5. */
+START_TEST(garbage_collection_says_its_caps)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t x = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    uint32_t y = gs_trace_add_alloc(t, "torch", 0, 100 * MiB);
+    uint32_t h = gs_trace_add_alloc(t, "torch", 0, 30 * MiB);
+    gs_trace_add_alloc(t, "torch", 0, 400 * MiB); /* (last: no collection before the request) */
+    gs_trace_add_free(t, x);
+    for (int k = 0; k < 13; k++) { /* ages: each request served from the large pool's cache */
+        if (k == 10) gs_trace_add_free(t, y);
+        gs_trace_add_free(t, h);
+        h = gs_trace_add_alloc(t, "torch", 0, 30 * MiB);
+    }
+    gs_trace_add_free(t, h);
+    gs_trace_add_alloc(t, "torch", 0, 120 * MiB);
+    gs_policy *p = gs_policy_new("pytorch:garbage_collection_threshold:0.8", NULL);
+    gs_replay_opts o = {.capacity = 700 * MiB, .device_total = DEVICE};
+    gs_result r, a, b;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert(!r.oom);
+    ck_assert_uint_eq(r.stats.num_device_free, 1); /* X alone */
+    ck_assert_uint_eq(r.same_lo, 1325 * MiB / 2);
+    ck_assert_uint_eq(r.same_hi, 1575 * MiB / 2);
+    o.capacity = r.same_lo;
+    ck_assert(gs_replay_run(t, p, &o, &a, NULL));
+    same_replay(&r, &a, p->spec, o.capacity);
+    o.capacity = r.same_hi - 1;
+    gs_result_clear(&a);
+    ck_assert(gs_replay_run(t, p, &o, &a, NULL));
+    same_replay(&r, &a, p->spec, o.capacity);
+    o.capacity = 655 * MiB; /* two passes: X and Y */
+    ck_assert(gs_replay_run(t, p, &o, &b, NULL));
+    ck_assert(!b.oom);
+    ck_assert_uint_eq(b.stats.num_device_free, 2);
+    ck_assert(b.same_hi <= r.same_lo);
+    gs_result_clear(&r);
+    gs_result_clear(&a);
+    gs_result_clear(&b);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
 /* A setting that reads the limit from the start (an arena sized from it, a growth judged
  * against it, handles sized from it) has no checkpoints, and every probe replays from the
  * first event. */
@@ -193,6 +312,8 @@ int main(void)
     TCase *tc = tcase_create("probe");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, probes_from_checkpoints_are_full_replays, 0, G_N_ELEMENTS(blind));
+    tcase_add_loop_test(tc, a_capped_replay_holds_for_the_caps_it_says, 0, G_N_ELEMENTS(blind));
+    tcase_add_test(tc, garbage_collection_says_its_caps);
     tcase_add_test(tc, settings_reading_the_limit_replay_from_the_start);
     tcase_add_test(tc, whatif_answers_the_same_from_checkpoints);
     suite_add_tcase(s, tc);

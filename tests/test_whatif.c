@@ -15,16 +15,34 @@ static const char *data_dir;
 /* A predicate in steps of 1: completes where ok_from <= c, except in [hole_lo, hole_hi). */
 typedef struct {
     uint64_t ok_from, hole_lo, hole_hi, ok_below; /* ok_below: also fails at >= this (0: never) */
+    /* say, as a replay does (gs_result.same_lo), the capacities that answer alike: the whole
+     * stretch between the predicate's boundaries around c */
+    bool spans;
     unsigned calls;
     uint64_t asked[256];  /* the capacities asked, in order (each is a whole replay) */
-    bool again;           /* one was asked twice */
+    uint64_t said[256][2]; /* the span each answer said */
+    bool again;            /* one was asked twice, or within a span said before */
 } pred;
 
-static bool pred_probe(uint64_t c, void *ud)
+static bool pred_probe(uint64_t c, void *ud, uint64_t same[2])
 {
     pred *p = ud;
-    for (unsigned i = 0; i < p->calls && i < G_N_ELEMENTS(p->asked); i++) p->again |= p->asked[i] == c;
-    if (p->calls < G_N_ELEMENTS(p->asked)) p->asked[p->calls] = c;
+    for (unsigned i = 0; i < p->calls && i < G_N_ELEMENTS(p->asked); i++)
+        p->again |= p->asked[i] == c || (p->said[i][0] <= c && c < p->said[i][1]);
+    ck_assert(same[0] == c && same[1] == c + 1);
+    if (p->spans) {
+        const uint64_t bounds[] = {p->ok_from, p->hole_lo, p->hole_hi, p->ok_below};
+        same[0] = 0, same[1] = UINT64_MAX;
+        for (unsigned i = 0; i < G_N_ELEMENTS(bounds); i++) {
+            if (!bounds[i]) continue;
+            if (bounds[i] <= c) same[0] = MAX(same[0], bounds[i]);
+            else same[1] = MIN(same[1], bounds[i]);
+        }
+    }
+    if (p->calls < G_N_ELEMENTS(p->asked)) {
+        p->asked[p->calls] = c;
+        p->said[p->calls][0] = same[0], p->said[p->calls][1] = same[1];
+    }
     p->calls++;
     if (p->ok_below && c >= p->ok_below) return false;
     if (c >= p->hole_lo && c < p->hole_hi) return false;
@@ -86,6 +104,31 @@ START_TEST(bisect_on_predicates_not_monotonic)
                       s.fails_above <= not_monotonic[_i].fails_hi,
                   "%s: min %" G_GUINT64_FORMAT ", fails above at %" G_GUINT64_FORMAT,
                   not_monotonic[_i].why, s.min_capacity, s.fails_above);
+}
+END_TEST
+
+/* A probe that says which capacities answer as the one it replayed (a capped replay's
+ * gs_result.same_lo) saves the replays of those: the same answers, with fewer replays and none
+ * inside a span already said. */
+START_TEST(bisect_takes_the_spans_a_probe_says)
+{
+    pred rows[G_N_ELEMENTS(not_monotonic) + 3] = {{.ok_from = 1},
+                                                  {.ok_from = 77},
+                                                  {.ok_from = 1000}};
+    for (unsigned i = 0; i < G_N_ELEMENTS(not_monotonic); i++) rows[3 + i] = not_monotonic[i].p;
+    for (unsigned i = 0; i < G_N_ELEMENTS(rows); i++) {
+        pred plain = rows[i], spans = rows[i];
+        spans.spans = true;
+        gs_whatif_search a = search(&plain), b = search(&spans);
+        ck_assert_int_eq(a.found, b.found);
+        ck_assert_uint_eq(a.min_capacity, b.min_capacity);
+        ck_assert_int_eq(a.below_fails, b.below_fails);
+        ck_assert_uint_eq(a.fails_above, b.fails_above);
+        ck_assert_msg(b.probes < a.probes, "row %u: %u replays with spans, %u without", i, b.probes,
+                      a.probes);
+        /* a boundary each side of each answer's span is all a search needs */
+        ck_assert_uint_le(b.probes, 8);
+    }
 }
 END_TEST
 
@@ -344,6 +387,7 @@ static Suite *whatif_suite(void)
     tcase_add_test(tc, bisect_finds_a_threshold_exactly);
     tcase_add_loop_test(tc, bisect_on_predicates_not_monotonic, 0, G_N_ELEMENTS(not_monotonic));
     tcase_add_test(tc, bisect_never_completes);
+    tcase_add_test(tc, bisect_takes_the_spans_a_probe_says);
     tcase_add_test(tc, candidates_recorded_standard_and_given);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("traces");
