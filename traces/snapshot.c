@@ -38,12 +38,17 @@ enum { E_FREE_COMPLETED = 100, E_SNAPSHOT, E_UNKNOWN };
 #define TOP_LIBRARY (-2)
 #define NO_FRAME (-1)
 
-/* A device's columns, in the order they are written (the layout above), and their widths. */
-enum { C_ACTION, C_DEFERRED, C_STREAM, C_ADDR, C_SIZE, C_TIME, C_WHERE, C_FRAME, N_COLUMNS };
-static const guint column_width[N_COLUMNS] = {1, 1, 8, 8, 8, 8, 8, 4};
-
 typedef struct {
-    GArray *col[N_COLUMNS];
+    /* the rows' columns, written in this order (the layout above): n rows, room for cap (a
+     * row is eight stores, where GArray appends cost about 60 instructions each) */
+    uint8_t *action, *deferred;
+    uint64_t *stream;
+    int64_t *addr;
+    uint64_t *size;
+    int64_t *time;
+    uint64_t *where;
+    uint32_t *frame;
+    size_t n, cap;
     GArray *local;    /* a frame's number -> its number on this device + 1 (0: not yet) */
     GArray *frames;   /* this device's frames, in order of first use: their numbers */
     gboolean program; /* a program action was seen (the converter's rec.devices) */
@@ -89,7 +94,6 @@ typedef struct {
 static device *device_new(void)
 {
     device *d = g_new0(device, 1);
-    for (int c = 0; c < N_COLUMNS; c++) d->col[c] = g_array_new(FALSE, FALSE, column_width[c]);
     d->local = g_array_new(FALSE, TRUE, 4);
     d->frames = g_array_new(FALSE, FALSE, 4);
     d->prev_action = E_UNKNOWN;
@@ -100,7 +104,14 @@ static device *device_new(void)
 static void device_free(gpointer p)
 {
     device *d = p;
-    for (int c = 0; c < N_COLUMNS; c++) g_array_free(d->col[c], TRUE);
+    g_free(d->action);
+    g_free(d->deferred);
+    g_free(d->stream);
+    g_free(d->addr);
+    g_free(d->size);
+    g_free(d->time);
+    g_free(d->where);
+    g_free(d->frame);
     g_array_free(d->local, TRUE);
     g_array_free(d->frames, TRUE);
     g_free(d);
@@ -270,14 +281,26 @@ static void add_row(device *d, int action, uint64_t stream, int64_t addr, uint64
             f = g_array_index(d->local, uint32_t, top) = d->frames->len;
         }
     }
-    g_array_append_val(d->col[C_ACTION], a);
-    g_array_append_val(d->col[C_DEFERRED], df);
-    g_array_append_val(d->col[C_STREAM], stream);
-    g_array_append_val(d->col[C_ADDR], addr);
-    g_array_append_val(d->col[C_SIZE], size);
-    g_array_append_val(d->col[C_TIME], t);
-    g_array_append_val(d->col[C_WHERE], where);
-    g_array_append_val(d->col[C_FRAME], f);
+    if (d->n == d->cap) {
+        d->cap = d->cap ? 2 * d->cap : 4096;
+        d->action = g_renew(uint8_t, d->action, d->cap);
+        d->deferred = g_renew(uint8_t, d->deferred, d->cap);
+        d->stream = g_renew(uint64_t, d->stream, d->cap);
+        d->addr = g_renew(int64_t, d->addr, d->cap);
+        d->size = g_renew(uint64_t, d->size, d->cap);
+        d->time = g_renew(int64_t, d->time, d->cap);
+        d->where = g_renew(uint64_t, d->where, d->cap);
+        d->frame = g_renew(uint32_t, d->frame, d->cap);
+    }
+    size_t i = d->n++;
+    d->action[i] = a;
+    d->deferred[i] = df;
+    d->stream[i] = stream;
+    d->addr[i] = addr;
+    d->size[i] = size;
+    d->time[i] = t;
+    d->where[i] = where;
+    d->frame[i] = f;
 }
 
 /* An alloc's pool_id (2.12 and later), as DeviceEvents.note_pool takes it: none, or a pair of
@@ -332,11 +355,11 @@ static gboolean entry(gs_pickle_vm *m, reader *r, device *d, gs_pv *const *f, ui
     }
     int64_t this_free = -1;
     if (action == A_FREE) {
-        this_free = (int64_t)d->col[C_ACTION]->len;
+        this_free = (int64_t)d->n;
         add_row(d, A_FREE, (uint64_t)stream, addr, (uint64_t)size, t, 1, where, NO_FRAME);
     } else if (action == E_FREE_COMPLETED) {
         if (d->prev_action == A_FREE && d->prev_addr == addr && d->prev_free >= 0)
-            g_array_index(d->col[C_DEFERRED], uint8_t, d->prev_free) = 0; /* immediate */
+            d->deferred[d->prev_free] = 0; /* immediate */
         else add_row(d, A_FREE_DONE, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, NO_FRAME);
     } else {
         add_row(d, action, (uint64_t)stream, addr, (uint64_t)size, t, 0, where, top);
@@ -388,7 +411,7 @@ static gboolean consume(gs_pickle_vm *m, uint32_t dev, uint64_t first, gs_pv **i
 static void put_device(GString *o, const reader *r, const device *d, uint64_t entries)
 {
     gs_put_u64(o, entries);
-    gs_put_u64(o, d ? d->col[C_ACTION]->len : 0);
+    gs_put_u64(o, d ? d->n : 0);
     g_string_append_c(o, d && d->program);
     gs_put_u32(o, d ? d->frames->len : 0);
     if (!d) {
@@ -400,17 +423,23 @@ static void put_device(GString *o, const reader *r, const device *d, uint64_t en
         gs_put_u32(o, (uint32_t)strlen(t));
         gs_put(o, t, strlen(t));
     }
-    for (int c = 0; c < N_COLUMNS; c++)
-        gs_put(o, d->col[c]->data, (size_t)d->col[c]->len * column_width[c]);
+    gs_put(o, d->action, d->n);
+    gs_put(o, d->deferred, d->n);
+    gs_put(o, d->stream, d->n * 8);
+    gs_put(o, d->addr, d->n * 8);
+    gs_put(o, d->size, d->n * 8);
+    gs_put(o, d->time, d->n * 8);
+    gs_put(o, d->where, d->n * 8);
+    gs_put(o, d->frame, d->n * 4);
     gs_snap_columns c = {
-        .action = (const uint8_t *)d->col[C_ACTION]->data,
-        .deferred = (const uint8_t *)d->col[C_DEFERRED]->data,
-        .stream = (const uint64_t *)d->col[C_STREAM]->data,
-        .size = (const uint64_t *)d->col[C_SIZE]->data,
-        .addr = (const int64_t *)d->col[C_ADDR]->data,
-        .time = (const int64_t *)d->col[C_TIME]->data,
-        .frame = (const uint32_t *)d->col[C_FRAME]->data,
-        .n = d->col[C_ACTION]->len,
+        .action = d->action,
+        .deferred = d->deferred,
+        .stream = d->stream,
+        .size = d->size,
+        .addr = d->addr,
+        .time = d->time,
+        .frame = d->frame,
+        .n = d->n,
     };
     gs_snapshot_put_rows(o, &c);
 }
