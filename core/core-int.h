@@ -800,10 +800,13 @@ static inline gs_block *block_carve(gs_heap *h, const gs_block *like, uint64_t a
 
 /* ---- the limit ---- */
 
-/* Would reserved bytes of total pass the heap's limit (none: never)? The answer is noted for
- * gs_heap_same_limits: every check of a growth against the limit is made here. */
+/* Would reserved bytes of total pass the heap's limit (none: never)? Every check of a growth
+ * against the limit is made here: the answer is noted for gs_heap_same_limits, and what it
+ * asked for, limit or none, for gs_heap_limit_asked (a replay capped below it may go
+ * otherwise from here). */
 static inline bool over_limit(gs_heap *h, uint64_t total)
 {
+    h->limit_asked = MAX(h->limit_asked, total);
     if (!h->limit) return false;
     if (total > h->limit) {
         h->limit_refused = MIN(h->limit_refused, total);

@@ -18,6 +18,8 @@
  * Memory stays on its stream: a free block's memory may still be in use by work queued on the
  * stream that freed it, so only that stream's free blocks give handles.
  */
+#include <math.h>
+
 #include "core-int.h"
 
 /* A handle that can move: its segment, first slot and pages, and the free block holding it. */
@@ -330,9 +332,12 @@ static gs_status grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
     }
     uint64_t fresh = got < need ? need - got : 0; /* pages to create */
     if (plenty && fresh && (p->sc.ahead > 0 || p->sc.min_grow)) {
-        limit_read_exactly(h); /* the room left under it */
-        fresh += ahead_pages(h, p, bound - (double)after, after, fresh, need,
-                             u->size / pg - MAX(got, need));
+        /* the room left under the limit counts where it is less than the bound's: a check of
+         * after + room against the limit (so an uncapped replay notes it as asked for), and
+         * below it the limit read as a number */
+        double room = bound - (double)after;
+        if (room > 0 && over_limit(h, after + (uint64_t)ceil(room))) limit_read_exactly(h);
+        fresh += ahead_pages(h, p, room, after, fresh, need, u->size / pg - MAX(got, need));
     }
     if (over_limit(h, h->total_reserved + fresh * pg)) {
         st = GS_ERR_OOM;
