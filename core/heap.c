@@ -148,7 +148,6 @@ static gs_status alloc_block(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     /* a stitched pool may need no new memory at all: it checks the limit against what it
      * creates */
     if (h->pools[pool].stitch) return gs_stitch_grow(h, pool, stream, size, out);
-    h->limit_asked = MAX(h->limit_asked, h->total_reserved + seg_size);
     if (over_limit(h, h->total_reserved + seg_size)) return GS_ERR_OOM;
     if (h->pools[pool].page) return gs_expandable_grow(h, pool, stream, size, false, out);
     return malloc_segment(h, pool, stream, seg_size, out);
