@@ -820,9 +820,7 @@ static inline bool over_limit(gs_heap *h, uint64_t total)
  * this very limit is known to decide as it did (gs_heap_same_limits). */
 static inline void limit_read_exactly(gs_heap *h)
 {
-    if (!h->limit) return;
-    h->limit_kept = MAX(h->limit_kept, h->limit);
-    h->limit_refused = MIN(h->limit_refused, h->limit + 1);
+    if (h->limit) gs_heap_limit_decides(h, h->limit, h->limit + 1);
 }
 
 /* ---- the pools' two indexes ---- */

@@ -329,14 +329,11 @@ gs_status gs_heap_grow_stitched(gs_heap *h, unsigned pool, uint32_t stream, uint
  * that would do nothing counts in gs_heap_limit_asked. */
 static inline void note_gc_asked(gs_heap *h)
 {
-    uint64_t unread = h->P->limit_unread ? h->P->limit_unread(h->cfg, h->total_reserved) : 0;
-    h->limit_asked = MAX(h->limit_asked, unread);
-    /* under a limit: a check of unread against it; past it the collection acts, and what it
-     * frees depends on its threshold, a fraction of the limit: the policy says for which
-     * limits it frees the same (policy.h, limit_unread) */
-    if (!h->gc_active) return;
-    if (!h->P->limit_unread) limit_read_exactly(h);
-    else (void)over_limit(h, unread);
+    /* a check of that limit against the heap's; past it the collection acts, and what it frees
+     * depends on its threshold, a fraction of the limit: the policy says for which limits it
+     * frees the same (policy.h, limit_unread), or else the limit is read as a number */
+    if (h->P->limit_unread) (void)over_limit(h, h->P->limit_unread(h->cfg, h->total_reserved));
+    else if (h->gc_active) limit_read_exactly(h);
 }
 
 /* The ladder for a policy that grows its own way (gs_policy_ops.grow): the same steps as

@@ -290,22 +290,18 @@ static uint64_t count_pairs(const item *it, size_t n)
         en[i] = it[i].end;
     }
     if (!by_start_already(it, n)) qsort(st, n, sizeof *st, cmp_u64);
-    size_t *ix = g_new(size_t, n ? n : 1);
-    for (size_t i = 0; i < n; i++) ix[i] = i;
-    radix_sort(ix, n, en, false);
-    uint64_t *sorted = g_new(uint64_t, n ? n : 1);
-    for (size_t i = 0; i < n; i++) sorted[i] = en[ix[i]];
-    g_free(ix);
-    g_free(en);
-    en = sorted;
+    size_t *by_end = g_new(size_t, n ? n : 1); /* the ends in order: en[by_end[j]] */
+    for (size_t i = 0; i < n; i++) by_end[i] = i;
+    radix_sort(by_end, n, en, false);
     uint64_t pairs = 0;
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
-        while (j < n && en[j] <= st[i]) j++;
+        while (j < n && en[by_end[j]] <= st[i]) j++;
         pairs += i - MIN(i, j); /* i started before; j of them (at most i) have ended */
     }
     g_free(st);
     g_free(en);
+    g_free(by_end);
     return pairs;
 }
 
