@@ -45,8 +45,10 @@ typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
 typedef void (*gs_observe_reserve_fn)(const gs_segment *s, uint64_t addr, int64_t bytes, void *ud);
 /* Called before every event of a replay with one allocator (index: events replayed before it),
  * with the heap as the events before it left it: whatif's checkpoints (sim/probe.h), which may
- * fork the process there and change the copy's limit. */
-typedef void (*gs_checkpoint_fn)(gs_heap *h, size_t index, void *ud);
+ * fork the process there and change the copy's limit. Returns false to end the replay there
+ * (its result then says `index` events, no OOM and no error): the trunk of the checkpoints has
+ * nothing left to do after its last one. */
+typedef bool (*gs_checkpoint_fn)(gs_heap *h, size_t index, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */

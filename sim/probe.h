@@ -69,8 +69,9 @@ typedef struct gs_probes gs_probes;
 gs_probes *gs_probes_new(const gs_trace *t, const gs_policy *p, const gs_replay_opts *o,
                          bool checkpoints, gs_result *uncapped);
 /* The probes to come are at caps in (lo, hi]: replay the trace again as the trunk, leaving its
- * checkpoints, if that pays (above). Returns the events that replay made (0: none made). A
- * growth refused on the way (the device's memory) leaves no checkpoint after it. */
+ * checkpoints, if that pays (above). The trunk stops at its last checkpoint. Returns the events
+ * that replay made (0: none made). A growth refused on the way (the device's memory) leaves no
+ * checkpoint after it. */
 size_t gs_probes_plan(gs_probes *pr, uint64_t lo, uint64_t hi);
 /* The replay at capacity (bytes, > 0): from the latest checkpoint that applies, else from the
  * first event; none when the cap cannot bind. */

@@ -199,8 +199,11 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
     for (size_t i = 0; i < n; i++) {
         const gs_event *e = &ev[i];
         if (prefetch && i + PREFETCH_SLOT < n) prefetch_ahead(ev, i, slots);
-        if (!plain && o->checkpoint && !mc && !md)
-            o->checkpoint(h, done_before + i, o->checkpoint_ud);
+        if (!plain && o->checkpoint && !mc && !md &&
+            !o->checkpoint(h, done_before + i, o->checkpoint_ud)) {
+            r->events = done_before + i;
+            return FALSE;
+        }
         gs_status st = GS_OK;
         if (mc) h = gs_clients_route(mc, e, slots);
         else if (md) h = gs_devices_route(md, e);

@@ -137,7 +137,10 @@ START_TEST(probes_from_checkpoints_are_full_replays)
     uint64_t peak = (uint64_t)u.stats.reserved_bytes[GS_STAT_ALL].peak;
     uint64_t hi = (peak / (2 * MiB) + 1) * (2 * MiB);
     gs_result_clear(&u);
-    ck_assert_uint_eq(gs_probes_plan(pr, lo, hi), t->n);
+    /* the trunk ends at its last checkpoint: the probes below go on from there alone */
+    size_t trunk = gs_probes_plan(pr, lo, hi);
+    ck_assert_uint_gt(trunk, 0);
+    ck_assert_uint_lt(trunk, t->n);
     ck_assert_uint_gt(gs_probes_checkpoints(pr), 0);
     unsigned from_checkpoint = 0, fails = 0;
     /* caps over the search's range, then past the peak (where some setting's growths ahead
