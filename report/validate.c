@@ -189,12 +189,15 @@ static void validation_json(FILE *out, const char *name, const gs_validation *v,
             gs_jw_key(&w, "real");
             gs_jw_str(&w, r->real_text);
         } else {
+            /* a time row holds microseconds; its name says ms, and so does its number here,
+             * as in the table */
+            double unit = r->kind == ROW_MS ? 1000 : 1;
             if (r->has_sim) {
                 gs_jw_key(&w, "sim");
-                gs_jw_num(&w, "%.17g", r->sim);
+                gs_jw_num(&w, "%.17g", r->sim / unit);
             }
             gs_jw_key(&w, "real");
-            gs_jw_num(&w, "%.17g", r->real);
+            gs_jw_num(&w, "%.17g", r->real / unit);
         }
         gs_jw_key(&w, "judged");
         gs_jw_bool(&w, r->judged);

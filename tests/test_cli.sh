@@ -425,11 +425,16 @@ for t2 in dataframe-then-torch producer-consumer; do
 done
 "$gpusim" validate "$trace" --backend sim --runs 1 --format json -o "$tmp/v.json" \
     --save-calibration "$tmp/cal.csv" || fail "validate json: exit $?"
-python3 - "$tmp/v.json" <<'PY' || fail "validate JSON"
+"$gpusim" replay "$trace" -f json -q -o "$tmp/vr.json" || fail "replay json for validate: exit $?"
+python3 - "$tmp/v.json" "$tmp/vr.json" <<'PY' || fail "validate JSON"
 import json, sys
 v = json.load(open(sys.argv[1]))
 assert len(v) == 1 and v[0]["ok"] and v[0]["policy"] == "pytorch", v
 assert {c["what"] for c in v[0]["checks"]} >= {"outcome", "peak reserved (allocator)", "device time ms"}
+# a row named in ms holds ms (it held microseconds), as gpusim replay's device_time_us says
+ms = {c["what"]: c for c in v[0]["checks"]}["device time ms"]["sim"]
+us = json.load(open(sys.argv[2]))[0]["results"][0]["device_time_us"]
+assert abs(ms * 1000 - us) < 0.1, (ms, us)
 PY
 # several traces: the same shape, an element per (trace, policy) in the order given
 "$gpusim" validate "$trace" "$src/traces/data/batch-alternate.gstrace.gz" --backend sim --runs 1 \
