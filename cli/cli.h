@@ -24,7 +24,7 @@ enum {
     GS_EXIT_PLOT = 3,     /* replay, sweep, plot: gnuplot missing or failed (data written) */
     GS_EXIT_DIFFERS = 3,  /* validate: some check is beyond its tolerance */
     GS_EXIT_OOM = 4,      /* replay, sweep with --fail-on-oom: some result met an OOM */
-    GS_EXIT_DECLINED = 3, /* read-snapshot: a snapshot it leaves to the converter's reader */
+    GS_EXIT_DECLINED = 3, /* read-snapshot, write-rows: what it leaves to the converter */
 };
 
 /* The options several commands share. A command asks for the ones it takes (gs_cli_want) and
@@ -279,6 +279,7 @@ int gs_cmd_verify(int argc, char **argv);
 int gs_cmd_predict(int argc, char **argv);
 int gs_cmd_run(int argc, char **argv);
 int gs_cmd_read_snapshot(int argc, char **argv);
+int gs_cmd_write_rows(int argc, char **argv);
 
 G_END_DECLS
 

@@ -34,6 +34,7 @@ static const struct {
     {"predict", gs_cmd_predict},
     {"run", gs_cmd_run},
     {"read-snapshot", gs_cmd_read_snapshot},
+    {"write-rows", gs_cmd_write_rows},
 };
 /* clang-format on */
 
@@ -62,6 +63,7 @@ static const char main_help[] =
     "  run -- CMD        run your program, unmodified, on gpusim's allocator on the real GPU\n"
     "                    (PyTorch and CuPy; --trace records its requests)\n"
     "  read-snapshot S   plumbing for gpusim-convert: its fast reader of a PyTorch snapshot\n"
+    "  write-rows OUT    plumbing for gpusim-convert: its writer of binary traces\n"
     "  help [COMMAND]    this text, or a command's options (as 'gpusim COMMAND --help')\n"
     "  version           print the version\n"
     "\n"

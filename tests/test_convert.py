@@ -969,37 +969,100 @@ class TestStreaming(ConverterTestCase):
 
 
 class TestBinaryFromRows(unittest.TestCase):
-    """The converter writes NAME.gsbin from its rows (gsbin.encode_rows): the bytes must be
-    those of the text it would render, encoded (gsbin.encode_text, itself checked against
-    gpusim convert by tests/test_binary.sh), on every recording here: synthesized allocations
-    (cut), a fatal OOM (oomdie), caught ones (oomcatch), two devices (twogpu), side streams."""
+    """The converter writes NAME.gsbin from its rows: by `gpusim write-rows` (traces/rows.c),
+    fed the columns, or else itself (gsbin.encode_rows). The bytes of both must be those of the
+    text it would render, encoded (gsbin.encode_text, itself checked against gpusim convert by
+    tests/test_binary.sh), on every recording here: synthesized allocations (cut), a fatal OOM
+    (oomdie), caught ones (oomcatch), two devices (twogpu), side streams; with the offline bound
+    stored (gpusim convert of the encoder's bytes) and without."""
 
-    def test_same_as_from_text(self):
-        import contextlib
+    def load_converter(self):
         import importlib.util
-        import io
         spec = importlib.util.spec_from_file_location("convert_rows", CONVERT)
         conv = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(conv)
+        return conv
+
+    def test_same_as_from_text(self):
+        import contextlib
+        import io
+        conv = self.load_converter()
         gsbin = conv.cli.load_gsbin()
         rows_encoder = gsbin.encode_rows
+        self.assertIsNotNone(conv.cli.gpusim_program(), "no build/gpusim: write-rows untested")
         tmp = tempfile.mkdtemp(prefix="gsbin-rows-")
         snaps = [p for d in REPO_REFERENCES
                  for p in sorted(glob.glob(os.path.join(d, "*.pickle.gz")))]
         self.assertGreater(len(snaps), 10)
+        saved = os.environ.get("GPUSIM_ROWS_WRITER")
+        ways = (("write-rows", None, rows_encoder), ("encode_rows", "none", rows_encoder),
+                ("text", "none", lambda *a: None))
         try:
             for src in snaps:
-                got = []
-                for encoder in (rows_encoder, lambda *a: None):
-                    gsbin.encode_rows = encoder
-                    out = os.path.join(tmp, f"{len(got)}.gsbin")
-                    with contextlib.redirect_stderr(io.StringIO()):
-                        rc = conv.main([src, "-o", out, "-q"])
-                    got.append((rc, open(out, "rb").read() if rc == 0 else None))
-                with self.subTest(src=os.path.basename(src)):
-                    self.assertEqual(got[0], got[1])
+                for bound in ([], ["--no-bound"]):
+                    got = []
+                    for k, (_, env, encoder) in enumerate(ways):
+                        if env is None:
+                            os.environ.pop("GPUSIM_ROWS_WRITER", None)
+                        else:
+                            os.environ["GPUSIM_ROWS_WRITER"] = env
+                        gsbin.encode_rows = encoder
+                        out = os.path.join(tmp, f"{k}.gsbin")
+                        with contextlib.redirect_stderr(io.StringIO()):
+                            rc = conv.main([src, "-o", out, "-q", *bound])
+                        got.append((rc, open(out, "rb").read() if rc == 0 else None))
+                    with self.subTest(src=os.path.basename(src), bound=not bound):
+                        self.assertEqual(got[0], got[1])
+                        self.assertEqual(got[1], got[2])
         finally:
             gsbin.encode_rows = rows_encoder
+            if saved is None:
+                os.environ.pop("GPUSIM_ROWS_WRITER", None)
+            else:
+                os.environ["GPUSIM_ROWS_WRITER"] = saved
+            subprocess.run(["rm", "-rf", tmp], check=False)
+
+    def test_write_rows_declines_what_the_encoder_would_not_take(self):
+        """Rows the encoder would not encode as they are (an allocation out of order, a device
+        past 32 bits, an op the format lacks) are declined: path untouched, False returned,
+        and the converter then writes the trace itself."""
+        conv = self.load_converter()
+        gpusim = conv.cli.gpusim_program()
+        self.assertIsNotNone(gpusim)
+        from importlib import import_module
+        model = import_module(conv.cli.__package__ + ".model")
+        output = import_module(conv.cli.__package__ + ".output")
+        head = b"# gpusim-trace 1\n# device_total_bytes: 1073741824\n" + HEADER_COLS.encode() + b"\n"
+        tmp = tempfile.mkdtemp(prefix="gsbin-decline-")
+        try:
+            def rows_of(*rs):
+                r = model.TraceRows()
+                for row in rs:
+                    r.append(row)
+                return r
+            good = rows_of((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 1, 512))
+            out = os.path.join(tmp, "t.gsbin")
+            self.assertTrue(output.write_rows(gpusim, out, head, good, b"torch", False))
+            p = subprocess.run([gpusim, "replay", out, "-q", "-f", "csv"], capture_output=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for bad in (rows_of((0, "alloc", 0, 0, 2, 512)),
+                        rows_of((0, "alloc", 1 << 32, 0, 1, 512)),
+                        rows_of((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 7, 512)),
+                        rows_of((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 1, 512),
+                                (2, "free", 0, 0, 1, 512))):
+                out = os.path.join(tmp, "bad.gsbin")
+                with self.subTest(rows=list(bad)):
+                    self.assertFalse(output.write_rows(gpusim, out, head, bad, b"torch", False))
+                    self.assertFalse(os.path.exists(out))
+            # a stream cut short, or not the rows at all: exit 3, nothing written
+            for stream in (b"GSROWS01\x05\x00", b"not rows at all", b""):
+                out = os.path.join(tmp, "cut.gsbin")
+                p = subprocess.run([gpusim, "write-rows", "--", out], input=stream,
+                                   capture_output=True)
+                self.assertEqual(p.returncode, 3, p.stderr)
+                self.assertIn(b"declined", p.stderr)
+                self.assertFalse(os.path.exists(out))
+        finally:
             subprocess.run(["rm", "-rf", tmp], check=False)
 
 

@@ -700,6 +700,9 @@ char *gs_trace_binary_problem(const gs_trace *t)
     if (t->frames && t->frames->len)
         return g_strdup("it has frames ('# frame N:' lines), which the binary format does not "
                         "carry: keep it as text");
+    /* what both readers check of the header once the events are in */
+    const char *hp = gs_trace_header_problem(t);
+    if (hp) return g_strdup(hp);
     char *why = tables_problem(t);
     size_t where;
     struct gs_trace_tally *y = gs_trace_tally_new(); /* (its devices: the reader's limit) */

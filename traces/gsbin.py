@@ -11,8 +11,10 @@ that the converter writes either form (it chooses this one for an output named N
     binary = gsbin.encode_text(text_bytes)
 
 The result is byte for byte what `gpusim convert TRACE -o NAME.gsbin` writes from the same
-text (tests/test_convert.py checks it). The converter itself calls encode_rows, which gives the
-same bytes from the rows it would render, without the text. The text must be a valid trace: a problem raises
+text (tests/test_convert.py checks it). The converter hands its rows to `gpusim write-rows`
+(traces/rows.c), which writes the same bytes in a fraction of the time; where that program is
+not there or declines, it calls encode_rows, which gives them from the rows it would render,
+without the text. The text must be a valid trace: a problem raises
 ValueError with the line (gpusim's reader is the one that explains bad input; this module
 only refuses it).
 """

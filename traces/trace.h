@@ -237,6 +237,12 @@ void gs_trace_free(gs_trace *t);
  * NULL. */
 gboolean gs_snapshot_read(const char *path, uint64_t limit, FILE *progress, GString *out,
                           char **why);
+/* The trace the converter's rows make, read from f (traces/rows.c says the stream's layout):
+ * the trace its Python encoder (traces/gsbin.py, encode_rows) would have encoded, so that
+ * gs_trace_save writes the same bytes; `gpusim write-rows` runs it. NULL and *why (g_free it)
+ * when the stream is not whole or holds what the encoder would not have taken so (allocations
+ * not numbered in order, a device past 32 bits, an op the binary format lacks). */
+gs_trace *gs_trace_read_rows(FILE *f, char **why);
 
 /* Building traces in code (tests, generators): */
 gs_trace *gs_trace_new(void);

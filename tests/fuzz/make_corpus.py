@@ -3,7 +3,7 @@
 
     python3 tests/fuzz/make_corpus.py [--gpusim build/gpusim] [--shared ../shared]
 
-Run from the repository root (`--only convert` rewrites one corpus). Seeds are small (a few KiB; none above 64 KiB) and come from:
+Run from the repository root (`--only convert` or `--only rows` rewrites one corpus). Seeds are small (a few KiB; none above 64 KiB) and come from:
 the bundled traces (heads and windows, plain and gzip), the cases the Check suites feed the
 readers (tests/test_trace.c, test_json.c, test_replay.c, test_cli.sh), reports gpusim writes
 (replay CSV and JSON with --plot, a sweep's CSV), the calibration tables (the built-in one,
@@ -522,6 +522,48 @@ def convert_seeds(shared):
         put("convert", "head-" + run + ".pickle", pickle.dumps(s, protocol=4))
 
 
+def rows_seeds():
+    """Inputs of fuzz_rows: streams the converter sends gpusim write-rows (gsconvert's
+    output.rows_stream) for small traces of every kind of row, and broken ones."""
+    sys.path.insert(0, os.path.join(ROOT, "traces"))
+    from gsconvert import model, output
+    head = (MAGIC + "# source: fuzz\n# device_total_bytes: 1073741824\n" + COLS).encode()
+
+    def stream(*rows, prefix=(), hd=head, client=b"torch"):
+        r = model.TraceRows()
+        r.prefix = list(prefix)
+        for row in rows:
+            r.append(row)
+        return b"".join(bytes(p) for p in output.rows_stream(hd, r, client))
+
+    # (time, op, device, stream, id, size)
+    basic = [(0, "alloc", 0, 0, 1, 512), (1, "alloc", 0, 7, 2, 4 << 20), (2, "free", 0, 7, 2, 0),
+             (3, "free_done", 0, 7, 2, 0), (4, "mark", 0, 0, 0, 1), (5, "empty_cache", 0, 0, 0, 0),
+             (6, "oom", 0, 0, 0, 1 << 30), (7, "free", 0, 0, 1, 512)]
+    put("rows", "basic.rows", stream(*basic))
+    put("rows", "synthesized.rows", stream((9, "alloc", 0, 0, 3, 64), (10, "free", 0, 0, 1, 0),
+                                           prefix=[(0, "alloc", 0, 0, 1, 1 << 20),
+                                                   (0, "alloc", 0, 5, 2, 2 << 20)]))
+    put("rows", "two-devices.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "alloc", 1, 0, 2, 512),
+                                           (2, "free", 1, 0, 2, 512), (3, "free", 0, 0, 1, 512)))
+    put("rows", "empty.rows", stream())
+    put("rows", "no-total.rows", stream(*basic, hd=(MAGIC + COLS).encode()))
+    put("rows", "bad-out-of-order.rows", stream((0, "alloc", 0, 0, 2, 512)))
+    put("rows", "bad-device.rows", stream((0, "alloc", 1 << 32, 0, 1, 512)))
+    put("rows", "bad-free-unknown.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 9, 0)))
+    put("rows", "bad-double-free.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 1, 0),
+                                               (2, "free", 0, 0, 1, 0)))
+    put("rows", "bad-client.rows", stream(*basic, client=b"a b"))
+    put("rows", "bad-total.rows", stream(*basic, hd=(MAGIC + "# device_total_bytes: 1e9\n" +
+                                                     COLS).encode()))
+    put("rows", "bad-no-columns.rows", stream(*basic, hd=MAGIC.encode()))
+    whole = stream(*basic)
+    put("rows", "bad-truncated.rows", whole[:-5])
+    put("rows", "bad-trailing.rows", whole + b"\0")
+    put("rows", "bad-magic-only.rows", whole[:8])
+    put("rows", "bad-huge-count.rows", whole[:8] + b"\xff\xff\xff\x7f")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
@@ -538,6 +580,8 @@ def main():
                 os.unlink(os.path.join(CORPUS, d, f))
     if a.only == "convert":
         convert_seeds(shared)
+    if a.only == "rows":
+        rows_seeds()
     with tempfile.TemporaryDirectory() as tmp:
         if a.only:
             pass
@@ -549,6 +593,7 @@ def main():
             reference_seeds(shared, tmp)
             plot_seeds(gpusim, tmp)
             convert_seeds(shared)
+            rows_seeds()
     for d in sorted(os.listdir(CORPUS)):
         print("%-12s %d files" % (d, len(os.listdir(os.path.join(CORPUS, d)))))
 

@@ -31,7 +31,7 @@ else
     out=$(mktemp -d "${TMPDIR:-/tmp}/gs-fuzz-run-XXXXXX")
     keep=0
 fi
-harnesses=${*:-trace binary json calibration reference plot_saved replay snapshot library}
+harnesses=${*:-trace binary json calibration reference plot_saved replay snapshot rows library}
 # Sanitizer reports are crashes; a leak at the end of a run too.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"

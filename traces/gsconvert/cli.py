@@ -22,7 +22,7 @@ from .inference import infer_all_pools, infer_empty_cache, merge_devices
 from .build import build_trace, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
-from .output import render_trace, write_bounded, write_chunks, write_whole
+from .output import render_trace, write_bounded, write_chunks, write_rows, write_whole
 
 
 # ---------------------------------------------------------------------------------------------
@@ -398,20 +398,26 @@ def convert(args, progress_stream=None, progress_enabled=False):
     if args.reference:
         ref = build_reference(rec, tr, source, sibling, device_total)
 
+    written = False
     if binary:
-        # from the rows themselves (encode_rows); the text rendered and parsed back only where
-        # they are not numbered as build_trace numbers them
-        gsbin = load_gsbin()
+        # the rows' columns to gpusim write-rows, which writes the file (and its bound); else
+        # encoded here from the rows themselves (encode_rows), the same bytes; the text
+        # rendered and parsed back only where they are not numbered as build_trace numbers them
         head = next(trace_chunks)
-        pieces = gsbin.encode_rows(head, tr.rows, args.client.encode("utf-8"))
-        if pieces is None:
-            pieces = [gsbin.encode_text(head + b"".join(trace_chunks))]
-        trace_chunks = pieces
-    bounded = not args.no_bound and write_bounded(args.output, trace_chunks, binary,
-                                                   gpusim_program())
-    if not bounded:
+        client = args.client.encode("utf-8")
+        written = write_rows(gpusim_program(), args.output, head, tr.rows, client,
+                             not args.no_bound)
+        if not written:
+            gsbin = load_gsbin()
+            pieces = gsbin.encode_rows(head, tr.rows, client)
+            if pieces is None:
+                pieces = [gsbin.encode_text(head + b"".join(trace_chunks))]
+            trace_chunks = pieces
+    bounded = not written and not args.no_bound and write_bounded(args.output, trace_chunks,
+                                                                   binary, gpusim_program())
+    if not written and not bounded:
         write_chunks(args.output, trace_chunks)
-    elif bounded is not True:
+    elif bounded not in (True, False):
         warn(header_text(source), f"the offline bound was not stored in "
                                   f"{header_text(args.output)} (gpusim convert: "
                                   f"{one_line(bounded)}); each replay plans it again")

@@ -1,6 +1,7 @@
 """Output: the trace rendered as text (header and rows), and the files written whole (through a
 temporary file, then renamed), gzip-compressed when the name ends in .gz."""
 
+import array
 import gzip
 import os
 import stat
@@ -285,3 +286,65 @@ def _gpusim_convert(gpusim, path, tmp, limit_s):
     if proc.returncode != 0:
         return err.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
     return None
+
+
+# the stream gpusim write-rows reads (traces/rows.c)
+_ROWS_MAGIC = b"GSROWS01"
+_ROWS_COLUMNS = (("t", "Q"), ("op", "B"), ("stream", "Q"), ("id", "q"), ("size", "Q"),
+                 ("dev", "Q"))
+ROWS_ENV = "GPUSIM_ROWS_WRITER"
+
+
+def rows_stream(head, rows, client):
+    """The pieces (bytes-like) of the stream gpusim write-rows reads (traces/rows.c says its
+    layout) for head (the header text, the column line last), rows (a TraceRows) and client
+    (bytes), or None where the rows are not of the kinds it carries (a synthesized row that is
+    no allocation, a negative id among them, a column of another type or length)."""
+    cols = [getattr(rows, name) for name, _ in _ROWS_COLUMNS]
+    if (any(r[1] != "alloc" for r in rows.prefix) or
+            any(c.typecode != code or len(c) != len(rows.op)
+                for c, (_, code) in zip(cols, _ROWS_COLUMNS))):
+        return None
+    try:
+        pre = array.array("Q", [v for r in rows.prefix for v in (r[0], r[5], r[2], r[3], r[4])])
+    except OverflowError:
+        return None
+    return [_ROWS_MAGIC, struct.pack("=I", len(head)), head, struct.pack("=I", len(client)),
+            client, struct.pack("=Q", len(rows.prefix)), pre, struct.pack("=Q", len(rows.op)),
+            *cols]
+
+
+def write_rows(gpusim, path, head, rows, client, bound):
+    """The binary trace of head and rows (rows_stream) for client written to path by `gpusim
+    write-rows`, which makes of the columns the bytes gsbin.encode_rows would (a fifth of a
+    conversion's time in Python; docs/speed.md), storing the offline bound as gpusim convert
+    does when bound. True when written; False, with path untouched, when it was not: no gpusim
+    ($GPUSIM_ROWS_WRITER=none turns it off), standard output or a target that is not a regular
+    file, or a trace the program declines (the caller then encodes it itself, as before)."""
+    if (gpusim is None or os.environ.get(ROWS_ENV) == "none" or path == "-" or
+            _exists_not_regular(path)):
+        return False
+    pieces = rows_stream(head, rows, client)
+    if pieces is None:
+        return False
+    try:
+        # argv, no shell; "--": the output's name is never an option
+        proc = subprocess.Popen([gpusim, "write-rows", *([] if bound else ["--no-bound"]), "--",
+                                 path], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except OSError:
+        return False
+    try:
+        with proc.stdin as f:
+            for piece in pieces:
+                f.write(piece)
+    except OSError:
+        pass            # it stopped reading: declined, as its status says
+    except KeyboardInterrupt:
+        proc.wait()     # (its output is then whole or gone: gs_output_open)
+        raise
+    try:
+        return proc.wait() == 0
+    except KeyboardInterrupt:
+        proc.wait()
+        raise
