@@ -45,10 +45,14 @@ typedef void (*gs_observe_end_fn)(const gs_heap *h, void *ud);
 typedef void (*gs_observe_reserve_fn)(const gs_segment *s, uint64_t addr, int64_t bytes, void *ud);
 /* Called before every event of a replay with one allocator (index: events replayed before it),
  * with the heap as the events before it left it: whatif's checkpoints (sim/probe.h), which may
- * fork the process there and change the copy's limit. Returns false to end the replay there
- * (its result then says `index` events, no OOM and no error): the trunk of the checkpoints has
- * nothing left to do after its last one. */
-typedef bool (*gs_checkpoint_fn)(gs_heap *h, size_t index, void *ud);
+ * fork the process there and change the copy's limit. What it returns: */
+typedef enum {
+    GS_CHECKPOINT_STOP,  /* end the replay here: its result says `index` events, no OOM and no
+                          * error (the trunk of the checkpoints, after its last one) */
+    GS_CHECKPOINT_GO_ON, /* the event, and a call before the next one */
+    GS_CHECKPOINT_DONE,  /* the rest of the replay without the hook (a checkpoint's copy) */
+} gs_checkpoint_next;
+typedef gs_checkpoint_next (*gs_checkpoint_fn)(gs_heap *h, size_t index, void *ud);
 
 /* How the clients of a trace with several (libraries on one GPU) share the device. A trace
  * with one client replays the same way under each. */

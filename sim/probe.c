@@ -161,7 +161,7 @@ static void make_checkpoint(gs_probes *pr, gs_heap *h, size_t event, uint64_t pe
 
 /* The first replay's hook: the events that raise the smallest limit that refuses nothing
  * (gs_heap_limit_asked; read before the next event), and what they raise it to. */
-static bool trace_rise(gs_heap *h, size_t i, void *ud)
+static gs_checkpoint_next trace_rise(gs_heap *h, size_t i, void *ud)
 {
     gs_probes *pr = ud;
     if (i == 0) pr->single = gs_heap_limit(h) == 0;
@@ -171,29 +171,31 @@ static bool trace_rise(gs_heap *h, size_t i, void *ud)
         rise r = {i - 1, res};
         g_array_append_val(pr->rise, r);
     }
-    return true;
+    return GS_CHECKPOINT_GO_ON;
 }
 
 /* The trunk's hook: a checkpoint before each event of pr->at. Once the last is made (or a
  * refused growth stops them) the trunk ends its replay: the uncapped result is the first
  * replay's, and the rest would cost a probe's length for nothing (on the LLM generation
- * recording the checkpoints lie at 60% of the trace). A worker goes on to the end. */
-static bool at_event(gs_heap *h, size_t i, void *ud)
+ * recording the checkpoints lie at 60% of the trace). A worker forked from a checkpoint goes on
+ * to the end without the hook. */
+static gs_checkpoint_next at_event(gs_heap *h, size_t i, void *ud)
 {
     gs_probes *pr = ud;
     /* the checkpoints' copies may collect garbage under their cap: with the ages kept from the
      * first event, as the heap made with that cap keeps them */
     if (i == 0 && pr->role == ROLE_TRUNK) gs_heap_keep_gc_ages(h);
-    if (pr->role != ROLE_TRUNK) return true;
-    if (pr->stopped || pr->next >= pr->at->len) return false;
-    if (i != g_array_index(pr->at, size_t, pr->next)) return true;
+    if (pr->role != ROLE_TRUNK) return GS_CHECKPOINT_DONE;
+    if (pr->stopped || pr->next >= pr->at->len) return GS_CHECKPOINT_STOP;
+    if (i != g_array_index(pr->at, size_t, pr->next)) return GS_CHECKPOINT_GO_ON;
     pr->next++;
     if (refused(gs_heap_devcalls(h), gs_heap_stats_now(h))) {
         pr->stopped = true;
-        return false;
+        return GS_CHECKPOINT_STOP;
     }
     make_checkpoint(pr, h, i, gs_heap_limit_asked(h));
-    return pr->role != ROLE_TRUNK || pr->next < pr->at->len;
+    if (pr->role != ROLE_TRUNK) return GS_CHECKPOINT_DONE;
+    return pr->next < pr->at->len ? GS_CHECKPOINT_GO_ON : GS_CHECKPOINT_STOP;
 }
 
 /* In a worker, its replay done: send what it found and exit, without the teardown (which would

@@ -183,6 +183,17 @@ static inline void prefetch_ahead(const gs_event *ev, size_t i, gs_block *const 
     }
 }
 
+/* The checkpoint hook before event i (done_before: the events of earlier passes): go on, or what
+ * ends this pass's loop there: stop (r->events says where) or done (*unhooked says where). */
+static inline gs_checkpoint_next call_hook(gs_heap *h, const gs_replay_opts *o, gs_result *r,
+                                           size_t done_before, size_t i, size_t *unhooked)
+{
+    gs_checkpoint_next next = o->checkpoint(h, done_before + i, o->checkpoint_ud);
+    if (next == GS_CHECKPOINT_STOP) r->events = done_before + i;
+    else if (next == GS_CHECKPOINT_DONE) *unhooked = i;
+    return next;
+}
+
 /* One pass over the events. Returns FALSE when the replay must stop (first OOM without
  * --continue-on-oom, or a device failure). mc: several clients, md: several devices (NULL: h
  * serves every event; at most one is set). plain: none of the options that act per event
@@ -192,18 +203,18 @@ static inline void prefetch_ahead(const gs_event *ev, size_t i, gs_block *const 
 static inline __attribute__((always_inline)) gboolean
 replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs_trace *t,
             gs_block **slots, const gs_replay_opts *o, gs_result *r, size_t done_before,
-            size_t total, uint64_t *probed, const bool plain, const bool prefetch)
+            size_t total, uint64_t *probed, size_t from, size_t *unhooked, const bool plain,
+            const bool prefetch)
 {
     const gs_event *ev = t->ev;
     const size_t n = t->n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         const gs_event *e = &ev[i];
         if (prefetch && i + PREFETCH_SLOT < n) prefetch_ahead(ev, i, slots);
+        gs_checkpoint_next next;
         if (!plain && o->checkpoint && !mc && !md &&
-            !o->checkpoint(h, done_before + i, o->checkpoint_ud)) {
-            r->events = done_before + i;
-            return FALSE;
-        }
+            (next = call_hook(h, o, r, done_before, i, unhooked)) != GS_CHECKPOINT_GO_ON)
+            return next == GS_CHECKPOINT_DONE; /* done: run_passes goes on from i without it */
         gs_status st = GS_OK;
         if (mc) h = gs_clients_route(mc, e, slots);
         else if (md) h = gs_devices_route(md, e);
@@ -312,25 +323,34 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
     return TRUE;
 }
 
+/* The pass from event `from` on. A checkpoint hook that says it is done (GS_CHECKPOINT_DONE)
+ * leaves the rest of the replay to go on without it: *unhooked is then the event it said so
+ * before, and run_passes goes on from there, in the plain loop where nothing else acts per
+ * event (a whatif probe's copy of a checkpoint replays the rest of the trace so, about 15
+ * instructions and a call an event fewer). */
 static gboolean replay_pass(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be,
                             const gs_trace *t, gs_block **slots, const gs_replay_opts *o,
-                            gs_result *r, size_t done_before, size_t total, uint64_t *probed)
+                            gs_result *r, size_t done_before, size_t total, uint64_t *probed,
+                            size_t from, size_t *unhooked)
 {
     if (!o->observe && !o->observe_alloc && !o->touch && !o->probe_driver && !o->progress &&
         !o->checkpoint) {
         /* several devices or clients: a loop each, with the other NULL (about 20 instructions
          * an event fewer) */
-        if (md) return replay_loop(h, NULL, md, be, t, slots, o, r, done_before, total, probed,
-                                   true, false);
-        if (mc) return replay_loop(h, mc, NULL, be, t, slots, o, r, done_before, total, probed,
-                                   true, false);
+        if (md)
+            return replay_loop(h, NULL, md, be, t, slots, o, r, done_before, total, probed, from,
+                               unhooked, true, false);
+        if (mc)
+            return replay_loop(h, mc, NULL, be, t, slots, o, r, done_before, total, probed, from,
+                               unhooked, true, false);
         if (t->n_slots > PREFETCH_MIN_SLOTS)
-            return replay_loop(h, NULL, NULL, be, t, slots, o, r, done_before, total, probed,
-                               true, true);
-        return replay_loop(h, NULL, NULL, be, t, slots, o, r, done_before, total, probed, true,
-                           false);
+            return replay_loop(h, NULL, NULL, be, t, slots, o, r, done_before, total, probed, from,
+                               unhooked, true, true);
+        return replay_loop(h, NULL, NULL, be, t, slots, o, r, done_before, total, probed, from,
+                           unhooked, true, false);
     }
-    return replay_loop(h, mc, md, be, t, slots, o, r, done_before, total, probed, false, false);
+    return replay_loop(h, mc, md, be, t, slots, o, r, done_before, total, probed, from, unhooked,
+                       false, false);
 }
 
 /* A multi-client result's policy: the one spec, or each client's as NAME=SPEC when they
@@ -400,8 +420,15 @@ static void run_passes(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *b
     gint64 t0 = g_get_monotonic_time();
     gboolean go_on = TRUE;
     uint64_t probed = 0;
+    gs_replay_opts rest = *o; /* o once its checkpoint hook is done */
+    rest.checkpoint = NULL;
     for (unsigned k = 0; go_on && k < repeat; k++) {
-        go_on = replay_pass(h, mc, md, be, t, slots, o, r, k * t->n, total, &probed);
+        size_t at = SIZE_MAX;
+        go_on = replay_pass(h, mc, md, be, t, slots, o, r, k * t->n, total, &probed, 0, &at);
+        if (go_on && at != SIZE_MAX) {
+            o = &rest;
+            go_on = replay_pass(h, mc, md, be, t, slots, o, r, k * t->n, total, &probed, at, &at);
+        }
         if (go_on && k + 1 < repeat) free_live(h, mc, md, t, slots);
     }
     if (go_on) r->events = total;

@@ -150,6 +150,58 @@ START_TEST(replay_repeat_multiplies_events)
 }
 END_TEST
 
+/* A checkpoint hook (whatif's, sim/probe.c) is called before each event until it says done or
+ * stop: after GS_CHECKPOINT_DONE the replay goes on without it, in every later pass too, to the
+ * same result as a replay that never had one; GS_CHECKPOINT_STOP ends it there. */
+typedef struct {
+    size_t calls, done_at, stop_at;
+} hook_count;
+
+static gs_checkpoint_next count_hook(gs_heap *h, size_t index, void *ud)
+{
+    (void)h;
+    hook_count *c = ud;
+    c->calls++;
+    if (index == c->stop_at) return GS_CHECKPOINT_STOP;
+    return index == c->done_at ? GS_CHECKPOINT_DONE : GS_CHECKPOINT_GO_ON;
+}
+
+START_TEST(replay_checkpoint_hook_done_and_stop)
+{
+    gs_trace *t = gs_trace_new();
+    for (unsigned k = 0; k < 40; k++) {
+        uint32_t a = gs_trace_add_alloc(t, "torch", 0, (k % 7 + 1) * MiB);
+        if (k % 3) gs_trace_add_free(t, a);
+    }
+    GError *err = NULL;
+    gs_policy *p = gs_policy_new("pytorch", &err);
+    gs_replay_opts plain = {.device_total = 80 * GiB, .repeat = 2};
+    gs_result want, got;
+    ck_assert(gs_replay_run(t, p, &plain, &want, &err));
+    hook_count c = {.done_at = 17, .stop_at = SIZE_MAX};
+    gs_replay_opts o = plain;
+    o.checkpoint = count_hook;
+    o.checkpoint_ud = &c;
+    ck_assert(gs_replay_run(t, p, &o, &got, &err));
+    ck_assert_uint_eq(c.calls, 18); /* events 0..17 of the first pass, none after */
+    ck_assert_uint_eq(got.events, want.events);
+    ck_assert_mem_eq(&got.stats, &want.stats, sizeof got.stats);
+    ck_assert_uint_eq(got.stats.num_device_alloc, want.stats.num_device_alloc);
+    gs_result_clear(&got);
+    c = (hook_count){.done_at = SIZE_MAX, .stop_at = 9};
+    o.repeat = 1;
+    ck_assert(gs_replay_run(t, p, &o, &got, &err));
+    ck_assert_uint_eq(c.calls, 10);
+    ck_assert_uint_eq(got.events, 9);
+    ck_assert(!got.oom);
+    ck_assert_int_eq(got.error, GS_OK);
+    gs_result_clear(&got);
+    gs_result_clear(&want);
+    gs_policy_free(p);
+    gs_trace_free(t);
+}
+END_TEST
+
 START_TEST(parse_sizes)
 {
     uint64_t v;
@@ -768,6 +820,7 @@ static Suite *replay_suite(void)
     Suite *s = suite_create("replay");
     TCase *tc = tcase_create("engine");
     tcase_add_test(tc, replay_counts_like_the_heap);
+    tcase_add_test(tc, replay_checkpoint_hook_done_and_stop);
     tcase_add_test(tc, first_oom_report_fields);
     tcase_add_test(tc, replay_stops_at_first_oom_unless_told);
     tcase_add_test(tc, replay_counts_teardown_failures);
