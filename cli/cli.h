@@ -278,6 +278,14 @@ int gs_cmd_convert(int argc, char **argv);
 int gs_cmd_verify(int argc, char **argv);
 int gs_cmd_predict(int argc, char **argv);
 int gs_cmd_run(int argc, char **argv);
+/* The option of the commands that write a trace (convert, write-rows): var, a gboolean, says
+ * not to store the offline bound in the output's header. */
+#define GS_CLI_NO_BOUND_OPTION(var)                                       \
+    {                                                                     \
+        "no-bound", 0, 0, G_OPTION_ARG_NONE, &(var),                      \
+            "Do not store the offline bound in the output's header", NULL \
+    }
+
 int gs_cmd_read_snapshot(int argc, char **argv);
 int gs_cmd_write_rows(int argc, char **argv);
 

@@ -37,8 +37,7 @@ int gs_cmd_convert(int argc, char **argv)
 {
     gboolean no_bound = FALSE;
     const GOptionEntry own[] = {
-        {"no-bound", 0, 0, G_OPTION_ARG_NONE, &no_bound,
-         "Do not store the offline bound in the output's header", NULL},
+        GS_CLI_NO_BOUND_OPTION(no_bound),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     gs_cli c;
@@ -53,15 +52,7 @@ int gs_cmd_convert(int argc, char **argv)
     const char *const inputs[] = {argv[1], NULL};
     gs_cli_refuse_input(&c, inputs, c.output, "--output");
     gs_trace *t = gs_cli_load_trace(&c, argv[1]);
-    if (!no_bound) {
-        /* a figure stored with the count of events it was planned over is this trace's; one
-         * from before that count was written is planned again, not passed on as checked */
-        gs_bound *b = gs_trace_get_meta(t, "offline_events")
-                          ? gs_bound_compute(t)
-                          : gs_bound_compute_with(t, GS_PLAN_AUTO);
-        gs_bound_store(b, t);
-        gs_bound_free(b);
-    }
+    if (!no_bound) gs_bound_plan_and_store(t);
     GError *err = NULL;
     if (!gs_trace_save(t, c.output, &err)) gs_cli_usage_error("%s", err->message);
     gs_trace_free(t);

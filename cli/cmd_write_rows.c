@@ -23,8 +23,7 @@ int gs_cmd_write_rows(int argc, char **argv)
 {
     gboolean no_bound = FALSE;
     const GOptionEntry own[] = {
-        {"no-bound", 0, 0, G_OPTION_ARG_NONE, &no_bound,
-         "Do not store the offline bound in the output's header", NULL},
+        GS_CLI_NO_BOUND_OPTION(no_bound),
         {NULL, 0, 0, 0, NULL, NULL, NULL},
     };
     gs_cli c;
@@ -43,12 +42,7 @@ int gs_cmd_write_rows(int argc, char **argv)
         gs_cli_clear(&c);
         return GS_EXIT_DECLINED;
     }
-    if (!no_bound) {
-        /* as gpusim convert stores it */
-        gs_bound *b = gs_bound_compute_with(t, GS_PLAN_AUTO);
-        gs_bound_store(b, t);
-        gs_bound_free(b);
-    }
+    if (!no_bound) gs_bound_plan_and_store(t); /* as gpusim convert stores it */
     GError *err = NULL;
     int rc = GS_EXIT_OK;
     if (!gs_trace_save(t, argv[1], &err)) {

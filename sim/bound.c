@@ -615,6 +615,14 @@ void gs_bound_store(const gs_bound *b, gs_trace *t)
     g_string_free(v, TRUE);
 }
 
+void gs_bound_plan_and_store(gs_trace *t)
+{
+    gs_bound *b = gs_trace_get_meta(t, "offline_events") ? gs_bound_compute(t)
+                                                         : gs_bound_compute_with(t, GS_PLAN_AUTO);
+    gs_bound_store(b, t);
+    gs_bound_free(b);
+}
+
 /* stored: take the header's figure where it is this planner's (gs_bound_store) and possible:
  * a multiple of the page, at least the lower bound. Anything else is planned again. */
 /* The slots of each device, in slot order: device d's are order[(*first)[d] .. (*first)[d + 1]]

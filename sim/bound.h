@@ -78,6 +78,10 @@ gs_bound *gs_bound_compute_with(const gs_trace *t, gs_plan_method m);
 /* Put b's offline figures into t's header (offline_bytes_by_device, offline_planner), so that
  * a replay of the trace as written need not plan again: `gpusim convert` does. */
 void gs_bound_store(const gs_bound *b, gs_trace *t);
+/* Plan t's bound and store it (gs_bound_store), as a writer of traces does (gpusim convert,
+ * write-rows): a figure stored with the count of events it was planned over is this trace's and
+ * taken; one from before that count was written is planned again, not passed on as checked. */
+void gs_bound_plan_and_store(gs_trace *t);
 void gs_bound_free(gs_bound *b);
 /* The entry for device (NULL if the trace has none). */
 const gs_bound_dev *gs_bound_device(const gs_bound *b, uint32_t device);
