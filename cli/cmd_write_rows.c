@@ -46,10 +46,12 @@ int gs_cmd_write_rows(int argc, char **argv)
     GError *err = NULL;
     int rc = GS_EXIT_OK;
     if (!gs_trace_save(t, argv[1], &err)) {
-        /* the trace the binary reader would refuse: the converter's encoder says why */
-        fprintf(stderr, "gpusim write-rows: declined: %s\n", err->message);
+        /* a trace the binary reader would refuse is declined (the converter's encoder then says
+         * why); an output that cannot be written is an error */
+        bool declined = err->code == GS_TRACE_ERROR_FORMAT;
+        fprintf(stderr, "gpusim write-rows: %s%s\n", declined ? "declined: " : "", err->message);
         g_error_free(err);
-        rc = GS_EXIT_DECLINED;
+        rc = declined ? GS_EXIT_DECLINED : GS_EXIT_USAGE;
     }
     gs_trace_free(t);
     gs_cli_clear(&c);

@@ -1054,6 +1054,18 @@ class TestBinaryFromRows(unittest.TestCase):
                 with self.subTest(rows=list(bad)):
                     self.assertFalse(output.write_rows(gpusim, out, head, bad, b"torch", False))
                     self.assertFalse(os.path.exists(out))
+            # a header the encoder would not take (a NUL byte in it) or the readers refuse (a
+            # device past 16 TiB): declined too
+            for hd in (head + b"\0junk", head.replace(b"1073741824", b"18691697672192")):
+                out = os.path.join(tmp, "head.gsbin")
+                with self.subTest(head=hd):
+                    self.assertFalse(output.write_rows(gpusim, out, hd, good, b"torch", False))
+                    self.assertFalse(os.path.exists(out))
+            # an output it cannot write: exit 2 (bad usage or OUT not written), not declined
+            stream = b"".join(bytes(p) for p in output.rows_stream(head, good, b"torch"))
+            p = subprocess.run([gpusim, "write-rows", "--", os.path.join(tmp, "no", "t.gsbin")],
+                               input=stream, capture_output=True)
+            self.assertEqual(p.returncode, 2, p.stderr)
             # a stream cut short, or not the rows at all: exit 3, nothing written
             for stream in (b"GSROWS01\x05\x00", b"not rows at all", b""):
                 out = os.path.join(tmp, "cut.gsbin")

@@ -80,13 +80,20 @@ static void *take_array(rd *r, uint64_t n, size_t size, const char *what)
     return p;
 }
 
-/* A u32-length string (NUL-terminated), or NULL. */
+/* A u32-length string (NUL-terminated), or NULL; one holding a NUL is declined (the encoder
+ * would not take it, and C would read it cut short). */
 static char *take_string(rd *r, const char *what)
 {
     uint32_t n;
     if (!take(r, &n, sizeof n, what)) return NULL;
     char *s = take_array(r, n, 1, what);
-    if (s) s[n] = 0;
+    if (!s) return NULL;
+    s[n] = 0;
+    if (strlen(s) != n) {
+        r->why = g_strdup_printf("a NUL byte in %s", what);
+        g_free(s);
+        return NULL;
+    }
     return s;
 }
 

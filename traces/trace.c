@@ -136,6 +136,9 @@ const char *gs_trace_header_problem(const gs_trace *t)
 {
     gboolean bad = FALSE;
     uint64_t v;
+    /* (the readers refuse it as they read the entry; a built trace's writer asks here) */
+    if (t->device_total > GS_MAX_DEVICE_BYTES)
+        return "header 'device_total_bytes' is more than gpusim simulates (16 TiB)";
     if (meta_u64(t, "fatal_oom_event", &v, &bad) &&
         (t->n == 0 || v != t->n - 1 || t->ev[t->n - 1].op != GS_OP_OOM))
         return "header 'fatal_oom_event' must name the last event, an oom";

@@ -537,22 +537,30 @@ def rows_seeds():
         return b"".join(bytes(p) for p in output.rows_stream(hd, r, client))
 
     # (time, op, device, stream, id, size)
-    basic = [(0, "alloc", 0, 0, 1, 512), (1, "alloc", 0, 7, 2, 4 << 20), (2, "free", 0, 7, 2, 0),
-             (3, "free_done", 0, 7, 2, 0), (4, "mark", 0, 0, 0, 1), (5, "empty_cache", 0, 0, 0, 0),
-             (6, "oom", 0, 0, 0, 1 << 30), (7, "free", 0, 0, 1, 512)]
+    # (a free carries its allocation's size, as the converter's rows do: the writer checks it)
+    basic = [(0, "alloc", 0, 0, 1, 512), (1, "alloc", 0, 7, 2, 4 << 20),
+             (2, "free", 0, 7, 2, 4 << 20), (3, "free_done", 0, 7, 2, 4 << 20),
+             (4, "mark", 0, 0, 0, 1), (5, "empty_cache", 0, 0, 0, 0), (6, "oom", 0, 0, 0, 1 << 30),
+             (7, "free", 0, 0, 1, 512)]
     put("rows", "basic.rows", stream(*basic))
-    put("rows", "synthesized.rows", stream((9, "alloc", 0, 0, 3, 64), (10, "free", 0, 0, 1, 0),
-                                           prefix=[(0, "alloc", 0, 0, 1, 1 << 20),
-                                                   (0, "alloc", 0, 5, 2, 2 << 20)]))
+    put("rows", "synthesized.rows",
+        stream((9, "alloc", 0, 0, 3, 64), (10, "free", 0, 0, 1, 1 << 20),
+               hd=(MAGIC + "# synthesized_allocs: 2\n# device_total_bytes: 1073741824\n" +
+                   COLS).encode(),
+               prefix=[(0, "alloc", 0, 0, 1, 1 << 20), (0, "alloc", 0, 5, 2, 2 << 20)]))
     put("rows", "two-devices.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "alloc", 1, 0, 2, 512),
                                            (2, "free", 1, 0, 2, 512), (3, "free", 0, 0, 1, 512)))
-    put("rows", "empty.rows", stream())
+    put("rows", "bad-empty.rows", stream())
     put("rows", "no-total.rows", stream(*basic, hd=(MAGIC + COLS).encode()))
     put("rows", "bad-out-of-order.rows", stream((0, "alloc", 0, 0, 2, 512)))
     put("rows", "bad-device.rows", stream((0, "alloc", 1 << 32, 0, 1, 512)))
     put("rows", "bad-free-unknown.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 9, 0)))
-    put("rows", "bad-double-free.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 1, 0),
-                                               (2, "free", 0, 0, 1, 0)))
+    put("rows", "bad-double-free.rows", stream((0, "alloc", 0, 0, 1, 512),
+                                               (1, "free", 0, 0, 1, 512), (2, "free", 0, 0, 1, 512)))
+    put("rows", "bad-free-size.rows", stream((0, "alloc", 0, 0, 1, 512), (1, "free", 0, 0, 1, 0)))
+    put("rows", "bad-huge-device.rows", stream(*basic, hd=(MAGIC + "# device_total_bytes: "
+                                                           "18691697672192\n" + COLS).encode()))
+    put("rows", "bad-nul-in-header.rows", stream(*basic, hd=head + b"\0junk"))
     put("rows", "bad-client.rows", stream(*basic, client=b"a b"))
     put("rows", "bad-total.rows", stream(*basic, hd=(MAGIC + "# device_total_bytes: 1e9\n" +
                                                      COLS).encode()))

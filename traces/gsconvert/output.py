@@ -334,6 +334,9 @@ def write_rows(gpusim, path, head, rows, client, bound):
                                 stderr=subprocess.DEVNULL)
     except OSError:
         return False
+    # a minute and more for a large trace, as for gpusim convert (write_bounded): the bound's
+    # planner is O(n log n)
+    limit_s = 60 + sum(len(memoryview(p).cast("B")) for p in pieces) // (1 << 20)
     try:
         with proc.stdin as f:
             for piece in pieces:
@@ -344,7 +347,15 @@ def write_rows(gpusim, path, head, rows, client, bound):
         proc.wait()     # (its output is then whole or gone: gs_output_open)
         raise
     try:
-        return proc.wait() == 0
+        return proc.wait(timeout=limit_s) == 0
+    except subprocess.TimeoutExpired:
+        proc.terminate()  # (its output is then whole or gone; the caller writes it itself)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return False
     except KeyboardInterrupt:
         proc.wait()
         raise
