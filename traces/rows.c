@@ -97,11 +97,6 @@ static char *take_string(rd *r, const char *what)
     return s;
 }
 
-static gboolean key_char(char c)
-{
-    return g_ascii_isalnum(c) || c == '_' || c == '.' || c == '-';
-}
-
 /* The header's metadata, as gsbin.py's _meta reads it: each line between the version line and
  * the column line that is "# KEY: VALUE" with KEY of [A-Za-z0-9_.-]+, in order; device_total_bytes
  * the last such entry's number (digits only). FALSE and why when the header is not one. */
@@ -119,24 +114,13 @@ static gboolean header_meta(gs_trace *t, char *head, char **why)
     for (guint i = 1; ok && i + 1 < n; i++) {
         const char *l = lines[i];
         const char *sep = strncmp(l, "# ", 2) == 0 ? strstr(l + 2, ": ") : NULL;
-        if (!sep || sep == l + 2) continue;
-        const char *k = l + 2;
-        while (k < sep && key_char(*k)) k++;
-        if (k < sep) continue; /* a comment */
+        if (!sep || !gs_trace_valid_name(l + 2, (size_t)(sep - l - 2))) continue; /* a comment */
         gs_trace_meta m = {g_strndup(l + 2, (size_t)(sep - l - 2)), g_strdup(sep + 2)};
         g_array_append_val(t->meta, m);
-        if (strcmp(m.key, "device_total_bytes") == 0) {
-            const char *v = m.value;
-            guint64 total = 0;
-            for (; g_ascii_isdigit(*v); v++) {
-                if (total > (G_MAXUINT64 - (guint64)(*v - '0')) / 10) break;
-                total = total * 10 + (guint64)(*v - '0');
-            }
-            if (*v || !*m.value) {
-                *why = g_strdup_printf("header line %u: device_total_bytes is no number", i + 1);
-                ok = FALSE;
-            }
-            t->device_total = total;
+        if (strcmp(m.key, "device_total_bytes") == 0 &&
+            !gs_trace_parse_u64(m.value, strlen(m.value), &t->device_total)) {
+            *why = g_strdup_printf("header line %u: device_total_bytes is no number", i + 1);
+            ok = FALSE;
         }
     }
     g_strfreev(lines);

@@ -413,14 +413,15 @@ def convert(args, progress_stream=None, progress_enabled=False):
             if pieces is None:
                 pieces = [gsbin.encode_text(head + b"".join(trace_chunks))]
             trace_chunks = pieces
-    bounded = not written and not args.no_bound and write_bounded(args.output, trace_chunks,
-                                                                   binary, gpusim_program())
-    if not written and not bounded:
-        write_chunks(args.output, trace_chunks)
-    elif bounded not in (True, False):
-        warn(header_text(source), f"the offline bound was not stored in "
-                                  f"{header_text(args.output)} (gpusim convert: "
-                                  f"{one_line(bounded)}); each replay plans it again")
+    if not written:
+        bounded = not args.no_bound and write_bounded(args.output, trace_chunks, binary,
+                                                       gpusim_program())
+        if not bounded:
+            write_chunks(args.output, trace_chunks)
+        elif bounded is not True:
+            warn(header_text(source), f"the offline bound was not stored in "
+                                      f"{header_text(args.output)} (gpusim convert: "
+                                      f"{one_line(bounded)}); each replay plans it again")
     if ref is not None:
         # a NaN or an infinity (a sibling's memory_stats may hold one: Python's json reads them)
         # is no JSON: written as null, which gpusim reads as "not known"
