@@ -1,9 +1,10 @@
-"""stitch_retries.py GPUSIM FRONTIER_CSV [POLICY] [--factors F,...] - the retries a setting makes
-at caps just above each trace's bound: for every trace of bench/frontier.sh's CSV, replays at
-F x its lower bound (rounded to 2 MiB, plus a page) and prints outcome/retries at each, with
-the trace's bound when deferred frees (record_stream) count live until their completion, the
-least any allocator needs to serve it without synchronising (BENCHMARKS.md, "Retries above the
-bound"). POLICY defaults to stitch.
+"""stitch_retries.py GPUSIM FRONTIER_CSV [POLICY] [--factors F,...] [--no-wait] - the retries a
+setting makes at caps just above each trace's bound: for every trace of bench/frontier.sh's CSV,
+replays at F x its lower bound (rounded to 2 MiB, plus a page) and prints outcome/retries at
+each, with the trace's bound when deferred frees (record_stream) count live until their
+completion, the least any allocator needs to serve it without synchronising (BENCHMARKS.md,
+"Retries above the bound"); --no-wait makes that bound the one the factors multiply. POLICY
+defaults to stitch.
 
     python3 bench/stitch_retries.py build/gpusim /tmp/gpusim-frontier/frontier.csv
 """
@@ -56,6 +57,8 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("policy", nargs="?", default="stitch")
     ap.add_argument("--factors", default="1.02,1.05,1.1,1.2,1.5")
+    ap.add_argument("--no-wait", action="store_true",
+                    help="caps of F x the bound with deferred frees live, not the bound")
     a = ap.parse_args()
     factors = [float(f) for f in a.factors.split(",")]
     seen = set()
@@ -66,9 +69,11 @@ def main():
                 continue
             seen.add(t)
             lb = int(r["lower_bound_bytes"])
+            wait = bound_without_waiting(t) if not t.endswith(".gsbin") else 0
+            base = max(lb, wait) if a.no_wait else lb
             cells = []
             for x in factors:
-                cap = int(lb * x) // PAGE * PAGE + PAGE
+                cap = int(base * x) // PAGE * PAGE + PAGE
                 p = subprocess.run([a.gpusim, "replay", t, "-p", a.policy, "--capacity", str(cap),
                                     "--format", "json", "-q"], capture_output=True, text=True)
                 try:
@@ -76,7 +81,6 @@ def main():
                     cells.append("%.2f:%s/%s" % (x, res["outcome"], res["num_alloc_retries"]))
                 except (ValueError, KeyError, IndexError):
                     cells.append("%.2f:error" % x)
-            wait = bound_without_waiting(t) if not t.endswith(".gsbin") else 0
             print("%-40s %s  no-wait bound %.4f x" % (os.path.basename(t)[:40], " ".join(cells),
                                                      wait / lb if wait else float("nan")))
 

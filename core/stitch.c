@@ -15,8 +15,15 @@
  * a stitched segment therefore records, per slot, its handle and, at a handle's first slot, how
  * many pages it spans (gs_segment.hpages); a handle moves and is released whole.
  *
- * Memory stays on its stream: a free block's memory may still be in use by work queued on the
- * stream that freed it, so only that stream's free blocks give handles.
+ * Memory stays on its stream while it can: a free block's memory may still be in use by work
+ * queued on the stream that freed it, so a growth takes handles from its own stream's free
+ * blocks first. Only when what those give and what it may create stay short of the request
+ * within the limit does it take free handles of other streams (a move's unmap waits for the
+ * whole device on the real driver, backends/cuda.c, so the work that used them is done): the
+ * out-of-memory ladder's alternative is to release the whole cache, after the same wait, and
+ * create again. On programs that feed batches from a side stream this is what separated
+ * stitch's retries under a cap from none (BENCHMARKS.md, "Free handles of other streams at the
+ * limit").
  */
 #include <math.h>
 
@@ -28,6 +35,7 @@ typedef struct {
     uint64_t slot, pages;
     gs_block *b;
     bool take;
+    bool other; /* of another stream than the growth's */
 } donor;
 
 /* Room in s's tables for slot i (handles and hpages grow together). */
@@ -41,8 +49,9 @@ static void table_hold(gs_segment *s, uint64_t i)
     }
 }
 
-/* The handles wholly inside free block b, appended to out. */
-static void handles_in(gs_block *b, GArray *out)
+/* The handles wholly inside free block b, appended to out (other: b is of another stream than
+ * the growth's). */
+static void handles_in(gs_block *b, bool other, GArray *out)
 {
     gs_segment *s = b->seg;
     uint64_t pg = s->page;
@@ -54,7 +63,7 @@ static void handles_in(gs_block *b, GArray *out)
             continue;
         }
         if (i + n <= end) {
-            donor d = {s, i, n, b, false};
+            donor d = {s, i, n, b, false, other};
             g_array_append_val(out, d);
         }
         i += n;
@@ -70,25 +79,28 @@ static void handles_in(gs_block *b, GArray *out)
 static int donor_cmp(const void *a, const void *b)
 {
     const donor *x = a, *y = b;
+    if (x->other != y->other) return x->other ? 1 : -1; /* the growth's own stream first */
     if (x->b->addr != y->b->addr) return x->b->addr > y->b->addr ? -1 : 1;
     if (x->pages != y->pages) return x->pages > y->pages ? -1 : 1;
     uint64_t ax = x->s->addr + x->slot, ay = y->s->addr + y->slot;
     return ax < ay ? -1 : ax > ay;
 }
 
-/* Every free whole handle of stream's in the stitched pools of pool's group: the ordinary
- * pools, or one private pool's (core.h: a private pool's memory never serves anyone else), in
- * donor_cmp's order. */
-static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream)
+/* Every free whole handle of stream's (of every stream's with any) in the stitched pools of
+ * pool's group: the ordinary pools, or one private pool's (core.h: a private pool's memory never
+ * serves anyone else), in donor_cmp's order. */
+static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream, bool any)
 {
     GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
     unsigned first = pool - gs_pool_kind(pool);
     for (unsigned p = first; p < first + h->npools; p++) {
         if (!h->pools[p].stitch) continue;
         const gs_findex *x = &h->pools[p].blocks;
-        for (gs_block *b = gs_findex_first_from(x, stream); b && b->stream == stream;
-             b = findex_next_in(x, b))
-            if (b->seg->hpages) handles_in(b, d);
+        for (gs_block *b = gs_findex_first_from(x, any ? 0 : stream); b;
+             b = any ? gs_pool_next(h, b) : findex_next_in(x, b)) {
+            if (!any && b->stream != stream) break;
+            if (b->seg->hpages) handles_in(b, b->stream != stream, d);
+        }
     }
     g_array_sort(d, donor_cmp);
     return d;
@@ -266,17 +278,26 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
      * caller's first try; *waited: the moves waited, no donor looked at. */
     bool late = may_wait && !plenty && h->pools[pool].sc.headroom > 0 && pool < GS_MAX_POOLS;
     *waited = false;
-    *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor)) : find_donors(h, pool, stream);
+    *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor))
+                        : find_donors(h, pool, stream, false);
     gs_status st = find_place(h, pool, stream, size, *d, u, c, need, got);
     uint64_t pg = h->pools[pool].page;
-    if (st == GS_OK && late && *need > *got &&
-        (double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h)) {
+#define PASSES_LIMIT() ((double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h))
+    if (st == GS_OK && late && *need > *got && PASSES_LIMIT()) {
         g_array_free(*d, TRUE);
-        *d = find_donors(h, pool, stream);
+        *d = find_donors(h, pool, stream, false);
         st = find_place(h, pool, stream, size, *d, u, c, need, got);
     } else {
         *waited = late;
     }
+    /* still short within the limit (or refused below it by the device: !may_wait): the free
+     * handles of other streams too, the growth's own first */
+    if (st == GS_OK && !plenty && !*waited && *need > *got && (!may_wait || PASSES_LIMIT())) {
+        g_array_free(*d, TRUE);
+        *d = find_donors(h, pool, stream, true);
+        st = find_place(h, pool, stream, size, *d, u, c, need, got);
+    }
+#undef PASSES_LIMIT
     return st;
 }
 
@@ -438,7 +459,7 @@ gs_status gs_stitch_grow(gs_heap *h, unsigned pool, uint32_t stream, uint64_t si
 gs_status gs_stitch_unmap(gs_heap *h, gs_block *b)
 {
     GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
-    handles_in(b, d);
+    handles_in(b, false, d);
     gs_status st = GS_OK;
     /* from the top down, so b's struct keeps the part below each hole (carve_hole) */
     for (guint i = d->len; i-- > 0 && st == GS_OK;) {

@@ -9,8 +9,9 @@
  *     segment), backed by physical handles of whole 2 MiB pages;
  *   - when no free block serves a request, the pool grows where expandable segments grow (the
  *     lowest free-and-unmapped run that holds it), and maps there first the free memory it
- *     already has: every physical handle lying wholly inside a free block of the same stream,
- *     in either pool, may be unmapped where it is and mapped at the growth (the old range
+ *     already has: every physical handle lying wholly inside a free block of the same stream
+ *     (of any stream, the same one's first, when that is not enough within the limit), in
+ *     either pool, may be unmapped where it is and mapped at the growth (the old range
  *     becomes a hole that a later growth maps again), from the highest free block down (the
  *     older free blocks below stay whole for best fit). Only the rest is created, as one handle
  *     (or pieces of max_handle_mb), in handles of at most 0.004 of the limit (max_handle_frac:
@@ -47,8 +48,11 @@
  *   - GMLake creates fixed 2 MiB chunks; here a growth's new memory is one handle of the size
  *     needed (fewer driver calls: cuMemSetAccess costs per mapping), so a handle is the unit
  *     that moves, and a handle partly in use cannot move;
- *   - no cross-stream reuse: memory freed on one stream serves only that stream (PyTorch's
- *     rule), so only that stream's free handles are stitched.
+ *   - memory freed on one stream serves that stream first (PyTorch's rule, with no exception):
+ *     only when the growth's own stream's free handles and what it may create within the
+ *     limit are short does it take free handles of other streams, before the out-of-memory
+ *     ladder (a move's unmap waits for the whole device on the real driver, so no queued work
+ *     still uses them; GMLake has no streams).
  *
  * Config keys: max_handle_mb:N (create new memory in handles of at most N MiB; 0, the
  * default: no such cap); max_handle_frac:F (handles of at most F times the limit, the device's

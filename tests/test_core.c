@@ -1642,11 +1642,48 @@ START_TEST(stitch_streams_keep_their_memory)
     fixture f = fx_new(EAGER, DEV, 0);
     gs_block *a = xalloc(f.heap, 20 * MiB, 0);
     xfree(f.heap, a);
-    gs_block *b = xalloc(f.heap, 20 * MiB, 1); /* stream 1 may not take stream 0's handle */
+    gs_block *b = xalloc(f.heap, 20 * MiB, 1); /* below the limit stream 1 makes its own */
     ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 40 * MiB);
     ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 0);
     xfree(f.heap, b);
     fx_free(&f);
+}
+END_TEST
+
+/* At the limit, what the growth's own stream gives and what it may create short of the request,
+ * a growth takes another stream's free handles (its own first) rather than fail into the
+ * out-of-memory ladder, which would release the whole cache and make a retry: in the eager
+ * setting and in the lazy default alike. */
+START_TEST(stitch_takes_other_streams_handles_at_the_limit)
+{
+    const char *specs[] = {EAGER, "stitch:grow:0,ahead:0,max_handle_frac:0"};
+    for (unsigned k = 0; k < G_N_ELEMENTS(specs); k++) {
+        fixture f = fx_new(specs[k], DEV, 20 * MiB);
+        gs_block *a = xalloc(f.heap, 6 * MiB, 0); /* stream 0's handle: 6 MiB */
+        gs_block *o = xalloc(f.heap, 4 * MiB, 1); /* stream 1: [0,4) */
+        gs_block *p = xalloc(f.heap, 2 * MiB, 1); /* [4,6) */
+        gs_block *c = xalloc(f.heap, 6 * MiB, 1); /* [6,12), the top */
+        uint64_t base1 = o->seg->addr;
+        xfree(f.heap, a);
+        xfree(f.heap, o);
+        xfree(f.heap, c); /* free: stream 0's 6 MiB; stream 1's [0,4) and [6,12) */
+        uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+        /* 16 MiB on stream 1 at [6,22): 6 MiB free there, its own 4 MiB handle of [0,4)
+         * moves first, 6 MiB created would pass 20 MiB: stream 0's handle covers the rest */
+        gs_block *d = xalloc(f.heap, 16 * MiB, 1);
+        ck_assert_uint_eq(d->addr, base1 + 6 * MiB);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 2);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 0);
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 18 * MiB);
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).peak, 18 * MiB);
+        ck_assert_int_eq(d->seg->head->state, GS_BLOCK_UNMAPPED); /* [0,4): a hole */
+        check_heap(f.heap);
+        xfree(f.heap, d);
+        xfree(f.heap, p);
+        fx_free_emptied(&f);
+    }
 }
 END_TEST
 
@@ -1703,6 +1740,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_growth_fills_a_hole_between_free_blocks);
     tcase_add_test(tc, stitch_takes_handles_from_the_highest_free_block);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
+    tcase_add_test(tc, stitch_takes_other_streams_handles_at_the_limit);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
     tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 3);
