@@ -419,7 +419,18 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
         if (rst != GS_OK) return rst;
         if (again) st = alloc_block(h, pool, stream, size, seg_size, false, out);
     }
-    /* PyTorch skips the full flush, and so the counted retry, while a capture is underway. */
+    /* PyTorch skips the full flush, and so the counted retry, while a capture is underway. A
+     * stitched pool skips it too for a request that no release could serve: one whose rounded
+     * size with the bytes still allocated passes the limit (blocks whose frees wait for other
+     * streams are not among them, so the flush would add nothing it could use). PyTorch
+     * releases its whole cache for such a request, which a program that catches the OOM (a
+     * library trying workspaces) then builds again; stitch keeps it (docs/stitch.md, "A request
+     * no release can serve"). */
+    if (st == GS_ERR_OOM && h->pools[pool].stitch &&
+        over_limit(h, (uint64_t)stat_all(h->st.allocated_bytes) + size)) {
+        h->st.num_ooms++;
+        return st;
+    }
     if (st == GS_ERR_OOM && !h->nroutes) {
         gs_status rst = gs_heap_release_cached(h);
         if (rst != GS_OK) return rst;

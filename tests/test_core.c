@@ -1687,6 +1687,36 @@ START_TEST(stitch_takes_other_streams_handles_at_the_limit)
 }
 END_TEST
 
+/* A request that no release could serve (with the bytes still allocated it passes the limit)
+ * fails at once under stitch, its cache kept: PyTorch's ladder releases the whole cache first
+ * and counts a retry, as the default still does here. */
+START_TEST(stitch_request_no_release_can_serve_fails_without_a_retry)
+{
+    const char *specs[] = {"pytorch", "stitch"};
+    for (unsigned k = 0; k < G_N_ELEMENTS(specs); k++) {
+        fixture f = fx_new(specs[k], DEV, 64 * MiB);
+        gs_block *a = xalloc(f.heap, 20 * MiB, 0);
+        gs_block *b = xalloc(f.heap, 20 * MiB, 0);
+        xfree(f.heap, b); /* 20 MiB cached */
+        int64_t reserved = STAT(f.heap, reserved_bytes, ALL).current;
+        gs_block *c = NULL;
+        /* 20 MiB allocated + 46 MiB > 64 MiB: no release can serve it */
+        ck_assert_int_eq(gs_heap_malloc(f.heap, 46 * MiB, 0, &c), GS_ERR_OOM);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, k == 0 ? 1 : 0);
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current,
+                         k == 0 ? (int64_t)(20 * MiB) : reserved);
+        /* one that a release could serve still climbs the whole ladder */
+        gs_block *d = xalloc(f.heap, 40 * MiB, 1);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_ooms, 1);
+        check_heap(f.heap);
+        xfree(f.heap, d);
+        xfree(f.heap, a);
+        fx_free(&f);
+    }
+}
+END_TEST
+
 START_TEST(stitch_failed_map_keeps_the_heap_whole)
 {
     fixture f = faulty_fx(EAGER, 0, GS_CALL_MAP, 3, GS_ERR_DEVICE);
@@ -1741,6 +1771,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_takes_handles_from_the_highest_free_block);
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_takes_other_streams_handles_at_the_limit);
+    tcase_add_test(tc, stitch_request_no_release_can_serve_fails_without_a_retry);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
     tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 3);
