@@ -6,7 +6,8 @@
 # cap (torch/verify's hook: outcome and memory_stats; lab/predict/hook: the snapshot), and the
 # capture, as gpusim predict runs it.
 # Phase 2: each setting run for real again at a cap 5% below and 5% above its own real peak
-# reserved (a memory fraction, as gpusim verify applies it).
+# reserved (a memory fraction, as gpusim verify applies it); with CAPSNAP=1 each of these runs
+# leaves its own snapshot too (a memory fraction's run, recorded as a user records it).
 # Then tests/test_capture.py. Everything lands in $OUT/predict.tgz; lab/predict_table.py, run
 # here with gpusim built, replays the captures and makes the table.
 # Usage: sh lab/device_predict.sh   (PROGS="a b" for some; JOBS=N runs at once, default 4;
@@ -50,7 +51,7 @@ has caps && for p in $PROGS; do
     peak=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['devices']['0']; print(d['reserved_bytes.all.peak'])" $R/$p.$s.json 2>/dev/null) || continue
     for f in 0.95 1.05; do
       cap=$(python3 -c "print(int($peak * $f))")
-      SNAP= real $p $s "$p.$s.cap$f" $cap & n=$((n + 1)); [ $((n % JOBS)) -eq 0 ] && wait
+      SNAP=${CAPSNAP:-} real $p $s "$p.$s.cap$f" $cap & n=$((n + 1)); [ $((n % JOBS)) -eq 0 ] && wait
     done
   done
 done

@@ -5,10 +5,13 @@ lab/fidelity.sh holds reference runs (a snapshot and the allocator's own events)
 contract, addresses included. The device scripts also leave real runs of another kind: a
 program's snapshot converted to a trace (NAME.SETTING.gstrace.gz), beside what the run reported
 through torch/verify (NAME.SETTING.json: outcome, memory_stats), and the same program run again
-under caps near its peak (NAME.SETTING.capF.json, no snapshot: the program's requests are the
+under caps near its peak (NAME.SETTING.capF.json: the program's requests are taken to be the
 uncapped run's up to where it stops). This replays each trace under its setting, with no cap and
 at each cap's limit_bytes, with the driver's placement model (no addresses are recorded), and
-compares: outcome, peak reserved, device allocations and frees, retries, OOMs.
+compares: outcome, peak reserved, device allocations and frees, retries, OOMs. A capped run that
+left its own snapshot (NAME.SETTING.capF.gstrace.gz, converted from its pickle) is replayed from
+that too, at its cap, as a user's snapshot of a memory fraction's run would be: those rows are
+the table's "capped, from the run's own snapshot" class, the same real runs a second time.
 
 --markdown prints instead the table by program class that README.md holds between its
 "fidelity-table" marks; --readme writes it there.
@@ -37,6 +40,9 @@ CLASSES = {
     "graph_train": "CUDA graph",
     "mlp_streams": "side streams, empty_cache",
 }
+# the runs under a cap replayed from their own snapshot (a row of their own in the table: the
+# same real runs are counted in their program's class, replayed from the uncapped snapshot)
+OWN = "capped, from the run's own snapshot"
 KEYS = [("peak reserved", "reserved_bytes.all.peak", "peak_reserved_bytes"),
         ("dev allocs", "num_device_alloc", "num_device_alloc"),
         ("dev frees", "num_device_free", "num_device_free"),
@@ -74,7 +80,13 @@ def runs_in(d):
         if os.path.exists(base + ".json"):
             out.append((prog, setting, None, trace, base + ".json"))
         for cap in sorted(glob.glob(base + ".cap*.json")):
-            out.append((prog, setting, cap[len(base) + 1:-len(".json")], trace, cap))
+            label = cap[len(base) + 1:-len(".json")]
+            out.append((prog, setting, label, trace, cap))
+            # the capped run's own snapshot, where it left one (lab/device_predict.sh CAPSNAP=1):
+            # replayed too, as a user's snapshot of a memory fraction's run is
+            own = f"{base}.{label}.gstrace.gz"
+            if os.path.exists(own):
+                out.append((prog, setting, label + ".own", own, cap))
     return out
 
 
@@ -92,9 +104,12 @@ def markdown(by):
     lines = ["| program class | real runs | exact | outcome | peak reserved |", "|---|---|---|---|---|"]
     tot = [0, 0, 0, 0]
     for k, c in by.items():
-        lines.append("| %s | %d | %d | %d | %d |" % (k, *c))
-        tot = [t + v for t, v in zip(tot, c)]
+        if k != OWN:
+            lines.append("| %s | %d | %d | %d | %d |" % (k, *c))
+            tot = [t + v for t, v in zip(tot, c)]
     lines.append("| all | %d | %d | %d | %d |" % tuple(tot))
+    if OWN in by:  # the same real runs again: after the total, not in it
+        lines.append("| %s | %d | %d | %d | %d |" % (OWN, *by[OWN]))
     return "\n".join(lines) + "\n"
 
 
@@ -146,8 +161,9 @@ def main(argv):
             pairs = [(real.get("outcome"), sim["outcome"])]
             pairs += [(st.get(k_real), sim.get(k_sim)) for _, k_real, k_sim in KEYS]
             exact = all(r == s for r, s in pairs)
+            cls = OWN if cap and cap.endswith(".own") else CLASSES.get(prog, prog)
             row = {"dir": os.path.relpath(d, ROOT), "program": prog,
-                   "class": CLASSES.get(prog, prog), "setting": setting, "cap": cap or "nocap",
+                   "class": cls, "setting": setting, "cap": cap or "nocap",
                    "limit_bytes": limit, "exact": exact}
             for (name, _, _), (r, s) in zip([("outcome", 0, 0)] + KEYS, pairs):
                 row["real " + name], row["sim " + name] = r, s
