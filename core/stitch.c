@@ -111,8 +111,10 @@ static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream, bool any)
  * with handles that fit what is left, in donor_cmp's order; then the smallest handle that
  * covers the rest (the first in that order of those as small), if it overshoots by no more
  * than the rest itself (a far larger handle would be pinned by one small block at its new
- * place), else nothing more: the rest is created. Returns the pages marked. */
-static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_block *n)
+ * place), else nothing more: the rest is created. wide: any overshoot, when creating the rest
+ * would pass the limit (the ladder would release that handle anyway, with the whole cache, and
+ * create the rest: a retry). Returns the pages marked. */
+static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_block *n, bool wide)
 {
     uint64_t got = 0;
     for (guint i = 0; i < d->len; i++) {
@@ -128,7 +130,7 @@ static uint64_t choose(GArray *d, uint64_t need, const gs_block *c, const gs_blo
                 (!best || x->pages < best->pages))
                 best = x;
         }
-        if (best && best->pages - (need - got) <= need - got) {
+        if (best && (wide || best->pages - (need - got) <= need - got)) {
             best->take = true;
             got += best->pages;
         }
@@ -215,8 +217,8 @@ static gs_status put(gs_heap *h, gs_segment *s, uint64_t i, uint64_t pages, uint
  * which no move can use; mapped whole, the hole puts them to use, where a growth at the top
  * of the reservation would create a page for each page of the request. A new reservation
  * when none fits. Sets *need (pages) and marks the donors. */
-static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size,
-                            GArray *d, gs_block **u_out, gs_block **c_out, uint64_t *need,
+static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t size, GArray *d,
+                            bool wide, gs_block **u_out, gs_block **c_out, uint64_t *need,
                             uint64_t *got)
 {
     const gs_tree *ut = &h->pools[pool].unmapped;
@@ -230,7 +232,7 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
         if (have + u->size >= size) n = have >= size ? 0 : (size - have + pg - 1) / pg;
         if (after && have + u->size + after->size >= size) n = MIN(n, u->size / pg);
         if (n >= best) continue;
-        uint64_t g = choose(d, n, c, u->next);
+        uint64_t g = choose(d, n, c, u->next, wide);
         if (MAX(g, n) * pg > u->size) continue;
         bu = u, bc = c, best = n;
     }
@@ -238,7 +240,7 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
         *u_out = bu;
         *c_out = bc;
         *need = best;
-        *got = choose(d, best, bc, bu->next); /* the last choose may have been another place's */
+        *got = choose(d, best, bc, bu->next, wide); /* the last may have been another place's */
         return GS_OK;
     }
     gs_block *u;
@@ -247,7 +249,7 @@ static gs_status find_place(gs_heap *h, unsigned pool, uint32_t stream, uint64_t
     *u_out = u;
     *c_out = NULL;
     *need = (size + pg - 1) / pg;
-    *got = choose(d, *need, NULL, NULL);
+    *got = choose(d, *need, NULL, NULL, wide);
     return GS_OK;
 }
 
@@ -280,22 +282,26 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     *waited = false;
     *d = plenty || late ? g_array_new(FALSE, FALSE, sizeof(donor))
                         : find_donors(h, pool, stream, false);
-    gs_status st = find_place(h, pool, stream, size, *d, u, c, need, got);
+    gs_status st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
     uint64_t pg = h->pools[pool].page;
 #define PASSES_LIMIT() ((double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h))
     if (st == GS_OK && late && *need > *got && PASSES_LIMIT()) {
         g_array_free(*d, TRUE);
         *d = find_donors(h, pool, stream, false);
-        st = find_place(h, pool, stream, size, *d, u, c, need, got);
+        st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
     } else {
         *waited = late;
     }
     /* still short within the limit (or refused below it by the device: !may_wait): the free
-     * handles of other streams too, the growth's own first */
-    if (st == GS_OK && !plenty && !*waited && *need > *got && (!may_wait || PASSES_LIMIT())) {
-        g_array_free(*d, TRUE);
-        *d = find_donors(h, pool, stream, true);
-        st = find_place(h, pool, stream, size, *d, u, c, need, got);
+     * handles of other streams too, the growth's own first; then handles of any size */
+    for (int k = 0; k < 2 && st == GS_OK && !plenty && !*waited && *need > *got &&
+                    (!may_wait || PASSES_LIMIT());
+         k++) {
+        if (k == 0) {
+            g_array_free(*d, TRUE);
+            *d = find_donors(h, pool, stream, true);
+        }
+        st = find_place(h, pool, stream, size, *d, k == 1, u, c, need, got);
     }
 #undef PASSES_LIMIT
     return st;

@@ -1687,6 +1687,35 @@ START_TEST(stitch_takes_other_streams_handles_at_the_limit)
 }
 END_TEST
 
+/* At the limit a growth takes a free handle even when it is far larger than what is missing
+ * (below the limit such a handle stays where it is: one small block at its new place would pin
+ * it whole): the ladder would release it anyway, with the whole cache, and count a retry. */
+START_TEST(stitch_takes_a_larger_handle_at_the_limit)
+{
+    const char *specs[] = {EAGER, "stitch:grow:0,ahead:0,max_handle_frac:0"};
+    for (unsigned k = 0; k < G_N_ELEMENTS(specs); k++) {
+        fixture f = fx_new(specs[k], DEV, 32 * MiB);
+        gs_block *x = xalloc(f.heap, 16 * MiB, 0); /* [0,16): one handle of 8 pages */
+        gs_block *y = xalloc(f.heap, 2 * MiB, 0);  /* [16,18), live */
+        gs_block *z = xalloc(f.heap, 14 * MiB, 0); /* [18,32), the top */
+        uint64_t base = x->seg->addr;
+        xfree(f.heap, x);
+        xfree(f.heap, z);
+        uint64_t created = ncalls(f.heap, GS_CALL_PAGE_CREATE);
+        /* 18 MiB at [18,36): 2 pages missing, x's handle of 8 covers them */
+        gs_block *d = xalloc(f.heap, 18 * MiB, 0);
+        ck_assert_uint_eq(d->addr, base + 18 * MiB);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_PAGE_CREATE), created);
+        ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+        ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 32 * MiB);
+        check_heap(f.heap);
+        xfree(f.heap, d);
+        xfree(f.heap, y);
+        fx_free_emptied(&f);
+    }
+}
+END_TEST
+
 /* A request that no release could serve (with the bytes still allocated it passes the limit)
  * fails at once under stitch, its cache kept: PyTorch's ladder releases the whole cache first
  * and counts a retry, as the default still does here. */
@@ -1772,6 +1801,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_streams_keep_their_memory);
     tcase_add_test(tc, stitch_takes_other_streams_handles_at_the_limit);
     tcase_add_test(tc, stitch_request_no_release_can_serve_fails_without_a_retry);
+    tcase_add_test(tc, stitch_takes_a_larger_handle_at_the_limit);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
     tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 3);
