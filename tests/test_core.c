@@ -1650,15 +1650,18 @@ START_TEST(stitch_streams_keep_their_memory)
 }
 END_TEST
 
+/* The settings the tests at the limit run in: the eager one and the lazy default (with growths
+ * of what they need, so the sizes below are the handles'). */
+static const char *const at_limit_specs[] = {EAGER, "stitch:grow:0,ahead:0,max_handle_frac:0"};
+
 /* At the limit, what the growth's own stream gives and what it may create short of the request,
  * a growth takes another stream's free handles (its own first) rather than fail into the
  * out-of-memory ladder, which would release the whole cache and make a retry: in the eager
  * setting and in the lazy default alike. */
 START_TEST(stitch_takes_other_streams_handles_at_the_limit)
 {
-    const char *specs[] = {EAGER, "stitch:grow:0,ahead:0,max_handle_frac:0"};
-    for (unsigned k = 0; k < G_N_ELEMENTS(specs); k++) {
-        fixture f = fx_new(specs[k], DEV, 20 * MiB);
+    for (unsigned k = 0; k < G_N_ELEMENTS(at_limit_specs); k++) {
+        fixture f = fx_new(at_limit_specs[k], DEV, 20 * MiB);
         gs_block *a = xalloc(f.heap, 6 * MiB, 0); /* stream 0's handle: 6 MiB */
         gs_block *o = xalloc(f.heap, 4 * MiB, 1); /* stream 1: [0,4) */
         gs_block *p = xalloc(f.heap, 2 * MiB, 1); /* [4,6) */
@@ -1692,9 +1695,8 @@ END_TEST
  * it whole): the ladder would release it anyway, with the whole cache, and count a retry. */
 START_TEST(stitch_takes_a_larger_handle_at_the_limit)
 {
-    const char *specs[] = {EAGER, "stitch:grow:0,ahead:0,max_handle_frac:0"};
-    for (unsigned k = 0; k < G_N_ELEMENTS(specs); k++) {
-        fixture f = fx_new(specs[k], DEV, 32 * MiB);
+    for (unsigned k = 0; k < G_N_ELEMENTS(at_limit_specs); k++) {
+        fixture f = fx_new(at_limit_specs[k], DEV, 32 * MiB);
         gs_block *x = xalloc(f.heap, 16 * MiB, 0); /* [0,16): one handle of 8 pages */
         gs_block *y = xalloc(f.heap, 2 * MiB, 0);  /* [16,18), live */
         gs_block *z = xalloc(f.heap, 14 * MiB, 0); /* [18,32), the top */
