@@ -225,6 +225,10 @@ struct gs_heap {
     uint32_t tag;            /* stamped on new segments */
     gs_heap_config cb;       /* ud, reclaim, on_reserve (several allocators on one device) */
     bool moving; /* stitch is moving a handle: its unmap is no release (gs_heap_moving) */
+    /* stitch served or failed a request at the limit without the ladder's release of the cache
+     * (another stream's handles, a request no release could serve): the next capture's start
+     * releases it instead (gs_heap_pool_begin), as a capture cannot */
+    bool flush_owed;
     gs_stats st;             /* freed and active figures stale until gs_heap_stats */
     /* Calls that may change the statistics (the public malloc, free and release entry points),
      * and their number when gs_heap_stats last filled in the derived figures. */

@@ -429,6 +429,7 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
     if (st == GS_ERR_OOM && h->pools[pool].stitch &&
         over_limit(h, (uint64_t)stat_all(h->st.allocated_bytes) + size)) {
         h->st.num_ooms++;
+        h->flush_owed = !h->nroutes;
         return st;
     }
     if (st == GS_ERR_OOM && !h->nroutes) {
@@ -744,6 +745,16 @@ gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t
     }
     for (unsigned i = 0; i < h->nroutes; i++)
         if (h->routes[i].k == k) return GS_ERR_INVALID; /* "already recording to mempool_id" */
+    if (h->flush_owed && !h->nroutes) {
+        /* the release stitch skipped at the limit, before the capture (PyTorch begins
+         * allocating to the pool before the stream's capture begins): inside it the ladder
+         * cannot release, and the private pool's growths cannot take the ordinary pools'
+         * memory; releasing here keeps a program that completed under PyTorch's ladder from
+         * failing in its capture (docs/stitch.md, "A request no release can serve") */
+        h->flush_owed = false;
+        gs_status st = gs_heap_release_cached(h);
+        if (st != GS_OK) return st;
+    }
     h->priv[k].uses++;
     h->routes[h->nroutes++] = (gs_route){.k = (uint8_t)k, .all_streams = all_streams,
                                          .stream = stream};

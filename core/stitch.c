@@ -284,7 +284,10 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
                         : find_donors(h, pool, stream, false);
     gs_status st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
     uint64_t pg = h->pools[pool].page;
-#define PASSES_LIMIT() ((double)(h->total_reserved + (*need - *got) * pg) > limit_or_device(h))
+    /* (a check of the limit, not its value read: whatif's caps that decide alike stay alike) */
+#define PASSES_LIMIT()                                                 \
+    (h->limit ? over_limit(h, h->total_reserved + (*need - *got) * pg) \
+              : h->total_reserved + (*need - *got) * pg > gs_heap_device_total(h))
     if (st == GS_OK && late && *need > *got && PASSES_LIMIT()) {
         g_array_free(*d, TRUE);
         *d = find_donors(h, pool, stream, false);
@@ -293,13 +296,16 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
         *waited = late;
     }
     /* still short within the limit (or refused below it by the device: !may_wait): the free
-     * handles of other streams too, the growth's own first; then handles of any size */
-    for (int k = 0; k < 2 && st == GS_OK && !plenty && !*waited && *need > *got &&
+     * handles of other streams too, the growth's own first; then handles of any size. Not while
+     * a capture is underway: on the real driver a move waits for the device, which a capture
+     * forbids, and another stream's memory in a graph would race at its replays. */
+    for (int k = 0; k < 2 && st == GS_OK && !plenty && !*waited && !h->nroutes && *need > *got &&
                     (!may_wait || PASSES_LIMIT());
          k++) {
         if (k == 0) {
             g_array_free(*d, TRUE);
             *d = find_donors(h, pool, stream, true);
+            h->flush_owed = true; /* (a release the ladder may not need to make now) */
         }
         st = find_place(h, pool, stream, size, *d, k == 1, u, c, need, got);
     }

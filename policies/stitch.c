@@ -48,11 +48,13 @@
  *   - GMLake creates fixed 2 MiB chunks; here a growth's new memory is one handle of the size
  *     needed (fewer driver calls: cuMemSetAccess costs per mapping), so a handle is the unit
  *     that moves, and a handle partly in use cannot move;
- *   - memory freed on one stream serves that stream first (PyTorch's rule, with no exception):
+ *   - memory freed on one stream serves that stream first (PyTorch serves it to no other):
  *     only when the growth's own stream's free handles and what it may create within the
- *     limit are short does it take free handles of other streams, before the out-of-memory
- *     ladder (a move's unmap waits for the whole device on the real driver, so no queued work
- *     still uses them; GMLake has no streams).
+ *     limit are short does it take free handles of other streams, and then handles larger
+ *     than what is missing, before the out-of-memory ladder and never during a capture (a
+ *     move's unmap waits for the whole device on the real driver, so no queued work still
+ *     uses them; GMLake has no streams). A release so skipped is made when the next capture
+ *     begins (core/heap.c, gs_heap_pool_begin).
  *
  * Config keys: max_handle_mb:N (create new memory in handles of at most N MiB; 0, the
  * default: no such cap); max_handle_frac:F (handles of at most F times the limit, the device's

@@ -1718,6 +1718,56 @@ START_TEST(stitch_takes_a_larger_handle_at_the_limit)
 }
 END_TEST
 
+/* During a capture no handle moves, of another stream's least: on the GPU a move waits for the
+ * device, which a capture forbids (a review's trace: with the move, it completed). */
+START_TEST(stitch_moves_no_other_streams_handle_in_a_capture)
+{
+    for (unsigned k = 0; k < G_N_ELEMENTS(at_limit_specs); k++) {
+        fixture f = fx_new(at_limit_specs[k], DEV, 100 * MiB);
+        ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, true, 0), GS_OK);
+        xfree(f.heap, xalloc(f.heap, 60 * MiB, 1));
+        gs_block *b = NULL;
+        ck_assert_int_eq(gs_heap_malloc(f.heap, 60 * MiB, 0, &b), GS_ERR_OOM);
+        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 0);
+        gs_heap_pool_end(f.heap, 1);
+        check_heap(f.heap);
+        fx_free(&f);
+    }
+}
+END_TEST
+
+/* The release stitch skips at the limit (a request no release could serve; a growth served by
+ * another stream's handles) is made when the next capture begins: inside it nothing can be
+ * released, and under PyTorch's ladder these programs complete (a review's traces). */
+START_TEST(stitch_owes_the_skipped_release_to_the_next_capture)
+{
+    for (unsigned k = 0; k < G_N_ELEMENTS(at_limit_specs); k++) {
+        for (int way = 0; way < 2; way++) {
+            fixture f = fx_new(at_limit_specs[k], DEV, 100 * MiB);
+            gs_block *keep, *b = NULL;
+            if (way == 0) { /* an OOM caught: 30 MiB live, 60 cached, 80 asked */
+                keep = xalloc(f.heap, 30 * MiB, 0);
+                xfree(f.heap, xalloc(f.heap, 60 * MiB, 0));
+                ck_assert_int_eq(gs_heap_malloc(f.heap, 80 * MiB, 0, &b), GS_ERR_OOM);
+            } else { /* 90 MiB cached on stream 1; stream 0's 20 MiB moves some of it */
+                gs_block *x = xalloc(f.heap, 60 * MiB, 1), *y = xalloc(f.heap, 30 * MiB, 1);
+                xfree(f.heap, x);
+                xfree(f.heap, y);
+                keep = xalloc(f.heap, 20 * MiB, 0);
+            }
+            ck_assert_int_eq(gs_heap_stats(f.heap)->num_alloc_retries, 0);
+            ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, false, 0), GS_OK);
+            gs_block *g = xalloc(f.heap, (way == 0 ? 60 : 70) * MiB, 0); /* in the pool */
+            gs_heap_pool_end(f.heap, 1);
+            xfree(f.heap, g);
+            xfree(f.heap, keep);
+            check_heap(f.heap);
+            fx_free(&f);
+        }
+    }
+}
+END_TEST
+
 /* A request that no release could serve (with the bytes still allocated it passes the limit)
  * fails at once under stitch, its cache kept: PyTorch's ladder releases the whole cache first
  * and counts a retry, as the default still does here. */
@@ -1804,6 +1854,8 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_takes_other_streams_handles_at_the_limit);
     tcase_add_test(tc, stitch_request_no_release_can_serve_fails_without_a_retry);
     tcase_add_test(tc, stitch_takes_a_larger_handle_at_the_limit);
+    tcase_add_test(tc, stitch_moves_no_other_streams_handle_in_a_capture);
+    tcase_add_test(tc, stitch_owes_the_skipped_release_to_the_next_capture);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
     tcase_add_loop_test(tc, stats_sums_follow_the_sums_of_currents, 0, 3);
