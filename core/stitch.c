@@ -92,6 +92,9 @@ static int donor_cmp(const void *a, const void *b)
 static GArray *find_donors(gs_heap *h, unsigned pool, uint32_t stream, bool any)
 {
     GArray *d = g_array_new(FALSE, FALSE, sizeof(donor));
+    /* none while a capture is underway (a route open): a move's unmap waits for the device on
+     * the real driver (backends/cuda.c), which a capture forbids */
+    if (h->nroutes) return d;
     unsigned first = pool - gs_pool_kind(pool);
     for (unsigned p = first; p < first + h->npools; p++) {
         if (!h->pools[p].stitch) continue;
@@ -297,8 +300,7 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
     }
     /* still short within the limit (or refused below it by the device: !may_wait): the free
      * handles of other streams too, the growth's own first; then handles of any size. Not while
-     * a capture is underway: on the real driver a move waits for the device, which a capture
-     * forbids, and another stream's memory in a graph would race at its replays. */
+     * a capture is underway (find_donors gives none then). */
     for (int k = 0; k < 2 && st == GS_OK && !plenty && !*waited && !h->nroutes && *need > *got &&
                     (!may_wait || PASSES_LIMIT());
          k++) {

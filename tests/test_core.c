@@ -1718,20 +1718,27 @@ START_TEST(stitch_takes_a_larger_handle_at_the_limit)
 }
 END_TEST
 
-/* During a capture no handle moves, of another stream's least: on the GPU a move waits for the
- * device, which a capture forbids (a review's trace: with the move, it completed). */
-START_TEST(stitch_moves_no_other_streams_handle_in_a_capture)
+/* During a capture no handle moves, its own stream's or another's: on the GPU a move waits for
+ * the device, which a capture forbids (a review's trace: with the move, it completed). PyTorch
+ * fails both requests too: no release during a capture. */
+START_TEST(stitch_moves_no_handle_in_a_capture)
 {
     for (unsigned k = 0; k < G_N_ELEMENTS(at_limit_specs); k++) {
-        fixture f = fx_new(at_limit_specs[k], DEV, 100 * MiB);
-        ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, true, 0), GS_OK);
-        xfree(f.heap, xalloc(f.heap, 60 * MiB, 1));
-        gs_block *b = NULL;
-        ck_assert_int_eq(gs_heap_malloc(f.heap, 60 * MiB, 0, &b), GS_ERR_OOM);
-        ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 0);
-        gs_heap_pool_end(f.heap, 1);
-        check_heap(f.heap);
-        fx_free(&f);
+        for (int other = 0; other < 2; other++) {
+            fixture f = fx_new(at_limit_specs[k], DEV, 100 * MiB);
+            ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1, true, 0), GS_OK);
+            /* free below a live block (its own stream), or on stream 1 */
+            gs_block *x = xalloc(f.heap, other ? 60 * MiB : 40 * MiB, other ? 1 : 0);
+            gs_block *live = other ? NULL : xalloc(f.heap, 20 * MiB, 0), *b = NULL;
+            xfree(f.heap, x);
+            ck_assert_int_eq(gs_heap_malloc(f.heap, other ? 60 * MiB : 70 * MiB, 0, &b),
+                             GS_ERR_OOM);
+            ck_assert_uint_eq(ncalls(f.heap, GS_CALL_UNMAP), 0);
+            if (live) xfree(f.heap, live);
+            gs_heap_pool_end(f.heap, 1);
+            check_heap(f.heap);
+            fx_free(&f);
+        }
     }
 }
 END_TEST
@@ -1854,7 +1861,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, stitch_takes_other_streams_handles_at_the_limit);
     tcase_add_test(tc, stitch_request_no_release_can_serve_fails_without_a_retry);
     tcase_add_test(tc, stitch_takes_a_larger_handle_at_the_limit);
-    tcase_add_test(tc, stitch_moves_no_other_streams_handle_in_a_capture);
+    tcase_add_test(tc, stitch_moves_no_handle_in_a_capture);
     tcase_add_test(tc, stitch_owes_the_skipped_release_to_the_next_capture);
     tcase_add_test(tc, stitch_failed_map_keeps_the_heap_whole);
     tcase_add_test(tc, stitch_check_catches_a_handle_mapped_twice);
