@@ -429,7 +429,7 @@ static G_GNUC_NO_INLINE gs_status grow_pool(gs_heap *h, unsigned pool, uint32_t 
     if (st == GS_ERR_OOM && h->pools[pool].stitch &&
         over_limit(h, (uint64_t)stat_all(h->st.allocated_bytes) + size)) {
         h->st.num_ooms++;
-        h->flush_owed = !h->nroutes;
+        if (!h->nroutes) h->flush_owed = true; /* (none is owed inside a capture) */
         return st;
     }
     if (st == GS_ERR_OOM && !h->nroutes) {

@@ -264,6 +264,18 @@ static double limit_or_device(gs_heap *h)
     return (double)(h->limit ? h->limit : gs_heap_device_total(h));
 }
 
+/* Whether a growth planned at need pages, of which the donors give got, is still short: what
+ * it must create would pass the limit (the device's memory with none), or the device already
+ * refused creating below it (!may_wait). A check of the limit, not its value read: whatif's caps
+ * that decide alike stay alike. */
+static bool still_short(gs_heap *h, uint64_t need, uint64_t got, uint64_t pg, bool may_wait)
+{
+    if (need <= got) return false;
+    if (!may_wait) return true;
+    uint64_t after = h->total_reserved + (need - got) * pg;
+    return h->limit ? over_limit(h, after) : after > gs_heap_device_total(h);
+}
+
 /* The place of a growth and the free handles to move there (find_place; *d holds them, for
  * the caller to free). None while memory is plentiful. Past the headroom's bound, a growth that
  * fits the limit still moves nothing: it creates what it needs, in one-page handles (fine);
@@ -287,31 +299,24 @@ static gs_status plan_growth(gs_heap *h, unsigned pool, uint32_t stream, uint64_
                         : find_donors(h, pool, stream, false);
     gs_status st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
     uint64_t pg = h->pools[pool].page;
-    /* (a check of the limit, not its value read: whatif's caps that decide alike stay alike) */
-#define PASSES_LIMIT()                                                 \
-    (h->limit ? over_limit(h, h->total_reserved + (*need - *got) * pg) \
-              : h->total_reserved + (*need - *got) * pg > gs_heap_device_total(h))
-    if (st == GS_OK && late && *need > *got && PASSES_LIMIT()) {
+    if (st == GS_OK && late && still_short(h, *need, *got, pg, true)) {
         g_array_free(*d, TRUE);
         *d = find_donors(h, pool, stream, false);
         st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
     } else {
         *waited = late;
     }
-    /* still short within the limit (or refused below it by the device: !may_wait): the free
-     * handles of other streams too, the growth's own first; then handles of any size. Not while
-     * a capture is underway (find_donors gives none then). */
-    for (int k = 0; k < 2 && st == GS_OK && !plenty && !*waited && !h->nroutes && *need > *got &&
-                    (!may_wait || PASSES_LIMIT());
-         k++) {
-        if (k == 0) {
-            g_array_free(*d, TRUE);
-            *d = find_donors(h, pool, stream, true);
-            h->flush_owed = true; /* (a release the ladder may not need to make now) */
-        }
-        st = find_place(h, pool, stream, size, *d, k == 1, u, c, need, got);
+    /* still short: the free handles of other streams too, the growth's own first; then handles
+     * of any size. Not in a capture, where find_donors gives none and no release is owed. */
+    if (st == GS_OK && !plenty && !*waited && !h->nroutes &&
+        still_short(h, *need, *got, pg, may_wait)) {
+        g_array_free(*d, TRUE);
+        *d = find_donors(h, pool, stream, true);
+        h->flush_owed = true; /* (a release the ladder may not need to make now) */
+        st = find_place(h, pool, stream, size, *d, false, u, c, need, got);
+        if (st == GS_OK && still_short(h, *need, *got, pg, may_wait))
+            st = find_place(h, pool, stream, size, *d, true, u, c, need, got);
     }
-#undef PASSES_LIMIT
     return st;
 }
 
