@@ -244,9 +244,7 @@ def write_bounded(path, chunks, binary, gpusim):
                 out.write(c)
             if gz:
                 out.close()
-        # a minute, and more for a large trace: the planner is O(n log n), gpusim convert of
-        # 431,000 events takes 0.2 s
-        failed = _gpusim_convert(gpusim, path, tmp, 60 + os.path.getsize(tmp) // (1 << 20))
+        failed = _gpusim_convert(gpusim, path, tmp, _time_limit(os.path.getsize(tmp)))
         if failed:
             with (gzip.open if gz else open)(tmp, "rb") as f:
                 write_chunks(path, iter(lambda: f.read(1 << 20), b""))
@@ -256,6 +254,23 @@ def write_bounded(path, chunks, binary, gpusim):
         raise ConvertError(f"cannot write {path}: {e.strerror or e}") from None
     finally:
         _discard(tmp)
+
+
+def _time_limit(nbytes):
+    """Seconds a gpusim that writes a trace of nbytes may take: a minute, and more for a large
+    trace (the bound's planner is O(n log n); gpusim convert of 431,000 events takes 0.2 s)."""
+    return 60 + nbytes // (1 << 20)
+
+
+def _stop(proc):
+    """Ends a gpusim that did not answer in time: its output is then whole or gone, as on an
+    interrupt (gs_output_open)."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 def _gpusim_convert(gpusim, path, tmp, limit_s):
@@ -273,12 +288,7 @@ def _gpusim_convert(gpusim, path, tmp, limit_s):
     try:
         _, err = proc.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
-        proc.terminate()  # (its output is then whole or gone, as on an interrupt)
-        try:
-            proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        _stop(proc)
         return f"no answer in {limit_s} s"
     except KeyboardInterrupt:
         proc.wait()
@@ -334,9 +344,7 @@ def write_rows(gpusim, path, head, rows, client, bound):
                                 stderr=subprocess.DEVNULL)
     except OSError:
         return False
-    # a minute and more for a large trace, as for gpusim convert (write_bounded): the bound's
-    # planner is O(n log n)
-    limit_s = 60 + sum(len(memoryview(p).cast("B")) for p in pieces) // (1 << 20)
+    limit_s = _time_limit(sum(len(memoryview(p).cast("B")) for p in pieces))
     try:
         with proc.stdin as f:
             for piece in pieces:
@@ -349,12 +357,7 @@ def write_rows(gpusim, path, head, rows, client, bound):
     try:
         return proc.wait(timeout=limit_s) == 0
     except subprocess.TimeoutExpired:
-        proc.terminate()  # (its output is then whole or gone; the caller writes it itself)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)     # (the caller writes the trace itself)
         return False
     except KeyboardInterrupt:
         proc.wait()
