@@ -270,6 +270,12 @@ void gs_stats_sums_clear(gs_stats_sums *s);
  * the largest free block, over every heap (requested_at_peak_allocated and the free figures of
  * gs_stats, which a heap notes for its own peaks). */
 void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k);
+/* gs_stats_sums_after for an event that only freed in heaps[k] (gs_heap_free,
+ * gs_heap_free_request or gs_heap_free_complete, or nothing): a free lowers the counts of
+ * allocations and their bytes, moves them to the pending ones (active stays), and merges free
+ * blocks, so the only currents it can raise are the inactive split ones, and only those are
+ * compared (a third of the check; several clients' replays are half frees). */
+void gs_stats_sums_after_free(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k);
 /* Heaps other than the next call's k changed (a heap released its cache for another, live
  * blocks were freed between passes): the next call sums every heap. */
 static inline void gs_stats_sums_dirty(gs_stats_sums *s) { s->at = SIZE_MAX; }

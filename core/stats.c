@@ -403,11 +403,35 @@ static G_GNUC_NO_INLINE void sums_fold_many(gs_stats_sums *s, gs_heap *const *he
 #undef ALL_HEAPS
 }
 
+static void sums_fold_any(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
+{
+    if (n > 2) sums_fold_many(s, heaps, n, k);
+    else sums_fold(s, heaps, n, k);
+}
+
 void gs_stats_sums_after(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
 {
     if (G_LIKELY(s->at == k) && !stats_above(heaps[k], s)) return;
-    if (n > 2) sums_fold_many(s, heaps, n, k);
-    else sums_fold(s, heaps, n, k);
+    sums_fold_any(s, heaps, n, k);
+}
+
+/* Whether an inactive split count of h is above its threshold: the only currents a free can
+ * raise (gs_stats_sums_after_free). Six compares where stats_above makes 23. */
+static inline bool split_above(const gs_heap *h, const gs_stats_sums *s)
+{
+    const gs_stat *n = h->st.inactive_split, *b = h->st.inactive_split_bytes;
+    const gs_stat *tn = s->thr.inactive_split, *tb = s->thr.inactive_split_bytes;
+    enum { A = GS_STAT_ALL, S = GS_STAT_SMALL, L = GS_STAT_LARGE };
+    /* (| rather than ||: one branch, not six) */
+    return (n[S].current > tn[S].current) | (n[L].current > tn[L].current) |
+           (n[S].current + n[L].current > tn[A].current) | (b[S].current > tb[S].current) |
+           (b[L].current > tb[L].current) | (b[S].current + b[L].current > tb[A].current);
+}
+
+void gs_stats_sums_after_free(gs_stats_sums *s, gs_heap *const *heaps, size_t n, size_t k)
+{
+    if (G_LIKELY(s->at == k) && !split_above(heaps[k], s)) return;
+    sums_fold_any(s, heaps, n, k);
 }
 
 const gs_devcalls *gs_heap_devcalls(const gs_heap *h) { return &h->calls; }

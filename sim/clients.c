@@ -214,17 +214,18 @@ gs_heap *gs_clients_route(gs_clients *c, const gs_event *e, gs_block *const *slo
 /* The device's peaks, from the sums over the heaps (separate, cooperative). Taken after each
  * event: within one event reserved and allocated bytes only fall (a release) before they
  * rise, so the peaks of the sums are exact. */
-static void track_device(gs_clients *c)
+static void track_device(gs_clients *c, bool freed)
 {
     /* the event changed its client's heap alone, but for a reclaim (which marks the sums) */
-    gs_stats_sums_after(&c->dev, c->heap, c->n, c->cur);
+    if (freed) gs_stats_sums_after_free(&c->dev, c->heap, c->n, c->cur);
+    else gs_stats_sums_after(&c->dev, c->heap, c->n, c->cur);
 }
 
 /* Client c->cur's event ended; b: the block it allocated, if any. */
 static void end_event(gs_clients *c, const gs_block *b)
 {
     if (c->mode != GS_CLIENTS_SHARED) {
-        track_device(c);
+        track_device(c, false);
         return;
     }
     uint16_t k = c->cur;
@@ -252,7 +253,8 @@ static void end_event(gs_clients *c, const gs_block *b)
 
 void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots)
 {
-    if (c->mode != GS_CLIENTS_SHARED) track_device(c); /* end_event's, without its frame */
+    if (c->mode != GS_CLIENTS_SHARED) /* end_event's, without its frame */
+        track_device(c, e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE);
     else end_event(c, e->op == GS_OP_ALLOC ? slots[e->slot] : NULL);
 }
 

@@ -149,10 +149,12 @@ gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
     return d->dev[k].heap;
 }
 
-void gs_devices_after(gs_devices *d)
+void gs_devices_after(gs_devices *d, const gs_event *e)
 {
     /* the event changed its device's heap alone */
-    gs_stats_sums_after(&d->total, d->heaps, d->n, d->last);
+    if (e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE)
+        gs_stats_sums_after_free(&d->total, d->heaps, d->n, d->last);
+    else gs_stats_sums_after(&d->total, d->heaps, d->n, d->last);
 }
 
 void gs_devices_oom(gs_devices *d, const gs_event *e, size_t i, bool caught)

@@ -21,8 +21,8 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
                            const uint32_t *ids, size_t n, GError **err);
 /* Before event e: the heap that serves it (its device's; a free goes to its allocation's). */
 gs_heap *gs_devices_route(gs_devices *d, const gs_event *e);
-/* After each event: the totals' peaks (of the sums over the devices). */
-void gs_devices_after(gs_devices *d);
+/* After each event (e): the totals' peaks (of the sums over the devices). */
+void gs_devices_after(gs_devices *d, const gs_event *e);
 /* Event e (index i) failed: fatal (the run stops) or caught (an oom event gone past). */
 void gs_devices_oom(gs_devices *d, const gs_event *e, size_t i, bool caught);
 /* Free the live block of slot (between repetitions of the trace). */

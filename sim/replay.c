@@ -228,7 +228,7 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
                 fatal_oom(mc, md, r, h, t, e, i);
                 if (!o->continue_on_oom) {
                     if (mc) gs_clients_after(mc, e, slots);
-                    if (md) gs_devices_after(md);
+                    if (md) gs_devices_after(md, e);
                     if (!plain && o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                     r->events = done_before + i + 1;
                     return FALSE;
@@ -277,7 +277,7 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
                     break;
                 }
                 if (mc) gs_clients_after(mc, e, slots);
-                if (md) gs_devices_after(md);
+                if (md) gs_devices_after(md, e);
                 if (!plain && o->observe) o->observe(h, e, done_before + i, o->observe_ud);
                 r->events = done_before + i + 1;
                 return FALSE;
@@ -308,7 +308,7 @@ replay_loop(gs_heap *h, gs_clients *mc, gs_devices *md, gs_backend *be, const gs
             break;
         }
         if (mc) gs_clients_after(mc, e, slots);
-        if (md) gs_devices_after(md);
+        if (md) gs_devices_after(md, e);
         if (!plain && o->observe) o->observe(h, e, done_before + i, o->observe_ud);
         if (st != GS_OK) {
             r->error = st;
