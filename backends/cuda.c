@@ -111,7 +111,17 @@ static gs_status cu_malloc(void *st, uint64_t size, uint64_t *addr)
 {
     cuda_state *s = st;
     void *p = NULL;
-    gs_status r = rt_status(s, cudaMalloc(&p, size), "cudaMalloc", size);
+    /* A CUDA graph's capture (torch.cuda.graph's default, global mode) forbids this thread a
+     * cudaMalloc, which a capture's first requests need: PyTorch makes it in relaxed mode
+     * (cudaMallocMaybeCapturing: the graph gets the new memory, its replays ignore the call),
+     * and so does gpusim. Outside a capture the mode changes nothing. */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaError_t e = cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e == cudaSuccess) {
+        e = cudaMalloc(&p, size);
+        (void)cudaThreadExchangeStreamCaptureMode(&mode); /* the caller's mode back */
+    }
+    gs_status r = rt_status(s, e, "cudaMalloc", size);
     if (r != GS_OK) return r;
     *addr = (uint64_t)(uintptr_t)p;
     track(s->live, *addr, size);

@@ -6,6 +6,8 @@
  * Usage: test_cuda [TRACE_DATA_DIR]. Exit 77 (skip) where there is no usable GPU, as in CI. */
 #include <string.h>
 
+#include <cuda_runtime.h>
+
 #include "report.h"
 #include "validate.h"
 #include "testutil.h"
@@ -84,6 +86,38 @@ START_TEST(cuda_oom_is_an_oom_and_other_errors_say_what_failed)
 }
 END_TEST
 
+/* A cudaMalloc while a stream is captured into a CUDA graph, in torch.cuda.graph's default
+ * (global) mode, which forbids the thread one: the backend makes it in relaxed mode, as
+ * PyTorch's allocator does, so a capture's first requests get memory (under `gpusim run` they
+ * failed with "operation not permitted when stream is capturing"), and the capture survives. */
+START_TEST(cuda_malloc_during_a_capture)
+{
+    gs_backend *be = cuda_or_skip();
+    cudaStream_t st;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
+    uint64_t a = 0;
+    gs_status r = gs_dev_malloc(be, NULL, 16 * MiB, &a);
+    enum cudaStreamCaptureStatus status;
+    ck_assert_int_eq(cudaStreamIsCapturing(st, &status), cudaSuccess);
+    cudaGraph_t g = NULL;
+    cudaError_t end = cudaStreamEndCapture(st, &g);
+    ck_assert_msg(r == GS_OK, "%s", gs_dev_last_error(be));
+    ck_assert_int_eq(status, cudaStreamCaptureStatusActive); /* not invalidated */
+    ck_assert_int_eq(end, cudaSuccess);
+    ck_assert_int_eq(cudaGraphDestroy(g), cudaSuccess);
+    /* the thread's mode is global again: a cudaMalloc of its own in a capture still fails */
+    ck_assert_int_eq(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess);
+    void *p = NULL;
+    ck_assert_int_ne(cudaMalloc(&p, MiB), cudaSuccess);
+    (void)cudaStreamEndCapture(st, &g);
+    (void)cudaGetLastError();
+    ck_assert_int_eq(gs_dev_free(be, NULL, a, 16 * MiB), GS_OK);
+    ck_assert_int_eq(cudaStreamDestroy(st), cudaSuccess);
+    gs_backend_destroy(be);
+}
+END_TEST
+
 /* The same trace through the same core and policy, on the simulator and on the GPU: the
  * allocator's decisions do not depend on the device, so its statistics agree exactly, and the
  * driver gets every byte back. */
@@ -145,6 +179,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, cuda_calls_round_trip_and_return_every_byte);
     tcase_add_test(tc, cuda_oom_is_an_oom_and_other_errors_say_what_failed);
+    tcase_add_test(tc, cuda_malloc_during_a_capture);
     tcase_add_test(tc, cuda_replay_matches_the_simulator);
     suite_add_tcase(s, tc);
     return run_suite_forking(s, false); /* one CUDA context for the process */
