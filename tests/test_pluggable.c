@@ -704,6 +704,101 @@ START_TEST(two_libraries_separate_die_shared_and_cooperative_complete_as_replays
 }
 END_TEST
 
+/* ---- a CUDA graph's private pool ---- */
+
+typedef int (*filter_fn)(void *ctx, void *stream);
+typedef void (*pool_begin_fn)(int, uint64_t, uint64_t, filter_fn, void *);
+typedef void (*pool_fn)(int, uint64_t, uint64_t);
+
+#define CAPTURE_STREAM ((void *)(uintptr_t)0x7000)
+
+/* PyTorch's filter for a capture: the capture's stream (ctx) */
+static int capture_filter(void *ctx, void *stream)
+{
+    return stream == ctx;
+}
+
+/* Two captures into one pool (a graph, then another sharing its pool), as PyTorch's hooks
+ * call the library; eager requests between them. */
+static void capture_body(void)
+{
+    entry_points e = load();
+    void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
+    pool_begin_fn begin = (pool_begin_fn)(uintptr_t)dlsym(h, "gpusim_pool_begin");
+    pool_fn end = (pool_fn)(uintptr_t)dlsym(h, "gpusim_pool_end");
+    pool_fn release = (pool_fn)(uintptr_t)dlsym(h, "gpusim_pool_release");
+    if (!begin || !end || !release) _exit(80);
+    const ssize_t mb8 = 8 << 20;
+    void *warm = e.m(mb8, 0, NULL); /* an eager segment before the capture */
+    begin(0, 1, 0, capture_filter, CAPTURE_STREAM);
+    void *eager = e.m(mb8, 0, NULL); /* not the capture's stream: the ordinary pool */
+    void *tmp = e.m(mb8, 0, CAPTURE_STREAM), *out = e.m(mb8, 0, CAPTURE_STREAM);
+    if (!warm || !eager || !tmp || !out) _exit(81);
+    e.f(tmp, mb8, 0, CAPTURE_STREAM); /* a temporary of the capture: back to its pool */
+    end(0, 1, 0);
+    /* eager code after the capture never gets the capture's freed block, which the graph's
+     * replays still write */
+    void *after = e.m(mb8, 0, CAPTURE_STREAM);
+    if (!after || after == tmp) _exit(82);
+    begin(0, 1, 0, capture_filter, CAPTURE_STREAM); /* a second graph, the same pool */
+    void *again = e.m(mb8, 0, CAPTURE_STREAM);
+    if (again != tmp) _exit(83); /* the pool's own free block */
+    end(0, 1, 0);
+    release(0, 1, 0); /* both graphs gone */
+    release(0, 1, 0);
+    e.f(out, mb8, 0, NULL);
+    e.f(again, mb8, 0, NULL);
+    e.empty_cache(); /* the freeable pool's segment goes */
+    e.f(after, mb8, 0, NULL);
+    e.f(eager, mb8, 0, NULL);
+    e.f(warm, mb8, 0, NULL);
+}
+
+START_TEST(a_capture_gets_a_private_pool_and_its_trace_replays)
+{
+    char *stats = path_in("pool.json"), *trace = path_in("pool.gstrace");
+    char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats),
+         *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
+    const char *env[] = {"GPUSIM_BACKEND=sim", e1, e2, NULL};
+    ck_assert_msg(in_child(capture_body, env) == 0, "%s", child_stderr());
+    GError *err = NULL;
+    gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, &err);
+    ck_assert_msg(t, "%s", err ? err->message : "");
+    int begins = 0, ends = 0, releases = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        begins += t->ev[i].op == GS_OP_POOL_BEGIN;
+        ends += t->ev[i].op == GS_OP_POOL_END;
+        releases += t->ev[i].op == GS_OP_POOL_RELEASE;
+    }
+    ck_assert_int_eq(begins, 2); /* a route for the capture's stream, per capture */
+    ck_assert_int_eq(ends, 2);
+    ck_assert_int_eq(releases, 2);
+    gs_json *j = gs_json_load(stats, &err);
+    ck_assert_msg(j, "%s", err ? err->message : "");
+    const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
+    /* three 20 MiB segments (warm and eager share one; the pool's; after's), the pool's alone
+     * freed by the empty_cache after the releases (the others' blocks are live then) */
+    ck_assert_int_eq(jint(res, "num_device_alloc"), 3);
+    ck_assert_int_eq(jint(res, "num_device_free"), 1);
+    /* the trace replays to the run's figures */
+    gs_policy *p = gs_policy_new("pytorch", NULL);
+    gs_replay_opts o = {.device_total = t->device_total};
+    gs_result r;
+    ck_assert(gs_replay_run(t, p, &o, &r, NULL));
+    ck_assert_int_eq((int64_t)r.stats.num_device_alloc, jint(res, "num_device_alloc"));
+    ck_assert_int_eq((int64_t)r.stats.num_device_free, jint(res, "num_device_free"));
+    ck_assert_int_eq(r.stats.reserved_bytes[GS_STAT_ALL].peak, jint(res, "peak_reserved_bytes"));
+    gs_result_clear(&r);
+    gs_policy_free(p);
+    gs_json_free(j);
+    gs_trace_free(t);
+    g_free(e1);
+    g_free(e2);
+    g_free(stats);
+    g_free(trace);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -725,6 +820,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
     tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
     tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);
+    tcase_add_test(tc, a_capture_gets_a_private_pool_and_its_trace_replays);
     tcase_add_test(tc,
                    two_libraries_separate_die_shared_and_cooperative_complete_as_replays_predict);
     suite_add_tcase(s, tc);

@@ -58,6 +58,10 @@
  * cached segment of every device (docs/real-gpu.md, "Any PyTorch program on a gpusim
  * policy").
  *
+ * CUDA graphs and MemPools: PyTorch's pool hooks take C++ arguments, so the C++ shim holds
+ * them (gpusim_pool_hook gives their addresses to Python) and calls gpusim_pool_begin, _end and
+ * _release here; each request of PyTorch's first asks the open pools' filters (pools.h).
+ *
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
  * necessarily one object per process: it is kept in the single struct below and nowhere else.
@@ -72,6 +76,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "pools.h"
 #include "tenants.h"
 
 #define MAX_DEVICES GS_TENANTS_MAX_DEVICES
@@ -99,6 +104,8 @@ typedef struct {
     gs_trace *trace;                   /* GPUSIM_TRACE: the requests so far */
     gint64 t0;                         /* monotonic clock at the first request, us */
     raise_oom_fn raise_oom;            /* libgpusim_torch_oom.so's, or NULL */
+    void *torch_lib;                   /* libgpusim_torch_oom.so, or NULL: its pool hooks too */
+    gs_pools *pools;                   /* CUDA graphs' and MemPools' private pools (PyTorch's) */
     bool said_null;                    /* the one line about an OOM returned as NULL */
     uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
     /* The last request that failed for lack of memory: its event number (requests and frees
@@ -124,6 +131,10 @@ void gpusim_client_empty_cache(int client);
 size_t gpusim_reserved(int device);
 size_t gpusim_client_reserved(int client, int device);
 size_t gpusim_client_limit(int client, int device);
+void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter filter, void *ctx);
+void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
+void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
+void *gpusim_pool_hook(int which);
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
@@ -187,6 +198,13 @@ static void find_raise_oom(gs_pluggable *a)
         start_failed(a, "GPUSIM_TORCH_OOM", msg);
     }
     a->raise_oom = (raise_oom_fn)(uintptr_t)f;
+    a->torch_lib = h;
+    /* its pool hooks (PyTorch's C++ signatures) call these back; an older build has none */
+    typedef void (*connect_fn)(void *, void *, void *);
+    connect_fn connect = (connect_fn)(uintptr_t)dlsym(h, "gpusim_torch_pool_connect");
+    if (connect)
+        connect((void *)(uintptr_t)gpusim_pool_begin, (void *)(uintptr_t)gpusim_pool_end,
+                (void *)(uintptr_t)gpusim_pool_release);
     g_free(path);
 }
 
@@ -219,6 +237,7 @@ static void setup(gs_pluggable *a)
     a->stats_path = g_strdup(g_getenv("GPUSIM_STATS"));
     a->trace_path = g_strdup(g_getenv("GPUSIM_TRACE"));
     a->streams = g_hash_table_new(g_direct_hash, g_direct_equal);
+    a->pools = gs_pools_new();
     if (a->trace_path && *a->trace_path) {
         a->trace = gs_trace_new();
         a->slots = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -345,6 +364,41 @@ static bool enter(gs_pluggable *a)
     return true;
 }
 
+/* The trace's number for client k's name, added if no event named it yet. */
+static uint16_t trace_client(gs_trace *t, const char *name)
+{
+    for (guint i = 0; i < t->clients->len; i++)
+        if (strcmp(t->clients->pdata[i], name) == 0) return (uint16_t)i;
+    g_ptr_array_add(t->clients, g_strdup(name));
+    return (uint16_t)(t->clients->len - 1);
+}
+
+/* A private pool call made to PyTorch's heap, into the trace. */
+static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t id)
+{
+    gs_pluggable *a = ud;
+    if (!a->trace) return;
+    gs_trace_add_pool(a->trace, op, (uint64_t)(uintptr_t)stream, id, false);
+    gs_event *e = &a->trace->ev[a->trace->n - 1];
+    e->time_us = (uint64_t)(g_get_monotonic_time() - a->t0);
+    e->device = (uint32_t)device;
+    e->client = trace_client(a->trace, gs_tenants_name(a->tenants, a->torch));
+}
+
+static uint32_t site_stream_index(void *ud, void *stream)
+{
+    return stream_index(ud, stream);
+}
+
+static gs_pools_site pools_site(gs_pluggable *a)
+{
+    return (gs_pools_site){.tenants = a->tenants,
+                           .client = a->torch,
+                           .record = record_pool,
+                           .ud = a,
+                           .stream_index = site_stream_index};
+}
+
 /* A malloc of client k, lock held; *oom (of n bytes) is set when the request failed for lack of
  * memory. */
 static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, void *stream,
@@ -353,6 +407,10 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
     /* (after setup: its clock starts the trace's time at 0) */
     gint64 t0 = g_get_monotonic_time();
     bool ok = k >= 0 && open_device(a, device);
+    if (ok && k == a->torch) {
+        gs_pools_site site = pools_site(a);
+        gs_pools_route(a->pools, &site, device, stream);
+    }
     gs_block *b = NULL;
     gs_status st =
         ok ? gs_tenants_malloc(a->tenants, device, k, (uint64_t)size, stream_index(a, stream), &b)
@@ -513,15 +571,6 @@ void gpusim_client_free(int client, void *ptr, ssize_t size, int device, void *s
     (void)stream;
 }
 
-/* The trace's number for client k's name, added if no event named it yet. */
-static uint16_t trace_client(gs_trace *t, const char *name)
-{
-    for (guint i = 0; i < t->clients->len; i++)
-        if (strcmp(t->clients->pdata[i], name) == 0) return (uint16_t)i;
-    g_ptr_array_add(t->clients, g_strdup(name));
-    return (uint16_t)(t->clients->len - 1);
-}
-
 /* Client k's cached segments on every device go back to the driver (shared: the one heap's),
  * as PyTorch's own empty_cache does for PyTorch's. Lock held. */
 static void client_empty_cache(gs_pluggable *a, int k)
@@ -563,6 +612,62 @@ void gpusim_client_empty_cache(int client)
     pthread_mutex_lock(&a->lock);
     client_empty_cache(a, client);
     pthread_mutex_unlock(&a->lock);
+}
+
+/* PyTorch's pool hooks, for its client (through libgpusim_torch_oom.so's C++ ones, which hold
+ * the filter PyTorch gives): pools.h. Lock held inside. */
+void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter filter, void *ctx)
+{
+    gs_pluggable *a = &the_allocator;
+    if (!enter(a)) return;
+    if (a->torch < 0) a->torch = client_of(a, "torch");
+    if (a->torch >= 0 && open_device(a, device)) {
+        gs_pools_site site = pools_site(a);
+        if (gs_pools_begin(a->pools, &site, device, graph, user, filter, ctx) != GS_OK)
+            fprintf(stderr,
+                    "gpusim: private pool (%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                    ") on device %d: too many pools or captures at once; its requests "
+                    "go to the ordinary pools\n",
+                    graph, user, device);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* The end and the release of pool (graph, user): which == 0, the end; 1, the release. */
+static void pool_call(int device, uint64_t graph, uint64_t user, int which)
+{
+    gs_pluggable *a = &the_allocator;
+    if (!enter(a)) return;
+    if (a->torch >= 0 && device >= 0 && device < MAX_DEVICES && a->used[device]) {
+        gs_pools_site site = pools_site(a);
+        if (which == 0) gs_pools_end(a->pools, &site, device, graph, user);
+        else gs_pools_release(a->pools, &site, device, graph, user);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void gpusim_pool_end(int device, uint64_t graph, uint64_t user)
+{
+    pool_call(device, graph, user, 0);
+}
+void gpusim_pool_release(int device, uint64_t graph, uint64_t user)
+{
+    pool_call(device, graph, user, 1);
+}
+
+/* The address of libgpusim_torch_oom.so's hook of PyTorch's signature (0: begin, 1: end,
+ * 2: release), for CUDAPluggableAllocator's setters; NULL without that library, or one built
+ * before it had them. (The first call sets the library up, as a first request would.) */
+void *gpusim_pool_hook(int which)
+{
+    static const char *const names[] = {"gpusim_torch_begin_allocate_to_pool",
+                                        "gpusim_torch_end_allocate_to_pool",
+                                        "gpusim_torch_release_pool"};
+    gs_pluggable *a = &the_allocator;
+    if (which < 0 || which > 2 || !enter(a)) return NULL;
+    void *f = a->torch_lib ? dlsym(a->torch_lib, names[which]) : NULL;
+    pthread_mutex_unlock(&a->lock);
+    return f;
 }
 
 size_t gpusim_reserved(int device)

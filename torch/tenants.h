@@ -50,6 +50,11 @@ gs_status gs_tenants_malloc(gs_tenants *t, int d, int k, uint64_t size, uint32_t
 void gs_tenants_free(gs_tenants *t, int d, int k, gs_block *b);
 gs_status gs_tenants_empty_cache(gs_tenants *t, int d, int k);
 
+/* A private pool call of client k on device d: GS_OP_POOL_BEGIN (a route for stream to pool
+ * id, which gains a use), GS_OP_POOL_END (the newest route to id closes) or GS_OP_POOL_RELEASE
+ * (id loses a use): the core's gs_heap_pool_* (shared: on the one heap). */
+gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream);
+
 /* What client k's last failed request on d met: its heap, for the OOM message. */
 const gs_heap *gs_tenants_heap(const gs_tenants *t, int d, int k);
 /* Every heap's reserved bytes on device d. */

@@ -12,7 +12,8 @@ program's own `import torch` (or `import cupy`) and, the moment the module is lo
 the program's next line, makes gpusim the allocator:
 - PyTorch: CUDAPluggableAllocator over gpusim_malloc and gpusim_free, with gpusim_empty_cache
   behind torch.cuda.empty_cache(); an OOM is raised as torch.OutOfMemoryError by the library's
-  shim (libgpusim_torch_oom.so beside it), as PyTorch's own allocator raises it.
+  shim (libgpusim_torch_oom.so beside it), as PyTorch's own allocator raises it, and the shim's
+  private pool hooks give CUDA graphs and MemPools their pools.
 - CuPy: cupy.cuda.set_allocator with a function that asks gpusim for memory as the client
   "cupy" (gpusim_client_malloc) on CuPy's current device and stream and gives it back
   (gpusim_client_free) when CuPy lets go of it (CuPy's own pool is then not in front: every
@@ -33,10 +34,23 @@ import sys
 _LIB = os.environ.pop("GPUSIM_RUN_LIB", None)
 
 
+# CUDAPluggableAllocator's setters of the private pool hooks, in gpusim_pool_hook's order
+_POOL_SETTERS = ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool")
+
+
 def use_for_torch(torch, lib):
     alloc = torch.cuda.memory.CUDAPluggableAllocator(lib, "gpusim_malloc", "gpusim_free")
     so = ctypes.CDLL(lib)
-    alloc.allocator().set_reset_fn(ctypes.cast(so.gpusim_empty_cache, ctypes.c_void_p).value)
+    hooks = alloc.allocator()
+    hooks.set_reset_fn(ctypes.cast(so.gpusim_empty_cache, ctypes.c_void_p).value)
+    # CUDA graphs' and MemPools' private pools: the hooks of the library's C++ shim
+    # (libgpusim_torch_oom.so), where it and this PyTorch have them
+    so.gpusim_pool_hook.restype = ctypes.c_void_p
+    so.gpusim_pool_hook.argtypes = (ctypes.c_int,)
+    for which, setter in enumerate(_POOL_SETTERS):
+        address = so.gpusim_pool_hook(which)
+        if address and hasattr(hooks, setter):
+            getattr(hooks, setter)(address)
     torch.cuda.memory.change_current_allocator(alloc)
 
 

@@ -1,0 +1,62 @@
+/* pools.h - the private pools of CUDA graphs and torch.cuda.MemPool, in libgpusim_torch.so.
+ *
+ * PyTorch tells an allocator of a private pool through three hooks (CUDAPluggableAllocator's
+ * set_begin_allocate_to_pool, set_end_allocate_to_pool_fn and set_release_pool): begin (a pool,
+ * named by a pair of numbers, and a filter that says which requests go to it: those of the
+ * capture's stream for a CUDA graph, the thread's for a MemPool), end (the capture or the
+ * context is over) and release (the graph or the MemPool is gone: the pool loses a use).
+ * PyTorch's own allocator asks every begun filter at each malloc, and routes the request to the
+ * pool of the first that takes it. Without the hooks a capture's freed blocks went back to the
+ * ordinary pools, where eager code could get them while the graph's replays still write there.
+ *
+ * The core routes by stream (gs_heap_pool_begin). So here, before each malloc, every filter
+ * begun and not ended on the device is asked; one that takes the request's stream opens a
+ * route for that stream to its pool (a route for each stream it takes), and the end closes
+ * them. A capture's requests are its streams' (exact); a MemPool's route, once its thread's
+ * first request opened it, takes every thread's requests on that stream until the end.
+ *
+ * Uses are counted as PyTorch counts them: one per begin, one less per release, the pool
+ * freeable at none. The core gains a use with each route opened; what it holds beyond the
+ * begins is released at once, and a begin that opened no route (a capture that allocated
+ * nothing) holds its use here, so that the core's pool stays until the last release.
+ *
+ * Not thread-safe: the library calls it under its lock.
+ */
+#ifndef GS_TORCH_POOLS_H
+#define GS_TORCH_POOLS_H
+
+#include "tenants.h"
+
+/* A begin's filter: nonzero when a request on stream goes to its pool. */
+typedef int (*gs_pool_filter)(void *ctx, void *stream);
+
+typedef struct {
+    gs_tenants *tenants;
+    int client; /* whose heap: PyTorch's */
+    /* each call made to the heap, for the trace: op (GS_OP_POOL_*), the stream, the pool's
+     * id; NULL for none */
+    void (*record)(void *ud, int device, gs_op op, void *stream, uint32_t id);
+    void *ud;
+    /* the stream's index, as the library numbers streams for the heap */
+    uint32_t (*stream_index)(void *ud, void *stream);
+} gs_pools_site;
+
+typedef struct gs_pools gs_pools;
+
+gs_pools *gs_pools_new(void);
+void gs_pools_free(gs_pools *p);
+/* Pool (graph, user) of device d gains a use, and filter(ctx, stream) says from now on which
+ * requests go to it. GS_ERR_INVALID (nothing done) for the pair (0, 0), or when 64 pools are
+ * known or 16 begins are open. */
+gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
+                         gs_pool_filter filter, void *ctx);
+/* The newest begin of pool (graph, user) on d ends: its routes close; its filter and ctx are
+ * not asked again. */
+void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
+/* Pool (graph, user) of d loses a use; at none its cached segments go at the next
+ * empty_cache. An unknown pool: nothing. */
+void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
+/* Before a malloc on stream of device d (opened): routes for the begins whose filter takes it. */
+void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream);
+
+#endif
