@@ -309,6 +309,24 @@ static void dies_of_oom_body(void)
     if (e.m(30 << 20, 0, NULL) != NULL) _exit(98); /* over the 20 MiB capacity: the end */
 }
 
+/* The same death in Python: the exception unwinds (b is freed), then gpusim run's
+ * sys.excepthook says the program died of it. */
+static void dies_and_unwinds_body(void)
+{
+    entry_points e = load();
+    void *a = e.m(512 << 10, 0, NULL), *b = e.m(12 << 20, 0, NULL);
+    if (!a || !b) _exit(97);
+    e.f(a, 512 << 10, 0, NULL);
+    if (e.m(30 << 20, 0, NULL) != NULL) _exit(98);
+    e.f(b, 12 << 20, 0, NULL);
+    void (*fatal)(void) = (void (*)(void))(uintptr_t)dlsym(dlopen(lib_path, RTLD_NOW | RTLD_LOCAL),
+                                                           "gpusim_oom_fatal");
+    if (!fatal) _exit(99);
+    fatal();
+}
+
+/* Loop: 0, the OOM is the last request; 1, frees follow it and the program says it died of
+ * it (the frees were taken for a caught OOM: "ok"). */
 START_TEST(an_oom_at_the_end_is_the_outcome)
 {
     char *stats = path_in("dies.json"), *trace = path_in("dies.gstrace");
@@ -316,7 +334,7 @@ START_TEST(an_oom_at_the_end_is_the_outcome)
          *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
     const char *env[] = {
         "GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", "GPUSIM_TORCH_OOM=none", e1, e2, NULL};
-    ck_assert_int_eq(in_child(dies_of_oom_body, env), 0);
+    ck_assert_int_eq(in_child(_i ? dies_and_unwinds_body : dies_of_oom_body, env), 0);
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
     const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
@@ -329,6 +347,8 @@ START_TEST(an_oom_at_the_end_is_the_outcome)
     /* a replay of the recorded trace at the same capacity says the same */
     gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, NULL);
     ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->n, 4); /* cut at the death: no unwinding */
+    if (_i) ck_assert_str_eq(gs_trace_get_meta(t, "fatal_oom_event"), "3");
     gs_policy *p = gs_policy_new("pytorch", NULL);
     gs_replay_opts o = {.capacity = 20 << 20};
     gs_result r;
@@ -816,7 +836,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, outputs_through_links_write_their_targets);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
-    tcase_add_test(tc, an_oom_at_the_end_is_the_outcome);
+    tcase_add_loop_test(tc, an_oom_at_the_end_is_the_outcome, 0, 2);
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
     tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
     tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);

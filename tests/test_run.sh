@@ -178,6 +178,33 @@ PY
 "$gpusim" run --backend sim --capacity 1GiB -p cupy=cupy -- python3 "$tmp/cupy_oom.py" \
     >"$tmp/out" 2>"$tmp/err" && grep -q "^oom said " "$tmp/out" ||
     fail "run: cupy's OOM: $(cat "$tmp/out" "$tmp/err")"
+# a program that dies of an OOM it did not catch: the frees of its unwinding come after the OOM
+# (which alone would read as caught); the hook's sys.excepthook says it was the death, so the
+# statistics' outcome is that OOM and the trace ends there, as a replay of it says
+cat >"$tmp/dies.py" <<'PY'
+import cupy
+M = 1 << 20
+x = cupy.empty(600 * M)
+def step():
+    t = cupy.empty(100 * M)  # freed as the exception unwinds
+    cupy.empty(600 * M)
+step()
+PY
+"$gpusim" run --backend sim --capacity 1GiB -p cupy=cupy --stats "$tmp/dies.json" \
+    --trace "$tmp/dies.gstrace" -- python3 "$tmp/dies.py" >/dev/null 2>"$tmp/err" &&
+    fail "run: a program dead of an OOM exited 0"
+grep -q "^fatal_oom_event: 2\$\|^# fatal_oom_event: 2\$" "$tmp/dies.gstrace" ||
+    fail "run: the trace of a death ends at its OOM: $(head -5 "$tmp/dies.gstrace")"
+"$gpusim" replay -q "$tmp/dies.gstrace" -p cupy=cupy --capacity 1GiB -f json -o "$tmp/dies-replay.json" ||
+    fail "replay of the death's trace"
+python3 - "$tmp/dies.json" "$tmp/dies-replay.json" <<'PY' || fail "run: a death's outcome"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+assert a["outcome"] == b["outcome"] == "oom", (a["outcome"], b["outcome"])
+assert a["first_oom"]["event"] == b["first_oom"]["event"] == 2, (a["first_oom"], b["first_oom"])
+assert a["first_oom"]["size"] == 600 << 20, a["first_oom"]
+PY
 expect_error "run --clients junk" "not one of separate" "$gpusim" run --clients junk -- python3 -c pass
 expect_error "run -p twice" "a setting was given already" "$gpusim" run -p pytorch -p cupy -- python3 -c pass
 expect_error "run -p Bad=cupy" "a client name is" "$gpusim" run -p Bad=cupy -- python3 -c pass

@@ -51,7 +51,8 @@
  * installed PyTorch's headers (torch/oom.cpp, libgpusim_torch_oom.so). At an OOM, gpusim_malloc
  * releases its lock and calls it; the exception unwinds through gpusim_malloc (built with
  * -fexceptions) into PyTorch. Without that library an OOM returns NULL, as before, and says so
- * once on stderr.
+ * once on stderr. gpusim_oom_fatal() says the program is ending of its last OOM (gpusim run's
+ * sys.excepthook): the statistics' outcome is then that OOM, and the trace ends there.
  *
  * torch.cuda.empty_cache(): PyTorch calls the pluggable allocator's reset function, which
  * Python sets: alloc.allocator().set_reset_fn(address of gpusim_empty_cache). It releases every
@@ -112,6 +113,10 @@ typedef struct {
      * before it), size, device and client. The statistics judge it as a replay of the recorded
      * trace does: fatal when the process made no request after it, caught otherwise. */
     uint64_t last_oom_event, last_oom_size;
+    /* the events the trace holds (or would): requests served or refused for memory, frees,
+     * empty_cache per device, private pool calls; last_oom_event counts in these */
+    uint64_t events;
+    bool oom_fatal; /* gpusim_oom_fatal: the program ended of its last OOM, uncaught */
     int last_oom_device, last_oom_client;
     uint64_t dev_ooms[MAX_DEVICES];    /* requests that failed for lack of memory, per device */
     double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
@@ -135,6 +140,7 @@ void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter
 void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
 void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
 void *gpusim_pool_hook(int which);
+void gpusim_oom_fatal(void);
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
@@ -152,12 +158,14 @@ static void write_outputs(void);
 
 /* Device d's OOMs in r as `gpusim replay` of the recorded trace gives them (sim/replay.c): a
  * request that failed with more requests or frees after it was caught (the program went on); one
- * that was the process's last event is the fatal OOM, the run's outcome. (The result said "oom"
+ * that was the process's last event is the fatal OOM, the run's outcome, and so is the last one
+ * when the program said it died of it (gpusim_oom_fatal: the frees of its unwinding come after
+ * it, and the trace is cut there, as the converter cuts a snapshot's). (The result said "oom"
  * with event 0 and size 0 for any OOM, one the program caught included.) */
 static void judge_ooms(const gs_pluggable *a, int d, gs_result *r)
 {
     bool fatal = a->ooms && a->last_oom_device == d &&
-                 a->last_oom_event + 1 == a->requests + a->frees;
+                 (a->oom_fatal || a->last_oom_event + 1 == a->events);
     r->caught_ooms = a->dev_ooms[d] - (fatal ? 1 : 0);
     r->oom = fatal;
     r->first_oom_event = fatal ? a->last_oom_event : 0;
@@ -377,6 +385,7 @@ static uint16_t trace_client(gs_trace *t, const char *name)
 static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t id)
 {
     gs_pluggable *a = ud;
+    a->events++;
     if (!a->trace) return;
     gs_trace_add_pool(a->trace, op, (uint64_t)(uintptr_t)stream, id, false);
     gs_event *e = &a->trace->ev[a->trace->n - 1];
@@ -416,6 +425,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
         ok ? gs_tenants_malloc(a->tenants, device, k, (uint64_t)size, stream_index(a, stream), &b)
            : GS_ERR_INVALID;
     a->requests++;
+    if (st == GS_OK || st == GS_ERR_OOM) a->events++; /* (what the trace records) */
     void *p = NULL;
     if (st == GS_OK) {
         p = (void *)(uintptr_t)b->addr;
@@ -423,7 +433,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
     } else if (st == GS_ERR_OOM) {
         a->ooms++;
         a->dev_ooms[device]++;
-        a->last_oom_event = a->requests + a->frees - 1;
+        a->last_oom_event = a->events - 1;
         a->last_oom_size = (uint64_t)size;
         a->last_oom_device = device;
         a->last_oom_client = k;
@@ -538,6 +548,7 @@ static void client_free(gs_pluggable *a, int k, void *ptr, int device)
         g_hash_table_remove(a->live[k][device], ptr);
         gs_tenants_free(a->tenants, device, k, b);
         a->frees++;
+        a->events++;
         if (a->trace) {
             guint slot = GPOINTER_TO_UINT(g_hash_table_lookup(a->slots, ptr));
             g_hash_table_remove(a->slots, ptr);
@@ -587,6 +598,7 @@ static void client_empty_cache(gs_pluggable *a, int k)
         }
         /* one empty_cache event per device in use: each empties its own device's cache, as
          * this call emptied every device's */
+        a->events++;
         if (!a->trace) continue;
         gs_trace_add_op(a->trace, GS_OP_EMPTY_CACHE, 0);
         gs_event *e = &a->trace->ev[a->trace->n - 1];
@@ -670,6 +682,17 @@ void *gpusim_pool_hook(int which)
     return f;
 }
 
+/* The program is ending of its last OOM, not caught (gpusim run's hook calls this from
+ * sys.excepthook for an OutOfMemoryError): the statistics' outcome is that OOM, and the trace
+ * ends there. No OOM so far: nothing. */
+void gpusim_oom_fatal(void)
+{
+    gs_pluggable *a = &the_allocator;
+    pthread_mutex_lock(&a->lock);
+    a->oom_fatal = a->ooms > 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
 size_t gpusim_reserved(int device)
 {
     gs_pluggable *a = &the_allocator;
@@ -721,6 +744,14 @@ static void write_outputs(void)
         return;
     }
     GError *err = NULL;
+    if (a->trace && a->oom_fatal && a->last_oom_event < a->trace->n &&
+        a->trace->ev[a->last_oom_event].op == GS_OP_OOM) {
+        /* the run died of this OOM: what came after is its unwinding */
+        a->trace->n = a->last_oom_event + 1;
+        char *ev = g_strdup_printf("%" G_GUINT64_FORMAT, a->last_oom_event);
+        gs_trace_set_meta(a->trace, "fatal_oom_event", ev);
+        g_free(ev);
+    }
     if (a->trace && !gs_trace_save(a->trace, a->trace_path, &err)) {
         fprintf(stderr, "gpusim: the trace (GPUSIM_TRACE, gpusim run --trace): %s\n", err->message);
         g_clear_error(&err);

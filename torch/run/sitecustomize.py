@@ -52,6 +52,26 @@ def use_for_torch(torch, lib):
         if address and hasattr(hooks, setter):
             getattr(hooks, setter)(address)
     torch.cuda.memory.change_current_allocator(alloc)
+    say_fatal_ooms(lib)
+
+
+def say_fatal_ooms(lib):
+    """An OutOfMemoryError (PyTorch's or CuPy's) that ends the program tells the library the run
+    died of its last OOM: the frees of the unwinding came after it, so the library would call
+    it caught. Done once; a program that sets its own sys.excepthook afterwards takes the hook
+    (the library then judges by what came after the OOM, as before)."""
+    if getattr(say_fatal_ooms, "done", False):
+        return
+    say_fatal_ooms.done = True
+    so = ctypes.CDLL(lib)
+    previous = sys.excepthook
+
+    def excepthook(kind, value, tb):
+        if kind.__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError, CuPy's
+            so.gpusim_oom_fatal()
+        previous(kind, value, tb)
+
+    sys.excepthook = excepthook
 
 
 def use_for_cupy(cupy, lib):
@@ -95,6 +115,7 @@ def use_for_cupy(cupy, lib):
         return memory.MemoryPointer(memory.UnownedMemory(b.ptr, size, b, b.device), 0)
 
     cupy.cuda.set_allocator(malloc)
+    say_fatal_ooms(lib)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
