@@ -49,6 +49,12 @@ static entry_points load(void)
 
 static char *path_in(const char *name) { return g_build_filename(dir, name, NULL); }
 
+/* Another entry point of the library (loaded already: the same handle), or NULL. */
+static void *entry(const char *name)
+{
+    return dlsym(dlopen(lib_path, RTLD_NOW | RTLD_LOCAL), name);
+}
+
 /* What the last child wrote on stderr. */
 static char *child_stderr(void)
 {
@@ -319,8 +325,7 @@ static void dies_and_unwinds_body(void)
     e.f(a, 512 << 10, 0, NULL);
     if (e.m(30 << 20, 0, NULL) != NULL) _exit(98);
     e.f(b, 12 << 20, 0, NULL);
-    void (*fatal)(void) = (void (*)(void))(uintptr_t)dlsym(dlopen(lib_path, RTLD_NOW | RTLD_LOCAL),
-                                                           "gpusim_oom_fatal");
+    void (*fatal)(void) = (void (*)(void))(uintptr_t)entry("gpusim_oom_fatal");
     if (!fatal) _exit(99);
     fatal();
 }
@@ -602,10 +607,9 @@ typedef void (*cfree_fn)(int, void *, ssize_t, int, void *);
 static void two_libraries_body(void)
 {
     entry_points e = load();
-    void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-    client_fn client = (client_fn)(uintptr_t)dlsym(h, "gpusim_client");
-    cmalloc_fn cm = (cmalloc_fn)(uintptr_t)dlsym(h, "gpusim_client_malloc");
-    cfree_fn cf = (cfree_fn)(uintptr_t)dlsym(h, "gpusim_client_free");
+    client_fn client = (client_fn)(uintptr_t)entry("gpusim_client");
+    cmalloc_fn cm = (cmalloc_fn)(uintptr_t)entry("gpusim_client_malloc");
+    cfree_fn cf = (cfree_fn)(uintptr_t)entry("gpusim_client_free");
     if (!client || !cm || !cf) _exit(69);
     int cupy = client("cupy");
     if (cupy < 0 || client("cupy") != cupy) _exit(70);
@@ -743,10 +747,9 @@ static int capture_filter(void *ctx, void *stream)
 static void capture_body(void)
 {
     entry_points e = load();
-    void *h = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
-    pool_begin_fn begin = (pool_begin_fn)(uintptr_t)dlsym(h, "gpusim_pool_begin");
-    pool_fn end = (pool_fn)(uintptr_t)dlsym(h, "gpusim_pool_end");
-    pool_fn release = (pool_fn)(uintptr_t)dlsym(h, "gpusim_pool_release");
+    pool_begin_fn begin = (pool_begin_fn)(uintptr_t)entry("gpusim_pool_begin");
+    pool_fn end = (pool_fn)(uintptr_t)entry("gpusim_pool_end");
+    pool_fn release = (pool_fn)(uintptr_t)entry("gpusim_pool_release");
     if (!begin || !end || !release) _exit(80);
     const ssize_t mb8 = 8 << 20;
     void *warm = e.m(mb8, 0, NULL); /* an eager segment before the capture */
