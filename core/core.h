@@ -405,10 +405,13 @@ gs_status gs_heap_release_cached(gs_heap *h);
  * own: a 0.9-of-the-device preallocation could never serve a graph's pool.) */
 
 /* Open a route: requests on stream (every stream when all_streams) go to private pool id,
- * which is made if it does not exist (one use) or gains a use. GS_ERR_INVALID when id is 0 or
- * GS_MAX_PRIVATE_POOLS pools exist already, or 16 routes are open. */
+ * which is made if it does not exist (one use) or gains a use. While id has open routes (it is
+ * being recorded to), another stream joins the recording, without a use (a capture forked onto
+ * a side stream); the same stream, or every stream, is refused (PyTorch's "already recording").
+ * GS_ERR_INVALID also when id is 0 or GS_MAX_PRIVATE_POOLS pools exist already, or 16 routes
+ * are open. */
 gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t stream);
-/* Close the newest open route to pool id (none open: nothing happens). */
+/* Close pool id's routes, every stream of its recording (none open: nothing happens). */
 void gs_heap_pool_end(gs_heap *h, uint32_t id);
 /* Drop a use of pool id; at none it is freeable. empty_now: then release its cached segments
  * at once (torch.cuda.MemPool's destructor: releasePool and emptyCache(id)). Unknown id, or no

@@ -743,8 +743,20 @@ gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t
         h->priv[k] = (gs_ppool){.id = id, .uses = 0};
         h->pool_hi = MAX(h->pool_hi, (k + 1) * GS_MAX_POOLS);
     }
-    for (unsigned i = 0; i < h->nroutes; i++)
-        if (h->routes[i].k == k) return GS_ERR_INVALID; /* "already recording to mempool_id" */
+    /* The pool is being recorded to already: the same stream (or every stream) is PyTorch's
+     * "already recording to mempool_id"; another stream joins the recording, without a use (a
+     * capture forked onto a side stream, whose requests PyTorch's filter also takes). */
+    bool recording = false;
+    for (unsigned i = 0; i < h->nroutes; i++) {
+        if (h->routes[i].k != k) continue;
+        if (all_streams || h->routes[i].all_streams || h->routes[i].stream == stream)
+            return GS_ERR_INVALID;
+        recording = true;
+    }
+    if (recording) {
+        h->routes[h->nroutes++] = (gs_route){.k = (uint8_t)k, .stream = stream};
+        return GS_OK;
+    }
     if (h->flush_owed && !h->nroutes) {
         /* the release stitch skipped at the limit, before the capture (PyTorch begins
          * allocating to the pool before the stream's capture begins): inside it the ladder
@@ -764,13 +776,11 @@ gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t
 void gs_heap_pool_end(gs_heap *h, uint32_t id)
 {
     if (h->P->grow) return;
-    unsigned k = private_slot(h, id);
-    for (unsigned i = 0; k && i < h->nroutes; i++) {
-        if (h->routes[i].k != k) continue;
-        memmove(&h->routes[i], &h->routes[i + 1], (h->nroutes - i - 1) * sizeof h->routes[0]);
-        h->nroutes--;
-        return;
-    }
+    unsigned k = private_slot(h, id), kept = 0;
+    if (!k) return;
+    for (unsigned i = 0; i < h->nroutes; i++) /* the recording's every stream */
+        if (h->routes[i].k != k) h->routes[kept++] = h->routes[i];
+    h->nroutes = kept;
 }
 
 gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now)

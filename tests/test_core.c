@@ -1233,6 +1233,33 @@ START_TEST(empty_cache_leaves_pools_in_use_and_frees_released_ones)
 }
 END_TEST
 
+/* A capture forked onto a side stream: PyTorch's filter takes both streams, so the side
+ * stream joins the recording, with no use of its own; the end closes both routes. */
+START_TEST(side_stream_joins_the_recording_without_a_use)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 5, false, 1), GS_OK);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 5, false, 3), GS_OK);          /* joins */
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 5, false, 3), GS_ERR_INVALID); /* already */
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 5, true, 0), GS_ERR_INVALID);
+    ck_assert_uint_ne(gs_heap_route_of(f.heap, 3), 0);
+    gs_block *side = xalloc(f.heap, 30 * MiB, 3); /* the capture's, on the side stream */
+    ck_assert_uint_ne(gs_pool_private(side->pool), 0);
+    gs_heap_pool_end(f.heap, 5);
+    ck_assert_uint_eq(gs_heap_route_of(f.heap, 1), 0);
+    ck_assert_uint_eq(gs_heap_route_of(f.heap, 3), 0);
+    xfree(f.heap, side);
+    gs_block *eager = xalloc(f.heap, 30 * MiB, 3); /* not the capture's freed block */
+    ck_assert_uint_eq(gs_pool_private(eager->pool), 0);
+    xfree(f.heap, eager);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 5, true), GS_OK); /* its one use */
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 5, false), GS_ERR_INVALID);
+    ck_assert_int_eq(STAT(f.heap, segment, LARGE).current, 1); /* the ordinary one stays */
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(shared_pool_counts_uses_and_mempool_release_empties_now)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -1928,6 +1955,7 @@ static Suite *core_suite(void)
     tcase_add_test(tm, private_pool_every_stream_and_reuse_within);
     tcase_add_test(tm, empty_cache_leaves_pools_in_use_and_frees_released_ones);
     tcase_add_test(tm, shared_pool_counts_uses_and_mempool_release_empties_now);
+    tcase_add_test(tm, side_stream_joins_the_recording_without_a_use);
     tcase_add_test(tm, block_freed_after_release_returns_to_its_pool);
     tcase_add_test(tm, no_full_flush_while_routing);
     tcase_add_test(tm, private_pool_expandable_has_its_own_reservation);

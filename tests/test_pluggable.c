@@ -324,22 +324,27 @@ static void dies_and_unwinds_body(void)
     if (!a || !b) _exit(97);
     e.f(a, 512 << 10, 0, NULL);
     if (e.m(30 << 20, 0, NULL) != NULL) _exit(98);
+    void *c = e.m(1 << 20, 0, NULL); /* a finally block's, as it unwinds */
+    if (!c) _exit(96);
     e.f(b, 12 << 20, 0, NULL);
+    e.f(c, 1 << 20, 0, NULL);
     void (*fatal)(void) = (void (*)(void))(uintptr_t)entry("gpusim_oom_fatal");
     if (!fatal) _exit(99);
     fatal();
 }
 
-/* Loop: 0, the OOM is the last request; 1, frees follow it and the program says it died of
- * it (the frees were taken for a caught OOM: "ok"). */
+/* Loop: 0, the OOM is the last request; 1, an allocation and frees follow it and the program
+ * says it died of it (they were taken for a caught OOM: "ok"); the statistics and the trace
+ * are the run's up to its death; 2, the same into a binary trace. */
 START_TEST(an_oom_at_the_end_is_the_outcome)
 {
-    char *stats = path_in("dies.json"), *trace = path_in("dies.gstrace");
+    char *stats = path_in("dies.json"), *trace = path_in(_i == 2 ? "dies.gsbin" : "dies.gstrace");
     char *e1 = g_strdup_printf("GPUSIM_STATS=%s", stats),
          *e2 = g_strdup_printf("GPUSIM_TRACE=%s", trace);
     const char *env[] = {
         "GPUSIM_BACKEND=sim", "GPUSIM_CAPACITY=20MiB", "GPUSIM_TORCH_OOM=none", e1, e2, NULL};
-    ck_assert_int_eq(in_child(_i ? dies_and_unwinds_body : dies_of_oom_body, env), 0);
+    ck_assert_msg(in_child(_i ? dies_and_unwinds_body : dies_of_oom_body, env) == 0, "%s",
+                  child_stderr());
     gs_json *j = gs_json_load(stats, NULL);
     ck_assert_ptr_nonnull(j);
     const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
@@ -361,6 +366,11 @@ START_TEST(an_oom_at_the_end_is_the_outcome)
     ck_assert(r.oom);
     ck_assert_uint_eq(r.first_oom_event, 3);
     ck_assert_uint_eq(r.first_oom_size, 30 << 20);
+    ck_assert_int_eq(jint(res, "peak_allocated_bytes"), r.stats.allocated_bytes[GS_STAT_ALL].peak);
+    ck_assert_int_eq(jint(res, "num_device_alloc"), (int64_t)r.stats.num_device_alloc);
+    ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"),
+                     r.stats.allocated_bytes[GS_STAT_ALL].current);
+    ck_assert_int_eq(jint(stats_doc(j), "allocations"), 2);
     gs_result_clear(&r);
     gs_policy_free(p);
     gs_trace_free(t);
@@ -735,15 +745,17 @@ typedef void (*pool_begin_fn)(int, uint64_t, uint64_t, filter_fn, void *);
 typedef void (*pool_fn)(int, uint64_t, uint64_t);
 
 #define CAPTURE_STREAM ((void *)(uintptr_t)0x7000)
+#define SIDE_STREAM ((void *)(uintptr_t)0x7100)
 
-/* PyTorch's filter for a capture: the capture's stream (ctx) */
+/* PyTorch's filter for a capture: the streams of the capture, its own (ctx) and one it forked
+ * onto */
 static int capture_filter(void *ctx, void *stream)
 {
-    return stream == ctx;
+    return stream == ctx || stream == SIDE_STREAM;
 }
 
 /* Two captures into one pool (a graph, then another sharing its pool), as PyTorch's hooks
- * call the library; eager requests between them. */
+ * call the library, the first forked onto a side stream; eager requests between them. */
 static void capture_body(void)
 {
     entry_points e = load();
@@ -758,11 +770,14 @@ static void capture_body(void)
     void *tmp = e.m(mb8, 0, CAPTURE_STREAM), *out = e.m(mb8, 0, CAPTURE_STREAM);
     if (!warm || !eager || !tmp || !out) _exit(81);
     e.f(tmp, mb8, 0, CAPTURE_STREAM); /* a temporary of the capture: back to its pool */
+    void *side = e.m(mb8, 0, SIDE_STREAM); /* the capture's too, on its side stream */
+    if (!side) _exit(84);
+    e.f(side, mb8, 0, SIDE_STREAM);
     end(0, 1, 0);
-    /* eager code after the capture never gets the capture's freed block, which the graph's
+    /* eager code after the capture never gets the capture's freed blocks, which the graph's
      * replays still write */
-    void *after = e.m(mb8, 0, CAPTURE_STREAM);
-    if (!after || after == tmp) _exit(82);
+    void *after = e.m(mb8, 0, CAPTURE_STREAM), *after_side = e.m(mb8, 0, SIDE_STREAM);
+    if (!after || after == tmp || !after_side || after_side == side) _exit(82);
     begin(0, 1, 0, capture_filter, CAPTURE_STREAM); /* a second graph, the same pool */
     void *again = e.m(mb8, 0, CAPTURE_STREAM);
     if (again != tmp) _exit(83); /* the pool's own free block */
@@ -773,6 +788,7 @@ static void capture_body(void)
     e.f(again, mb8, 0, NULL);
     e.empty_cache(); /* the freeable pool's segment goes */
     e.f(after, mb8, 0, NULL);
+    e.f(after_side, mb8, 0, NULL);
     e.f(eager, mb8, 0, NULL);
     e.f(warm, mb8, 0, NULL);
 }
@@ -788,21 +804,25 @@ START_TEST(a_capture_gets_a_private_pool_and_its_trace_replays)
     gs_trace *t = gs_trace_load(trace, 0, NULL, NULL, &err);
     ck_assert_msg(t, "%s", err ? err->message : "");
     int begins = 0, ends = 0, releases = 0;
+    for (size_t i = 1; i < t->n; i++) /* a request's pool calls come before it, not later */
+        ck_assert_uint_ge(t->ev[i].time_us, t->ev[i - 1].time_us);
     for (size_t i = 0; i < t->n; i++) {
         begins += t->ev[i].op == GS_OP_POOL_BEGIN;
         ends += t->ev[i].op == GS_OP_POOL_END;
         releases += t->ev[i].op == GS_OP_POOL_RELEASE;
     }
-    ck_assert_int_eq(begins, 2); /* a route for the capture's stream, per capture */
+    /* each capture's recording (on no stream: the begin's use), then each stream it took */
+    ck_assert_int_eq(begins, 2 + 2 + 1);
     ck_assert_int_eq(ends, 2);
     ck_assert_int_eq(releases, 2);
     gs_json *j = gs_json_load(stats, &err);
     ck_assert_msg(j, "%s", err ? err->message : "");
     const gs_json *res = gs_json_get(stats_doc(j), "results")->items[0];
-    /* three 20 MiB segments (warm and eager share one; the pool's; after's), the pool's alone
-     * freed by the empty_cache after the releases (the others' blocks are live then) */
-    ck_assert_int_eq(jint(res, "num_device_alloc"), 3);
-    ck_assert_int_eq(jint(res, "num_device_free"), 1);
+    /* five 20 MiB segments (warm and eager share one; the pool's, one a stream; after's and
+     * after_side's), the pool's two freed by the empty_cache after the releases (the others'
+     * blocks are live then) */
+    ck_assert_int_eq(jint(res, "num_device_alloc"), 5);
+    ck_assert_int_eq(jint(res, "num_device_free"), 2);
     /* the trace replays to the run's figures */
     gs_policy *p = gs_policy_new("pytorch", NULL);
     gs_replay_opts o = {.device_total = t->device_total};
@@ -839,7 +859,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, outputs_through_links_write_their_targets);
     tcase_add_test(tc, bad_policy_stops_the_program_with_a_message);
     tcase_add_test(tc, empty_unknown_and_over_capacity_requests);
-    tcase_add_loop_test(tc, an_oom_at_the_end_is_the_outcome, 0, 2);
+    tcase_add_loop_test(tc, an_oom_at_the_end_is_the_outcome, 0, 3);
     tcase_add_test(tc, start_failure_is_one_line_and_exit_2_never_a_hang);
     tcase_add_test(tc, two_devices_never_share_an_address_and_a_wrong_device_free_is_refused);
     tcase_add_test(tc, oom_raises_through_the_hook_and_the_program_goes_on);

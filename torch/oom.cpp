@@ -58,9 +58,18 @@ std::mutex lock;
 // the filters of the begins not yet ended, newest last, by device and pool
 std::map<std::tuple<int, unsigned long long, unsigned long long>, std::vector<Filter *>> open;
 
-int call_filter(void *ctx, void *stream)
+// Called with the library's lock held: nothing may unwind through it (the lock would stay
+// taken and the next request hang). PyTorch's filter asks cudaStreamGetCaptureInfo through
+// AT_CUDA_CHECK, which throws on an error; PyTorch's own allocator would raise it at once.
+// Here the request is taken as not the capture's, and the program meets the error at its next
+// CUDA call that checks.
+int call_filter(void *ctx, void *stream) noexcept
 {
-    return (*static_cast<Filter *>(ctx))(static_cast<Stream>(stream)) ? 1 : 0;
+    try {
+        return (*static_cast<Filter *>(ctx))(static_cast<Stream>(stream)) ? 1 : 0;
+    } catch (...) {
+        return 0;
+    }
 }
 } // namespace
 

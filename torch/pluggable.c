@@ -117,6 +117,13 @@ typedef struct {
      * empty_cache per device, private pool calls; last_oom_event counts in these */
     uint64_t events;
     bool oom_fatal; /* gpusim_oom_fatal: the program ended of its last OOM, uncaught */
+    /* GPUSIM_STATS: every used device's statistics as they were at the last OOM (at_oom_dev[i]
+     * the device of at_oom[i]), and the request counts then: what is written when the
+     * program died of it, its unwinding left out, as the trace is cut there */
+    gs_result *at_oom;
+    int at_oom_dev[MAX_DEVICES];
+    size_t n_at_oom;
+    uint64_t oom_requests, oom_frees;
     int last_oom_device, last_oom_client;
     uint64_t dev_ooms[MAX_DEVICES];    /* requests that failed for lack of memory, per device */
     double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
@@ -171,6 +178,34 @@ static void judge_ooms(const gs_pluggable *a, int d, gs_result *r)
     r->first_oom_event = fatal ? a->last_oom_event : 0;
     r->first_oom_size = fatal ? a->last_oom_size : 0;
     if (fatal && r->n_clients) r->first_oom_client = (size_t)a->last_oom_client;
+}
+
+/* Every used device's statistics now into rs (their devices into dev); how many. Lock held. */
+static size_t take_results(gs_pluggable *a, gs_result *rs, int *dev)
+{
+    size_t n = 0;
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (!a->used[d]) continue;
+        gs_result *r = &rs[n];
+        dev[n++] = d;
+        memset(r, 0, sizeof *r);
+        gs_tenants_result(a->tenants, d, r);
+        r->backend = a->be[d]->ops->name;
+        r->events = a->requests + a->frees;
+        r->host_seconds = a->host_us / 1e6;
+    }
+    return n;
+}
+
+/* An OOM: the statistics as they are, in case the program dies of it. Lock held. */
+static void note_oom_state(gs_pluggable *a)
+{
+    if (!a->stats_path || !*a->stats_path) return;
+    if (!a->at_oom) a->at_oom = g_new0(gs_result, MAX_DEVICES);
+    for (size_t i = 0; i < a->n_at_oom; i++) gs_result_clear(&a->at_oom[i]);
+    a->n_at_oom = take_results(a, a->at_oom, a->at_oom_dev);
+    a->oom_requests = a->requests;
+    a->oom_frees = a->frees;
 }
 
 static void fork_prepare(void) { pthread_mutex_lock(&the_allocator.lock); }
@@ -381,6 +416,17 @@ static uint16_t trace_client(gs_trace *t, const char *name)
     return (uint16_t)(t->clients->len - 1);
 }
 
+/* The trace's last event: its time (when, the monotonic clock; never before the event ahead
+ * of it: a request's pool calls are recorded before it, after its clock was read) and device. */
+static gs_event *stamp_last(gs_pluggable *a, gint64 when, int device)
+{
+    gs_event *e = &a->trace->ev[a->trace->n - 1];
+    uint64_t t = (uint64_t)(when - a->t0);
+    e->time_us = a->trace->n > 1 && e[-1].time_us > t ? e[-1].time_us : t;
+    e->device = (uint32_t)device;
+    return e;
+}
+
 /* A private pool call made to PyTorch's heap, into the trace. */
 static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t id)
 {
@@ -388,9 +434,7 @@ static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t i
     a->events++;
     if (!a->trace) return;
     gs_trace_add_pool(a->trace, op, (uint64_t)(uintptr_t)stream, id, false);
-    gs_event *e = &a->trace->ev[a->trace->n - 1];
-    e->time_us = (uint64_t)(g_get_monotonic_time() - a->t0);
-    e->device = (uint32_t)device;
+    gs_event *e = stamp_last(a, g_get_monotonic_time(), device);
     e->client = trace_client(a->trace, gs_tenants_name(a->tenants, a->torch));
 }
 
@@ -437,6 +481,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
         a->last_oom_size = (uint64_t)size;
         a->last_oom_device = device;
         a->last_oom_client = k;
+        note_oom_state(a);
         oom_message(oom, n, a, gs_tenants_heap(a->tenants, device, k), size, device);
     } else {
         a->device_errors++;
@@ -453,8 +498,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
         if (st == GS_ERR_OOM)
             gs_trace_add_oom(a->trace, name, (uint64_t)(uintptr_t)stream, (uint64_t)size);
         else slot = gs_trace_add_alloc(a->trace, name, (uint64_t)(uintptr_t)stream, (uint64_t)size);
-        a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
-        a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
+        (void)stamp_last(a, t0, device);
         if (p) g_hash_table_insert(a->slots, p, GUINT_TO_POINTER(slot + 1));
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
@@ -553,8 +597,7 @@ static void client_free(gs_pluggable *a, int k, void *ptr, int device)
             guint slot = GPOINTER_TO_UINT(g_hash_table_lookup(a->slots, ptr));
             g_hash_table_remove(a->slots, ptr);
             gs_trace_add_free(a->trace, slot - 1);
-            a->trace->ev[a->trace->n - 1].time_us = (uint64_t)(t0 - a->t0);
-            a->trace->ev[a->trace->n - 1].device = (uint32_t)device;
+            (void)stamp_last(a, t0, device);
         }
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
@@ -601,9 +644,7 @@ static void client_empty_cache(gs_pluggable *a, int k)
         a->events++;
         if (!a->trace) continue;
         gs_trace_add_op(a->trace, GS_OP_EMPTY_CACHE, 0);
-        gs_event *e = &a->trace->ev[a->trace->n - 1];
-        e->time_us = (uint64_t)(t0 - a->t0);
-        e->device = (uint32_t)d;
+        gs_event *e = stamp_last(a, t0, d);
         e->client = trace_client(a->trace, gs_tenants_name(a->tenants, k));
     }
     a->host_us += (double)(g_get_monotonic_time() - t0);
@@ -747,7 +788,7 @@ static void write_outputs(void)
     if (a->trace && a->oom_fatal && a->last_oom_event < a->trace->n &&
         a->trace->ev[a->last_oom_event].op == GS_OP_OOM) {
         /* the run died of this OOM: what came after is its unwinding */
-        a->trace->n = a->last_oom_event + 1;
+        gs_trace_truncate(a->trace, a->last_oom_event + 1);
         char *ev = g_strdup_printf("%" G_GUINT64_FORMAT, a->last_oom_event);
         gs_trace_set_meta(a->trace, "fatal_oom_event", ev);
         g_free(ev);
@@ -757,25 +798,23 @@ static void write_outputs(void)
         g_clear_error(&err);
     }
     if (a->stats_path && *a->stats_path) {
-        gs_result rs[MAX_DEVICES];
-        size_t n = 0;
-        for (int d = 0; d < MAX_DEVICES; d++) {
-            if (!a->used[d]) continue;
-            gs_result *r = &rs[n++];
-            memset(r, 0, sizeof *r);
-            gs_tenants_result(a->tenants, d, r);
-            r->backend = a->be[d]->ops->name;
-            judge_ooms(a, d, r);
-            r->events = a->requests + a->frees;
-            r->host_seconds = a->host_us / 1e6;
-        }
+        /* the program died of its last OOM: the statistics then, as the trace is cut there */
+        bool died = a->oom_fatal && a->n_at_oom;
+        gs_result own[MAX_DEVICES];
+        int own_dev[MAX_DEVICES];
+        gs_result *rs = died ? a->at_oom : own;
+        int *dev = died ? a->at_oom_dev : own_dev;
+        size_t n = died ? a->n_at_oom : take_results(a, own, own_dev);
+        for (size_t i = 0; i < n; i++) judge_ooms(a, dev[i], &rs[i]);
+        uint64_t requests = died ? a->oom_requests : a->requests;
+        uint64_t frees = died ? a->oom_frees : a->frees;
         /* gs_report takes the request counts from a trace: the recorded one holds exactly the
          * requests served (every malloc, every free of ours); without one, a stand-in. */
         gs_trace *t = a->trace;
         if (!t) {
             t = gs_trace_new();
-            t->n = a->requests + a->frees;
-            t->n_slots = a->requests;
+            t->n = requests + frees;
+            t->n_slots = requests;
         }
         char *buf = NULL;
         size_t len = 0;
@@ -787,6 +826,7 @@ static void write_outputs(void)
         fputs("]\n", m);
         fclose(m);
         for (size_t i = 0; i < n; i++) gs_result_clear(&rs[i]);
+        a->n_at_oom = died ? 0 : a->n_at_oom;
         if (t != a->trace) gs_trace_free(t); /* ev is NULL: nothing to walk */
         if (!gs_write_whole(a->stats_path, buf, len, &err)) { /* (a link stays a link) */
             fprintf(stderr, "gpusim: the statistics (GPUSIM_STATS, gpusim run --stats): %s\n",

@@ -2,29 +2,34 @@
  * hooks turned into the core's routes (pools.h says how). */
 #include "pools.h"
 
-enum { MAX_POOLS = 64, MAX_OPEN = 16, MAX_STREAM_ROUTES = 16 };
+enum { MAX_OPEN = 16, MAX_STREAM_ROUTES = 15 };
+
+/* The stream of the route a begin opens at once: no request names it. It makes the pool (or
+ * gives it its use) and tells the heap a recording is underway before the capture's first
+ * request, as PyTorch's begin does: no full flush from then, and a release the heap owes is
+ * made before the capture starts (gs_heap_pool_begin). The filter's streams join it. */
+#define NO_STREAM ((void *)UINTPTR_MAX)
 
 typedef struct {
     int device;
     uint64_t graph, user; /* PyTorch's MempoolId_t */
     uint32_t id;          /* the heap's */
-    int uses;             /* PyTorch's: begins less releases */
-    int core_uses;        /* the heap's: routes opened less releases made */
-    bool known;
-} pool;
-
-typedef struct {
-    pool *pool;
     gs_pool_filter filter;
     void *ctx;
-    int nroutes;
-    void *stream[MAX_STREAM_ROUTES]; /* the streams a route was opened for */
+    int nstreams;
+    void *stream[MAX_STREAM_ROUTES]; /* the streams the filter took */
 } open_begin;
 
+typedef struct {
+    int device;
+    uint64_t graph, user;
+    uint32_t id;
+} known_pool;
+
 struct gs_pools {
-    pool pools[MAX_POOLS];
     open_begin open[MAX_OPEN]; /* in the order begun */
     int nopen;
+    GArray *known; /* known_pool: every pool named so far, and its id */
     uint32_t next_id;
     int open_on[GS_TENANTS_MAX_DEVICES]; /* open begins per device: none, no filter asked */
 };
@@ -32,22 +37,30 @@ struct gs_pools {
 gs_pools *gs_pools_new(void)
 {
     gs_pools *p = g_new0(gs_pools, 1);
+    p->known = g_array_new(FALSE, FALSE, sizeof(known_pool));
     p->next_id = 1;
     return p;
 }
 
 void gs_pools_free(gs_pools *p)
 {
+    if (!p) return;
+    g_array_free(p->known, TRUE);
     g_free(p);
 }
 
-static pool *find(gs_pools *p, int d, uint64_t graph, uint64_t user)
+/* The heap's id of pool (graph, user) on d: the same for the same pool; 0 when not known and
+ * !make. */
+static uint32_t pool_id(gs_pools *p, int d, uint64_t graph, uint64_t user, bool make)
 {
-    for (int i = 0; i < MAX_POOLS; i++) {
-        pool *q = &p->pools[i];
-        if (q->known && q->device == d && q->graph == graph && q->user == user) return q;
+    for (guint i = 0; i < p->known->len; i++) {
+        const known_pool *q = &g_array_index(p->known, known_pool, i);
+        if (q->device == d && q->graph == graph && q->user == user) return q->id;
     }
-    return NULL;
+    if (!make || p->next_id == UINT32_MAX) return 0;
+    known_pool q = {.device = d, .graph = graph, .user = user, .id = p->next_id++};
+    g_array_append_val(p->known, q);
+    return q.id;
 }
 
 static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uint32_t id)
@@ -58,32 +71,22 @@ static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uin
     return st;
 }
 
-/* The heap keeps a use while PyTorch's count has one (once a route made its pool), no more
- * than PyTorch's count, and none once that has none. */
-static void settle(const gs_pools_site *s, pool *q)
-{
-    while (q->core_uses > 0 && (q->uses == 0 || q->core_uses > q->uses)) {
-        (void)call(s, q->device, GS_OP_POOL_RELEASE, NULL, q->id);
-        q->core_uses--;
-    }
-    if (q->uses == 0 && q->core_uses == 0) q->known = false;
-}
-
 gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                          gs_pool_filter filter, void *ctx)
 {
     if ((!graph && !user) || !filter || p->nopen == MAX_OPEN || d < 0 ||
         d >= GS_TENANTS_MAX_DEVICES)
         return GS_ERR_INVALID;
-    pool *q = find(p, d, graph, user);
-    for (int i = 0; !q && i < MAX_POOLS; i++) {
-        if (p->pools[i].known) continue;
-        q = &p->pools[i];
-        *q = (pool){.device = d, .graph = graph, .user = user, .id = p->next_id++, .known = true};
-    }
-    if (!q) return GS_ERR_INVALID;
-    q->uses++;
-    p->open[p->nopen++] = (open_begin){.pool = q, .filter = filter, .ctx = ctx};
+    uint32_t id = pool_id(p, d, graph, user, true);
+    if (!id) return GS_ERR_INVALID;
+    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id);
+    if (st != GS_OK) return st; /* a 16th pool, a 17th route, or one being recorded to */
+    p->open[p->nopen++] = (open_begin){.device = d,
+                                       .graph = graph,
+                                       .user = user,
+                                       .id = id,
+                                       .filter = filter,
+                                       .ctx = ctx};
     p->open_on[d]++;
     return GS_OK;
 }
@@ -92,8 +95,8 @@ void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, ui
 {
     for (int i = p->nopen - 1; i >= 0; i--) {
         open_begin *o = &p->open[i];
-        if (o->pool->device != d || o->pool->graph != graph || o->pool->user != user) continue;
-        for (int r = 0; r < o->nroutes; r++) call(s, d, GS_OP_POOL_END, o->stream[r], o->pool->id);
+        if (o->device != d || o->graph != graph || o->user != user) continue;
+        call(s, d, GS_OP_POOL_END, NO_STREAM, o->id); /* every stream of the recording */
         p->open_on[d]--;
         memmove(o, o + 1, (size_t)(p->nopen - i - 1) * sizeof *o);
         p->nopen--;
@@ -103,29 +106,23 @@ void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, ui
 
 void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
 {
-    pool *q = find(p, d, graph, user);
-    if (!q || q->uses == 0) return;
-    q->uses--;
-    settle(s, q);
+    uint32_t id = pool_id(p, d, graph, user, false);
+    if (id) (void)call(s, d, GS_OP_POOL_RELEASE, NO_STREAM, id); /* (no use left: refused) */
 }
 
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream)
 {
     if (!p->open_on[d]) return;
-    for (int i = 0; i < p->nopen; i++) {
+    /* a stream some recording took already: the heap sends it there (its first route) */
+    for (int i = 0; i < p->nopen; i++)
+        for (int r = 0; p->open[i].device == d && r < p->open[i].nstreams; r++)
+            if (p->open[i].stream[r] == stream) return;
+    for (int i = 0; i < p->nopen; i++) { /* else the first begin whose filter takes it */
         open_begin *o = &p->open[i];
-        if (o->pool->device != d) continue;
-        bool routed = false;
-        for (int r = 0; r < o->nroutes && !routed; r++) routed = o->stream[r] == stream;
-        /* a stream with a route: the heap sends it there; the first begin that takes it wins */
-        if (routed) return;
-        if (o->nroutes == MAX_STREAM_ROUTES || !o->filter(o->ctx, stream)) continue;
-        /* (the heap refuses a 16th pool or a 17th route: the request goes to the ordinary
-         * pools, as it did before the hooks) */
-        if (call(s, d, GS_OP_POOL_BEGIN, stream, o->pool->id) != GS_OK) return;
-        o->stream[o->nroutes++] = stream;
-        o->pool->core_uses++;
-        settle(s, o->pool);
+        if (o->device != d || o->nstreams == MAX_STREAM_ROUTES || !o->filter(o->ctx, stream))
+            continue;
+        /* (the heap refuses a 17th route: the request goes to the ordinary pools) */
+        if (call(s, d, GS_OP_POOL_BEGIN, stream, o->id) == GS_OK) o->stream[o->nstreams++] = stream;
         return;
     }
 }

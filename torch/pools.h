@@ -9,16 +9,17 @@
  * pool of the first that takes it. Without the hooks a capture's freed blocks went back to the
  * ordinary pools, where eager code could get them while the graph's replays still write there.
  *
- * The core routes by stream (gs_heap_pool_begin). So here, before each malloc, every filter
- * begun and not ended on the device is asked; one that takes the request's stream opens a
- * route for that stream to its pool (a route for each stream it takes), and the end closes
- * them. A capture's requests are its streams' (exact); a MemPool's route, once its thread's
- * first request opened it, takes every thread's requests on that stream until the end.
- *
- * Uses are counted as PyTorch counts them: one per begin, one less per release, the pool
- * freeable at none. The core gains a use with each route opened; what it holds beyond the
- * begins is released at once, and a begin that opened no route (a capture that allocated
- * nothing) holds its use here, so that the core's pool stays until the last release.
+ * The core routes by stream (gs_heap_pool_begin). So a begin opens the pool's route at once,
+ * on a stream no request names: the pool gains its use there, as PyTorch's begin gives it one,
+ * and the heap knows a recording is underway before the capture's first request (no full flush
+ * from then; a release the heap owes is made before the capture starts). Before each malloc,
+ * the filters of the begins open on the device are asked, in the order begun, unless a
+ * recording took the request's stream already; the first that takes it adds the stream to its
+ * recording (a capture's own stream, and a side stream it forked onto), and the end closes
+ * them all. A capture's requests are its streams' (exact); a MemPool's route, once its thread's
+ * first request on a stream opened it, takes every thread's requests on that stream until the
+ * end. (PyTorch 2.11's CUDAPluggableAllocator may refuse MemPools outright; its graphs' pools
+ * are what was run.)
  *
  * Not thread-safe: the library calls it under its lock.
  */
@@ -46,15 +47,15 @@ typedef struct gs_pools gs_pools;
 gs_pools *gs_pools_new(void);
 void gs_pools_free(gs_pools *p);
 /* Pool (graph, user) of device d gains a use, and filter(ctx, stream) says from now on which
- * requests go to it. GS_ERR_INVALID (nothing done) for the pair (0, 0), or when 64 pools are
- * known or 16 begins are open. */
+ * requests go to it. GS_ERR_INVALID (nothing done) for the pair (0, 0), when 16 begins are
+ * open, or when the heap refuses the route (15 pools, 16 routes, the pool being recorded to). */
 gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                          gs_pool_filter filter, void *ctx);
 /* The newest begin of pool (graph, user) on d ends: its routes close; its filter and ctx are
  * not asked again. */
 void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Pool (graph, user) of d loses a use; at none its cached segments go at the next
- * empty_cache. An unknown pool: nothing. */
+ * empty_cache. An unknown pool, or one with no use left: nothing. */
 void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Before a malloc on stream of device d (opened): routes for the begins whose filter takes it. */
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream);

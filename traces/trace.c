@@ -390,6 +390,25 @@ void gs_trace_free(gs_trace *t)
     g_free(t);
 }
 
+void gs_trace_truncate(gs_trace *t, size_t n)
+{
+    g_return_if_fail(t != NULL && n <= t->n);
+    t->n = n;
+    size_t slots = 0; /* (slots are numbered in the order of their alloc events) */
+    for (size_t i = 0; i < n; i++) slots += t->ev[i].op == GS_OP_ALLOC;
+    t->n_slots = slots;
+    if (t->ev_frames) { /* sorted by event */
+        guint keep = t->ev_frames->len;
+        while (keep && g_array_index(t->ev_frames, gs_trace_ev_frame, keep - 1).ev >= n) keep--;
+        g_array_set_size(t->ev_frames, keep);
+    }
+    if (t->builder) { /* made again from the events kept, if more are added */
+        g_free(t->builder->slot_ev);
+        g_free(t->builder->state);
+        g_clear_pointer(&t->builder, g_free);
+    }
+}
+
 const char *gs_trace_frame(const gs_trace *t, size_t ev)
 {
     if (!t->ev_frames)
