@@ -769,7 +769,7 @@ static void capture_body(void)
     void *eager = e.m(mb8, 0, NULL); /* not the capture's stream: the ordinary pool */
     void *tmp = e.m(mb8, 0, CAPTURE_STREAM), *out = e.m(mb8, 0, CAPTURE_STREAM);
     if (!warm || !eager || !tmp || !out) _exit(81);
-    e.f(tmp, mb8, 0, CAPTURE_STREAM); /* a temporary of the capture: back to its pool */
+    e.f(tmp, mb8, 0, CAPTURE_STREAM);      /* a temporary of the capture: back to its pool */
     void *side = e.m(mb8, 0, SIDE_STREAM); /* the capture's too, on its side stream */
     if (!side) _exit(84);
     e.f(side, mb8, 0, SIDE_STREAM);

@@ -51,7 +51,8 @@ typedef void (*gpusim_begin_fn)(int device, uint64_t graph, uint64_t user, gpusi
 typedef void (*gpusim_pool_fn)(int device, uint64_t graph, uint64_t user);
 }
 
-namespace {
+namespace
+{
 gpusim_begin_fn begin_c;
 gpusim_pool_fn end_c, release_c;
 std::mutex lock;
@@ -94,8 +95,8 @@ gpusim_torch_begin_allocate_to_pool(int device, PoolId id, Filter filter)
     begin_c(device, id.first, id.second, call_filter, f);
 }
 
-extern "C" __attribute__((visibility("default"))) void
-gpusim_torch_end_allocate_to_pool(int device, PoolId id)
+extern "C" __attribute__((visibility("default"))) void gpusim_torch_end_allocate_to_pool(int device,
+                                                                                         PoolId id)
 {
     if (!end_c) return;
     end_c(device, id.first, id.second); // no longer asked after this
@@ -107,8 +108,8 @@ gpusim_torch_end_allocate_to_pool(int device, PoolId id)
     if (it->second.empty()) open.erase(it);
 }
 
-extern "C" __attribute__((visibility("default"))) void
-gpusim_torch_release_pool(int device, PoolId id)
+extern "C" __attribute__((visibility("default"))) void gpusim_torch_release_pool(int device,
+                                                                                 PoolId id)
 {
     if (release_c) release_c(device, id.first, id.second);
 }
