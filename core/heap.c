@@ -686,7 +686,10 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
 }
 
 /* Release private pool k's cached segments (it is freeable), and forget it once it holds no
- * segment (PyTorch erases the pool when its cudaMalloc_count reaches 0). */
+ * segment (PyTorch erases the pool when its cudaMalloc_count reaches 0) and no route leads to
+ * it: a pool released while still recorded to (a caller out of PyTorch's order) keeps its slot
+ * until the end closes the routes, which would otherwise send requests to a pool no release
+ * could ever empty. */
 static gs_status release_private(gs_heap *h, unsigned k)
 {
     for (unsigned p = 0; p < h->npools; p++) {
@@ -695,6 +698,8 @@ static gs_status release_private(gs_heap *h, unsigned k)
     }
     for (const gs_segment *s = h->segments; s; s = s->next)
         if (gs_pool_private(s->pool) == k) return GS_OK;
+    for (unsigned i = 0; i < h->nroutes; i++)
+        if (h->routes[i].k == k) return GS_OK;
     for (unsigned p = 0; p < h->npools; p++) {
         gs_pool *q = &h->pools[k * GS_MAX_POOLS + p];
         gs_findex_free(&q->blocks);

@@ -1260,6 +1260,32 @@ START_TEST(side_stream_joins_the_recording_without_a_use)
 }
 END_TEST
 
+/* A pool released while still recorded to (out of PyTorch's order, as a careless caller may):
+ * its segments go at the flush, but its routes still lead to it until the end closes them,
+ * and then nothing is left behind (the fuzzer found requests routed to a forgotten pool,
+ * which no release could empty). */
+START_TEST(pool_released_while_recorded_to_is_not_lost)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 4, false, 1), GS_OK);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 4, false), GS_OK); /* freeable, routed */
+    gs_block *a = xalloc(f.heap, 2 * MiB, 1);
+    xfree(f.heap, a);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    gs_heap_pool_end(f.heap, 4);
+    ck_assert_uint_eq(gs_heap_route_of(f.heap, 1), 0); /* the end found the pool */
+    gs_block *b = xalloc(f.heap, 2 * MiB, 1);          /* the ordinary pools' */
+    ck_assert_uint_eq(gs_pool_private(b->pool), 0);
+    xfree(f.heap, b);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_heap_reserved(f.heap), 0);
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 0); /* forgotten now */
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(shared_pool_counts_uses_and_mempool_release_empties_now)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -1956,6 +1982,7 @@ static Suite *core_suite(void)
     tcase_add_test(tm, empty_cache_leaves_pools_in_use_and_frees_released_ones);
     tcase_add_test(tm, shared_pool_counts_uses_and_mempool_release_empties_now);
     tcase_add_test(tm, side_stream_joins_the_recording_without_a_use);
+    tcase_add_test(tm, pool_released_while_recorded_to_is_not_lost);
     tcase_add_test(tm, block_freed_after_release_returns_to_its_pool);
     tcase_add_test(tm, no_full_flush_while_routing);
     tcase_add_test(tm, private_pool_expandable_has_its_own_reservation);

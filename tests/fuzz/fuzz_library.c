@@ -6,7 +6,9 @@
  *   0-2  malloc of (1 + (A << 8 | B)) << ((OP >> 3) & 15) bytes (up to 2 GiB: OOMs happen),
  *        on device OP >> 7, stream B & 3
  *   3    free of live allocation number (A << 8 | B) modulo how many are live
- *   4    empty_cache
+ *   4    with (OP >> 3) & 3: 0, empty_cache; 1, 2, 3, PyTorch's private pool hooks on device
+ *        OP >> 7, pool A & 3 (a CUDA graph's): begin (its filter takes stream B & 3), end,
+ *        release; in any order, as a careless caller may
  *   5    calls PyTorch never makes but a careless caller may: a size of 0 or less, a device of
  *        -1, 64 or 2^20, a free of an address never given, a free on the wrong device
  *   6    two threads, each allocating and freeing A % 32 + 1 blocks of sizes from B, at once
@@ -17,8 +19,8 @@
  *   - a malloc gives NULL or a 512-byte-aligned address whose block overlaps no live block of
  *     its device (from any thread); a bad call gives NULL and changes nothing;
  *   - a forked child can free what it inherited and allocate (the lock is not left held);
- *   - with everything freed and the cache emptied, a request of 960 MiB fits the 1 GiB cap:
- *     nothing was lost.
+ *   - with everything freed, every pool ended and released as often as it was begun, and the
+ *     cache emptied, a request of 960 MiB fits the 1 GiB cap: nothing was lost.
  */
 #include "fuzz.h"
 
@@ -33,6 +35,10 @@
 void *gpusim_malloc(ssize_t size, int device, void *stream);
 void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
 void gpusim_empty_cache(void);
+typedef int (*pool_filter)(void *ctx, void *stream);
+void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, pool_filter f, void *ctx);
+void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
+void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
 
 #define MiB (1024 * 1024)
 #define MAX_LIVE 4096
@@ -184,6 +190,40 @@ static void forked(bool with_thread)
                   "the forked child could not allocate (status %d)", status);
 }
 
+/* The pool hooks: begins and releases counted per device and pool, so that the end can end
+ * and release what the input left. A capture's filter: its stream (ctx). */
+static int uses[2][4], open_begins[2][4];
+
+static int capture_stream(void *ctx, void *stream)
+{
+    return stream == ctx;
+}
+
+static void pool_op(unsigned kind, int device, unsigned a, unsigned b)
+{
+    unsigned k = a & 3;
+    if (kind == 1) {
+        gpusim_pool_begin(device, k + 1, 0, capture_stream, (void *)((uintptr_t)(b & 3) * 0x100));
+        uses[device][k]++;
+        open_begins[device][k]++;
+    } else if (kind == 2) {
+        gpusim_pool_end(device, k + 1, 0);
+        if (open_begins[device][k]) open_begins[device][k]--;
+    } else {
+        gpusim_pool_release(device, k + 1, 0);
+        if (uses[device][k]) uses[device][k]--;
+    }
+}
+
+static void pools_done(void)
+{
+    for (int d = 0; d < 2; d++)
+        for (unsigned k = 0; k < 4; k++) {
+            for (; open_begins[d][k]; open_begins[d][k]--) gpusim_pool_end(d, k + 1, 0);
+            for (; uses[d][k]; uses[d][k]--) gpusim_pool_release(d, k + 1, 0);
+        }
+}
+
 static void bad_calls(unsigned a, unsigned b)
 {
     static const int devices[] = {-1, 64, 1 << 20};
@@ -214,13 +254,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 3:
             if (live.n) give((a << 8 | b) % live.n); /* (no thread runs here) */
             break;
-        case 4: gpusim_empty_cache(); break;
+        case 4:
+            if ((op >> 3) & 3) pool_op((op >> 3) & 3, (int)(op >> 7), a, b);
+            else gpusim_empty_cache();
+            break;
         case 5: bad_calls(a, b); break;
         case 6: threads(a % 32 + 1, b); break;
         default: forked(a & 1); break;
         }
     }
     while (live.n) give(live.n - 1);
+    pools_done();
     gpusim_empty_cache();
     /* nothing lost: the whole cap is there again */
     void *p = gpusim_malloc(960 * (ssize_t)MiB, 0, NULL);
