@@ -413,7 +413,8 @@ gs_status gs_heap_release_cached(gs_heap *h);
 gs_status gs_heap_pool_begin(gs_heap *h, uint32_t id, bool all_streams, uint32_t stream);
 /* Close pool id's routes, every stream of its recording (none open: nothing happens). */
 void gs_heap_pool_end(gs_heap *h, uint32_t id);
-/* Drop a use of pool id; at none it is freeable. empty_now: then release its cached segments
+/* Drop a use of pool id; at none it is freeable, and gone at once if it holds no segment and
+ * no route leads to it (its id unknown from then). empty_now: then release its cached segments
  * at once (torch.cuda.MemPool's destructor: releasePool and emptyCache(id)). Unknown id, or no
  * use left: GS_ERR_INVALID. */
 gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now);

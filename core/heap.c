@@ -690,22 +690,27 @@ static gs_status release_pool(gs_heap *h, unsigned pool)
  * it: a pool released while still recorded to (a caller out of PyTorch's order) keeps its slot
  * until the end closes the routes, which would otherwise send requests to a pool no release
  * could ever empty. */
-static gs_status release_private(gs_heap *h, unsigned k)
+static void forget_private(gs_heap *h, unsigned k)
 {
-    for (unsigned p = 0; p < h->npools; p++) {
-        gs_status st = release_pool(h, k * GS_MAX_POOLS + p);
-        if (st != GS_OK) return st;
-    }
     for (const gs_segment *s = h->segments; s; s = s->next)
-        if (gs_pool_private(s->pool) == k) return GS_OK;
+        if (gs_pool_private(s->pool) == k) return;
     for (unsigned i = 0; i < h->nroutes; i++)
-        if (h->routes[i].k == k) return GS_OK;
+        if (h->routes[i].k == k) return;
     for (unsigned p = 0; p < h->npools; p++) {
         gs_pool *q = &h->pools[k * GS_MAX_POOLS + p];
         gs_findex_free(&q->blocks);
         q->get_free_calls = 0;
     }
     h->priv[k] = (gs_ppool){0};
+}
+
+static gs_status release_private(gs_heap *h, unsigned k)
+{
+    for (unsigned p = 0; p < h->npools; p++) {
+        gs_status st = release_pool(h, k * GS_MAX_POOLS + p);
+        if (st != GS_OK) return st;
+    }
+    forget_private(h, k);
     return GS_OK;
 }
 
@@ -795,6 +800,10 @@ gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now)
     unsigned k = id ? private_slot(h, id) : 0;
     if (!k || h->priv[k].uses <= 0) return GS_ERR_INVALID;
     if (--h->priv[k].uses == 0) h->priv[k].freeable = true;
+    /* a pool that holds nothing and that no route leads to is gone at once: captures that
+     * allocated nothing would otherwise hold their slots until a flush, and a sixteenth
+     * capture find none */
+    if (h->priv[k].freeable && !empty_now) forget_private(h, k);
     if (!empty_now || !h->priv[k].freeable) return GS_OK;
     drain_pending_of(h, k);
     return release_private(h, k);

@@ -1286,6 +1286,32 @@ START_TEST(pool_released_while_recorded_to_is_not_lost)
 }
 END_TEST
 
+/* Captures that allocate nothing, each released: a pool that holds nothing and that no route
+ * leads to is gone at its last release, so they never use up the 15 slots (a review found the
+ * sixteenth capture refused, its blocks then in the ordinary pools). */
+START_TEST(empty_captures_give_their_slots_back)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    for (uint32_t id = 1; id <= 3 * GS_MAX_PRIVATE_POOLS; id++) {
+        ck_assert_int_eq(gs_heap_pool_begin(f.heap, id, false, 1), GS_OK);
+        gs_heap_pool_end(f.heap, id);
+        ck_assert_int_eq(gs_heap_pool_release(f.heap, id, false), GS_OK);
+        ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 0);
+    }
+    ck_assert_int_eq(gs_heap_pool_begin(f.heap, 1000, false, 1), GS_OK);
+    gs_block *a = xalloc(f.heap, 8 * MiB, 1);
+    ck_assert_uint_ne(gs_pool_private(a->pool), 0);
+    gs_heap_pool_end(f.heap, 1000);
+    xfree(f.heap, a);
+    ck_assert_int_eq(gs_heap_pool_release(f.heap, 1000, false), GS_OK); /* holds a segment */
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 1000);                /* until a flush */
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    ck_assert_uint_eq(gs_heap_pool_id(f.heap, 1), 0);
+    check_heap(f.heap);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(shared_pool_counts_uses_and_mempool_release_empties_now)
 {
     fixture f = fx_new("pytorch", DEV, 0);
@@ -1983,6 +2009,7 @@ static Suite *core_suite(void)
     tcase_add_test(tm, shared_pool_counts_uses_and_mempool_release_empties_now);
     tcase_add_test(tm, side_stream_joins_the_recording_without_a_use);
     tcase_add_test(tm, pool_released_while_recorded_to_is_not_lost);
+    tcase_add_test(tm, empty_captures_give_their_slots_back);
     tcase_add_test(tm, block_freed_after_release_returns_to_its_pool);
     tcase_add_test(tm, no_full_flush_while_routing);
     tcase_add_test(tm, private_pool_expandable_has_its_own_reservation);

@@ -371,6 +371,7 @@ START_TEST(an_oom_at_the_end_is_the_outcome)
     ck_assert_int_eq(mstat(res, "allocated_bytes.all.current"),
                      r.stats.allocated_bytes[GS_STAT_ALL].current);
     ck_assert_int_eq(jint(stats_doc(j), "allocations"), 2);
+    ck_assert_int_eq(jint(res, "events"), 4);
     gs_result_clear(&r);
     gs_policy_free(p);
     gs_trace_free(t);
@@ -823,6 +824,7 @@ START_TEST(a_capture_gets_a_private_pool_and_its_trace_replays)
      * blocks are live then) */
     ck_assert_int_eq(jint(res, "num_device_alloc"), 5);
     ck_assert_int_eq(jint(res, "num_device_free"), 2);
+    ck_assert_int_eq(jint(res, "events"), (int64_t)t->n); /* the pool events counted too */
     /* the trace replays to the run's figures */
     gs_policy *p = gs_policy_new("pytorch", NULL);
     gs_replay_opts o = {.device_total = t->device_total};

@@ -1692,6 +1692,43 @@ START_TEST(test_builder_oom)
 }
 END_TEST
 
+/* A recording cut at its fatal OOM (the library's, when the program died of it): the events
+ * after it, their allocations, and the stream and client only they named go; the text and
+ * binary writers take what is left (the binary one refused a table entry no event names, and
+ * the library's trace of a death was not written). */
+START_TEST(test_truncate_at_a_death)
+{
+    gs_trace *t = gs_trace_new();
+    uint32_t a = gs_trace_add_alloc(t, "torch", 0, 100);
+    gs_trace_add_oom(t, "torch", 0, 1 << 30);
+    uint32_t b = gs_trace_add_alloc(t, "cupy", 0x5555, 200); /* the unwinding's */
+    gs_trace_add_free(t, b);
+    gs_trace_add_free(t, a);
+    gs_trace_truncate(t, 2);
+    ck_assert_uint_eq(t->n, 2);
+    ck_assert_uint_eq(t->n_slots, 1);
+    ck_assert_uint_eq(t->streams->len, 1);
+    ck_assert_uint_eq(t->clients->len, 1);
+    char *dir = make_tmpdir();
+    char *text = g_build_filename(dir, "d.gstrace", NULL),
+         *bin = g_build_filename(dir, "d.gsbin", NULL);
+    GError *err = NULL;
+    ck_assert_msg(gs_trace_save(t, text, &err), "%s", err ? err->message : "?");
+    ck_assert_msg(gs_trace_save(t, bin, &err), "%s", err ? err->message : "?");
+    gs_trace *u = gs_trace_load(bin, 0, NULL, NULL, &err);
+    ck_assert_msg(u, "%s", err ? err->message : "?");
+    ck_assert_uint_eq(u->n, 2);
+    ck_assert_uint_eq(u->ev[1].op, GS_OP_OOM);
+    gs_trace_free(u);
+    gs_trace_add_free(t, a); /* building goes on from the events kept */
+    ck_assert_uint_eq(t->n, 3);
+    gs_trace_free(t);
+    g_free(text);
+    g_free(bin);
+    remove_tmpdir(dir);
+}
+END_TEST
+
 /* ---- version 3: private pool events ---- */
 
 static const char v3_text[] = "# gpusim-trace 3\n"
@@ -1928,6 +1965,7 @@ static Suite *trace_suite(void)
     tcase_add_test(tc, test_roundtrip_built);
     tcase_add_test(tc, test_roundtrip_gzip);
     tcase_add_test(tc, test_builder_oom);
+    tcase_add_test(tc, test_truncate_at_a_death);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("binary");

@@ -191,7 +191,7 @@ static size_t take_results(gs_pluggable *a, gs_result *rs, int *dev)
         memset(r, 0, sizeof *r);
         gs_tenants_result(a->tenants, d, r);
         r->backend = a->be[d]->ops->name;
-        r->events = a->requests + a->frees;
+        r->events = a->events; /* (what the trace holds: the replay's count) */
         r->host_seconds = a->host_us / 1e6;
     }
     return n;

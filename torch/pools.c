@@ -119,10 +119,11 @@ void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream)
             if (p->open[i].stream[r] == stream) return;
     for (int i = 0; i < p->nopen; i++) { /* else the first begin whose filter takes it */
         open_begin *o = &p->open[i];
-        if (o->device != d || o->nstreams == MAX_STREAM_ROUTES || !o->filter(o->ctx, stream))
-            continue;
-        /* (the heap refuses a 17th route: the request goes to the ordinary pools) */
-        if (call(s, d, GS_OP_POOL_BEGIN, stream, o->id) == GS_OK) o->stream[o->nstreams++] = stream;
+        if (o->device != d || !o->filter(o->ctx, stream)) continue;
+        /* (a recording of 15 streams, or a heap that refuses a 17th route: the request goes
+         * to the ordinary pools, not to another begin's) */
+        if (o->nstreams < MAX_STREAM_ROUTES && call(s, d, GS_OP_POOL_BEGIN, stream, o->id) == GS_OK)
+            o->stream[o->nstreams++] = stream;
         return;
     }
 }

@@ -395,8 +395,18 @@ void gs_trace_truncate(gs_trace *t, size_t n)
     g_return_if_fail(t != NULL && n <= t->n);
     t->n = n;
     size_t slots = 0; /* (slots are numbered in the order of their alloc events) */
-    for (size_t i = 0; i < n; i++) slots += t->ev[i].op == GS_OP_ALLOC;
+    guint streams = 0, clients = 0;
+    for (size_t i = 0; i < n; i++) {
+        slots += t->ev[i].op == GS_OP_ALLOC;
+        streams = MAX(streams, t->ev[i].stream + 1);
+        clients = MAX(clients, (guint)t->ev[i].client + 1);
+    }
     t->n_slots = slots;
+    /* the streams and clients past the last one the events kept name (a builder numbers them
+     * in the order of first use: those only the cut events used), which a writer would find
+     * unused */
+    if (streams < t->streams->len) g_array_set_size(t->streams, streams);
+    if (clients < t->clients->len) g_ptr_array_set_size(t->clients, (gint)clients);
     if (t->ev_frames) { /* sorted by event */
         guint keep = t->ev_frames->len;
         while (keep && g_array_index(t->ev_frames, gs_trace_ev_frame, keep - 1).ev >= n) keep--;

@@ -261,8 +261,9 @@ void gs_trace_add_pool(gs_trace *t, gs_op op, uint64_t stream, uint32_t id, bool
 /* A request that failed in the recorded run (GS_OP_OOM); same preconditions as an alloc. */
 void gs_trace_add_oom(gs_trace *t, const char *client, uint64_t stream, uint64_t size);
 void gs_trace_set_meta(gs_trace *t, const char *key, const char *value);
-/* Keep the first n events (n <= t->n) and the allocations they make: a recording cut where
- * the program died, its unwinding left out. */
+/* Keep the first n events (n <= t->n), the allocations they make, and the streams and clients
+ * up to the last one they name: a recording cut where the program died, its unwinding left
+ * out. */
 void gs_trace_truncate(gs_trace *t, size_t n);
 const char *gs_trace_get_meta(const gs_trace *t, const char *key);
 
