@@ -156,7 +156,7 @@ gs_clients *gs_clients_new(const gs_trace *t, const gs_policy *p, const gs_repla
 
 static uint16_t client_of(const gs_clients *c, const gs_event *e)
 {
-    return e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? c->slot_client[e->slot] : e->client;
+    return gs_event_is_free(e) ? c->slot_client[e->slot] : e->client;
 }
 
 /* Client k's event begins: shared, note the heap's counters to charge their growth to k. */
@@ -197,7 +197,7 @@ static G_GNUC_NO_INLINE gs_heap *route_shared(gs_clients *c, const gs_event *e,
                                               gs_block *const *slots, uint16_t k)
 {
     gs_heap *h = begin_event(c, k);
-    const gs_block *b = e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? slots[e->slot] : NULL;
+    const gs_block *b = gs_event_is_free(e) ? slots[e->slot] : NULL;
     /* no block: a skipped allocation's free, or a completion the core already did */
     if (b) charge_free(c, k, b, (gs_op)e->op, e->flags & GS_EV_DEFERRED);
     return h;
@@ -254,7 +254,7 @@ static void end_event(gs_clients *c, const gs_block *b)
 void gs_clients_after(gs_clients *c, const gs_event *e, gs_block *const *slots)
 {
     if (c->mode != GS_CLIENTS_SHARED) /* end_event's, without its frame */
-        track_device(c, e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE);
+        track_device(c, gs_event_is_free(e));
     else end_event(c, e->op == GS_OP_ALLOC ? slots[e->slot] : NULL);
 }
 

@@ -142,8 +142,7 @@ gs_devices *gs_devices_new(const gs_trace *t, const gs_policy *p, const gs_repla
 
 gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
 {
-    size_t k = e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE ? d->slot_dev[e->slot]
-                                                               : index_of(d, e->device);
+    size_t k = gs_event_is_free(e) ? d->slot_dev[e->slot] : index_of(d, e->device);
     d->last = k;
     d->dev[k].r.events++;
     return d->dev[k].heap;
@@ -152,8 +151,7 @@ gs_heap *gs_devices_route(gs_devices *d, const gs_event *e)
 void gs_devices_after(gs_devices *d, const gs_event *e)
 {
     /* the event changed its device's heap alone */
-    if (e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE)
-        gs_stats_sums_after_free(&d->total, d->heaps, d->n, d->last);
+    if (gs_event_is_free(e)) gs_stats_sums_after_free(&d->total, d->heaps, d->n, d->last);
     else gs_stats_sums_after(&d->total, d->heaps, d->n, d->last);
 }
 

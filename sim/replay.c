@@ -170,7 +170,7 @@ static inline void prefetch_ahead(const gs_event *ev, size_t i, gs_block *const 
     const gs_event *a = &ev[i + PREFETCH_SLOT], *b = &ev[i + PREFETCH_BLOCK],
                    *c = &ev[i + PREFETCH_NEIGHBOURS];
     if (a->slot != UINT32_MAX) __builtin_prefetch(&slots[a->slot], 1);
-    if (b->op == GS_OP_FREE || b->op == GS_OP_FREE_DONE) {
+    if (gs_event_is_free(b)) {
         const gs_block *blk = slots[b->slot];
         if (blk) __builtin_prefetch(blk, 1);
     }

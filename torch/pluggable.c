@@ -109,8 +109,8 @@ typedef struct {
     gs_pools *pools;                   /* CUDA graphs' and MemPools' private pools (PyTorch's) */
     bool said_null;                    /* the one line about an OOM returned as NULL */
     uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
-    /* The last request that failed for lack of memory: its event number (requests and frees
-     * before it), size, device and client. The statistics judge it as a replay of the recorded
+    /* The last request that failed for lack of memory: its event number (in events, below),
+     * size, device and client. The statistics judge it as a replay of the recorded
      * trace does: fatal when the process made no request after it, caught otherwise. */
     uint64_t last_oom_event, last_oom_size;
     /* the events the trace holds (or would): requests served or refused for memory, frees,

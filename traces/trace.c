@@ -351,6 +351,14 @@ struct gs_trace_builder {
     size_t cap;      /* allocated length of slot_ev, state and t->slot_id */
 };
 
+static void builder_free(gs_trace *t)
+{
+    if (!t->builder) return;
+    g_free(t->builder->slot_ev);
+    g_free(t->builder->state);
+    g_clear_pointer(&t->builder, g_free);
+}
+
 gs_trace *gs_trace_new(void)
 {
     gs_trace *t = g_new0(gs_trace, 1);
@@ -382,11 +390,7 @@ void gs_trace_free(gs_trace *t)
         g_ptr_array_unref(t->frames);
     if (t->ev_frames)
         g_array_unref(t->ev_frames);
-    if (t->builder) {
-        g_free(t->builder->slot_ev);
-        g_free(t->builder->state);
-        g_free(t->builder);
-    }
+    builder_free(t);
     g_free(t);
 }
 
@@ -412,11 +416,7 @@ void gs_trace_truncate(gs_trace *t, size_t n)
         while (keep && g_array_index(t->ev_frames, gs_trace_ev_frame, keep - 1).ev >= n) keep--;
         g_array_set_size(t->ev_frames, keep);
     }
-    if (t->builder) { /* made again from the events kept, if more are added */
-        g_free(t->builder->slot_ev);
-        g_free(t->builder->state);
-        g_clear_pointer(&t->builder, g_free);
-    }
+    builder_free(t); /* made again from the events kept, if more are added */
 }
 
 const char *gs_trace_frame(const gs_trace *t, size_t ev)

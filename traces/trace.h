@@ -140,6 +140,12 @@ typedef struct {
     uint32_t device;
 } gs_event;
 
+/* Whether e frees its slot's allocation, at once or by completing a deferred free. */
+static inline int gs_event_is_free(const gs_event *e)
+{
+    return e->op == GS_OP_FREE || e->op == GS_OP_FREE_DONE;
+}
+
 /* Whether e is a private pool event, and its pool's id. */
 static inline int gs_event_is_pool(const gs_event *e)
 {
