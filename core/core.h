@@ -421,6 +421,8 @@ gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now);
 /* The id of private pool k (1 .. GS_MAX_PRIVATE_POOLS; gs_pool_private of a block's pool),
  * 0 when k holds none. */
 uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k);
+/* Pool id's uses (PyTorch's getPoolUseCount): 0 for a pool unknown or gone. */
+int gs_heap_pool_uses(const gs_heap *h, uint32_t id);
 /* The private pool (its k, as gs_pool_private) that a request on stream would go to now: the
  * first open route that takes the stream; 0 for the ordinary pools. Read-only, for reports (an
  * OOM names the pool its request went to). */

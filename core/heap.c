@@ -814,6 +814,12 @@ uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k)
     return k >= 1 && k <= GS_MAX_PRIVATE_POOLS ? h->priv[k].id : 0;
 }
 
+int gs_heap_pool_uses(const gs_heap *h, uint32_t id)
+{
+    unsigned k = id ? private_slot(h, id) : 0;
+    return k ? h->priv[k].uses : 0;
+}
+
 unsigned gs_heap_route_of(const gs_heap *h, uint32_t stream)
 {
     return gs_pool_private(route_pool(h, stream, 0));

@@ -50,9 +50,35 @@ def _free(p, n):
     _current.free(p, n, 0, None)
 def _empty_cache():
     _current._inner.reset()
+# PyTorch 2.11's MemPool over a pluggable allocator, and use_mem_pool as it reaches the
+# allocator: the pool hooks' begin (a filter of the thread's requests: here every one), end and
+# release, which the C++ shim turns into the library's calls
+class MemPool:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("pluggable does not yet support createOrIncrefPool. If you need it, ...")
+_uid = [0]
+def graph_pool_handle():
+    _uid[0] += 1
+    return (0, _uid[0])
+_FILTER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_every = _FILTER(lambda ctx, stream: 1)
+class use_mem_pool:
+    def __init__(self, pool):
+        self.pool, self.so = pool, _current._inner.so
+    def __enter__(self):
+        self.so.gpusim_pool_begin.argtypes = (ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64,
+                                              _FILTER, ctypes.c_void_p)
+        self.so.gpusim_pool_begin(0, *self.pool.id, _every, None)
+    def __exit__(self, *exc):
+        for f in (self.so.gpusim_pool_end, self.so.gpusim_pool_release):
+            f.argtypes = (ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
+            f(0, *self.pool.id)
 cuda = types.SimpleNamespace(memory=types.SimpleNamespace(
-    CUDAPluggableAllocator=CUDAPluggableAllocator, change_current_allocator=change_current_allocator),
-    alloc=_alloc, free=_free, empty_cache=_empty_cache, installed=lambda: _current is not None)
+    CUDAPluggableAllocator=CUDAPluggableAllocator, change_current_allocator=change_current_allocator,
+    MemPool=MemPool),
+    alloc=_alloc, free=_free, empty_cache=_empty_cache, installed=lambda: _current is not None,
+    MemPool=MemPool, graph_pool_handle=graph_pool_handle, current_device=lambda: 0,
+    use_mem_pool=use_mem_pool)
 PY
 cat >"$tmp/py/cupy/__init__.py" <<'PY'
 """A stand-in for CuPy's allocator interface (set_allocator, MemoryPointer, UnownedMemory)."""
@@ -208,6 +234,42 @@ PY
 expect_error "run --clients junk" "not one of separate" "$gpusim" run --clients junk -- python3 -c pass
 expect_error "run -p twice" "a setting was given already" "$gpusim" run -p pytorch -p cupy -- python3 -c pass
 expect_error "run -p Bad=cupy" "a client name is" "$gpusim" run -p Bad=cupy -- python3 -c pass
+# torch.cuda.MemPool, which PyTorch 2.11 refuses to make over a pluggable allocator: the hook's
+# stand-in makes the pool in the library; use_mem_pool routes to it; the pool keeps its freed
+# block from ordinary requests; deleting it empties its cache at once (one segment back), as
+# the real MemPool's destructor; the trace says so and replays to the run's figures
+cat >"$tmp/mempool.py" <<'PY'
+import torch
+M = 1 << 20
+pool = torch.cuda.MemPool()
+assert type(pool).__name__ == "MemPool" and pool.id == (0, 1), pool.id
+assert pool.use_count() == 1, pool.use_count()
+with torch.cuda.use_mem_pool(pool):
+    assert pool.use_count() == 2, pool.use_count()
+    a = torch.cuda.alloc(30 * M)
+assert pool.use_count() == 1, pool.use_count()
+b = torch.cuda.alloc(30 * M)
+torch.cuda.free(a, 30 * M)
+c = torch.cuda.alloc(30 * M)
+assert c != a, "an ordinary request got the pool's block"
+del pool
+print("mempool done")
+PY
+"$gpusim" run --backend sim -p pytorch --trace "$tmp/mp.gstrace" --stats "$tmp/mp.json" -- \
+    python3 "$tmp/mempool.py" >"$tmp/out" 2>"$tmp/err" && grep -q "mempool done" "$tmp/out" ||
+    fail "run: a MemPool: $(cat "$tmp/out" "$tmp/err")"
+grep -q ",pool_release,torch,0,[0-9]*,1,1\$" "$tmp/mp.gstrace" ||
+    fail "run: a MemPool's deletion is a release that empties it: $(grep pool_ "$tmp/mp.gstrace")"
+"$gpusim" replay -q "$tmp/mp.gstrace" -p pytorch -f json -o "$tmp/mp-replay.json" ||
+    fail "replay of the MemPool's run"
+python3 - "$tmp/mp.json" "$tmp/mp-replay.json" <<'PY' || fail "run: a MemPool's figures"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+assert (a["num_device_alloc"], a["num_device_free"]) == (3, 1), a
+for k in ("peak_reserved_bytes", "num_device_alloc", "num_device_free", "outcome"):
+    assert a[k] == b[k], (k, a[k], b[k])
+PY
 expect_error "run --device-total on the GPU" "simulated device" "$gpusim" run --device-total 1GiB -- python3 -c pass
 # the program's exit status is gpusim's
 "$gpusim" run --backend sim -- python3 "$tmp/prog.py" 7 >/dev/null 2>&1

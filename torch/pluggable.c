@@ -62,6 +62,8 @@
  * CUDA graphs and MemPools: PyTorch's pool hooks take C++ arguments, so the C++ shim holds
  * them (gpusim_pool_hook gives their addresses to Python) and calls gpusim_pool_begin, _end and
  * _release here; each request of PyTorch's first asks the open pools' filters (pools.h).
+ * PyTorch 2.11 refuses to make a torch.cuda.MemPool over a pluggable allocator, so gpusim run's
+ * hook stands in for the class and calls gpusim_mempool_create, _destroy and _use_count.
  *
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
@@ -146,6 +148,9 @@ size_t gpusim_client_limit(int client, int device);
 void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter filter, void *ctx);
 void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
 void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
+int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
+void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
+int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
 void *gpusim_pool_hook(int which);
 void gpusim_oom_fatal(void);
 
@@ -428,12 +433,12 @@ static gs_event *stamp_last(gs_pluggable *a, gint64 when, int device)
 }
 
 /* A private pool call made to PyTorch's heap, into the trace. */
-static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t id)
+static void record_pool(void *ud, int device, gs_op op, void *stream, uint32_t id, bool flag)
 {
     gs_pluggable *a = ud;
     a->events++;
     if (!a->trace) return;
-    gs_trace_add_pool(a->trace, op, (uint64_t)(uintptr_t)stream, id, false);
+    gs_trace_add_pool(a->trace, op, (uint64_t)(uintptr_t)stream, id, flag);
     gs_event *e = stamp_last(a, g_get_monotonic_time(), device);
     e->client = trace_client(a->trace, gs_tenants_name(a->tenants, a->torch));
 }
@@ -686,26 +691,59 @@ void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter
     pthread_mutex_unlock(&a->lock);
 }
 
-/* The end and the release of pool (graph, user): which == 0, the end; 1, the release. */
-static void pool_call(int device, uint64_t graph, uint64_t user, int which)
+enum { POOL_END, POOL_RELEASE, POOL_DESTROY, POOL_USES };
+
+/* A call on pool (graph, user) that some begin or creation made: the end, the release, the
+ * release that empties its cache at once, or its uses (the value returned; 0 otherwise). */
+static int pool_call(int device, uint64_t graph, uint64_t user, int which)
 {
     gs_pluggable *a = &the_allocator;
-    if (!enter(a)) return;
+    int n = 0;
+    if (!enter(a)) return 0;
     if (a->torch >= 0 && device >= 0 && device < MAX_DEVICES && a->used[device]) {
         gs_pools_site site = pools_site(a);
-        if (which == 0) gs_pools_end(a->pools, &site, device, graph, user);
-        else gs_pools_release(a->pools, &site, device, graph, user);
+        if (which == POOL_END) gs_pools_end(a->pools, &site, device, graph, user);
+        else if (which == POOL_USES) n = gs_pools_uses(a->pools, &site, device, graph, user);
+        else gs_pools_release(a->pools, &site, device, graph, user, which == POOL_DESTROY);
     }
     pthread_mutex_unlock(&a->lock);
+    return n;
 }
 
 void gpusim_pool_end(int device, uint64_t graph, uint64_t user)
 {
-    pool_call(device, graph, user, 0);
+    pool_call(device, graph, user, POOL_END);
 }
 void gpusim_pool_release(int device, uint64_t graph, uint64_t user)
 {
-    pool_call(device, graph, user, 1);
+    pool_call(device, graph, user, POOL_RELEASE);
+}
+
+/* torch.cuda.MemPool's life, for gpusim run's stand-in (torch/run/gpusim_mempool.py), since
+ * PyTorch 2.11's CUDAPluggableAllocator refuses to make one: the construction (the pool made,
+ * with a use: createOrIncrefPool), the destruction (releasePool, then emptyCache of the pool)
+ * and use_count. Nonzero from create when the pool could not be made (16 pools, a pair of
+ * zeros): its requests then go to the ordinary pools, as a begin refused says. */
+int gpusim_mempool_create(int device, uint64_t graph, uint64_t user)
+{
+    gs_pluggable *a = &the_allocator;
+    gs_status st = GS_ERR_INVALID;
+    if (!enter(a)) return 1;
+    if (a->torch < 0) a->torch = client_of(a, "torch");
+    if (a->torch >= 0 && open_device(a, device)) {
+        gs_pools_site site = pools_site(a);
+        st = gs_pools_create(a->pools, &site, device, graph, user);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return st != GS_OK;
+}
+void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user)
+{
+    pool_call(device, graph, user, POOL_DESTROY);
+}
+int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user)
+{
+    return pool_call(device, graph, user, POOL_USES);
 }
 
 /* The address of libgpusim_torch_oom.so's hook of PyTorch's signature (0: begin, 1: end,

@@ -63,23 +63,28 @@ static uint32_t pool_id(gs_pools *p, int d, uint64_t graph, uint64_t user, bool 
     return q.id;
 }
 
-static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uint32_t id)
+static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uint32_t id, bool flag)
 {
     uint32_t si = op == GS_OP_POOL_BEGIN ? s->stream_index(s->ud, stream) : 0;
-    gs_status st = gs_tenants_pool(s->tenants, d, s->client, op, id, si);
-    if (st == GS_OK && s->record) s->record(s->ud, d, op, stream, id);
+    gs_status st = gs_tenants_pool(s->tenants, d, s->client, op, id, si, flag);
+    if (st == GS_OK && s->record) s->record(s->ud, d, op, stream, id, flag);
     return st;
+}
+
+/* The heap's id of pool (graph, user) on d, made if new; 0 for a pair or device refused. */
+static uint32_t pool_made(gs_pools *p, int d, uint64_t graph, uint64_t user)
+{
+    if ((!graph && !user) || d < 0 || d >= GS_TENANTS_MAX_DEVICES) return 0;
+    return pool_id(p, d, graph, user, true);
 }
 
 gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                          gs_pool_filter filter, void *ctx)
 {
-    if ((!graph && !user) || !filter || p->nopen == MAX_OPEN || d < 0 ||
-        d >= GS_TENANTS_MAX_DEVICES)
-        return GS_ERR_INVALID;
-    uint32_t id = pool_id(p, d, graph, user, true);
+    if (!filter || p->nopen == MAX_OPEN) return GS_ERR_INVALID;
+    uint32_t id = pool_made(p, d, graph, user);
     if (!id) return GS_ERR_INVALID;
-    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id);
+    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
     if (st != GS_OK) return st; /* a 16th pool, a 17th route, or one being recorded to */
     p->open[p->nopen++] = (open_begin){.device = d,
                                        .graph = graph,
@@ -96,7 +101,7 @@ void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, ui
     for (int i = p->nopen - 1; i >= 0; i--) {
         open_begin *o = &p->open[i];
         if (o->device != d || o->graph != graph || o->user != user) continue;
-        call(s, d, GS_OP_POOL_END, NO_STREAM, o->id); /* every stream of the recording */
+        call(s, d, GS_OP_POOL_END, NO_STREAM, o->id, false); /* every stream of the recording */
         p->open_on[d]--;
         memmove(o, o + 1, (size_t)(p->nopen - i - 1) * sizeof *o);
         p->nopen--;
@@ -104,10 +109,28 @@ void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, ui
     }
 }
 
-void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
+void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
+                      bool empty_now)
 {
     uint32_t id = pool_id(p, d, graph, user, false);
-    if (id) (void)call(s, d, GS_OP_POOL_RELEASE, NO_STREAM, id); /* (no use left: refused) */
+    if (id) (void)call(s, d, GS_OP_POOL_RELEASE, NO_STREAM, id, empty_now); /* (no use: refused) */
+}
+
+gs_status gs_pools_create(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
+{
+    uint32_t id = pool_made(p, d, graph, user);
+    if (!id) return GS_ERR_INVALID;
+    /* the begin's use stays once its route closes (a pool being recorded to refuses it, as
+     * PyTorch asserts a pool made twice over) */
+    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
+    if (st == GS_OK) call(s, d, GS_OP_POOL_END, NO_STREAM, id, false);
+    return st;
+}
+
+int gs_pools_uses(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
+{
+    uint32_t id = d >= 0 && d < GS_TENANTS_MAX_DEVICES ? pool_id(p, d, graph, user, false) : 0;
+    return id ? gs_heap_pool_uses(gs_tenants_heap(s->tenants, d, s->client), id) : 0;
 }
 
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream)
@@ -122,7 +145,8 @@ void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream)
         if (o->device != d || !o->filter(o->ctx, stream)) continue;
         /* (a recording of 15 streams, or a heap that refuses a 17th route: the request goes
          * to the ordinary pools, not to another begin's) */
-        if (o->nstreams < MAX_STREAM_ROUTES && call(s, d, GS_OP_POOL_BEGIN, stream, o->id) == GS_OK)
+        if (o->nstreams < MAX_STREAM_ROUTES &&
+            call(s, d, GS_OP_POOL_BEGIN, stream, o->id, false) == GS_OK)
             o->stream[o->nstreams++] = stream;
         return;
     }

@@ -18,8 +18,9 @@
  * recording (a capture's own stream, and a side stream it forked onto), and the end closes
  * them all. A capture's requests are its streams' (exact); a MemPool's route, once its thread's
  * first request on a stream opened it, takes every thread's requests on that stream until the
- * end. (PyTorch 2.11's CUDAPluggableAllocator may refuse MemPools outright; its graphs' pools
- * are what was run.)
+ * end. PyTorch 2.11's CUDAPluggableAllocator refuses to make a MemPool (createOrIncrefPool),
+ * so gpusim run's hook stands in for torch.cuda.MemPool and makes the pool here
+ * (gs_pools_create; torch/run/gpusim_mempool.py).
  *
  * Not thread-safe: the library calls it under its lock.
  */
@@ -35,8 +36,8 @@ typedef struct {
     gs_tenants *tenants;
     int client; /* whose heap: PyTorch's */
     /* each call made to the heap, for the trace: op (GS_OP_POOL_*), the stream, the pool's
-     * id; NULL for none */
-    void (*record)(void *ud, int device, gs_op op, void *stream, uint32_t id);
+     * id, the flag (gs_tenants_pool's); NULL for none */
+    void (*record)(void *ud, int device, gs_op op, void *stream, uint32_t id, bool flag);
     void *ud;
     /* the stream's index, as the library numbers streams for the heap */
     uint32_t (*stream_index)(void *ud, void *stream);
@@ -55,8 +56,17 @@ gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t gr
  * not asked again. */
 void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Pool (graph, user) of d loses a use; at none its cached segments go at the next
- * empty_cache. An unknown pool, or one with no use left: nothing. */
-void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
+ * empty_cache, or at once with empty_now (torch.cuda.MemPool's destructor). An unknown pool, or
+ * one with no use left: nothing. */
+void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
+                      bool empty_now);
+/* Pool (graph, user) of d is made if new and gains a use, with no route: a MemPool's
+ * construction (PyTorch's createOrIncrefPool), which its destructor's release takes back. In
+ * the trace, a begin and an end with no request between. GS_ERR_INVALID as gs_pools_begin. */
+gs_status gs_pools_create(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph,
+                          uint64_t user);
+/* The uses of pool (graph, user) of d (PyTorch's getPoolUseCount): 0 for one unknown or gone. */
+int gs_pools_uses(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Before a malloc on stream of device d (opened): routes for the begins whose filter takes it. */
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream);
 

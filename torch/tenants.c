@@ -238,14 +238,15 @@ gs_status gs_tenants_empty_cache(gs_tenants *t, int d, int k)
     return st;
 }
 
-gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream)
+gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream,
+                          bool flag)
 {
     device *dv = t->dev[d];
     gs_status st = GS_OK;
     begin(dv, k); /* (a capture's begin may release what a move skipped: stitch) */
-    if (op == GS_OP_POOL_BEGIN) st = gs_heap_pool_begin(dv->heap[k], id, false, stream);
+    if (op == GS_OP_POOL_BEGIN) st = gs_heap_pool_begin(dv->heap[k], id, flag, stream);
     else if (op == GS_OP_POOL_END) gs_heap_pool_end(dv->heap[k], id);
-    else if (op == GS_OP_POOL_RELEASE) st = gs_heap_pool_release(dv->heap[k], id, false);
+    else if (op == GS_OP_POOL_RELEASE) st = gs_heap_pool_release(dv->heap[k], id, flag);
     else st = GS_ERR_INVALID;
     end(dv, k);
     return st;

@@ -52,8 +52,10 @@ gs_status gs_tenants_empty_cache(gs_tenants *t, int d, int k);
 
 /* A private pool call of client k on device d: GS_OP_POOL_BEGIN (a route for stream to pool
  * id, which gains a use), GS_OP_POOL_END (the newest route to id closes) or GS_OP_POOL_RELEASE
- * (id loses a use): the core's gs_heap_pool_* (shared: on the one heap). */
-gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream);
+ * (id loses a use): the core's gs_heap_pool_* (shared: on the one heap). flag is the trace
+ * event's size: a begin's route for every stream, a release's cache emptied at once. */
+gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream,
+                          bool flag);
 
 /* What client k's last failed request on d met: its heap, for the OOM message. */
 const gs_heap *gs_tenants_heap(const gs_tenants *t, int d, int k);

@@ -6,9 +6,11 @@
  *   0-2  malloc of (1 + (A << 8 | B)) << ((OP >> 3) & 15) bytes (up to 2 GiB: OOMs happen),
  *        on device OP >> 7, stream B & 3
  *   3    free of live allocation number (A << 8 | B) modulo how many are live
- *   4    with (OP >> 3) & 3: 0, empty_cache; 1, 2, 3, PyTorch's private pool hooks on device
- *        OP >> 7, pool A & 3 (a CUDA graph's): begin (its filter takes stream B & 3), end,
- *        release; in any order, as a careless caller may
+ *   4    with (OP >> 3) & 7: 0 or 7, empty_cache; 1, 2, 3, PyTorch's private pool hooks on
+ *        device OP >> 7, pool A & 3 (a CUDA graph's): begin (its filter takes stream B & 3),
+ *        end, release; 4, 5, 6, a torch.cuda.MemPool's life as gpusim run's stand-in calls
+ *        it (user pool A & 3): made, deleted, its use count; in any order, as a careless
+ *        caller may
  *   5    calls PyTorch never makes but a careless caller may: a size of 0 or less, a device of
  *        -1, 64 or 2^20, a free of an address never given, a free on the wrong device
  *   6    two threads, each allocating and freeing A % 32 + 1 blocks of sizes from B, at once
@@ -39,6 +41,9 @@ typedef int (*pool_filter)(void *ctx, void *stream);
 void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, pool_filter f, void *ctx);
 void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
 void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
+int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
+void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
+int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
 
 #define MiB (1024 * 1024)
 #define MAX_LIVE 4096
@@ -191,8 +196,9 @@ static void forked(bool with_thread)
 }
 
 /* The pool hooks: begins and releases counted per device and pool, so that the end can end
- * and release what the input left. A capture's filter: its stream (ctx). */
-static int uses[2][4], open_begins[2][4];
+ * and release what the input left; so are the MemPools made. A capture's filter: its stream
+ * (ctx). */
+static int uses[2][4], open_begins[2][4], mempools[2][4];
 
 static int capture_stream(void *ctx, void *stream)
 {
@@ -209,9 +215,18 @@ static void pool_op(unsigned kind, int device, unsigned a, unsigned b)
     } else if (kind == 2) {
         gpusim_pool_end(device, k + 1, 0);
         if (open_begins[device][k]) open_begins[device][k]--;
-    } else {
+    } else if (kind == 3) {
         gpusim_pool_release(device, k + 1, 0);
         if (uses[device][k]) uses[device][k]--;
+    } else if (kind == 4) {
+        mempools[device][k] += gpusim_mempool_create(device, 0, k + 1) == 0;
+    } else if (kind == 5) {
+        gpusim_mempool_destroy(device, 0, k + 1);
+        if (mempools[device][k]) mempools[device][k]--;
+    } else {
+        int n = gpusim_mempool_use_count(device, 0, k + 1);
+        GS_FUZZ_CHECK(n == mempools[device][k], "MemPool %u: %d uses, %d made", k, n,
+                      mempools[device][k]);
     }
 }
 
@@ -221,6 +236,7 @@ static void pools_done(void)
         for (unsigned k = 0; k < 4; k++) {
             for (; open_begins[d][k]; open_begins[d][k]--) gpusim_pool_end(d, k + 1, 0);
             for (; uses[d][k]; uses[d][k]--) gpusim_pool_release(d, k + 1, 0);
+            for (; mempools[d][k]; mempools[d][k]--) gpusim_mempool_destroy(d, 0, k + 1);
         }
 }
 
@@ -255,7 +271,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (live.n) give((a << 8 | b) % live.n); /* (no thread runs here) */
             break;
         case 4:
-            if ((op >> 3) & 3) pool_op((op >> 3) & 3, (int)(op >> 7), a, b);
+            if (((op >> 3) & 7) % 7) pool_op((op >> 3) & 7, (int)(op >> 7), a, b);
             else gpusim_empty_cache();
             break;
         case 5: bad_calls(a, b); break;

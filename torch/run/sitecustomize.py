@@ -13,7 +13,8 @@ the program's next line, makes gpusim the allocator:
 - PyTorch: CUDAPluggableAllocator over gpusim_malloc and gpusim_free, with gpusim_empty_cache
   behind torch.cuda.empty_cache(); an OOM is raised as torch.OutOfMemoryError by the library's
   shim (libgpusim_torch_oom.so beside it), as PyTorch's own allocator raises it, and the shim's
-  private pool hooks give CUDA graphs and MemPools their pools.
+  private pool hooks give CUDA graphs and MemPools their pools (a MemPool made by a stand-in,
+  gpusim_mempool.py, where PyTorch refuses to make one over a pluggable allocator).
 - CuPy: cupy.cuda.set_allocator with a function that asks gpusim for memory as the client
   "cupy" (gpusim_client_malloc) on CuPy's current device and stream and gives it back
   (gpusim_client_free) when CuPy lets go of it (CuPy's own pool is then not in front: every
@@ -52,6 +53,12 @@ def use_for_torch(torch, lib):
         if address and hasattr(hooks, setter):
             getattr(hooks, setter)(address)
     torch.cuda.memory.change_current_allocator(alloc)
+    # torch.cuda.MemPool, which PyTorch 2.11 refuses to make over a pluggable allocator
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpusim_mempool.py")
+    spec = importlib.util.spec_from_file_location("gpusim_mempool", path)
+    mempool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mempool)
+    mempool.install(torch, lib)
     say_fatal_ooms(lib)
 
 
