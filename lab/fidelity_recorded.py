@@ -39,6 +39,7 @@ CLASSES = {
     "gpt_varlen": "training, varying shapes",
     "graph_train": "CUDA graph",
     "mlp_streams": "side streams, empty_cache",
+    "mempool_train": "torch.cuda.MemPool",
 }
 # the runs under a cap replayed from their own snapshot (a row of their own in the table: the
 # same real runs are counted in their program's class, replayed from the uncapped snapshot)
