@@ -204,6 +204,33 @@ PY
 "$gpusim" run --backend sim --capacity 1GiB -p cupy=cupy -- python3 "$tmp/cupy_oom.py" \
     >"$tmp/out" 2>"$tmp/err" && grep -q "^oom said " "$tmp/out" ||
     fail "run: cupy's OOM: $(cat "$tmp/out" "$tmp/err")"
+# two clients, CuPy's OOM caught and the program goes on: each client's outcome is the
+# replay's (ok), not "oom" for the OOM it met
+cat >"$tmp/two_caught.py" <<'PY'
+import torch
+M = 1 << 20
+a = torch.cuda.alloc(100 * M)
+import cupy
+x = cupy.empty(600 * M)
+try:
+    cupy.empty(600 * M)
+except cupy.cuda.memory.OutOfMemoryError:
+    pass
+y = cupy.empty(10 * M)
+PY
+"$gpusim" run --backend sim --capacity 1GiB --clients separate -p pytorch -p cupy=cupy \
+    --stats "$tmp/tc.json" --trace "$tmp/tc.gstrace" -- python3 "$tmp/two_caught.py" \
+    >/dev/null 2>"$tmp/err" || fail "run: two clients, an OOM caught: $(cat "$tmp/err")"
+"$gpusim" replay -q "$tmp/tc.gstrace" --clients separate -p pytorch -p cupy=cupy \
+    --capacity 1GiB -f json -o "$tmp/tc-replay.json" || fail "replay of the caught OOM's run"
+python3 - "$tmp/tc.json" "$tmp/tc-replay.json" <<'PY' || fail "run: a caught OOM's client outcomes"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+got = {k: c["outcome"] for k, c in a["clients"].items()}
+assert got == {k: c["outcome"] for k, c in b["clients"].items()} == {"torch": "ok", "cupy": "ok"}, got
+assert a["clients"]["cupy"]["num_ooms"] == b["clients"]["cupy"]["num_ooms"] == 1
+PY
 # a program that dies of an OOM it did not catch: the frees of its unwinding come after the OOM
 # (which alone would read as caught); the hook's sys.excepthook says it was the death, so the
 # statistics' outcome is that OOM and the trace ends there, as a replay of it says

@@ -183,6 +183,14 @@ static void judge_ooms(const gs_pluggable *a, int d, gs_result *r)
     r->first_oom_event = fatal ? a->last_oom_event : 0;
     r->first_oom_size = fatal ? a->last_oom_size : 0;
     if (fatal && r->n_clients) r->first_oom_client = (size_t)a->last_oom_client;
+    /* each client's too: the one that died of the fatal OOM, no other (a client's OOMs the
+     * program caught made its outcome "oom" where the replay says ok) */
+    for (size_t k = 0; k < r->n_clients; k++) {
+        gs_client_result *c = &r->clients[k];
+        c->oom = fatal && k == r->first_oom_client;
+        c->first_oom_event = c->oom ? r->first_oom_event : 0;
+        c->first_oom_size = c->oom ? r->first_oom_size : 0;
+    }
 }
 
 /* Every used device's statistics now into rs (their devices into dev); how many. Lock held. */
