@@ -279,7 +279,34 @@ b = torch.cuda.alloc(30 * M)
 torch.cuda.free(a, 30 * M)
 c = torch.cuda.alloc(30 * M)
 assert c != a, "an ordinary request got the pool's block"
+import copy, pickle
+for how in (copy.copy, copy.deepcopy, pickle.dumps):  # one owner, as PyTorch's own
+    try:
+        how(pool)
+        raise AssertionError(f"{how.__name__} of a MemPool")
+    except TypeError:
+        pass
 del pool
+# a 16th MemPool finds no slot while 15 deleted ones still hold memory: its use is owed, and
+# made when it is used once a slot is free; in use, its requests go to its pool
+M = 1 << 20
+pools, held = [torch.cuda.MemPool() for _ in range(15)], []
+for p in pools:
+    with torch.cuda.use_mem_pool(p):
+        held.append(torch.cuda.alloc(2 * M))
+del p, pools
+late = torch.cuda.MemPool()
+assert late.use_count() == 1, late.use_count()
+torch.cuda.free(held.pop(), 2 * M)
+torch.cuda.empty_cache()          # the last deleted pool's segment goes, and its slot
+with torch.cuda.use_mem_pool(late):
+    assert late.use_count() == 2, late.use_count()
+with torch.cuda.use_mem_pool(late):
+    assert late.use_count() == 2, late.use_count()
+assert late.use_count() == 1, late.use_count()
+del late
+for q in held:
+    torch.cuda.free(q, 2 * M)
 print("mempool done")
 PY
 "$gpusim" run --backend sim -p pytorch --trace "$tmp/mp.gstrace" --stats "$tmp/mp.json" -- \
@@ -293,7 +320,7 @@ python3 - "$tmp/mp.json" "$tmp/mp-replay.json" <<'PY' || fail "run: a MemPool's 
 import json, sys
 a = json.load(open(sys.argv[1]))[0]["results"][0]
 b = json.load(open(sys.argv[2]))[0]["results"][0]
-assert (a["num_device_alloc"], a["num_device_free"]) == (3, 1), a
+assert (a["num_device_alloc"], a["num_device_free"]) == (3 + 15, 1 + 1), a
 for k in ("peak_reserved_bytes", "num_device_alloc", "num_device_free", "outcome"):
     assert a[k] == b[k], (k, a[k], b[k])
 PY

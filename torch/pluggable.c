@@ -692,8 +692,9 @@ void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter
         if (gs_pools_begin(a->pools, &site, device, graph, user, filter, ctx) != GS_OK)
             fprintf(stderr,
                     "gpusim: private pool (%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
-                    ") on device %d: too many pools or captures at once; its requests "
-                    "go to the ordinary pools\n",
+                    ") on device %d: too many pools or captures at once (15 pools, deleted "
+                    "ones counted until their memory is released); its requests go to the "
+                    "ordinary pools\n",
                     graph, user, device);
     }
     pthread_mutex_unlock(&a->lock);
@@ -730,8 +731,9 @@ void gpusim_pool_release(int device, uint64_t graph, uint64_t user)
 /* torch.cuda.MemPool's life, for gpusim run's stand-in (torch/run/gpusim_mempool.py), since
  * PyTorch 2.11's CUDAPluggableAllocator refuses to make one: the construction (the pool made,
  * with a use: createOrIncrefPool), the destruction (releasePool, then emptyCache of the pool)
- * and use_count. Nonzero from create when the pool could not be made (16 pools, a pair of
- * zeros): its requests then go to the ordinary pools, as a begin refused says. */
+ * and use_count. Nonzero from create when the pool could not be made (a 16th pool: its use is
+ * owed until a begin finds it a slot, pools.h; a pair of zeros): its requests go to the
+ * ordinary pools until then. */
 int gpusim_mempool_create(int device, uint64_t graph, uint64_t user)
 {
     gs_pluggable *a = &the_allocator;

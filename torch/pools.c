@@ -24,6 +24,10 @@ typedef struct {
     int device;
     uint64_t graph, user;
     uint32_t id;
+    /* MemPool constructions of this pool that found no slot (16 pools): each owes the pool
+     * its use, made at the pool's next begin if a slot is free then, or given up at the
+     * MemPool's deletion */
+    int owed;
 } known_pool;
 
 struct gs_pools {
@@ -49,18 +53,20 @@ void gs_pools_free(gs_pools *p)
     g_free(p);
 }
 
-/* The heap's id of pool (graph, user) on d: the same for the same pool; 0 when not known and
- * !make. */
-static uint32_t pool_id(gs_pools *p, int d, uint64_t graph, uint64_t user, bool make)
+/* Pool (graph, user) of d among those named so far (its heap id the same for the same pool),
+ * named now if new and make; NULL when not known and !make, and for a pair (0, 0) or a device
+ * out of range. (A pointer into p->known: good until the next pool is named.) */
+static known_pool *known(gs_pools *p, int d, uint64_t graph, uint64_t user, bool make)
 {
+    if ((!graph && !user) || d < 0 || d >= GS_TENANTS_MAX_DEVICES) return NULL;
     for (guint i = 0; i < p->known->len; i++) {
-        const known_pool *q = &g_array_index(p->known, known_pool, i);
-        if (q->device == d && q->graph == graph && q->user == user) return q->id;
+        known_pool *q = &g_array_index(p->known, known_pool, i);
+        if (q->device == d && q->graph == graph && q->user == user) return q;
     }
-    if (!make || p->next_id == UINT32_MAX) return 0;
+    if (!make || p->next_id == UINT32_MAX) return NULL;
     known_pool q = {.device = d, .graph = graph, .user = user, .id = p->next_id++};
     g_array_append_val(p->known, q);
-    return q.id;
+    return &g_array_index(p->known, known_pool, p->known->len - 1);
 }
 
 static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uint32_t id, bool flag)
@@ -71,19 +77,24 @@ static gs_status call(const gs_pools_site *s, int d, gs_op op, void *stream, uin
     return st;
 }
 
-/* The heap's id of pool (graph, user) on d, made if new; 0 for a pair or device refused. */
-static uint32_t pool_made(gs_pools *p, int d, uint64_t graph, uint64_t user)
+/* Pool id gains a use with no route (PyTorch's createOrIncrefPool): in the trace a begin and
+ * an end with no request between. A pool being recorded to refuses it, as PyTorch asserts a
+ * pool made twice over. */
+static gs_status create(const gs_pools_site *s, int d, uint32_t id)
 {
-    if ((!graph && !user) || d < 0 || d >= GS_TENANTS_MAX_DEVICES) return 0;
-    return pool_id(p, d, graph, user, true);
+    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
+    if (st == GS_OK) call(s, d, GS_OP_POOL_END, NO_STREAM, id, false);
+    return st;
 }
 
 gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                          gs_pool_filter filter, void *ctx)
 {
-    if (!filter || p->nopen == MAX_OPEN) return GS_ERR_INVALID;
-    uint32_t id = pool_made(p, d, graph, user);
-    if (!id) return GS_ERR_INVALID;
+    known_pool *q = filter && p->nopen < MAX_OPEN ? known(p, d, graph, user, true) : NULL;
+    if (!q) return GS_ERR_INVALID;
+    uint32_t id = q->id;
+    for (; q->owed && create(s, d, id) == GS_OK; q->owed--) {
+    } /* a MemPool's use, owed */
     gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
     if (st != GS_OK) return st; /* a 16th pool, a 17th route, or one being recorded to */
     p->open[p->nopen++] = (open_begin){.device = d,
@@ -112,25 +123,25 @@ void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, ui
 void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                       bool empty_now)
 {
-    uint32_t id = pool_id(p, d, graph, user, false);
-    if (id) (void)call(s, d, GS_OP_POOL_RELEASE, NO_STREAM, id, empty_now); /* (no use: refused) */
+    known_pool *q = known(p, d, graph, user, false);
+    if (!q) return;
+    if (empty_now && q->owed) q->owed--; /* a MemPool never made gone: it held no use */
+    else (void)call(s, d, GS_OP_POOL_RELEASE, NO_STREAM, q->id, empty_now); /* (no use: refused) */
 }
 
 gs_status gs_pools_create(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
 {
-    uint32_t id = pool_made(p, d, graph, user);
-    if (!id) return GS_ERR_INVALID;
-    /* the begin's use stays once its route closes (a pool being recorded to refuses it, as
-     * PyTorch asserts a pool made twice over) */
-    gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
-    if (st == GS_OK) call(s, d, GS_OP_POOL_END, NO_STREAM, id, false);
+    known_pool *q = known(p, d, graph, user, true);
+    if (!q) return GS_ERR_INVALID;
+    gs_status st = create(s, d, q->id);
+    if (st != GS_OK) q->owed++;
     return st;
 }
 
 int gs_pools_uses(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user)
 {
-    uint32_t id = d >= 0 && d < GS_TENANTS_MAX_DEVICES ? pool_id(p, d, graph, user, false) : 0;
-    return id ? gs_heap_pool_uses(gs_tenants_heap(s->tenants, d, s->client), id) : 0;
+    const known_pool *q = known(p, d, graph, user, false);
+    return q ? gs_heap_pool_uses(gs_tenants_heap(s->tenants, d, s->client), q->id) + q->owed : 0;
 }
 
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream)

@@ -56,16 +56,20 @@ gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t gr
  * not asked again. */
 void gs_pools_end(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Pool (graph, user) of d loses a use; at none its cached segments go at the next
- * empty_cache, or at once with empty_now (torch.cuda.MemPool's destructor). An unknown pool, or
+ * empty_cache, or at once with empty_now (torch.cuda.MemPool's destructor; a MemPool whose
+ * making was refused and still owes its use gives up that debt instead). An unknown pool, or
  * one with no use left: nothing. */
 void gs_pools_release(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user,
                       bool empty_now);
 /* Pool (graph, user) of d is made if new and gains a use, with no route: a MemPool's
  * construction (PyTorch's createOrIncrefPool), which its destructor's release takes back. In
- * the trace, a begin and an end with no request between. GS_ERR_INVALID as gs_pools_begin. */
+ * the trace, a begin and an end with no request between. GS_ERR_INVALID as gs_pools_begin:
+ * when the heap holds its 15 private pools already, the use is owed and made at the pool's
+ * next begin that finds a slot (until then its requests go to the ordinary pools). */
 gs_status gs_pools_create(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph,
                           uint64_t user);
-/* The uses of pool (graph, user) of d (PyTorch's getPoolUseCount): 0 for one unknown or gone. */
+/* The uses of pool (graph, user) of d (PyTorch's getPoolUseCount), an owed one counted: 0 for
+ * one unknown or gone, and under a policy with no private pools (gs_policy_ops.grow). */
 int gs_pools_uses(gs_pools *p, const gs_pools_site *s, int d, uint64_t graph, uint64_t user);
 /* Before a malloc on stream of device d (opened): routes for the begins whose filter takes it. */
 void gs_pools_route(gs_pools *p, const gs_pools_site *s, int d, void *stream);

@@ -7,10 +7,10 @@
  *        on device OP >> 7, stream B & 3
  *   3    free of live allocation number (A << 8 | B) modulo how many are live
  *   4    with (OP >> 3) & 7: 0 or 7, empty_cache; 1, 2, 3, PyTorch's private pool hooks on
- *        device OP >> 7, pool A & 3 (a CUDA graph's): begin (its filter takes stream B & 3),
- *        end, release; 4, 5, 6, a torch.cuda.MemPool's life as gpusim run's stand-in calls
- *        it (user pool A & 3): made, deleted, its use count; in any order, as a careless
- *        caller may
+ *        device OP >> 7, pool A & 3 (a CUDA graph's; with A & 4 a MemPool's, as use_mem_pool
+ *        calls them): begin (its filter takes stream B & 3), end, release; 4, 5, 6, a
+ *        torch.cuda.MemPool's life as gpusim run's stand-in calls it (MemPool A & 3): made,
+ *        deleted, its use count; in any order, as a careless caller may
  *   5    calls PyTorch never makes but a careless caller may: a size of 0 or less, a device of
  *        -1, 64 or 2^20, a free of an address never given, a free on the wrong device
  *   6    two threads, each allocating and freeing A % 32 + 1 blocks of sizes from B, at once
@@ -198,7 +198,17 @@ static void forked(bool with_thread)
 /* The pool hooks: begins and releases counted per device and pool, so that the end can end
  * and release what the input left; so are the MemPools made. A capture's filter: its stream
  * (ctx). */
-static int uses[2][4], open_begins[2][4], mempools[2][4];
+static int uses[2][8], open_begins[2][8], mempools[2][4];
+
+/* Pool k's pair: k < 4 a CUDA graph's (k + 1, 0), else a MemPool's (0, k - 3). */
+static uint64_t graph_of(unsigned k)
+{
+    return k < 4 ? k + 1 : 0;
+}
+static uint64_t user_of(unsigned k)
+{
+    return k < 4 ? 0 : k - 3;
+}
 
 static int capture_stream(void *ctx, void *stream)
 {
@@ -207,36 +217,43 @@ static int capture_stream(void *ctx, void *stream)
 
 static void pool_op(unsigned kind, int device, unsigned a, unsigned b)
 {
-    unsigned k = a & 3;
+    unsigned k = a & 7; /* the hooks' pool */
+    uint64_t g = graph_of(k), u = user_of(k);
     if (kind == 1) {
-        gpusim_pool_begin(device, k + 1, 0, capture_stream, (void *)((uintptr_t)(b & 3) * 0x100));
+        gpusim_pool_begin(device, g, u, capture_stream, (void *)((uintptr_t)(b & 3) * 0x100));
         uses[device][k]++;
         open_begins[device][k]++;
     } else if (kind == 2) {
-        gpusim_pool_end(device, k + 1, 0);
+        gpusim_pool_end(device, g, u);
         if (open_begins[device][k]) open_begins[device][k]--;
     } else if (kind == 3) {
-        gpusim_pool_release(device, k + 1, 0);
+        gpusim_pool_release(device, g, u);
         if (uses[device][k]) uses[device][k]--;
-    } else if (kind == 4) {
+    }
+    k = a & 3; /* the MemPool */
+    if (kind == 4) {
         mempools[device][k] += gpusim_mempool_create(device, 0, k + 1) == 0;
     } else if (kind == 5) {
         gpusim_mempool_destroy(device, 0, k + 1);
         if (mempools[device][k]) mempools[device][k]--;
-    } else {
+    } else if (kind == 6) {
+        /* (with no use_mem_pool of it open or unreleased: those a careless caller makes may
+         * be refused, and the harness cannot tell) */
         int n = gpusim_mempool_use_count(device, 0, k + 1);
-        GS_FUZZ_CHECK(n == mempools[device][k], "MemPool %u: %d uses, %d made", k, n,
-                      mempools[device][k]);
+        GS_FUZZ_CHECK(uses[device][k + 4] || n == mempools[device][k],
+                      "MemPool %u: %d uses, %d made", k, n, mempools[device][k]);
     }
 }
 
 static void pools_done(void)
 {
     for (int d = 0; d < 2; d++)
-        for (unsigned k = 0; k < 4; k++) {
-            for (; open_begins[d][k]; open_begins[d][k]--) gpusim_pool_end(d, k + 1, 0);
-            for (; uses[d][k]; uses[d][k]--) gpusim_pool_release(d, k + 1, 0);
-            for (; mempools[d][k]; mempools[d][k]--) gpusim_mempool_destroy(d, 0, k + 1);
+        for (unsigned k = 0; k < 8; k++) {
+            for (; open_begins[d][k]; open_begins[d][k]--)
+                gpusim_pool_end(d, graph_of(k), user_of(k));
+            for (; uses[d][k]; uses[d][k]--) gpusim_pool_release(d, graph_of(k), user_of(k));
+            if (k < 4)
+                for (; mempools[d][k]; mempools[d][k]--) gpusim_mempool_destroy(d, 0, k + 1);
         }
 }
 
