@@ -287,6 +287,12 @@ int gs_heap_pool_stat_type(const gs_heap *h, unsigned pool);
 /* Segment s's change of bytes reserved (gs_heap_config.on_reserve's), charged to st: its
  * reserved bytes, and its segments (a segment made or freed; not an expandable one's pages). */
 void gs_stats_charge_reserve(gs_stats *st, const gs_heap *h, const gs_segment *s, int64_t bytes);
+/* Every gs_stat of s, into out: each array's three types in gs_stats' order, then the two
+ * oversize stats (for code that treats them alike: sums, resets). */
+#define GS_ONE_STAT_ARRAY(name) +GS_STAT_TYPES
+enum { GS_STATS_N = 0 GS_STAT_ARRAYS(GS_ONE_STAT_ARRAY) + 2 };
+#undef GS_ONE_STAT_ARRAY
+void gs_stats_each(gs_stats *s, gs_stat *out[GS_STATS_N]);
 /* Several heaps on one device: add s's additive figures into d (every stat's current,
  * allocated and freed; the counters), leaving d's peaks and the figures at peaks alone: those
  * of a sum are gs_stats_sums_after's. */

@@ -242,9 +242,7 @@ static G_GNUC_NO_INLINE void sums_fold(gs_stats_sums *s, gs_heap *const *heaps, 
 
 /* ---- more than two heaps: running sums ---- */
 
-#define GS_ONE_ARRAY(name) +GS_STAT_TYPES
-enum { NSUMS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
-#undef GS_ONE_ARRAY
+enum { NSUMS = GS_STATS_N };
 
 /* The places of a few stats in a list of NSUMS (every array's three types in gs_stats' order,
  * then the two oversize stats). */
@@ -253,8 +251,7 @@ enum { NSUMS = 0 GS_STAT_ARRAYS(GS_ONE_ARRAY) + 2 };
 G_STATIC_ASSERT(offsetof(gs_stats, allocation) == 0);
 G_STATIC_ASSERT(offsetof(gs_stats, oversize_allocations) == (NSUMS - 2) * sizeof(gs_stat));
 
-/* Every gs_stat of s, in that order. */
-static void stat_ptrs(gs_stats *s, gs_stat *out[NSUMS])
+void gs_stats_each(gs_stats *s, gs_stat *out[GS_STATS_N])
 {
     int i = 0;
 #define PTRS(name) \
@@ -291,8 +288,8 @@ void gs_stats_charge_reserve(gs_stats *st, const gs_heap *h, const gs_segment *s
 void gs_stats_add(gs_stats *d, const gs_stats *s)
 {
     gs_stat *dl[NSUMS], *sl[NSUMS];
-    stat_ptrs(d, dl);
-    stat_ptrs((gs_stats *)s, sl); /* (read only: stat_ptrs hands out places) */
+    gs_stats_each(d, dl);
+    gs_stats_each((gs_stats *)s, sl); /* (read only: it hands out places) */
     for (int i = 0; i < NSUMS; i++) {
         dl[i]->current += sl[i]->current;
         dl[i]->allocated += sl[i]->allocated;
@@ -370,8 +367,8 @@ static G_GNUC_NO_INLINE void sums_fold_many(gs_stats_sums *s, gs_heap *const *he
     s->heaps_read++;
     gs_stats *p = &s->peaks, *thr = &s->thr;
     gs_stat *ps[NSUMS], *ts[NSUMS];
-    stat_ptrs(p, ps);
-    stat_ptrs(thr, ts);
+    gs_stats_each(p, ps);
+    gs_stats_each(thr, ts);
     int64_t old_allocated = p->allocated_bytes[GS_STAT_ALL].peak;
     int64_t old_reserved = p->reserved_bytes[GS_STAT_ALL].peak;
     for (int i = 0; i < NSUMS; i++) {

@@ -648,7 +648,7 @@ static void jw_s(gs_jw *w, const char *key, const char *v)
 }
 
 /* torch.cuda.memory_stats()'s flat dotted keys, so a real run and a simulated one diff cleanly. */
-static void json_memory_stats(gs_jw *w, const gs_stats *s)
+void gs_report_memory_stats(gs_jw *w, const gs_stats *s)
 {
     static const char *const pools[GS_STAT_TYPES] = {"all", "small_pool", "large_pool"};
     gs_jw_object(w);
@@ -831,7 +831,7 @@ static void json_result(gs_jw *w, const gs_result *r, const gs_reference *ref, b
     gs_jw_object_end(w);
     gs_jw_break(w, JSON_LINE);
     gs_jw_key(w, "memory_stats");
-    json_memory_stats(w, s);
+    gs_report_memory_stats(w, s);
     if (r->n_pools) {
         gs_jw_break(w, JSON_LINE);
         gs_jw_key(w, "pools");

@@ -38,6 +38,9 @@ enum {
 };
 /* The column groups t needs. */
 unsigned gs_report_columns(const gs_trace *t);
+/* s as torch.cuda.memory_stats() gives it: one JSON object of its flat dotted keys (the
+ * "memory_stats" of gpusim replay --format json). */
+void gs_report_memory_stats(gs_jw *w, const gs_stats *s);
 /* As gs_report; columns: the CSV's GS_REPORT_* groups. Give every trace of one output the
  * union of what its traces need, so the columns stay the same; gs_report gives t's own. */
 void gs_report_ex(FILE *out, gs_format fmt, const char *trace_name, const gs_trace *t,

@@ -73,9 +73,31 @@ class use_mem_pool:
         for f in (self.so.gpusim_pool_end, self.so.gpusim_pool_release):
             f.argtypes = (ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64)
             f(0, *self.pool.id)
+# PyTorch's statistics over a pluggable allocator: torch._C's raise; torch.cuda's Python calls
+# them at each call and flattens the nested dict, as PyTorch's memory.py does
+def _no_stats(*args):
+    raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats.")
+_C = types.SimpleNamespace(_cuda_memoryStats=_no_stats, _cuda_resetPeakMemoryStats=_no_stats,
+                           _cuda_resetAccumulatedMemoryStats=_no_stats)
+def memory_stats(device=0):
+    flat = {}
+    def walk(prefix, obj):
+        for k, v in obj.items():
+            if isinstance(v, dict):
+                walk(prefix + k + ".", v)
+            else:
+                flat[prefix + k] = v
+    walk("", _C._cuda_memoryStats(device))
+    return dict(sorted(flat.items()))
+def reset_peak_memory_stats(device=0):
+    _C._cuda_resetPeakMemoryStats(device)
+def reset_accumulated_memory_stats(device=0):
+    _C._cuda_resetAccumulatedMemoryStats(device)
 cuda = types.SimpleNamespace(memory=types.SimpleNamespace(
     CUDAPluggableAllocator=CUDAPluggableAllocator, change_current_allocator=change_current_allocator,
     MemPool=MemPool),
+    memory_stats=memory_stats, reset_peak_memory_stats=reset_peak_memory_stats,
+    reset_accumulated_memory_stats=reset_accumulated_memory_stats,
     alloc=_alloc, free=_free, empty_cache=_empty_cache, installed=lambda: _current is not None,
     MemPool=MemPool, graph_pool_handle=graph_pool_handle, current_device=lambda: 0,
     use_mem_pool=use_mem_pool)
@@ -323,6 +345,47 @@ b = json.load(open(sys.argv[2]))[0]["results"][0]
 assert (a["num_device_alloc"], a["num_device_free"]) == (3 + 15, 1 + 1), a
 for k in ("peak_reserved_bytes", "num_device_alloc", "num_device_free", "outcome"):
     assert a[k] == b[k], (k, a[k], b[k])
+PY
+# torch.cuda.memory_stats() and its resets, which raise for a pluggable allocator: the library's
+# statistics, PyTorch's keys; a reset changes what the program sees, not the run's figures
+cat >"$tmp/stats.py" <<'PY'
+import torch
+M = 1 << 20
+s = torch.cuda.memory_stats(0)
+assert s["allocated_bytes.all.current"] == 0 and s["num_alloc_retries"] == 0, s
+a = torch.cuda.alloc(300 * M)
+b = torch.cuda.alloc(100 * M)
+s = torch.cuda.memory_stats(0)
+assert s["allocated_bytes.all.current"] == 400 * M, s["allocated_bytes.all.current"]
+assert s["reserved_bytes.all.peak"] >= 400 * M and s["allocation.large_pool.allocated"] == 2, s
+assert s["num_device_alloc"] == 2 and "max_split_size" in s and len(s) >= 110, len(s)
+torch.cuda.free(a, 300 * M)
+torch.cuda.reset_peak_memory_stats(0)
+s = torch.cuda.memory_stats(0)
+assert s["allocated_bytes.all.peak"] == 100 * M, s["allocated_bytes.all.peak"]
+c = torch.cuda.alloc(50 * M)      # from the cached 300 MiB segment, split
+torch.cuda.free(c, 50 * M)
+s = torch.cuda.memory_stats(0)
+assert s["allocated_bytes.all.peak"] == 150 * M, s["allocated_bytes.all.peak"]
+torch.cuda.reset_accumulated_memory_stats(0)
+s = torch.cuda.memory_stats(0)
+assert s["allocation.all.allocated"] == 0 and s["num_device_alloc"] == 0, s
+d = torch.cuda.alloc(10 * M)
+s = torch.cuda.memory_stats(0)
+assert s["allocation.all.allocated"] == 1 and s["allocated_bytes.all.current"] == 110 * M, s
+print("stats done")
+PY
+"$gpusim" run --backend sim -p pytorch --stats "$tmp/st.json" --trace "$tmp/st.gstrace" -- \
+    python3 "$tmp/stats.py" >"$tmp/out" 2>"$tmp/err" && grep -q "stats done" "$tmp/out" ||
+    fail "run: torch.cuda.memory_stats: $(cat "$tmp/out" "$tmp/err")"
+"$gpusim" replay -q "$tmp/st.gstrace" -p pytorch -f json -o "$tmp/st-replay.json" ||
+    fail "replay of the statistics' run"
+python3 - "$tmp/st.json" "$tmp/st-replay.json" <<'PY' || fail "run: a reset touched the run's figures"
+import json, sys
+a = json.load(open(sys.argv[1]))[0]["results"][0]
+b = json.load(open(sys.argv[2]))[0]["results"][0]
+assert a["peak_allocated_bytes"] == b["peak_allocated_bytes"] == 400 << 20, a["peak_allocated_bytes"]
+assert a["memory_stats"] == b["memory_stats"], "the run's memory_stats differ from the replay's"
 PY
 expect_error "run --device-total on the GPU" "simulated device" "$gpusim" run --device-total 1GiB -- python3 -c pass
 # the program's exit status is gpusim's

@@ -79,7 +79,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "memstats.h"
 #include "pools.h"
+#include "report.h"
 #include "tenants.h"
 
 #define MAX_DEVICES GS_TENANTS_MAX_DEVICES
@@ -109,6 +111,7 @@ typedef struct {
     raise_oom_fn raise_oom;            /* libgpusim_torch_oom.so's, or NULL */
     void *torch_lib;                   /* libgpusim_torch_oom.so, or NULL: its pool hooks too */
     gs_pools *pools;                   /* CUDA graphs' and MemPools' private pools (PyTorch's) */
+    gs_memstats *memstats;             /* the program's view of torch.cuda.memory_stats() */
     bool said_null;                    /* the one line about an OOM returned as NULL */
     uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
     /* The last request that failed for lack of memory: its event number (in events, below),
@@ -151,6 +154,9 @@ void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
 int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
 void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
 int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
+size_t gpusim_memory_stats(int device, char *buf, size_t cap);
+void gpusim_reset_peak_stats(int device);
+void gpusim_reset_accumulated_stats(int device);
 void *gpusim_pool_hook(int which);
 void gpusim_oom_fatal(void);
 
@@ -294,6 +300,7 @@ static void setup(gs_pluggable *a)
     a->trace_path = g_strdup(g_getenv("GPUSIM_TRACE"));
     a->streams = g_hash_table_new(g_direct_hash, g_direct_equal);
     a->pools = gs_pools_new();
+    a->memstats = gs_memstats_new();
     if (a->trace_path && *a->trace_path) {
         a->trace = gs_trace_new();
         a->slots = g_hash_table_new(g_direct_hash, g_direct_equal);
@@ -467,6 +474,16 @@ static gs_pools_site pools_site(gs_pluggable *a)
 
 /* A malloc of client k, lock held; *oom (of n bytes) is set when the request failed for lack of
  * memory. */
+/* After a request of PyTorch's on device d (opened): the peaks the program sees since it reset
+ * them follow (memstats.h). Nothing until it reset them. */
+static void follow_peaks(gs_pluggable *a, int k, int d)
+{
+    if (k != a->torch || !gs_memstats_following(a->memstats, d)) return;
+    gs_stats now;
+    gs_tenants_client_stats(a->tenants, d, k, false, &now);
+    gs_memstats_after(a->memstats, d, &now);
+}
+
 static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, void *stream,
                            char *oom, size_t n)
 {
@@ -483,6 +500,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
            : GS_ERR_INVALID;
     a->requests++;
     if (st == GS_OK || st == GS_ERR_OOM) a->events++; /* (what the trace records) */
+    if (st == GS_OK || st == GS_ERR_OOM) follow_peaks(a, k, device);
     void *p = NULL;
     if (st == GS_OK) {
         p = (void *)(uintptr_t)b->addr;
@@ -604,6 +622,7 @@ static void client_free(gs_pluggable *a, int k, void *ptr, int device)
     } else {
         g_hash_table_remove(a->live[k][device], ptr);
         gs_tenants_free(a->tenants, device, k, b);
+        follow_peaks(a, k, device);
         a->frees++;
         a->events++;
         if (a->trace) {
@@ -754,6 +773,58 @@ void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user)
 int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user)
 {
     return pool_call(device, graph, user, POOL_USES);
+}
+
+/* torch.cuda.memory_stats() and its resets under gpusim run (torch/run/gpusim_stats.py puts
+ * these behind torch._C's, which throw for a pluggable allocator): PyTorch's statistics of
+ * device's as gpusim keeps them for the client torch, as the program sees them (memstats.h).
+ * gpusim_memory_stats writes the JSON object of PyTorch's flat keys into buf (cap bytes with
+ * the NUL; nothing with cap 0) and returns its length: call again with more when it is not less
+ * than cap. 0 for a device out of range or that cannot be opened. */
+size_t gpusim_memory_stats(int device, char *buf, size_t cap)
+{
+    gs_pluggable *a = &the_allocator;
+    size_t n = 0;
+    if (!enter(a)) return 0;
+    if (a->torch < 0) a->torch = client_of(a, "torch");
+    if (a->torch >= 0 && open_device(a, device)) {
+        gs_stats run, seen;
+        gs_tenants_client_stats(a->tenants, device, a->torch, true, &run);
+        gs_memstats_view(a->memstats, device, &run, &seen);
+        GString *out = g_string_new(NULL);
+        gs_jw w;
+        gs_jw_init(&w, out);
+        gs_report_memory_stats(&w, &seen);
+        n = out->len;
+        if (cap) g_strlcpy(buf, out->str, cap);
+        g_string_free(out, TRUE);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+/* which: 0, the peaks (reset_peak_memory_stats); 1, the accumulated counts. */
+static void reset_stats(int device, int which)
+{
+    gs_pluggable *a = &the_allocator;
+    if (!enter(a)) return;
+    if (a->torch < 0) a->torch = client_of(a, "torch");
+    if (a->torch >= 0 && open_device(a, device)) {
+        gs_stats now;
+        gs_tenants_client_stats(a->tenants, device, a->torch, which == 1, &now);
+        if (which == 0) gs_memstats_reset_peaks(a->memstats, device, &now);
+        else gs_memstats_reset_accumulated(a->memstats, device, &now);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void gpusim_reset_peak_stats(int device)
+{
+    reset_stats(device, 0);
+}
+void gpusim_reset_accumulated_stats(int device)
+{
+    reset_stats(device, 1);
 }
 
 /* The address of libgpusim_torch_oom.so's hook of PyTorch's signature (0: begin, 1: end,

@@ -6,7 +6,9 @@
  *   0-2  malloc of (1 + (A << 8 | B)) << ((OP >> 3) & 15) bytes (up to 2 GiB: OOMs happen),
  *        on device OP >> 7, stream B & 3
  *   3    free of live allocation number (A << 8 | B) modulo how many are live
- *   4    with (OP >> 3) & 7: 0 or 7, empty_cache; 1, 2, 3, PyTorch's private pool hooks on
+ *   4    with (OP >> 3) & 7: 0, empty_cache; 7, torch.cuda.memory_stats() as gpusim run's
+ *        hook asks it (into a buffer of B bytes) on device OP >> 7, and with A & 3 of 1 or 2
+ *        a reset of its peaks or of its counts first; 1, 2, 3, PyTorch's private pool hooks on
  *        device OP >> 7, pool A & 3 (a CUDA graph's; with A & 4 a MemPool's, as use_mem_pool
  *        calls them): begin (its filter takes stream B & 3), end, release; 4, 5, 6, a
  *        torch.cuda.MemPool's life as gpusim run's stand-in calls it (MemPool A & 3): made,
@@ -44,6 +46,9 @@ void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
 int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
 void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
 int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
+size_t gpusim_memory_stats(int device, char *buf, size_t cap);
+void gpusim_reset_peak_stats(int device);
+void gpusim_reset_accumulated_stats(int device);
 
 #define MiB (1024 * 1024)
 #define MAX_LIVE 4096
@@ -245,6 +250,39 @@ static void pool_op(unsigned kind, int device, unsigned a, unsigned b)
     }
 }
 
+/* The value of KEY in the statistics' JSON, or -1 when absent. */
+static long long stat_of(const char *json, const char *key)
+{
+    char quoted[96];
+    snprintf(quoted, sizeof quoted, "\"%s\": ", key);
+    const char *at = strstr(json, quoted);
+    return at ? strtoll(at + strlen(quoted), NULL, 10) : -1;
+}
+
+/* torch.cuda.memory_stats() and its resets: whatever the buffer, a NUL-ended prefix and the
+ * whole length; whatever the resets, each peak the program sees at least its current. */
+static void memory_stats(int device, unsigned a, unsigned b)
+{
+    if ((a & 3) == 1) gpusim_reset_peak_stats(device);
+    if ((a & 3) == 2) gpusim_reset_accumulated_stats(device);
+    char small[256], *whole = malloc(1 << 16);
+    size_t n = gpusim_memory_stats(device, small, b);
+    GS_FUZZ_CHECK(n == 0 || b == 0 || strlen(small) == MIN(n, (size_t)b - 1),
+                  "memory_stats into %u bytes: %zu long, %zu written", b, n, strlen(small));
+    size_t m = gpusim_memory_stats(device, whole, 1 << 16);
+    GS_FUZZ_CHECK(m == n && m < (1 << 16), "memory_stats: %zu long, then %zu", n, m);
+    static const char *const stats[] = {"allocated_bytes.all", "reserved_bytes.all",
+                                        "active.large_pool", "inactive_split_bytes.small_pool"};
+    for (size_t i = 0; m && i < sizeof stats / sizeof *stats; i++) {
+        char cur[64], peak[64];
+        snprintf(cur, sizeof cur, "%s.current", stats[i]);
+        snprintf(peak, sizeof peak, "%s.peak", stats[i]);
+        long long c = stat_of(whole, cur), p = stat_of(whole, peak);
+        GS_FUZZ_CHECK(c >= 0 && p >= c, "%s: current %lld, peak %lld", stats[i], c, p);
+    }
+    free(whole);
+}
+
 static void pools_done(void)
 {
     for (int d = 0; d < 2; d++)
@@ -288,7 +326,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (live.n) give((a << 8 | b) % live.n); /* (no thread runs here) */
             break;
         case 4:
-            if (((op >> 3) & 7) % 7) pool_op((op >> 3) & 7, (int)(op >> 7), a, b);
+            if (((op >> 3) & 7) == 7) memory_stats((int)(op >> 7), a, b);
+            else if ((op >> 3) & 7) pool_op((op >> 3) & 7, (int)(op >> 7), a, b);
             else gpusim_empty_cache();
             break;
         case 5: bad_calls(a, b); break;

@@ -14,7 +14,9 @@ the program's next line, makes gpusim the allocator:
   behind torch.cuda.empty_cache(); an OOM is raised as torch.OutOfMemoryError by the library's
   shim (libgpusim_torch_oom.so beside it), as PyTorch's own allocator raises it, and the shim's
   private pool hooks give CUDA graphs and MemPools their pools (a MemPool made by a stand-in,
-  gpusim_mempool.py, where PyTorch refuses to make one over a pluggable allocator).
+  gpusim_mempool.py, where PyTorch refuses to make one over a pluggable allocator), and
+  torch.cuda.memory_stats() and its resets answer from gpusim's statistics (gpusim_stats.py),
+  where PyTorch's raise for a pluggable allocator.
 - CuPy: cupy.cuda.set_allocator with a function that asks gpusim for memory as the client
   "cupy" (gpusim_client_malloc) on CuPy's current device and stream and gives it back
   (gpusim_client_free) when CuPy lets go of it (CuPy's own pool is then not in front: every
@@ -53,13 +55,20 @@ def use_for_torch(torch, lib):
         if address and hasattr(hooks, setter):
             getattr(hooks, setter)(address)
     torch.cuda.memory.change_current_allocator(alloc)
-    # torch.cuda.MemPool, which PyTorch 2.11 refuses to make over a pluggable allocator
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpusim_mempool.py")
-    spec = importlib.util.spec_from_file_location("gpusim_mempool", path)
-    mempool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mempool)
-    mempool.install(torch, lib)
+    # what PyTorch refuses a pluggable allocator: torch.cuda.MemPool, torch.cuda.memory_stats()
+    for name in ("gpusim_mempool", "gpusim_stats"):
+        sibling(name).install(torch, lib)
     say_fatal_ooms(lib)
+
+
+def sibling(name):
+    """The module NAME.py beside this file, loaded by its path (not found on sys.path, where a
+    module of the program's might have its name)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def say_fatal_ooms(lib):
