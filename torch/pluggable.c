@@ -79,6 +79,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "gpusim_torch.h"
 #include "memstats.h"
 #include "pools.h"
 #include "report.h"
@@ -137,28 +138,6 @@ typedef struct {
 } gs_pluggable;
 
 static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER, .torch = -1};
-
-void *gpusim_malloc(ssize_t size, int device, void *stream);
-void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
-void gpusim_empty_cache(void);
-int gpusim_client(const char *name);
-void *gpusim_client_malloc(int client, ssize_t size, int device, void *stream);
-void gpusim_client_free(int client, void *ptr, ssize_t size, int device, void *stream);
-void gpusim_client_empty_cache(int client);
-size_t gpusim_reserved(int device);
-size_t gpusim_client_reserved(int client, int device);
-size_t gpusim_client_limit(int client, int device);
-void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter filter, void *ctx);
-void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
-void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
-int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
-void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
-int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
-size_t gpusim_memory_stats(int device, char *buf, size_t cap);
-void gpusim_reset_peak_stats(int device);
-void gpusim_reset_accumulated_stats(int device);
-void *gpusim_pool_hook(int which);
-void gpusim_oom_fatal(void);
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread

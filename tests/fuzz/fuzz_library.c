@@ -36,19 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void *gpusim_malloc(ssize_t size, int device, void *stream);
-void gpusim_free(void *ptr, ssize_t size, int device, void *stream);
-void gpusim_empty_cache(void);
-typedef int (*pool_filter)(void *ctx, void *stream);
-void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, pool_filter f, void *ctx);
-void gpusim_pool_end(int device, uint64_t graph, uint64_t user);
-void gpusim_pool_release(int device, uint64_t graph, uint64_t user);
-int gpusim_mempool_create(int device, uint64_t graph, uint64_t user);
-void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user);
-int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user);
-size_t gpusim_memory_stats(int device, char *buf, size_t cap);
-void gpusim_reset_peak_stats(int device);
-void gpusim_reset_accumulated_stats(int device);
+#include "gpusim_torch.h"
 
 #define MiB (1024 * 1024)
 #define MAX_LIVE 4096
