@@ -287,6 +287,9 @@ int gs_heap_pool_stat_type(const gs_heap *h, unsigned pool);
 /* Segment s's change of bytes reserved (gs_heap_config.on_reserve's), charged to st: its
  * reserved bytes, and its segments (a segment made or freed; not an expandable one's pages). */
 void gs_stats_charge_reserve(gs_stats *st, const gs_heap *h, const gs_segment *s, int64_t bytes);
+/* The max_split_size memory_stats reports under policy p: its oversize threshold, -1 when it
+ * has none (a heap's gs_stats.max_split_size before its first request). */
+int64_t gs_policy_max_split_size(const gs_policy *p);
 /* Every gs_stat of s, into out: each array's three types in gs_stats' order, then the two
  * oversize stats (for code that treats them alike: sums, resets). */
 #define GS_ONE_STAT_ARRAY(name) +GS_STAT_TYPES

@@ -36,7 +36,7 @@ gs_heap *gs_heap_new(const gs_policy *policy, gs_backend *be, const gs_heap_conf
         if (rejects) h->reject_above = h->P->reject_above(policy->cfg, total);
     }
     h->oversize = h->P->oversize ? h->P->oversize(h->cfg) : UINT64_MAX;
-    h->st.max_split_size = h->oversize == UINT64_MAX ? -1 : (int64_t)h->oversize;
+    h->st.max_split_size = gs_policy_max_split_size(policy);
     h->gc_active = h->limit > 0 && h->P->collect != NULL;
     h->gc_ages = h->gc_active;
     h->keeps_cache = h->P->keeps_cache && h->P->keeps_cache(h->cfg);
@@ -812,6 +812,12 @@ gs_status gs_heap_pool_release(gs_heap *h, uint32_t id, bool empty_now)
 uint32_t gs_heap_pool_id(const gs_heap *h, unsigned k)
 {
     return k >= 1 && k <= GS_MAX_PRIVATE_POOLS ? h->priv[k].id : 0;
+}
+
+int64_t gs_policy_max_split_size(const gs_policy *p)
+{
+    uint64_t o = p->ops->oversize ? p->ops->oversize(p->cfg) : UINT64_MAX;
+    return o == UINT64_MAX ? -1 : (int64_t)o;
 }
 
 int gs_heap_pool_uses(const gs_heap *h, uint32_t id)

@@ -353,6 +353,13 @@ import torch
 M = 1 << 20
 s = torch.cuda.memory_stats(0)
 assert s["allocated_bytes.all.current"] == 0 and s["num_alloc_retries"] == 0, s
+assert torch.cuda.memory_stats(3)["reserved_bytes.all.peak"] == 0  # not used: zeros, not opened
+torch.cuda.reset_peak_memory_stats(3)
+try:
+    torch.cuda.memory_stats(999)
+    raise AssertionError("a device out of range has statistics")
+except RuntimeError:
+    pass
 a = torch.cuda.alloc(300 * M)
 b = torch.cuda.alloc(100 * M)
 s = torch.cuda.memory_stats(0)
@@ -375,9 +382,12 @@ s = torch.cuda.memory_stats(0)
 assert s["allocation.all.allocated"] == 1 and s["allocated_bytes.all.current"] == 110 * M, s
 print("stats done")
 PY
-"$gpusim" run --backend sim -p pytorch --stats "$tmp/st.json" --trace "$tmp/st.gstrace" -- \
-    python3 "$tmp/stats.py" >"$tmp/out" 2>"$tmp/err" && grep -q "stats done" "$tmp/out" ||
-    fail "run: torch.cuda.memory_stats: $(cat "$tmp/out" "$tmp/err")"
+for mode in separate shared; do  # (shared: the one allocator's figures)
+    "$gpusim" run --backend sim --clients $mode -p pytorch --stats "$tmp/st.json" \
+        --trace "$tmp/st.gstrace" -- python3 "$tmp/stats.py" >"$tmp/out" 2>"$tmp/err" &&
+        grep -q "stats done" "$tmp/out" ||
+        fail "run --clients $mode: torch.cuda.memory_stats: $(cat "$tmp/out" "$tmp/err")"
+done
 "$gpusim" replay -q "$tmp/st.gstrace" -p pytorch -f json -o "$tmp/st-replay.json" ||
     fail "replay of the statistics' run"
 python3 - "$tmp/st.json" "$tmp/st-replay.json" <<'PY' || fail "run: a reset touched the run's figures"
@@ -386,6 +396,7 @@ a = json.load(open(sys.argv[1]))[0]["results"][0]
 b = json.load(open(sys.argv[2]))[0]["results"][0]
 assert a["peak_allocated_bytes"] == b["peak_allocated_bytes"] == 400 << 20, a["peak_allocated_bytes"]
 assert a["memory_stats"] == b["memory_stats"], "the run's memory_stats differ from the replay's"
+assert len(json.load(open(sys.argv[1]))[0]["results"]) == 1, "a device only asked about was opened"
 PY
 expect_error "run --device-total on the GPU" "simulated device" "$gpusim" run --device-total 1GiB -- python3 -c pass
 # the program's exit status is gpusim's

@@ -453,13 +453,33 @@ static gs_pools_site pools_site(gs_pluggable *a)
 
 /* A malloc of client k, lock held; *oom (of n bytes) is set when the request failed for lack of
  * memory. */
-/* After a request of PyTorch's on device d (opened): the peaks the program sees since it reset
- * them follow (memstats.h). Nothing until it reset them. */
+/* The policy of PyTorch's requests. */
+static const gs_policy *torch_policy(const gs_pluggable *a)
+{
+    const gs_policy *own = a->mode == GS_CLIENTS_SHARED ? NULL : a->client_policy[a->torch];
+    return own ? own : a->policy;
+}
+
+/* The statistics PyTorch's program sees the figures of, on device d (used): its client's, or
+ * under shared pools the one allocator's (a client's part is not kept for every figure). */
+static void torch_stats(const gs_pluggable *a, int d, bool full, gs_stats *out)
+{
+    int k = a->mode == GS_CLIENTS_SHARED ? 0 : a->torch;
+    if (a->mode == GS_CLIENTS_SHARED)
+        *out = full ? *gs_heap_stats(gs_tenants_heap(a->tenants, d, k))
+                    : *gs_heap_stats_now(gs_tenants_heap(a->tenants, d, k));
+    else gs_tenants_client_stats(a->tenants, d, k, full, out);
+}
+
+/* After a request of client k on device d (opened): the peaks PyTorch's program sees since it
+ * reset them follow (memstats.h). Nothing until it reset them. */
 static void follow_peaks(gs_pluggable *a, int k, int d)
 {
-    if (k != a->torch || !gs_memstats_following(a->memstats, d)) return;
+    /* (shared: the one allocator's figures, which every client's request moves) */
+    if ((k != a->torch && a->mode != GS_CLIENTS_SHARED) || !gs_memstats_following(a->memstats, d))
+        return;
     gs_stats now;
-    gs_tenants_client_stats(a->tenants, d, k, false, &now);
+    torch_stats(a, d, false, &now);
     gs_memstats_after(a->memstats, d, &now);
 }
 
@@ -764,11 +784,14 @@ size_t gpusim_memory_stats(int device, char *buf, size_t cap)
 {
     gs_pluggable *a = &the_allocator;
     size_t n = 0;
-    if (!enter(a)) return 0;
+    if (device < 0 || device >= MAX_DEVICES || !enter(a)) return 0;
     if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0 && open_device(a, device)) {
-        gs_stats run, seen;
-        gs_tenants_client_stats(a->tenants, device, a->torch, true, &run);
+    if (a->torch >= 0) {
+        /* a device PyTorch has not used: zeros, not opened (opening makes a CUDA context and
+         * moves the thread's current device; the run's figures would gain a device) */
+        gs_stats run = {0}, seen;
+        if (a->used[device]) torch_stats(a, device, true, &run);
+        else run.max_split_size = gs_policy_max_split_size(torch_policy(a));
         gs_memstats_view(a->memstats, device, &run, &seen);
         GString *out = g_string_new(NULL);
         gs_jw w;
@@ -786,11 +809,11 @@ size_t gpusim_memory_stats(int device, char *buf, size_t cap)
 static void reset_stats(int device, int which)
 {
     gs_pluggable *a = &the_allocator;
-    if (!enter(a)) return;
+    if (device < 0 || device >= MAX_DEVICES || !enter(a)) return;
     if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0 && open_device(a, device)) {
-        gs_stats now;
-        gs_tenants_client_stats(a->tenants, device, a->torch, which == 1, &now);
+    if (a->torch >= 0) {
+        gs_stats now = {0}; /* (a device not used yet: all zeros) */
+        if (a->used[device]) torch_stats(a, device, which == 1, &now);
         if (which == 0) gs_memstats_reset_peaks(a->memstats, device, &now);
         else gs_memstats_reset_accumulated(a->memstats, device, &now);
     }

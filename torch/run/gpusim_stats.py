@@ -12,7 +12,11 @@ torch._C functions torch.cuda's Python calls for them:
 - _cuda_resetPeakMemoryStats(device), _cuda_resetAccumulatedMemoryStats(device): the program's
   view starts again from there; the run's own statistics (--stats, the verdict) are not reset
   (torch/memstats.h).
-Under shared pools (--clients shared) the statistics are PyTorch's part of the one allocator's.
+Under shared pools (--clients shared) they are the one allocator's, every client's requests
+in them (PyTorch's part is not kept for every figure). A device PyTorch has not used reads as
+zeros, and is not opened. torch.accelerator's memory functions (PyTorch 2.9 and later) go
+through other entry points (_accelerator_getDeviceStats), which are not replaced: they still
+raise.
 """
 import ctypes
 import json
@@ -42,8 +46,10 @@ def install(torch, lib):
         while True:  # (another thread's request may lengthen a figure between two calls)
             buf = ctypes.create_string_buffer(size)
             n = so.gpusim_memory_stats(device, buf, size)
+            if not n:  # as PyTorch says it of a device number out of range
+                raise RuntimeError(f"Invalid device argument {device}: gpusim keeps no statistics for it")
             if n < size:
-                return nested(json.loads(buf.value)) if n else {}
+                return nested(json.loads(buf.value))
             size = n + 64
 
     def reset_peak(device):
