@@ -61,13 +61,13 @@
  *
  * CUDA graphs and MemPools: PyTorch's pool hooks take C++ arguments, so the C++ shim holds
  * them (gpusim_pool_hook gives their addresses to Python) and calls gpusim_pool_begin, _end and
- * _release here; each request of PyTorch's first asks the open pools' filters (pools.h).
- * PyTorch 2.11 refuses to make a torch.cuda.MemPool over a pluggable allocator, so gpusim run's
- * hook stands in for the class and calls gpusim_mempool_create, _destroy and _use_count.
+ * _release (entries.c, with the MemPool stand-in's and torch.cuda.memory_stats()'s entry
+ * points); each request of PyTorch's first asks the open pools' filters (pools.h).
  *
  * PyTorch calls the allocator from several threads (autograd runs the backward pass on its own),
  * so one mutex guards everything. The entry points have no context argument, so the state is
- * necessarily one object per process: it is kept in the single struct below and nowhere else.
+ * necessarily one object per process: it is kept in the single struct of library.h, defined
+ * below, and nowhere else.
  * Only the gpusim_* symbols are exported (torch/pluggable.map): the core, GLib's users and the
  * CUDA runtime linked in stay private to the library, whatever the host process has loaded.
  */
@@ -80,64 +80,15 @@
 #include <unistd.h>
 
 #include "gpusim_torch.h"
-#include "memstats.h"
-#include "pools.h"
+#include "library.h"
 #include "report.h"
-#include "tenants.h"
-
-#define MAX_DEVICES GS_TENANTS_MAX_DEVICES
-#define MAX_CLIENTS GS_TENANTS_MAX_CLIENTS
-
-typedef void (*raise_oom_fn)(const char *msg);
-
-typedef struct {
-    pthread_mutex_t lock;
-    bool ready;
-    bool failed;                       /* it could not start: the program is exiting */
-    gs_policy *policy;                 /* GPUSIM_POLICY: every client's without one of its own */
-    gs_policy *client_policy[MAX_CLIENTS]; /* GPUSIM_POLICY_<NAME>, or NULL */
-    gs_clients_mode mode;
-    gs_tenants *tenants;
-    int torch; /* PyTorch's client number; -1 until its first request */
-    uint64_t capacity, sim_total;
-    bool on_sim;
-    char *stats_path, *trace_path;
-    gs_calibration *cal;               /* the sim backend's cost model */
-    gs_backend *be[MAX_DEVICES];
-    GHashTable *live[MAX_CLIENTS][MAX_DEVICES]; /* per client and device: address -> gs_block* */
-    GHashTable *slots;                 /* device address -> trace slot + 1 (GPUSIM_TRACE) */
-    GHashTable *streams;               /* cudaStream_t -> stream index + 1 */
-    gs_trace *trace;                   /* GPUSIM_TRACE: the requests so far */
-    gint64 t0;                         /* monotonic clock at the first request, us */
-    raise_oom_fn raise_oom;            /* libgpusim_torch_oom.so's, or NULL */
-    void *torch_lib;                   /* libgpusim_torch_oom.so, or NULL: its pool hooks too */
-    gs_pools *pools;                   /* CUDA graphs' and MemPools' private pools (PyTorch's) */
-    gs_memstats *memstats;             /* the program's view of torch.cuda.memory_stats() */
-    bool said_null;                    /* the one line about an OOM returned as NULL */
-    uint64_t requests, frees, unknown_frees, wrong_device_frees, ooms, device_errors;
-    /* The last request that failed for lack of memory: its event number (in events, below),
-     * size, device and client. The statistics judge it as a replay of the recorded
-     * trace does: fatal when the process made no request after it, caught otherwise. */
-    uint64_t last_oom_event, last_oom_size;
-    /* the events the trace holds (or would): requests served or refused for memory, frees,
-     * empty_cache per device, private pool calls; last_oom_event counts in these */
-    uint64_t events;
-    bool oom_fatal; /* gpusim_oom_fatal: the program ended of its last OOM, uncaught */
-    /* GPUSIM_STATS: every used device's statistics as they were at the last OOM (at_oom_dev[i]
-     * the device of at_oom[i]), and the request counts then: what is written when the
-     * program died of it, its unwinding left out, as the trace is cut there */
-    gs_result *at_oom;
-    int at_oom_dev[MAX_DEVICES];
-    size_t n_at_oom;
-    uint64_t oom_requests, oom_frees;
-    int last_oom_device, last_oom_client;
-    uint64_t dev_ooms[MAX_DEVICES];    /* requests that failed for lack of memory, per device */
-    double host_us;                    /* time spent inside gpusim_malloc/gpusim_free */
-    int used[MAX_DEVICES];             /* devices that got a request */
-    pid_t pid;                         /* the process that set it up: the one that writes */
-} gs_pluggable;
 
 static gs_pluggable the_allocator = {.lock = PTHREAD_MUTEX_INITIALIZER, .torch = -1};
+
+gs_pluggable *gs_lib(void)
+{
+    return &the_allocator;
+}
 
 /* The library cannot start (a bad setting, no device): one line, exit status 2. Called with the
  * lock held; releases it first, so that the exit handler (write_outputs) and any other thread
@@ -299,7 +250,7 @@ static void setup(gs_pluggable *a)
 
 /* Device d ready for requests: its backend and every client's heap, made at its first request.
  * FALSE for a device number out of range. */
-static bool open_device(gs_pluggable *a, int device)
+bool gs_lib_open_device(gs_pluggable *a, int device)
 {
     if (device < 0 || device >= MAX_DEVICES) return false;
     if (gs_tenants_has(a->tenants, device)) return true;
@@ -330,7 +281,7 @@ static bool open_device(gs_pluggable *a, int device)
 
 /* Client name's number, registered at its first use under GPUSIM_POLICY_<NAME> or
  * GPUSIM_POLICY; called with the lock held, after setup. -1 (and one line) for a bad name. */
-static int client_of(gs_pluggable *a, const char *name)
+int gs_lib_client_of(gs_pluggable *a, const char *name)
 {
     size_t n = gs_tenants_count(a->tenants);
     for (size_t k = 0; k < n; k++)
@@ -395,7 +346,7 @@ static void oom_message(char *buf, size_t n, gs_pluggable *a, const gs_heap *h, 
 }
 
 /* The lock taken and the library set up; false (lock released) when it is ending the program. */
-static bool enter(gs_pluggable *a)
+bool gs_lib_enter(gs_pluggable *a)
 {
     pthread_mutex_lock(&a->lock);
     if (a->failed) { /* another thread is ending the program */
@@ -442,7 +393,7 @@ static uint32_t site_stream_index(void *ud, void *stream)
     return stream_index(ud, stream);
 }
 
-static gs_pools_site pools_site(gs_pluggable *a)
+gs_pools_site gs_lib_pools_site(gs_pluggable *a)
 {
     return (gs_pools_site){.tenants = a->tenants,
                            .client = a->torch,
@@ -453,24 +404,6 @@ static gs_pools_site pools_site(gs_pluggable *a)
 
 /* A malloc of client k, lock held; *oom (of n bytes) is set when the request failed for lack of
  * memory. */
-/* The policy of PyTorch's requests. */
-static const gs_policy *torch_policy(const gs_pluggable *a)
-{
-    const gs_policy *own = a->mode == GS_CLIENTS_SHARED ? NULL : a->client_policy[a->torch];
-    return own ? own : a->policy;
-}
-
-/* The statistics PyTorch's program sees the figures of, on device d (used): its client's, or
- * under shared pools the one allocator's (a client's part is not kept for every figure). */
-static void torch_stats(const gs_pluggable *a, int d, bool full, gs_stats *out)
-{
-    int k = a->mode == GS_CLIENTS_SHARED ? 0 : a->torch;
-    if (a->mode == GS_CLIENTS_SHARED)
-        *out = full ? *gs_heap_stats(gs_tenants_heap(a->tenants, d, k))
-                    : *gs_heap_stats_now(gs_tenants_heap(a->tenants, d, k));
-    else gs_tenants_client_stats(a->tenants, d, k, full, out);
-}
-
 /* After a request of client k on device d (opened): the peaks PyTorch's program sees since it
  * reset them follow (memstats.h). Nothing until it reset them. */
 static void follow_peaks(gs_pluggable *a, int k, int d)
@@ -479,7 +412,7 @@ static void follow_peaks(gs_pluggable *a, int k, int d)
     if ((k != a->torch && a->mode != GS_CLIENTS_SHARED) || !gs_memstats_following(a->memstats, d))
         return;
     gs_stats now;
-    torch_stats(a, d, false, &now);
+    gs_lib_torch_stats(a, d, false, &now);
     gs_memstats_after(a->memstats, d, &now);
 }
 
@@ -488,9 +421,9 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
 {
     /* (after setup: its clock starts the trace's time at 0) */
     gint64 t0 = g_get_monotonic_time();
-    bool ok = k >= 0 && open_device(a, device);
+    bool ok = k >= 0 && gs_lib_open_device(a, device);
     if (ok && k == a->torch) {
-        gs_pools_site site = pools_site(a);
+        gs_pools_site site = gs_lib_pools_site(a);
         gs_pools_route(a->pools, &site, device, stream);
     }
     gs_block *b = NULL;
@@ -539,8 +472,8 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
 {
     gs_pluggable *a = &the_allocator;
     if (size <= 0) return NULL; /* as PyTorch's own allocator: no memory for an empty tensor */
-    if (!enter(a)) return NULL;
-    if (a->torch < 0) a->torch = client_of(a, "torch");
+    if (!gs_lib_enter(a)) return NULL;
+    if (a->torch < 0) a->torch = gs_lib_client_of(a, "torch");
     char oom[512] = ""; /* on the stack: the exception raised with it skips this frame's frees */
     void *p = client_malloc(a, a->torch, size, device, stream, oom, sizeof oom);
     raise_oom_fn raise_oom = a->raise_oom;
@@ -558,8 +491,8 @@ void *gpusim_malloc(ssize_t size, int device, void *stream)
 int gpusim_client(const char *name)
 {
     gs_pluggable *a = &the_allocator;
-    if (!name || !enter(a)) return -1;
-    int k = client_of(a, name);
+    if (!name || !gs_lib_enter(a)) return -1;
+    int k = gs_lib_client_of(a, name);
     pthread_mutex_unlock(&a->lock);
     return k;
 }
@@ -573,7 +506,7 @@ static bool known_client(gs_pluggable *a, int k)
 void *gpusim_client_malloc(int client, ssize_t size, int device, void *stream)
 {
     gs_pluggable *a = &the_allocator;
-    if (size <= 0 || !enter(a)) return NULL;
+    if (size <= 0 || !gs_lib_enter(a)) return NULL;
     char oom[512] = "";
     void *p = known_client(a, client)
                   ? client_malloc(a, client, size, device, stream, oom, sizeof oom)
@@ -696,152 +629,6 @@ void gpusim_client_empty_cache(int client)
     pthread_mutex_lock(&a->lock);
     client_empty_cache(a, client);
     pthread_mutex_unlock(&a->lock);
-}
-
-/* PyTorch's pool hooks, for its client (through libgpusim_torch_oom.so's C++ ones, which hold
- * the filter PyTorch gives): pools.h. Lock held inside. */
-void gpusim_pool_begin(int device, uint64_t graph, uint64_t user, gs_pool_filter filter, void *ctx)
-{
-    gs_pluggable *a = &the_allocator;
-    if (!enter(a)) return;
-    if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0 && open_device(a, device)) {
-        gs_pools_site site = pools_site(a);
-        if (gs_pools_begin(a->pools, &site, device, graph, user, filter, ctx) != GS_OK)
-            fprintf(stderr,
-                    "gpusim: private pool (%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
-                    ") on device %d: too many pools or captures at once (15 pools, deleted "
-                    "ones counted until their memory is released); its requests go to the "
-                    "ordinary pools\n",
-                    graph, user, device);
-    }
-    pthread_mutex_unlock(&a->lock);
-}
-
-enum { POOL_END, POOL_RELEASE, POOL_DESTROY, POOL_USES };
-
-/* A call on pool (graph, user) that some begin or creation made: the end, the release, the
- * release that empties its cache at once, or its uses (the value returned; 0 otherwise). */
-static int pool_call(int device, uint64_t graph, uint64_t user, int which)
-{
-    gs_pluggable *a = &the_allocator;
-    int n = 0;
-    if (!enter(a)) return 0;
-    if (a->torch >= 0 && device >= 0 && device < MAX_DEVICES && a->used[device]) {
-        gs_pools_site site = pools_site(a);
-        if (which == POOL_END) gs_pools_end(a->pools, &site, device, graph, user);
-        else if (which == POOL_USES) n = gs_pools_uses(a->pools, &site, device, graph, user);
-        else gs_pools_release(a->pools, &site, device, graph, user, which == POOL_DESTROY);
-    }
-    pthread_mutex_unlock(&a->lock);
-    return n;
-}
-
-void gpusim_pool_end(int device, uint64_t graph, uint64_t user)
-{
-    pool_call(device, graph, user, POOL_END);
-}
-void gpusim_pool_release(int device, uint64_t graph, uint64_t user)
-{
-    pool_call(device, graph, user, POOL_RELEASE);
-}
-
-/* torch.cuda.MemPool's life, for gpusim run's stand-in (torch/run/gpusim_mempool.py), since
- * PyTorch 2.11's CUDAPluggableAllocator refuses to make one: the construction (the pool made,
- * with a use: createOrIncrefPool), the destruction (releasePool, then emptyCache of the pool)
- * and use_count. Nonzero from create when the pool could not be made (a 16th pool: its use is
- * owed until a begin finds it a slot, pools.h; a pair of zeros): its requests go to the
- * ordinary pools until then. */
-int gpusim_mempool_create(int device, uint64_t graph, uint64_t user)
-{
-    gs_pluggable *a = &the_allocator;
-    gs_status st = GS_ERR_INVALID;
-    if (!enter(a)) return 1;
-    if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0 && open_device(a, device)) {
-        gs_pools_site site = pools_site(a);
-        st = gs_pools_create(a->pools, &site, device, graph, user);
-    }
-    pthread_mutex_unlock(&a->lock);
-    return st != GS_OK;
-}
-void gpusim_mempool_destroy(int device, uint64_t graph, uint64_t user)
-{
-    pool_call(device, graph, user, POOL_DESTROY);
-}
-int gpusim_mempool_use_count(int device, uint64_t graph, uint64_t user)
-{
-    return pool_call(device, graph, user, POOL_USES);
-}
-
-/* torch.cuda.memory_stats() and its resets under gpusim run (torch/run/gpusim_stats.py puts
- * these behind torch._C's, which throw for a pluggable allocator): PyTorch's statistics of
- * device's as gpusim keeps them for the client torch, as the program sees them (memstats.h).
- * gpusim_memory_stats writes the JSON object of PyTorch's flat keys into buf (cap bytes with
- * the NUL; nothing with cap 0) and returns its length: call again with more when it is not less
- * than cap. 0 for a device out of range or that cannot be opened. */
-size_t gpusim_memory_stats(int device, char *buf, size_t cap)
-{
-    gs_pluggable *a = &the_allocator;
-    size_t n = 0;
-    if (device < 0 || device >= MAX_DEVICES || !enter(a)) return 0;
-    if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0) {
-        /* a device PyTorch has not used: zeros, not opened (opening makes a CUDA context and
-         * moves the thread's current device; the run's figures would gain a device) */
-        gs_stats run = {0}, seen;
-        if (a->used[device]) torch_stats(a, device, true, &run);
-        else run.max_split_size = gs_policy_max_split_size(torch_policy(a));
-        gs_memstats_view(a->memstats, device, &run, &seen);
-        GString *out = g_string_new(NULL);
-        gs_jw w;
-        gs_jw_init(&w, out);
-        gs_report_memory_stats(&w, &seen);
-        n = out->len;
-        if (cap) g_strlcpy(buf, out->str, cap);
-        g_string_free(out, TRUE);
-    }
-    pthread_mutex_unlock(&a->lock);
-    return n;
-}
-
-/* which: 0, the peaks (reset_peak_memory_stats); 1, the accumulated counts. */
-static void reset_stats(int device, int which)
-{
-    gs_pluggable *a = &the_allocator;
-    if (device < 0 || device >= MAX_DEVICES || !enter(a)) return;
-    if (a->torch < 0) a->torch = client_of(a, "torch");
-    if (a->torch >= 0) {
-        gs_stats now = {0}; /* (a device not used yet: all zeros) */
-        if (a->used[device]) torch_stats(a, device, which == 1, &now);
-        if (which == 0) gs_memstats_reset_peaks(a->memstats, device, &now);
-        else gs_memstats_reset_accumulated(a->memstats, device, &now);
-    }
-    pthread_mutex_unlock(&a->lock);
-}
-
-void gpusim_reset_peak_stats(int device)
-{
-    reset_stats(device, 0);
-}
-void gpusim_reset_accumulated_stats(int device)
-{
-    reset_stats(device, 1);
-}
-
-/* The address of libgpusim_torch_oom.so's hook of PyTorch's signature (0: begin, 1: end,
- * 2: release), for CUDAPluggableAllocator's setters; NULL without that library, or one built
- * before it had them. (The first call sets the library up, as a first request would.) */
-void *gpusim_pool_hook(int which)
-{
-    static const char *const names[] = {"gpusim_torch_begin_allocate_to_pool",
-                                        "gpusim_torch_end_allocate_to_pool",
-                                        "gpusim_torch_release_pool"};
-    gs_pluggable *a = &the_allocator;
-    if (which < 0 || which > 2 || !enter(a)) return NULL;
-    void *f = a->torch_lib ? dlsym(a->torch_lib, names[which]) : NULL;
-    pthread_mutex_unlock(&a->lock);
-    return f;
 }
 
 /* The program is ending of its last OOM, not caught (gpusim run's hook calls this from
