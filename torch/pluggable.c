@@ -432,7 +432,7 @@ static void *client_malloc(gs_pluggable *a, int k, ssize_t size, int device, voi
            : GS_ERR_INVALID;
     a->requests++;
     if (st == GS_OK || st == GS_ERR_OOM) a->events++; /* (what the trace records) */
-    if (st == GS_OK || st == GS_ERR_OOM) follow_peaks(a, k, device);
+    if (ok) follow_peaks(a, k, device); /* (a driver error may have mapped some pages) */
     void *p = NULL;
     if (st == GS_OK) {
         p = (void *)(uintptr_t)b->addr;
