@@ -78,7 +78,8 @@ class use_mem_pool:
 def _no_stats(*args):
     raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats.")
 _C = types.SimpleNamespace(_cuda_memoryStats=_no_stats, _cuda_resetPeakMemoryStats=_no_stats,
-                           _cuda_resetAccumulatedMemoryStats=_no_stats)
+                           _cuda_resetAccumulatedMemoryStats=_no_stats,
+                           _accelerator_getDeviceStats=_no_stats)
 def memory_stats(device=0):
     flat = {}
     def walk(prefix, obj):
@@ -380,6 +381,7 @@ assert s["allocation.all.allocated"] == 0 and s["num_device_alloc"] == 0, s
 d = torch.cuda.alloc(10 * M)
 s = torch.cuda.memory_stats(0)
 assert s["allocation.all.allocated"] == 1 and s["allocated_bytes.all.current"] == 110 * M, s
+assert torch._C._accelerator_getDeviceStats(0) == torch._C._cuda_memoryStats(0)  # torch.accelerator's
 print("stats done")
 PY
 for mode in separate shared; do  # (shared: the one allocator's figures)

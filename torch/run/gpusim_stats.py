@@ -5,8 +5,8 @@ memory_allocated(), max_memory_allocated(), memory_reserved(), max_memory_reserv
 memory_summary() and the resets of the peaks, raise "CUDAPluggableAllocator does not yet
 support getDeviceStats", so a program that logs its memory died under gpusim run. gpusim keeps
 every statistic PyTorch's own allocator keeps, the same way (docs/metrics.md): gpusim run's hook
-(sitecustomize.py beside this file) calls install(), which puts the library's behind the three
-torch._C functions torch.cuda's Python calls for them:
+(sitecustomize.py beside this file) calls install(), which puts the library's behind the
+torch._C functions torch.cuda's (and torch.accelerator's) Python calls for them:
 - _cuda_memoryStats(device): the client torch's statistics on that device as the nested dict
   PyTorch's returns (torch.cuda.memory_stats flattens it into its dotted keys);
 - _cuda_resetPeakMemoryStats(device), _cuda_resetAccumulatedMemoryStats(device): the program's
@@ -15,8 +15,8 @@ torch._C functions torch.cuda's Python calls for them:
 Under shared pools (--clients shared) they are the one allocator's, every client's requests
 in them (PyTorch's part is not kept for every figure). A device PyTorch has not used reads as
 zeros, and is not opened. torch.accelerator's memory functions (PyTorch 2.9 and later) go
-through other entry points (_accelerator_getDeviceStats), which are not replaced: they still
-raise.
+through _accelerator_getDeviceStats and its resets, whose dict has the same keys (PyTorch's
+torch/csrc/DeviceAccelerator.cpp): replaced the same way where they exist.
 """
 import ctypes
 import json
@@ -62,3 +62,9 @@ def install(torch, lib):
     C._cuda_memoryStats = memory_stats
     C._cuda_resetPeakMemoryStats = reset_peak
     C._cuda_resetAccumulatedMemoryStats = reset_accumulated
+    # torch.accelerator's (PyTorch 2.9 and later): the same nested dict, the same keys
+    for name, f in (("_accelerator_getDeviceStats", memory_stats),
+                    ("_accelerator_resetPeakStats", reset_peak),
+                    ("_accelerator_resetAccumulatedStats", reset_accumulated)):
+        if hasattr(C, name):
+            setattr(C, name, f)
