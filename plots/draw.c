@@ -393,6 +393,15 @@ void gs_gp_legend_strip(GString *g, double y, double h, const char *const *label
     g_string_append_c(g, '\n');
 }
 
+long gs_plot_text_chars(const char *label)
+{
+    if (g_utf8_validate(label, -1, NULL)) return g_utf8_strlen(label, -1);
+    char *valid = g_utf8_make_valid(label, -1);
+    long n = g_utf8_strlen(valid, -1);
+    g_free(valid);
+    return n;
+}
+
 char *gs_plot_fit_text(const char *label, long fit)
 {
     /* the label comes from a file: where it is not UTF-8, the character walk below would run

@@ -62,7 +62,7 @@ static char *key_line(const gs_plot_frontier_point *p, size_t i, long fit)
     char *what = p->drawn ? g_strdup_printf("%.4f x bound, %.2f x default%s", p->memory, p->time,
                                             p->pareto ? ", on the front" : "")
                           : g_strdup(p->why_not);
-    long room = fit - (long)g_utf8_strlen(what, -1) - 6;
+    long room = fit - (long)gs_plot_text_chars(what) - 6;
     char *name = gs_plot_fit_text(p->policy, MAX(room, 12));
     char *l = g_strdup_printf("%2zu  %s: %s", i + 1, name, what);
     char *fitted = gs_plot_fit_text(l, fit);

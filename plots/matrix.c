@@ -54,7 +54,7 @@ static double label_margin(const GPtrArray *rows, long *fit)
 {
     size_t longest = 8;
     for (guint i = 0; i < rows->len; i++)
-        longest = MAX(longest, (size_t)g_utf8_strlen(rows->pdata[i], -1));
+        longest = MAX(longest, (size_t)gs_plot_text_chars(rows->pdata[i]));
     double lm = CLAMP((7.6 * (double)longest + 60.0) / 1280.0, 0.15, 0.6);
     *fit = (long)((lm * 1280.0 - 60.0) / 7.6);
     return lm;

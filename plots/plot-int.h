@@ -168,6 +168,11 @@ gboolean gs_plot_files_finish(gs_plot_files *f, gs_plotter *p, GError **err);
 /* label, or when it is longer than fit characters its start and end around an ellipsis (a
  * legend entry or a key line that must fit its room). g_free it. */
 char *gs_plot_fit_text(const char *label, long fit);
+/* The characters of a label as it is drawn (not UTF-8: as g_utf8_make_valid makes it, each bad
+ * byte one character). g_utf8_strlen on bytes that are not UTF-8 reads past their end (a lead
+ * byte claims continuation bytes, the NUL among them): a saved report's names can hold any
+ * bytes. */
+long gs_plot_text_chars(const char *label);
 
 /* ---- timeline.c, bars.c, map.c: one plot each, to dir/STEM.gp and its data ---- */
 

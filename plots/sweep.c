@@ -398,7 +398,7 @@ static void x_axis(GString *g, const sweep_axes *ax, double plot_px)
         for (guint x = 0; x < ax->xs->len; x++) {
             if (x) g_string_append(g, ", ");
             const char *label = ax->xs->pdata[x];
-            double half = TIC_CHAR_PX * (double)g_utf8_strlen(label, -1) / 2;
+            double half = TIC_CHAR_PX * (double)gs_plot_text_chars(label) / 2;
             double at = plot_px * x_frac(ax, cell_x(ax, x));
             bool room = ax->xhi <= ax->xlo || at - half >= right + TIC_GAP_PX;
             if (room) right = at + half;
@@ -450,7 +450,7 @@ static void sweep_script(GString *g, const char *stem, const char *trace, const 
      * characters, whole); the panels share the rest */
     size_t longest = 10;
     for (guint l = 0; l < ax->lines->len; l++)
-        longest = MAX(longest, (size_t)g_utf8_strlen(ax->labels->pdata[l], -1));
+        longest = MAX(longest, (size_t)gs_plot_text_chars(ax->labels->pdata[l]));
     double kw = CLAMP((7.4 * (double)longest + 80.0) / 1280.0, 1.0 / 6, 0.45);
     double top = 1.0 - 60.0 / h, ph = top / 2, kx = 1.0 - kw, pw = kx / 2;
     gs_gp_begin(g, stem, "the sweep", 1280, h);

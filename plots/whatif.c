@@ -265,7 +265,7 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     const double area = (0.97 - 0.74) * 1280;
     for (size_t i = 0; i < n; i++) {
         char *l = time_label(&rows[i]);
-        double room = MAX(area - 16 - 7.0 * (double)g_utf8_strlen(l, -1), 20.0);
+        double room = MAX(area - 16 - 7.0 * (double)gs_plot_text_chars(l), 20.0);
         tx = MAX(tx, rows[i].device_us / 1000.0 * area / room);
         g_free(l);
     }
