@@ -16,15 +16,10 @@ static const gs_policy *torch_policy(const gs_pluggable *a)
     return own ? own : a->policy;
 }
 
-/* The statistics PyTorch's program sees the figures of, on device d (used): its client's, or
- * under shared pools the one allocator's (a client's part is not kept for every figure). */
 void gs_lib_torch_stats(const gs_pluggable *a, int d, bool full, gs_stats *out)
 {
-    int k = a->mode == GS_CLIENTS_SHARED ? 0 : a->torch;
-    if (a->mode == GS_CLIENTS_SHARED)
-        *out = full ? *gs_heap_stats(gs_tenants_heap(a->tenants, d, k))
-                    : *gs_heap_stats_now(gs_tenants_heap(a->tenants, d, k));
-    else gs_tenants_client_stats(a->tenants, d, k, full, out);
+    const gs_heap *h = gs_tenants_heap(a->tenants, d, a->torch); /* (shared: the one heap) */
+    *out = full ? *gs_heap_stats(h) : *gs_heap_stats_now(h);
 }
 
 /* PyTorch's pool hooks, for its client (through libgpusim_torch_oom.so's C++ ones, which hold

@@ -79,8 +79,9 @@ bool gs_lib_open_device(gs_pluggable *a, int device);
 int gs_lib_client_of(gs_pluggable *a, const char *name);
 /* The private pools' view of the library: PyTorch's heap, the trace. */
 gs_pools_site gs_lib_pools_site(gs_pluggable *a);
-/* The statistics PyTorch's program sees the figures of, on device d (used): its client's, or
- * under shared pools the one allocator's (a client's part is not kept for every figure). */
+/* The statistics PyTorch's program sees the figures of, on device d (used): its heap's, under
+ * shared pools the one allocator's (a client's part there is not kept for every figure). full:
+ * every figure; else the currents, peaks and counters only (gs_heap_stats_now's, cheaper). */
 void gs_lib_torch_stats(const gs_pluggable *a, int d, bool full, gs_stats *out);
 
 #endif

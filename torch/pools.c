@@ -93,8 +93,7 @@ gs_status gs_pools_begin(gs_pools *p, const gs_pools_site *s, int d, uint64_t gr
     known_pool *q = filter && p->nopen < MAX_OPEN ? known(p, d, graph, user, true) : NULL;
     if (!q) return GS_ERR_INVALID;
     uint32_t id = q->id;
-    for (; q->owed && create(s, d, id) == GS_OK; q->owed--) {
-    } /* a MemPool's use, owed */
+    while (q->owed && create(s, d, id) == GS_OK) q->owed--; /* a MemPool's use, owed */
     gs_status st = call(s, d, GS_OP_POOL_BEGIN, NO_STREAM, id, false);
     if (st != GS_OK) return st; /* a 16th pool, a 17th route, or one being recorded to */
     p->open[p->nopen++] = (open_begin){.device = d,

@@ -252,17 +252,6 @@ gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, ui
     return st;
 }
 
-void gs_tenants_client_stats(const gs_tenants *t, int d, int k, bool full, gs_stats *out)
-{
-    const device *dv = t->dev[d];
-    if (t->mode == GS_CLIENTS_SHARED) {
-        *out = dv->cr[k].stats;
-        out->max_split_size = gs_heap_stats_now(dv->heap[0])->max_split_size;
-    } else {
-        *out = full ? *gs_heap_stats(dv->heap[k]) : *gs_heap_stats_now(dv->heap[k]);
-    }
-}
-
 const gs_heap *gs_tenants_heap(const gs_tenants *t, int d, int k)
 {
     return t->dev[d]->heap[k];

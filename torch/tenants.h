@@ -57,11 +57,8 @@ gs_status gs_tenants_empty_cache(gs_tenants *t, int d, int k);
 gs_status gs_tenants_pool(gs_tenants *t, int d, int k, gs_op op, uint32_t id, uint32_t stream,
                           bool flag);
 
-/* Client k's statistics on device d (opened) into out: its heap's (separate, cooperative) or
- * its part of the one heap's (shared). full: every figure; else the currents, peaks and
- * counters only (gs_heap_stats_now's, cheaper). */
-void gs_tenants_client_stats(const gs_tenants *t, int d, int k, bool full, gs_stats *out);
-/* What client k's last failed request on d met: its heap, for the OOM message. */
+/* Client k's heap on device d (shared: the one heap): what its last failed request met, for
+ * the OOM message, and whose statistics its program sees. */
 const gs_heap *gs_tenants_heap(const gs_tenants *t, int d, int k);
 /* Every heap's reserved bytes on device d. */
 uint64_t gs_tenants_reserved(const gs_tenants *t, int d);
