@@ -40,6 +40,8 @@ bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err)
         env = g_environ_setenv(env, "GPUSIM_CAPTURE_DEVICE_TOTAL", total, TRUE);
     }
     char *mark = NULL;
+    sigset_t before; /* the mark file is removed before a Ctrl-C acts (the program takes it) */
+    gs_hold_stops(&before);
     if (o->no_probe) {
         env = g_environ_setenv(env, "GPUSIM_CAPTURE_PROBE", "0", TRUE);
     } else {
@@ -97,6 +99,7 @@ bool gs_capture_run(char *const *cmd, const gs_capture_opts *o, GError **err)
         ok = false;
     }
     if (mark) g_unlink(mark);
+    gs_release_stops(&before);
     g_free(mark);
     g_string_free(skip, TRUE);
     g_strfreev(env);

@@ -204,13 +204,15 @@ char *gs_cli_hook_dir(const char *name, const char *env_var);
 /* env with dir put first on its PYTHONPATH (env is consumed, as g_environ_setenv does). */
 char **gs_cli_env_python_path(char **env, const char *dir);
 /* A child's setup (g_spawn's child_setup): its standard output goes to gpusim's standard error,
- * so gpusim's own output stays the report. */
+ * so gpusim's own output stays the report; it takes the stop signals gpusim holds back
+ * (gs_child_unblock_stops). */
 void gs_cli_child_output_to_stderr(gpointer ud);
 
 /* ---- gpusim predict (capture.c): a program's requests captured without a GPU ---- */
 typedef struct {
     uint64_t device_total; /* the device the program is told of (0: the capture's default) */
-    const char *trace;     /* where the capture writes its trace */
+    const char *trace;     /* where the capture writes its trace: a temporary file of the
+                            * caller's (removed before each run), never the user's own */
     bool no_probe;         /* no operation run on the device (torch/capture's probe.py) */
     bool quiet;            /* no line said of a capture run again */
 } gs_capture_opts;

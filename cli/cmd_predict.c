@@ -36,7 +36,8 @@ static const char predict_help[] =
     "\n"
     "Options:\n"
     "  --trace FILE     keep the captured trace in FILE (.gz: compressed), for gpusim whatif,\n"
-    "                   replay or verify --prediction later\n"
+    "                   replay or verify --prediction later (written once the capture\n"
+    "                   succeeded: a failed one leaves FILE as it was)\n"
     "  --capacity C     the cap to judge at (the device's memory, or a memory fraction's bytes)\n"
     "  --device-total B the device's memory, as the program is told it (default 80 GiB)\n"
     "  --no-probe       run no operation on the device: none of its memory is used, and what\n"
@@ -75,11 +76,21 @@ static int run_whatif(GPtrArray *args)
     gint status = 0;
     GError *err = NULL;
     fflush(stdout);
-    bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL, G_SPAWN_CHILD_INHERITS_STDIN, NULL,
-                            NULL, NULL, NULL, &status, &err);
+    bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL, G_SPAWN_CHILD_INHERITS_STDIN,
+                            gs_child_unblock_stops, NULL, NULL, NULL, &status, &err);
     g_free(self);
     if (!ran) gs_cli_usage_error("predict: cannot run gpusim whatif: %s", err->message);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The capture's trace as --trace's FILE, whole (gs_write_whole). */
+static bool copy_trace(const char *from, const char *to, GError **err)
+{
+    char *buf = NULL;
+    gsize len = 0;
+    bool ok = g_file_get_contents(from, &buf, &len, err) && gs_write_whole(to, buf, len, err);
+    g_free(buf);
+    return ok;
 }
 
 /* whatif's options (all but predict's own), checked by whatif itself before the program is
@@ -145,16 +156,25 @@ int gs_cmd_predict(int argc, char **argv)
         return checked;
     }
     GError *err = NULL;
-    char *dir = keep ? NULL : g_dir_make_tmp("gpusim-predict-XXXXXX", &err);
-    if (!keep && !dir) gs_cli_usage_error("predict: %s", err->message);
-    char *trace = keep ? g_strdup(keep) : g_build_filename(dir, "capture.gstrace", NULL);
+    /* The capture goes to a folder of gpusim's own, removed before a Ctrl-C acts (the program
+     * and whatif take it themselves); --trace's FILE is written from it only once the capture
+     * succeeded, by the rule of every output (docs/cli.md): a failed capture leaves it as it
+     * was, and a FILE that is no regular file (a FIFO, a device) is written in place. */
+    sigset_t before;
+    gs_hold_stops(&before);
+    char *dir = g_dir_make_tmp("gpusim-predict-XXXXXX", &err);
+    if (!dir) gs_cli_usage_error("predict: %s", err->message);
+    char *trace = g_build_filename(dir,
+                                   keep && g_str_has_suffix(keep, ".gz") ? "capture.gstrace.gz"
+                                                                         : "capture.gstrace",
+                                   NULL);
     o.trace = trace;
     o.quiet = quiet;
     if (!quiet)
         gs_cli_say("predict: capturing %s on the CPU (%s)...", argv[dash + 1],
                    o.no_probe ? "no GPU memory used"
                               : "each distinct operation probed once on the device");
-    bool ok = gs_capture_run(&argv[dash + 1], &o, &err);
+    bool ok = gs_capture_run(&argv[dash + 1], &o, &err) && (!keep || copy_trace(trace, keep, &err));
     int rc = GS_EXIT_USAGE;
     if (ok) {
         g_ptr_array_add(args, trace);
@@ -162,10 +182,9 @@ int gs_cmd_predict(int argc, char **argv)
             for (int i = dash; i < argc; i++) g_ptr_array_add(args, argv[i]);
         rc = run_whatif(args);
     }
-    if (dir) {
-        g_unlink(trace);
-        g_rmdir(dir);
-    }
+    g_unlink(trace);
+    g_rmdir(dir);
+    gs_release_stops(&before);
     g_free(trace);
     g_free(dir);
     g_ptr_array_free(args, TRUE);

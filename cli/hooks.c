@@ -34,6 +34,6 @@ char **gs_cli_env_python_path(char **env, const char *dir)
 
 void gs_cli_child_output_to_stderr(gpointer ud)
 {
-    (void)ud;
+    gs_child_unblock_stops(ud);
     dup2(STDERR_FILENO, STDOUT_FILENO);
 }

@@ -97,8 +97,13 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
                     spec);
         return false;
     }
+    /* a Ctrl-C ends the program (the terminal sends it to both), and then gpusim, once its
+     * folder is gone */
+    sigset_t before;
+    gs_hold_stops(&before);
     char *dir = g_dir_make_tmp("gpusim-verify-XXXXXX", err);
     if (!dir) {
+        gs_release_stops(&before);
         g_free(conf);
         return false;
     }
@@ -141,6 +146,7 @@ bool gs_verify_one(const char *spec, uint64_t cap, char *const *cmd, gs_verify_r
     g_unlink(tmp);
     g_free(tmp);
     g_rmdir(dir);
+    gs_release_stops(&before);
     g_strfreev(env);
     g_free(hook);
     g_free(out);

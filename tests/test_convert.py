@@ -1124,7 +1124,9 @@ class TestFastEntries(unittest.TestCase):
             self.assertNotIn("0x", str(obj))
 
     def test_big_snapshot_fast_and_same(self):
-        path = os.path.join(tempfile.mkdtemp(prefix="gpusim-fast-"), "s.pickle")
+        tmp = tempfile.mkdtemp(prefix="gpusim-fast-")
+        self.addCleanup(subprocess.run, ["rm", "-rf", tmp], check=False)
+        path = os.path.join(tmp, "s.pickle")
         self.big.write(path, 3000, 20, True, 1)
         with open(path, "rb") as f:
             data = f.read()

@@ -153,6 +153,33 @@ grep -q "^# probe: 0$" "$tmp/crash.gstrace" || fail "predict --no-probe: the cap
 grep -q "no GPU memory used" "$tmp/err" || fail "predict --no-probe: says none of the device is used: $(cat "$tmp/err")"
 [ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind: $(ls "$tmp/scratch")"
 
+# --trace FILE is written only from a capture that succeeded, by the rule of every output: a
+# failed capture leaves FILE as it was (it was unlinked before, link, FIFO and device alike), and
+# a link is written through
+printf 'precious\n' >"$tmp/keep.gstrace"
+ln -s keep.gstrace "$tmp/link.gstrace"
+mkfifo "$tmp/fifo.gstrace"
+for f in keep.gstrace link.gstrace fifo.gstrace; do
+    "$gpusim" predict --trace "$tmp/$f" -- true >/dev/null 2>&1
+    [ $? -eq 2 ] || fail "predict --trace $f, a capture that fails: exit 2 wanted"
+done
+[ "$(cat "$tmp/keep.gstrace")" = precious ] || fail "predict --trace: a failed capture changed FILE"
+[ -L "$tmp/link.gstrace" ] || fail "predict --trace: a failed capture removed the link"
+[ -p "$tmp/fifo.gstrace" ] || fail "predict --trace: a failed capture removed the FIFO"
+"$gpusim" predict -q --capacity 6GiB --trace "$tmp/link.gstrace" -- python3 "$tmp/prog.py" \
+    >/dev/null 2>"$tmp/err" || fail "predict --trace LINK: exit $?: $(cat "$tmp/err")"
+[ -L "$tmp/link.gstrace" ] && grep -q "^# seen: " "$tmp/keep.gstrace" ||
+    fail "predict --trace LINK: the trace written through the link"
+"$gpusim" predict -q --capacity 6GiB --trace "$tmp/cap.gstrace.gz" -- python3 "$tmp/prog.py" \
+    >/dev/null 2>"$tmp/err" || fail "predict --trace F.gz: exit $?: $(cat "$tmp/err")"
+gzip -dc "$tmp/cap.gstrace.gz" | grep -q "^# seen: " || fail "predict --trace F.gz: a compressed trace"
+# A Ctrl-C (SIGINT to the process group, as a terminal sends it) while the program runs ends
+# the program, then gpusim, by the signal, with nothing left in TMPDIR
+printf 'import time\ntime.sleep(60)\n' >"$tmp/slow.py"
+python3 "$src/tests/interrupt.py" "$gpusim" predict -- python3 "$tmp/slow.py" ||
+    fail "predict, interrupted"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind by a Ctrl-C: $(ls "$tmp/scratch")"
+
 # usage
 expect_error "predict with no program" "give the program after --" "$gpusim" predict --capacity 1GiB
 expect_error "predict with -- and nothing after" "give the program after --" "$gpusim" predict --

@@ -149,6 +149,16 @@ expect_error "verify, --format csv" "csv" "$gpusim" verify -f csv -- true
 "$gpusim" verify -- true >"$tmp/out" 2>&1 || fail "verify true: exit $?"
 grep -q "no report from the program (exit 0)" "$tmp/out" || fail "verify true: $(cat "$tmp/out")"
 
+# a Ctrl-C while the program runs (SIGINT to the process group): the program ends, then
+# gpusim by the signal, with its report folder removed
+mkdir "$tmp/scratch"
+printf 'import time\ntime.sleep(60)\n' >"$tmp/slow.py"
+TMPDIR="$tmp/scratch" python3 "$src/tests/interrupt.py" "$gpusim" verify -- python3 "$tmp/slow.py" ||
+    fail "verify, interrupted"
+TMPDIR="$tmp/scratch" python3 "$src/tests/interrupt.py" "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" \
+    --capacity 20GiB -p pytorch --verify -- python3 "$tmp/slow.py" || fail "whatif --verify, interrupted"
+[ -z "$(ls "$tmp/scratch")" ] || fail "verify: left behind by a Ctrl-C: $(ls "$tmp/scratch")"
+
 expect_error "verify, no command" "no -- CMD given" "$gpusim" verify
 expect_error "verify, no PyTorch setting" "verify runs PyTorch's own allocator" \
     "$gpusim" verify -p cupy -- true

@@ -93,6 +93,27 @@ void gs_child_restore_mask(gpointer before)
     sigprocmask(SIG_SETMASK, before, NULL);
 }
 
+void gs_hold_stops(sigset_t *before)
+{
+    sigset_t stop;
+    gs_stop_signals(&stop);
+    pthread_sigmask(SIG_BLOCK, &stop, before);
+}
+
+void gs_release_stops(const sigset_t *before)
+{
+    pthread_sigmask(SIG_SETMASK, before, NULL);
+}
+
+/* sigemptyset, sigaddset and sigprocmask: async-signal-safe, as a forked child needs */
+void gs_child_unblock_stops(gpointer ud)
+{
+    (void)ud;
+    sigset_t stop;
+    gs_stop_signals(&stop);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
+}
+
 char *gs_temp_beside(const char *path)
 {
     char *dir = g_path_get_dirname(path);

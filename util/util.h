@@ -90,6 +90,16 @@ bool gs_stop_pending(void);
  * saved where the stop signals were held back), so the program takes them: a blocked mask
  * survives exec, and GLib's spawn keeps it. */
 void gs_child_restore_mask(gpointer before);
+/* Hold the stop signals back (*before: the mask to give back) while a child runs and gpusim has
+ * a temporary file or folder of its own to remove when it ends: a Ctrl-C, which the terminal
+ * sends to the child too, ends the child; gpusim removes what it made, then gs_release_stops
+ * lets the signal act. Holds nest (the inner release gives back the outer hold). */
+void gs_hold_stops(sigset_t *before);
+void gs_release_stops(const sigset_t *before);
+/* A g_spawn child_setup: in the child, before its exec, the stop signals taken off the mask,
+ * whatever holds of gpusim's were open when it was started (nested: gs_child_restore_mask
+ * would give back an outer hold's mask). */
+void gs_child_unblock_stops(gpointer ud);
 /* A mkstemp template for a temporary file beside path: a short name of its own in path's
  * directory (path with a suffix could pass NAME_MAX: a name of 250 bytes is a valid output, one
  * 7 bytes longer is not). g_free it. */
