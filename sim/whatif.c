@@ -292,19 +292,18 @@ typedef struct {
     uint64_t events;
 } found;
 
-/* The least a capacity can be and complete, from the uncapped replay up (0: none known). No
- * allocator completes below the trace's peak allocated bytes under this setting's rounding
- * (reserved >= allocated at every moment), so the bisection starts there. That peak is the same
- * at every capacity that completes, unless the trace has requests that failed in its run (oom
- * events): those are served where memory allows, so with no cap they add to it, and only the
- * bound (live requests, any allocator) holds at every cap; but the bound is the device's,
- * every client together, so it is no floor for one client's allocator capped alone. */
-static int64_t search_floor(const gs_trace *t, const gs_result *up)
+/* The least a capacity can be and complete, from the uncapped replay up (0: none known): the
+ * trace's bound (the peak of its live requests' bytes, rounded up to 2 MiB: no allocator serves
+ * them in less), which the bisection starts from. Not the uncapped replay's peak of allocated
+ * bytes, though it is higher: a block handed out whole can be larger than its request (one of
+ * max_split_size_mb's cached oversize blocks, up to 20 MiB more; a remainder too small to
+ * split), and under a cap the release of cached blocks before a growth gives later requests
+ * blocks of their own size, so a capped run that completes can allocate less at its peak than
+ * the uncapped one did (whatif found 100 MiB for a trace that completes at 86). The bound is
+ * the device's, every client together, so it is no floor for one client's allocator capped
+ * alone. */
+static int64_t search_floor(const gs_result *up)
 {
-    if (up->oom) return 0;
-    gs_trace_caveats cv;
-    gs_trace_get_caveats(t, &cv);
-    if (!cv.n_oom_events) return gs_result_per_allocator(up, GS_FIG_ALLOCATED_PEAK);
     return gs_result_capacity_per_client(up) ? 0 : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND);
 }
 
@@ -334,7 +333,7 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
-    int64_t peak = search_floor(t, up);
+    int64_t peak = search_floor(up);
     uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
     if (up == &own) gs_result_clear(&own);
     size_t trunk = gs_probes_plan(p.probes, lo, hi);

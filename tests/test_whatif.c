@@ -312,6 +312,40 @@ START_TEST(min_capacity_per_device)
 }
 END_TEST
 
+/* The search starts from the trace's bound, not from the uncapped replay's peak of allocated
+ * bytes: under max_split_size_mb:40 the 45 MiB request takes the cached 60 MiB block whole
+ * with no cap (40 + 60 MiB allocated), but under a cap of 86 MiB the block is released first
+ * and the request gets a block of its own size (86 MiB allocated at the peak). whatif said 100
+ * MiB, a replay at 86 completes. */
+START_TEST(min_capacity_below_the_uncapped_allocated_peak)
+{
+    gs_trace *t = gs_trace_new();
+    gs_trace_add_free(t, gs_trace_add_alloc(t, "torch", 0, 60 * MiB));
+    gs_trace_add_alloc(t, "torch", 0, 40 * MiB);
+    gs_trace_add_alloc(t, "torch", 0, 45 * MiB);
+    const char *const extra[] = {"pytorch:max_split_size_mb:40", NULL};
+    GPtrArray *rows = gs_whatif_candidates(NULL, extra, NULL);
+    gs_whatif_opts o = {.device_total = 80 * GiB, .jobs = 2};
+    gs_whatif_run(rows, t, &o);
+    bool seen = false;
+    for (guint i = 0; i < rows->len; i++) {
+        const gs_whatif_row *r = rows->pdata[i];
+        ck_assert_msg(r->search.found, "%s", r->pol->spec);
+        uint64_t m = r->search.min_capacity;
+        ck_assert_msg(completes(t, r->pol, m, o.device_total), "%s", r->pol->spec);
+        ck_assert_msg(!completes(t, r->pol, m - GS_WHATIF_STEP, o.device_total),
+                      "%s: %" G_GUINT64_FORMAT, r->pol->spec, m);
+        if (!r->given) continue;
+        seen = true;
+        ck_assert_uint_eq(r->at_cap.stats.allocated_bytes[GS_STAT_ALL].peak, 100 * MiB);
+        ck_assert_uint_eq(m, 86 * MiB);
+    }
+    ck_assert(seen);
+    gs_whatif_rows_free(rows);
+    gs_trace_free(t);
+}
+END_TEST
+
 /* The front: a point is on it when it has a minimum, completes uncapped, and no other such
  * point needs no more memory and no more time with less of one; equal points are both on it. */
 START_TEST(frontier_marks_the_undominated)
@@ -396,6 +430,7 @@ static Suite *whatif_suite(void)
     tcase_add_test(tc, frontier_marks_the_undominated);
     tcase_add_test(tr, frontier_of_a_trace);
     tcase_add_test(tr, min_capacity_per_device);
+    tcase_add_test(tr, min_capacity_below_the_uncapped_allocated_peak);
     tcase_add_test(tr, min_capacity_of_settings_that_read_the_limit);
     tcase_add_test(tr, settings_alike_share_a_search);
     suite_add_tcase(s, tr);
