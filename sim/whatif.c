@@ -49,12 +49,24 @@ static bool ok_at(prober *p, uint64_t k)
     return d.ok;
 }
 
-static void bisect(prober *pr, uint64_t lo, uint64_t hi)
+/* The first of GS_WHATIF_GRID - 1 steps spread over (from, to) that completes, or 0. */
+static uint64_t grid_success(prober *pr, uint64_t from, uint64_t to)
+{
+    for (unsigned g = 1; g < GS_WHATIF_GRID && to > from + 1; g++) {
+        uint64_t k = from + (to - from) * g / GS_WHATIF_GRID;
+        if (k > from && k < to && ok_at(pr, k)) return k;
+    }
+    return 0;
+}
+
+static void bisect(prober *pr, uint64_t lo, uint64_t from, uint64_t hi)
 {
     const uint64_t step = pr->step;
     gs_whatif_search *out = pr->out;
-    /* in steps: lo_k fails (known), hi_k is the largest considered */
-    uint64_t lo_k = lo / step, hi_k = hi / step;
+    /* in steps: lo_k fails (known), hi_k is the largest considered; the bisection starts from
+     * hint_k (>= lo_k), likely to fail but not known to */
+    uint64_t lo_k = MAX(lo, from) / step, hi_k = hi / step;
+    const uint64_t hint_k = lo_k, known_k = lo / step;
     if (hi_k <= lo_k) return;
     if (!ok_at(pr, hi_k)) {
         /* fails at the largest capacity: the grid below still says whether it ever completes */
@@ -69,30 +81,33 @@ static void bisect(prober *pr, uint64_t lo, uint64_t hi)
         }
         if (!out->fails_above) return;
     }
-    /* invariant: fails at lo_k (or lo_k is the known-failing bound), completes at hi_k */
-    uint64_t floor_k = lo_k;
+    /* invariant: fails at lo_k (or lo_k is the known-failing bound, or the hint), completes
+     * at hi_k */
+    const uint64_t floor_k = known_k;
     for (;;) {
         while (hi_k - lo_k > 1) {
             uint64_t mid = lo_k + (hi_k - lo_k) / 2;
             if (ok_at(pr, mid)) hi_k = mid;
             else lo_k = mid;
         }
-        /* The steps just below the answer, then a grid further down: a success there means
-         * the bisection stopped at a later boundary (hi_k - 1 fails, yet less memory
-         * completes): search again below it. (A window where an allocator fails is often a
-         * few steps wide, next to its boundary: the grid alone passed over them.) */
-        uint64_t below = 0;
+        /* The step below the answer (the hint, if the bisection stopped on it unreplayed),
+         * the steps just below that, then a grid further down, first above the hint, then
+         * below it: a success there means the bisection stopped at a later boundary (hi_k - 1
+         * fails, yet less memory completes): search again below it. (A window where an
+         * allocator fails is often a few steps wide, next to its boundary: the grid alone
+         * passed over them. The grid above the hint is the one a search from there makes, and
+         * finds the windows such a search finds.) */
+        uint64_t below = hi_k - 1 > floor_k && ok_at(pr, hi_k - 1) ? hi_k - 1 : 0;
         for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > floor_k + d; d++)
             if (ok_at(pr, hi_k - d)) below = hi_k - d;
-        for (unsigned g = 1; g < GS_WHATIF_GRID && !below; g++) {
-            uint64_t k = floor_k + (hi_k - 1 - floor_k) * g / GS_WHATIF_GRID;
-            if (k <= floor_k || k >= hi_k - 1) continue;
-            if (ok_at(pr, k)) below = k;
-        }
+        if (!below) below = grid_success(pr, MAX(floor_k, MIN(hint_k, hi_k - 1)), hi_k - 1);
+        if (!below && hint_k > floor_k) below = grid_success(pr, floor_k, MIN(hint_k, hi_k - 1));
         if (!below) break;
-        if ((hi_k - 1) * step > out->fails_above) out->fails_above = (hi_k - 1) * step;
+        /* hi_k - 1 failed, unless it is the success (the hint, unreplayed till now) */
+        if (below != hi_k - 1 && (hi_k - 1) * step > out->fails_above)
+            out->fails_above = (hi_k - 1) * step;
         hi_k = below;
-        lo_k = floor_k;
+        lo_k = hint_k < below ? hint_k : floor_k; /* from the hint again while it is below */
     }
     out->found = true;
     out->min_capacity = hi_k * step;
@@ -111,13 +126,19 @@ static void bisect(prober *pr, uint64_t lo, uint64_t hi)
     }
 }
 
-void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
-                      gs_whatif_search *out)
+void gs_whatif_bisect_from(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t from,
+                           uint64_t hi, uint64_t step, gs_whatif_search *out)
 {
     memset(out, 0, sizeof *out);
     prober pr = {probe, ud, step, out, g_array_new(FALSE, FALSE, sizeof(probe_done))};
-    bisect(&pr, lo, hi);
+    bisect(&pr, lo, from, hi);
     g_array_free(pr.done, TRUE);
+}
+
+void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
+                      gs_whatif_search *out)
+{
+    gs_whatif_bisect_from(probe, ud, lo, lo, hi, step, out);
 }
 
 /* ---- candidates ---- */
@@ -292,19 +313,28 @@ typedef struct {
     uint64_t events;
 } found;
 
-/* The least a capacity can be and complete, from the uncapped replay up (0: none known): the
- * trace's bound (the peak of its live requests' bytes, rounded up to 2 MiB: no allocator serves
- * them in less), which the bisection starts from. Not the uncapped replay's peak of allocated
- * bytes, though it is higher: a block handed out whole can be larger than its request (one of
- * max_split_size_mb's cached oversize blocks, up to 20 MiB more; a remainder too small to
- * split), and under a cap the release of cached blocks before a growth gives later requests
- * blocks of their own size, so a capped run that completes can allocate less at its peak than
- * the uncapped one did (whatif found 100 MiB for a trace that completes at 86). The bound is
- * the device's, every client together, so it is no floor for one client's allocator capped
- * alone. */
-static int64_t search_floor(const gs_result *up)
+/* Where the bisection starts, in whole steps below the first that can complete: *known, below
+ * which none completes, and *from (>= *known), below which none is likely to.
+ * *known is the trace's bound (the peak of its live requests' bytes, rounded up to 2 MiB: no
+ * allocator serves them in less); 0 with several clients each capped alone, the bound being
+ * the device's, every client together. *from is the uncapped replay's peak of allocated bytes,
+ * where the search started until it was found to be no floor: a block handed out whole can be
+ * larger than its request (one of max_split_size_mb's cached oversize blocks, up to 20 MiB
+ * more; a remainder too small to split), and under a cap the release of cached blocks before
+ * a growth gives later requests blocks of their own size, so a capped run that completes can
+ * allocate less at its peak than the uncapped one did (whatif said 100 MiB for a trace that
+ * completes at 86). Where that run failed, or the trace has requests its program caught
+ * failing (served with no cap, they add to it), *from is *known. */
+static void search_floor(const gs_trace *t, const gs_result *up, uint64_t *known, uint64_t *from)
 {
-    return gs_result_capacity_per_client(up) ? 0 : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND);
+    int64_t b = gs_result_capacity_per_client(up) ? 0
+                                                  : gs_result_per_allocator(up, GS_FIG_LOWER_BOUND);
+    gs_trace_caveats cv;
+    gs_trace_get_caveats(t, &cv);
+    int64_t a = up->oom || cv.n_oom_events ? 0 : gs_result_per_allocator(up, GS_FIG_ALLOCATED_PEAK);
+    *known = b > 0 ? ((uint64_t)b - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
+    *from = a > 0 ? ((uint64_t)a - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
+    *from = MAX(*from, *known);
 }
 
 /* The search of one row: its uncapped replay (the trunk of its probes' checkpoints,
@@ -333,19 +363,19 @@ static void search_row(gs_whatif_row *r, const gs_trace *t, const gs_whatif_opts
         need = (need / GS_WHATIF_STEP + 1) * GS_WHATIF_STEP;
         hi = MIN(hi, need);
     }
-    int64_t peak = search_floor(up);
-    uint64_t lo = peak > 0 ? ((uint64_t)peak - 1) / GS_WHATIF_STEP * GS_WHATIF_STEP : 0;
+    uint64_t lo, from;
+    search_floor(t, up, &lo, &from);
     if (up == &own) gs_result_clear(&own);
-    size_t trunk = gs_probes_plan(p.probes, lo, hi);
+    size_t trunk = gs_probes_plan(p.probes, from, hi);
     f->replays += trunk > 0;
     f->events += trunk;
-    gs_whatif_bisect(completes, &p, lo, hi, GS_WHATIF_STEP, &f->search);
+    gs_whatif_bisect_from(completes, &p, lo, from, hi, GS_WHATIF_STEP, &f->search);
     /* A setting whose choices read the limit (stitch's slack, RMM's arena sized from it, a
      * preallocated fraction) may fail at the capacity it reserves with no cap, and complete at
      * a larger one: the ceiling above is then no ceiling, and the search is made again up to
      * the device's memory. */
     if (!f->search.found && hi < o->device_total)
-        gs_whatif_bisect(completes, &p, lo, o->device_total, GS_WHATIF_STEP, &f->search);
+        gs_whatif_bisect_from(completes, &p, lo, from, o->device_total, GS_WHATIF_STEP, &f->search);
     f->search.probes = p.replays; /* both searches' */
     f->replays += p.replays;
     f->events += p.events;

@@ -42,11 +42,16 @@ typedef struct {
     unsigned probes; /* replays made (a capacity a replay answered for too: none) */
 } gs_whatif_search;
 
-/* Bisection over multiples of step in (lo, hi]: lo is known to fail (e.g. below the peak
- * allocated bytes, which no allocator can do without), hi is the largest capacity considered.
- * Then the grid checks below and above the answer. */
+/* Bisection over multiples of step in (lo, hi]: lo is known to fail (e.g. below the trace's
+ * bound, which no allocator can do without), hi is the largest capacity considered. Then the
+ * checks below and above the answer. */
 void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
                       gs_whatif_search *out);
+/* The same, the bisection started from from (>= lo), a capacity likely to fail but not known
+ * to (the uncapped replay's peak of allocated bytes): the step below an answer found next to
+ * it is replayed, and the grid below the answer is made above from, then below it. */
+void gs_whatif_bisect_from(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t from,
+                           uint64_t hi, uint64_t step, gs_whatif_search *out);
 
 /* ---- the candidates and their replays ---- */
 

@@ -75,6 +75,30 @@ START_TEST(bisect_finds_a_threshold_exactly)
 }
 END_TEST
 
+/* A bisection started from a capacity likely to fail that does not (from): the step below an
+ * answer found next to it is replayed, and the search goes on below it, to the threshold; from a
+ * capacity that does fail, the same answer, every capacity replayed once. */
+START_TEST(bisect_from_a_hint_that_is_wrong)
+{
+    for (uint64_t thr = 3; thr <= 150; thr += 7) {
+        const uint64_t froms[] = {thr - 2, thr - 1, thr, thr + 1, thr + 30, 199};
+        for (size_t i = 0; i < G_N_ELEMENTS(froms); i++) {
+            pred p = {.ok_from = thr};
+            gs_whatif_search s;
+            gs_whatif_bisect_from(pred_probe, &p, 0, froms[i], 200, 1, &s);
+            ck_assert_uint_eq(s.probes, p.calls);
+            ck_assert_msg(!p.again, "a capacity replayed twice");
+            ck_assert(s.found && s.below_fails);
+            ck_assert_msg(s.min_capacity == thr,
+                          "threshold %" G_GUINT64_FORMAT " from %" G_GUINT64_FORMAT
+                          ": %" G_GUINT64_FORMAT,
+                          thr, froms[i], s.min_capacity);
+            ck_assert_uint_eq(s.fails_above, 0);
+        }
+    }
+}
+END_TEST
+
 /* Predicates made not monotonic on purpose, each row one: the answer the search must give, and
  * the range its failure above the answer must fall in. */
 static const struct {
@@ -419,6 +443,7 @@ static Suite *whatif_suite(void)
     Suite *s = suite_create("whatif");
     TCase *tc = tcase_create("search");
     tcase_add_test(tc, bisect_finds_a_threshold_exactly);
+    tcase_add_test(tc, bisect_from_a_hint_that_is_wrong);
     tcase_add_loop_test(tc, bisect_on_predicates_not_monotonic, 0, G_N_ELEMENTS(not_monotonic));
     tcase_add_test(tc, bisect_never_completes);
     tcase_add_test(tc, bisect_takes_the_spans_a_probe_says);
