@@ -203,7 +203,8 @@ static const char *glued_value(const gs_cli *c, int argc, char **argv)
 
 /* Without --format, the output's name says the format where the command writes it (-o
  * out.json wrote a table into a file named .json, which a script then failed to read); else
- * the table. */
+ * the table. A name of a format the command does not write is refused (validate -o v.csv wrote
+ * a table into v.csv, exit 0, where -f csv was refused): --format table writes the table there. */
 static gs_format output_format_by_name(const gs_cli *c)
 {
     static const struct {
@@ -215,6 +216,12 @@ static gs_format output_format_by_name(const gs_cli *c)
         if (n <= m || g_ascii_strcasecmp(c->output + n - m, by_name[k].suffix) != 0) continue;
         for (size_t i = 0; c->formats && c->formats[i]; i++)
             if (strcmp(c->formats[i], by_name[k].name) == 0) return by_name[k].fmt;
+        if (c->formats) {
+            char *list = g_strjoinv(", ", (char **)c->formats), *shown = gs_printable(c->output);
+            gs_cli_usage_error("-o %s: a name of %s, which %s does not write (%s); --format table "
+                               "writes the table there",
+                               shown, by_name[k].name, c->cmd, list);
+        }
     }
     return GS_FMT_TABLE;
 }

@@ -13,10 +13,16 @@ static bool ok_at_cap(const gs_whatif_row *r) { return !r->at_cap.oom && r->at_c
 
 const char *gs_whatif_outcome(const gs_whatif_row *r) { return gs_result_outcome(&r->at_cap); }
 
-/* Device time against the default's: 1.0 is the same; 0 when there is no default to compare. */
+/* Device time against the default's: 1.0 is the same; 0 when there is no default to compare,
+ * or the two replays at the cap did not get as far (one died of an OOM sooner): the time of a
+ * run to its failure is no cost of the run, and read as one it made a setting that dies look
+ * cheaper than the default that completes. */
 static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
 {
-    double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
+    if (!dflt || r->at_cap.events != dflt->at_cap.events ||
+        strcmp(gs_whatif_outcome(r), gs_whatif_outcome(dflt)) != 0)
+        return 0;
+    double d = gs_devcalls_total_us(&dflt->at_cap.calls);
     return d > 0 ? gs_devcalls_total_us(&r->at_cap.calls) / d : 0;
 }
 
@@ -288,7 +294,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
         out,
         "(at cap, retries, dev frees (cudaFree calls and expandable segments' blocks unmapped, "
         "as gpusim replay counts them), device ms: the replay at the cap; vs dflt: its modelled device time "
-        "against the default setting's%s%s)\n",
+        "against the default setting's, - where one of the two died sooner%s%s)\n",
         caught_words,
         cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
                        ">= : the memory to get that far, a lower bound"
@@ -323,13 +329,14 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
         fputc(',', out);
         if (r->search.found && capacity)
             fprintf(out, "%" G_GINT64_FORMAT, (int64_t)capacity - (int64_t)r->search.min_capacity);
-        fprintf(out,
-                ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
-                ",%.1f,%.4f,%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
-                ",%d,%s,%s\n",
+        fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%.1f,",
                 r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
-                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls),
-                vs_default(r, dflt), gs_result_per_allocator(&r->at_cap, GS_FIG_RESERVED_PEAK),
+                device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls));
+        double vs = vs_default(r, dflt);
+        if (vs > 0) fprintf(out, "%.4f", vs); /* empty: none (JSON's null) */
+        fprintf(out,
+                ",%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%d,%s,%s\n",
+                gs_result_per_allocator(&r->at_cap, GS_FIG_RESERVED_PEAK),
                 r->search.probes + r->replays,
                 (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_LOWER_BOUND),
                 (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_OFFLINE),

@@ -402,6 +402,13 @@ expect_error "validate without a trace" "no TRACE" "$gpusim" validate
 expect_error "validate --runs 0" "--runs" "$gpusim" validate "$trace" --runs 0
 expect_error "validate --backend gpu" "--backend" "$gpusim" validate "$trace" --backend gpu
 expect_error "validate --format csv" "--format" "$gpusim" validate "$trace" --format csv
+# nor a name that says CSV (it wrote a table there, exit 0); --format table may
+expect_error "validate -o X.csv" "a name of csv, which validate does not write" \
+    "$gpusim" validate "$trace" --backend sim --runs 1 -o "$tmp/v.csv"
+[ ! -e "$tmp/v.csv" ] || fail "validate -o X.csv: written"
+expect_error "verify -o X.CSV" "a name of csv, which verify does not write" "$gpusim" verify -o "$tmp/v.CSV" -- true
+"$gpusim" validate -q "$trace" --backend sim --runs 1 -f table -o "$tmp/v.csv" && grep -q "^" "$tmp/v.csv" ||
+    fail "validate -f table -o X.csv: exit $?"
 if ! command -v nvidia-smi >/dev/null 2>&1; then
     "$gpusim" validate "$trace" >"$tmp/out" 2>"$tmp/err"
     rc=$?
@@ -547,8 +554,13 @@ for r in v["results"]:
     assert r["outcome"] in ("ok", "oom") and isinstance(r["retries"], int), r
     assert r["min_capacity_bytes"] % (2 << 20) == 0
     assert (r["outcome"] == "ok") == (r["min_capacity_bytes"] <= v["capacity_bytes"]), r
+    # the time of a run to its OOM is no cost to set against the default's (roundup_power2_divisions:4
+    # died at this cap, 0.32 x the default's time, and read as the cheapest)
+    assert (r["device_time_vs_default"] is None) == (r["outcome"] != "ok"), r
 assert sum(r["recorded"] for r in v["results"]) == 1
 PY
+grep -q "^pytorch:roundup_power2_divisions:4  *OOM .* -$" "$tmp/w.txt" ||
+    fail "whatif: a setting that dies at the cap has no time against the default's: $(grep roundup "$tmp/w.txt")"
 # a cap above the device's memory is the device's memory, said in one warning (the verdict gave
 # 102,393 GiB of headroom on an 80 GiB device)
 "$gpusim" whatif "$trace" -q -c 100TiB >"$tmp/wb.txt" 2>"$tmp/err" || fail "whatif -c 100TiB: exit"
