@@ -325,14 +325,18 @@ bool gs_plot_same_capacity(const gs_plot_run *runs, size_t n)
  * or after another); any other control character becomes '?'. */
 void gs_gp_str(GString *g, const char *s)
 {
+    /* bytes that are no UTF-8 (a Latin-1 file name) as U+FFFD: gnuplot wrote them raw into
+     * every SVG, which no XML reader then opened; the names of files are never such (file_part) */
+    char *valid = g_utf8_validate(s, -1, NULL) ? NULL : g_utf8_make_valid(s, -1);
     g_string_append_c(g, '\'');
-    for (; *s; s++) {
-        if (*s == '\n') g_string_append(g, "'.\"\\n\".'");
-        else if (*s == '\'') g_string_append(g, "'.\"'\".'");
-        else if ((unsigned char)*s < 0x20 || *s == 0x7f) g_string_append_c(g, '?');
-        else g_string_append_c(g, *s);
+    for (const char *c = valid ? valid : s; *c; c++) {
+        if (*c == '\n') g_string_append(g, "'.\"\\n\".'");
+        else if (*c == '\'') g_string_append(g, "'.\"'\".'");
+        else if ((unsigned char)*c < 0x20 || *c == 0x7f) g_string_append_c(g, '?');
+        else g_string_append_c(g, *c);
     }
     g_string_append_c(g, '\'');
+    g_free(valid);
 }
 
 char *gs_gp_lit(const char *s)

@@ -608,6 +608,9 @@ check_all() {
         [ -e "$gp" ] || { fail "$1: no scripts"; return; }
         stem=$(basename "$gp" .gp)
         [ -s "$1/$stem.png" ] && [ -s "$1/$stem.svg" ] || fail "$1/$stem: images not drawn"
+        # an SVG an XML reader opens (a name's bytes that are no UTF-8 went in raw)
+        python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$1/$stem.svg" 2>"$tmp/xml.err" ||
+            fail "$1/$stem.svg: not XML: $(tail -1 "$tmp/xml.err")"
         (cd "$1" && gnuplot -e "out='$tmp/replot'" "./$stem.gp") >"$tmp/gp.out" 2>"$tmp/gp.err" ||
             fail "$1/$stem.gp: gnuplot exits non-zero: $(cat "$tmp/gp.err")"
         # long labels may not fit: a layout warning is all gnuplot may say
@@ -626,6 +629,14 @@ cp "$alt" "$ev/$evil_name"
 check_all "$ev/p" 4
 ls "$ev/p" | grep -q '^e-touch-PWNED-1---touch-PWNED-2--q--x--y-timeline.png$' ||
     fail "evil trace name: plot names: $(ls "$ev/p" | head -3)"
+# a name that is no UTF-8 (Latin-1 'résumé'): every title written as UTF-8, U+FFFD for its bytes
+latin=$(printf 'r\351sum\351.gstrace.gz')
+cp "$alt" "$ev/$latin"
+(cd "$ev" && "$gpusim" replay -q "$latin" --capacity 5.875GiB --plot latin >/dev/null &&
+    "$gpusim" whatif -q "$latin" --capacity 5.875GiB --plot latin-w >/dev/null) 2>"$tmp/err" ||
+    fail "a Latin-1 trace name: exit $?: $(cat "$tmp/err")"
+check_all "$ev/latin" 3
+check_all "$ev/latin-w" 2
 "$gpusim" replay "$alt" -p pytorch -p 'pytorch:max_split_size_mb:128' --format csv -o "$ev/replay.csv" ||
     fail "evil: replay csv"
 "$gpusim" sweep "$alt" -p 'pytorch:max_split_size_mb:{64,128}' -o "$ev/sweep.csv" || fail "evil: sweep csv"
