@@ -257,17 +257,54 @@ char *gs_plot_stem(const char *trace)
     return stem;
 }
 
+/* Whether long is short, a '-' and a word that is not a number: then short's plots and long's
+ * can share a name (run's OOM map, run-oom-map-1-pytorch, is run-oom's map). No plot's kind
+ * after its stem starts with a number (bars, timeline, map-K-, oom-map-K-, snapshot-K-, sweep,
+ * whatif, frontier, matrix), so "run-2", the second "run", takes none of run's names. */
+static bool stem_extends(const char *longer, const char *shorter)
+{
+    size_t n = strlen(shorter);
+    if (strncmp(longer, shorter, n) != 0 || longer[n] != '-') return false;
+    const char *w = longer + n + 1;
+    size_t digits = strspn(w, "0123456789");
+    return !(digits && (w[digits] == '\0' || w[digits] == '-'));
+}
+
+/* stem, taken by another owner than owner, or sharing names with a stem another owner took */
+static bool stem_taken(GHashTable *claims, const char *stem, const char *owner)
+{
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, claims);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        if (strcmp(v, owner) != 0 &&
+            (strcmp(k, stem) == 0 || stem_extends(k, stem) || stem_extends(stem, k)))
+            return true;
+    return false;
+}
+
 char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owner)
 {
     if (!owner) owner = trace;
-    char *base = gs_plot_stem(trace), *stem = g_strdup(base);
-    for (unsigned k = 2;; k++) {
-        const char *had = g_hash_table_lookup(claims, stem);
-        if (!had) g_hash_table_insert(claims, g_strdup(stem), g_strdup(owner));
-        if (!had || strcmp(had, owner) == 0) break;
+    char *base = gs_plot_stem(trace);
+    const char *had = g_hash_table_lookup(claims, base);
+    if (had && strcmp(had, owner) == 0) return base; /* the same owner: the same stem */
+    /* A stem that extends another's ("run-oom" after "run") has its '-'s as '_' ("run_oom"),
+     * then, like a stem another owner took, "-2", "-3", ... after it until none is shared. */
+    bool extends = false;
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, claims);
+    while (g_hash_table_iter_next(&it, &k, &v))
+        extends |= strcmp(v, owner) != 0 && (stem_extends(k, base) || stem_extends(base, k));
+    if (extends) g_strdelimit(base, "-", '_');
+    char *stem = g_strdup(base);
+    for (unsigned n = 2; stem_taken(claims, stem, owner); n++) {
         g_free(stem);
-        stem = g_strdup_printf("%s-%u", base, k);
+        stem = g_strdup_printf("%s-%u", base, n);
     }
+    if (!g_hash_table_lookup(claims, stem))
+        g_hash_table_insert(claims, g_strdup(stem), g_strdup(owner));
     g_free(base);
     return stem;
 }

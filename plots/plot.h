@@ -177,8 +177,10 @@ char *gs_plot_stem(const char *trace);
 /* trace's stem among the names in claims (stem -> the owner that took it; both g_strdup'd: a
  * GHashTable with g_free for both): gs_plot_stem's, or with "-2", "-3", ... after it when another
  * owner took it (d1/run.gstrace and d2/run.gstrace in one command: the second's plots are
- * run-2-*, not written over the first's). owner: who the files are for (NULL: the trace); the
- * same owner gets the same stem again. */
+ * run-2-*, not written over the first's); a stem that is another owner's and a '-' and a word
+ * ("run-oom" beside "run": run's OOM map is run-oom-map-1-*) has its '-'s as '_' first
+ * ("run_oom"). owner: who the files are for (NULL: the trace); the same owner gets the same stem
+ * again. */
 char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owner);
 /* gs_plot_stem_claim among the stems of p's plots: every plot of p names its trace so. A file
  * name that another owner's plots took in p (trace "run"'s run-oom-map-1-P is trace "run-oom"'s

@@ -575,15 +575,20 @@ cmp -s "$tmp/same/run-timeline.dat" "$tmp/same/run-2-timeline.dat" &&
     fail "two traces of one name: the second's timeline is the first's"
 [ -s "$tmp/snaps/run-snapshot-1-pytorch.pickle" ] && [ -s "$tmp/snaps/run-2-snapshot-1-pytorch.pickle" ] ||
     fail "two traces of one name: want a snapshot each: $(ls "$tmp/snaps")"
-# a trace whose plot names take another's ("run"'s OOM map is "run-oom"'s map): refused, not replaced
+# a trace whose plot names would take another's ("run"'s OOM map is "run-oom"'s map): its stem
+# is run_oom, taken when the names are given, before anything is replayed or written (it was
+# refused as the plots were written: exit 2 after the reports, half the plots there); in either
+# order
 cp "$tmp/died.gstrace" "$tmp/run.gstrace"
 head -n 5 "$tmp/died.gstrace" >"$tmp/run-oom.gstrace"
-# (found as the plots are written, after the reports: exit 2, the first trace's plots kept)
 "$gpusim" replay -q "$tmp/run.gstrace" "$tmp/run-oom.gstrace" --capacity 2GiB --plot "$tmp/clash" \
-    >/dev/null 2>"$tmp/err"; rc=$?
-[ "$rc" -eq 2 ] && grep -q "run-oom-map-1-pytorch.dat: a plot of .*run.gstrace and one of .*run-oom.gstrace would both have this name" "$tmp/err" ||
-    fail "plot names of two traces collide: rc $rc: $(cat "$tmp/err")"
-grep -q "(event 3)" "$tmp/clash/run-oom-map-1-pytorch.gp" || fail "plot names collide: run's OOM map replaced"
+    >/dev/null 2>"$tmp/err" || fail "plot names of two traces that would collide: exit $?: $(cat "$tmp/err")"
+grep -q "(event 3)" "$tmp/clash/run-oom-map-1-pytorch.gp" && [ -s "$tmp/clash/run_oom-map-1-pytorch.gp" ] &&
+    [ -s "$tmp/clash/run_oom-bars.png" ] || fail "plot names collide: $(ls "$tmp/clash" | grep '\.gp$')"
+"$gpusim" replay -q "$tmp/run-oom.gstrace" "$tmp/run.gstrace" --capacity 2GiB --plot "$tmp/clash2" \
+    >/dev/null 2>"$tmp/err" || fail "plot names of two traces that would collide, the other order: $(cat "$tmp/err")"
+[ -s "$tmp/clash2/run-oom-map-1-pytorch.gp" ] && grep -q "(event 3)" "$tmp/clash2/run-2-oom-map-1-pytorch.gp" ||
+    fail "plot names collide, the other order: $(ls "$tmp/clash2" | grep '\.gp$')"
 # two saved reports of one trace, drawn into one directory: a set of plots each
 "$gpusim" replay -q "$alt" -p pytorch --format json -o "$tmp/ra.json" && "$gpusim" replay -q "$alt" -p cupy \
     --format json -o "$tmp/rb.json" || fail "two reports of one trace: replay"
