@@ -1826,13 +1826,27 @@ class TestEmptyCacheInference(ConverterTestCase):
     def test_cap_pressure_explains_it(self):
         # 60 MiB reserved, 30 more needed (the freed 20 MiB blocks cannot serve it), a 70 MiB
         # limit: the allocation had to release.
+        # gpusim verify's report gives the limit PyTorch enforced, in bytes (it was not read:
+        # the releases became empty_cache() calls, and whatif judged the run with no cap)
+        verify = {"format": "gpusim-verify 1", "outcome": "ok", "limit_bytes": 70 * MiB + 12345,
+                  "devices": {"0": {"num_alloc_retries": 1}}}
         for extra, sib in ((("--cap", str(70 * MiB)), None),
-                           ((), {"total_bytes": 1 << 30, "cap_gib": 70 / 1024})):
-            with self.subTest(cap=extra or "sibling"):
-                rows, r = self.rows(self.events(last=30 * MiB), *extra, sibling=sib,
-                                    name="run__default__x")
+                           ((), {"total_bytes": 1 << 30, "cap_gib": 70 / 1024}), ((), verify)):
+            with self.subTest(cap=extra or sib):
+                rows, r = self.rows(self.events(last=30 * MiB), *extra, "--reference", "ref.json",
+                                    sibling=sib, name="run__default__x")
                 self.assertEqual(rows, ["alloc"] * 3 + ["free", "free", "alloc"])
                 self.assertNotIn("empty_cache", r.stderr)
+                with open(self.path("ref.json")) as f:
+                    ref = json.load(f)
+                if sib is verify:
+                    self.assertEqual(ref["cap_bytes"], 70 * MiB + 12345)
+        # its null limit is no cap
+        verify["limit_bytes"] = None
+        self.rows(self.events(last=30 * MiB), "--reference", "ref.json", sibling=verify,
+                  name="run__default__x")
+        with open(self.path("ref.json")) as f:
+            self.assertIsNone(json.load(f)["cap_bytes"])
 
     def test_a_freed_block_that_serves_the_request_rules_out_pressure(self):
         # The same limit, but the request is 20 MiB: the blocks freed just before the releases

@@ -55,9 +55,23 @@ def read_sibling(path):
         if by is not None and not (isinstance(by, dict) and all(ok(v) for v in by.values())):
             raise ConvertError(f"sibling {path}: {key}_by_device is out of range (an object of "
                                f"{what})")
-    # gpusim verify's report (torch/verify): its statistics per device are the run's
-    if doc.get("format") == "gpusim-verify 1" and isinstance(doc.get("devices"), dict):
-        doc.setdefault("memory_stats_by_device", doc["devices"])
+    # gpusim verify's report (torch/verify): its statistics per device are the run's, and its
+    # limit_bytes the limit PyTorch enforced ((size_t)(fraction * total), the same fraction's on
+    # every device; null: no cap), which is the run's cap (it was read nowhere: whatif judged
+    # a capped run's own snapshot with no cap, and refused one that died for want of its cap)
+    if doc.get("format") == "gpusim-verify 1":
+        if isinstance(doc.get("devices"), dict):
+            doc.setdefault("memory_stats_by_device", doc["devices"])
+        if "limit_bytes" in doc and "cap_gib" not in doc:
+            lim = doc["limit_bytes"]
+            if not (lim is None or device_total_ok(lim)):
+                raise ConvertError(f"sibling {path}: limit_bytes {lim!r} is out of range (a whole "
+                                   f"number of bytes from 1 to 2^44, or null)")
+            # in GiB, exactly: a power of two's quotient and product give the bytes back
+            doc["cap_gib"] = None if lim is None else lim / 2**30
+            devs = doc.get("devices")
+            if lim is not None and isinstance(devs, dict) and len(devs) > 1:
+                doc.setdefault("cap_gib_by_device", {str(d): lim / 2**30 for d in devs})
     return doc
 
 
