@@ -422,6 +422,10 @@ void gs_report_caveats(FILE *out, const gs_trace *t)
         fprintf(out, "  the recorded run died at event %zu (an OOM); \"survived\" means a run gets "
                      "that far: the rest of the program is not in the trace\n",
                 cv.fatal_oom_event);
+    if (cv.died_after_log)
+        fprintf(out, "  the recorded run died of an OOM after the recording ends (its NAME.json "
+                     "says so): \"survived\" means a run gets through the recording; what killed "
+                     "the run, and the rest of the program, are not in the trace\n");
     if (cv.started_mid_run)
         fprintf(out, "  recording started mid-run: %" G_GUINT64_FORMAT " allocation%s synthesized, "
                      "results below that point are approximate\n",

@@ -68,11 +68,11 @@ static char *cap_phrase(const gs_whatif_cap *cap)
     return g_string_free(g, FALSE);
 }
 
+/* after "The trace ends where the recorded run died," (or "before ...") */
 static const char next_steps[] =
-    " The trace ends where the recorded run died, so every minimum capacity here is a lower "
-    "bound: the rest of the program may need more. To know, record the whole program (with no "
-    "cap or on a larger device, or under gpusim's library with GPUSIM_TRACE) and ask again, or "
-    "run it under a setting with gpusim verify.";
+    " so every minimum capacity here is a lower bound: the rest of the program may need more. "
+    "To know, record the whole program (with no cap or on a larger device, or under gpusim's "
+    "library with GPUSIM_TRACE) and ask again, or run it under a setting with gpusim verify.";
 
 /* What --assume-repeat could do for a dying trace, in words appended to the verdict. */
 static void period_words(GString *g, const gs_whatif_cap *cap)
@@ -124,8 +124,41 @@ static char *dying_recommendation(const gs_trace *t, const gs_whatif_cap *cap,
         g_string_append_printf(g, "%sNo candidate gets past that point at any capacity up to the "
                                   "device's memory.", g->len ? " " : "");
     }
+    g_string_append(g, " The trace ends where the recorded run died,");
     g_string_append(g, next_steps);
     period_words(g, cap);
+    g_free(where);
+    return g_string_free(g, FALSE);
+}
+
+/* Of a trace that stops before its run died (died_after_log): what the replays say about getting
+ * through the recording, never that a setting completes or saves the run (what killed it is not
+ * in the trace: whatif said "completes at the cap" of a run that died). */
+static char *stopped_recommendation(const gs_whatif_cap *cap, const gs_whatif_row *rec,
+                                    const gs_whatif_row *best_ok, const gs_whatif_row *least)
+{
+    char *where = cap_phrase(cap);
+    GString *g = g_string_new("The recording stops before the recorded run died of an OOM (its "
+                              "NAME.json says it died; the log holds no OOM): what killed the run "
+                              "is not in it.");
+    if (rec)
+        g_string_append_printf(g, " The recorded setting (%s) %s the recording %s.", rec->pol->spec,
+                               ok_at_cap(rec) ? "gets through" : "fails within", where);
+    if (best_ok) {
+        char *m = gs_format_size(best_ok->search.min_capacity);
+        g_string_append_printf(g, " %s gets through it %s, and needs at least %s to get that far.",
+                               best_ok->pol->spec, where, m);
+        g_free(m);
+    } else if (least) {
+        char *m = gs_format_size(least->search.min_capacity);
+        g_string_append_printf(g,
+                               " No candidate gets through it %s; the least memory to do so is "
+                               "%s's: at least %s.",
+                               where, least->pol->spec, m);
+        g_free(m);
+    }
+    g_string_append(g, " The trace ends before the recorded run died,");
+    g_string_append(g, next_steps);
     g_free(where);
     return g_string_free(g, FALSE);
 }
@@ -146,6 +179,7 @@ char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const g
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
     if (cv.fatal_oom) return dying_recommendation(t, cap, rec, best_ok, least);
+    if (cv.died_after_log) return stopped_recommendation(cap, rec, best_ok, least);
     char *where = cap_phrase(cap);
     char *out;
     if (!least && cap->clients_complete) {
@@ -237,7 +271,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         w = MAX(w, (int)strlen(r->pol->spec) + (r->recorded ? 11 : 0));
-        char *m = min_text(r, cv.fatal_oom);
+        char *m = min_text(r, cv.dies);
         wm = MAX(wm, (int)strlen(m));
         g_free(m);
     }
@@ -247,7 +281,7 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
         char *label = g_strdup_printf("%s%s", r->pol->spec, r->recorded ? " (recorded)" : "");
-        char *minc = min_text(r, cv.fatal_oom);
+        char *minc = min_text(r, cv.dies);
         char *head;
         if (!r->search.found || !capacity) head = g_strdup("-");
         else if (r->search.min_capacity <= capacity) {
@@ -296,9 +330,11 @@ static void table(FILE *out, const char *name, const gs_trace *t, const GPtrArra
         "as gpusim replay counts them), device ms: the replay at the cap; vs dflt: its modelled device time "
         "against the default setting's, - where one of the two died sooner%s%s)\n",
         caught_words,
-        cv.fatal_oom ? "; survived: gets past the point where the recorded run died, and "
-                       ">= : the memory to get that far, a lower bound"
-                     : "");
+        cv.fatal_oom        ? "; survived: gets past the point where the recorded run died, and "
+                              ">= : the memory to get that far, a lower bound"
+        : cv.died_after_log ? "; survived: gets through the recording, which stops before the "
+                              "run died, and >= : the memory to get that far, a lower bound"
+                            : "");
     g_free(caught_words);
     fprintf(out, "\n%s\n", rec_text);
 }
@@ -340,7 +376,7 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
                 r->search.probes + r->replays,
                 (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_LOWER_BOUND),
                 (uint64_t)gs_result_per_allocator(&r->at_cap, GS_FIG_OFFLINE),
-                cv.fatal_oom && r->search.found, sq, aq);
+                cv.dies && r->search.found, sq, aq);
         g_free(pq);
     }
     g_free(aq);
@@ -413,7 +449,7 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         if (r->search.found) gs_jw_uint(&w, r->search.min_capacity);
         else gs_jw_null(&w);
         gs_jw_key(&w, "min_capacity_is_lower_bound");
-        gs_jw_bool(&w, cv.fatal_oom && r->search.found);
+        gs_jw_bool(&w, cv.dies && r->search.found);
         gs_jw_key(&w, "fails_above_bytes");
         if (r->search.fails_above) gs_jw_uint(&w, r->search.fails_above);
         else gs_jw_null(&w);

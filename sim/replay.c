@@ -566,7 +566,7 @@ gboolean gs_replay_run(const gs_trace *t, const gs_policy *p, const gs_replay_op
     if (r->error != GS_ERR_NOMEM) set_bound(t, o, r); /* (its tables are as large again) */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
-    r->survived = cv.fatal_oom && !r->oom && r->error == GS_OK;
+    r->survived = cv.dies && !r->oom && r->error == GS_OK;
     return TRUE;
 }
 

@@ -877,6 +877,23 @@ strip = lambda d: [{k: x for k, x in r.items() if not k.startswith("device_time"
                    for r in d["results"]]
 assert strip(v) == strip(w), (strip(v), strip(w))
 PY
+# A snapshot dumped before its run died (its NAME.json says oom; the log holds none): no setting
+# "completes" it, each minimum is a lower bound (whatif said "completes at the cap of 1.5 GiB")
+cp "$src/traces/references/pytorch-2.11-h100/sidestream__default__nocap.pickle.gz" "$tmp/early.pickle.gz"
+echo '{"outcome": "oom", "cap_gib": 1.5, "total_bytes": 85017493504}' >"$tmp/early.json"
+"$gpusim" whatif "$tmp/early.pickle.gz" >"$tmp/early.txt" 2>"$tmp/err" &&
+    "$gpusim" whatif -q "$tmp/early.pickle.gz" -f json -o "$tmp/early.jsonout" ||
+    fail "whatif, a snapshot dumped before the death: exit $?: $(cat "$tmp/err")"
+grep -q "trace stops before the death" "$tmp/err" &&
+    grep -q "^The recording stops before the recorded run died of an OOM" "$tmp/early.txt" &&
+    ! grep -q "complete" "$tmp/early.txt" ||
+    fail "whatif, a snapshot dumped before the death: $(tail -1 "$tmp/early.txt")"
+python3 - "$tmp/early.jsonout" <<'PY' || fail "whatif, a snapshot dumped before the death: its JSON"
+import json, sys
+v = json.load(open(sys.argv[1]))
+for r in v["results"]:
+    assert r["outcome"] == "survived" and r["min_capacity_is_lower_bound"], r
+PY
 # A run that caught its OOMs (oomcatch, 5 at 2 GiB): the recorded setting at the recorded cap
 # replays with the snapshot's own segment addresses, so its retries are the real run's 5 (the
 # placement model alone serves 2 of the requests: 3); and the search of a trace with oom

@@ -216,6 +216,9 @@ void gs_trace_get_caveats(const gs_trace *t, gs_trace_caveats *out)
         out->fatal_oom = true;
         out->fatal_oom_event = (size_t)v;
     }
+    const char *after = gs_trace_get_meta(t, "died_after_log");
+    out->died_after_log = !out->fatal_oom && after && strcmp(after, "yes") == 0;
+    out->dies = out->fatal_oom || out->died_after_log;
     if (meta_u64(t, "synthesized_allocs", &v, &bad)) out->synthesized = v;
     if (meta_u64(t, "inferred_empty_cache", &v, &bad)) out->inferred_empty_cache = v;
     const char *m = gs_trace_get_meta(t, "started_mid_run");

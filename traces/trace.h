@@ -31,6 +31,8 @@
  *   device_total_bytes_by_device: D=N,...   several devices of different sizes
  *   fatal_oom_event: N               the recorded run died of the OOM at event N (seq), which
  *                                    must be the trace's last event, an oom
+ *   died_after_log: yes              the recorded run died of an OOM after the log ends (its
+ *                                    NAME.json says so; a snapshot dumped before the death)
  *   synthesized_allocs: N            recording started mid-run: events 0 .. N-1 are allocations
  *                                    made up for blocks the log saw freed or held but never
  *                                    allocated (the converter's); results are approximate
@@ -287,6 +289,11 @@ void gs_trace_set_frame(gs_trace *t, size_t ev, uint32_t frame);
 typedef struct {
     bool fatal_oom;           /* the recorded run died at event fatal_oom_event */
     size_t fatal_oom_event;
+    /* The recorded run died after its log ends (died_after_log: yes, from its NAME.json: a
+     * snapshot dumped before the death): no fatal oom event, and what the trace shows is not
+     * what killed the run. */
+    bool died_after_log;
+    bool dies;                /* fatal_oom or died_after_log: a run's end the trace lacks */
     uint64_t synthesized;     /* allocations synthesized at the start (recording cut) */
     bool started_mid_run;     /* synthesized > 0, or the header says so */
     uint64_t inferred_empty_cache;

@@ -365,7 +365,11 @@ def convert(args, progress_stream=None, progress_enabled=False):
         warn(label, "the log ends with an oom that the run survived (the .json says 'ok'); a "
                     "mark follows it so that a replay goes on past it")
     elif tr.fatal_oom_seq is None and outcome == "oom":
-        warn(label, "the .json says the run died of an OOM, but the log does not end with one")
+        # (a snapshot dumped before the death): the header says so, and a replay's "ok" is
+        # then "gets through the recording", each minimum a lower bound
+        tr.died_after_log = True
+        warn(label, "the .json says the run died of an OOM, but the log does not end with one: "
+                    "the trace stops before the death (header died_after_log)")
     tr.limit = limit_at_death(rec, tr, events_before_trim)
 
     totals = None

@@ -409,6 +409,7 @@ class Trace:
         self.num_ooms = 0
         self.num_pool_rows = 0
         self.fatal_oom_seq = None    # the seq of the last row, an oom the program died of
+        self.died_after_log = False  # the run died of an OOM the log does not hold (its .json)
         self.death_seq = None        # the seq of the last request, when it is an oom
         self.unwound_rows = 0        # rows after it that trim_after_death took off
         self.limit = None            # limit_at_death's answer (a dict), or None

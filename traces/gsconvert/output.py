@@ -40,6 +40,8 @@ def render_trace(rec, tr, source, device_total, client, totals_by_device=None, f
         lines.append("# started_mid_run: yes")
     if tr.fatal_oom_seq is not None:
         lines.append(f"# fatal_oom_event: {tr.fatal_oom_seq}")
+    elif tr.died_after_log:
+        lines.append("# died_after_log: yes")
     if rec.num_inferred_empty_cache:
         lines.append(f"# inferred_empty_cache: {rec.num_inferred_empty_cache}")
     rows = tr.rows
