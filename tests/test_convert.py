@@ -1698,9 +1698,11 @@ class TestFailedRequests(ConverterTestCase):
         self.assertIsNone(ref["limit_bytes"])
         self.assertEqual((ref["limit_min_bytes"], ref["limit_max_bytes"]),
                          (50 * MiB, 20 * MiB + 40 * MiB - 1))
-        # expandable segments grow by pages: the growth is the request's pages
+        # expandable segments grow by pages: the growth is the request's pages, and mappings
+        # may pass the limit by less than a 20 MiB page: the peak less that is the floor
         ref = self._limit(events, conf="expandable_segments:True")
         self.assertEqual(ref["limit_growth_bytes"], 40 * MiB)
+        self.assertEqual(ref["limit_min_bytes"], 50 * MiB - (20 * MiB - 1))
         ref = self._limit(events[:3] + [ev("alloc", 0x1_0000_0000, 1024, 13),
                                         ev("oom", 60 * GiB, 512, 14)])
         self.assertEqual(ref["limit_growth_bytes"], 2 * MiB)   # the small pool's segment
