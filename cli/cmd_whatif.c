@@ -474,8 +474,8 @@ static void refuse_device_limits(const char *input, const gs_reference *ref)
  * else none (0). A run that died with none of these is refused: its verdict would be drawn at a
  * limit it never had. */
 static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t,
-                           const gs_reference *ref, uint64_t total, const GPtrArray *rows,
-                           const char **cap_words)
+                           const gs_reference *ref, uint64_t total, bool total_known,
+                           const GPtrArray *rows, const char **cap_words)
 {
     const char *limit_source = NULL;
     uint64_t limit = gs_reference_limit(ref, &limit_source);
@@ -488,6 +488,18 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
     if (own && (!limit || own < limit)) {
         limit = own;
         limit_source = "the recorded setting's per_process_memory_fraction";
+        /* a fraction of a device nothing names is a fraction of a guess (it was said as the
+         * run's cap: 40 GiB for 0.5 of an H100's 79.18 GiB, 30 GiB off on an H200) */
+        if (!total_known && !c->capacity) {
+            char *g = gs_format_size(total);
+            gs_cli_say("warning: %s: the recorded setting's per_process_memory_fraction is of "
+                       "the device's memory, which nothing here says: the cap assumes a device "
+                       "of %s; give --device-total (or --capacity)",
+                       input, g);
+            g_free(g);
+            limit_source = "the recorded setting's per_process_memory_fraction of an assumed "
+                           "device: give --device-total";
+        }
     }
     uint64_t cap = c->capacity ? c->cap : limit;
     *cap_words = c->capacity ? "cap given" : limit ? limit_source : NULL;
@@ -674,7 +686,7 @@ int gs_cmd_whatif(int argc, char **argv)
     uint64_t total = known_total ? known_total
                                  : gs_cli_unknown_device_total(t, c.capacity ? c.cap : 0, ref);
     const char *cap_words = NULL, *no_period = NULL;
-    uint64_t cap = whatif_cap(&c, input, t, ref, total, rows, &cap_words);
+    uint64_t cap = whatif_cap(&c, input, t, ref, total, known_total != 0, rows, &cap_words);
     /* A dying trace: its period, for the verdict's next steps and --assume-repeat. */
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
