@@ -490,15 +490,20 @@ static void gather_whole(lblock *t, GPtrArray *out)
     }
 }
 
-/* §1.10, release_cached_blocks: the device synchronised, every pending free completes; then
- * every free block that is a whole segment goes back to the device. */
+/* §1.10, release_cached_blocks: the device synchronised, every pending free completes, the
+ * oldest first (synchronize_and_free_events walks each stream's events from the front; the list
+ * has the newest at its head); then every free block that is a whole segment goes back to the
+ * device. */
 static void lean_empty_cache(lean *L, size_t nroots)
 {
-    while (L->pending) {
-        lblock *b = L->pending;
-        pending_unlink(L, b);
-        L->slots[b->slot] = NULL;
-        free_block(L, b);
+    lblock *old = L->pending;
+    while (old && old->kid[1]) old = old->kid[1];
+    while (old) {
+        lblock *newer = old->kid[0];
+        pending_unlink(L, old);
+        L->slots[old->slot] = NULL;
+        free_block(L, old);
+        old = newer;
     }
     GPtrArray *whole = g_ptr_array_new();
     for (size_t k = 0; k < nroots; k++) {

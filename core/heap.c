@@ -626,13 +626,26 @@ void gs_heap_free_complete(gs_heap *h, gs_block *b)
     free_block(h, b);
 }
 
-/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
- * completes now. Owners learn it through *owner = NULL. */
-static void drain_pending(gs_heap *h)
+/* The oldest pending free (the list's last: frees are pushed at its head), or NULL. */
+static gs_block *pending_oldest(const gs_heap *h)
 {
-    h->st.num_sync_all_streams++;
-    while (h->pending) {
-        gs_block *b = h->pending;
+    gs_block *b = h->pending;
+    while (b && b->right) b = b->right;
+    return b;
+}
+
+/* PyTorch's synchronize_and_free_events: the device is synchronised, so every pending free
+ * completes now, of every pool (all) or of private pool k. Owners learn it through *owner =
+ * NULL. PyTorch walks each stream's deque of events from its front, so the oldest free completes
+ * first (they were completed newest first: a segment freed in three pieces merged at once, where
+ * PyTorch counts a second inactive split block on the way); across streams its hash map's order
+ * is no trace's, and the oldest first stands for it. */
+static void drain_pending_where(gs_heap *h, bool all, unsigned k)
+{
+    h->st.num_sync_all_streams++; /* PyTorch counts a private pool's synchronisation too */
+    for (gs_block *b = pending_oldest(h), *newer; b; b = newer) {
+        newer = b->left;
+        if (!all && gs_pool_private(b->pool) != k) continue;
         if (b->owner) *b->owner = NULL;
         pending_unlink(h, b);
         pending_count(h, b, -1);
@@ -640,18 +653,15 @@ static void drain_pending(gs_heap *h)
     }
 }
 
+static void drain_pending(gs_heap *h)
+{
+    drain_pending_where(h, true, 0);
+}
+
 /* PyTorch's synchronize_and_free_events for one private pool: its pending frees complete. */
 static void drain_pending_of(gs_heap *h, unsigned k)
 {
-    h->st.num_sync_all_streams++; /* PyTorch counts this synchronisation too */
-    for (gs_block *b = h->pending, *next; b; b = next) {
-        next = b->right;
-        if (gs_pool_private(b->pool) != k) continue;
-        if (b->owner) *b->owner = NULL;
-        pending_unlink(h, b);
-        pending_count(h, b, -1);
-        free_block(h, b);
-    }
+    drain_pending_where(h, false, k);
 }
 
 /* ---- release ---- */

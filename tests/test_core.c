@@ -348,6 +348,27 @@ START_TEST(flush_completes_pending_frees_and_clears_owner)
 }
 END_TEST
 
+/* A flush completes pending frees the oldest first, as synchronize_and_free_events walks a
+ * stream's events from the front: three 2 MiB blocks of one 20 MiB segment freed a, b, c, then
+ * a flush: a completes alone (a second inactive split block beside the segment's free rest), b
+ * joins it, c merges all. Newest first, c merged at once and the peak stayed 1. */
+START_TEST(flush_completes_pending_frees_oldest_first)
+{
+    fixture f = fx_new("pytorch", DEV, 0);
+    gs_block *v[3];
+    for (int i = 0; i < 3; i++) v[i] = xalloc(f.heap, 2 * MiB, 0);
+    ck_assert_ptr_eq(v[0]->seg, v[2]->seg);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, ALL).current, 1); /* the segment's rest */
+    for (int i = 0; i < 3; i++) gs_heap_free_request(f.heap, v[i], NULL);
+    ck_assert_int_eq(gs_heap_empty_cache(f.heap), GS_OK);
+    check_heap(f.heap);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, ALL).peak, 2);
+    ck_assert_int_eq(STAT(f.heap, inactive_split, ALL).current, 0);
+    ck_assert_int_eq(STAT(f.heap, reserved_bytes, ALL).current, 0);
+    fx_free(&f);
+}
+END_TEST
+
 START_TEST(roundup_power2_divisions_change_allocated_bytes)
 {
     fixture f = fx_new("pytorch:roundup_power2_divisions:4", DEV, 0);
@@ -1970,6 +1991,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, garbage_collection_frees_old_blocks_only_with_limit);
     tcase_add_test(tc, deferred_free_is_not_reused_until_complete);
     tcase_add_test(tc, flush_completes_pending_frees_and_clears_owner);
+    tcase_add_test(tc, flush_completes_pending_frees_oldest_first);
     tcase_add_test(tc, active_peaks_count_pending_frees);
     tcase_add_test(tc, roundup_power2_divisions_change_allocated_bytes);
     tcase_add_test(tc, zero_size_request_gets_minimum_block);
