@@ -480,6 +480,13 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
     const char *limit_source = NULL;
     uint64_t limit = gs_reference_limit(ref, &limit_source);
     if (!c->capacity) refuse_device_limits(input, ref);
+    /* the limit a snapshot shows is the dying device's: the others' are not known (it was
+     * applied to every device, and a device that never failed died in the replay) */
+    if (!c->capacity && ref && ref->n_devices > 1 && ref->limit_bytes && limit == ref->limit_bytes)
+        gs_cli_usage_error("whatif: %s: the snapshot shows the limit one device met (%s), not the "
+                           "other devices': whatif replays every device at one cap: give it with "
+                           "--capacity (gpusim replay -r replays each device at its own)",
+                           input, limit_source);
     /* the recorded setting's own limit (per_process_memory_fraction x the device), where the
      * run's cap is not known otherwise: its limit met at a death, if lower, is the other's */
     uint64_t own = 0;

@@ -877,6 +877,38 @@ strip = lambda d: [{k: x for k, x in r.items() if not k.startswith("device_time"
                    for r in d["results"]]
 assert strip(v) == strip(w), (strip(v), strip(w))
 PY
+# ... and with a NAME.json whose cap (2 GiB) is above it: the run met the lower, the full device,
+# for the cap and for the converter's empty_cache rule (the JSON's cap won: the recorded setting
+# got past its death, and its five flushes read as empty_cache() calls)
+cp "$tmp/full.pickle.gz" "$tmp/full2.pickle.gz"
+echo '{"cap_gib": 2, "total_bytes": 85017493504, "outcome": "oom"}' >"$tmp/full2.json"
+"$gpusim" whatif "$tmp/full2.pickle.gz" --format json -o "$tmp/full2.out.json" 2>"$tmp/err" ||
+    fail "whatif, full device under a larger cap: exit $?: $(cat "$tmp/err")"
+! grep -q "empty_cache" "$tmp/err" || fail "whatif, full device under a larger cap: $(cat "$tmp/err")"
+python3 - "$tmp/full2.out.json" "$tmp/full.json" <<'PY' || fail "whatif, full device under a larger cap: the lower limit"
+import json, sys
+v, w = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert v["capacity_bytes"] == 1610612736 and v["capacity_source"] == "device full at the OOM", v
+rec = [r for r in v["results"] if r["recorded"]][0]
+assert rec["outcome"] == "oom" and rec["retries"] == 6, rec
+assert rec["first_oom_event"] == v["recorded_fatal_oom_event"] == w["recorded_fatal_oom_event"], rec
+PY
+# A run of two GPUs whose device 0 was full at its OOM: that limit is device 0's, the other's is
+# not known: refused (it was every device's cap, and device 1, which never failed, died)
+python3 - "$src/traces/references/pytorch-2.11-2xh200/twogpu__default__2.5+2.pickle.gz" "$tmp/twofull.pickle.gz" <<'PY' ||
+import gzip, pickle, sys
+s = pickle.loads(gzip.decompress(open(sys.argv[1], "rb").read()))
+e = dict(s["device_traces"][0][-1])
+e.update(action="oom", device_free=10 << 20, size=100 << 20, addr=0)
+s["device_traces"][0].append(e)
+open(sys.argv[2], "wb").write(gzip.compress(pickle.dumps(s)))
+PY
+    fail "make the two-GPU full-device snapshot"
+"$gpusim" whatif "$tmp/twofull.pickle.gz" >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && [ ! -s "$tmp/out" ] &&
+    grep -q "the snapshot shows the limit one device met (device full at the OOM), not the other devices'" "$tmp/err" ||
+    fail "whatif, one device full of two: $(cat "$tmp/err")"
+"$gpusim" whatif -q "$tmp/twofull.pickle.gz" --capacity 3GiB >/dev/null 2>&1 || fail "whatif, one device full of two, --capacity: exit $?"
 # A snapshot dumped before its run died (its NAME.json says oom; the log holds none): no setting
 # "completes" it, each minimum is a lower bound (whatif said "completes at the cap of 1.5 GiB")
 cp "$src/traces/references/pytorch-2.11-h100/sidestream__default__nocap.pickle.gz" "$tmp/early.pickle.gz"

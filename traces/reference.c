@@ -152,7 +152,11 @@ uint64_t gs_reference_limit(const gs_reference *r, const char **source)
     if (r && r->cap_bytes) {
         limit = r->cap_bytes;
         why = "recorded cap";
-    } else if (r && r->limit_bytes) {
+    }
+    /* the limit the snapshot shows the run met (a full device: another process held the rest),
+     * where no cap is known or it is below the cap: the run met the lower (a NAME.json's 2 GiB
+     * won over a device full at 1.5 GiB, and the recorded setting "got past" its death) */
+    if (r && r->limit_bytes && (!limit || r->limit_bytes < limit)) {
         limit = r->limit_bytes;
         why = r->limit_source ? r->limit_source : "the limit the run met";
     }

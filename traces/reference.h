@@ -50,8 +50,9 @@ gs_reference *gs_reference_load(const char *path, GError **err);
 void gs_reference_free(gs_reference *r);
 /* A memory_stats value; FALSE if the reference has no such key. */
 gboolean gs_reference_stat(const gs_reference *r, const char *key, int64_t *out);
-/* The limit the recorded run's allocator had: the run's cap (cap_bytes, its NAME.json's), else
- * the limit it met where it died (limit_bytes); 0 when neither is known. *source (optional):
+/* The limit the recorded run's allocator had: the run's cap (cap_bytes, its NAME.json's), or the
+ * limit it met where it died (limit_bytes: the device was full) where that is lower or the only
+ * one; 0 when neither is known. *source (optional):
  * where it comes from, in words ("recorded cap", "device full at the OOM"), else NULL. */
 uint64_t gs_reference_limit(const gs_reference *r, const char **source);
 /* The reference of one device of a several-device run; NULL if it has none. */

@@ -18,8 +18,8 @@ from .model import (_O_EMPTY, EXIT_ERROR, PROG, ConvertError, _is_int, _is_num, 
 from .snapshot import read_snapshot
 from .fastread import gpusim_program, read_snapshot_fast
 from .inputs import READERS, Input, Progress, detect_format
-from .inference import infer_all_pools, infer_empty_cache, merge_devices
-from .build import build_trace, limit_at_death, trim_after_death
+from .inference import GROWTHS, RELEASES, infer_all_pools, infer_empty_cache, merge_devices
+from .build import build_trace, growth_needed, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
 from .output import render_trace, write_bounded, write_chunks, write_rows, write_whole
@@ -225,6 +225,30 @@ def release_limit(args, sibling, dev, version=None):
     return None
 
 
+def full_device_limit(rec, dev, events):
+    """The limit a device's last OOM shows when the device was full then (its free bytes fewer
+    than the request's growth: another process held the rest): what the allocator held plus
+    those free bytes, as limit_at_death finds it for the reference; else None. The empty_cache
+    rule takes it too, where it is below the cap known (a NAME.json's 2 GiB beside a device full
+    at 1.5 GiB made the allocator's five flushes read as empty_cache() calls)."""
+    if rec.kind != "pytorch-snapshot":
+        return None
+    running, at = 0, None
+    for e in events:
+        if e.action in GROWTHS:
+            running += e.size
+        elif e.action in RELEASES:
+            running -= e.size
+        elif e.action == "oom":
+            at = (running, e.addr, e.size)     # an oom's addr is the device's free bytes
+    if at is None or not _is_int(at[1]) or at[1] >= growth_needed(at[2], rec.allocator_settings):
+        return None
+    before = 0   # segments made before the log began, as limit_at_death counts them
+    if rec.final_reserved is not None and dev in rec.final_reserved:
+        before = max(0, rec.final_reserved[dev] - running)
+    return before + at[0] + at[1]
+
+
 def infer_all_empty_cache(rec, args, sibling, label):
     if rec.per_device is None:
         return
@@ -247,8 +271,12 @@ def infer_all_empty_cache(rec, args, sibling, label):
         max_split = settings.get("max_split_size")
         no_oversize = _is_int(max_split) and (max_split < 0 or max_split >= 2**62)
         flushed = not (retries == 0 and no_oversize)
+        limit = release_limit(args, sibling, dev, rec.pytorch_version)
+        full = full_device_limit(rec, dev, events) if args.cap is None else None
+        if full is not None and (limit is None or full < limit):
+            limit = full
         rec.per_device[dev], n = infer_empty_cache(
-            events, release_limit(args, sibling, dev, rec.pytorch_version),
+            events, limit,
             peak if _is_int(peak) else None, gc, expandable, flushed, no_oversize)
         rec.num_inferred_empty_cache += n
     if rec.num_inferred_empty_cache:
