@@ -21,10 +21,16 @@ static gboolean saved_bad(GError **err, const char *path, const char *fmt, ...)
     va_start(ap, fmt);
     char *m = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    g_set_error(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT,
-                "%s: %s (want a report of 'gpusim replay --format json|csv' or of 'gpusim sweep')",
-                path, m);
+    /* escaped whole, as gs_located_printf does: what it quotes (a trace's name, a column's) is
+     * the file's, and a line break there made the message two lines (a fuzzer's input) */
+    char *full = g_strdup_printf("%s: %s (want a report of 'gpusim replay --format json|csv' or "
+                                 "of 'gpusim sweep')",
+                                 path, m);
+    char *safe = gs_printable(full);
+    g_set_error_literal(err, GS_PLOT_ERROR, GS_PLOT_ERROR_INPUT, safe);
+    g_free(safe);
     g_free(m);
+    g_free(full);
     return FALSE;
 }
 

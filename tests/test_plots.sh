@@ -64,6 +64,10 @@ expect_error "plot nothing" "no RESULT" "$gpusim" plot
 expect_error "plot a missing file" "nope.json" "$gpusim" plot "$tmp/nope.json"
 printf 'not,a,report\n1,2,3\n' >"$tmp/junk.csv"
 expect_error "plot a non-report" "no column 'trace'" "$gpusim" plot "$tmp/junk.csv"
+# what a refusal quotes from the file is escaped: one line (a line break in a trace's name made
+# two; the plot_saved fuzzer's input)
+printf '{"trace": "a\\nb", "results": []}' >"$tmp/noresults.json"
+expect_error "plot a report of no results" "x0ab' has no results to plot" "$gpusim" plot "$tmp/noresults.json"
 # a quoted field that never ends: FILE:LINE of its opening quote (it swallowed the rest of the
 # file, and leaked its record); a row of the wrong width: its FILE:LINE
 printf 'trace,policy,capacity_bytes\nt,"p\nq",1\nt,"unterminated,2\nt,x,3\n' >"$tmp/open.csv"
