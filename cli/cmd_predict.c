@@ -79,7 +79,11 @@ static int run_whatif(GPtrArray *args)
     bool ran = g_spawn_sync(NULL, (char **)args->pdata, NULL, G_SPAWN_CHILD_INHERITS_STDIN,
                             gs_child_unblock_stops, NULL, NULL, NULL, &status, &err);
     g_free(self);
-    if (!ran) gs_cli_usage_error("predict: cannot run gpusim whatif: %s", err->message);
+    if (!ran) { /* said, and returned: the caller has a folder to remove */
+        gs_cli_say("predict: cannot run gpusim whatif: %s", err->message);
+        g_error_free(err);
+        return GS_EXIT_USAGE;
+    }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -100,6 +104,20 @@ static int check_whatif_usage(const GPtrArray *args, const char *keep, bool veri
 {
     int e = keep ? gs_cli_output_errno(keep) : 0;
     if (e) gs_cli_usage_error("predict: --trace %s: cannot write: %s", keep, g_strerror(e));
+    /* whatif's report into the trace kept would replace it (whatif, given the capture, cannot
+     * tell them one file before the trace is there) */
+    for (guint i = 0; keep && i < args->len; i++) {
+        const char *a = args->pdata[i], *v = NULL;
+        if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) && i + 1 < args->len)
+            v = args->pdata[i + 1];
+        else if (g_str_has_prefix(a, "--output=")) v = a + strlen("--output=");
+        char *ck = v ? g_canonicalize_filename(keep, NULL) : NULL;
+        char *cv = v ? g_canonicalize_filename(v, NULL) : NULL;
+        bool same = v && strcmp(ck, cv) == 0;
+        g_free(ck);
+        g_free(cv);
+        if (same) gs_cli_usage_error("predict: --trace %s and -o %s are one file", keep, v);
+    }
     GPtrArray *check = g_ptr_array_new();
     for (guint i = 0; i < args->len; i++) g_ptr_array_add(check, args->pdata[i]);
     g_ptr_array_add(check, (char *)"--check-usage");
@@ -176,8 +194,15 @@ int gs_cmd_predict(int argc, char **argv)
                               : "each distinct operation probed once on the device");
     bool ok = gs_capture_run(&argv[dash + 1], &o, &err) && (!keep || copy_trace(trace, keep, &err));
     int rc = GS_EXIT_USAGE;
+    /* A Ctrl-C the program caught (it exited 0 all the same), or a stop signal sent to gpusim
+     * alone, is held: no verdict is drawn after it (with --verify, runs on the GPU); it acts
+     * once the folder is gone. */
+    if (ok && gs_stop_pending()) ok = false, err = NULL;
+    GStatBuf st;
     if (ok) {
-        g_ptr_array_add(args, trace);
+        /* the verdict names the trace kept, where it is a file (whatif reads it again) */
+        g_ptr_array_add(args, keep && g_stat(keep, &st) == 0 && S_ISREG(st.st_mode) ? (char *)keep
+                                                                                    : trace);
         if (verify) /* whatif --verify runs the program after its -- on the real GPU */
             for (int i = dash; i < argc; i++) g_ptr_array_add(args, argv[i]);
         rc = run_whatif(args);
@@ -188,6 +213,6 @@ int gs_cmd_predict(int argc, char **argv)
     g_free(trace);
     g_free(dir);
     g_ptr_array_free(args, TRUE);
-    if (!ok) gs_cli_usage_error("predict: %s", err->message);
+    if (!ok && err) gs_cli_usage_error("predict: %s", err->message);
     return rc;
 }

@@ -179,6 +179,19 @@ printf 'import time\ntime.sleep(60)\n' >"$tmp/slow.py"
 python3 "$src/tests/interrupt.py" "$gpusim" predict -- python3 "$tmp/slow.py" ||
     fail "predict, interrupted"
 [ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind by a Ctrl-C: $(ls "$tmp/scratch")"
+# ... and a program that catches it and exits 0: no verdict is drawn after the interrupt (it was
+# drawn whole, and with --verify would have run the program on the GPU again)
+printf 'import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n' >"$tmp/catches.py"
+python3 "$src/tests/interrupt.py" --no-output "$gpusim" predict --capacity 6GiB -- python3 "$tmp/catches.py" ||
+    fail "predict, a Ctrl-C the program caught"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind by a caught Ctrl-C: $(ls "$tmp/scratch")"
+# the verdict names the trace kept, not the capture's temporary file; and -o is not that file
+"$gpusim" predict -q --capacity 6GiB --trace "$tmp/named.gstrace" -- python3 "$tmp/prog.py" >"$tmp/out" 2>/dev/null ||
+    fail "predict --trace: exit $?"
+grep -q "^whatif $tmp/named.gstrace: " "$tmp/out" || fail "predict --trace: the verdict names $(head -1 "$tmp/out")"
+expect_error "predict --trace F -o F" "predict: --trace $tmp/same.gstrace and -o $tmp/same.gstrace are one file" \
+    "$gpusim" predict --trace "$tmp/same.gstrace" -o "$tmp/same.gstrace" -- sh -c "touch $tmp/ran"
+[ ! -e "$tmp/ran" ] && [ ! -e "$tmp/same.gstrace" ] || fail "predict --trace F -o F: the program ran"
 
 # usage
 expect_error "predict with no program" "give the program after --" "$gpusim" predict --capacity 1GiB
