@@ -377,11 +377,10 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
                        const gs_whatif_opts *o, const char *cap_words, const char *assumption)
 {
     const gs_whatif_row *dflt = gs_whatif_default(rows), *rec = NULL;
-    double d = dflt ? gs_devcalls_total_us(&dflt->at_cap.calls) : 0;
     gs_plot_whatif_row *pr = g_new0(gs_plot_whatif_row, rows->len);
     gs_trace_caveats cv;
     gs_trace_get_caveats(t, &cv);
-    bool lower_bound = cv.fatal_oom; /* minima of a dying trace: to get that far */
+    bool lower_bound = cv.dies; /* minima of a dying trace: to get that far */
     size_t rec_k = 0;
     for (guint i = 0; i < rows->len; i++) {
         const gs_whatif_row *r = rows->pdata[i];
@@ -395,7 +394,7 @@ static int plot_whatif(gs_plotter *pl, const char *input, const gs_trace *t, con
             .min_capacity = r->search.min_capacity,
             .fails_above = r->search.fails_above,
             .device_us = us,
-            .vs_default = d > 0 ? us / d : 0,
+            .vs_default = gs_whatif_vs_default(r, dflt), /* the table's, '-' where it has none */
         };
         if (r->recorded) {
             rec = r;

@@ -168,8 +168,9 @@ gboolean gs_plot_whatif(gs_plotter *p, const char *trace, uint64_t cap, const ch
     if (assumption)
         g_ptr_array_add(notes, g_strdup_printf("Assumed, not recorded: %s.", assumption));
     if (dies)
-        g_ptr_array_add(notes, g_strdup("The trace ends where the recorded run died: each minimum "
-                                        "(>=) is the memory to get that far, a lower bound."));
+        g_ptr_array_add(notes,
+                        g_strdup("The trace ends where the recorded run died, or before: each "
+                                 "minimum (>=) is the memory to get that far, a lower bound."));
     /* pixels: the title and key above, a row per setting, the axes and notes below */
     int top_px = 92, row_px = 40, bottom_px = 72 + 20 * (int)notes->len;
     int h = top_px + row_px * (int)n + bottom_px;

@@ -135,6 +135,9 @@ void gs_whatif_report(FILE *out, gs_format fmt, const char *name, const gs_trace
 char *gs_whatif_recommendation(const GPtrArray *rows, const gs_trace *t, const gs_whatif_cap *cap);
 /* A row's outcome at the cap in the verdict's words: "ok", "survived", "oom", "error". */
 const char *gs_whatif_outcome(const gs_whatif_row *r);
+/* r's device time at the cap over the default row's (1.0: the same); 0 when there is no default,
+ * or the two replays did not get as far (one died sooner: a time to a failure is no cost). */
+double gs_whatif_vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt);
 
 /* gpusim validate's report (validate.c). Every judged check within its tolerance, every timed
  * run alike, no device failure. */

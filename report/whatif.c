@@ -17,7 +17,7 @@ const char *gs_whatif_outcome(const gs_whatif_row *r) { return gs_result_outcome
  * or the two replays at the cap did not get as far (one died of an OOM sooner): the time of a
  * run to its failure is no cost of the run, and read as one it made a setting that dies look
  * cheaper than the default that completes. */
-static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
+double gs_whatif_vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
 {
     if (!dflt || r->at_cap.events != dflt->at_cap.events ||
         strcmp(gs_whatif_outcome(r), gs_whatif_outcome(dflt)) != 0)
@@ -30,7 +30,7 @@ static double vs_default(const gs_whatif_row *r, const gs_whatif_row *dflt)
  * two small times alone reads as a large cost. */
 static void vs_default_text(char *buf, size_t n, const gs_whatif_row *r, const gs_whatif_row *dflt)
 {
-    double v = vs_default(r, dflt);
+    double v = gs_whatif_vs_default(r, dflt);
     if (v <= 0) {
         g_strlcpy(buf, "-", n);
         return;
@@ -368,7 +368,7 @@ static void csv(FILE *out, const char *name, const gs_trace *t, const GPtrArray 
         fprintf(out, ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%.1f,",
                 r->at_cap.stats.num_alloc_retries, r->at_cap.stats.num_ooms,
                 device_frees(&r->at_cap), gs_devcalls_total_us(&r->at_cap.calls));
-        double vs = vs_default(r, dflt);
+        double vs = gs_whatif_vs_default(r, dflt);
         if (vs > 0) fprintf(out, "%.4f", vs); /* empty: none (JSON's null) */
         fprintf(out,
                 ",%" G_GINT64_FORMAT ",%u,%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT ",%d,%s,%s\n",
@@ -469,7 +469,7 @@ static void json(FILE *out, const char *name, const gs_trace *t, const GPtrArray
         gs_jw_key(&w, "device_time_us");
         gs_jw_num(&w, "%.1f", gs_devcalls_total_us(&r->at_cap.calls));
         gs_jw_key(&w, "device_time_vs_default");
-        double v = vs_default(r, dflt);
+        double v = gs_whatif_vs_default(r, dflt);
         if (v > 0) gs_jw_num(&w, "%.4f", v);
         else gs_jw_null(&w);
         gs_jw_key(&w, "peak_reserved_bytes");

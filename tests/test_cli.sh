@@ -926,6 +926,15 @@ v = json.load(open(sys.argv[1]))
 for r in v["results"]:
     assert r["outcome"] == "survived" and r["min_capacity_is_lower_bound"], r
 PY
+# its chart says so too (its labels were exact minima, its note "where the recorded run died")
+"$gpusim" whatif -q "$tmp/early.pickle.gz" --plot "$tmp/earlyplot" >/dev/null 2>&1 ||
+    fail "whatif --plot, a snapshot dumped before the death: exit $?"
+[ "$(grep -c "'>= " "$tmp/earlyplot/early-whatif.gp")" -eq 8 ] && grep -q "died, or before: each minimum" "$tmp/earlyplot/early-whatif.gp" ||
+    fail "whatif --plot, a snapshot dumped before the death: $(grep -c "'>= " "$tmp/earlyplot/early-whatif.gp") lower bounds"
+# the chart's time against the default's is the table's: none for a setting that died at the cap
+"$gpusim" whatif -q "$trace" --capacity 5.75GiB --plot "$tmp/r50plot" >/dev/null 2>&1 || fail "whatif --plot resnet50: exit $?"
+grep -q "'4.83 ms, to its failure'" "$tmp/r50plot/resnet50-whatif.gp" ||
+    fail "whatif --plot: a setting that died has a ratio: $(grep 4.83 "$tmp/r50plot/resnet50-whatif.gp")"
 # A run that caught its OOMs (oomcatch, 5 at 2 GiB): the recorded setting at the recorded cap
 # replays with the snapshot's own segment addresses, so its retries are the real run's 5 (the
 # placement model alone serves 2 of the requests: 3); and the search of a trace with oom
