@@ -81,7 +81,7 @@ END_TEST
 START_TEST(bisect_from_a_hint_that_is_wrong)
 {
     for (uint64_t thr = 3; thr <= 150; thr += 7) {
-        const uint64_t froms[] = {thr - 2, thr - 1, thr, thr + 1, thr + 30, 199};
+        const uint64_t froms[] = {thr - 2, thr - 1, thr, thr + 1, thr + 30, 199, 200, 250};
         for (size_t i = 0; i < G_N_ELEMENTS(froms); i++) {
             pred p = {.ok_from = thr};
             gs_whatif_search s;
