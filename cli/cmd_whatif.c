@@ -495,17 +495,13 @@ static uint64_t whatif_cap(const gs_cli *c, const char *input, const gs_trace *t
         limit = own;
         limit_source = "the recorded setting's per_process_memory_fraction";
         /* a fraction of a device nothing names is a fraction of a guess (it was said as the
-         * run's cap: 40 GiB for 0.5 of an H100's 79.18 GiB, 30 GiB off on an H200) */
-        if (!total_known && !c->capacity) {
-            char *g = gs_format_size(total);
-            gs_cli_say("warning: %s: the recorded setting's per_process_memory_fraction is of "
-                       "the device's memory, which nothing here says: the cap assumes a device "
-                       "of %s; give --device-total (or --capacity)",
-                       input, g);
-            g_free(g);
-            limit_source = "the recorded setting's per_process_memory_fraction of an assumed "
-                           "device: give --device-total";
-        }
+         * run's cap: 40 GiB for 0.5 of an H100's 79.18 GiB, 30 GiB off on an H200; 8 TiB where
+         * the guess was the largest device): refused, as a death with no limit is */
+        if (!total_known && !c->capacity)
+            gs_cli_usage_error("whatif: %s: the recorded setting's per_process_memory_fraction "
+                               "is a fraction of the device's memory, which nothing here says: "
+                               "give --device-total (the GPU's memory) or --capacity",
+                               input);
     }
     uint64_t cap = c->capacity ? c->cap : limit;
     *cap_words = c->capacity ? "cap given" : limit ? limit_source : NULL;

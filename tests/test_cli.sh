@@ -987,12 +987,13 @@ printf '# gpusim-trace 1\n# device_total_bytes: 10737418240\n# allocator_conf: p
     grep -q "at the cap of 3 GiB (the recorded setting's per_process_memory_fraction)$" "$tmp/f03.txt" &&
     grep -q "^No candidate completes at the cap of 3 GiB" "$tmp/f03.txt" ||
     fail "whatif of a recorded fraction: $(cat "$tmp/f03.txt")"
-# ... of a device nothing names: the cap is a fraction of an assumed device, and says so
+# ... of a device nothing names: refused, no device guessed (it was 0.3 of a guessed 80 GiB)
 grep -v '^# device_total_bytes' "$tmp/f03.gstrace" >"$tmp/f03n.gstrace"
-"$gpusim" whatif -q -j 1 "$tmp/f03n.gstrace" >"$tmp/f03n.txt" 2>"$tmp/err" &&
-    grep -q "the cap assumes a device of 80.000 GiB; give --device-total" "$tmp/err" &&
-    grep -q "at the cap of 24 GiB (the recorded setting's per_process_memory_fraction of an assumed device: give --device-total)$" "$tmp/f03n.txt" ||
-    fail "whatif of a recorded fraction of an unknown device: $(cat "$tmp/err"; head -1 "$tmp/f03n.txt")"
+expect_error "whatif of a recorded fraction of an unknown device" \
+    "per_process_memory_fraction is a fraction of the device's memory, which nothing here says: give --device-total" \
+    "$gpusim" whatif -q -j 1 "$tmp/f03n.gstrace"
+"$gpusim" whatif -q -j 1 "$tmp/f03n.gstrace" --device-total 10GiB | grep -q "at the cap of 3 GiB (the recorded setting's per_process_memory_fraction)$" ||
+    fail "whatif of a recorded fraction, --device-total: the fraction of it"
 # A complete run with no cap: no cap is guessed ("with no cap"), and no search goes above what
 # a setting reserves uncapped (up to the device's 79 GiB, gpt2's rows took 43-44 replays).
 "$gpusim" whatif "$src/traces/data/gpt2.gstrace.gz" --format json -o "$tmp/nocap.json" 2>/dev/null ||
