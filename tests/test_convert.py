@@ -1737,6 +1737,11 @@ class TestFailedRequests(ConverterTestCase):
         self.assertNotIn("outcome_event", ref)
         self.assertEqual((ref["limit_bytes"], ref["limit_source"]),
                          (20 * MiB + 4096, "device full at a caught OOM"))
+        # a run that held more after it: the device had room again, so the full device then is
+        # no limit of the run (it was, below the bound of what the run later held)
+        ref = self._limit(self.CAUGHT + [ev("segment_alloc", 0x2_0000_0000, 40 * MiB, 15),
+                                         ev("alloc", 0x2_0000_0000, 40 * MiB, 16)])
+        self.assertNotIn("limit_bytes", ref)
         roomy = [dict(e) for e in self.CAUGHT]
         roomy[2]["device_free"] = 60 * GiB
         ref = self._limit(roomy)

@@ -292,7 +292,9 @@ def limit_at_death(rec, tr, events_before_trim):
     R + F. Otherwise the device had room and something below it refused the growth (a memory
     fraction): the limit is unknown, between the peak the allocator had reached (it was
     allowed) and R plus that growth (it was not). A run that did not die but caught OOMs met
-    its limit at each: the last one tells it the same way. None when the run met none."""
+    its limit at each: the last one tells it the same way, but a full device there is no limit
+    where the run held more after it (the other process gave memory back). None when the run
+    met none."""
     seq, where = tr.fatal_oom_seq, "the OOM"
     if seq is None:
         ops = tr.rows.op
@@ -323,6 +325,16 @@ def limit_at_death(rec, tr, events_before_trim):
            "device_free_bytes": oom[1] if oom is not None and rec.kind == "pytorch-snapshot"
            else None}
     free = out["device_free_bytes"]
+    # the most the allocator held after it (a caught OOM's run went on): a full device then is
+    # no limit of the run where the run held more later (the other process gave memory back)
+    after = later = running
+    for e in events_before_trim:
+        if e[4] != dev or e[0] == "oom" or e[3] <= seq:
+            continue
+        after += e[2] if e[0] in GROWTHS else -e[2] if e[0] in RELEASES else 0
+        later = max(later, after)
+    if free is not None and free < need and before + later > held + free:
+        return None
     if free is not None and free < need:
         out.update(bytes=held + free, source=f"device full at {where}")
     else:

@@ -233,7 +233,7 @@ def full_device_limit(rec, dev, events):
     at 1.5 GiB made the allocator's five flushes read as empty_cache() calls)."""
     if rec.kind != "pytorch-snapshot":
         return None
-    running, at = 0, None
+    running, at, later = 0, None, 0
     for e in events:
         if e.action in GROWTHS:
             running += e.size
@@ -241,8 +241,12 @@ def full_device_limit(rec, dev, events):
             running -= e.size
         elif e.action == "oom":
             at = (running, e.addr, e.size)     # an oom's addr is the device's free bytes
+            later = running
+        later = max(later, running)            # the most held since the last oom
     if at is None or not _is_int(at[1]) or at[1] >= growth_needed(at[2], rec.allocator_settings):
         return None
+    if later > at[0] + at[1]:
+        return None   # the run held more after it: the device had room again (limit_at_death)
     before = 0   # segments made before the log began, as limit_at_death counts them
     if rec.final_reserved is not None and dev in rec.final_reserved:
         before = max(0, rec.final_reserved[dev] - running)
