@@ -918,6 +918,11 @@ static void json_trace(FILE *out, const char *name, const gs_trace *t, const gs_
                                             "means it gets that far: the rest of the program is "
                                             "not in the trace");
     }
+    if (cv.died_after_log) /* (a snapshot dumped before the death: no event to name) */
+        jw_s(&w, "recorded_death_note",
+             "the recorded run died of an OOM after the trace ends; "
+             "\"survived\" means it gets through the trace: what "
+             "killed the run is not in it");
     if (cv.started_mid_run) {
         jw_u(&w, "synthesized_allocs", cv.synthesized);
         jw_s(&w, "synthesized_allocs_note", "recording started mid-run: these allocations were "

@@ -926,6 +926,10 @@ v = json.load(open(sys.argv[1]))
 for r in v["results"]:
     assert r["outcome"] == "survived" and r["min_capacity_is_lower_bound"], r
 PY
+# a replay of it says so in its JSON, as of a trace that ends at its death
+python3 "$src/traces/convert.py" -q "$tmp/early.pickle.gz" -o "$tmp/early.gstrace" 2>/dev/null &&
+    "$gpusim" replay -q "$tmp/early.gstrace" -f json | grep -q '"recorded_death_note": "the recorded run died of an OOM after the trace ends' ||
+    fail "replay of a snapshot dumped before the death: no note"
 # its chart says so too (its labels were exact minima, its note "where the recorded run died")
 "$gpusim" whatif -q "$tmp/early.pickle.gz" --plot "$tmp/earlyplot" >/dev/null 2>&1 ||
     fail "whatif --plot, a snapshot dumped before the death: exit $?"
