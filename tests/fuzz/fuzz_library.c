@@ -157,9 +157,13 @@ static void *busy(void *stop)
     return NULL;
 }
 
+static void pools_done(void);
+
 /* The child must be able to use its copy of the allocator: a lock left held across the fork
- * would hang it here. It frees what the parent had live (its copy), so that its request fits
- * whatever the parent held. */
+ * would hang it here. It frees what the parent had live (its copy) and ends the pools the input
+ * left open (a capture's private pool holds what was freed in it: an input that filled the cap
+ * there left the child no room, and the harness called that a broken allocator), so that its
+ * request fits whatever the parent held. */
 static void forked(bool with_thread)
 {
     gint stop = 0;
@@ -170,6 +174,7 @@ static void forked(bool with_thread)
     pid_t pid = fork();
     if (pid == 0) {
         while (live.n) give(live.n - 1);
+        pools_done();
         gpusim_empty_cache();
         void *p = gpusim_malloc(4096, 0, NULL);
         if (p) gpusim_free(p, 4096, 0, NULL);
