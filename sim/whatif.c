@@ -131,7 +131,8 @@ void gs_whatif_bisect_from(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint
 {
     memset(out, 0, sizeof *out);
     prober pr = {probe, ud, step, out, g_array_new(FALSE, FALSE, sizeof(probe_done))};
-    bisect(&pr, lo, from < hi ? from : lo, hi); /* a hint at or above hi: none (it searched nothing) */
+    /* a hint at or above hi is none (the search from it searched nothing) */
+    bisect(&pr, lo, from < hi ? from : lo, hi);
     g_array_free(pr.done, TRUE);
 }
 
