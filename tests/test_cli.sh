@@ -1079,6 +1079,13 @@ ln -s "$tmp/link-target.gstrace.gz" "$tmp/link.gstrace.gz"
 "$gpusim" replay "$tmp/link-target.gstrace.gz" -q >/dev/null || fail "convert -o LINK: the target is no trace"
 "$gpusim" convert "$trace" -o /dev/null || fail "convert -o /dev/null: exit $?"
 [ -c /dev/null ] || fail "convert -o /dev/null: /dev/null is no longer a device"
+# a FIFO is written in place when a reader comes (it is opened without waiting, again until one
+# does: util/file.c's open_fifo)
+mkfifo "$tmp/out.fifo"
+{ sleep 1; cat "$tmp/out.fifo" >"$tmp/fifo.out"; } &
+"$gpusim" replay -q "$trace" -f json -o "$tmp/out.fifo" || fail "replay -o FIFO: exit $?"
+wait
+grep -q '"events": 8533' "$tmp/fifo.out" || fail "replay -o FIFO: the reader got $(head -c 80 "$tmp/fifo.out")"
 
 # --- standard output closed: with -o the report is written and the run is a success (it was
 # exit 2 after writing the file); without, the lost report is exit 2 ---

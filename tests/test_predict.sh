@@ -179,6 +179,12 @@ printf 'import time\ntime.sleep(60)\n' >"$tmp/slow.py"
 python3 "$src/tests/interrupt.py" "$gpusim" predict -- python3 "$tmp/slow.py" ||
     fail "predict, interrupted"
 [ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind by a Ctrl-C: $(ls "$tmp/scratch")"
+# ... and one that comes while --trace's FIFO waits for a reader, predict's stop signals held
+# (it waited for ever: only SIGKILL ended it, its temporary folder left)
+mkfifo "$tmp/noreader.gstrace"
+python3 "$src/tests/interrupt.py" "$gpusim" predict -q --capacity 6GiB --trace "$tmp/noreader.gstrace" -- \
+    python3 "$tmp/prog.py" || fail "predict --trace FIFO with no reader, interrupted"
+[ -z "$(ls "$tmp/scratch")" ] || fail "predict: left behind by a Ctrl-C at the FIFO: $(ls "$tmp/scratch")"
 # ... and a program that catches it and exits 0: no verdict is drawn after the interrupt (it was
 # drawn whole, and with --verify would have run the program on the GPU again)
 printf 'import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    pass\n' >"$tmp/catches.py"

@@ -122,6 +122,28 @@ char *gs_temp_beside(const char *path)
     return tmp;
 }
 
+/* A FIFO opened for writing waits for a reader: with the stop signals held that wait could not
+ * be interrupted (gpusim predict --trace FIFO with no reader ignored a Ctrl-C, and only SIGKILL
+ * ended it, its temporary folder left behind). So it is opened without waiting, again every 50
+ * ms until a reader comes or a stop signal is pending (EINTR); then it blocks as a file does. */
+static int open_fifo(const char *path)
+{
+    for (;;) {
+        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+            return fd;
+        }
+        if (errno != ENXIO) return -1;
+        if (gs_stop_pending()) {
+            errno = EINTR;
+            return -1;
+        }
+        g_usleep(50 * 1000);
+    }
+}
+
 int gs_output_open(const char *path, gs_output *o)
 {
     sigset_t stop;
@@ -130,7 +152,9 @@ int gs_output_open(const char *path, gs_output *o)
     o->tmp = NULL;
     struct stat st;
     int fd;
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (lstat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+        fd = open_fifo(path);
+    } else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
         /* a device, a FIFO, a link (/dev/stdout): written in place, never replaced by a rename
          * (as root that would turn /dev/full into a regular file; a link would become a file,
          * its target never written) */
