@@ -82,32 +82,33 @@ static void bisect(prober *pr, uint64_t lo, uint64_t from, uint64_t hi)
         if (!out->fails_above) return;
     }
     /* invariant: fails at lo_k (or lo_k is the known-failing bound, or the hint), completes
-     * at hi_k */
+     * at hi_k. The checks below an answer go down to the hint (low_k), as a search from it
+     * did, until the hint itself completes; then to the known floor. */
     const uint64_t floor_k = known_k;
+    uint64_t low_k = hint_k;
     for (;;) {
         while (hi_k - lo_k > 1) {
             uint64_t mid = lo_k + (hi_k - lo_k) / 2;
             if (ok_at(pr, mid)) hi_k = mid;
             else lo_k = mid;
         }
-        /* The step below the answer (the hint, if the bisection stopped on it unreplayed),
-         * the steps just below that, then a grid further down, first above the hint, then
-         * below it: a success there means the bisection stopped at a later boundary (hi_k - 1
-         * fails, yet less memory completes): search again below it. (A window where an
-         * allocator fails is often a few steps wide, next to its boundary: the grid alone
-         * passed over them. The grid above the hint is the one a search from there makes, and
-         * finds the windows such a search finds.) */
+        /* The step below the answer (the hint, if the bisection stopped on it unreplayed:
+         * where it completes, less memory may too, and the search goes on below it), the
+         * steps just below that, then a grid further down: a success there means the
+         * bisection stopped at a later boundary (hi_k - 1 fails, yet less memory completes):
+         * search again below it. (A window where an allocator fails is often a few steps wide,
+         * next to its boundary: the grid alone passed over them.) */
         uint64_t below = hi_k - 1 > floor_k && ok_at(pr, hi_k - 1) ? hi_k - 1 : 0;
-        for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > floor_k + d; d++)
+        if (below && below <= low_k) low_k = floor_k;
+        for (uint64_t d = 2; d <= GS_WHATIF_NEAR + 1 && !below && hi_k > low_k + d; d++)
             if (ok_at(pr, hi_k - d)) below = hi_k - d;
-        if (!below) below = grid_success(pr, MAX(floor_k, MIN(hint_k, hi_k - 1)), hi_k - 1);
-        if (!below && hint_k > floor_k) below = grid_success(pr, floor_k, MIN(hint_k, hi_k - 1));
+        if (!below) below = grid_success(pr, low_k, hi_k - 1);
         if (!below) break;
         /* hi_k - 1 failed, unless it is the success (the hint, unreplayed till now) */
         if (below != hi_k - 1 && (hi_k - 1) * step > out->fails_above)
             out->fails_above = (hi_k - 1) * step;
         hi_k = below;
-        lo_k = hint_k < below ? hint_k : floor_k; /* from the hint again while it is below */
+        lo_k = low_k < below ? low_k : floor_k; /* from the hint again while it is below */
     }
     out->found = true;
     out->min_capacity = hi_k * step;

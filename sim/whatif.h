@@ -48,9 +48,10 @@ typedef struct {
 void gs_whatif_bisect(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t hi, uint64_t step,
                       gs_whatif_search *out);
 /* The same, the bisection started from from (>= lo), a capacity likely to fail but not known
- * to (the uncapped replay's peak of allocated bytes): the step below an answer found next to
- * it is replayed, and the grid below the answer is made above from, then below it. A from at
- * or above hi is no hint (the search is gs_whatif_bisect's). */
+ * to (the uncapped replay's peak of allocated bytes): the checks below an answer stop at from,
+ * as a search from it did, but from itself is replayed where the answer is the step above it,
+ * and where it completes the search and its checks go on below it, down to lo. A from at or
+ * above hi is no hint (the search is gs_whatif_bisect's). */
 void gs_whatif_bisect_from(gs_whatif_probe_fn probe, void *ud, uint64_t lo, uint64_t from,
                            uint64_t hi, uint64_t step, gs_whatif_search *out);
 
