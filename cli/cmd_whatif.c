@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -241,9 +240,8 @@ static void remove_dir(const char *dir)
 static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_reference **ref)
 {
     unsigned limit_s = convert_limit_s(input);
-    sigset_t stop, before;
-    gs_stop_signals(&stop);
-    pthread_sigmask(SIG_BLOCK, &stop, &before);
+    sigset_t before;
+    gs_hold_stops(&before);
     GError *err = NULL;
     char *dir = g_dir_make_tmp("gpusim-whatif-XXXXXX", &err);
     if (!dir) gs_cli_usage_error("whatif: %s", err->message);
@@ -300,7 +298,7 @@ static void load_snapshot(const gs_cli *c, const char *input, gs_trace **t, gs_r
     remove_dir(dir);
     /* a signal held back ends the run here, as it would have (a Ctrl-C also stops the
      * converter, which is then no failure to report) */
-    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    gs_release_stops(&before);
     if (why) gs_cli_usage_error("%s", why);
     if ((*t)->n_warnings) gs_cli_say("%s: %zu problems skipped (--lenient)", input, (*t)->n_warnings);
     g_string_free(err_text, TRUE);

@@ -270,15 +270,16 @@ static bool stem_extends(const char *longer, const char *shorter)
     return !(digits && (w[digits] == '\0' || w[digits] == '-'));
 }
 
-/* stem, taken by another owner than owner, or sharing names with a stem another owner took */
-static bool stem_taken(GHashTable *claims, const char *stem, const char *owner)
+/* Whether a stem another owner than owner took extends stem or is extended by it, or (same)
+ * is stem itself. */
+static bool stem_meets(GHashTable *claims, const char *stem, const char *owner, bool same)
 {
     GHashTableIter it;
     gpointer k, v;
     g_hash_table_iter_init(&it, claims);
     while (g_hash_table_iter_next(&it, &k, &v))
         if (strcmp(v, owner) != 0 &&
-            (strcmp(k, stem) == 0 || stem_extends(k, stem) || stem_extends(stem, k)))
+            ((same && strcmp(k, stem) == 0) || stem_extends(k, stem) || stem_extends(stem, k)))
             return true;
     return false;
 }
@@ -291,15 +292,9 @@ char *gs_plot_stem_claim(GHashTable *claims, const char *trace, const char *owne
     if (had && strcmp(had, owner) == 0) return base; /* the same owner: the same stem */
     /* A stem that extends another's ("run-oom" after "run") has its '-'s as '_' ("run_oom"),
      * then, like a stem another owner took, "-2", "-3", ... after it until none is shared. */
-    bool extends = false;
-    GHashTableIter it;
-    gpointer k, v;
-    g_hash_table_iter_init(&it, claims);
-    while (g_hash_table_iter_next(&it, &k, &v))
-        extends |= strcmp(v, owner) != 0 && (stem_extends(k, base) || stem_extends(base, k));
-    if (extends) g_strdelimit(base, "-", '_');
+    if (stem_meets(claims, base, owner, false)) g_strdelimit(base, "-", '_');
     char *stem = g_strdup(base);
-    for (unsigned n = 2; stem_taken(claims, stem, owner); n++) {
+    for (unsigned n = 2; stem_meets(claims, stem, owner, true); n++) {
         g_free(stem);
         stem = g_strdup_printf("%s-%u", base, n);
     }

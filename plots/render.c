@@ -6,7 +6,6 @@
  * renamed into place only when it succeeds, so a failed run leaves no half image behind.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -25,9 +24,8 @@ static gboolean render_in(const gs_plotter *p, const char *prog, const char *ste
 static gboolean render_one(const gs_plotter *p, const char *prog, const char *stem, GError **err)
 {
     const char *dir = p->dir;
-    sigset_t stop, before;
-    gs_stop_signals(&stop);
-    pthread_sigmask(SIG_BLOCK, &stop, &before);
+    sigset_t before;
+    gs_hold_stops(&before);
     char *tmpdir = g_build_filename(dir, ".gpusim-render-XXXXXX", NULL);
     gboolean ok;
     if (!g_mkdtemp(tmpdir)) {
@@ -40,7 +38,7 @@ static gboolean render_one(const gs_plotter *p, const char *prog, const char *st
         g_rmdir(tmpdir);
     }
     g_free(tmpdir);
-    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    gs_release_stops(&before);
     return ok;
 }
 

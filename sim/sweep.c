@@ -455,11 +455,10 @@ gboolean gs_sweep_run(const gs_sweep *s, const gs_trace *t, const gs_replay_opts
          * with this thread's mask), and GLib keeps some idle after the pool is freed: one of
          * them would otherwise take an interrupt meant for the main thread, which holds it back
          * while it writes a file or draws a plot (util.h, gs_stop_signals) */
-        sigset_t stop, before;
-        gs_stop_signals(&stop);
-        pthread_sigmask(SIG_BLOCK, &stop, &before);
+        sigset_t before;
+        gs_hold_stops(&before);
         GThreadPool *pool = g_thread_pool_new(run_cell, &x, (gint)jobs, TRUE, NULL);
-        pthread_sigmask(SIG_SETMASK, &before, NULL);
+        gs_release_stops(&before);
         for (guint i = 0; i < s->cells->len; i++)
             g_thread_pool_push(pool, GSIZE_TO_POINTER(i + 1), NULL);
         g_thread_pool_free(pool, FALSE, TRUE); /* wait for every cell */

@@ -70,16 +70,10 @@ static void bisect(prober *pr, uint64_t lo, uint64_t from, uint64_t hi)
     if (hi_k <= lo_k) return;
     if (!ok_at(pr, hi_k)) {
         /* fails at the largest capacity: the grid below still says whether it ever completes */
-        for (unsigned g = 1; g < GS_WHATIF_GRID; g++) {
-            uint64_t k = lo_k + (hi_k - lo_k) * g / GS_WHATIF_GRID;
-            if (k <= lo_k) continue;
-            if (ok_at(pr, k)) {
-                out->fails_above = hi_k * step;
-                hi_k = k; /* bisect below this success instead */
-                break;
-            }
-        }
-        if (!out->fails_above) return;
+        uint64_t k = grid_success(pr, lo_k, hi_k);
+        if (!k) return;
+        out->fails_above = hi_k * step;
+        hi_k = k; /* bisect below this success instead */
     }
     /* invariant: fails at lo_k (or lo_k is the known-failing bound, or the hint), completes
      * at hi_k. The checks below an answer go down to the hint (low_k), as a search from it

@@ -146,15 +146,14 @@ static int open_fifo(const char *path)
 
 int gs_output_open(const char *path, gs_output *o)
 {
-    sigset_t stop;
-    gs_stop_signals(&stop);
-    pthread_sigmask(SIG_BLOCK, &stop, &o->before);
+    gs_hold_stops(&o->before);
     o->tmp = NULL;
     struct stat st;
+    bool there = lstat(path, &st) == 0;
     int fd;
-    if (lstat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    if (there && S_ISFIFO(st.st_mode)) {
         fd = open_fifo(path);
-    } else if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    } else if (there && !S_ISREG(st.st_mode)) {
         /* a device, a FIFO, a link (/dev/stdout): written in place, never replaced by a rename
          * (as root that would turn /dev/full into a regular file; a link would become a file,
          * its target never written) */
@@ -176,7 +175,7 @@ int gs_output_open(const char *path, gs_output *o)
         int e = errno;
         g_free(o->tmp);
         o->tmp = NULL;
-        pthread_sigmask(SIG_SETMASK, &o->before, NULL);
+        gs_release_stops(&o->before);
         errno = e;
     }
     return fd;
@@ -194,7 +193,7 @@ int gs_output_commit(const char *path, gs_output *o, int fd, int e)
         g_free(o->tmp);
         o->tmp = NULL;
     }
-    pthread_sigmask(SIG_SETMASK, &o->before, NULL);
+    gs_release_stops(&o->before);
     return e;
 }
 

@@ -5,7 +5,7 @@ death of a run: the rows after a fatal OOM taken off (trim_after_death), the lim
 from .model import (_A_ALLOC, _A_EMPTY_CACHE, _A_FREE, _A_FREE_DONE, _A_OOM, _A_POOL_BEGIN,
                     _ACTION_CODE, _ACTIONS, _O_ALLOC, _O_EMPTY, _O_FREE, _O_FREE_DONE, _O_OOM,
                     _OP_CODE, U64_LIMIT, ConvertError, EventColumns, MiB, Scan, Trace,
-                    _frame_number, _said, warn)
+                    _frame_number, _is_int, _said, warn)
 from .inference import GROWTHS, RELEASES
 
 
@@ -283,6 +283,18 @@ def growth_needed(size, settings):
     return -(-size // (2 * MiB)) * 2 * MiB
 
 
+def full_device(held, free, need, later):
+    """The limit an OOM shows where the device was full then: held (what the allocator held at
+    the failing request) + free (the bytes the device reported free), when free could not hold
+    need (the least growth the request needed: another process, another library held the
+    rest), and the run never held more after it (later: the most it held since; more means the
+    device had room again, and the full device was no limit of the run). Else None. The one
+    rule of limit_at_death and of the empty_cache inference's limit (cli.full_device_limit)."""
+    if not _is_int(free) or free >= need or later > held + free:
+        return None
+    return held + free
+
+
 def limit_at_death(rec, tr, events_before_trim):
     """The memory the allocator of the device that died could have had, from the snapshot
     itself (docs/cli.md, "The limit a run met"): what it held at the failing request
@@ -333,10 +345,11 @@ def limit_at_death(rec, tr, events_before_trim):
             continue
         after += e[2] if e[0] in GROWTHS else -e[2] if e[0] in RELEASES else 0
         later = max(later, after)
-    if free is not None and free < need and before + later > held + free:
-        return None
-    if free is not None and free < need:
-        out.update(bytes=held + free, source=f"device full at {where}")
+    full = full_device(held, free, need, before + later)
+    if full is not None:
+        out.update(bytes=full, source=f"device full at {where}")
+    elif free is not None and free < need:
+        return None   # full then, but the run held more after it: no limit it met
     else:
         # An expandable segment's mappings may pass the limit by less than a 20 MiB page (the
         # inference's rule too): its peak allowed is no floor of the limit, the peak less that

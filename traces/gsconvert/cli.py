@@ -19,7 +19,7 @@ from .snapshot import read_snapshot
 from .fastread import gpusim_program, read_snapshot_fast
 from .inputs import READERS, Input, Progress, detect_format
 from .inference import GROWTHS, RELEASES, infer_all_pools, infer_empty_cache, merge_devices
-from .build import build_trace, growth_needed, limit_at_death, trim_after_death
+from .build import build_trace, full_device, growth_needed, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
 from .output import render_trace, write_bounded, write_chunks, write_rows, write_whole
@@ -243,14 +243,13 @@ def full_device_limit(rec, dev, events):
             at = (running, e.addr, e.size)     # an oom's addr is the device's free bytes
             later = running
         later = max(later, running)            # the most held since the last oom
-    if at is None or not _is_int(at[1]) or at[1] >= growth_needed(at[2], rec.allocator_settings):
+    if at is None:
         return None
-    if later > at[0] + at[1]:
-        return None   # the run held more after it: the device had room again (limit_at_death)
     before = 0   # segments made before the log began, as limit_at_death counts them
     if rec.final_reserved is not None and dev in rec.final_reserved:
         before = max(0, rec.final_reserved[dev] - running)
-    return before + at[0] + at[1]
+    return full_device(before + at[0], at[1], growth_needed(at[2], rec.allocator_settings),
+                       before + later)
 
 
 def infer_all_empty_cache(rec, args, sibling, label):
