@@ -295,6 +295,33 @@ def full_device(held, free, need, later):
     return held + free
 
 
+def full_device_limit(rec, dev, events):
+    """The limit a device's last OOM shows when the device was full then (its free bytes fewer
+    than the request's growth: another process held the rest): what the allocator held plus
+    those free bytes, as limit_at_death finds it for the reference; else None. The empty_cache
+    rule takes it too, where it is below the cap known (a NAME.json's 2 GiB beside a device full
+    at 1.5 GiB made the allocator's five flushes read as empty_cache() calls)."""
+    if rec.kind != "pytorch-snapshot":
+        return None
+    running, at, later = 0, None, 0
+    for e in events:
+        if e.action in GROWTHS:
+            running += e.size
+        elif e.action in RELEASES:
+            running -= e.size
+        elif e.action == "oom":
+            at = (running, e.addr, e.size)     # an oom's addr is the device's free bytes
+            later = running
+        later = max(later, running)            # the most held since the last oom
+    if at is None:
+        return None
+    before = 0   # segments made before the log began, as limit_at_death counts them
+    if rec.final_reserved is not None and dev in rec.final_reserved:
+        before = max(0, rec.final_reserved[dev] - running)
+    return full_device(before + at[0], at[1], growth_needed(at[2], rec.allocator_settings),
+                       before + later)
+
+
 def limit_at_death(rec, tr, events_before_trim):
     """The memory the allocator of the device that died could have had, from the snapshot
     itself (docs/cli.md, "The limit a run met"): what it held at the failing request

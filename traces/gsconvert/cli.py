@@ -18,8 +18,8 @@ from .model import (_O_EMPTY, EXIT_ERROR, PROG, ConvertError, _is_int, _is_num, 
 from .snapshot import read_snapshot
 from .fastread import gpusim_program, read_snapshot_fast
 from .inputs import READERS, Input, Progress, detect_format
-from .inference import GROWTHS, RELEASES, infer_all_pools, infer_empty_cache, merge_devices
-from .build import build_trace, full_device, growth_needed, limit_at_death, trim_after_death
+from .inference import infer_all_pools, infer_empty_cache, merge_devices
+from .build import build_trace, full_device_limit, limit_at_death, trim_after_death
 from .reference import (_by_device, build_reference, cap_bytes_of, pytorch_version_of,
                         read_sibling, sibling_json_path, trace_devices)
 from .output import render_trace, write_bounded, write_chunks, write_rows, write_whole
@@ -223,33 +223,6 @@ def release_limit(args, sibling, dev, version=None):
     if "cap_gib" in sibling and sibling["cap_gib"] is None and _is_int(total):
         return total
     return None
-
-
-def full_device_limit(rec, dev, events):
-    """The limit a device's last OOM shows when the device was full then (its free bytes fewer
-    than the request's growth: another process held the rest): what the allocator held plus
-    those free bytes, as limit_at_death finds it for the reference; else None. The empty_cache
-    rule takes it too, where it is below the cap known (a NAME.json's 2 GiB beside a device full
-    at 1.5 GiB made the allocator's five flushes read as empty_cache() calls)."""
-    if rec.kind != "pytorch-snapshot":
-        return None
-    running, at, later = 0, None, 0
-    for e in events:
-        if e.action in GROWTHS:
-            running += e.size
-        elif e.action in RELEASES:
-            running -= e.size
-        elif e.action == "oom":
-            at = (running, e.addr, e.size)     # an oom's addr is the device's free bytes
-            later = running
-        later = max(later, running)            # the most held since the last oom
-    if at is None:
-        return None
-    before = 0   # segments made before the log began, as limit_at_death counts them
-    if rec.final_reserved is not None and dev in rec.final_reserved:
-        before = max(0, rec.final_reserved[dev] - running)
-    return full_device(before + at[0], at[1], growth_needed(at[2], rec.allocator_settings),
-                       before + later)
 
 
 def infer_all_empty_cache(rec, args, sibling, label):
