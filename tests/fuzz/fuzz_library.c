@@ -226,11 +226,22 @@ static void pool_op(unsigned kind, int device, unsigned a, unsigned b)
         if (open_begins[device][k]) open_begins[device][k]--;
     } else if (kind == 3) {
         gpusim_pool_release(device, g, u);
+        /* a release of a MemPool's id beyond the uses begun takes the MemPool's own use, as
+         * PyTorch's release_pool does (the harness kept counting it made) */
         if (uses[device][k]) uses[device][k]--;
+        else if (k >= 4 && mempools[device][k - 4]) mempools[device][k - 4]--;
     }
     k = a & 3; /* the MemPool */
     if (kind == 4) {
-        mempools[device][k] += gpusim_mempool_create(device, 0, k + 1) == 0;
+        /* A MemPool is made whether or not the library had a slot for it: refused one, it owes
+         * its use and takes it at its next (torch/pools.c, owed), and use_count counts it. The
+         * harness counted only a create that returned 0, and called the owed use a fault. */
+        int before = gpusim_mempool_use_count(device, 0, k + 1);
+        int rc = gpusim_mempool_create(device, 0, k + 1);
+        int after = gpusim_mempool_use_count(device, 0, k + 1);
+        GS_FUZZ_CHECK(rc != 0 || after == before + 1, "MemPool %u made: %d uses, then %d", k,
+                      before, after);
+        mempools[device][k] += rc == 0 || after == before + 1;
     } else if (kind == 5) {
         gpusim_mempool_destroy(device, 0, k + 1);
         if (mempools[device][k]) mempools[device][k]--;
